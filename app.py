@@ -1,0 +1,99 @@
+"""Entry point: page config, navigation, and the home page that tells the story."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+st.set_page_config(
+    page_title="Same seed, different numbers",
+    page_icon=":material/calculate:",
+    layout="wide",
+    initial_sidebar_state="expanded",
+)
+
+# Each page's URL path is its file name. Streamlit decides once per process, on the first
+# session, whether the app "uses the pages/ directory"; a first visitor who opens a deep
+# link whose path differs from the file name then gets a "Page not found" dialog.
+# (Measured with streamlit 1.67; the browser test opens a deep link on a fresh server.)
+NON_ASSOCIATIVITY = st.Page(
+    "pages/non_associativity.py",
+    title="Non-associativity",
+    icon=":material/swap_horiz:",
+    url_path="non_associativity",
+)
+
+
+def home() -> None:
+    st.title("Same model, same seed, different numbers")
+    st.markdown(
+        """
+Train one model twice, with the same data, the same seed and the same code, once on a
+CPU and once on a GPU. The losses agree to many digits for the first steps, then slowly
+drift apart, and after a few hundred steps the two runs follow different trajectories.
+Nothing is broken. This app shows, with exact numbers, where the difference comes from.
+"""
+    )
+
+    st.header("Three causes")
+    c1, c2, c3 = st.columns(3)
+    with c1.container(border=True):
+        st.markdown(
+            """
+**1 · Same formats, not the same arithmetic.** float32 and float64 are the same IEEE 754
+formats on every CPU and GPU, and a single addition is rounded the same way everywhere.
+But rounding makes addition non-associative: `(a + b) + c` need not equal `a + (b + c)`.
+"""
+        )
+    with c2.container(border=True):
+        st.markdown(
+            """
+**2 · Hardware chooses the order.** A sum of a million numbers is split to fit the
+machine: a CPU hands contiguous chunks to its threads and folds SIMD lanes; a GPU spreads
+the work over thousands of threads and combines them in trees. Different splits mean
+different groupings, so different roundings. Even one CPU gives other bits with another
+thread count.
+"""
+        )
+    with c3.container(border=True):
+        st.markdown(
+            """
+**3 · Training amplifies.** A difference in the last bit of one gradient changes the
+weights slightly, which changes every later step. Training is a chaotic process: tiny
+perturbations grow roughly exponentially until the two runs are unrelated, even though
+both learn equally well.
+"""
+        )
+
+    st.info(
+        "Takeaway: never expect tensor results to be bit-identical across devices, "
+        "libraries, or even thread counts on the same machine. Expect them to be close, "
+        "and judge runs by aggregate metrics.",
+        icon=":material/lightbulb:",
+    )
+
+    st.header("What you can do about it, and what it costs")
+    st.markdown(
+        """
+| Mitigation | Effect | Cost |
+| --- | --- | --- |
+| Compute in float64 | Each rounding is about 2^29 times smaller than in float32, so visible divergence often disappears for the length of a run | About half the float32 throughput on x86 CPUs and on data-centre GPUs (A100, H100); 1/32 to 1/64 on consumer and inference GPUs (T4, RTX 4090); Apple's MPS has no float64 at all |
+| Accumulate in higher precision, e.g. `torch.sum(x, dtype=torch.float64)` | The reduction's own rounding errors shrink sharply; the order still matters, but far less | torch casts the input to that dtype before reducing, so it costs the memory traffic and arithmetic of the wider type for that one operation |
+| Accept the divergence | Nothing to pay at run time | Compare runs only through aggregate metrics (final loss, accuracy, their spread over seeds), never step by step |
+"""
+    )
+
+    st.header("Explore")
+    st.page_link(
+        NON_ASSOCIATIVITY,
+        label="Non-associativity: add three numbers two ways and see exactly where each rounding happens",
+        icon=":material/swap_horiz:",
+    )
+    st.caption(
+        "Every number in this app says where it came from: computed live on this server "
+        "(which device), or exact rational arithmetic."
+    )
+
+
+HOME = st.Page(home, title="Overview", icon=":material/home:", default=True)
+
+st.navigation([HOME, NON_ASSOCIATIVITY]).run()

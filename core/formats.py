@@ -1,0 +1,275 @@
+"""IEEE 754 binary formats: exact decoding, correct rounding and ULPs.
+
+Everything here is integer and rational arithmetic (``fractions.Fraction``); no
+floating-point operation is used to decide a rounding. torch is used only to move bit
+patterns in and out of tensors of the matching dtype.
+
+Conventions
+-----------
+* ``p`` is the precision in bits, counting the implicit leading bit (24 for float32).
+* ``emax`` is the largest unbiased exponent; ``emin = 1 - emax``.
+* Rounding is IEEE round-to-nearest, ties-to-even, with overflow to infinity when the
+  value rounded with an unbounded exponent exceeds the largest finite number.
+* Values that are not finite are plain Python floats (``inf``, ``-inf``, ``nan``);
+  finite values are ``Fraction``.  Zero has no sign as a Fraction; the sign of a
+  computed zero is visible in its bit pattern.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import torch
+
+Exact = Fraction | float  # a Fraction when finite, else float inf/-inf/nan
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """One IEEE 754 binary format as torch stores it."""
+
+    name: str
+    precision: int  # p, including the implicit bit
+    exponent_bits: int
+    emax: int
+    torch_dtype: torch.dtype
+    int_dtype: torch.dtype  # same-width integer dtype, for reading bit patterns
+
+    @property
+    def emin(self) -> int:
+        return 1 - self.emax
+
+    @property
+    def mantissa_bits(self) -> int:
+        """Stored fraction bits (the implicit bit is not stored)."""
+        return self.precision - 1
+
+    @property
+    def width(self) -> int:
+        return 1 + self.exponent_bits + self.mantissa_bits
+
+    @property
+    def bias(self) -> int:
+        return self.emax
+
+    @property
+    def unit_roundoff(self) -> Fraction:
+        """u = 2^-p: the largest relative error of one rounding to nearest."""
+        return Fraction(1, 2**self.precision)
+
+    @property
+    def max_finite(self) -> Fraction:
+        return (2 - Fraction(1, 2 ** (self.precision - 1))) * Fraction(2) ** self.emax
+
+    @property
+    def min_normal(self) -> Fraction:
+        return Fraction(2) ** self.emin
+
+    @property
+    def min_subnormal(self) -> Fraction:
+        return Fraction(2) ** (self.emin - self.precision + 1)
+
+    @property
+    def decimal_digits(self) -> int:
+        """Significant decimal digits that always identify a value (round trip)."""
+        return math.ceil(self.precision * math.log10(2)) + 1
+
+
+FLOAT16 = FloatFormat("float16", 11, 5, 15, torch.float16, torch.int16)
+BFLOAT16 = FloatFormat("bfloat16", 8, 8, 127, torch.bfloat16, torch.int16)
+FLOAT32 = FloatFormat("float32", 24, 8, 127, torch.float32, torch.int32)
+FLOAT64 = FloatFormat("float64", 53, 11, 1023, torch.float64, torch.int64)
+
+FORMATS: dict[str, FloatFormat] = {f.name: f for f in (FLOAT16, BFLOAT16, FLOAT32, FLOAT64)}
+
+
+def get_format(name: str) -> FloatFormat:
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise ValueError(f"unknown format {name!r}; choose one of {', '.join(FORMATS)}") from None
+
+
+# --------------------------------------------------------------------------- exponents
+
+
+def floor_log2(x: Fraction) -> int:
+    """floor(log2(x)) for a positive Fraction, exactly."""
+    if x <= 0:
+        raise ValueError("floor_log2 needs a positive number")
+    n, d = x.numerator, x.denominator
+    e = n.bit_length() - d.bit_length()
+    # 2^e <= x < 2^(e+1) after at most one correction step
+    if e >= 0:
+        if n < d << e:
+            e -= 1
+    elif n << -e < d:
+        e -= 1
+    return e
+
+
+def ulp(x: Exact, fmt: FloatFormat) -> Fraction:
+    """The unit in the last place of the binade of |x| in ``fmt``.
+
+    For a real x this is the spacing of ``fmt`` numbers around x (the larger spacing at
+    a power of two is not used: ulp(2^k) = 2^(k-p+1)).  ulp(0) is the smallest
+    subnormal.  Infinite or NaN x has no ULP: ValueError.
+    """
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            raise ValueError("ulp of a non-finite value")
+        x = Fraction(x)
+    if x == 0:
+        return fmt.min_subnormal
+    e = max(floor_log2(abs(x)), fmt.emin)
+    return Fraction(2) ** (e - fmt.precision + 1)
+
+
+# ---------------------------------------------------------------------------- rounding
+
+
+def round_to_format(x: Exact, fmt: FloatFormat) -> Exact:
+    """Round an exact real to ``fmt``: nearest, ties to even, overflow to +-inf.
+
+    Non-finite floats pass through.  The result is exactly a value of ``fmt`` (as a
+    Fraction) or an infinity.
+    """
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            return x
+        x = Fraction(x)
+    if x == 0:
+        return Fraction(0)
+    sign = -1 if x < 0 else 1
+    mag = abs(x)
+    quantum_exp = max(floor_log2(mag), fmt.emin) - fmt.precision + 1
+    quantum = Fraction(2) ** quantum_exp
+    m = round(mag / quantum)  # Fraction.__round__ rounds half to even
+    rounded = m * quantum
+    if rounded > fmt.max_finite:
+        return sign * math.inf
+    return sign * rounded
+
+
+def is_representable(x: Fraction, fmt: FloatFormat) -> bool:
+    return round_to_format(x, fmt) == x
+
+
+# ------------------------------------------------------------------------ bit patterns
+
+
+def bits_of(t: torch.Tensor) -> int:
+    """Unsigned bit pattern of a 0-d (or 1-element) floating tensor."""
+    fmt = format_of(t.dtype)
+    raw = int(t.detach().reshape(()).cpu().view(fmt.int_dtype).item())
+    return raw & ((1 << fmt.width) - 1)
+
+
+def format_of(dtype: torch.dtype) -> FloatFormat:
+    for f in FORMATS.values():
+        if f.torch_dtype == dtype:
+            return f
+    raise ValueError(f"unsupported dtype {dtype}")
+
+
+def tensor_from_bits(bits: int, fmt: FloatFormat, device: str | torch.device = "cpu") -> torch.Tensor:
+    """A 0-d tensor of ``fmt`` with exactly the given bit pattern."""
+    if not 0 <= bits < 1 << fmt.width:
+        raise ValueError(f"{bits:#x} is not a {fmt.width}-bit pattern")
+    signed = bits - (1 << fmt.width) if bits >> (fmt.width - 1) else bits
+    return torch.tensor(signed, dtype=fmt.int_dtype).view(fmt.torch_dtype).to(device)
+
+
+def value_of_bits(bits: int, fmt: FloatFormat) -> Exact:
+    """Decode a bit pattern to its exact value, independently of torch."""
+    sign = -1 if bits >> (fmt.width - 1) & 1 else 1
+    exp_field = bits >> fmt.mantissa_bits & ((1 << fmt.exponent_bits) - 1)
+    frac = bits & ((1 << fmt.mantissa_bits) - 1)
+    if exp_field == (1 << fmt.exponent_bits) - 1:
+        return math.nan if frac else sign * math.inf
+    if exp_field == 0:  # zero or subnormal
+        return sign * Fraction(frac) * Fraction(2) ** (fmt.emin - fmt.mantissa_bits)
+    significand = (1 << fmt.mantissa_bits) | frac
+    return sign * Fraction(significand) * Fraction(2) ** (exp_field - fmt.bias - fmt.mantissa_bits)
+
+
+def bits_of_value(x: Exact, fmt: FloatFormat, negative_zero: bool = False) -> int:
+    """Encode a value of ``fmt`` (exactly representable, or +-inf) as its bit pattern."""
+    sign_bit = 1 << (fmt.width - 1)
+    exp_all_ones = ((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits
+    if isinstance(x, float):
+        if math.isnan(x):
+            return exp_all_ones | 1 << (fmt.mantissa_bits - 1)
+        if math.isinf(x):
+            return exp_all_ones | (sign_bit if x < 0 else 0)
+        x = Fraction(x)
+    if x == 0:
+        return sign_bit if negative_zero else 0
+    if round_to_format(x, fmt) != x:
+        raise ValueError(f"{x} is not a {fmt.name} value")
+    s = sign_bit if x < 0 else 0
+    mag = abs(x)
+    e = floor_log2(mag)
+    if e < fmt.emin:  # subnormal
+        frac = mag / fmt.min_subnormal
+        return s | int(frac)
+    frac = mag / Fraction(2) ** (e - fmt.mantissa_bits) - (1 << fmt.mantissa_bits)
+    return s | (e + fmt.bias) << fmt.mantissa_bits | int(frac)
+
+
+def split_bits(bits: int, fmt: FloatFormat) -> tuple[str, str, str]:
+    """(sign, exponent, mantissa) as binary digit strings."""
+    s = format(bits, f"0{fmt.width}b")
+    return s[0], s[1 : 1 + fmt.exponent_bits], s[1 + fmt.exponent_bits :]
+
+
+def hex_bits(bits: int, fmt: FloatFormat) -> str:
+    return f"0x{bits:0{fmt.width // 4}x}"
+
+
+def tensor_of(x: Exact, fmt: FloatFormat, device: str | torch.device = "cpu") -> torch.Tensor:
+    """A 0-d tensor holding exactly the ``fmt`` value x (no rounding happens)."""
+    return tensor_from_bits(bits_of_value(x, fmt), fmt, device)
+
+
+def value_of_tensor(t: torch.Tensor) -> Exact:
+    """Exact value of a 0-d floating tensor, decoded from its bits."""
+    fmt = format_of(t.dtype)
+    return value_of_bits(bits_of(t), fmt)
+
+
+# ----------------------------------------------------------------------- ULP distances
+
+
+def error_in_ulps(computed: Exact, exact: Exact, fmt: FloatFormat) -> float:
+    """(computed - exact) / ulp(exact), as a float (signed).
+
+    inf when the computed value overflowed while the exact one is finite; nan when the
+    exact value is not finite.
+    """
+    if isinstance(exact, float) and not math.isfinite(exact):
+        return math.nan
+    if isinstance(computed, float):
+        if math.isnan(computed):
+            return math.nan
+        if math.isinf(computed):
+            return computed
+    return float((Fraction(computed) - Fraction(exact)) / ulp(exact, fmt))
+
+
+def ordinal(bits: int, fmt: FloatFormat) -> int:
+    """Map bit patterns to integers that count representable values in order.
+
+    Consecutive finite values differ by one; +0 and -0 both map to 0.
+    """
+    sign_bit = 1 << (fmt.width - 1)
+    if bits & sign_bit:
+        return -(bits & (sign_bit - 1))
+    return bits
+
+
+def ulp_distance(bits_a: int, bits_b: int, fmt: FloatFormat) -> int:
+    """How many representable values lie between two finite values (0 if equal)."""
+    return abs(ordinal(bits_a, fmt) - ordinal(bits_b, fmt))

@@ -1,0 +1,295 @@
+"""Page: Non-associativity playground, (a + b) + c versus a + (b + c)."""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from core.assoc import (
+    DISTRIBUTIONS,
+    MAX_TRIPLES,
+    SearchSettings,
+    TripleResult,
+    evaluate_triple,
+    search_counterexamples,
+)
+from core.devices import cpu_device
+from core.exact import abbreviate, exact_decimal, shortest_repr, to_mpf
+from core.formats import FLOAT64, FORMATS, Exact, FloatFormat, error_in_ulps, floor_log2, hex_bits, ulp
+from core.parse import ParseError, parse_number
+from ui.render import bits_html, bits_legend, mono
+
+# label -> (format, a, b, c, what it shows)
+PRESETS: dict[str, tuple[str, str, str, str, str]] = {
+    "0.1 + 0.2 + 0.3 (float64)": (
+        "float64", "0.1", "0.2", "0.3",
+        "None of the three is stored exactly; the two groupings round differently.",
+    ),
+    "1e16 + 1 − 1e16 (float64)": (
+        "float64", "1e16", "1", "-1e16",
+        "Near 1e16 float64 numbers are 2 apart, so adding 1 first is lost entirely.",
+    ),
+    "1e8 + 1 − 1e8 (float32)": (
+        "float32", "1e8", "1", "-1e8",
+        "The same swamping in float32, where numbers near 1e8 are 8 apart.",
+    ),
+    "2048 + 1 + 1 (float16)": (
+        "float16", "2048", "1", "1",
+        "float16 has 11 bits of precision: 2049 is not representable, 2050 is.",
+    ),
+    "256 + 1 + 1 (bfloat16)": (
+        "bfloat16", "256", "1", "1",
+        "bfloat16 keeps only 8 bits of precision: above 256 the spacing is 2.",
+    ),
+    "60000 + 10000 − 10000 (float16)": (
+        "float16", "60000", "10000", "-10000",
+        "The exact sum fits in float16, but 60000 + 10000 overflows to infinity.",
+    ),
+}
+CUSTOM = "Custom"
+DEFAULT_PRESET = next(iter(PRESETS))
+FORMAT_NAMES = list(FORMATS)
+KEYS = ("na_a", "na_b", "na_c")
+
+
+def _init_state() -> None:
+    if "na_fmt" not in st.session_state:
+        _load_preset(DEFAULT_PRESET)
+        st.session_state["na_preset"] = DEFAULT_PRESET
+
+
+def _load_preset(label: str) -> None:
+    fmt, a, b, c, _ = PRESETS[label]
+    st.session_state["na_fmt"] = fmt
+    for key, value in zip(KEYS, (a, b, c), strict=True):
+        st.session_state[key] = value
+
+
+def _on_preset() -> None:
+    label = st.session_state["na_preset"]
+    if label in PRESETS:
+        _load_preset(label)
+
+
+def _mark_custom() -> None:
+    st.session_state["na_preset"] = CUSTOM
+
+
+def _load_example(fmt_name: str, example: tuple[str, str, str]) -> None:
+    st.session_state["na_fmt"] = fmt_name
+    for key, value in zip(KEYS, example, strict=True):
+        st.session_state[key] = value
+    st.session_state["na_preset"] = CUSTOM
+
+
+@st.cache_data(max_entries=64, ttl=3600, show_spinner=False)
+def _search(settings: SearchSettings):
+    return search_counterexamples(settings)
+
+
+def _value_line(x: Exact, fmt: FloatFormat) -> str:
+    return f"{mono(shortest_repr(x, fmt))} &nbsp; exactly {mono(abbreviate(exact_decimal(x), 90))}"
+
+
+def _ulps(e: float) -> str:
+    if math.isnan(e):
+        return "undefined"
+    if math.isinf(e):
+        return "∞ (overflowed)"
+    return f"{e:+.4g} ULP"
+
+
+# ------------------------------------------------------------------------------- layout
+_init_state()
+st.title("Non-associativity: (a + b) + c ≠ a + (b + c)")
+st.markdown(
+    "Every floating-point addition rounds its exact result to the nearest number the "
+    "format can hold. Grouping three numbers differently rounds different intermediate "
+    "sums, so the final bits can differ even though real addition does not care about "
+    "the order. Pick a format and three numbers, or start from a preset."
+)
+
+c_preset, c_fmt = st.columns([3, 2])
+c_preset.selectbox(
+    "Preset", [*PRESETS, CUSTOM], key="na_preset", on_change=_on_preset,
+    help="Loads a format and three numbers. Editing any field switches to Custom.",
+)
+c_fmt.selectbox("Format (dtype)", FORMAT_NAMES, key="na_fmt", on_change=_mark_custom)
+if st.session_state["na_preset"] in PRESETS:
+    st.caption(PRESETS[st.session_state["na_preset"]][4])
+
+fmt = FORMATS[st.session_state["na_fmt"]]
+parsed, errors = [], False
+for col, key, name in zip(st.columns(3), KEYS, "abc", strict=True):
+    col.text_input(name, key=key, on_change=_mark_custom, max_chars=200,
+                   help="Decimal (0.1), scientific (1e-8), fraction (1/3) or hex float (0x1.8p-3).")
+    try:
+        number = parse_number(st.session_state[key], fmt)
+    except ParseError as err:
+        col.error(str(err), icon=":material/error:")
+        errors = True
+        continue
+    parsed.append(number)
+    if number.underflowed:
+        col.warning(f"Underflows: the nearest {fmt.name} value is 0.", icon=":material/info:")
+
+if not errors:
+    st.session_state["na_last_good"] = tuple(parsed)
+elif "na_last_good" in st.session_state:
+    good = st.session_state["na_last_good"]
+    st.warning(
+        "Fix the highlighted input to update. Still showing the last valid numbers: "
+        f"{', '.join(n.text for n in good)} in {good[0].fmt.name}.",
+        icon=":material/history:",
+    )
+if "na_last_good" not in st.session_state:
+    st.stop()
+
+numbers = st.session_state["na_last_good"]
+fmt = numbers[0].fmt
+result: TripleResult = evaluate_triple(numbers)
+cpu = cpu_device()
+
+# -------------------------------------------------------------------- 1. what is stored
+st.subheader("1 · What the format actually stores")
+st.markdown(bits_legend(fmt), unsafe_allow_html=True)
+rows = []
+for name, n, bits in zip("abc", numbers, result.stored_bits, strict=True):
+    if n.was_rounded:
+        off = error_in_ulps(n.stored, n.exact, fmt)
+        note = f"rounded when stored ({off:+.3g} ULP of the typed value)"
+    else:
+        note = "stored exactly"
+    rows.append(
+        f"**{name}** typed {mono(n.text)} → stored {_value_line(n.stored, fmt)}<br>"
+        f"&emsp;{bits_html(bits, fmt)} &nbsp; <small>{hex_bits(bits, fmt)} · {note}</small>"
+    )
+st.markdown("<br>".join(rows), unsafe_allow_html=True)
+
+# ------------------------------------------------------------------ 2. the two groupings
+st.subheader("2 · Two groupings, two roundings each")
+for col, g in zip(st.columns(2), (result.left, result.right), strict=True):
+    with col.container(border=True):
+        st.markdown(f"#### {g.name}")
+        for step in (g.inner, g.outer):
+            if step.was_exact:
+                verdict = "exact, no rounding"
+            elif math.isinf(float(step.rounded)):
+                verdict = f"**overflowed to {exact_decimal(step.rounded)}**"
+            else:
+                verdict = (
+                    f"**rounded here** by {mono(abbreviate(exact_decimal(step.rounding_error), 50))}"
+                    f" ({_ulps(error_in_ulps(step.rounded, step.exact, fmt))})"
+                )
+            st.markdown(
+                f"`{step.expression}` exact {mono(abbreviate(exact_decimal(step.exact), 70))}<br>"
+                f"&emsp;→ {fmt.name} {mono(shortest_repr(step.rounded, fmt))} · {verdict}",
+                unsafe_allow_html=True,
+            )
+        st.markdown(f"Result {bits_html(g.bits, fmt)}", unsafe_allow_html=True)
+        st.metric("Error against the exact sum", _ulps(g.error_ulps))
+
+if result.differ:
+    apart = result.ulps_apart
+    gap = f"{apart:,} representable value{'s' if apart != 1 else ''} apart" if apart is not None else "one is not finite"
+    st.error(
+        f"The groupings differ in {fmt.name}: {shortest_repr(result.left.result, fmt)} versus "
+        f"{shortest_repr(result.right.result, fmt)} ({gap}).",
+        icon=":material/call_split:",
+    )
+else:
+    st.success(
+        f"Both groupings give the same {fmt.name} bits for these numbers. Try another "
+        "preset, or let the search below find a triple where they differ.",
+        icon=":material/check_circle:",
+    )
+
+# ----------------------------------------------------------------------- 3. exact answer
+st.subheader("3 · The exact answer")
+exact_mpf = to_mpf(result.exact_sum)
+st.markdown(
+    f"Exact a + b + c of the stored values (an `mpmath.mpf` of {exact_mpf._mpf_[3]} bits, "
+    f"no rounding): {mono(exact_decimal(result.exact_sum))}<br>"
+    f"Correctly rounded to {fmt.name}: {_value_line(result.correctly_rounded, fmt)} "
+    f"{bits_html(result.correctly_rounded_bits, fmt)}",
+    unsafe_allow_html=True,
+)
+winners = [g.name for g in (result.left, result.right) if g.bits == result.correctly_rounded_bits]
+st.markdown(
+    ("Correctly rounded: " + " and ".join(f"`{w}`" for w in winners))
+    if winners
+    else "Neither grouping is correctly rounded here."
+)
+unit = ulp(result.exact_sum, fmt)
+st.caption(
+    f"One ULP at the exact sum in {fmt.name} is 2^{floor_log2(unit)} = "
+    f"{shortest_repr(unit, FLOAT64)}; errors on this page are stated in these units."
+)
+mismatches = [s.expression for g in (result.left, result.right) for s in (g.inner, g.outer) if not s.matches_model]
+if mismatches:
+    st.warning(
+        "torch's result differs from exact round-to-nearest-even for: " + ", ".join(mismatches)
+        + ". This device does not round these additions as IEEE 754 specifies."
+    )
+
+# --------------------------------------------------------------------------- 4. devices
+st.subheader("4 · The same additions on each device")
+table = []
+for o in result.devices:
+    table.append({
+        "device": o.device.name,
+        "(a + b) + c": hex_bits(o.left_bits, fmt) if o.left_bits is not None else "—",
+        "a + (b + c)": hex_bits(o.right_bits, fmt) if o.right_bits is not None else "—",
+        "same bits as CPU": "" if o.message else ("yes" if (o.left_bits, o.right_bits) == (result.left.bits, result.right.bits) else "NO"),
+        "note": o.message or o.device.label,
+    })
+st.dataframe(table, hide_index=True, width="stretch")
+if len(result.devices) == 1:
+    st.caption(
+        "No GPU is visible to this server, so only the CPU ran live. A single IEEE 754 "
+        "addition is correctly rounded on every device, so a GPU gives the same bits for "
+        "the same grouping; devices disagree on large sums because they choose "
+        "different groupings."
+    )
+
+# ------------------------------------------------------------------------ 5. the search
+st.subheader("5 · Find a counterexample")
+st.markdown(
+    f"Draw random {fmt.name} triples, add each both ways, and count how often the bits differ."
+)
+with st.form("na_search_form"):
+    s1, s2, s3 = st.columns(3)
+    dist = s1.selectbox("Distribution", list(DISTRIBUTIONS), format_func=DISTRIBUTIONS.get, key="na_dist")
+    n_triples = s2.number_input("Triples", min_value=1, max_value=MAX_TRIPLES, value=100_000, step=10_000,
+                                key="na_n", help=f"At most {MAX_TRIPLES:,}.")
+    seed = s3.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="na_seed")
+    submitted = st.form_submit_button("Search random triples", type="primary")
+if submitted:
+    settings = SearchSettings(fmt.name, int(n_triples), int(seed), dist)
+    st.session_state["na_search"] = _search(settings)
+
+found = st.session_state.get("na_search")
+if found is not None:
+    s = found.settings
+    lo, hi = found.ci95
+    st.markdown(
+        f"**{found.fraction:.2%}** of {s.n_triples:,} {s.fmt_name} triples "
+        f"({DISTRIBUTIONS[s.distribution]}, seed {s.seed}) give different bits "
+        f"({found.n_differ:,} triples; 95% interval {lo:.2%} to {hi:.2%})."
+    )
+    st.caption(f"Computed {found.device}, vectorized over all triples with a local torch.Generator.")
+    if found.example:
+        st.markdown("First triple that differs: " + ", ".join(mono(v) for v in found.example),
+                    unsafe_allow_html=True)
+        st.button("Load this triple into the playground", on_click=_load_example,
+                  args=(s.fmt_name, found.example), key="na_load_example")
+    else:
+        st.info("No triple differed in this sample. Try more triples or another distribution.")
+
+st.caption(
+    f"Provenance: sums computed live by torch {cpu.label.split('torch ')[-1]} on {cpu.name}; "
+    "exact values by rational arithmetic (fractions.Fraction), shown through mpmath "
+    "without rounding; every rounding is also checked against an exact IEEE "
+    "round-to-nearest-even model."
+)

@@ -1,0 +1,1 @@
+"""Streamlit presentation helpers shared by the pages (no numerics here)."""
