@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui.navigation import ensure_app_navigation, mark_app_navigation
+
 st.set_page_config(
     page_title="Same seed, different numbers",
     page_icon=":material/calculate:",
@@ -24,6 +26,7 @@ NON_ASSOCIATIVITY = st.Page(
 
 
 def home() -> None:
+    ensure_app_navigation()
     st.title("Same model, same seed, different numbers")
     st.markdown(
         """
@@ -96,4 +99,6 @@ both learn equally well.
 
 HOME = st.Page(home, title="Overview", icon=":material/home:", default=True)
 
-st.navigation([HOME, NON_ASSOCIATIVITY]).run()
+PAGE = st.navigation([HOME, NON_ASSOCIATIVITY])
+mark_app_navigation()
+PAGE.run()

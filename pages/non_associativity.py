@@ -18,6 +18,7 @@ from core.devices import cpu_device
 from core.exact import abbreviate, exact_decimal, shortest_repr, to_mpf
 from core.formats import FLOAT64, FORMATS, Exact, FloatFormat, error_in_ulps, floor_log2, hex_bits, ulp
 from core.parse import ParseError, parse_number
+from ui.navigation import ensure_app_navigation
 from ui.render import bits_html, bits_legend, mono
 
 # label -> (format, a, b, c, what it shows)
@@ -101,6 +102,7 @@ def _ulps(e: float) -> str:
 
 
 # ------------------------------------------------------------------------------- layout
+ensure_app_navigation()
 _init_state()
 st.title("Non-associativity: (a + b) + c ≠ a + (b + c)")
 st.markdown(

@@ -16,7 +16,7 @@ def bits_html(bits: int, fmt: FloatFormat) -> str:
     sign, exponent, mantissa = split_bits(bits, fmt)
     return (
         f'<span class="fp-bits" title="{fmt.name} bit pattern {hex_bits(bits, fmt)}" '
-        'style="font-family:monospace;font-size:0.92em;letter-spacing:0.02em;white-space:nowrap">'
+        'style="font-family:monospace;font-size:0.92em;letter-spacing:0.02em;word-break:break-all">'
         f'<span style="color:{SIGN_COLOUR};font-weight:700">{sign}</span>&#8202;'
         f'<span style="color:{EXPONENT_COLOUR};font-weight:700">{exponent}</span>&#8202;'
         f'<span style="color:{MANTISSA_COLOUR}">{mantissa}</span></span>'

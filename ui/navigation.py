@@ -1,0 +1,39 @@
+"""Guard against Streamlit's first-session fallback to directory-based pages.
+
+Streamlit decides once per server process, when the first session starts, whether the
+app "uses the pages/ directory" (``PagesManager.uses_pages_directory``). Because our page
+modules live in ``pages/``, the very first session after a server start runs in the old
+directory mode: the sidebar lists file names, app.py's page config and navigation are
+skipped, and a deep link whose path differs from a file name shows "Page not found".
+Only the public ``st.navigation`` (run by app.py) turns that mode off, and in directory
+mode a deep link never runs app.py, so the mode would stick for every later visitor too.
+The guard below sets the flag to the value app.py's ``st.navigation`` sets anyway, then
+reruns once, so the first visitor gets the real navigation. (Measured with streamlit
+1.67.0; the browser test opens a deep link on a fresh server and checks the sidebar.)
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+APP_NAV_KEY = "_app_navigation_ran"
+HEALED_KEY = "_app_navigation_healed"
+
+
+def mark_app_navigation() -> None:
+    """Called by app.py just before it runs the selected page."""
+    st.session_state[APP_NAV_KEY] = True
+
+
+def ensure_app_navigation() -> None:
+    """Called first by every page: rerun once if app.py's navigation did not run."""
+    if st.session_state.get(APP_NAV_KEY) or st.session_state.get(HEALED_KEY):
+        return
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+
+        PagesManager.uses_pages_directory = False
+    except ImportError:  # a future Streamlit without the flag needs no healing
+        return
+    st.session_state[HEALED_KEY] = True
+    st.rerun()
