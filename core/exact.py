@@ -83,20 +83,17 @@ def shortest_repr(x: Exact, fmt: FloatFormat) -> str:
         return exact_decimal(x)
     if x == 0:
         return "0"
-    for digits in range(1, 40):
-        candidate = _round_sig(Fraction(x), digits)
-        if round_to_format(candidate, fmt) == x:
-            return _format_sig(candidate, digits)
-    return exact_decimal(x)  # unreachable for the supported formats
-
-
-def _round_sig(x: Fraction, digits: int) -> Fraction:
-    """x rounded to ``digits`` significant decimal digits (half to even), exactly."""
+    x = Fraction(x)
+    sign = -1 if x < 0 else 1
     mag = abs(x)
     e10 = _floor_log10(mag)
-    scale = Fraction(10) ** (e10 - digits + 1)
-    r = round(mag / scale) * scale
-    return -r if x < 0 else r
+    for digits in range(1, 40):
+        scale = Fraction(10) ** (e10 - digits + 1)
+        lo = mag // scale  # the two digit strings of this length that bracket |x|
+        for m in sorted((lo, lo + 1), key=lambda m: (abs(m * scale - mag), m % 2)):
+            if m and round_to_format(sign * m * scale, fmt) == x:
+                return _format_sig(sign * m * scale, digits + 1)
+    return exact_decimal(x)  # unreachable for the supported formats
 
 
 def _floor_log10(mag: Fraction) -> int:

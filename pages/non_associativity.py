@@ -27,12 +27,18 @@ PRESETS: dict[str, tuple[str, str, str, str, str]] = {
         "float64", "0.1", "0.2", "0.3",
         "None of the three is stored exactly; the two groupings round differently.",
     ),
+    "1e16 − 1e16 + 1 (float64)": (
+        "float64", "1e16", "-1e16", "1",
+        "Near 1e16 float64 numbers are 2 apart: cancel first and the 1 survives; "
+        "add it to −1e16 first and it is rounded away.",
+    ),
     "1e16 + 1 − 1e16 (float64)": (
         "float64", "1e16", "1", "-1e16",
-        "Near 1e16 float64 numbers are 2 apart, so adding 1 first is lost entirely.",
+        "Here both groupings lose the 1 (1e16 + 1 is a tie and rounds to even): "
+        "they agree with each other, and both are wrong by the whole answer.",
     ),
-    "1e8 + 1 − 1e8 (float32)": (
-        "float32", "1e8", "1", "-1e8",
+    "1e8 − 1e8 + 1 (float32)": (
+        "float32", "1e8", "-1e8", "1",
         "The same swamping in float32, where numbers near 1e8 are 8 apart.",
     ),
     "2048 + 1 + 1 (float16)": (
