@@ -1,0 +1,126 @@
+"""What a person sees in a real browser against the real server.
+
+Every page opens from the sidebar and from its own URL (also as the very first visit to
+a fresh server), each page reacts to its controls, and no exception box or "Page not
+found" dialog ever appears. Screenshots land in artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.e2e.conftest import Server, assert_healthy_page, screenshot, wait_for_app
+
+PAGES = [("", "Same model, same seed, different numbers"),
+         ("non_associativity", "Non-associativity: (a + b) + c ≠ a + (b + c)")]
+SIDEBAR_LABELS = {"": "Overview", "non_associativity": "Non-associativity"}
+
+
+def h1(page) -> str:
+    return page.locator("h1").first.inner_text().strip()
+
+
+def sidebar_labels(page) -> list[str]:
+    items = page.locator('[data-testid="stSidebarNav"] [data-testid="stSidebarNavLink"]')
+    return [re.sub(r"^[a-z_]+\s*", "", t.strip()) for t in items.all_inner_texts()]
+
+
+def test_fresh_server_first_visit_by_deep_link(browser):
+    """The first session of a new process must get app.py's navigation, not file names."""
+    fresh = Server()
+    try:
+        context = browser.new_context(viewport={"width": 1400, "height": 1200})
+        page = context.new_page()
+        page.goto(f"{fresh.url}/non_associativity")
+        wait_for_app(page)
+        page.wait_for_timeout(1000)
+        assert_healthy_page(page)
+        assert h1(page) == PAGES[1][1]
+        assert sidebar_labels(page) == ["Overview", "Non-associativity"]
+        screenshot(page, "fresh-server-deep-link")
+        context.close()
+    finally:
+        fresh.stop()
+
+
+@pytest.mark.parametrize(("path", "title"), PAGES)
+def test_every_page_opens_from_its_url(server, page, path, title):
+    page.goto(f"{server.url}/{path}")
+    wait_for_app(page)
+    assert_healthy_page(page)
+    assert h1(page) == title
+    assert sidebar_labels(page) == ["Overview", "Non-associativity"]
+    screenshot(page, f"url-{path or 'home'}")
+
+
+def test_every_page_opens_from_the_sidebar(server, page):
+    page.goto(server.url)
+    wait_for_app(page)
+    for path, title in [*PAGES[1:], PAGES[0]]:
+        page.locator('[data-testid="stSidebarNav"]').get_by_text(SIDEBAR_LABELS[path], exact=True).click()
+        page.wait_for_url(re.compile(rf"{re.escape(server.url)}/{path}$"))
+        wait_for_app(page)
+        assert h1(page) == title
+        assert_healthy_page(page)
+
+
+def test_home_link_opens_the_playground(server, page):
+    page.goto(server.url)
+    wait_for_app(page)
+    assert "Three causes" in page.content()
+    page.locator('[data-testid="stPageLink"]').first.click()
+    page.wait_for_url(re.compile(r"/non_associativity$"))
+    wait_for_app(page)
+    assert h1(page).startswith("Non-associativity")
+    assert_healthy_page(page)
+
+
+def _choose(page, label: str, option: str) -> None:
+    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_for_app(page)
+
+
+def _verdict(page) -> str:
+    return page.locator('[data-testid="stAlertContentError"]').last.inner_text()
+
+
+def test_playground_reacts_like_a_person_expects(server, page):
+    page.goto(f"{server.url}/non_associativity")
+    wait_for_app(page)
+    assert "0.6000000000000001 versus 0.6" in _verdict(page)
+    screenshot(page, "non-associativity-default")
+
+    _choose(page, "Preset", "2048 + 1 + 1 (float16)")
+    assert "2048 versus 2050" in _verdict(page)
+    assert page.get_by_label("a", exact=True).input_value() == "2048"
+    screenshot(page, "non-associativity-float16")
+
+    box = page.get_by_label("b", exact=True)
+    box.fill("one")
+    box.press("Enter")
+    wait_for_app(page)
+    errors = page.locator('[data-testid="stAlertContentError"]').all_inner_texts()
+    assert any("is not a number" in e for e in errors)
+    assert "last valid numbers: 2048, 1, 1 in float16" in page.locator('[data-testid="stAlertContentWarning"]').first.inner_text()
+    assert "2048 versus 2050" in _verdict(page)  # the last good result stays
+    assert_healthy_page(page)
+    screenshot(page, "non-associativity-bad-input")
+
+    box.fill("1")
+    box.press("Enter")
+    wait_for_app(page)
+    assert page.locator('[data-testid="stAlertContentWarning"]').count() == 0
+
+    _choose(page, "Format (dtype)", "float32")
+    page.get_by_role("button", name="Search random triples").click()
+    wait_for_app(page)
+    found = page.get_by_text(re.compile(r"float32 triples .* give different bits"))
+    assert found.count() == 1
+    page.get_by_role("button", name="Load this triple into the playground").click()
+    wait_for_app(page)
+    assert "The groupings differ in float32" in _verdict(page)
+    assert_healthy_page(page)
+    screenshot(page, "non-associativity-counterexample")

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+TIMEOUT = 60
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def app() -> AppTest:
+    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT).run()
+
+
+@pytest.fixture
+def na() -> AppTest:
+    """The Non-associativity page, run on its own."""
+    return AppTest.from_file(str(ROOT / "pages" / "non_associativity.py"), default_timeout=TIMEOUT).run()
+
+
+def all_text(at: AppTest) -> str:
+    """Everything the page wrote as text: markdown, captions, alerts, metrics, titles."""
+    parts = []
+    for kind in ("title", "header", "subheader", "markdown", "caption", "error", "warning", "success", "info"):
+        parts += [str(e.value) for e in getattr(at, kind)]
+    parts += [f"{m.label}: {m.value}" for m in at.metric]
+    return "\n".join(parts)

@@ -1,0 +1,136 @@
+"""AppTest: the Non-associativity page reacts to every control and handles bad input."""
+
+from __future__ import annotations
+
+import decimal
+from fractions import Fraction
+
+from tests.pages.conftest import all_text
+
+
+def exact_str(x: decimal.Decimal) -> str:
+    s = format(x, "f")
+    return s.rstrip("0").rstrip(".") if "." in s else s
+
+
+def test_default_shows_the_classic_float64_difference(na):
+    assert not na.exception
+    assert na.session_state["na_fmt"] == "float64"
+    verdict = na.error[0].value
+    assert "0.6000000000000001 versus 0.6" in verdict and "1 representable value apart" in verdict
+
+
+def test_exact_values_agree_with_independent_decimal_arithmetic(na):
+    text = all_text(na)
+    ctx = decimal.Context(prec=500)
+    a, b, c = (ctx.create_decimal(v) for v in (0.1, 0.2, 0.3))  # exact values of the doubles
+    for stored in (a, b, c):
+        assert exact_str(stored) in text
+    assert exact_str(ctx.add(ctx.add(a, b), c)) in text  # exact sum
+    assert exact_str(ctx.add(a, b)) in text  # exact intermediate a + b
+    assert exact_str(ctx.add(ctx.add(a, b), c)) in text  # exact sum, all 55 digits
+    # the ULP errors shown equal an independent Fraction computation
+    exact = Fraction(0.1) + Fraction(0.2) + Fraction(0.3)
+    ulp = Fraction(2) ** -53
+    left = float((Fraction((0.1 + 0.2) + 0.3) - exact) / ulp)
+    right = float((Fraction(0.1 + (0.2 + 0.3)) - exact) / ulp)
+    metrics = [m.value for m in na.metric]
+    assert metrics == [f"{left:+.4g} ULP", f"{right:+.4g} ULP"]
+
+
+def test_preset_loads_format_and_numbers(na):
+    na.selectbox(key="na_preset").select("2048 + 1 + 1 (float16)").run()
+    assert not na.exception
+    assert na.session_state["na_fmt"] == "float16"
+    assert [na.text_input(key=k).value for k in ("na_a", "na_b", "na_c")] == ["2048", "1", "1"]
+    assert "2048 versus 2050" in na.error[0].value
+
+
+def test_overflow_preset_explains_infinity(na):
+    na.selectbox(key="na_preset").select("60000 + 10000 − 10000 (float16)").run()
+    assert not na.exception
+    text = all_text(na)
+    assert "overflowed to inf" in text and "∞ (overflowed)" in text
+    assert "one is not finite" in na.error[0].value
+
+
+def test_changing_the_format_changes_the_result(na):
+    na.selectbox(key="na_fmt").select("float32").run()
+    assert not na.exception
+    assert na.session_state["na_preset"] == "Custom"
+    assert "same float32 bits" in na.success[0].value
+    assert "0.100000001490116119384765625" in all_text(na)
+
+
+def test_typing_a_number_changes_the_result(na):
+    na.text_input(key="na_c").set_value("-0.3").run()
+    assert not na.exception
+    text = all_text(na)
+    assert "typed <code" in text and "-0.3" in text
+    assert na.session_state["na_preset"] == "Custom"
+
+
+def _assert_bad_input(na, text, fragment):
+    na.text_input(key="na_a").set_value(text).run()
+    assert not na.exception
+    assert any(fragment in e.value for e in na.error), [e.value for e in na.error]
+    warning = " ".join(w.value for w in na.warning)
+    assert "last valid numbers: 0.1, 0.2, 0.3" in warning
+    # the last good result is still on the page
+    assert any("0.6000000000000001 versus 0.6" in e.value for e in na.error)
+
+
+def test_empty_input_keeps_last_result(na):
+    _assert_bad_input(na, "", "Enter a number")
+
+
+def test_text_input_keeps_last_result(na):
+    _assert_bad_input(na, "zero point one", "is not a number")
+
+
+def test_nan_and_inf_are_refused(na):
+    _assert_bad_input(na, "NaN", "NaN")
+    _assert_bad_input(na, "-inf", "Infinity")
+
+
+def test_overflow_for_the_format_is_refused(na):
+    na.selectbox(key="na_fmt").select("float16").run()
+    _assert_bad_input_after = na.text_input(key="na_a").set_value("1e5").run()
+    assert not _assert_bad_input_after.exception
+    assert any("overflows float16" in e.value and "65500" in e.value for e in na.error)
+    assert "last valid numbers: 0.1, 0.2, 0.3 in float16" in " ".join(w.value for w in na.warning)
+
+
+def test_recovering_from_bad_input(na):
+    na.text_input(key="na_a").set_value("oops").run()
+    na.text_input(key="na_a").set_value("1/3").run()
+    assert not na.exception
+    assert not na.warning
+    assert "typed <code" in all_text(na) and "1/3" in all_text(na)
+
+
+def test_search_finds_a_counterexample_and_loads_it(na):
+    na.selectbox(key="na_fmt").select("float32").run()
+    na.number_input(key="na_n").set_value(5000)  # form values travel with the submit
+    na.button[0].click().run()
+    assert not na.exception
+    text = all_text(na)
+    assert "of 5,000 float32 triples" in text and "give different bits" in text
+    result = na.session_state["na_search"]
+    assert result.example is not None
+    na.button(key="na_load_example").click().run()
+    assert not na.exception
+    assert tuple(na.text_input(key=k).value for k in ("na_a", "na_b", "na_c")) == result.example
+    assert na.error and "The groupings differ in float32" in na.error[0].value
+
+
+def test_search_distribution_and_seed_change_the_result(na):
+    na.number_input(key="na_n").set_value(2000)
+    na.button[0].click().run()
+    first = na.session_state["na_search"]
+    na.selectbox(key="na_dist").select("wide")
+    na.number_input(key="na_seed").set_value(9)
+    na.button[0].click().run()
+    second = na.session_state["na_search"]
+    assert (second.settings.distribution, second.settings.seed) == ("wide", 9)
+    assert second.n_differ != first.n_differ or second.example != first.example
