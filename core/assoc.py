@@ -109,6 +109,10 @@ class TripleResult:
     def differ(self) -> bool:
         return self.left.bits != self.right.bits
 
+    def agrees_with_cpu(self, outcome: DeviceOutcome) -> bool:
+        """Whether a device produced the CPU's bits for both groupings."""
+        return (outcome.left_bits, outcome.right_bits) == (self.left.bits, self.right.bits)
+
     @property
     def ulps_apart(self) -> int | None:
         """Representable values between the two results; None if one is not finite."""

@@ -200,7 +200,10 @@ for col, g in zip(st.columns(2), (result.left, result.right), strict=True):
 
 if result.differ:
     apart = result.ulps_apart
-    gap = f"{apart:,} representable value{'s' if apart != 1 else ''} apart" if apart is not None else "one is not finite"
+    if apart is None:
+        gap = "one is not finite"
+    else:
+        gap = f"{apart:,} representable value{'s' if apart != 1 else ''} apart"
     st.error(
         f"The groupings differ in {fmt.name}: {shortest_repr(result.left.result, fmt)} versus "
         f"{shortest_repr(result.right.result, fmt)} ({gap}).",
@@ -249,7 +252,7 @@ for o in result.devices:
         "device": o.device.name,
         "(a + b) + c": hex_bits(o.left_bits, fmt) if o.left_bits is not None else "—",
         "a + (b + c)": hex_bits(o.right_bits, fmt) if o.right_bits is not None else "—",
-        "same bits as CPU": "" if o.message else ("yes" if (o.left_bits, o.right_bits) == (result.left.bits, result.right.bits) else "NO"),
+        "same bits as CPU": "" if o.message else ("yes" if result.agrees_with_cpu(o) else "NO"),
         "note": o.message or o.device.label,
     })
 st.dataframe(table, hide_index=True, width="stretch")

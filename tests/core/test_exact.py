@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.exact import abbreviate, exact_decimal, mpf_to_fraction, shortest_repr, significant_digits, to_mpf
+from core.exact import abbreviate, exact_decimal, mpf_to_fraction, shortest_repr, to_mpf
 from core.formats import FLOAT16, FLOAT32, FLOAT64, FORMATS, round_to_format
 from tests.strategies import finite_values
 

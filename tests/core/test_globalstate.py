@@ -19,9 +19,8 @@ def test_torch_threads_restores_even_on_error():
     with pytest.raises(RuntimeError), torch_threads(1):
         raise RuntimeError("boom")
     assert torch.get_num_threads() == before
-    with pytest.raises(ValueError):
-        with torch_threads(0):
-            pass
+    with pytest.raises(ValueError), torch_threads(0):
+        pass
 
 
 def test_concurrent_users_each_see_their_own_thread_count():

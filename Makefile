@@ -1,0 +1,52 @@
+# Two entry points do all set-up on a fresh machine (Python 3.11+ required):
+#   make run   - create .venv if missing, install pinned requirements, serve on localhost:8501
+#   make test  - the same, plus dev tools and Debian's chromium, then ruff and every test
+# Both are idempotent: installs rerun only when a requirements file changes.
+
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8501
+CHROMIUM ?= /usr/bin/chromium
+PYTEST_ARGS ?=
+
+.PHONY: run test lint browser bootstrap dev clean
+
+run: $(VENV)/.runtime.stamp
+	$(PY) -m streamlit run app.py --server.port=$(PORT) --server.address=localhost
+
+test: $(VENV)/.dev.stamp browser
+	$(PY) -m ruff check .
+	$(PY) -m pytest -v $(PYTEST_ARGS)
+
+lint: $(VENV)/.dev.stamp
+	$(PY) -m ruff check .
+
+bootstrap: $(VENV)/.runtime.stamp
+dev: $(VENV)/.dev.stamp
+
+$(PY):
+	@py=""; for c in $${PYTHON:-} python3 python3.13 python3.12 python3.11; do \
+	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then py=$$c; break; fi; \
+	done; \
+	if [ -z "$$py" ]; then echo "Python 3.11 or newer is required (set PYTHON=/path/to/python3.11)"; exit 1; fi; \
+	echo "creating $(VENV) with $$py"; $$py -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.runtime.stamp: requirements.txt | $(PY)
+	$(PY) -m pip install --quiet -r requirements.txt
+	@touch $@
+
+$(VENV)/.dev.stamp: requirements-dev.txt requirements.txt $(VENV)/.runtime.stamp
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	@touch $@
+
+# Debian's chromium drives the browser tests (no browser download is needed or used).
+browser:
+	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
+	SUDO=""; if [ "$$(id -u)" != 0 ]; then SUDO=sudo; fi; \
+	echo "installing Debian's chromium"; \
+	$$SUDO apt-get update -q && $$SUDO apt-get install -y -q --no-install-recommends chromium fonts-liberation
+
+clean:
+	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache .hypothesis
