@@ -1,0 +1,348 @@
+"""Test vectors for the summation lab: seeded generators and the user's own data.
+
+Generators draw float64 values from a seeded ``numpy.random.Generator`` (the same seed
+gives the same values on every machine and device) and round them once, correctly, to
+the storage format. Everything downstream (exact sums, errors) is about the rounded
+values actually summed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+
+from core.exact import exact_sum_fraction
+from core.formats import FORMATS, FloatFormat, get_format, round_to_format
+
+MAX_N = 10_000_000
+MAX_PASTED = 100_000
+MAX_UPLOAD_BYTES = 5 * 1024 * 1024
+
+NUMPY_DTYPES = {
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
+}
+
+GENERATORS: dict[str, str] = {
+    "normal": "Normal: N(0, 1)",
+    "uniform": "Uniform on [0, 1)",
+    "lognormal": "Lognormal, wide exponent spread: exp(N(0, σ²)), σ = 4 (2 for float16)",
+    "tiny_huge": "All positive, tiny and huge mixed: 2^U(-E, E)",
+    "alternating": "Alternating signs, near-cancelling: (-1)^i (1 + N(0, 0.01²))",
+    "ill_conditioned": "Ill-conditioned with a chosen condition number (after Ogita, Rump and Oishi)",
+    "tenths": "0.1 repeated n times",
+    "one_then_tiny": "1 followed by n - 1 values of half an ULP of 1",
+    "large_one_minus_large": "large, 1, -large (n = 3)",
+}
+
+
+class VectorError(ValueError):
+    """Input that cannot become a vector; ``str(err)`` is the message for the user."""
+
+
+@dataclass(frozen=True)
+class VectorSpec:
+    kind: str = "normal"
+    n: int = 1_000_000
+    seed: int = 0
+    storage: str = "float32"
+    condition: float = 1e8  # for ill_conditioned
+
+    def validate(self) -> None:
+        if self.kind not in GENERATORS:
+            raise VectorError(f"Unknown generator {self.kind!r}.")
+        get_format(self.storage)
+        if not 1 <= self.n <= MAX_N:
+            raise VectorError(f"n must be between 1 and {MAX_N:,} (asked for {self.n:,}).")
+        if not 0 <= self.seed < 2**63:
+            raise VectorError("The seed must be between 0 and 2^63 - 1.")
+        if self.kind == "ill_conditioned" and not (1 <= self.condition <= 1e300):
+            raise VectorError("The condition number must be between 1 and 1e300.")
+
+
+@dataclass(frozen=True)
+class Vector:
+    values: np.ndarray = field(repr=False)  # 1-D, storage dtype, read-only
+    storage: str
+    source: str  # how it was made, for provenance
+    notes: tuple[str, ...] = ()  # what happened on the way (overflow, clipping to n = 3, ...)
+
+    @property
+    def fmt(self) -> FloatFormat:
+        return FORMATS[self.storage]
+
+    @property
+    def n(self) -> int:
+        return int(self.values.size)
+
+
+# ------------------------------------------------------------------- correct rounding
+
+
+def round_array(x64: np.ndarray, storage: str) -> np.ndarray:
+    """Round float64 values to the storage format once, to nearest even (overflow -> inf).
+
+    NumPy's float64 -> float32/float16 casts are correctly rounded. For bfloat16 we first
+    round to float32 *to odd* (exact values stay, inexact ones take the neighbour with an
+    odd last bit), then to bfloat16 to nearest: with 24 >= 8 + 2 bits that double
+    rounding is exactly one correct rounding.
+    """
+    x64 = np.asarray(x64, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        if storage == "float64":
+            out = x64.copy()
+        elif storage in ("float32", "float16"):
+            out = x64.astype(NUMPY_DTYPES[storage])
+        else:
+            x32 = x64.astype(np.float32)
+            inexact = (x32.astype(np.float64) != x64) & np.isfinite(x32)
+            even = (x32.view(np.uint32) & 1) == 0
+            fix = inexact & even
+            if fix.any():
+                toward = np.where(x64[fix] > x32[fix].astype(np.float64), np.inf, -np.inf).astype(np.float32)
+                x32[fix] = np.nextafter(x32[fix], toward)
+            out = x32.astype(ml_dtypes.bfloat16)
+    out.setflags(write=False)
+    return out
+
+
+# ------------------------------------------------------------------------- generators
+
+
+def _tiny_huge_span(fmt: FloatFormat) -> int:
+    return 14 if fmt.emax < 20 else 20
+
+
+def _ill_conditioned(rng: np.random.Generator, n: int, condition: float, fmt: FloatFormat) -> np.ndarray:
+    """After Ogita, Rump and Oishi's GenSum: exponents spread over log2(c)/2, a second
+    half that cancels the first, then a random permutation.
+
+    Vectorized variant: the second half is the negated first half (shuffled) plus small
+    terms sized so that their sum is about sum|x| / c. Rounding to the storage format
+    decides the final cancellation; the achieved condition number is measured, not
+    assumed.
+    """
+    if n < 2:
+        return rng.standard_normal(n)
+    half_b = min(math.log2(condition) / 2, fmt.emax - 2 - math.log2(n))  # keep sum|x| finite
+    n1 = (n + 1) // 2
+    n2 = n - n1
+    exps = np.rint(rng.random(n1) * half_b)
+    exps[0] = round(half_b)
+    first = (2 * rng.random(n1) - 1) * np.exp2(exps)
+    first = round_array(first, fmt.name).astype(np.float64)
+    s_abs = 2 * np.abs(first).sum()
+    small = (2 * rng.random(n2) - 1) * (s_abs / condition / max(math.sqrt(n2), 1.0))
+    second = -first[rng.permutation(n1)[:n2]] + small
+    x = np.concatenate([first, second])
+    return x[rng.permutation(n)]
+
+
+def generate(spec: VectorSpec) -> Vector:
+    """Make the vector a spec describes (deterministic in spec)."""
+    spec.validate()
+    fmt = get_format(spec.storage)
+    rng = np.random.default_rng(spec.seed)
+    n = spec.n
+    notes: list[str] = []
+    if spec.kind == "normal":
+        x = rng.standard_normal(n)
+    elif spec.kind == "uniform":
+        x = rng.random(n)
+    elif spec.kind == "lognormal":
+        x = rng.lognormal(0.0, 2.0 if fmt.emax < 20 else 4.0, n)
+    elif spec.kind == "tiny_huge":
+        e = _tiny_huge_span(fmt)
+        x = np.exp2(rng.uniform(-e, e, n))
+    elif spec.kind == "alternating":
+        x = (1 + 0.01 * rng.standard_normal(n)) * np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    elif spec.kind == "ill_conditioned":
+        x = _ill_conditioned(rng, n, spec.condition, fmt)
+    elif spec.kind == "tenths":
+        x = np.full(n, 0.1)
+    elif spec.kind == "one_then_tiny":
+        x = np.full(n, float(fmt.unit_roundoff))  # half an ULP of 1: a tie that rounds back to 1
+        x[0] = 1.0
+    else:  # large_one_minus_large
+        large = float(2 ** (fmt.precision + 1))
+        x = np.array([large, 1.0, -large])
+        if n != 3:
+            notes.append(f"This case always has 3 values (n = {n:,} ignored).")
+    values = round_array(x, spec.storage)
+    n_inf = int(np.isinf(values).sum())
+    if n_inf:
+        notes.append(f"{n_inf:,} value(s) overflowed to ±inf when rounded to {spec.storage}.")
+    source = f"{GENERATORS[spec.kind]}; n = {values.size:,}, seed {spec.seed}, float64 rounded to {spec.storage}"
+    if spec.kind == "ill_conditioned":
+        source += f"; target condition {spec.condition:.3g}"
+        if math.log2(spec.condition) / 2 > fmt.emax - 2 - math.log2(max(n, 2)):
+            notes.append(f"The exponent spread was capped to keep sum|x| finite in {spec.storage}.")
+    return Vector(values, spec.storage, source, tuple(notes))
+
+
+# -------------------------------------------------------------------- the user's data
+
+
+def _values_from_tokens(tokens: list[str], storage: str, what: str) -> Vector:
+    if not tokens:
+        raise VectorError(f"{what} holds no numbers. Paste numbers separated by commas, spaces or new lines.")
+    if len(tokens) > MAX_PASTED:
+        raise VectorError(f"{what} holds {len(tokens):,} numbers; at most {MAX_PASTED:,} are accepted.")
+    try:
+        x64 = np.array([float(t) for t in tokens], dtype=np.float64)
+    except ValueError:
+        bad = next(t for t in tokens if not _is_float(t))
+        raise VectorError(f"“{bad[:30]}” in {what} is not a number.") from None
+    _reject_non_finite(x64, tokens, what)
+    values = _round_tokens_exactly(tokens, x64, storage)
+    _reject_overflow(values, tokens, storage, what)
+    return Vector(values, storage, f"{what}: {values.size:,} numbers rounded to {storage}")
+
+
+def _is_float(t: str) -> bool:
+    try:
+        float(t)
+    except ValueError:
+        return False
+    return True
+
+
+def _reject_non_finite(x64: np.ndarray, tokens: list[str] | None, what: str) -> None:
+    bad = np.flatnonzero(~np.isfinite(x64))
+    if bad.size:
+        shown = ", ".join(f"#{i + 1} ({tokens[i][:20] if tokens is not None else x64[i]})" for i in bad[:5])
+        raise VectorError(
+            f"{what} contains NaN or infinity at position {shown}"
+            f"{' and more' if bad.size > 5 else ''}. Any sum with NaN is NaN and inf swamps every order, "
+            "so only finite numbers are accepted."
+        )
+
+
+def _reject_overflow(values: np.ndarray, tokens, storage: str, what: str) -> None:
+    bad = np.flatnonzero(np.isinf(values))
+    if bad.size:
+        shown = ", ".join(f"#{i + 1} ({tokens[i][:20] if tokens is not None else values[i]})" for i in bad[:5])
+        fmt = get_format(storage)
+        raise VectorError(
+            f"{what}: {bad.size:,} number(s) overflow {storage} (largest finite ±{float(fmt.max_finite):.6g}), "
+            f"for example {shown}. Choose a wider storage format or smaller numbers."
+        )
+
+
+def _round_tokens_exactly(tokens: list[str], x64: np.ndarray, storage: str) -> np.ndarray:
+    """Round decimal text to storage without double rounding through float64.
+
+    float() is correctly rounded to float64. Rounding that again to a narrower format is
+    wrong only when the float64 value lies exactly halfway between two storage values;
+    those few tokens are rounded again from their exact decimal value.
+    """
+    values = round_array(x64, storage)
+    if storage == "float64":
+        return values
+    fmt = get_format(storage)
+    back = values.astype(np.float64)
+    inexact = np.flatnonzero((back != x64) & np.isfinite(back))
+    if inexact.size == 0:
+        return values
+    fixed = values.copy()
+    for i in inexact:  # only ties can be wrong; checking each inexact one exactly is cheap enough
+        exact = Fraction(tokens[i])
+        r = round_to_format(exact, fmt)
+        if isinstance(r, Fraction) and float(r) != float(back[i]):
+            fixed[i] = np.array(float(r)).astype(NUMPY_DTYPES[storage])
+    fixed.setflags(write=False)
+    return fixed
+
+
+def parse_pasted(text: str, storage: str) -> Vector:
+    """Numbers separated by commas, whitespace, semicolons or new lines."""
+    if len(text) > MAX_UPLOAD_BYTES:
+        raise VectorError(f"The pasted text is {len(text):,} characters; at most {MAX_UPLOAD_BYTES:,} are accepted.")
+    tokens = [t for t in text.replace(",", " ").replace(";", " ").split() if t]
+    return _values_from_tokens(tokens, storage, "The pasted text")
+
+
+def parse_upload(name: str, data: bytes, storage: str) -> Vector:
+    """A .npy array (1-D, real numbers) or a CSV file (one column, or the first numeric column)."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise VectorError(f"{name} is {len(data):,} bytes; uploads of at most {MAX_UPLOAD_BYTES:,} bytes are accepted.")
+    if not data:
+        raise VectorError(f"{name} is empty.")
+    if name.lower().endswith(".npy"):
+        return _parse_npy(name, data, storage)
+    if name.lower().endswith((".csv", ".txt")):
+        return _parse_csv(name, data, storage)
+    raise VectorError(f"{name}: upload a .csv or .npy file.")
+
+
+def _parse_npy(name: str, data: bytes, storage: str) -> Vector:
+    try:
+        arr = np.load(io.BytesIO(data), allow_pickle=False)
+    except Exception:  # numpy raises several kinds for malformed files
+        raise VectorError(f"{name} is not a readable .npy file (object arrays are not accepted).") from None
+    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "fiu":
+        raise VectorError(f"{name} holds {getattr(arr, 'dtype', 'no')} data; a real-number array is needed.")
+    if arr.ndim != 1:
+        raise VectorError(f"{name} has shape {arr.shape}; a 1-D array is needed.")
+    if arr.size == 0:
+        raise VectorError(f"{name} holds an empty array.")
+    x64 = arr.astype(np.float64)
+    _reject_non_finite(x64, None, name)
+    if arr.dtype.kind in "iu" and np.any(x64.astype(arr.dtype) != arr):
+        raise VectorError(f"{name} holds integers too large for exact float64 conversion.")
+    note = ()
+    if arr.dtype == NUMPY_DTYPES[storage]:
+        values = arr.copy()
+        values.setflags(write=False)
+    else:
+        values = round_array(x64, storage)
+        note = (f"{name} held {arr.dtype}; its values were rounded to {storage}.",)
+    _reject_overflow(values, None, storage, name)
+    return Vector(values, storage, f"{name}: {values.size:,} values as {storage}", note)
+
+
+def _parse_csv(name: str, data: bytes, storage: str) -> Vector:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise VectorError(f"{name} is not UTF-8 text; save the CSV as UTF-8.") from None
+    try:
+        rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    except csv.Error as err:
+        raise VectorError(f"{name} is not a readable CSV file ({err}).") from None
+    if not rows:
+        raise VectorError(f"{name} holds no rows.")
+    if not all(_is_float(c) for c in rows[0] if c.strip()):
+        rows = rows[1:]  # a header row
+    if not rows:
+        raise VectorError(f"{name} holds only a header row.")
+    width = max(len(r) for r in rows)
+    if width == 1 or len(rows) == 1:
+        tokens = [c.strip() for r in rows for c in r if c.strip()]
+        return _values_from_tokens(tokens, storage, name)
+    tokens = [r[0].strip() for r in rows if r and r[0].strip()]
+    vec = _values_from_tokens(tokens, storage, name)
+    return Vector(vec.values, storage, vec.source + " (first column)", (f"{name} has {width} columns; "
+                  "the first column was used.",))
+
+
+# ------------------------------------------------------------------------- conditioning
+
+
+def condition_number(values: np.ndarray) -> float:
+    """kappa = sum|x| / |sum x| from exact sums (inf when the exact sum is 0)."""
+    s = exact_sum_fraction(values)
+    a = exact_sum_fraction(np.abs(values))
+    if isinstance(s, float) or isinstance(a, float):
+        return math.nan
+    if s == 0:
+        return math.inf if a != 0 else math.nan
+    return float(a / abs(s))
