@@ -1,0 +1,100 @@
+"""Errors, condition numbers and a-priori error bounds (Higham, ch. 4) for sum results.
+
+All comparisons are exact: the result's value is decoded from its bits, the reference is
+the exact rational sum, and the bounds are Fractions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from core.formats import Exact, FloatFormat, error_in_ulps, value_of_bits
+from core.vectors import NUMPY_DTYPES
+
+_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def bits_of_scalar(v: np.generic) -> int:
+    arr = np.asarray(v).reshape(1)
+    return int(arr.view(_UINT[arr.dtype.itemsize])[0])
+
+
+def exact_value(v: np.generic, fmt: FloatFormat) -> Exact:
+    return value_of_bits(bits_of_scalar(np.asarray(v).astype(NUMPY_DTYPES[fmt.name])), fmt)
+
+
+def gamma(k: int, u: Fraction) -> Fraction | None:
+    """gamma_k = k u / (1 - k u); None when k u >= 1 (no bound)."""
+    if k * u >= 1:
+        return None
+    return k * u / (1 - k * u)
+
+
+def a_priori_bound(kind: str, n: int, sum_abs: Fraction, fmt: FloatFormat, depth: int | None = None) -> Fraction | None:
+    """Largest possible |computed - exact| for an algorithm (None: no finite bound).
+
+    sequential: gamma_{n-1} S;  pairwise: gamma_{ceil(log2 n)} S;  tree: gamma_depth S for
+    any summation tree whose longest root-to-leaf path has ``depth`` additions;
+    compensated: (4u + 2n u^2) S, two compensated stages (lanes, then their combination)
+    of Kahan's 2u + O(n u^2) each;  exact: half an ULP of the result, at most u |sum| <= u S.
+    """
+    u = fmt.unit_roundoff
+    if n <= 1:
+        return Fraction(0)
+    if kind == "sequential":
+        g = gamma(n - 1, u)
+    elif kind == "pairwise":
+        g = gamma(math.ceil(math.log2(n)), u)
+    elif kind == "tree":
+        g = gamma(depth if depth is not None else n - 1, u)
+    elif kind == "compensated":
+        g = 4 * u + 2 * n * u * u
+    elif kind == "exact":
+        g = u
+    else:
+        raise ValueError(f"unknown bound kind {kind!r}")
+    return None if g is None else g * sum_abs
+
+
+@dataclass(frozen=True)
+class SumMetrics:
+    value: Exact
+    bits: int
+    abs_error: Exact  # |computed - exact|, or inf
+    rel_error: float | None  # None when the exact sum is 0
+    ulps: float  # signed, in ULPs of the exact sum in the working format
+    correct_digits: float | None  # -log10(rel error); inf if exact; None if undefined
+    bound: Fraction | None
+    within_bound: bool | None  # None: no finite bound, or overflow
+
+    @property
+    def overflowed(self) -> bool:
+        return isinstance(self.value, float) and math.isinf(self.value)
+
+
+def evaluate(
+    v: np.generic, exact: Exact, sum_abs: Fraction, fmt: FloatFormat, bound: Fraction | None
+) -> SumMetrics:
+    """Errors of one computed sum against the exact sum of the values it was given."""
+    value = exact_value(v, fmt)
+    bits = bits_of_scalar(np.asarray(v).astype(NUMPY_DTYPES[fmt.name]))
+    if isinstance(exact, float) or isinstance(value, float):
+        same = isinstance(exact, float) and isinstance(value, float) and (
+            value == exact or (math.isnan(value) and math.isnan(exact))
+        )
+        return SumMetrics(value, bits, 0 if same else math.inf, None, math.nan if same else math.inf,
+                          None, bound, None)
+    err = abs(value - exact)
+    rel = None if exact == 0 else float(err / abs(exact))
+    if rel is None:
+        digits = None
+    elif rel == 0:
+        digits = math.inf
+    else:
+        digits = max(0.0, -math.log10(rel))
+    within = None if bound is None else err <= bound
+    return SumMetrics(value, bits, err, rel, error_in_ulps(value, exact, fmt), digits, bound, within)

@@ -1,0 +1,153 @@
+"""The summation lab: run a panel of orders on one vector and measure each exactly."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from core.exact import exact_sum_fraction, to_mpf
+from core.formats import FORMATS, Exact, FloatFormat, round_to_format
+from core.metrics import SumMetrics, a_priori_bound, evaluate
+from core.orders import ORDERS, Order, OrderOutcome, clamp_permutations, permutation_sums, run_order, working_array
+
+WORKING_CHOICES = ("same", "float32", "float64")
+MAX_PERMUTATIONS = 1000
+
+
+def resolve_working(storage: str, working: str) -> str:
+    return storage if working == "same" else working
+
+
+@dataclass(frozen=True)
+class OrderRow:
+    order: Order
+    outcome: OrderOutcome
+    metrics: SumMetrics
+
+
+@dataclass(frozen=True)
+class PermutationStudy:
+    k: int
+    seed: int
+    values: np.ndarray  # k results, working dtype
+    distinct: int
+    metrics_min_max: tuple[SumMetrics, SumMetrics]  # the lowest and highest result
+
+
+@dataclass(frozen=True)
+class LabResult:
+    n: int
+    storage: str
+    working: str
+    exact: Exact  # exact sum of the stored values
+    sum_abs: Fraction
+    kappa: float  # inf when the exact sum is 0, nan with non-finite data
+    rows: tuple[OrderRow, ...]
+    permutations: PermutationStudy | None
+    cast_note: str | None  # set when casting to the working dtype rounds values
+
+    @property
+    def fmt(self) -> FloatFormat:
+        return FORMATS[self.working]
+
+    @property
+    def exact_mpf(self):
+        return to_mpf(self.exact)
+
+    @property
+    def correctly_rounded(self) -> Exact:
+        return round_to_format(self.exact, self.fmt)
+
+
+def _bound(order: Order, outcome: OrderOutcome, n: int, sum_abs: Fraction, fmt: FloatFormat, cast: bool):
+    b = a_priori_bound(order.bound, n, sum_abs, fmt, outcome.tree_depth)
+    if b is not None and cast:
+        b += fmt.unit_roundoff * sum_abs  # each value was rounded once more when cast
+    return b
+
+
+def run_lab(values: np.ndarray, storage: str, working: str, orders: tuple[str, ...],
+            permutations: int = 0, perm_seed: int = 0) -> LabResult:
+    """Every requested order on the stored values, with exact errors and bounds."""
+    working = resolve_working(storage, working)
+    fmt = FORMATS[working]
+    exact = exact_sum_fraction(values)
+    abs_sum = exact_sum_fraction(np.abs(values))
+    finite = not isinstance(abs_sum, float)
+    sum_abs = abs_sum if finite else Fraction(0)
+    if not finite:
+        kappa = math.nan
+    elif exact == 0:
+        kappa = math.inf if sum_abs else math.nan
+    else:
+        kappa = float(sum_abs / abs(exact))
+    xw = working_array(values, working)
+    cast = bool(xw.dtype != values.dtype and values.dtype.itemsize > xw.dtype.itemsize)
+    cast_note = None
+    if cast and finite and exact_sum_fraction(xw) != exact:
+        cast_note = f"Casting to {working} rounded some values: the errors include that rounding."
+    rows = []
+    for key in orders:
+        order = ORDERS[key]
+        outcome = run_order(key, values, working)
+        bound = _bound(order, outcome, values.size, sum_abs, fmt, cast) if finite else None
+        rows.append(OrderRow(order, outcome, evaluate(outcome.value, exact, sum_abs, fmt, bound)))
+    study = None
+    if permutations > 0 and values.size > 1:
+        k = clamp_permutations(min(permutations, MAX_PERMUTATIONS), values.size)
+        sums = permutation_sums(xw, k, perm_seed)
+        seq_bound = _bound(ORDERS["sequential"], OrderOutcome("p", sums[0], 0, ""), values.size, sum_abs, fmt, cast)
+        lo, hi = sums[np.argmin(sums.astype(np.float64))], sums[np.argmax(sums.astype(np.float64))]
+        study = PermutationStudy(
+            k, perm_seed, sums, int(np.unique(sums).size),
+            (evaluate(lo, exact, sum_abs, fmt, seq_bound), evaluate(hi, exact, sum_abs, fmt, seq_bound)),
+        )
+    return LabResult(values.size, storage, working, exact, sum_abs, kappa, tuple(rows), study, cast_note)
+
+
+# ------------------------------------------------------------------- running error
+
+
+@dataclass(frozen=True)
+class RunningError:
+    positions: np.ndarray  # 1-based count of values summed
+    abs_error: np.ndarray  # |sequential partial sum - exact partial sum|, float64
+    ulps: np.ndarray  # signed, in ULPs of the exact partial sum
+    bound: np.ndarray  # gamma_{k-1} * sum_{i<=k} |x_i|  (nan where no finite bound)
+
+
+def running_error(values: np.ndarray, working: str, points: int = 200) -> RunningError:
+    """Error of the left-to-right sum after k values, at up to ``points`` positions.
+
+    Exact prefix sums are accumulated segment by segment (one exact sum per segment), so
+    the cost is one pass over the data plus a few hundred Fraction additions.
+    """
+    fmt = FORMATS[working]
+    xw = working_array(values, working)
+    n = values.size
+    pos = np.unique(np.linspace(1, n, num=min(points, n)).round().astype(np.int64))
+    partial = np.add.accumulate(xw)[pos - 1]
+    exact_prefix, abs_prefix = Fraction(0), Fraction(0)
+    start = 0
+    errs, ulps, bounds = [], [], []
+    from core.formats import error_in_ulps
+    from core.metrics import exact_value, gamma
+
+    for p, v in zip(pos, partial, strict=True):
+        seg = values[start:p]
+        exact_prefix += exact_sum_fraction(seg)
+        abs_prefix += exact_sum_fraction(np.abs(seg))
+        start = p
+        computed = exact_value(v, fmt)
+        if isinstance(computed, float):
+            errs.append(math.inf)
+            ulps.append(math.inf)
+        else:
+            errs.append(float(abs(computed - exact_prefix)))
+            ulps.append(error_in_ulps(computed, exact_prefix, fmt))
+        g = gamma(int(p) - 1, fmt.unit_roundoff)
+        bounds.append(math.nan if g is None else float(g * abs_prefix))
+    return RunningError(pos, np.array(errs), np.array(ulps), np.array(bounds))
