@@ -91,14 +91,28 @@ both learn equally well.
         label="Non-associativity: add three numbers two ways and see exactly where each rounding happens",
         icon=":material/swap_horiz:",
     )
+    st.page_link(
+        SUMMATION_LAB,
+        label="Summation lab: one vector, many summation orders (NumPy, torch on 1 and all threads, a GPU model), "
+        "each error measured exactly against its bound",
+        icon=":material/functions:",
+    )
     st.caption(
         "Every number in this app says where it came from: computed live on this server "
-        "(which device), or exact rational arithmetic."
+        "(which device, how many threads), a model of a library's or device's order (labelled as such), or exact "
+        "rational arithmetic."
     )
 
 
+SUMMATION_LAB = st.Page(
+    "pages/summation_lab.py",
+    title="Summation lab",
+    icon=":material/functions:",
+    url_path="summation_lab",
+)
+
 HOME = st.Page(home, title="Overview", icon=":material/home:", default=True)
 
-PAGE = st.navigation([HOME, NON_ASSOCIATIVITY])
+PAGE = st.navigation([HOME, NON_ASSOCIATIVITY, SUMMATION_LAB])
 mark_app_navigation()
 PAGE.run()

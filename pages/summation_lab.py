@@ -1,0 +1,238 @@
+"""Page: Summation lab — one vector, many summation orders, errors measured exactly."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import streamlit as st
+
+from core.exact import abbreviate, exact_decimal, shortest_repr
+from core.formats import FORMATS
+from core.orders import DEFAULT_ORDERS, ORDERS, available_threads
+from core.sumlab import MAX_PERMUTATIONS, WORKING_CHOICES, resolve_working, run_lab, running_error
+from core.torch_cpu_model import GRAIN_SIZE, thread_chunks
+from core.trees import MAX_TREE_N, TREE_ORDERS, build_tree
+from core.vectors import (
+    GENERATORS,
+    MAX_N,
+    MAX_PASTED,
+    Vector,
+    VectorError,
+    VectorSpec,
+    generate,
+    parse_pasted,
+    parse_upload,
+)
+from ui import charts
+from ui.navigation import ensure_app_navigation
+from ui.sumlab_view import error_frame, permutation_frames, results_table, running_frame, tree_frames
+
+PASTE = "paste"
+UPLOAD = "upload"
+SOURCES = {**GENERATORS, PASTE: "Your numbers: paste them", UPLOAD: "Your numbers: upload a .csv or .npy file"}
+CONDITIONS = [10.0**k for k in range(2, 17, 2)]
+WORKING_LABELS = {"same": "same as storage", "float32": "float32", "float64": "float64"}
+
+
+@st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
+def _generate(spec: VectorSpec) -> Vector:
+    return generate(spec)
+
+
+@st.cache_data(max_entries=16, ttl=3600, show_spinner=False)
+def _lab(key: str, _vector: Vector, working: str, orders: tuple[str, ...], k: int, seed: int):
+    return run_lab(_vector.values, _vector.storage, working, orders, k, seed)
+
+
+@st.cache_data(max_entries=16, ttl=3600, show_spinner=False)
+def _running(key: str, _vector: Vector, working: str):
+    return running_error(_vector.values, working)
+
+
+def _vector_key(v: Vector) -> str:
+    return hashlib.sha256(v.values.tobytes()).hexdigest()[:16] + v.storage
+
+
+ensure_app_navigation()
+st.title("Summation lab")
+st.markdown(
+    "Pick a vector, the format it is stored in, the format the sum accumulates in, and a set "
+    "of summation orders. Each order adds the same numbers; only the grouping differs. Every "
+    "result is compared with the **exact** sum of the stored values (rational arithmetic), "
+    "in ULPs of the result's format, next to the worst case the order's error bound allows."
+)
+
+# ------------------------------------------------------------------------------ controls
+c1, c2, c3 = st.columns([3, 1, 1])
+source = c1.selectbox("Vector", list(SOURCES), format_func=SOURCES.get, key="sl_source")
+storage = c2.selectbox("Storage format", list(FORMATS), index=2, key="sl_storage")
+working_choice = c3.selectbox(
+    "Accumulate in", WORKING_CHOICES, format_func=WORKING_LABELS.get, key="sl_working",
+    help="Like torch.sum(x, dtype=...): the stored values are cast to this format, then every addition "
+    "rounds to it.",
+)
+working = resolve_working(storage, working_choice)
+
+vector: Vector | None = None
+error_here = None
+if source in GENERATORS:
+    g1, g2, g3 = st.columns(3)
+    n = g1.number_input(f"n (1 to {MAX_N:,})", min_value=1, value=1_000_000, step=100_000, key="sl_n")
+    seed = g2.number_input("Seed", min_value=0, max_value=2**32 - 1, value=0, key="sl_seed")
+    condition = 1e8
+    if source == "ill_conditioned":
+        condition = g3.select_slider("Target condition number", CONDITIONS, value=1e8, key="sl_cond",
+                                     format_func=lambda c: f"1e{round(math.log10(c))}")
+    if n > MAX_N:
+        g1.error(f"n = {int(n):,} is more than this lab allows ({MAX_N:,}): a vector that long would need "
+                 f"{int(n) * 8 / 1e9:.1f} GB in float64 before rounding. Choose n ≤ {MAX_N:,}.")
+        error_here = "n"
+    else:
+        try:
+            vector = _generate(VectorSpec(source, int(n), int(seed), storage, float(condition)))
+        except VectorError as err:
+            g1.error(str(err))
+            error_here = "n"
+elif source == PASTE:
+    text = st.text_area(f"Numbers separated by commas, spaces or new lines (at most {MAX_PASTED:,})",
+                        value="1e8, 1, -1e8, 0.1, 0.2, 0.3", key="sl_paste", height=100)
+    try:
+        vector = parse_pasted(text, storage)
+    except VectorError as err:
+        st.error(str(err))
+        error_here = "paste"
+else:
+    up = st.file_uploader("A .csv (one column or row of numbers) or .npy (1-D array) file, at most 5 MB",
+                          type=["csv", "npy", "txt"], key="sl_upload")
+    if up is None:
+        st.info("Upload a file to sum its numbers. Until then the lab keeps the last vector it had.")
+        error_here = "upload"
+    else:
+        try:
+            vector = parse_upload(up.name, up.getvalue(), storage)
+        except VectorError as err:
+            st.error(str(err))
+            error_here = "upload"
+
+orders = st.multiselect("Summation orders", list(ORDERS), default=list(DEFAULT_ORDERS),
+                        format_func=lambda k: ORDERS[k].name, key="sl_orders")
+p1, p2 = st.columns(2)
+k_perm = p1.number_input(f"Random permutations (0 to {MAX_PERMUTATIONS:,})", min_value=0,
+                         max_value=MAX_PERMUTATIONS, value=20, key="sl_k",
+                         help="Sequential sums of randomly shuffled copies; at most 2·10^7 elements of work in total.")
+perm_seed = p2.number_input("Permutation seed", min_value=0, max_value=2**32 - 1, value=0, key="sl_pseed")
+
+if vector is not None:
+    st.session_state["sl_last"] = vector
+elif "sl_last" in st.session_state:
+    last = st.session_state["sl_last"]
+    st.warning(f"Showing the last valid vector ({last.source}) until the input above is fixed.",
+               icon=":material/history:")
+    vector = last
+if vector is None:
+    st.stop()
+if not orders:
+    st.warning("Choose at least one summation order.")
+    st.stop()
+
+working = resolve_working(vector.storage, working_choice)
+key = _vector_key(vector)
+with st.spinner("Summing…"):
+    result = _lab(key, vector, working, tuple(orders), int(k_perm), int(perm_seed))
+fmt = result.fmt
+
+# ------------------------------------------------------------------------------ summary
+st.subheader("The vector and its exact sum")
+for note in vector.notes:
+    st.warning(note, icon=":material/info:")
+st.caption(f"Vector: {vector.source}.")
+m1, m2, m3 = st.columns(3)
+m1.metric("n", f"{result.n:,}")
+if math.isnan(result.kappa):
+    m2.metric("Condition number κ", "undefined")
+else:
+    m2.metric("Condition number κ = Σ|x| / |Σx|", "∞" if math.isinf(result.kappa) else f"{result.kappa:.3g}")
+m3.metric("Accumulation format", working)
+if isinstance(result.exact, float):
+    st.error(
+        f"The data contain non-finite values: the IEEE sum is {exact_decimal(result.exact)}, so errors and bounds "
+        "are undefined. Only the bit patterns below are meaningful."
+    )
+else:
+    mpf = result.exact_mpf
+    st.markdown(
+        f"Exact sum of the stored values (`mpmath.mpf`, {mpf._mpf_[3]} bits, no rounding): "
+        f"`{abbreviate(exact_decimal(result.exact), 120)}`  \n"
+        f"Correctly rounded to {working}: `{shortest_repr(result.correctly_rounded, fmt)}`"
+    )
+    if result.exact == 0:
+        st.info("The exact sum is 0, so relative errors are undefined: errors are shown in ULPs of the "
+                "smallest subnormal and as absolute values.")
+if result.cast_note:
+    st.info(result.cast_note)
+if working != vector.storage:
+    st.caption(f"torch.sum(x, dtype=torch.{working}) casts the {vector.storage} input to {working} before reducing; "
+               "this lab does the same, so the accumulation format is also the format of every partial sum.")
+
+# ------------------------------------------------------------------------------ results
+st.subheader("Results")
+table = results_table(result)
+st.dataframe(table, hide_index=True, width="stretch")
+st.download_button("Download the table as CSV", table.to_csv(index=False).encode(), "summation-lab.csv",
+                   "text/csv", key="sl_csv")
+violations = [r.order.name for r in result.rows if r.metrics.within_bound is False]
+if violations:
+    st.error("Outside the a-priori bound (this would be a bug): " + ", ".join(violations))
+st.caption(
+    "origin — live: the real library ran on this machine; model: our reimplementation of a library's or a device's "
+    "order (the CUDA model is not checked against a GPU here); algorithm: a textbook order computed here; "
+    "exact: rational arithmetic. Bounds (Higham, ch. 4): sequential γ(n−1)·Σ|x|, pairwise γ(⌈log2 n⌉)·Σ|x|, "
+    "compensated (4u + 2nu²)·Σ|x|, NumPy γ(depth of its tree)·Σ|x|; for torch and the CUDA model the "
+    "sequential bound γ(n−1)·Σ|x|, which holds for every order (their tree depth is not derived here)."
+)
+
+ef = error_frame(result)
+if not ef.empty:
+    st.altair_chart(charts.error_bars(ef), width="stretch")
+
+threads = available_threads()
+chunks = thread_chunks(result.n, threads)
+if result.n < GRAIN_SIZE or threads == 1:
+    why = (f"With n = {result.n:,} below torch's grain size ({GRAIN_SIZE:,}), torch.sum runs serially, so 1 thread and "
+           f"{threads} threads give the same bits.")
+else:
+    spans = ", ".join(f"[{a:,}, {b:,})" for a, b in chunks[:4]) + (" …" if len(chunks) > 4 else "")
+    why = (f"With {threads} threads torch.sum gives each thread a contiguous chunk ({spans}), sums each in its own "
+           "slot, then adds the slots: a different grouping from one thread, hence possibly different bits.")
+st.caption(why)
+
+# ------------------------------------------------------------------------- permutations
+if result.permutations is not None and not isinstance(result.exact, float) and result.exact != 0:
+    st.subheader("Random orders")
+    study = result.permutations
+    hist, marks = permutation_frames(result)
+    st.markdown(f"{study.k:,} random permutations summed left to right gave **{study.distinct:,} different "
+                f"{working} results** (seed {study.seed}).")
+    st.altair_chart(charts.permutation_histogram(hist, marks), width="stretch")
+
+# -------------------------------------------------------------------------- running error
+if not isinstance(result.exact, float) and result.n > 1:
+    st.subheader("How the left-to-right error grows")
+    re = _running(key, vector, working)
+    st.altair_chart(charts.running_error_chart(running_frame(re)), width="stretch")
+    st.caption("Absolute error of the running sum after k values (exact prefix sums), and the bound γ(k−1)·Σ|x|.")
+
+# --------------------------------------------------------------------------- the tree
+st.subheader("The reduction tree")
+if result.n > MAX_TREE_N:
+    st.info(f"Trees are drawn for n ≤ {MAX_TREE_N}. Set n to 32 or less (or paste a few numbers) to see every "
+            "partial sum.")
+elif not isinstance(result.exact, float):
+    tree_order = st.selectbox("Order", list(TREE_ORDERS), format_func=TREE_ORDERS.get, key="sl_tree_order")
+    tree = build_tree(vector.values, working, tree_order)
+    nodes, edges, additions = tree_frames(tree)
+    st.altair_chart(charts.tree_chart(nodes, edges), width="stretch")
+    st.dataframe(additions, hide_index=True, width="stretch")
+    st.caption(f"Each addition: the exact sum of its two rounded inputs, and the {working} value it rounds to "
+               f"(exact rational rounding, nearest even). Result: {shortest_repr(tree.result, fmt)}.")
