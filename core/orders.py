@@ -266,12 +266,14 @@ def run_order(key: str, values: np.ndarray, working: str) -> OrderOutcome:
         depth = n - 1
         prov += f" ({threads} threads)"
     elif key == "cuda_model":
-        from core.cuda_model import cuda_config_for, cuda_sum_model
+        from core.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model, tree_depth
 
         cfg = cuda_config_for(n, x.dtype)
+        launch = cuda_launch(n, cfg)
         v = cuda_sum_model(x, cfg)
-        depth = n - 1
-        prov += f" ({cfg.blocks} blocks x {cfg.threads_per_block} threads, sm_count {cfg.sm_count})"
+        depth = tree_depth(n, cfg, x.dtype)
+        prov += (f" ({launch.blocks} blocks × {launch.threads_per_block} threads as chosen for "
+                 f"{cfg.sm_count} SMs, H100/H200-like; not checked against a GPU)")
     elif key in ("kahan", "neumaier"):
         v = compensated(x, key)
     elif key == "correct":

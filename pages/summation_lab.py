@@ -188,8 +188,8 @@ st.caption(
     "origin — live: the real library ran on this machine; model: our reimplementation of a library's or a device's "
     "order (the CUDA model is not checked against a GPU here); algorithm: a textbook order computed here; "
     "exact: rational arithmetic. Bounds (Higham, ch. 4): sequential γ(n−1)·Σ|x|, pairwise γ(⌈log2 n⌉)·Σ|x|, "
-    "compensated (4u + 2nu²)·Σ|x|, NumPy γ(depth of its tree)·Σ|x|; for torch and the CUDA model the "
-    "sequential bound γ(n−1)·Σ|x|, which holds for every order (their tree depth is not derived here)."
+    "compensated (4u + 2nu²)·Σ|x|, NumPy and the CUDA model γ(depth of their tree)·Σ|x|; for torch the "
+    "sequential bound γ(n−1)·Σ|x|, which holds for every order (its tree depth is not derived here)."
 )
 
 ef = error_frame(result)
