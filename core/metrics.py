@@ -39,8 +39,14 @@ def a_priori_bound(kind: str, n: int, sum_abs: Fraction, fmt: FloatFormat, depth
 
     sequential: gamma_{n-1} S;  pairwise: gamma_{ceil(log2 n)} S;  tree: gamma_depth S for
     any summation tree whose longest root-to-leaf path has ``depth`` additions;
-    compensated: (4u + 2n u^2) S, two compensated stages (lanes, then their combination)
-    of Kahan's 2u + O(n u^2) each;  exact: half an ULP of the result, at most u |sum| <= u S.
+    exact: one rounding, at most u |sum| <= u S.
+    compensated (``depth`` = m, values per lane; lanes combined exactly, rounded once):
+    2u S + (1 + u) * E with E = gamma_{m-1} * u * m * (1 + gamma_m) * S. For Neumaier this is
+    proved: each lane's running sums split exactly into s + sum(q_i) (error-free
+    transformations), |q_i| <= u |sigma_i| <= u (1 + gamma_m) S_lane, and the corrections
+    are summed in floating point with at most gamma_{m-1} sum|q_i| error. For Kahan it
+    is Higham's 2u + O(m u^2) with the O-term written the same way: checked by
+    property tests, not proved here.
     """
     u = fmt.unit_roundoff
     if n <= 1:
@@ -52,7 +58,11 @@ def a_priori_bound(kind: str, n: int, sum_abs: Fraction, fmt: FloatFormat, depth
     elif kind == "tree":
         g = gamma(depth if depth is not None else n - 1, u)
     elif kind == "compensated":
-        g = 4 * u + 2 * n * u * u
+        m = depth if depth is not None else n
+        g_m1, g_m = gamma(max(m - 1, 0), u), gamma(m, u)
+        if g_m1 is None or g_m is None:
+            return None
+        g = 2 * u + (1 + u) * g_m1 * u * m * (1 + g_m)
     elif kind == "exact":
         g = u
     else:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.formats import FORMATS
+from core.formats import FORMATS, round_to_format
 from core.vectors import NUMPY_DTYPES
 
 ORIGIN_LIVE = "live"  # the real library ran on this machine
@@ -88,12 +88,21 @@ def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s, err
 
 
-def compensated(x: np.ndarray, variant: str = "kahan", lanes: int = 1024) -> np.generic:
+LANES = 1024
+
+
+def lane_length(n: int, lanes: int = LANES) -> int:
+    """Values per lane in the vectorized compensated sums."""
+    return -(-n // max(1, min(lanes, n))) if n else 0
+
+
+def compensated(x: np.ndarray, variant: str = "kahan", lanes: int = LANES) -> np.generic:
     """Kahan or Neumaier compensated summation, vectorized across ``lanes`` lanes.
 
     Lane j sums x[j], x[j + lanes], ... with compensation, all lanes at once (one numpy
-    step per row of the reshaped vector). The lanes' sums and compensations are then
-    combined by one compensated pass over them. Every operation rounds to x's dtype.
+    step per row of the reshaped vector), every operation rounding to x's dtype. With one
+    lane this is the textbook algorithm (Kahan returns s, Neumaier s + c). With several,
+    the lanes' sums and corrections are combined exactly and rounded once.
     """
     n = x.size
     if n == 0:
@@ -102,24 +111,32 @@ def compensated(x: np.ndarray, variant: str = "kahan", lanes: int = 1024) -> np.
     rows = -(-n // lanes)
     padded = np.zeros(rows * lanes, dtype=x.dtype)
     padded[:n] = x
-    grid = padded.reshape(rows, lanes)
     s = np.zeros(lanes, dtype=x.dtype)
     c = np.zeros(lanes, dtype=x.dtype)
-    for row in grid:
-        if variant == "kahan":
-            y = row - c
-            t = s + y
-            c = (t - s) - y
-            s = t
-        else:  # Neumaier: keeps the error of each addition, whichever operand is larger
-            t = s + row
-            big = np.abs(s) >= np.abs(row)
-            c = c + np.where(big, (s - t) + row, (row - t) + s)
-            s = t
+    with np.errstate(over="ignore", invalid="ignore"):
+        for row in padded.reshape(rows, lanes):
+            if variant == "kahan":
+                y = row - c
+                t = s + y
+                c = (t - s) - y  # minus the part of y that t lost
+                s = t
+            else:  # Neumaier: the exact error of each addition, whichever operand is larger
+                t = s + row
+                big = np.abs(s) >= np.abs(row)
+                c = c + np.where(big, (s - t) + row, (row - t) + s)
+                s = t
     if lanes == 1:
-        return (s + (-c if variant == "kahan" else c))[0]
-    tail = np.concatenate([s, -c if variant == "kahan" else c])
-    return compensated(tail, variant, lanes=1)
+        return s[0] if variant == "kahan" else (s + c)[0]
+    from core.exact import exact_sum_fraction
+
+    parts = np.concatenate([s, -c if variant == "kahan" else c])
+    total = round_to_format(exact_sum_fraction(parts), FORMATS[_name_of(x.dtype)])
+    with np.errstate(over="ignore"):
+        return np.array(float(total)).astype(x.dtype)[()]
+
+
+def _name_of(dtype: np.dtype) -> str:
+    return next(name for name, dt in NUMPY_DTYPES.items() if dt == dtype)
 
 
 def correctly_rounded(values: np.ndarray, working: str) -> np.generic:
@@ -177,6 +194,9 @@ def _from_torch(t: torch.Tensor) -> np.generic:
     return t.reshape(1).numpy()[0]
 
 
+BFLOAT16 = NUMPY_DTYPES["bfloat16"]
+
+
 def available_threads() -> int:
     return max(1, torch.get_num_threads())
 
@@ -210,7 +230,7 @@ ORDERS: dict[str, Order] = {
               "Per-thread strided accumulation, shared-memory tree, warp shuffles, multi-block combine; "
               "a model of PyTorch's CUDA reduce kernel, not checked against a real GPU here."),
         Order("kahan", "Kahan compensated", ORIGIN_ALGORITHM, "compensated",
-              "Carries each addition's rounding error forward (1024 lanes, then one compensated combine)."),
+              "Carries each addition's rounding error forward; 1024 lanes at once, combined exactly, rounded once."),
         Order("neumaier", "Neumaier compensated", ORIGIN_ALGORITHM, "compensated",
               "Kahan's improved variant that also handles terms larger than the running sum."),
         Order("correct", "Correctly rounded", ORIGIN_EXACT, "exact",
@@ -222,6 +242,8 @@ DEFAULT_ORDERS = ("sequential", "pairwise", "numpy", "torch_1", "torch_all", "cu
 
 def run_order(key: str, values: np.ndarray, working: str) -> OrderOutcome:
     """Run one order on the stored values, in the working dtype; time it."""
+    if key not in ORDERS:
+        raise ValueError(f"unknown order {key!r}")
     x = working_array(values, working)
     n = x.size
     t0 = time.perf_counter()
@@ -247,13 +269,18 @@ def run_order(key: str, values: np.ndarray, working: str) -> OrderOutcome:
         v = pairwise(x)
     elif key == "numpy":
         v = np.sum(x) if n else x.dtype.type(0)
-        depth = tree_depth_numpy(n)
+        depth = n - 1 if x.dtype == BFLOAT16 else tree_depth_numpy(n)
         prov = f"real np.sum, NumPy {np.__version__}, on this CPU"
     elif key == "numpy_model":
         from core.numpy_model import numpy_pairwise_model
 
-        v = numpy_pairwise_model(x)
-        depth = tree_depth_numpy(n)
+        if x.dtype == BFLOAT16:  # NumPy's pairwise loop exists only for its own float types;
+            v = sequential(x)  # for ml_dtypes' bfloat16, np.sum runs the generic loop, left to right
+            depth = n - 1
+            prov += " (bfloat16: NumPy sums left to right)"
+        else:
+            v = numpy_pairwise_model(x)
+            depth = tree_depth_numpy(n)
     elif key in ("torch_1", "torch_all"):
         k = 1 if key == "torch_1" else threads
         v = _torch_sum(values, working, k)
@@ -276,6 +303,7 @@ def run_order(key: str, values: np.ndarray, working: str) -> OrderOutcome:
                  f"{cfg.sm_count} SMs, H100/H200-like; not checked against a GPU)")
     elif key in ("kahan", "neumaier"):
         v = compensated(x, key)
+        depth = lane_length(n)  # for the bound: values per lane
     elif key == "correct":
         v = correctly_rounded(values, working)
     else:
