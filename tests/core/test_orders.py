@@ -26,7 +26,7 @@ from core.orders import (
     tree_depth_numpy,
     working_array,
 )
-from core.vectors import NUMPY_DTYPES, GENERATORS, VectorSpec, generate
+from core.vectors import GENERATORS, NUMPY_DTYPES, VectorSpec, generate
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
 

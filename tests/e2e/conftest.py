@@ -105,10 +105,16 @@ def page(browser):
 
 
 def wait_for_app(page, timeout: float = 60_000) -> None:
-    """Wait until the app is connected and its script has finished running."""
-    page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=timeout)
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
-    page.wait_for_timeout(300)  # let the last deltas paint
+    """Wait until the app is connected and its script has finished running.
+
+    A rerun triggered by the last action may not have started yet when this is called;
+    the state is therefore checked again after a pause. Tests that depend on a rerun's
+    result also wait for that result itself (playwright's expect, which retries).
+    """
+    for pause in (300, 300):
+        page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=timeout)
+        page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
+        page.wait_for_timeout(pause)
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
 
 

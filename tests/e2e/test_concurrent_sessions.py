@@ -31,8 +31,8 @@ def expected_verdict(fmt_name: str, texts) -> str:
     return f"{shortest_repr(r.left.result, fmt)} versus {shortest_repr(r.right.result, fmt)}"
 
 
-def _viewer(url: str, preset: str, barrier: threading.Barrier, out: dict) -> None:
-    from playwright.sync_api import sync_playwright
+def _viewer(url: str, preset: str, fmt_name: str, barrier: threading.Barrier, out: dict) -> None:
+    from playwright.sync_api import expect, sync_playwright
 
     try:
         with sync_playwright() as p:
@@ -43,6 +43,8 @@ def _viewer(url: str, preset: str, barrier: threading.Barrier, out: dict) -> Non
             barrier.wait(timeout=120)  # everyone changes settings at the same moment
             page.locator('[data-testid="stSelectbox"]').filter(has_text="Preset").first.click()
             page.get_by_role("option", name=preset, exact=True).click()
+            verdict = page.locator('[data-testid="stAlertContentError"]').last
+            expect(verdict).to_contain_text(f"differ in {fmt_name}:", timeout=60_000)  # the rerun has landed
             wait_for_app(page)
             out[preset] = (
                 page.locator('[data-testid="stAlertContentError"]').last.inner_text(),
@@ -56,7 +58,10 @@ def _viewer(url: str, preset: str, barrier: threading.Barrier, out: dict) -> Non
 def test_concurrent_viewers_each_get_their_own_result(server):
     out: dict = {}
     barrier = threading.Barrier(len(CASES))
-    threads = [threading.Thread(target=_viewer, args=(server.url, preset, barrier, out)) for preset, _, _ in CASES]
+    threads = [
+        threading.Thread(target=_viewer, args=(server.url, preset, fmt_name, barrier, out))
+        for preset, fmt_name, _ in CASES
+    ]
     for t in threads:
         t.start()
     for t in threads:

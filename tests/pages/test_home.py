@@ -14,13 +14,16 @@ def test_home_renders_the_story(app):
         assert phrase in text, phrase
 
 
-def test_home_links_to_the_non_associativity_page(app):
-    links = [p for p in app.get("page_link")]
-    assert len(links) == 1
-    assert "Non-associativity" in links[0].proto.label
+def test_home_links_to_every_page(app):
+    labels = [p.proto.label for p in app.get("page_link")]
+    assert len(labels) == 2
+    assert labels[0].startswith("Non-associativity") and labels[1].startswith("Summation lab")
 
 
 def test_every_page_opens_through_navigation(app):
     app.switch_page("pages/non_associativity.py").run()
     assert not app.exception
     assert app.title[0].value.startswith("Non-associativity")
+    app.switch_page("pages/summation_lab.py").run()
+    assert not app.exception
+    assert app.title[0].value == "Summation lab"

@@ -1,0 +1,66 @@
+"""The Summation lab in a real browser: defaults, controls, bad input, an upload, the CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import numpy as np
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import assert_healthy_page, screenshot, wait_for_app
+
+
+def _choose(page, label: str, option: str) -> None:
+    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_for_app(page)
+
+
+def _set_number(page, label: str, value: int) -> None:
+    box = page.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+    wait_for_app(page)
+
+
+def test_lab_defaults_controls_and_download(server, page, tmp_path):
+    page.goto(f"{server.url}/summation_lab")
+    wait_for_app(page)
+    assert_healthy_page(page)
+    assert page.locator('[data-testid="stVegaLiteChart"]').count() >= 3  # errors, permutations, running error
+    assert page.get_by_text("Trees are drawn for n ≤ 32").count() == 1
+    screenshot(page, "summation-lab-default")
+
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download the table as CSV").click()
+    rows = list(csv.DictReader(io.StringIO(Path(dl.value.path()).read_text(encoding="utf-8"))))
+    assert [r["order"] for r in rows][:2] == ["Sequential, left to right", "Pairwise tree"]
+    assert {r["within bound"] for r in rows} == {"yes"}
+    assert rows[0]["bits"] != rows[-1]["bits"]  # sequential vs correctly rounded
+
+    _set_number(page, "n (1 to 10,000,000)", 20)
+    expect(page.get_by_text("Each addition: the exact sum of its two rounded inputs")).to_be_visible()
+    assert page.get_by_text("Trees are drawn for n ≤ 32").count() == 0
+    assert_healthy_page(page)
+    screenshot(page, "summation-lab-tree")
+
+    _choose(page, "Vector", "Your numbers: paste them")
+    area = page.locator("textarea")
+    area.fill("1, 2, banana")
+    area.press("Control+Enter")
+    wait_for_app(page)
+    expect(page.get_by_text("“banana” in The pasted text is not a number.")).to_be_visible()
+    expect(page.get_by_text("Showing the last valid vector")).to_be_visible()
+    assert_healthy_page(page)
+    screenshot(page, "summation-lab-bad-paste")
+
+    _choose(page, "Vector", "Your numbers: upload a .csv or .npy file")
+    path = tmp_path / "cancel.npy"
+    np.save(path, np.array([1e8, 1.0, -1e8], dtype=np.float32))
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
+    wait_for_app(page)
+    expect(page.get_by_text("cancel.npy: 3 values as float32")).to_be_visible(timeout=60_000)
+    assert_healthy_page(page)
+    screenshot(page, "summation-lab-upload")

@@ -1,0 +1,135 @@
+"""AppTest: the Summation lab reacts to each control and explains bad input."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.exact import exact_decimal, exact_sum_fraction
+from core.vectors import VectorSpec, generate
+from tests.pages.conftest import ROOT, TIMEOUT, all_text
+
+
+@pytest.fixture
+def lab() -> AppTest:
+    return AppTest.from_file(str(ROOT / "pages" / "summation_lab.py"), default_timeout=TIMEOUT).run()
+
+
+def table(at):
+    return at.dataframe[0].value
+
+
+def test_defaults_show_a_striking_difference(lab):
+    assert not lab.exception
+    t = table(lab)
+    assert list(t["order"])[:2] == ["Sequential, left to right", "Pairwise tree"]
+    assert set(t["within bound"]) == {"yes"}
+    seq, corr = t.iloc[0], t[t["order"] == "Correctly rounded"].iloc[0]
+    assert seq["bits"] != corr["bits"]  # 10^6 float32 values summed left to right are off by ~100 ULPs
+    assert {"live", "model", "algorithm", "exact"} <= set(t["origin"])
+    exact = exact_sum_fraction(generate(VectorSpec("normal", 1_000_000, 0, "float32")).values)
+    assert exact_decimal(exact) in all_text(lab)  # the exact sum, every digit
+    assert "2 threads" in " ".join(t["provenance"]) or "1 thread" in " ".join(t["provenance"])
+    assert lab.get("download_button")
+
+
+def test_n_and_storage_and_working_change_the_result(lab):
+    first = table(lab)["value"].tolist()
+    lab.number_input(key="sl_n").set_value(1000).run()
+    assert not lab.exception and table(lab)["value"].tolist() != first
+    lab.selectbox(key="sl_storage").select("float16").run()
+    assert not lab.exception and set(table(lab)["bits"].str.len()) == {6}  # 0x + 4 hex digits
+    lab.selectbox(key="sl_working").select("float64").run()
+    assert not lab.exception and set(table(lab)["bits"].str.len()) == {18}
+    assert "casts the float16 input to float64" in all_text(lab)
+
+
+def test_generator_seed_orders_and_permutations(lab):
+    lab.number_input(key="sl_n").set_value(20).run()
+    lab.selectbox(key="sl_source").select("alternating").run()
+    a = table(lab)["value"].tolist()
+    lab.number_input(key="sl_seed").set_value(5).run()
+    assert table(lab)["value"].tolist() != a
+    lab.multiselect(key="sl_orders").set_value(["sequential", "kahan", "correct"]).run()
+    assert table(lab)["order"].tolist() == ["Sequential, left to right", "Kahan compensated", "Correctly rounded"]
+    lab.number_input(key="sl_k").set_value(50).run()
+    assert "50 random permutations" in all_text(lab)
+    lab.selectbox(key="sl_tree_order").select("pairwise").run()  # n = 20: the tree is drawn
+    assert not lab.exception
+    assert any("addition" in df.value.columns for df in lab.dataframe)
+
+
+def test_ill_conditioned_shows_the_achieved_condition_number(lab):
+    lab.number_input(key="sl_n").set_value(10_000).run()
+    lab.selectbox(key="sl_source").select("ill_conditioned").run()
+    lab.selectbox(key="sl_storage").select("float64").run()
+    assert not lab.exception
+    kappa = next(m.value for m in lab.metric if m.label.startswith("Condition number"))
+    assert float(kappa) > 1e4
+
+
+def test_too_large_n_is_refused_and_the_last_vector_kept(lab):
+    lab.number_input(key="sl_n").set_value(20_000_000).run()
+    assert not lab.exception
+    assert any("more than this lab allows" in e.value for e in lab.error)
+    assert "Showing the last valid vector" in lab.warning[0].value
+    assert len(table(lab)) > 0
+
+
+def test_pasted_numbers_and_their_errors(lab):
+    lab.selectbox(key="sl_source").select("paste").run()
+    assert not lab.exception
+    assert table(lab).iloc[0]["order"] == "Sequential, left to right"
+    assert any(df.value.columns[0] == "addition" for df in lab.dataframe)  # 6 numbers: a tree
+    lab.text_area(key="sl_paste").set_value("1, 2, banana").run()
+    assert any("banana" in e.value and "not a number" in e.value for e in lab.error)
+    assert "Showing the last valid vector" in lab.warning[0].value
+    lab.text_area(key="sl_paste").set_value("1, nan, 3").run()
+    assert any("NaN or infinity" in e.value for e in lab.error)
+    lab.text_area(key="sl_paste").set_value("").run()
+    assert any("no numbers" in e.value for e in lab.error)
+    lab.selectbox(key="sl_storage").select("float16").run()
+    lab.text_area(key="sl_paste").set_value("70000 1").run()
+    assert any("overflow float16" in e.value for e in lab.error)
+
+
+def test_zero_sum_and_single_value(lab):
+    lab.selectbox(key="sl_source").select("paste").run()
+    lab.text_area(key="sl_paste").set_value("0 0 0").run()
+    assert not lab.exception
+    assert "relative errors are undefined" in all_text(lab)
+    lab.text_area(key="sl_paste").set_value("42").run()
+    assert not lab.exception and table(lab).iloc[0]["value"] == "42"
+
+
+def test_upload_widget_without_a_file_keeps_the_last_vector(lab):
+    lab.selectbox(key="sl_source").select("upload").run()
+    assert not lab.exception
+    assert "Upload a file" in all_text(lab)
+    assert len(table(lab)) > 0  # the default vector's results stay
+
+
+def _npy(arr) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()
+
+
+def test_uploads_good_and_bad(lab):
+    lab.selectbox(key="sl_source").select("upload").run()
+    lab.file_uploader(key="sl_upload").upload("v.npy", _npy(np.array([1e8, 1.0, -1e8], dtype=np.float32))).run()
+    assert not lab.exception
+    assert "v.npy: 3 values as float32" in all_text(lab)
+    assert table(lab)[table(lab)["order"] == "Correctly rounded"].iloc[0]["value"] == "1"
+    lab.file_uploader(key="sl_upload").upload("bad.npy", b"\x93NUMPY garbage").run()
+    assert any("not a readable .npy" in e.value for e in lab.error)
+    assert "Showing the last valid vector (v.npy" in lab.warning[0].value
+    lab.file_uploader(key="sl_upload").upload("two.npy", _npy(np.ones((2, 2)))).run()
+    assert any("1-D array is needed" in e.value for e in lab.error)
+    lab.file_uploader(key="sl_upload").upload("c.csv", b"value\n0.5\n0.25\n", "text/csv").run()
+    assert not lab.exception and "c.csv: 2 numbers" in all_text(lab)
+    lab.file_uploader(key="sl_upload").upload("latin.csv", "x\n1,5\n\xe9".encode("latin-1"), "text/csv").run()
+    assert any("UTF-8" in e.value for e in lab.error)
