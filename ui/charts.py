@@ -67,16 +67,16 @@ def running_error_chart(df: pd.DataFrame) -> alt.Chart:
 
 def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame) -> alt.LayerChart:
     """The reduction tree: leaves at the bottom, each addition coloured by its rounding error."""
-    lines = alt.Chart(edges).mark_rule(color="#9ca3af").encode(x="x:Q", y="y:Q", x2="x2:Q", y2="y2:Q")
+    x = alt.X("x:Q", title="leaves, in the order they are summed")
+    y = alt.Y("y:Q", title="additions from the leaves")
+    lines = alt.Chart(edges).mark_rule(color="#9ca3af").encode(x=x, y=y, x2="x2:Q", y2="y2:Q")
     points = (
         alt.Chart(nodes)
-        .mark_circle(size=220, stroke="#374151", strokeWidth=0.6)
+        .mark_circle(size=220, opacity=1)
         .encode(
-            x=alt.X("x:Q", axis=None),
-            y=alt.Y("y:Q", axis=alt.Axis(title="additions from the leaves", tickMinStep=1)),
-            color=alt.Color(
-                "abs_ulps:Q", scale=alt.Scale(scheme="orangered", type="symlog"), title="|rounding error| (ULP)"
-            ),
+            x=x,
+            y=y,
+            color=alt.Color("abs_ulps:Q", scale=alt.Scale(scheme="orangered"), title="|rounding error| (ULP)"),
             tooltip=["label", "exact", "rounded", alt.Tooltip("ulps:Q", format="+.3g")],
         )
     )

@@ -130,3 +130,14 @@ def screenshot(page, name: str) -> pathlib.Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path))
     return path
+
+
+def assert_charts_rendered(page, minimum: int) -> None:
+    """Every Altair chart drew something: vega-embed puts a canvas (or svg) of real size."""
+    charts = page.locator('[data-testid="stVegaLiteChart"]')
+    assert charts.count() >= minimum, charts.count()
+    for i in range(charts.count()):
+        drawn = charts.nth(i).locator("canvas, svg").first
+        drawn.wait_for(timeout=30_000)
+        box = drawn.bounding_box()
+        assert box is not None and box["height"] > 50 and box["width"] > 100, (i, box)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import assert_healthy_page, screenshot, wait_for_app
+from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
 
 
 def _choose(page, label: str, option: str) -> None:
@@ -29,7 +29,7 @@ def test_lab_defaults_controls_and_download(server, page, tmp_path):
     page.goto(f"{server.url}/summation_lab")
     wait_for_app(page)
     assert_healthy_page(page)
-    assert page.locator('[data-testid="stVegaLiteChart"]').count() >= 3  # errors, permutations, running error
+    assert_charts_rendered(page, 3)  # errors, permutations, running error
     assert page.get_by_text("Trees are drawn for n ≤ 32").count() == 1
     screenshot(page, "summation-lab-default")
 
@@ -43,6 +43,7 @@ def test_lab_defaults_controls_and_download(server, page, tmp_path):
     _set_number(page, "n (1 to 10,000,000)", 20)
     expect(page.get_by_text("Each addition: the exact sum of its two rounded inputs")).to_be_visible()
     assert page.get_by_text("Trees are drawn for n ≤ 32").count() == 0
+    assert_charts_rendered(page, 4)  # now with the tree
     assert_healthy_page(page)
     screenshot(page, "summation-lab-tree")
 
