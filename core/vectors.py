@@ -9,16 +9,17 @@ values actually summed.
 from __future__ import annotations
 
 import csv
+import decimal
 import io
 import math
+import numbers
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
 
 from core.exact import exact_sum_fraction
-from core.formats import FORMATS, FloatFormat, get_format, round_to_format
+from core.formats import FORMATS, FloatFormat, get_format
 
 MAX_N = 10_000_000
 MAX_PASTED = 100_000
@@ -58,14 +59,25 @@ class VectorSpec:
 
     def validate(self) -> None:
         if self.kind not in GENERATORS:
-            raise VectorError(f"Unknown generator {self.kind!r}.")
-        get_format(self.storage)
-        if not 1 <= self.n <= MAX_N:
-            raise VectorError(f"n must be between 1 and {MAX_N:,} (asked for {self.n:,}).")
-        if not 0 <= self.seed < 2**63:
-            raise VectorError("The seed must be between 0 and 2^63 - 1.")
-        if self.kind == "ill_conditioned" and not (1 <= self.condition <= 1e300):
-            raise VectorError("The condition number must be between 1 and 1e300.")
+            raise VectorError(f"Unknown generator {self.kind!r}; choose one of {', '.join(GENERATORS)}.")
+        _check_storage(self.storage)
+        if not _is_whole(self.n) or not 1 <= self.n <= MAX_N:
+            raise VectorError(f"n must be a whole number between 1 and {MAX_N:,} (asked for {self.n!r}).")
+        if not _is_whole(self.seed) or not 0 <= self.seed < 2**63:
+            raise VectorError(f"The seed must be a whole number between 0 and 2^63 - 1 (got {self.seed!r}).")
+        if self.kind == "ill_conditioned" and not (
+            isinstance(self.condition, numbers.Real) and 1 <= self.condition <= 1e300
+        ):
+            raise VectorError(f"The condition number must be between 1 and 1e300 (got {self.condition!r}).")
+
+
+def _check_storage(storage: str) -> None:
+    if storage not in NUMPY_DTYPES:
+        raise VectorError(f"Unknown storage format {storage!r}; choose one of {', '.join(NUMPY_DTYPES)}.")
+
+
+def _is_whole(x) -> bool:
+    return isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_)
 
 
 @dataclass(frozen=True)
@@ -95,6 +107,7 @@ def round_array(x64: np.ndarray, storage: str) -> np.ndarray:
     odd last bit), then to bfloat16 to nearest: with 24 >= 8 + 2 bits that double
     rounding is exactly one correct rounding.
     """
+    _check_storage(storage)
     x64 = np.asarray(x64, dtype=np.float64)
     with np.errstate(over="ignore"):
         if storage == "float64":
@@ -133,15 +146,20 @@ def _ill_conditioned(rng: np.random.Generator, n: int, condition: float, fmt: Fl
     if n < 2:
         return rng.standard_normal(n)
     half_b = min(math.log2(condition) / 2, fmt.emax - 2 - math.log2(n))  # keep sum|x| finite
-    n1 = (n + 1) // 2
-    n2 = n - n1
-    exps = np.rint(rng.random(n1) * half_b)
-    exps[0] = round(half_b)
+    # Exponents spread over [0, half_b]. When the cap is negative (float16, large n) the
+    # spread collapses to the single exponent round(half_b) so that |x| <= ~2^half_b.
+    spread = max(half_b, 0.0)
+    shift = min(round(half_b), 0)
+    n1 = n // 2  # values that get cancelled ...
+    n2 = n - n1  # ... by as many (plus one lone small term when n is odd)
+    exps = np.rint(rng.random(n1) * spread) + shift
+    exps[0] = round(spread) + shift
     first = (2 * rng.random(n1) - 1) * np.exp2(exps)
     first = round_array(first, fmt.name).astype(np.float64)
     s_abs = 2 * np.abs(first).sum()
     small = (2 * rng.random(n2) - 1) * (s_abs / condition / max(math.sqrt(n2), 1.0))
-    second = -first[rng.permutation(n1)[:n2]] + small
+    second = small.copy()
+    second[:n1] -= first[rng.permutation(n1)]
     x = np.concatenate([first, second])
     return x[rng.permutation(n)]
 
@@ -183,7 +201,7 @@ def generate(spec: VectorSpec) -> Vector:
     source = f"{GENERATORS[spec.kind]}; n = {values.size:,}, seed {spec.seed}, float64 rounded to {spec.storage}"
     if spec.kind == "ill_conditioned":
         source += f"; target condition {spec.condition:.3g}"
-        if math.log2(spec.condition) / 2 > fmt.emax - 2 - math.log2(max(n, 2)):
+        if n >= 2 and math.log2(spec.condition) / 2 > fmt.emax - 2 - math.log2(n):
             notes.append(f"The exponent spread was capped to keep sum|x| finite in {spec.storage}.")
     return Vector(values, spec.storage, source, tuple(notes))
 
@@ -200,8 +218,11 @@ def _values_from_tokens(tokens: list[str], storage: str, what: str) -> Vector:
         x64 = np.array([float(t) for t in tokens], dtype=np.float64)
     except ValueError:
         bad = next(t for t in tokens if not _is_float(t))
-        raise VectorError(f"“{bad[:30]}” in {what} is not a number.") from None
-    _reject_non_finite(x64, tokens, what)
+        raise VectorError(f"{what}: “{bad[:30]}” is not a number.") from None
+    literal = np.isnan(x64)  # nan, inf and infinity as written; numerals too big for float64 overflow below
+    for i in np.flatnonzero(np.isinf(x64)):
+        literal[i] = _is_inf_literal(tokens[i])
+    _reject_non_finite(x64, tokens, what, literal)
     values = _round_tokens_exactly(tokens, x64, storage)
     _reject_overflow(values, tokens, storage, what)
     return Vector(values, storage, f"{what}: {values.size:,} numbers rounded to {storage}")
@@ -215,8 +236,12 @@ def _is_float(t: str) -> bool:
     return True
 
 
-def _reject_non_finite(x64: np.ndarray, tokens: list[str] | None, what: str) -> None:
-    bad = np.flatnonzero(~np.isfinite(x64))
+def _is_inf_literal(t: str) -> bool:
+    return t.lstrip("+-").lower() in ("inf", "infinity")
+
+
+def _reject_non_finite(x64: np.ndarray, tokens: list[str] | None, what: str, mask: np.ndarray | None = None) -> None:
+    bad = np.flatnonzero(~np.isfinite(x64) if mask is None else mask)
     if bad.size:
         shown = ", ".join(f"#{i + 1} ({tokens[i][:20] if tokens is not None else x64[i]})" for i in bad[:5])
         raise VectorError(
@@ -241,29 +266,48 @@ def _round_tokens_exactly(tokens: list[str], x64: np.ndarray, storage: str) -> n
     """Round decimal text to storage without double rounding through float64.
 
     float() is correctly rounded to float64. Rounding that again to a narrower format is
-    wrong only when the float64 value lies exactly halfway between two storage values;
-    those few tokens are rounded again from their exact decimal value.
+    wrong only when the float64 value lies exactly halfway between two storage values (or
+    on the overflow threshold) while the text does not; for those few tokens the exact
+    decimal value decides the side. ``Decimal`` holds every digit of the text, whatever
+    its length, and compares exactly.
     """
     values = round_array(x64, storage)
     if storage == "float64":
         return values
     fmt = get_format(storage)
-    back = values.astype(np.float64)
-    inexact = np.flatnonzero((back != x64) & np.isfinite(back))
-    if inexact.size == 0:
+    ties, half_step = _midpoints(x64, fmt)
+    if not ties.any():
         return values
     fixed = values.copy()
-    for i in inexact:  # only ties can be wrong; checking each inexact one exactly is cheap enough
-        exact = Fraction(tokens[i])
-        r = round_to_format(exact, fmt)
-        if isinstance(r, Fraction) and float(r) != float(back[i]):
-            fixed[i] = np.array(float(r)).astype(NUMPY_DTYPES[storage])
+    for i in np.flatnonzero(ties):
+        mid = float(x64[i])
+        try:
+            exact = decimal.Decimal(tokens[i])
+        except (decimal.InvalidOperation, ValueError):  # cannot happen for text float() accepted
+            continue
+        if exact == decimal.Decimal(mid):
+            continue  # a true tie: ties to even was right
+        side = float(half_step[i]) if exact > decimal.Decimal(mid) else -float(half_step[i])
+        fixed[i] = round_array(np.array([mid + side]), storage)[0]  # a storage value (or the overflow)
     fixed.setflags(write=False)
     return fixed
 
 
+def _midpoints(x64: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarray, np.ndarray]:
+    """Which finite values are exactly halfway between two neighbours in ``fmt`` (with an
+    unbounded exponent, so the overflow threshold counts), and half the neighbours' spacing."""
+    finite = np.isfinite(x64)
+    mag = np.abs(np.where(finite, x64, 0.0))
+    _, e = np.frexp(mag)  # mag = m * 2^e with 0.5 <= m < 1
+    half_exp = np.maximum(e.astype(np.int64) - 1, fmt.emin) - fmt.precision
+    t = np.ldexp(mag, -half_exp)  # exact: at most p + 1 significant bits above the binary point
+    ties = finite & (t == np.floor(t)) & (np.fmod(t, 2.0) == 1.0)
+    return ties, np.ldexp(np.ones_like(mag), half_exp)
+
+
 def parse_pasted(text: str, storage: str) -> Vector:
     """Numbers separated by commas, whitespace, semicolons or new lines."""
+    _check_storage(storage)
     if len(text) > MAX_UPLOAD_BYTES:
         raise VectorError(f"The pasted text is {len(text):,} characters; at most {MAX_UPLOAD_BYTES:,} are accepted.")
     tokens = [t for t in text.replace(",", " ").replace(";", " ").split() if t]
@@ -272,6 +316,7 @@ def parse_pasted(text: str, storage: str) -> Vector:
 
 def parse_upload(name: str, data: bytes, storage: str) -> Vector:
     """A .npy array (1-D, real numbers) or a CSV file (one column, or the first numeric column)."""
+    _check_storage(storage)
     if len(data) > MAX_UPLOAD_BYTES:
         raise VectorError(f"{name} is {len(data):,} bytes; uploads of at most {MAX_UPLOAD_BYTES:,} bytes are accepted.")
     if not data:
@@ -294,9 +339,14 @@ def _parse_npy(name: str, data: bytes, storage: str) -> Vector:
         raise VectorError(f"{name} has shape {arr.shape}; a 1-D array is needed.")
     if arr.size == 0:
         raise VectorError(f"{name} holds an empty array.")
-    x64 = arr.astype(np.float64)
-    _reject_non_finite(x64, None, name)
-    if arr.dtype.kind in "iu" and np.any(x64.astype(arr.dtype) != arr):
+    with np.errstate(over="ignore"):
+        x64 = arr.astype(np.float64)
+    if arr.dtype.kind == "f":
+        _reject_non_finite(arr, None, name)
+        if arr.dtype.itemsize > 8 and np.any(x64.astype(arr.dtype) != arr):
+            raise VectorError(f"{name} holds {arr.dtype} values that float64 cannot hold exactly; "
+                              "save them as float64 (or narrower).")
+    elif not _ints_exact(arr, x64):
         raise VectorError(f"{name} holds integers too large for exact float64 conversion.")
     note = ()
     if arr.dtype == NUMPY_DTYPES[storage]:
@@ -307,6 +357,14 @@ def _parse_npy(name: str, data: bytes, storage: str) -> Vector:
         note = (f"{name} held {arr.dtype}; its values were rounded to {storage}.",)
     _reject_overflow(values, None, storage, name)
     return Vector(values, storage, f"{name}: {values.size:,} values as {storage}", note)
+
+
+def _ints_exact(arr: np.ndarray, x64: np.ndarray) -> bool:
+    """Whether the float64 values equal the integers (no out-of-range cast is attempted)."""
+    info = np.iinfo(arr.dtype)
+    in_range = (x64 >= float(info.min)) & (x64 < float(info.max) + 1)  # float(info.max) + 1 is a power of 2
+    back = np.where(in_range, x64, 0.0).astype(arr.dtype)
+    return bool(np.all(in_range & (back == arr)))
 
 
 def _parse_csv(name: str, data: bytes, storage: str) -> Vector:

@@ -52,7 +52,7 @@ def test_lab_defaults_controls_and_download(server, page, tmp_path):
     area.fill("1, 2, banana")
     area.press("Control+Enter")
     wait_for_app(page)
-    expect(page.get_by_text("“banana” in The pasted text is not a number.")).to_be_visible()
+    expect(page.get_by_text("The pasted text: “banana” is not a number.")).to_be_visible()
     expect(page.get_by_text("Showing the last valid vector")).to_be_visible()
     assert_healthy_page(page)
     screenshot(page, "summation-lab-bad-paste")
