@@ -97,6 +97,11 @@ both learn equally well.
         "each error measured exactly against its bound",
         icon=":material/functions:",
     )
+    st.page_link(
+        TRAINING,
+        label="Training divergence: train a tiny network twice and watch the runs drift apart, step by step",
+        icon=":material/show_chart:",
+    )
     st.caption(
         "Every number in this app says where it came from: computed live on this server "
         "(which device, how many threads), a model of a library's or device's order (labelled as such), or exact "
@@ -111,8 +116,15 @@ SUMMATION_LAB = st.Page(
     url_path="summation_lab",
 )
 
+TRAINING = st.Page(
+    "pages/training_divergence.py",
+    title="Training divergence",
+    icon=":material/show_chart:",
+    url_path="training_divergence",
+)
+
 HOME = st.Page(home, title="Overview", icon=":material/home:", default=True)
 
-PAGE = st.navigation([HOME, NON_ASSOCIATIVITY, SUMMATION_LAB])
+PAGE = st.navigation([HOME, NON_ASSOCIATIVITY, SUMMATION_LAB, TRAINING])
 mark_app_navigation()
 PAGE.run()

@@ -1,0 +1,525 @@
+"""Train a tiny model twice and record, step by step, how the two runs drift apart.
+
+Runs A and B start from bit-identical weights and see bit-identical batches. B differs
+from A by exactly one chosen source: nothing (the control), the thread count, the order
+of a reduction (hidden units, input features or examples permuted, the weights permuted
+to match, so the network is mathematically the same function), the precision, a
+one-ULP nudge of one initial weight, or a real GPU when one is present.
+
+Everything random comes from local generators (numpy.random.Generator, torch.Generator);
+the only process-global setting ever changed, torch's thread count, is changed inside
+core.globalstate.torch_threads (locked and restored).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from core.devices import available_devices
+from core.globalstate import torch_threads
+
+SOURCES: dict[str, str] = {
+    "none": "Nothing (control): B repeats A exactly",
+    "permute_hidden": "Reduction order: hidden units permuted (weights permuted to match)",
+    "permute_batch": "Reduction order: examples shuffled inside each batch",
+    "permute_features": "Reduction order: the two input features swapped",
+    "threads": "CPU thread count: B runs with 1 thread, A with all",
+    "float64": "Precision: A in float32, B in float64",
+    "bfloat16": "Precision: B's forward pass under bfloat16 autocast",
+    "nudge": "Butterfly: one initial weight of B moved by one ULP",
+    "device": "A real GPU: B runs on the GPU, A on the CPU",
+}
+STAND_IN = {"permute_hidden", "permute_batch", "permute_features"}
+OPTIMIZERS = ("sgd_momentum", "adam")
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+MAX_STEPS = 5000
+MAX_HIDDEN = 256
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    source: str = "permute_hidden"
+    dtype: str = "float32"
+    optimizer: str = "sgd_momentum"
+    lr: float = 0.5
+    steps: int = 500
+    seed: int = 0
+    hidden: int = 64
+    batch: int = 128
+    n_points: int = 600
+    classes: int = 3
+
+    def validate(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"unknown difference source {self.source!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError("dtype must be float32 or float64")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
+        if not (0 <= self.lr <= 10 and math.isfinite(self.lr)):
+            raise ValueError("the learning rate must be between 0 and 10")
+        if not 1 <= self.steps <= MAX_STEPS:
+            raise ValueError(f"steps must be between 1 and {MAX_STEPS:,}")
+        if not 2 <= self.hidden <= MAX_HIDDEN:
+            raise ValueError(f"hidden width must be between 2 and {MAX_HIDDEN}")
+        if not 1 <= self.batch <= self.n_points <= 20_000:
+            raise ValueError("need 1 <= batch <= points <= 20,000")
+        if not 2 <= self.classes <= 8:
+            raise ValueError("classes must be between 2 and 8")
+        if not 0 <= self.seed < 2**63:
+            raise ValueError("the seed must be between 0 and 2^63 - 1")
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    settings: TrainSettings
+    note: str
+
+
+# ------------------------------------------------------------------------------- data
+
+
+SPIRAL_TURN = 5.0  # radians each arm turns
+SPIRAL_NOISE = 0.3  # radians of angular noise: the arms overlap, so the loss never reaches 0
+
+
+def spirals(n: int, classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` points of interleaved noisy spirals in the plane, float64, from a seeded local generator.
+
+    The first ``n % classes`` classes get one point more than the others, so there are exactly
+    ``n`` points and every ``batch <= n`` that ``TrainSettings.validate`` accepts can be drawn.
+    """
+    rng = np.random.default_rng(seed)
+    xs, ys = [], []
+    for c in range(classes):
+        per = n // classes + (c < n % classes)
+        r = np.linspace(0.05, 1.0, per)
+        start = c * 2 * np.pi / classes
+        theta = np.linspace(start, start + SPIRAL_TURN, per) + rng.normal(0, SPIRAL_NOISE, per)
+        xs.append(np.stack([r * np.sin(theta), r * np.cos(theta)], axis=1))
+        ys.append(np.full(per, c))
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def batch_schedule(n: int, batch: int, steps: int, seed: int) -> np.ndarray:
+    """Indices of every step's batch (the same for A and B)."""
+    rng = np.random.default_rng(seed + 1)
+    return np.stack([rng.choice(n, size=batch, replace=False) for _ in range(steps)])
+
+
+# ------------------------------------------------------------------------------ model
+
+
+PARAM_NAMES = ("w1", "b1", "w2", "b2", "w3", "b3")
+
+
+def init_params(hidden: int, classes: int, seed: int) -> dict[str, torch.Tensor]:
+    """He-style initialization in float64 from a local torch.Generator."""
+    g = torch.Generator().manual_seed(seed)
+
+    def u(shape, fan_in):
+        bound = math.sqrt(6 / fan_in)
+        return (torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1) * bound
+
+    return {
+        "w1": u((hidden, 2), 2), "b1": torch.zeros(hidden, dtype=torch.float64),
+        "w2": u((hidden, hidden), hidden), "b2": torch.zeros(hidden, dtype=torch.float64),
+        "w3": u((classes, hidden), hidden), "b3": torch.zeros(classes, dtype=torch.float64),
+    }
+
+
+def forward(p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    h = torch.tanh(F.linear(x, p["w1"], p["b1"]))
+    h = torch.tanh(F.linear(h, p["w2"], p["b2"]))
+    return F.linear(h, p["w3"], p["b3"])
+
+
+@dataclass
+class _Run:
+    params: dict[str, torch.Tensor]
+    opt: torch.optim.Optimizer
+    x: torch.Tensor
+    y: torch.Tensor
+    device: str = "cpu"
+    autocast_bf16: bool = False
+    threads: int | None = None  # None: leave torch's setting alone
+    batch_perm: np.ndarray | None = None  # applied to each batch (examples reordered)
+
+
+def _make_opt(params: dict[str, torch.Tensor], settings: TrainSettings) -> torch.optim.Optimizer:
+    ps = [params[k] for k in PARAM_NAMES]
+    if settings.optimizer == "adam":
+        return torch.optim.Adam(ps, lr=settings.lr, foreach=False)
+    return torch.optim.SGD(ps, lr=settings.lr, momentum=0.9, foreach=False)
+
+
+def _forward_as(run: _Run, p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """``forward`` computed the way ``run`` computes it; the logits come back in ``x``'s dtype."""
+    if not run.autocast_bf16:
+        return forward(p, x)
+    # CPU autocast leaves float64 tensors alone, so a float64 run reaches bfloat16 through
+    # float32 (``.float()`` is the identity on a float32 run, which therefore is unchanged).
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = forward({k: v.float() for k, v in p.items()}, x.float())
+    return logits.to(x.dtype)
+
+
+def _train_step(run: _Run, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    if run.batch_perm is not None:
+        idx = idx[run.batch_perm]
+    xb, yb = run.x[idx], run.y[idx]
+    run.opt.zero_grad(set_to_none=True)
+    logits = _forward_as(run, run.params, xb)
+    loss = F.cross_entropy(logits, yb)
+    loss.backward()
+    run.opt.step()
+    return loss.detach(), logits.detach()
+
+
+def _step(run: _Run, idx: np.ndarray):
+    if run.threads is None:
+        return _train_step(run, idx)
+    with torch_threads(run.threads):
+        return _train_step(run, idx)
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step: int  # 1-based: the update just applied
+    loss_a: float
+    loss_b: float
+    loss_a_bits: int
+    loss_b_bits: int
+    abs_diff: float
+    rel_diff: float
+    param_distance: float  # ||theta_A - theta_B|| (B mapped back to A's layout, in float64)
+    differing_bits: int  # across all parameters, B rounded to A's dtype and mapped back
+    total_bits: int
+    acc_a: float  # on this step's batch
+    acc_b: float
+
+
+def _bits(t: torch.Tensor) -> np.ndarray:
+    a = t.detach().cpu().contiguous().numpy()
+    return a.view(np.uint64 if a.dtype == np.float64 else np.uint32).ravel()
+
+
+def _popcount(x: np.ndarray) -> int:
+    return int(np.unpackbits(x.view(np.uint8)).sum())
+
+
+def _scalar_bits(v: torch.Tensor) -> int:
+    return int(_bits(v.reshape(1))[0])
+
+
+# ----------------------------------------------------------------------- the paired run
+
+
+@dataclass
+class PairedRun:
+    """Two runs in lockstep; ``step()`` applies one update to each and records the gap."""
+
+    settings: TrainSettings
+    a: _Run = field(init=False)
+    b: _Run = field(init=False)
+    x64: np.ndarray = field(init=False, repr=False)
+    y: np.ndarray = field(init=False, repr=False)
+    schedule: np.ndarray = field(init=False, repr=False)
+    records: list[StepRecord] = field(default_factory=list)
+    b_device_name: str = "CPU"
+    unmap: dict[str, tuple[np.ndarray | None, np.ndarray | None]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        s.validate()
+        self.x64, self.y = spirals(s.n_points, s.classes, s.seed)
+        self.schedule = batch_schedule(len(self.y), s.batch, s.steps, s.seed)
+        base = init_params(s.hidden, s.classes, s.seed)
+        dt = DTYPES[s.dtype]
+        pa = {k: v.to(dt).clone().requires_grad_(True) for k, v in base.items()}
+        pb_base = {k: v.to(dt).clone() for k, v in base.items()}
+        b_dtype, b_device = dt, "cpu"
+        rng = np.random.default_rng(s.seed + 2)
+        h_perm1 = h_perm2 = f_perm = None
+        if s.source == "permute_hidden":
+            h_perm1, h_perm2 = rng.permutation(s.hidden), rng.permutation(s.hidden)
+        elif s.source == "permute_features":
+            f_perm = np.array([1, 0])
+        elif s.source == "float64":
+            b_dtype = torch.float64
+            pb_base = {k: v.to(torch.float64) for k, v in base.items()}
+        elif s.source == "nudge":
+            w = pb_base["w2"]
+            w[0, 0] = torch.nextafter(w[0, 0], torch.tensor(math.inf, dtype=w.dtype))
+        elif s.source == "device":
+            gpus = [d for d in available_devices() if d.kind != "cpu" and d.supports(dt)]
+            if not gpus:
+                raise ValueError("No GPU is visible to torch here, so B cannot run on one.")
+            b_device, self.b_device_name = gpus[0].torch_device, gpus[0].name
+        pb = _permute(pb_base, h_perm1, h_perm2, f_perm)
+        self.unmap = {"h1": (h_perm1, None), "h2": (h_perm2, None), "f": (f_perm, None)}
+        pb = {k: v.to(b_device).clone().requires_grad_(True) for k, v in pb.items()}
+        xa = torch.from_numpy(self.x64).to(dt)
+        xb = torch.from_numpy(self.x64).to(b_dtype)
+        if f_perm is not None:
+            xb = xb[:, f_perm]
+        yt = torch.from_numpy(self.y)
+        self.a = _Run(pa, _make_opt(pa, s), xa, yt)
+        self.b = _Run(pb, _make_opt(pb, s), xb.to(b_device), yt.to(b_device), device=b_device)
+        if s.source == "bfloat16":
+            self.b.autocast_bf16 = True
+        if s.source == "threads":
+            self.b.threads = 1
+            self.a.threads = max(1, torch.get_num_threads())
+        if s.source == "permute_batch":
+            self.b.batch_perm = rng.permutation(s.batch)
+        self._perms = (h_perm1, h_perm2, f_perm)
+
+    # ------------------------------------------------------------------ stepping
+    @property
+    def done(self) -> int:
+        return len(self.records)
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= self.settings.steps
+
+    def step(self) -> StepRecord:
+        if self.finished:
+            raise StopIteration
+        idx = self.schedule[self.done]
+        loss_a, logits_a = _step(self.a, idx)
+        loss_b, logits_b = _step(self.b, idx)
+        rec = self._record(loss_a, loss_b, logits_a, logits_b, idx)
+        self.records.append(rec)
+        return rec
+
+    def __iter__(self) -> Iterator[StepRecord]:
+        while not self.finished:
+            yield self.step()
+
+    def run(self, steps: int) -> list[StepRecord]:
+        out = []
+        for _ in range(min(steps, self.settings.steps - self.done)):
+            out.append(self.step())
+        return out
+
+    # ------------------------------------------------------------------ measuring
+    def b_params_in_a_layout(self) -> dict[str, torch.Tensor]:
+        """B's parameters mapped back to A's layout exactly (permutations undone), on the CPU."""
+        h1, h2, f = self._perms
+        pb = {k: v.detach().cpu() for k, v in self.b.params.items()}
+        return _unpermute(pb, h1, h2, f)
+
+    def _flat_map(self) -> torch.Tensor | None:
+        """Index that puts B's flattened parameters into A's layout (None: same layout)."""
+        if all(p is None for p in self._perms):
+            return None
+        sizes = [self.a.params[k].numel() for k in PARAM_NAMES]
+        offsets = np.cumsum([0, *sizes[:-1]])
+        ids = {k: torch.arange(n, dtype=torch.float64).reshape(self.a.params[k].shape) + o
+               for k, n, o in zip(PARAM_NAMES, sizes, offsets, strict=True)}
+        h1, h2, f = self._perms
+        permuted = _permute(ids, h1, h2, f)  # where each of A's entries sits in B's layout
+        flat = torch.cat([permuted[k].reshape(-1) for k in PARAM_NAMES]).long()
+        return torch.argsort(flat)
+
+    def _record(self, loss_a, loss_b, logits_a, logits_b, idx) -> StepRecord:
+        """Everything about this step, with as few tensor operations as possible (it runs every step)."""
+        if not hasattr(self, "_map"):
+            self._map = self._flat_map()
+            self._total_bits = sum(p.numel() for p in self.a.params.values()) * 8 * self.a.x.element_size()
+        fa = torch.cat([self.a.params[k].detach().reshape(-1) for k in PARAM_NAMES])
+        fb = torch.cat([self.b.params[k].detach().reshape(-1) for k in PARAM_NAMES]).cpu()
+        if self._map is not None:
+            fb = fb[self._map]
+        fb_a = fb.to(fa.dtype)
+        int_t = torch.int64 if fa.dtype == torch.float64 else torch.int32
+        differing = int(np.bitwise_count((fa.view(int_t) ^ fb_a.view(int_t)).numpy()).sum())
+        yb = self.a.y[idx]
+        yb_b = self.b.y[idx[self.b.batch_perm]] if self.b.batch_perm is not None else self.b.y[idx]
+        la, lb, dist2, ca, cb = torch.stack([
+            loss_a.double(), loss_b.cpu().double(), (fa.double() - fb.double()).square().sum(),
+            (logits_a.argmax(1) == yb).sum().double(), (logits_b.argmax(1) == yb_b).sum().double().cpu(),
+        ]).tolist()
+        n = len(idx)
+        abs_diff = abs(la - lb)
+        return StepRecord(
+            step=self.done + 1, loss_a=la, loss_b=lb,
+            loss_a_bits=_scalar_bits(loss_a), loss_b_bits=_scalar_bits(loss_b.cpu()),
+            abs_diff=abs_diff, rel_diff=abs_diff / abs(la) if la else (0.0 if lb == la else math.inf),
+            param_distance=math.sqrt(dist2), differing_bits=differing, total_bits=self._total_bits,
+            acc_a=ca / n, acc_b=cb / n,
+        )
+
+    def decision_grid(self, resolution: int = 80) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Class predicted by A and by B on a grid over the data (for the boundary charts).
+
+        Each side is evaluated on the CPU in its own precision (B in float64 for the float64
+        source, under bfloat16 autocast for the bfloat16 source), B mapped back to A's layout.
+        """
+        lo, hi = self.x64.min(0) - 0.1, self.x64.max(0) + 0.1
+        gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], resolution), np.linspace(lo[1], hi[1], resolution))
+        pts = np.stack([gx.ravel(), gy.ravel()], axis=1)
+        return gx.ravel(), gy.ravel(), *self._predict(pts)
+
+    def full_accuracy(self) -> tuple[float, float]:
+        """Accuracy of A and of B on the whole data set (each in its own precision, see decision_grid)."""
+        pa, pb = self._predict(self.x64)
+        return float((pa == self.y).mean()), float((pb == self.y).mean())
+
+    def _predict(self, pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = torch.from_numpy(pts)
+        with torch.no_grad():
+            pa = forward(self.a.params, x.to(self.a.x.dtype)).argmax(1).numpy()
+            pb = _forward_as(self.b, self.b_params_in_a_layout(), x.to(self.b.x.dtype)).argmax(1).numpy()
+        return pa, pb
+
+
+def _permute(p, h1, h2, f):
+    q = dict(p)
+    if f is not None:
+        q["w1"] = q["w1"][:, f]
+    if h1 is not None:
+        q["w1"], q["b1"], q["w2"] = q["w1"][h1], q["b1"][h1], q["w2"][:, h1]
+    if h2 is not None:
+        q["w2"], q["b2"], q["w3"] = q["w2"][h2], q["b2"][h2], q["w3"][:, h2]
+    return q
+
+
+def _unpermute(p, h1, h2, f):
+    q = dict(p)
+    if h2 is not None:
+        inv = np.argsort(h2)
+        q["w2"], q["b2"], q["w3"] = q["w2"][inv], q["b2"][inv], q["w3"][:, inv]
+    if h1 is not None:
+        inv = np.argsort(h1)
+        q["w1"], q["b1"], q["w2"] = q["w1"][inv], q["b1"][inv], q["w2"][:, inv]
+    if f is not None:
+        q["w1"] = q["w1"][:, np.argsort(f)]
+    return q
+
+
+# ------------------------------------------------------------------------ summaries
+
+
+@dataclass(frozen=True)
+class DivergenceSummary:
+    first_difference: int | None  # first step at which anything (loss or a parameter bit) differs
+    first_rel_1pct: int | None  # first step with |loss A - loss B| / |loss A| > 1%
+    growth_per_step: float | None  # fitted d ln||dtheta|| / d step over the growth phase
+    doubling_steps: float | None
+    fit_range: tuple[int, int] | None
+
+
+def summarize(records: list[StepRecord], saturation: float = 0.1) -> DivergenceSummary:
+    """First differences and an exponential fit of ||delta theta|| over its growth phase.
+
+    The growth phase runs from the first step with a nonzero distance until the distance
+    first reaches ``saturation`` times its largest value (after that it stops growing
+    exponentially); a least-squares line is fitted to ln||delta theta|| over it.
+    """
+    first = next((r.step for r in records if r.differing_bits or r.loss_a_bits != r.loss_b_bits), None)
+    rel = next((r.step for r in records if r.rel_diff > 0.01), None)
+    dist = np.array([r.param_distance for r in records])
+    steps = np.array([r.step for r in records])
+    nz = np.flatnonzero(dist > 0)
+    growth = doubling = fit = None
+    if nz.size >= 5:
+        start = nz[0]
+        cap = saturation * dist.max()
+        end_candidates = np.flatnonzero((dist >= cap) & (np.arange(dist.size) > start))
+        end = end_candidates[0] if end_candidates.size else dist.size - 1
+        sel = np.arange(start, end + 1)
+        sel = sel[dist[sel] > 0]
+        if sel.size >= 5:
+            slope, _ = np.polyfit(steps[sel], np.log(dist[sel]), 1)
+            if slope > 0:
+                growth, doubling = float(slope), float(math.log(2) / slope)
+            fit = (int(steps[sel[0]]), int(steps[sel[-1]]))
+    return DivergenceSummary(first, rel, growth, doubling, fit)
+
+
+# ------------------------------------------------------------------------- seed study
+
+
+@dataclass(frozen=True)
+class SeedStudy:
+    seeds: tuple[int, ...]
+    final_loss_a: tuple[float, ...]
+    final_loss_b: tuple[float, ...]
+    final_acc_a: tuple[float, ...]  # on the whole data set
+    final_acc_b: tuple[float, ...]
+
+
+def seed_study(settings: TrainSettings, k: int) -> SeedStudy:
+    """Train k seeds of the pair and collect final losses and accuracies per side."""
+    if not 1 <= k <= 32:
+        raise ValueError("between 1 and 32 seeds")
+    la, lb, aa, ab = [], [], [], []
+    seeds = tuple(settings.seed + i for i in range(k))
+    for s in seeds:
+        run = PairedRun(replace(settings, seed=s))
+        recs = run.run(settings.steps)
+        la.append(recs[-1].loss_a)
+        lb.append(recs[-1].loss_b)
+        fa, fb = run.full_accuracy()
+        aa.append(fa)
+        ab.append(fb)
+    return SeedStudy(seeds, tuple(la), tuple(lb), tuple(aa), tuple(ab))
+
+
+# --------------------------------------------------------------------- bare baseline
+
+
+def bare_training_loop(settings: TrainSettings) -> float:
+    """One plain training loop of the same model and batches, nothing recorded (benchmarks)."""
+    x64, y = spirals(settings.n_points, settings.classes, settings.seed)
+    schedule = batch_schedule(len(y), settings.batch, settings.steps, settings.seed)
+    dt = DTYPES[settings.dtype]
+    p = {k: v.to(dt).requires_grad_(True) for k, v in init_params(settings.hidden, settings.classes,
+                                                                  settings.seed).items()}
+    run = _Run(p, _make_opt(p, settings), torch.from_numpy(x64).to(dt), torch.from_numpy(y))
+    loss = None
+    for idx in schedule:
+        loss, _ = _train_step(run, idx)
+    return float(loss)
+
+
+# --------------------------------------------------------------------------- presets
+# Steps at which |loss A - loss B| / |loss A| first exceeded 1%, measured with these exact
+# settings on torch 2.13 CPU (tests/core/test_training.py keeps them honest).
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in [
+        Preset("Hidden units reordered (SGD, lr 0.5)", TrainSettings(),
+               "The same network with its hidden units permuted: only the order of the sums changes. "
+               "Measured: losses differ from step 1, by more than 1% from step 113."),
+        Preset("Butterfly: one weight moved by one ULP", TrainSettings(source="nudge"),
+               "One of 4,547 initial weights is changed in its last bit. Measured: more than 1% apart from step 117."),
+        Preset("Examples reordered inside each batch", TrainSettings(source="permute_batch"),
+               "Same examples, another order in the batch reductions. Measured: more than 1% apart from step 113."),
+        Preset("bfloat16 autocast", TrainSettings(source="bfloat16"),
+               "B's forward pass runs in bfloat16 (8 significant bits). Measured: more than 1% apart from step 25."),
+        Preset("Adam, hidden units reordered (lr 0.1)", TrainSettings(optimizer="adam", lr=0.1),
+               "Adam instead of SGD with momentum. Measured: more than 1% apart from step 179."),
+        Preset("Fast chaos (SGD, lr 0.8)", TrainSettings(lr=0.8),
+               "A larger step size makes the dynamics more unstable. Measured: more than 1% apart from step 44."),
+        Preset("Control: nothing differs", TrainSettings(source="none"),
+               "A and B are the same computation: they stay bit-identical at every step."),
+        Preset("One thread vs all threads", TrainSettings(source="threads"),
+               "This model's matrix products are far too small for torch to split across threads, "
+               "so B (1 thread) and A (all threads) run the same code: bit-identical."),
+    ]
+}
+DEFAULT_PRESET = next(iter(PRESETS))
