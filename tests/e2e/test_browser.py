@@ -16,8 +16,10 @@ from tests.e2e.conftest import Server, assert_healthy_page, screenshot, wait_for
 
 PAGES = [("", "Same model, same seed, different numbers"),
          ("non_associativity", "Non-associativity: (a + b) + c ≠ a + (b + c)"),
-         ("summation_lab", "Summation lab")]
-SIDEBAR_LABELS = {"": "Overview", "non_associativity": "Non-associativity", "summation_lab": "Summation lab"}
+         ("summation_lab", "Summation lab"),
+         ("training_divergence", "Training divergence")]
+SIDEBAR_LABELS = {"": "Overview", "non_associativity": "Non-associativity", "summation_lab": "Summation lab",
+                  "training_divergence": "Training divergence"}
 NAV = list(SIDEBAR_LABELS.values())
 
 
