@@ -73,10 +73,10 @@ def bits_strip(df: pd.DataFrame) -> alt.Chart:
         .mark_area(color="#c0392b", opacity=0.7)
         .encode(
             x="step:Q",
-            y=alt.Y("differing bits:Q", title="parameter bits that differ", axis=alt.Axis(format="%"),
+            y=alt.Y("differing bits:Q", title="bits that differ", axis=alt.Axis(format="%", tickCount=3),
                     scale=alt.Scale(domain=[0, 0.5])),
         )
-        .properties(height=110)
+        .properties(height=170, title="Share of parameter bits that differ (about 50% means unrelated)")
     )
 
 
