@@ -76,7 +76,7 @@ def bits_strip(df: pd.DataFrame) -> alt.Chart:
             y=alt.Y("differing bits:Q", title="bits that differ", axis=alt.Axis(format="%", tickCount=3),
                     scale=alt.Scale(domain=[0, 0.5])),
         )
-        .properties(height=170, title="Share of parameter bits that differ (about 50% means unrelated)")
+        .properties(height=170, title="Share of all parameter bits that differ between A and B")
     )
 
 
