@@ -14,6 +14,7 @@ core.globalstate.torch_threads (locked and restored).
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
@@ -218,6 +219,13 @@ def _popcount(x: np.ndarray) -> int:
     return int(np.unpackbits(x.view(np.uint8)).sum())
 
 
+def _float_bits(v: float, dtype: torch.dtype) -> int:
+    """Bit pattern of a float32 or float64 value (v holds it exactly as a Python float)."""
+    if dtype == torch.float64:
+        return struct.unpack("<Q", struct.pack("<d", v))[0]
+    return struct.unpack("<I", struct.pack("<f", v))[0]
+
+
 def _scalar_bits(v: torch.Tensor) -> int:
     return int(_bits(v.reshape(1))[0])
 
@@ -256,8 +264,10 @@ class PairedRun:
         elif s.source == "permute_features":
             f_perm = np.array([1, 0])
         elif s.source == "float64":
+            # B starts from A's float32 weights and sees A's float32 data, widened exactly, so
+            # the precision of the arithmetic is the only difference (not the rounding of the inputs)
             b_dtype = torch.float64
-            pb_base = {k: v.to(torch.float64) for k, v in base.items()}
+            pb_base = {k: v.to(dt).to(torch.float64) for k, v in base.items()}
         elif s.source == "nudge":
             w = pb_base["w2"]
             w[0, 0] = torch.nextafter(w[0, 0], torch.tensor(math.inf, dtype=w.dtype))
@@ -270,7 +280,7 @@ class PairedRun:
         self.unmap = {"h1": (h_perm1, None), "h2": (h_perm2, None), "f": (f_perm, None)}
         pb = {k: v.to(b_device).clone().requires_grad_(True) for k, v in pb.items()}
         xa = torch.from_numpy(self.x64).to(dt)
-        xb = torch.from_numpy(self.x64).to(b_dtype)
+        xb = xa.to(b_dtype)
         if f_perm is not None:
             xb = xb[:, f_perm]
         yt = torch.from_numpy(self.y)
@@ -356,7 +366,7 @@ class PairedRun:
         abs_diff = abs(la - lb)
         return StepRecord(
             step=self.done + 1, loss_a=la, loss_b=lb,
-            loss_a_bits=_scalar_bits(loss_a), loss_b_bits=_scalar_bits(loss_b.cpu()),
+            loss_a_bits=_float_bits(la, loss_a.dtype), loss_b_bits=_float_bits(lb, loss_b.dtype),
             abs_diff=abs_diff, rel_diff=abs_diff / abs(la) if la else (0.0 if lb == la else math.inf),
             param_distance=math.sqrt(dist2), differing_bits=differing, total_bits=self._total_bits,
             acc_a=ca / n, acc_b=cb / n,
