@@ -61,6 +61,8 @@ class TrainSettings:
             raise ValueError(f"unknown difference source {self.source!r}")
         if self.dtype not in DTYPES:
             raise ValueError("dtype must be float32 or float64")
+        if self.source == "float64" and self.dtype == "float64":
+            raise ValueError("“A in float32, B in float64” needs the format set to float32 (A is already float64).")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
         if not (0 <= self.lr <= 10 and math.isfinite(self.lr)):
@@ -355,7 +357,9 @@ class PairedRun:
             fb = fb[self._map]
         fb_a = fb.to(fa.dtype)
         int_t = torch.int64 if fa.dtype == torch.float64 else torch.int32
-        differing = int(np.bitwise_count((fa.view(int_t) ^ fb_a.view(int_t)).numpy()).sum())
+        # XOR read as unsigned: np.bitwise_count counts the bits of |x|, wrong when the sign bit differs
+        xor = (fa.view(int_t) ^ fb_a.view(int_t)).numpy()
+        differing = int(np.bitwise_count(xor.view(np.uint64 if int_t == torch.int64 else np.uint32)).sum())
         yb = self.a.y[idx]
         yb_b = self.b.y[idx[self.b.batch_perm]] if self.b.batch_perm is not None else self.b.y[idx]
         la, lb, dist2, ca, cb = torch.stack([
