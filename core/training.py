@@ -40,6 +40,7 @@ STAND_IN = {"permute_hidden", "permute_batch", "permute_features"}
 OPTIMIZERS = ("sgd_momentum", "adam")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 MAX_STEPS = 5000
+FLUSH_EVERY = 64  # steps whose measurements are made together (bounds the snapshot memory)
 MAX_HIDDEN = 256
 
 
@@ -245,7 +246,8 @@ class PairedRun:
     x64: np.ndarray = field(init=False, repr=False)
     y: np.ndarray = field(init=False, repr=False)
     schedule: np.ndarray = field(init=False, repr=False)
-    records: list[StepRecord] = field(default_factory=list)
+    _records: list[StepRecord] = field(default_factory=list, repr=False)
+    _pending: list[tuple] = field(default_factory=list, repr=False)  # raw snapshots not yet measured
     b_device_name: str = "CPU"
     unmap: dict[str, tuple[np.ndarray | None, np.ndarray | None]] = field(default_factory=dict)
 
@@ -299,32 +301,44 @@ class PairedRun:
 
     # ------------------------------------------------------------------ stepping
     @property
+    def records(self) -> list[StepRecord]:
+        """One record per step so far (measurements of pending snapshots are made now)."""
+        self._flush()
+        return self._records
+
+    @property
     def done(self) -> int:
-        return len(self.records)
+        return len(self._records) + len(self._pending)
 
     @property
     def finished(self) -> bool:
         return self.done >= self.settings.steps
 
-    def step(self) -> StepRecord:
+    def _advance(self) -> None:
+        """Apply one update to A and to B, and keep what the record needs (measured later)."""
         if self.finished:
             raise StopIteration
         idx = self.schedule[self.done]
         loss_a, logits_a = _step(self.a, idx)
         loss_b, logits_b = _step(self.b, idx)
-        rec = self._record(loss_a, loss_b, logits_a, logits_b, idx)
-        self.records.append(rec)
-        return rec
+        self._snapshot(loss_a, loss_b, logits_a, logits_b)
+
+    def step(self) -> StepRecord:
+        self._advance()
+        return self.records[-1]
 
     def __iter__(self) -> Iterator[StepRecord]:
         while not self.finished:
             yield self.step()
 
     def run(self, steps: int) -> list[StepRecord]:
-        out = []
+        """Up to ``steps`` more updates; their records are measured in vectorized batches."""
+        start = self.done
         for _ in range(min(steps, self.settings.steps - self.done)):
-            out.append(self.step())
-        return out
+            self._advance()
+            if len(self._pending) >= FLUSH_EVERY:
+                self._flush()
+        return self.records[start:]
 
     # ------------------------------------------------------------------ measuring
     def b_params_in_a_layout(self) -> dict[str, torch.Tensor]:
@@ -346,35 +360,60 @@ class PairedRun:
         flat = torch.cat([permuted[k].reshape(-1) for k in PARAM_NAMES]).long()
         return torch.argsort(flat)
 
-    def _record(self, loss_a, loss_b, logits_a, logits_b, idx) -> StepRecord:
-        """Everything about this step, with as few tensor operations as possible (it runs every step)."""
+    def _prepare(self) -> None:
+        self._map = self._flat_map()
+        self._total_bits = sum(p.numel() for p in self.a.params.values()) * 8 * self.a.x.element_size()
+        # detached flat views share storage with the parameters, so they follow every update
+        self._views_a = [self.a.params[k].detach().view(-1) for k in PARAM_NAMES]
+        self._views_b = [self.b.params[k].detach().view(-1) for k in PARAM_NAMES]
+        sched = torch.from_numpy(self.schedule)
+        self._labels = self.a.y[sched]  # every step's batch labels, gathered once
+        perm = torch.from_numpy(self.b.batch_perm) if self.b.batch_perm is not None else None
+        self._labels_b = (self._labels[:, perm] if perm is not None else self._labels).to(self.b.device)
+
+    def _snapshot(self, loss_a, loss_b, logits_a, logits_b) -> None:
+        """Copy this step's parameters, losses and logits (a few microseconds; measured in _flush)."""
         if not hasattr(self, "_map"):
-            self._map = self._flat_map()
-            self._total_bits = sum(p.numel() for p in self.a.params.values()) * 8 * self.a.x.element_size()
-        fa = torch.cat([self.a.params[k].detach().reshape(-1) for k in PARAM_NAMES])
-        fb = torch.cat([self.b.params[k].detach().reshape(-1) for k in PARAM_NAMES]).cpu()
+            self._prepare()
+        fb = torch.cat(self._views_b)
+        if fb.device.type != "cpu":
+            fb = fb.cpu()
+        self._pending.append((torch.cat(self._views_a), fb, loss_a, loss_b.cpu(), logits_a, logits_b))
+
+    def _flush(self) -> None:
+        """Measure every pending step at once: distances, differing bits, accuracies, losses."""
+        if not self._pending:
+            return
+        first = len(self._records)
+        fa_s, fb_s, la_s, lb_s, ga_s, gb_s = zip(*self._pending, strict=True)
+        self._pending.clear()
+        k = len(fa_s)
+        fa, fb = torch.stack(fa_s), torch.stack(fb_s)
         if self._map is not None:
-            fb = fb[self._map]
-        fb_a = fb.to(fa.dtype)
-        int_t = torch.int64 if fa.dtype == torch.float64 else torch.int32
+            fb = fb[:, self._map]
+        fb_a = fb if fb.dtype == fa.dtype else fb.to(fa.dtype)
+        wide = fa.dtype == torch.float64
+        int_t, uint_t = (torch.int64, np.uint64) if wide else (torch.int32, np.uint32)
         # XOR read as unsigned: np.bitwise_count counts the bits of |x|, wrong when the sign bit differs
-        xor = (fa.view(int_t) ^ fb_a.view(int_t)).numpy()
-        differing = int(np.bitwise_count(xor.view(np.uint64 if int_t == torch.int64 else np.uint32)).sum())
-        yb = self.a.y[idx]
-        yb_b = self.b.y[idx[self.b.batch_perm]] if self.b.batch_perm is not None else self.b.y[idx]
-        la, lb, dist2, ca, cb = torch.stack([
-            loss_a.double(), loss_b.cpu().double(), (fa.double() - fb.double()).square().sum(),
-            (logits_a.argmax(1) == yb).sum().double(), (logits_b.argmax(1) == yb_b).sum().double().cpu(),
-        ]).tolist()
-        n = len(idx)
-        abs_diff = abs(la - lb)
-        return StepRecord(
-            step=self.done + 1, loss_a=la, loss_b=lb,
-            loss_a_bits=_float_bits(la, loss_a.dtype), loss_b_bits=_float_bits(lb, loss_b.dtype),
-            abs_diff=abs_diff, rel_diff=abs_diff / abs(la) if la else (0.0 if lb == la else math.inf),
-            param_distance=math.sqrt(dist2), differing_bits=differing, total_bits=self._total_bits,
-            acc_a=ca / n, acc_b=cb / n,
-        )
+        xor = (fa.view(int_t) ^ fb_a.view(int_t)).numpy().view(uint_t)
+        differing = np.bitwise_count(xor).sum(axis=1).tolist()
+        dist = torch.linalg.vector_norm(fa.double() - fb.double(), dim=1).tolist()  # in float64
+        losses_a, losses_b = torch.stack(la_s).tolist(), torch.stack(lb_s).tolist()
+        steps = slice(first, first + k)
+        ca = (torch.stack(ga_s).argmax(2) == self._labels[steps]).sum(1).tolist()
+        cb = (torch.stack(gb_s).argmax(2) == self._labels_b[steps]).sum(1).cpu().tolist()
+        n = self.settings.batch
+        dt_a, dt_b = la_s[0].dtype, lb_s[0].dtype
+        for i in range(k):
+            la, lb = losses_a[i], losses_b[i]
+            abs_diff = abs(la - lb)
+            self._records.append(StepRecord(
+                step=first + i + 1, loss_a=la, loss_b=lb,
+                loss_a_bits=_float_bits(la, dt_a), loss_b_bits=_float_bits(lb, dt_b),
+                abs_diff=abs_diff, rel_diff=abs_diff / abs(la) if la else (0.0 if lb == la else math.inf),
+                param_distance=dist[i], differing_bits=int(differing[i]), total_bits=self._total_bits,
+                acc_a=ca[i] / n, acc_b=cb[i] / n,
+            ))
 
     def decision_grid(self, resolution: int = 80) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Class predicted by A and by B on a grid over the data (for the boundary charts).

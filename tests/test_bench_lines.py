@@ -1,0 +1,28 @@
+"""Every benchmark script runs (small sizes) and ends with its ratio line in the agreed format."""
+
+from __future__ import annotations
+
+import re
+
+from benchmarks import bench_exact, bench_sumlab, bench_training
+
+
+def last_line(capsys) -> str:
+    return capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def test_bench_exact(capsys):
+    bench_exact.main(20_000)
+    assert re.fullmatch(r"exact_sum: [\d.]+x faster than math\.fsum, [\d.]+x the time of np\.sum "
+                        r"\(n=20000 float32\)", last_line(capsys))
+
+
+def test_bench_sumlab(capsys):
+    bench_sumlab.main(5_000)
+    assert re.fullmatch(r"sumlab panel: [\d.]+x the time of one np\.sum \(n=5000 float32\)", last_line(capsys))
+
+
+def test_bench_training(capsys):
+    bench_training.main(30)
+    assert re.fullmatch(r"paired run: [\d.]+x the time of two bare training loops \(30 steps, MLP 2-64-64-3, "
+                        r"batch 128, sgd_momentum, float32\)", last_line(capsys))
