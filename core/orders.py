@@ -219,13 +219,16 @@ ORDERS: dict[str, Order] = {
         Order("numpy", "NumPy np.sum", ORIGIN_LIVE, "tree",
               "The real np.sum on this machine: pairwise over blocks of 128 with 8 accumulators."),
         Order("numpy_model", "Model of NumPy's pairwise sum", ORIGIN_MODEL, "tree",
-              "Our reimplementation of numpy's 128-block, 8-accumulator pairwise sum (tested bit for bit)."),
+              "Our reimplementation of numpy's 128-block, 8-accumulator pairwise sum. Measured: bit-identical to "
+              "np.sum in 10,151 of 10,151 cases per dtype (float16/32/64, n = 1 .. 10^7)."),
         Order("torch_1", "torch.sum, CPU, 1 thread", ORIGIN_LIVE, "tree",
               "The real torch.sum on this CPU with one intra-op thread."),
         Order("torch_all", "torch.sum, CPU, all threads", ORIGIN_LIVE, "tree",
               "The real torch.sum with every intra-op thread: contiguous chunks per thread, then combined."),
         Order("torch_model", "Model of torch's CPU cascade sum", ORIGIN_MODEL, "tree",
-              "Our reimplementation of PyTorch's CPU cascade sum (SIMD lanes, 4 accumulators, chunks per thread)."),
+              "Our reimplementation of PyTorch's CPU cascade sum (SIMD lanes, 4 accumulators, chunks per thread). "
+              "Measured: bit-identical to torch.sum in every tested case (4 dtypes, 1-8 threads, n up to 10^7) "
+              "on torch 2.13 x86-64; other CPUs and versions not checked."),
         Order("cuda_model", "Model of a CUDA block reduction", ORIGIN_MODEL, "tree",
               "Per-thread strided accumulation, shared-memory tree, warp shuffles, multi-block combine; "
               "a model of PyTorch's CUDA reduce kernel, not checked against a real GPU here."),
@@ -281,6 +284,7 @@ def run_order(key: str, values: np.ndarray, working: str) -> OrderOutcome:
         else:
             v = numpy_pairwise_model(x)
             depth = tree_depth_numpy(n)
+            prov += " (bit-identical to np.sum in 10,151 of 10,151 tested cases)"
     elif key in ("torch_1", "torch_all"):
         k = 1 if key == "torch_1" else threads
         v = _torch_sum(values, working, k)
@@ -291,7 +295,7 @@ def run_order(key: str, values: np.ndarray, working: str) -> OrderOutcome:
 
         v = torch_cpu_sum_model(x, threads=threads)
         depth = n - 1
-        prov += f" ({threads} threads)"
+        prov += f" ({threads} threads; bit-identical to torch.sum in every case tested on torch 2.13 x86-64)"
     elif key == "cuda_model":
         from core.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model, tree_depth
 

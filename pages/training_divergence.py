@@ -163,9 +163,12 @@ def draw(live: bool = False) -> None:
                   f"(steps {summary.fit_range[0]}–{summary.fit_range[1]})" if summary.fit_range else None)
         m4.metric("Parameter bits that differ", f"{last.differing_bits / last.total_bits:.1%}")
         df = records_frame(recs)
-        st.altair_chart(loss_chart(df, "Training loss of A and B"), width="stretch")
-        st.altair_chart(gap_chart(df, summary, "How far apart: |Δ loss| and ‖θA − θB‖ (dashed: fitted growth)"),
-                        width="stretch")
+        what = SOURCES[settings.source].split(":")[0].lower()
+        kind = "real GPU" if settings.source == "device" else (
+            "reordered stand-in" if settings.source in STAND_IN else "live on this CPU")
+        st.altair_chart(loss_chart(df, f"Training loss of A and B (B: {what}; {kind})"), width="stretch")
+        st.altair_chart(gap_chart(df, summary, f"How far apart: |Δ loss| and ‖θA − θB‖, dashed: fitted growth "
+                                  f"(B: {what}; {kind})"), width="stretch")
         st.altair_chart(bits_strip(df), width="stretch")
         if live:
             st.caption("Decision boundaries are drawn when the run pauses or ends.")
