@@ -102,6 +102,12 @@ both learn equally well.
         label="Training divergence: train a tiny network twice and watch the runs drift apart, step by step",
         icon=":material/show_chart:",
     )
+    st.page_link(
+        MITIGATIONS,
+        label="Mitigations: float64, wider accumulation, determinism and an order-independent sum, with costs "
+        "measured here",
+        icon=":material/build:",
+    )
     st.caption(
         "Every number in this app says where it came from: computed live on this server "
         "(which device, how many threads), a model of a library's or device's order (labelled as such), or exact "
@@ -123,8 +129,15 @@ TRAINING = st.Page(
     url_path="training_divergence",
 )
 
+MITIGATIONS = st.Page(
+    "pages/mitigations.py",
+    title="Mitigations",
+    icon=":material/build:",
+    url_path="mitigations",
+)
+
 HOME = st.Page(home, title="Overview", icon=":material/home:", default=True)
 
-PAGE = st.navigation([HOME, NON_ASSOCIATIVITY, SUMMATION_LAB, TRAINING])
+PAGE = st.navigation([HOME, NON_ASSOCIATIVITY, SUMMATION_LAB, TRAINING, MITIGATIONS])
 mark_app_navigation()
 PAGE.run()

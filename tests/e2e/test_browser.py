@@ -17,9 +17,10 @@ from tests.e2e.conftest import Server, assert_healthy_page, screenshot, wait_for
 PAGES = [("", "Same model, same seed, different numbers"),
          ("non_associativity", "Non-associativity: (a + b) + c ≠ a + (b + c)"),
          ("summation_lab", "Summation lab"),
-         ("training_divergence", "Training divergence")]
+         ("training_divergence", "Training divergence"),
+         ("mitigations", "Mitigations and what they cost")]
 SIDEBAR_LABELS = {"": "Overview", "non_associativity": "Non-associativity", "summation_lab": "Summation lab",
-                  "training_divergence": "Training divergence"}
+                  "training_divergence": "Training divergence", "mitigations": "Mitigations"}
 NAV = list(SIDEBAR_LABELS.values())
 
 

@@ -1,0 +1,237 @@
+"""Page: Mitigations — what each fix buys, what it costs here, and where it stops."""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+from core.devices import available_devices, cpu_device
+from core.exact import shortest_repr
+from core.formats import FORMATS, hex_bits
+from core.metrics import exact_value
+from core.mitigations import (
+    VENDOR_RATIOS,
+    determinism,
+    measure_throughput,
+    reproducible_sum,
+    reproducible_sum_devices,
+    wider_accumulation,
+)
+from core.orders import ORDERS, run_order
+from core.sumlab import run_lab
+from core.training import TrainSettings, seed_study
+from core.vectors import VectorSpec, generate
+from ui.navigation import ensure_app_navigation
+
+DEFAULT_VECTOR = VectorSpec("normal", 1_000_000, 0, "float32")
+LAB_ORDERS = ("sequential", "reverse", "sorted_abs", "pairwise", "numpy", "torch_1", "torch_all", "kahan")
+
+
+@st.cache_data(max_entries=2, ttl=1800, show_spinner=False)
+def _throughput() -> list:
+    out = []
+    for d in available_devices():
+        try:
+            out += measure_throughput(d)
+        except RuntimeError as err:  # a GPU that fails must not take the CPU numbers down
+            out.append(f"{d.name}: {err}")
+    return out
+
+
+HARD_VECTOR = VectorSpec("ill_conditioned", 100_000, 0, "float32", 1e12)
+
+
+@st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
+def _lab(working: str, spec: VectorSpec = DEFAULT_VECTOR):
+    v = generate(spec)
+    return run_lab(v.values, "float32", working, LAB_ORDERS)
+
+
+@st.cache_data(max_entries=4, ttl=1800, show_spinner=False)
+def _wider(storage: str):
+    v = generate(VectorSpec("normal", 1_000_000, 0, storage))
+    t = torch.from_numpy(v.values.astype(np.float32)).to(FORMATS[storage].torch_dtype)
+    return wider_accumulation(t, torch.float64 if storage == "float32" else torch.float32)
+
+
+@st.cache_data(max_entries=2, ttl=1800, show_spinner=False)
+def _determinism():
+    x = torch.from_numpy(generate(DEFAULT_VECTOR).values.copy())
+    return determinism(x)
+
+
+@st.cache_data(max_entries=2, ttl=3600, show_spinner=False)
+def _reproducible():
+    v = generate(DEFAULT_VECTOR).values
+    rows = []
+    for key in LAB_ORDERS:
+        out = run_order(key, v, "float32")
+        rows.append({"how the sum was ordered": ORDERS[key].name, "ordinary sum": shortest_repr(
+            exact_value(out.value, FORMATS["float32"]), FORMATS["float32"])})
+    rng = np.random.default_rng(7)
+    repro = set()
+    for i in range(5):
+        perm = v if i == 0 else v[rng.permutation(v.size)]
+        repro.add(float(reproducible_sum(torch.from_numpy(np.array(perm)))))
+    devices = reproducible_sum_devices(torch.from_numpy(v.copy()))
+    return rows, repro, devices
+
+
+@st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
+def _seeds(k: int):
+    return seed_study(TrainSettings(steps=300), k)
+
+
+ensure_app_navigation()
+st.title("Mitigations and what they cost")
+st.markdown(
+    "Three ways to live with floating-point non-determinism, plus one that goes further than the brief. "
+    "Every timing below is **measured live on this server** (and may be disturbed by other visitors); "
+    "the vendor ratios are **cited**, not measured."
+)
+here = cpu_device()
+
+# ----------------------------------------------------------------------------- float64
+st.header("1 · Compute in float64")
+tp = _throughput()
+rows = [{"device": t.device, "operation": f"{t.op} ({t.size:,}{'²' if t.op == 'matmul' else ' values'})",
+         "float32": f"{t.rate32:,.1f} {t.unit}", "float64": f"{t.rate64:,.1f} {t.unit}",
+         "float64 speed / float32 speed": f"{t.ratio:.2f}"} for t in tp if not isinstance(t, str)]
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+for t in tp:
+    if isinstance(t, str):
+        st.warning(t)
+st.caption(f"Measured live just now with torch {torch.__version__}, median of 5 after a warm-up. A large sum is "
+           "limited by memory bandwidth (float64 moves twice the bytes), a matrix product by arithmetic.")
+st.dataframe(pd.DataFrame(VENDOR_RATIOS, columns=["hardware", "peak FP64 : FP32", "source"]), hide_index=True,
+             width="stretch")
+lab32, lab64 = _lab("same"), _lab("float64")
+err = [{"order": r32.order.name,
+        "error, float32 accumulation": f"{float(r32.metrics.abs_error):.3e}",
+        "error, float64 accumulation": f"{float(r64.metrics.abs_error):.3e}",
+        "shrink factor": (f"{float(r32.metrics.abs_error / r64.metrics.abs_error):.2e}"
+                          if r64.metrics.abs_error else "exact in float64")}
+       for r32, r64 in zip(lab32.rows, lab64.rows, strict=True)]
+st.markdown("The Summation lab's default vector (10⁶ normal float32 values), summed in float32 and in float64. "
+            "Each float64 rounding is 2²⁹ times finer:")
+st.dataframe(pd.DataFrame(err), hide_index=True, width="stretch")
+st.caption("Absolute errors against the exact sum, computed live; the float64 sums are of the same float32 values.")
+
+# ------------------------------------------------------------------ wider accumulation
+st.header("2 · Accumulate in a wider format")
+st.markdown("`torch.sum(x, dtype=torch.float64)` casts the input to float64 and reduces there; for float16 or "
+            "bfloat16 data, `dtype=torch.float32` does the same one step up. The error collapses, but the result is "
+            "still a rounded sum whose last bits depend on the order.")
+storage = st.selectbox("Stored format", ["float32", "float16", "bfloat16"], key="mi_storage")
+wrows = _wider(storage)
+base = next(r for r in wrows if r.accumulate == storage and r.threads == 1)
+st.dataframe(pd.DataFrame([{
+    "torch.sum accumulates in": r.accumulate, "threads": r.threads,
+    "result": shortest_repr(r.value, FORMATS[r.accumulate]), "|error|": f"{float(r.abs_error):.3e}",
+    "time (ms)": f"{r.seconds * 1e3:.3f}", "time vs plain torch.sum, 1 thread": f"{r.seconds / base.seconds:.1f}x",
+} for r in wrows]), hide_index=True, width="stretch")
+st.caption(f"Live on {here.name}: 10⁶ normal values stored as {storage}. Times are medians of 5.")
+wide_values = {r.threads: r.value for r in wrows if r.accumulate != storage}
+hard = _lab("float64", HARD_VECTOR)
+distinct_hard = len({r.metrics.value for r in hard.rows})
+st.markdown(
+    "Still order-dependent: "
+    + ("above, the wider sums with different thread counts already differ. " if len(set(wide_values.values())) > 1
+       else "above, the wider sums happen to agree across thread counts. ")
+    + f"On an ill-conditioned float32 vector (10⁵ values, κ ≈ {hard.kappa:.1e}) the same {len(hard.rows)} orders, "
+    f"all accumulating in float64, give **{distinct_hard} different float64 results**."
+)
+
+# --------------------------------------------------------------------- determinism
+st.header("3 · Deterministic is not the same as reproducible")
+det = _determinism()
+cols = st.columns(len(det.distinct_by_threads))
+for col, (threads, distinct) in zip(cols, det.distinct_by_threads.items(), strict=True):
+    col.metric(f"torch.sum, {threads} thread{'s' if threads > 1 else ''}: distinct results in {det.repeats} runs",
+               distinct)
+bits = {t: hex_bits(b, FORMATS["float32"]) for t, b in det.values_by_threads.items()}
+same = len(set(det.values_by_threads.values())) == 1
+st.markdown(
+    "Run to run, with a fixed thread count, the CPU sum repeats itself bit for bit. Across thread counts: "
+    + ", ".join(f"{t} thread{'s' if t > 1 else ''} → `{b}`" for t, b in bits.items())
+    + (" — identical here." if same else " — **different bits**.")
+)
+m, k, n = det.mm_shape
+st.markdown(
+    f"Batch size changes the kernel: on this CPU `mm(a[:1], b)` and `mm(a, b)[:1]` (a: {m}×{k}, b: {k}×{n}, "
+    f"float32) differ in **{det.mm_differing:,} of {n:,}** outputs (at most {det.mm_max_ulps:,} ULPs apart). "
+    "One row goes through a matrix-vector kernel, a batch through a blocked matrix-matrix kernel with other "
+    "reduction splits (Thinking Machines, “Defeating Nondeterminism in LLM Inference”, 2025)."
+)
+st.info(
+    "`torch.use_deterministic_algorithms(True)` makes torch refuse or replace kernels whose results can change "
+    "from run to run on the same device (mostly atomics on GPUs). It does not make a CPU and a GPU agree, and it "
+    "does not fix thread-count or batch-size effects. It is a process-wide switch, so this shared server explains "
+    "it instead of toggling it.",
+    icon=":material/info:",
+)
+
+# ------------------------------------------------------------ order-independent sum
+st.header("4 · An order-independent sum (beyond the brief)")
+st.markdown(
+    "Group the values by exponent: inside a group every float32 is a multiple of the same power of two with at "
+    "most 24 significant bits, so float64 sums of them are **exact in any order**. Combine the few hundred group "
+    "totals exactly and round once: the correctly rounded sum, the same bits for every order, thread count and "
+    "device. It is written in torch (`index_add_`), so a GPU runs it too."
+)
+order_rows, repro_values, devices = _reproducible()
+df = pd.DataFrame(order_rows)
+df["order-independent sum"] = shortest_repr(exact_value(np.float32(next(iter(repro_values))), FORMATS["float32"]),
+                                            FORMATS["float32"])
+st.dataframe(df, hide_index=True, width="stretch")
+st.markdown(
+    f"{len({r['ordinary sum'] for r in order_rows})} different ordinary results; the order-independent sum gave "
+    f"**{len(repro_values)} value** over 5 shuffles and on "
+    + ", ".join(f"{where} (`{hex_bits(b, FORMATS['float32'])}`)" for where, b in devices) + "."
+)
+st.caption("Cost, measured by benchmarks/bench_reprosum.py on the development machine (2 cores, 10⁷ float32): "
+           "about 25x torch.sum and 10x np.sum; exact, and order-independent by construction.")
+
+# --------------------------------------------------------------- accept divergence
+st.header("5 · Accept the divergence")
+st.markdown("Compare final aggregate metrics across runs and devices, not step-by-step trajectories. The spread "
+            "between seeds is the yardstick: if the CPU-versus-reordered difference is no larger, it is noise.")
+k = st.number_input("Seeds", min_value=2, max_value=12, value=4, key="mi_k")
+if st.button("Train the seeds (300 steps each, both sides)", key="mi_seeds"):
+    with st.spinner("Training…"):
+        study = _seeds(int(k))
+    loss_spread = statistics.pstdev(study.final_loss_a)
+    loss_gap = statistics.mean(abs(a - b) for a, b in zip(study.final_loss_a, study.final_loss_b, strict=True))
+    acc_spread = statistics.pstdev(study.final_acc_a)
+    acc_gap = statistics.mean(abs(a - b) for a, b in zip(study.final_acc_a, study.final_acc_b, strict=True))
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Seed-to-seed spread of final loss (std, A)", f"{loss_spread:.2e}")
+    c2.metric("Mean |loss A − loss B| (same seed)", f"{loss_gap:.2e}")
+    c3.metric("Seed-to-seed spread of accuracy (std, A)", f"{acc_spread:.2%}")
+    c4.metric("Mean |accuracy A − accuracy B|", f"{acc_gap:.2%}")
+    st.caption("Live on this CPU; B is the hidden-unit reordering of A (a stand-in for another device). Summers and "
+               "Dinneen (ICML 2021) found every source of nondeterminism gives about the same spread as seeds.")
+
+# ------------------------------------------------------------------------- summary
+st.header("Summary")
+cpu_ratio = next((t.ratio for t in tp if not isinstance(t, str) and t.op == "matmul"), float("nan"))
+wide = next(r for r in wrows if r.accumulate != storage and r.threads == 1)
+st.dataframe(pd.DataFrame([
+    {"mitigation": "float64 everywhere", "fixes": "errors 2²⁹ times smaller; divergence much later",
+     "does not fix": "order dependence; still diverges eventually",
+     "measured cost here": f"matmul at {cpu_ratio:.2f}x float32 speed on this CPU; 1/32 to 1/64 on consumer GPUs"},
+    {"mitigation": "wider accumulation (torch.sum dtype=)", "fixes": "the reduction's own error",
+     "does not fix": "order dependence (far smaller); errors elsewhere in the model",
+     "measured cost here": f"{wide.seconds / base.seconds:.1f}x a plain torch.sum ({storage} input, 1 thread)"},
+    {"mitigation": "deterministic algorithms", "fixes": "run-to-run changes on one device",
+     "does not fix": "CPU vs GPU, thread count, batch size", "measured cost here": "not toggled on a shared server"},
+    {"mitigation": "order-independent sum", "fixes": "sums: same bits everywhere",
+     "does not fix": "other operations (matmuls, convolutions) unless rewritten likewise",
+     "measured cost here": "about 25x torch.sum (benchmark)"},
+    {"mitigation": "accept the divergence", "fixes": "nothing, by design", "does not fix": "bit-level comparisons",
+     "measured cost here": "nothing at run time; compare K seeds per side"},
+]), hide_index=True, width="stretch")

@@ -1,0 +1,29 @@
+"""The Mitigations page in a real browser: measured tables, a control, the seed study."""
+
+from __future__ import annotations
+
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
+
+
+def test_mitigations_page(server, page):
+    page.goto(f"{server.url}/mitigations")
+    wait_for_app(page)
+    assert_healthy_page(page)
+    expect(page.get_by_text("the order-independent sum gave 1 value", exact=False)).to_be_visible()
+    expect(page.get_by_text("Batch size changes the kernel", exact=False)).to_be_visible()
+    assert page.locator('[data-testid="stDataFrame"]').count() >= 6
+    screenshot(page, "mitigations-default")
+
+    page.locator('[data-testid="stSelectbox"]').filter(has_text="Stored format").first.click()
+    page.get_by_role("option", name="bfloat16", exact=True).click()
+    expect(page.get_by_text("10⁶ normal values stored as bfloat16", exact=False)).to_be_visible()
+    wait_for_app(page)
+
+    page.get_by_role("button", name="Train the seeds (300 steps each, both sides)").click()
+    expect(page.get_by_text("Seed-to-seed spread of final loss (std, A)")).to_be_visible(timeout=90_000)
+    wait_for_app(page)
+    assert_charts_rendered(page, 0)
+    assert_healthy_page(page)
+    screenshot(page, "mitigations-seeds")
