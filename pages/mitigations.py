@@ -81,6 +81,15 @@ def _reproducible():
     return rows, repro, devices
 
 
+@st.cache_data(max_entries=2, ttl=3600, show_spinner=False)
+def _training_pair(dtype: str):
+    from core.training import PairedRun, summarize
+
+    run = PairedRun(TrainSettings(dtype=dtype))
+    recs = run.run(run.settings.steps)
+    return summarize(recs), recs[-1].param_distance
+
+
 @st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
 def _seeds(k: int):
     return seed_study(TrainSettings(steps=300), k)
@@ -120,6 +129,13 @@ st.markdown("The Summation lab's default vector (10⁶ normal float32 values), s
             "Each float64 rounding is 2²⁹ times finer:")
 st.dataframe(pd.DataFrame(err), hide_index=True, width="stretch")
 st.caption("Absolute errors against the exact sum, computed live; the float64 sums are of the same float32 values.")
+(s32, d32), (s64, d64) = _training_pair("float32"), _training_pair("float64")
+t1, t2 = st.columns(2)
+t1.metric("Training pair (hidden units reordered), float32: more than 1% apart from step",
+          s32.first_rel_1pct or "never")
+t2.metric("The same pair in float64", s64.first_rel_1pct or "not within 500 steps",
+          help=f"Final ‖θA − θB‖: {d32:.3g} in float32, {d64:.3g} in float64.")
+st.caption("Both pairs trained live here with the Training divergence page's default settings.")
 
 # ------------------------------------------------------------------ wider accumulation
 st.header("2 · Accumulate in a wider format")
