@@ -98,6 +98,11 @@ both learn equally well.
         icon=":material/functions:",
     )
     st.page_link(
+        CPU_VS_GPU,
+        label="CPU vs GPU: the same sum on every device here, recorded GPU results, and a model of a GPU reduction",
+        icon=":material/memory:",
+    )
+    st.page_link(
         TRAINING,
         label="Training divergence: train a tiny network twice and watch the runs drift apart, step by step",
         icon=":material/show_chart:",
@@ -129,6 +134,13 @@ TRAINING = st.Page(
     url_path="training_divergence",
 )
 
+CPU_VS_GPU = st.Page(
+    "pages/cpu_vs_gpu.py",
+    title="CPU vs GPU",
+    icon=":material/memory:",
+    url_path="cpu_vs_gpu",
+)
+
 MITIGATIONS = st.Page(
     "pages/mitigations.py",
     title="Mitigations",
@@ -138,6 +150,6 @@ MITIGATIONS = st.Page(
 
 HOME = st.Page(home, title="Overview", icon=":material/home:", default=True)
 
-PAGE = st.navigation([HOME, NON_ASSOCIATIVITY, SUMMATION_LAB, TRAINING, MITIGATIONS])
+PAGE = st.navigation([HOME, NON_ASSOCIATIVITY, SUMMATION_LAB, CPU_VS_GPU, TRAINING, MITIGATIONS])
 mark_app_navigation()
 PAGE.run()

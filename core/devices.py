@@ -44,3 +44,25 @@ def available_devices() -> list[Device]:
     if mps is not None and mps.is_available():
         devices.append(Device("mps", None, "Apple GPU (MPS)"))
     return devices
+
+
+def device_info(device: Device) -> dict:
+    """Provenance of a device: name, SM count, torch/CUDA/driver versions, TF32 setting."""
+    info = {
+        "device_name": device.name,
+        "device_kind": device.kind,
+        "sm_count": None,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "driver": None,
+        "tf32_matmul": None,
+        "threads": torch.get_num_threads() if device.kind == "cpu" else None,
+        "platform": f"{platform.system()} {platform.machine()}",
+    }
+    if device.kind == "cuda":
+        props = torch.cuda.get_device_properties(device.index or 0)
+        info["sm_count"] = props.multi_processor_count
+        info["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
+        getter = getattr(torch._C, "_cuda_getDriverVersion", None)
+        info["driver"] = str(getter()) if getter else "unknown"
+    return info

@@ -59,3 +59,15 @@ def torch_threads(n: int) -> Iterator[None]:
             yield
         finally:
             torch.set_num_threads(previous)
+
+
+@contextmanager
+def cuda_tf32(enabled: bool) -> Iterator[None]:
+    """Run a block with TF32 matmuls on or off (CUDA only), exclusively, then restore."""
+    with GLOBAL_SETTINGS_LOCK:
+        previous = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = enabled
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = previous

@@ -17,10 +17,12 @@ from tests.e2e.conftest import Server, assert_healthy_page, screenshot, wait_for
 PAGES = [("", "Same model, same seed, different numbers"),
          ("non_associativity", "Non-associativity: (a + b) + c ≠ a + (b + c)"),
          ("summation_lab", "Summation lab"),
+         ("cpu_vs_gpu", "CPU vs GPU"),
          ("training_divergence", "Training divergence"),
          ("mitigations", "Mitigations and what they cost")]
 SIDEBAR_LABELS = {"": "Overview", "non_associativity": "Non-associativity", "summation_lab": "Summation lab",
-                  "training_divergence": "Training divergence", "mitigations": "Mitigations"}
+                  "cpu_vs_gpu": "CPU vs GPU", "training_divergence": "Training divergence",
+                  "mitigations": "Mitigations"}
 NAV = list(SIDEBAR_LABELS.values())
 
 

@@ -1,0 +1,228 @@
+"""Page: CPU vs GPU — live devices, recorded GPUs, and the model of a GPU reduction."""
+
+from __future__ import annotations
+
+import struct
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+import torch
+
+from core.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model
+from core.devices import available_devices, device_info
+from core.exact import correctly_rounded_sum, shortest_repr
+from core.formats import FORMATS, bits_of_value, hex_bits, ulp_distance, value_of_bits
+from core.metrics import bits_of_scalar
+from core.recordings import (
+    SUITE_DTYPES,
+    SUITE_GENERATORS,
+    SUITE_SIZES,
+    live_sum_bits,
+    load_recordings,
+    model_fidelity,
+    recordings_dir,
+    replay,
+)
+from core.torch_cpu_model import GRAIN_SIZE, default_lanes, thread_chunks
+from core.vectors import GENERATORS, VectorSpec, generate
+from ui.navigation import ensure_app_navigation
+
+H100_SMS = 132
+
+
+@st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
+def _vector(gen: str, n: int, dtype: str):
+    return generate(VectorSpec(gen, n, 0, dtype)).values
+
+
+@st.cache_data(max_entries=8, ttl=3600, show_spinner=False)
+def _fidelity(path: str, mtime: float):
+    recs, _ = load_recordings(recordings_dir())
+    rec = next(r for r in recs if r.path == path)
+    return model_fidelity(rec, max_n=1_000_000)
+
+
+ensure_app_navigation()
+st.title("CPU vs GPU")
+st.markdown(
+    "The same vector summed by `torch.sum` on every device this server can reach, next to results **recorded** on "
+    "real GPUs and a **model** of how a GPU orders the reduction. Three honest tiers: live on a GPU when one is "
+    "present; recorded on a GPU (replayed only after the vector is regenerated bit for bit); and the model, with "
+    "its measured match rate."
+)
+
+devices = available_devices()
+gpus = [d for d in devices if d.kind != "cpu"]
+recs, problems = load_recordings(recordings_dir())
+gpu_recs = [r for r in recs if r.is_gpu]
+st.subheader("What this server has")
+st.dataframe(pd.DataFrame([device_info(d) for d in devices]), hide_index=True, width="stretch")
+if not gpus:
+    st.info("No GPU is visible to torch on this server: GPU results below can only be recorded ones or the model.",
+            icon=":material/info:")
+for p in problems:
+    st.warning(f"Recording refused: {p}")
+
+c1, c2, c3 = st.columns(3)
+gen = c1.selectbox("Vector", SUITE_GENERATORS, format_func=GENERATORS.get, key="cg_gen")
+n = c2.selectbox("n", SUITE_SIZES, index=3, format_func=lambda v: f"{v:,}", key="cg_n")
+dtype = c3.selectbox("Format", SUITE_DTYPES, index=2, key="cg_dtype")
+st.caption("Seed 0, the seed every recording uses, so recorded and live results refer to the same vector.")
+fmt = FORMATS[dtype]
+values = _vector(gen, int(n), dtype)
+cr = correctly_rounded_sum(values, fmt)
+rows: list[dict] = []
+
+
+def _row(where: str, tier: str, bits: int | None, note: str = "") -> None:
+    rows.append({"where": where, "tier": tier, "bits": bits, "note": note})
+
+
+threads = max(1, torch.get_num_threads())
+for t in sorted({1, threads}):
+    _row(f"CPU, {t} thread{'s' if t > 1 else ''}", "live", live_sum_bits(values, devices[0], t),
+         f"torch {torch.__version__}")
+for d in gpus:
+    if not d.supports(fmt.torch_dtype):
+        st.warning(f"{d.name} has no {dtype}: no live GPU result for this format.")
+        continue
+    try:
+        _row(d.name, "live", live_sum_bits(values, d))
+    except torch.cuda.OutOfMemoryError:
+        st.error(f"{d.name} ran out of memory for n = {n:,}; the CPU results are still shown.")
+    except RuntimeError as err:
+        st.error(f"{d.name} failed ({err}); it may have disappeared. The CPU results are still shown.")
+found_recording = False
+for rec in recs:  # GPU recordings, and CPU recordings from other machines (labelled as such)
+    rp = replay(rec, gen, 0, int(n), dtype)
+    if rp is None:
+        continue
+    found_recording = True
+    if not rp.vector_matches:
+        st.error(f"{rec.label}: its vector's SHA-256 differs from the one regenerated here, so the result is "
+                 "not comparable and is not shown.")
+        continue
+    _row(rec.provenance["device_name"], "recorded", rp.recorded_bits, rec.label)
+    if rp.model_bits is not None:
+        _row(f"CUDA model, SM count {rec.provenance['sm_count']}", "model", rp.model_bits,
+             "our model of the GPU's reduction order for that device")
+if not found_recording:
+    st.info(
+        f"No recording for {GENERATORS[gen].split(':')[0]}, n = {n:,}, {dtype}"
+        + (" is bundled." if not recs else " among the bundled recordings.")
+        + " Nothing is shown in its place; capture one with `python -m scripts.capture` on a machine with a GPU."
+    )
+cfg = cuda_config_for(int(n), values.dtype, sm_count=H100_SMS)
+_row(f"CUDA model, SM count {H100_SMS} (H100/H200-like)", "model", bits_of_scalar(cuda_sum_model(values, cfg)),
+     "a model of the order, not a measurement" + ("" if gpu_recs else "; not yet checked against a real GPU"))
+exact_bits = bits_of_value(cr, fmt)
+_row("Exact sum, rounded once", "exact", exact_bits, "exact rational sum, one rounding")
+
+table = []
+for r in rows:
+    b = r["bits"]
+    table.append({
+        "where": r["where"], "tier": r["tier"],
+        "value": shortest_repr(value_of_bits(b, fmt), fmt) if b is not None else "—",
+        "bits": hex_bits(b, fmt) if b is not None else "—",
+        "ULPs from the correctly rounded sum": ulp_distance(b, exact_bits, fmt) if None not in (b, exact_bits) else "—",
+        "note": r["note"],
+    })
+st.subheader("The same sum, everywhere")
+st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+names = [r["where"] for r in rows if r["bits"] is not None]
+bits = [r["bits"] for r in rows if r["bits"] is not None]
+matrix = pd.DataFrame([[ulp_distance(a, b, fmt) for b in bits] for a in bits], index=names, columns=names)
+st.markdown("ULP distance between every pair of results:")
+st.dataframe(matrix, width="stretch")
+
+# ---------------------------------------------------------------------------- fidelity
+st.subheader("How faithful is the GPU model?")
+if not gpu_recs:
+    st.info("No real-GPU recording is bundled yet, so the CUDA model's match rate is **unmeasured**. It follows "
+            "PyTorch's Reduce.cuh as read from the source; it is labelled a model everywhere in this app.")
+for rec in recs:
+    fid = _fidelity(rec.path, 0.0)
+    rate = fid.matched / fid.compared if fid.compared else float("nan")
+    st.markdown(f"**{rec.label}**: {fid.matched} of {fid.compared} sums bit-identical ({rate:.0%}); {fid.conditions}.")
+    if fid.mismatches:
+        st.dataframe(pd.DataFrame(fid.mismatches, columns=["vector", "n", "format", "ULPs apart"]), hide_index=True)
+        st.caption("Where the model misses, it is missing a detail of the real kernel (vector width for 16-bit "
+                   "types in newer releases, or the block count the launch heuristics choose).")
+
+# ---------------------------------------------------------------------------- diagrams
+st.subheader("How each device orders the reduction")
+launch = cuda_launch(int(n), cfg)
+lanes = default_lanes(values.dtype)
+chunks = thread_chunks(int(n), threads)
+cpu_stages = [
+    ("values", int(n)),
+    (f"{len(chunks)} contiguous chunk{'s' if len(chunks) > 1 else ''}, one per thread", len(chunks) * lanes * 4),
+    ("each chunk: 4 accumulators × SIMD lanes, cascade", len(chunks) * lanes),
+    ("lanes added in order: one slot per thread", len(chunks)),
+    ("slots added", 1),
+]
+gpu_stages = [
+    ("values", int(n)),
+    (f"{launch.blocks} blocks × {launch.threads_per_block} threads, strided, {launch.accumulators} accumulators",
+     launch.threads * launch.accumulators),
+    ("accumulators combined per thread", launch.threads),
+    ("shared-memory tree per block, down to 32", launch.blocks * min(32, launch.threads_per_block)),
+    ("warp shuffle (offsets 1, 2, 4, 8, 16)", launch.blocks),
+    ("last block combines the partials", 1),
+]
+stages = pd.DataFrame(
+    [{"device": "CPU (this machine)", "stage": i, "what happens": s, "values left": v} for i, (s, v) in
+     enumerate(cpu_stages)]
+    + [{"device": f"GPU model ({H100_SMS} SMs)", "stage": i, "what happens": s, "values left": v} for i, (s, v) in
+       enumerate(gpu_stages)]
+)
+chart = (
+    alt.Chart(stages)
+    .mark_line(point=alt.OverlayMarkDef(size=70))
+    .encode(
+        x=alt.X("stage:O", title="reduction stage"),
+        y=alt.Y("values left:Q", scale=alt.Scale(type="log"), title="partial sums left"),
+        color=alt.Color("device:N", title=None),
+        tooltip=["device", "what happens", alt.Tooltip("values left:Q", format=",")],
+    )
+    .properties(height=280, title=f"Reducing {n:,} values: how many partial sums exist after each stage")
+)
+st.altair_chart(chart, width="stretch")
+cpu_split = (f"below the grain size of {GRAIN_SIZE:,} values one thread does everything" if n < GRAIN_SIZE
+             else f"{len(chunks)} threads each take one contiguous chunk")
+st.markdown(
+    f"**CPU**: {cpu_split}; inside a chunk, "
+    f"{lanes}-lane SIMD vectors feed 4 interleaved accumulators with a multi-level cascade. **GPU**: "
+    f"{launch.threads:,} threads each add every {launch.threads:,}-th vector of {launch.vec}, then trees inside each "
+    "block and a warp shuffle, then one block combines the blocks' partials. Different groupings, so different "
+    "roundings, even though each single addition is IEEE-correct on both."
+)
+
+# ---------------------------------------------------------------------------- training
+st.subheader("The training pair on a GPU")
+shown = False
+for rec in recs:
+    for tr in rec.data.get("training", []):
+        la = [struct.unpack("<f", bytes.fromhex(h)[::-1])[0] for h in tr["loss_a_hex"]]
+        lb = [struct.unpack("<f", bytes.fromhex(h)[::-1])[0] for h in tr["loss_b_hex"]]
+        df = pd.DataFrame({"step": list(range(1, len(la) + 1)) * 2, "loss": la + lb,
+                           "run": (["A (CPU)"] * len(la) + ["B (GPU)"] * len(lb)) if rec.is_gpu
+                           else (["A"] * len(la) + ["B"] * len(lb))})
+        st.altair_chart(alt.Chart(df, title=f"{tr['preset']} — {rec.label} ({tr['note']})").mark_line().encode(
+            x="step:Q", y=alt.Y("loss:Q", scale=alt.Scale(type="log")), color="run:N"), width="stretch")
+        shown = shown or rec.is_gpu
+if not shown:
+    st.info("No GPU training recording is bundled. On this server the Training divergence page shows the same "
+            "pair with B reordered on the CPU, labelled as a stand-in.")
+if any(d.kind == "cuda" for d in gpus):
+    from core.globalstate import cuda_tf32
+
+    a = torch.randn(256, 256, device="cuda")
+    with cuda_tf32(False):
+        exact32 = (a @ a).cpu()
+    with cuda_tf32(True):
+        tf32 = (a @ a).cpu()
+    st.markdown(f"TF32 on this GPU: a 256×256 float32 product differs in {(exact32 != tf32).sum().item():,} of "
+                f"{exact32.numel():,} entries with `allow_tf32` on (set and restored under a lock).")

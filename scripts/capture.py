@@ -1,0 +1,35 @@
+"""Capture a recording of the fixed suite on this machine's GPU (or its CPU, when it has none).
+
+    python -m scripts.capture                 # full suite, writes data/recordings/v1-<device>-<time>.json
+    python -m scripts.capture --quick --out /tmp/rec   # small sizes (what CI exercises)
+
+The file holds a provenance object (device, SM count, torch/CUDA/driver versions, time)
+and every result as the hex of its bits. Commit GPU recordings under data/recordings/;
+the app replays them when no GPU is present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+from core.recordings import DEFAULT_DIR, Recording, capture, model_fidelity, write_recording
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=pathlib.Path, default=DEFAULT_DIR, help="folder for the JSON file")
+    p.add_argument("--quick", action="store_true", help="sizes 10^3 and 10^5 only, 100 training steps")
+    args = p.parse_args(argv)
+    rec = capture(quick=args.quick)
+    path = write_recording(rec, args.out)
+    fid = model_fidelity(Recording(str(path), rec))
+    print(f"wrote {path} ({path.stat().st_size:,} bytes): {len(rec['sums'])} sums, {len(rec['matmuls'])} matmuls, "
+          f"{len(rec['training'])} training pairs")
+    print(f"model fidelity: {fid.matched}/{fid.compared} bit-identical ({fid.conditions})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

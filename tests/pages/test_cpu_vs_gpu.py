@@ -1,0 +1,76 @@
+"""AppTest: the CPU vs GPU page without recordings, with a real (CPU) recording, and with broken ones."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.recordings import capture, write_recording
+from tests.pages.conftest import ROOT, TIMEOUT, all_text
+
+
+@pytest.fixture(scope="module")
+def recording_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("recordings")
+    write_recording(capture(quick=True, log=lambda *_: None), out)
+    return out
+
+
+def page(monkeypatch, directory) -> AppTest:
+    monkeypatch.setenv("FP_RECORDINGS_DIR", str(directory))
+    return AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+
+
+def table(at):
+    return at.dataframe[1].value
+
+
+def test_without_recordings_nothing_is_faked(monkeypatch, tmp_path):
+    at = page(monkeypatch, tmp_path)
+    assert not at.exception
+    t = table(at)
+    assert "recorded" not in set(t["tier"])
+    assert {"live", "model", "exact"} <= set(t["tier"])
+    text = all_text(at)
+    assert "No recording for" in text and "unmeasured" in text
+    assert "not yet checked against a real GPU" in " ".join(t["note"])
+
+
+def test_controls_change_the_vector(monkeypatch, tmp_path):
+    at = page(monkeypatch, tmp_path)
+    first = table(at)["bits"].tolist()
+    at.selectbox(key="cg_dtype").select("float64").run()
+    assert not at.exception and table(at)["bits"].tolist() != first
+    assert all(len(b) == 18 for b in table(at)["bits"])
+    at.selectbox(key="cg_gen").select("alternating").run()
+    at.selectbox(key="cg_n").select(1000).run()
+    assert not at.exception
+
+
+def test_with_a_recording_it_is_replayed_and_labelled(monkeypatch, recording_dir):
+    at = page(monkeypatch, recording_dir)
+    at.selectbox(key="cg_n").select(100_000).run()
+    assert not at.exception
+    t = table(at)
+    rec_rows = t[t["tier"] == "recorded"]
+    assert len(rec_rows) == 1 and rec_rows.iloc[0]["note"].startswith("recorded on ")
+    live_all = t[t["where"].str.startswith("CPU, ") & (t["tier"] == "live")].iloc[-1]
+    assert rec_rows.iloc[0]["bits"] == live_all["bits"]  # same machine, same threads: same bits
+    assert "32 of 32 sums bit-identical" in all_text(at)
+
+
+def test_tampered_and_broken_recordings_are_refused(monkeypatch, recording_dir, tmp_path):
+    src = next(recording_dir.glob("*.json"))
+    data = json.loads(src.read_text())
+    for e in data["sums"]:
+        e["vector_sha256"] = "f" * 64
+    (tmp_path / "tampered.json").write_text(json.dumps(data))
+    (tmp_path / "broken.json").write_text("[]")
+    at = page(monkeypatch, tmp_path)
+    at.selectbox(key="cg_n").select(100_000).run()
+    assert not at.exception
+    assert any("SHA-256 differs" in e.value for e in at.error)
+    assert any("Recording refused: broken.json" in w.value for w in at.warning)
+    assert "recorded" not in set(table(at)["tier"])
