@@ -56,12 +56,14 @@ def sequential(x: np.ndarray) -> np.generic:
     """Left to right, each partial sum rounded to x's dtype."""
     if x.size == 0:
         return x.dtype.type(0)
-    return np.add.accumulate(x)[-1]
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is a result, not an error
+        return np.add.accumulate(x)[-1]
 
 
 def running_sums(x: np.ndarray) -> np.ndarray:
     """Every partial sum of the sequential order (for the running-error chart)."""
-    return np.add.accumulate(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.add.accumulate(x)
 
 
 def pairwise(x: np.ndarray) -> np.generic:
@@ -76,8 +78,9 @@ def pairwise(x: np.ndarray) -> np.generic:
     size = 1 << max(0, (n - 1).bit_length())
     level = np.zeros(size, dtype=x.dtype)
     level[:n] = x
-    while level.size > 1:
-        level = level[0::2] + level[1::2]
+    with np.errstate(over="ignore", invalid="ignore"):
+        while level.size > 1:
+            level = level[0::2] + level[1::2]
     return level[0]
 
 
