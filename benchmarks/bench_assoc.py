@@ -7,12 +7,11 @@ Usage: python -m benchmarks.bench_assoc [n]   (run from the repository root)
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 
 import numpy as np
 
+from benchmarks.timing import median_time
 from core.assoc import SearchSettings, random_triples, search_counterexamples
 
 
@@ -24,13 +23,6 @@ def peer_count(triples: np.ndarray) -> int:
     return n
 
 
-def median_time(fn, repeats: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def main(n: int = 100_000) -> None:

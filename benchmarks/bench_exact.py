@@ -10,24 +10,14 @@ Usage: python -m benchmarks.bench_exact [n]
 from __future__ import annotations
 
 import math
-import statistics
 import sys
-import time
 from fractions import Fraction
 
 import numpy as np
 
+from benchmarks.timing import median_time
 from core.exact import exact_sum, exact_sum_fraction, mpf_to_fraction
 from core.formats import FLOAT64, round_to_format
-
-
-def median_time(fn, repeats: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def main(n: int = 10_000_000) -> None:

@@ -5,35 +5,24 @@ Usage: python -m benchmarks.bench_reprosum [n]
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 
 import numpy as np
 import torch
 
+from benchmarks.timing import median_time
 from core.exact import correctly_rounded_sum
 from core.formats import FLOAT32
 from core.mitigations import reproducible_sum
-
-
-def median_time(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main(n: int = 10_000_000) -> None:
     x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
     t = torch.from_numpy(x)
     assert float(reproducible_sum(t)) == float(correctly_rounded_sum(x, FLOAT32))
-    t_repro = median_time(lambda: reproducible_sum(t), 7)
-    t_torch = median_time(lambda: t.sum(), 15)
-    t_np = median_time(lambda: np.sum(x), 15)
+    t_repro, _ = median_time(lambda: reproducible_sum(t), 7, warmup=1)
+    t_torch, _ = median_time(lambda: t.sum(), 15, warmup=1)
+    t_np, _ = median_time(lambda: np.sum(x), 15, warmup=1)
     print(f"reproducible_sum: {t_repro * 1e3:8.2f} ms (median of 7; correctly rounded, order-independent)")
     print(f"torch.sum:        {t_torch * 1e3:8.2f} ms ({torch.get_num_threads()} threads)")
     print(f"np.sum:           {t_np * 1e3:8.2f} ms")

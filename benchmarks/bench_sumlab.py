@@ -7,40 +7,30 @@ Usage: python -m benchmarks.bench_sumlab [n]
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 
 import numpy as np
 
+from benchmarks.timing import median_time
 from core.orders import DEFAULT_ORDERS, ORDERS, run_order
 from core.sumlab import run_lab, running_error
 from core.vectors import VectorSpec, generate
-
-
-def median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main(n: int = 1_000_000) -> None:
     v = generate(VectorSpec("normal", n, 0, "float32"))
     x = v.values
     run_lab(x, "float32", "same", DEFAULT_ORDERS, 20, 0)  # warm-up: imports, first-call costs
-    t_np = median_time(lambda: np.sum(x), 21)
+    t_np, _ = median_time(lambda: np.sum(x), 21)
     for key in ORDERS:
-        t = median_time(lambda key=key: run_order(key, x, "float32"), 3)
+        t, _ = median_time(lambda key=key: run_order(key, x, "float32"), 3)
         print(f"{ORDERS[key].name:40s} {t * 1e3:9.2f} ms  {t / t_np:8.1f}x np.sum")
 
     def panel():
         run_lab(x, "float32", "same", DEFAULT_ORDERS, 20, 0)
         running_error(x, "float32")
 
-    t_panel = median_time(panel, 5)
+    t_panel, _ = median_time(panel, 5)
     print(f"{'default panel (orders, 20 permutations, running error)':40s} {t_panel * 1e3:9.2f} ms")
     print(f"sumlab panel: {t_panel / t_np:.1f}x the time of one np.sum (n={n} float32)")
 

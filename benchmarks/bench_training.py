@@ -9,27 +9,17 @@ Usage: python -m benchmarks.bench_training [steps]
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 
+from benchmarks.timing import median_time
 from core.training import PairedRun, TrainSettings, bare_training_loop
-
-
-def median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main(steps: int = 500) -> None:
     s = TrainSettings(steps=steps)
     bare_training_loop(s)  # warm-up
-    t_pair = median_time(lambda: PairedRun(s).run(steps), 5)
-    t_bare = median_time(lambda: (bare_training_loop(s), bare_training_loop(s)), 5)
+    t_pair, _ = median_time(lambda: PairedRun(s).run(steps), 5)
+    t_bare, _ = median_time(lambda: (bare_training_loop(s), bare_training_loop(s)), 5)
     model = f"MLP 2-{s.hidden}-{s.hidden}-{s.classes}, batch {s.batch}, {s.optimizer}, {s.dtype}"
     print(f"paired run (instrumented): {t_pair * 1e3:8.1f} ms   ({t_pair / steps * 1e3:.2f} ms per step)")
     print(f"two bare training loops:   {t_bare * 1e3:8.1f} ms")
