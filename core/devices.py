@@ -57,6 +57,7 @@ def device_info(device: Device) -> dict:
         "driver": None,
         "tf32_matmul": None,
         "threads": torch.get_num_threads() if device.kind == "cpu" else None,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
         "platform": f"{platform.system()} {platform.machine()}",
     }
     if device.kind == "cuda":

@@ -58,6 +58,9 @@ recs, problems = load_recordings(recordings_dir())
 gpu_recs = [r for r in recs if r.is_gpu]
 st.subheader("What this server has")
 st.dataframe(pd.DataFrame([device_info(d) for d in devices]), hide_index=True, width="stretch")
+st.caption(f"Process-wide torch settings of this server: {torch.get_num_threads()} intra-op threads, deterministic "
+           f"algorithms {'on' if torch.are_deterministic_algorithms_enabled() else 'off'}. No page changes them for "
+           "a viewer except under a lock that restores them.")
 if not gpus:
     st.info("No GPU is visible to torch on this server: GPU results below can only be recorded ones or the model.",
             icon=":material/info:")

@@ -1,0 +1,90 @@
+"""Hosting limits: cold start, and the server's memory at defaults and at the largest inputs.
+
+Starts the real server (as the Docker image does), opens every page in headless Chromium
+at its defaults, then drives the heaviest settings the UI allows, reading the server's
+resident memory (VmRSS, and the peak VmHWM) from /proc after each phase. Targets:
+<= 690 MB at defaults (Community Cloud's smallest allotment), <= 2.7 GB at the largest.
+Usage: python -m benchmarks.bench_hosting
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from benchmarks.harness import CHROMIUM, CHROMIUM_ARGS, Server, wait_for_app
+
+PAGES = ("", "non_associativity", "summation_lab", "cpu_vs_gpu", "training_divergence", "mitigations")
+
+
+def _choose(page, label: str, option: str) -> None:
+    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_for_app(page)
+
+
+def _largest(page, url: str) -> None:
+    """The heaviest inputs each page accepts."""
+    page.goto(f"{url}/summation_lab")
+    wait_for_app(page)
+    _choose(page, "Storage format", "float64")
+    box = page.get_by_label("n (1 to 10,000,000)", exact=True)
+    box.fill("10000000")
+    box.press("Enter")
+    wait_for_app(page, timeout=300_000)
+    page.goto(f"{url}/cpu_vs_gpu")
+    wait_for_app(page)
+    _choose(page, "n", "10,000,000")
+    _choose(page, "Format", "float64")
+    wait_for_app(page, timeout=300_000)
+    page.goto(f"{url}/training_divergence")
+    wait_for_app(page)
+    steps = page.get_by_label("Steps (at most 5,000)", exact=True)
+    steps.fill("5000")
+    steps.press("Enter")
+    wait_for_app(page)
+    page.get_by_role("button", name="Play").click()
+    page.get_by_text("step 5,000 of 5,000").wait_for(timeout=300_000)
+    wait_for_app(page, timeout=300_000)
+
+
+def main(largest: bool = True) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    t0 = time.monotonic()
+    server = Server()
+    healthy = time.monotonic() - t0
+    results = {}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(server.url)
+            page.locator("h1").first.wait_for(timeout=120_000)
+            results["cold_start_s"] = time.monotonic() - server.launched_at
+            wait_for_app(page)
+            for path in PAGES:
+                page.goto(f"{server.url}/{path}")
+                wait_for_app(page, timeout=120_000)
+            results["defaults_rss_mb"], results["defaults_peak_mb"] = server.rss_mb()
+            if largest:
+                _largest(page, server.url)
+                results["largest_rss_mb"], results["largest_peak_mb"] = server.rss_mb()
+            browser.close()
+    finally:
+        server.stop()
+    print(f"health answered ok after {healthy:.1f} s; first page rendered {results['cold_start_s']:.1f} s after launch")
+    print(f"after every page at its defaults: {results['defaults_rss_mb']:.0f} MB resident "
+          f"(peak {results['defaults_peak_mb']:.0f} MB; target <= 690 MB)")
+    if largest:
+        print(f"after the largest inputs: {results['largest_rss_mb']:.0f} MB resident "
+              f"(peak {results['largest_peak_mb']:.0f} MB; target <= 2700 MB)")
+        print(f"hosting: {results['defaults_peak_mb']:.0f} MB at defaults, {results['largest_peak_mb']:.0f} MB peak at "
+              f"the largest inputs, cold start {results['cold_start_s']:.1f} s")
+    else:
+        print(f"hosting: {results['defaults_peak_mb']:.0f} MB at defaults, cold start {results['cold_start_s']:.1f} s")
+    return results
+
+
+if __name__ == "__main__":
+    main(largest="--defaults-only" not in sys.argv)

@@ -1,0 +1,90 @@
+"""A real Streamlit server and Debian's Chromium, shared by the browser tests and benchmarks.
+
+The server starts with the same flags as the Docker image's ENTRYPOINT
+(--server.port, --server.address=0.0.0.0) on a free port and is ready when
+/_stcore/health answers "ok".
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = ROOT / "artifacts" / f"server-{self.port}.log"
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            sys.executable, "-m", "streamlit", "run", "app.py",
+            f"--server.port={self.port}", "--server.address=0.0.0.0", "--server.headless=true",
+        ]
+        self._log_file = self.log.open("w")
+        self.launched_at = time.monotonic()
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self._log_file, stderr=subprocess.STDOUT)
+        self._wait_healthy()
+
+    def _wait_healthy(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited early:\n{self.log.read_text()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
+                    if r.read().decode().strip() == "ok":
+                        return
+            except OSError:
+                pass
+            time.sleep(0.25)
+        raise RuntimeError(f"/_stcore/health never answered ok:\n{self.log.read_text()}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self._log_file.close()
+
+    def rss_mb(self) -> tuple[float, float]:
+        """(current, peak) resident memory of the server process in MB, from /proc."""
+        fields = {}
+        for line in pathlib.Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def wait_for_app(page, timeout: float = 60_000) -> None:
+    """Wait until the app is connected and its script has finished running.
+
+    A rerun triggered by the last action may not have started yet when this is called;
+    the state is therefore checked again after a pause. Tests that depend on a rerun's
+    result also wait for that result itself (playwright's expect, which retries).
+    """
+    for pause in (300, 300):
+        page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=timeout)
+        page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
+        page.wait_for_timeout(pause)
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)

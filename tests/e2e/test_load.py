@@ -1,0 +1,130 @@
+"""Ten viewers at once on the heavy pages, each with other settings.
+
+Every session must read exactly what it would get alone (computed independently with
+core in this process, which has the same thread count), no exception box may appear,
+the server must stay up with bounded memory, and the server's process-global torch
+settings (thread count, deterministic mode, as its own CPU vs GPU page reports them)
+must be unchanged afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import pathlib
+
+import torch
+
+from benchmarks.harness import CHROMIUM, CHROMIUM_ARGS
+from core.orders import DEFAULT_ORDERS
+from core.sumlab import run_lab
+from core.training import PairedRun, TrainSettings
+from core.vectors import VectorSpec, generate
+from ui.sumlab_view import results_table
+
+LAB_SESSIONS = [("float32", 1000), ("float16", 50_000), ("bfloat16", 20_000), ("float64", 200_000),
+                ("float32", 300_000), ("float16", 2000)]
+TRAIN_SESSIONS = [0.2, 0.35, 0.5, 0.8]
+COLUMNS = ["order", "origin", "value", "bits", "error (ULPs)", "within bound"]
+
+
+async def _wait(page, timeout=180_000):
+    for _ in range(2):
+        await page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
+        await page.wait_for_timeout(300)
+
+
+async def _choose(page, label, option):
+    await page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
+    await page.get_by_role("option", name=option, exact=True).click()
+    await _wait(page)
+
+
+async def lab_session(browser, url, storage, n):
+    ctx = await browser.new_context()
+    page = await ctx.new_page()
+    await page.goto(f"{url}/summation_lab")
+    await _wait(page)
+    await _choose(page, "Storage format", storage)
+    box = page.get_by_label("n (1 to 10,000,000)", exact=True)
+    await box.fill(str(n))
+    await box.press("Enter")
+    await page.get_by_text(f"n = {n:,}, seed 0, float64 rounded to {storage}", exact=False).wait_for(timeout=180_000)
+    await _wait(page)
+    async with page.expect_download() as dl:
+        await page.get_by_role("button", name="Download the table as CSV").click()
+    path = await (await dl.value).path()
+    rows = list(csv.DictReader(io.StringIO(pathlib.Path(path).read_text(encoding="utf-8"))))
+    exceptions = await page.locator('[data-testid="stException"]').count()
+    await ctx.close()
+    return [{k: r[k] for k in COLUMNS} for r in rows], exceptions
+
+
+async def train_session(browser, url, lr):
+    ctx = await browser.new_context()
+    page = await ctx.new_page()
+    await page.goto(f"{url}/training_divergence")
+    await _wait(page)
+    box = page.get_by_label("Learning rate", exact=True)
+    await box.fill(str(lr))
+    await box.press("Enter")
+    await _wait(page)
+    await page.get_by_role("button", name="+10 steps").click()
+    await page.get_by_text("After step 10 ·", exact=False).wait_for(timeout=180_000)
+    await _wait(page)
+    metric = page.locator('[data-testid="stMetric"]').filter(has_text="Parameter bits that differ")
+    value = (await metric.locator('[data-testid="stMetricValue"]').inner_text()).strip()
+    exceptions = await page.locator('[data-testid="stException"]').count()
+    await ctx.close()
+    return value, exceptions
+
+
+async def server_globals(browser, url):
+    page = await browser.new_page()
+    await page.goto(f"{url}/cpu_vs_gpu")
+    await _wait(page)
+    text = await page.get_by_text("Process-wide torch settings of this server", exact=False).inner_text()
+    await page.close()
+    return text
+
+
+async def run_all(url):
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        before = await server_globals(browser, url)
+        results = await asyncio.gather(
+            *[lab_session(browser, url, s, n) for s, n in LAB_SESSIONS],
+            *[train_session(browser, url, lr) for lr in TRAIN_SESSIONS],
+        )
+        after = await server_globals(browser, url)
+        await browser.close()
+    return results, before, after
+
+
+def expected_lab(storage, n):
+    v = generate(VectorSpec("normal", n, 0, storage))
+    table = results_table(run_lab(v.values, storage, "same", DEFAULT_ORDERS, 20, 0))
+    return [{k: str(row[k]) for k in COLUMNS} for row in table.to_dict("records")]
+
+
+def expected_train(lr):
+    recs = PairedRun(TrainSettings(lr=lr)).run(10)
+    return f"{recs[-1].differing_bits / recs[-1].total_bits:.1%}"
+
+
+def test_ten_concurrent_viewers(server):
+    results, before, after = asyncio.run(run_all(server.url))
+    assert len(results) == 10
+    for (storage, n), (rows, exceptions) in zip(LAB_SESSIONS, results[: len(LAB_SESSIONS)], strict=True):
+        assert exceptions == 0
+        assert rows == expected_lab(storage, n), (storage, n)
+    for lr, (value, exceptions) in zip(TRAIN_SESSIONS, results[len(LAB_SESSIONS):], strict=True):
+        assert exceptions == 0
+        assert value == expected_train(lr), lr
+    assert server.proc.poll() is None
+    assert before == after  # thread count and deterministic mode, as the server reports them
+    assert f"{torch.get_num_threads()} intra-op threads, deterministic algorithms off" in before
+    assert server.rss_mb()[1] < 2700

@@ -1,0 +1,14 @@
+"""Hosting limits, measured on the real server (benchmarks/bench_hosting.py) and held to the targets."""
+
+from __future__ import annotations
+
+from benchmarks import bench_hosting
+
+
+def test_memory_and_cold_start_within_targets(capsys):
+    r = bench_hosting.main(largest=True)
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1].startswith("hosting: ")
+    assert r["defaults_peak_mb"] <= 690, r  # Community Cloud's smallest allotment
+    assert r["largest_peak_mb"] <= 2700, r  # its largest
+    assert r["cold_start_s"] < 60, r
