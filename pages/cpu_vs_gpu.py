@@ -14,6 +14,7 @@ from core.devices import available_devices, device_info
 from core.exact import correctly_rounded_sum, shortest_repr
 from core.formats import FORMATS, bits_of_value, hex_bits, ulp_distance, value_of_bits
 from core.metrics import bits_of_scalar
+from core.querystate import Field
 from core.recordings import (
     SUITE_DTYPES,
     SUITE_GENERATORS,
@@ -27,6 +28,7 @@ from core.recordings import (
 from core.torch_cpu_model import GRAIN_SIZE, default_lanes, thread_chunks
 from core.vectors import GENERATORS, VectorSpec, generate
 from ui.navigation import ensure_app_navigation
+from ui.urlstate import restore, share_box, sync
 
 H100_SMS = 132
 
@@ -43,7 +45,13 @@ def _fidelity(path: str, mtime: float):
     return model_fidelity(rec, max_n=1_000_000)
 
 
+URL_FIELDS = [
+    Field("cg_gen", "vector", "choice", SUITE_GENERATORS),
+    Field("cg_n", "n", "choice", SUITE_SIZES),
+    Field("cg_dtype", "format", "choice", SUITE_DTYPES),
+]
 ensure_app_navigation()
+url_notes = restore("cg", URL_FIELDS, {"cg_gen": "normal", "cg_n": 1_000_000, "cg_dtype": "float32"})
 st.title("CPU vs GPU")
 st.markdown(
     "The same vector summed by `torch.sum` on every device this server can reach, next to results **recorded** on "
@@ -69,8 +77,9 @@ for p in problems:
 
 c1, c2, c3 = st.columns(3)
 gen = c1.selectbox("Vector", SUITE_GENERATORS, format_func=GENERATORS.get, key="cg_gen")
-n = c2.selectbox("n", SUITE_SIZES, index=3, format_func=lambda v: f"{v:,}", key="cg_n")
-dtype = c3.selectbox("Format", SUITE_DTYPES, index=2, key="cg_dtype")
+n = c2.selectbox("n", SUITE_SIZES, format_func=lambda v: f"{v:,}", key="cg_n")
+dtype = c3.selectbox("Format", SUITE_DTYPES, key="cg_dtype")
+share_box(sync(URL_FIELDS), url_notes)
 st.caption("Seed 0, the seed every recording uses, so recorded and live results refer to the same vector.")
 fmt = FORMATS[dtype]
 values = _vector(gen, int(n), dtype)

@@ -22,10 +22,12 @@ from core.mitigations import (
     wider_accumulation,
 )
 from core.orders import ORDERS, run_order
+from core.querystate import Field
 from core.sumlab import run_lab
 from core.training import TrainSettings, seed_study
 from core.vectors import VectorSpec, generate
 from ui.navigation import ensure_app_navigation
+from ui.urlstate import restore, share_box, sync
 
 DEFAULT_VECTOR = VectorSpec("normal", 1_000_000, 0, "float32")
 LAB_ORDERS = ("sequential", "reverse", "sorted_abs", "pairwise", "numpy", "torch_1", "torch_all", "kahan")
@@ -95,7 +97,10 @@ def _seeds(k: int):
     return seed_study(TrainSettings(steps=300), k)
 
 
+URL_FIELDS = [Field("mi_storage", "storage", "choice", ("float32", "float16", "bfloat16")),
+              Field("mi_k", "seeds", "int", low=2, high=12)]
 ensure_app_navigation()
+url_notes = restore("mi", URL_FIELDS, {"mi_storage": "float32", "mi_k": 4})
 st.title("Mitigations and what they cost")
 st.markdown(
     "Three ways to live with floating-point non-determinism, plus one that goes further than the brief. "
@@ -216,7 +221,8 @@ st.caption("Cost, measured by benchmarks/bench_reprosum.py on the development ma
 st.header("5 · Accept the divergence")
 st.markdown("Compare final aggregate metrics across runs and devices, not step-by-step trajectories. The spread "
             "between seeds is the yardstick: if the CPU-versus-reordered difference is no larger, it is noise.")
-k = st.number_input("Seeds", min_value=2, max_value=12, value=4, key="mi_k")
+k = st.number_input("Seeds", min_value=2, max_value=12, key="mi_k")
+share_box(sync(URL_FIELDS), url_notes)
 if st.button("Train the seeds (300 steps each, both sides)", key="mi_seeds"):
     with st.spinner("Training…"):
         study = _seeds(int(k))

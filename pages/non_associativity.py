@@ -18,8 +18,10 @@ from core.devices import cpu_device
 from core.exact import abbreviate, exact_decimal, shortest_repr, to_mpf
 from core.formats import FLOAT64, FORMATS, Exact, FloatFormat, error_in_ulps, floor_log2, hex_bits, ulp
 from core.parse import ParseError, parse_number
+from core.querystate import Field
 from ui.navigation import ensure_app_navigation
 from ui.render import bits_html, bits_legend, mono
+from ui.urlstate import restore, share_box, sync
 
 # label -> (format, a, b, c, what it shows)
 PRESETS: dict[str, tuple[str, str, str, str, str]] = {
@@ -107,9 +109,18 @@ def _ulps(e: float) -> str:
     return f"{e:+.4g} ULP"
 
 
+URL_FIELDS = [
+    Field("na_preset", "preset", "choice", (*PRESETS, CUSTOM)),
+    Field("na_fmt", "format", "choice", tuple(FORMAT_NAMES)),
+    Field("na_a", "a", "text"), Field("na_b", "b", "text"), Field("na_c", "c", "text"),
+]
+
 # ------------------------------------------------------------------------------- layout
 ensure_app_navigation()
 _init_state()
+url_notes = restore("na", URL_FIELDS, {})
+if url_notes == [] and st.query_params.get("preset") in PRESETS and "a" not in st.query_params:
+    _load_preset(st.query_params["preset"])
 st.title("Non-associativity: (a + b) + c ≠ a + (b + c)")
 st.markdown(
     "Every floating-point addition rounds its exact result to the nearest number the "
@@ -298,6 +309,7 @@ if found is not None:
     else:
         st.info("No triple differed in this sample. Try more triples or another distribution.")
 
+share_box(sync(URL_FIELDS), url_notes)
 st.caption(
     f"Provenance: sums computed live by torch {cpu.label.split('torch ')[-1]} on {cpu.name}; "
     "exact values by rational arithmetic (fractions.Fraction), shown through mpmath "

@@ -10,6 +10,7 @@ import streamlit as st
 from core.exact import abbreviate, exact_decimal, shortest_repr
 from core.formats import FORMATS
 from core.orders import DEFAULT_ORDERS, ORDERS, available_threads
+from core.querystate import Field
 from core.sumlab import MAX_PERMUTATIONS, WORKING_CHOICES, resolve_working, run_lab, running_error
 from core.torch_cpu_model import GRAIN_SIZE, thread_chunks
 from core.trees import MAX_TREE_N, TREE_ORDERS, build_tree
@@ -27,6 +28,7 @@ from core.vectors import (
 from ui import charts
 from ui.navigation import ensure_app_navigation
 from ui.sumlab_view import error_frame, permutation_frames, results_table, running_frame, tree_frames
+from ui.urlstate import restore, share_box, sync
 
 PASTE = "paste"
 UPLOAD = "upload"
@@ -54,7 +56,24 @@ def _vector_key(v: Vector) -> str:
     return hashlib.sha256(v.values.tobytes()).hexdigest()[:16] + v.storage
 
 
+DEFAULT_PASTE = "1e8, 1, -1e8, 0.1, 0.2, 0.3"
+URL_FIELDS = [
+    Field("sl_source", "vector", "choice", tuple(SOURCES)),
+    Field("sl_storage", "storage", "choice", tuple(FORMATS)),
+    Field("sl_working", "accumulate", "choice", WORKING_CHOICES),
+    Field("sl_n", "n", "int", low=1, high=MAX_N),
+    Field("sl_seed", "seed", "int", low=0, high=2**32 - 1),
+    Field("sl_cond", "condition", "choice", tuple(CONDITIONS)),
+    Field("sl_orders", "orders", "multi", tuple(ORDERS)),
+    Field("sl_k", "permutations", "int", low=0, high=MAX_PERMUTATIONS),
+    Field("sl_pseed", "perm_seed", "int", low=0, high=2**32 - 1),
+    Field("sl_paste", "numbers", "text", max_length=2000),
+]
+DEFAULTS = {"sl_source": "normal", "sl_storage": "float32", "sl_working": "same", "sl_n": 1_000_000, "sl_seed": 0,
+            "sl_cond": 1e8, "sl_orders": list(DEFAULT_ORDERS), "sl_k": 20, "sl_pseed": 0, "sl_paste": DEFAULT_PASTE}
+
 ensure_app_navigation()
+url_notes = restore("sl", URL_FIELDS, DEFAULTS)
 st.title("Summation lab")
 st.markdown(
     "Pick a vector, the format it is stored in, the format the sum accumulates in, and a set "
@@ -66,7 +85,7 @@ st.markdown(
 # ------------------------------------------------------------------------------ controls
 c1, c2, c3 = st.columns([3, 1, 1])
 source = c1.selectbox("Vector", list(SOURCES), format_func=SOURCES.get, key="sl_source")
-storage = c2.selectbox("Storage format", list(FORMATS), index=2, key="sl_storage")
+storage = c2.selectbox("Storage format", list(FORMATS), key="sl_storage")
 working_choice = c3.selectbox(
     "Accumulate in", WORKING_CHOICES, format_func=WORKING_LABELS.get, key="sl_working",
     help="Like torch.sum(x, dtype=...): the stored values are cast to this format, then every addition "
@@ -78,11 +97,11 @@ vector: Vector | None = None
 error_here = None
 if source in GENERATORS:
     g1, g2, g3 = st.columns(3)
-    n = g1.number_input(f"n (1 to {MAX_N:,})", min_value=1, value=1_000_000, step=100_000, key="sl_n")
-    seed = g2.number_input("Seed", min_value=0, max_value=2**32 - 1, value=0, key="sl_seed")
+    n = g1.number_input(f"n (1 to {MAX_N:,})", min_value=1, step=100_000, key="sl_n")
+    seed = g2.number_input("Seed", min_value=0, max_value=2**32 - 1, key="sl_seed")
     condition = 1e8
     if source == "ill_conditioned":
-        condition = g3.select_slider("Target condition number", CONDITIONS, value=1e8, key="sl_cond",
+        condition = g3.select_slider("Target condition number", CONDITIONS, key="sl_cond",
                                      format_func=lambda c: f"1e{round(math.log10(c))}")
     if n > MAX_N:
         g1.error(f"n = {int(n):,} is more than this lab allows ({MAX_N:,}): a vector that long would need "
@@ -96,7 +115,7 @@ if source in GENERATORS:
             error_here = "n"
 elif source == PASTE:
     text = st.text_area(f"Numbers separated by commas, spaces or new lines (at most {MAX_PASTED:,})",
-                        value="1e8, 1, -1e8, 0.1, 0.2, 0.3", key="sl_paste", height=100)
+                        key="sl_paste", height=100)
     try:
         vector = parse_pasted(text, storage)
     except VectorError as err:
@@ -115,14 +134,15 @@ else:
             st.error(str(err))
             error_here = "upload"
 
-orders = st.multiselect("Summation orders", list(ORDERS), default=list(DEFAULT_ORDERS),
-                        format_func=lambda k: ORDERS[k].name, key="sl_orders")
+orders = st.multiselect("Summation orders", list(ORDERS), format_func=lambda k: ORDERS[k].name, key="sl_orders")
 p1, p2 = st.columns(2)
 k_perm = p1.number_input(f"Random permutations (0 to {MAX_PERMUTATIONS:,})", min_value=0,
-                         max_value=MAX_PERMUTATIONS, value=20, key="sl_k",
+                         max_value=MAX_PERMUTATIONS, key="sl_k",
                          help="Sequential sums of randomly shuffled copies; at most 2·10^7 elements of work in total.")
-perm_seed = p2.number_input("Permutation seed", min_value=0, max_value=2**32 - 1, value=0, key="sl_pseed")
+perm_seed = p2.number_input("Permutation seed", min_value=0, max_value=2**32 - 1, key="sl_pseed")
+query = sync(URL_FIELDS)
 
+share_box(query, url_notes)
 if vector is not None:
     st.session_state["sl_last"] = vector
 elif "sl_last" in st.session_state:

@@ -11,6 +11,7 @@ import streamlit as st
 from core.devices import available_devices, cpu_device
 from core.exact import exact_decimal
 from core.formats import FORMATS
+from core.querystate import Field
 from core.training import (
     DEFAULT_PRESET,
     DTYPES,
@@ -37,6 +38,7 @@ from ui.training_view import (
     seed_chart,
     seed_frame,
 )
+from ui.urlstate import restore, share_box, sync
 
 FRAMES = 10  # screen updates during one Play of the whole run (fewer redraws keep it fast)
 OPT_LABELS = {"sgd_momentum": "SGD with momentum 0.9", "adam": "Adam"}
@@ -50,9 +52,19 @@ def _load_preset() -> None:
                             td_steps=s.steps, td_seed=s.seed)
 
 
+URL_FIELDS = [
+    Field("td_preset", "preset", "choice", tuple(PRESETS)),
+    Field("td_source", "difference", "choice", tuple(SOURCE_KEYS)),
+    Field("td_dtype", "format", "choice", tuple(DTYPES)),
+    Field("td_opt", "optimizer", "choice", OPTIMIZERS),
+    Field("td_lr", "lr", "float", low=0.0, high=10.0),
+    Field("td_steps", "steps", "int", low=1, high=MAX_STEPS),
+    Field("td_seed", "seed", "int", low=0, high=2**31 - 1),
+]
 if "td_source" not in st.session_state:
     st.session_state["td_preset"] = DEFAULT_PRESET
     _load_preset()
+url_notes = restore("td", URL_FIELDS, {})
 
 
 @st.cache_data(max_entries=16, ttl=3600, show_spinner=False)
@@ -95,6 +107,7 @@ c4, c5, c6 = st.columns(3)
 c4.number_input("Learning rate", min_value=0.0, max_value=10.0, step=0.05, format="%.4g", key="td_lr")
 c5.number_input(f"Steps (at most {MAX_STEPS:,})", min_value=1, max_value=MAX_STEPS, step=50, key="td_steps")
 c6.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="td_seed")
+share_box(sync(URL_FIELDS), url_notes)
 if not HAS_GPU:
     st.caption("No GPU is visible to this server, so “a real GPU” is not offered; the reordering sources are "
                "the honest CPU stand-in for another device: same mathematics, other summation order.")

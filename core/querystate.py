@@ -1,0 +1,97 @@
+"""Page settings to and from URL query parameters: strict, bounded decoding.
+
+A page declares its fields; ``decode`` turns untrusted query parameters into values,
+rejecting anything malformed, out of range or unknown with a note instead of an error,
+and ``encode`` writes the current values back as short strings.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+MAX_PARAM_LENGTH = 2000
+
+
+@dataclass(frozen=True)
+class Field:
+    key: str  # the widget's session_state key
+    param: str  # the name in the URL
+    kind: str  # "choice", "multi", "int", "float" or "text"
+    options: tuple = ()  # for choice / multi
+    low: float | None = None
+    high: float | None = None
+    max_length: int = 200
+
+    def decode(self, raw: str):
+        """The value a parameter denotes, or ValueError with a short reason."""
+        if len(raw) > min(self.max_length, MAX_PARAM_LENGTH):
+            raise ValueError("too long")
+        if self.kind == "choice":
+            for o in self.options:
+                if str(o) == raw:
+                    return o
+            raise ValueError("not one of the choices")
+        if self.kind == "multi":
+            parts = [p for p in raw.split(",") if p]
+            chosen = []
+            for p in parts:
+                match = next((o for o in self.options if str(o) == p), None)
+                if match is None:
+                    raise ValueError(f"{p[:20]!r} is not one of the choices")
+                if match not in chosen:
+                    chosen.append(match)
+            if not chosen:
+                raise ValueError("empty")
+            return chosen
+        if self.kind == "int":
+            if not raw.lstrip("-").isdigit() or len(raw) > 20:
+                raise ValueError("not a whole number")
+            value = int(raw)
+        elif self.kind == "float":
+            try:
+                value = float(raw)
+            except ValueError:
+                raise ValueError("not a number") from None
+            if not math.isfinite(value):
+                raise ValueError("not finite")
+        elif self.kind == "text":
+            return raw
+        else:  # pragma: no cover - a programming error in a page's declaration
+            raise ValueError(f"unknown field kind {self.kind!r}")
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            raise ValueError(f"outside {self.low:g} to {self.high:g}")
+        return value
+
+    def encode(self, value) -> str:
+        if self.kind == "multi":
+            return ",".join(str(v) for v in value)
+        if self.kind == "float":
+            return repr(float(value))
+        return str(value)
+
+
+def decode(params: Mapping[str, str], fields: Sequence[Field]) -> tuple[dict, list[str]]:
+    """(values by widget key, notes about every parameter that was ignored)."""
+    values, notes = {}, []
+    known = {f.param for f in fields}
+    for f in fields:
+        if f.param not in params:
+            continue
+        raw = params[f.param]
+        if not isinstance(raw, str):
+            notes.append(f"“{f.param}” was ignored (not text).")
+            continue
+        try:
+            values[f.key] = f.decode(raw)
+        except ValueError as err:
+            notes.append(f"“{f.param}={raw[:40]}” was ignored ({err}); the default is used.")
+    for name in params:
+        if name not in known:
+            notes.append(f"Unknown link parameter “{str(name)[:40]}” was ignored.")
+    return values, notes
+
+
+def encode(values: Mapping, fields: Sequence[Field]) -> dict[str, str]:
+    return {f.param: f.encode(values[f.key]) for f in fields if f.key in values}
