@@ -68,7 +68,7 @@ def test_every_page_opens_from_the_sidebar(server, page):
     wait_for_app(page)
     for path, title in [*PAGES[1:], PAGES[0]]:  # every page, then back home
         page.locator('[data-testid="stSidebarNav"]').get_by_text(SIDEBAR_LABELS[path], exact=True).click()
-        page.wait_for_url(re.compile(rf"{re.escape(server.url)}/{path}$"))
+        page.wait_for_url(re.compile(rf"{re.escape(server.url)}/{path}(\?.*)?$"))
         wait_for_app(page)
         assert h1(page) == title
         assert_healthy_page(page)
@@ -79,7 +79,7 @@ def test_home_link_opens_the_playground(server, page):
     wait_for_app(page)
     assert "Three causes" in page.content()
     page.locator('[data-testid="stPageLink"]').first.click()
-    page.wait_for_url(re.compile(r"/non_associativity$"))
+    page.wait_for_url(re.compile(r"/non_associativity(\?.*)?$"))
     wait_for_app(page)
     assert h1(page).startswith("Non-associativity")
     assert_healthy_page(page)
@@ -131,3 +131,18 @@ def test_playground_reacts_like_a_person_expects(server, page):
     wait_for_app(page)
     assert_healthy_page(page)
     screenshot(page, "non-associativity-counterexample")
+
+
+def test_a_shared_link_reopens_the_same_view(server, page):
+    page.goto(f"{server.url}/summation_lab?n=1000&storage=float16&orders=sequential,kahan&permutations=0")
+    wait_for_app(page)
+    assert_healthy_page(page)
+    expect(page.get_by_text("n = 1,000, seed 0, float64 rounded to float16", exact=False)).to_be_visible()
+    page.get_by_text("Link to this view").click()
+    code = page.locator('[data-testid="stCode"]').first
+    expect(code).to_contain_text("n=1000")
+    expect(code).to_contain_text("storage=float16")
+    page.goto(f"{server.url}/summation_lab?n=banana")
+    wait_for_app(page)
+    expect(page.get_by_text("“n=banana” was ignored", exact=False)).to_be_visible()
+    assert_healthy_page(page)
