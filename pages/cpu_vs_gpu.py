@@ -27,6 +27,7 @@ from core.recordings import (
 )
 from core.torch_cpu_model import GRAIN_SIZE, default_lanes, thread_chunks
 from core.vectors import GENERATORS, VectorSpec, generate
+from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation
 from ui.urlstate import restore, share_box, sync
 
@@ -143,6 +144,7 @@ for r in rows:
     })
 st.subheader("The same sum, everywhere")
 st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+download_buttons(pd.DataFrame(table), {"vector": gen, "n": int(n), "format": dtype, "seed": 0}, "cpu-vs-gpu", "cg")
 names = [r["where"] for r in rows if r["bits"] is not None]
 bits = [r["bits"] for r in rows if r["bits"] is not None]
 matrix = pd.DataFrame([[ulp_distance(a, b, fmt) for b in bits] for a in bits], index=names, columns=names)

@@ -26,6 +26,7 @@ from core.vectors import (
     parse_upload,
 )
 from ui import charts
+from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation
 from ui.sumlab_view import error_frame, permutation_frames, results_table, running_frame, tree_frames
 from ui.urlstate import restore, share_box, sync
@@ -199,8 +200,9 @@ if working != vector.storage:
 st.subheader("Results")
 table = results_table(result)
 st.dataframe(table, hide_index=True, width="stretch")
-st.download_button("Download the table as CSV", table.to_csv(index=False).encode(), "summation-lab.csv",
-                   "text/csv", key="sl_csv")
+download_buttons(table, {"vector": vector.source, "storage": vector.storage, "accumulate": working,
+                         "orders": ",".join(orders), "permutations": int(k_perm), "permutation_seed": int(perm_seed)},
+                 "summation-lab", "sl")
 violations = [r.order.name for r in result.rows if r.metrics.within_bound is False]
 if violations:
     st.error("Outside the a-priori bound (this would be a bug): " + ", ".join(violations))

@@ -25,6 +25,7 @@ from core.training import (
     seed_study,
     summarize,
 )
+from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation
 from ui.render import bits_html
 from ui.training_view import (
@@ -183,6 +184,10 @@ def draw(live: bool = False) -> None:
         st.altair_chart(gap_chart(df, summary, f"How far apart: |Δ loss| and ‖θA − θB‖, dashed: fitted growth "
                                   f"(B: {what}; {kind})"), width="stretch")
         st.altair_chart(bits_strip(df), width="stretch")
+        if not live:
+            download_buttons(df, {"difference": settings.source, "format": settings.dtype,
+                                  "optimizer": settings.optimizer, "lr": settings.lr, "steps": settings.steps,
+                                  "seed": settings.seed}, "training-pair", "td")
         if live:
             st.caption("Decision boundaries are drawn when the run pauses or ends.")
             return
@@ -200,9 +205,11 @@ if st.session_state.get("td_playing") and not run.finished:
     chunk = max(1, -(-settings.steps // FRAMES))
     while not run.finished:
         run.run(chunk)
-        draw(live=not run.finished)  # each redraw is also where a Pause click interrupts this loop
+        if run.finished:
+            break
+        draw(live=True)  # each redraw is also where a Pause click interrupts this loop
     st.session_state["td_playing"] = False
-draw()
+draw()  # once per run with live=False: widgets inside (downloads) must have unique keys
 
 st.caption(
     f"Provenance: both runs computed live by torch on {cpu_device().name}"

@@ -45,7 +45,8 @@ async def lab_session(browser, url, storage, n):
     async with page.expect_download() as dl:
         await page.get_by_role("button", name="Download the table as CSV").click()
     path = await (await dl.value).path()
-    rows = list(csv.DictReader(io.StringIO(pathlib.Path(path).read_text(encoding="utf-8"))))
+    text = pathlib.Path(path).read_text(encoding="utf-8")
+    rows = list(csv.DictReader(io.StringIO("\n".join(x for x in text.splitlines() if not x.startswith("#")))))
     exceptions = await page.locator('[data-testid="stException"]').count()
     await ctx.close()
     return [{k: r[k] for k in COLUMNS} for r in rows], exceptions

@@ -35,7 +35,9 @@ def test_lab_defaults_controls_and_download(server, page, tmp_path):
 
     with page.expect_download() as dl:
         page.get_by_role("button", name="Download the table as CSV").click()
-    rows = list(csv.DictReader(io.StringIO(Path(dl.value.path()).read_text(encoding="utf-8"))))
+    lines = Path(dl.value.path()).read_text(encoding="utf-8").splitlines()
+    assert any(line.startswith("# torch_version: ") for line in lines)  # provenance travels with the data
+    rows = list(csv.DictReader(io.StringIO("\n".join(x for x in lines if not x.startswith("#")))))
     assert [r["order"] for r in rows][:2] == ["Sequential, left to right", "Pairwise tree"]
     assert {r["within bound"] for r in rows} == {"yes"}
     assert rows[0]["bits"] != rows[-1]["bits"]  # sequential vs correctly rounded

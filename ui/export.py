@@ -1,0 +1,43 @@
+"""Downloads of result tables as CSV and JSON, with the settings and provenance embedded."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+from core.devices import cpu_device
+
+
+def provenance() -> dict:
+    return {
+        "computed_on": cpu_device().name,
+        "torch_version": torch.__version__,
+        "numpy_version": np.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "exported_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def as_csv(table: pd.DataFrame, settings: dict, prov: dict) -> bytes:
+    """CSV whose first lines are '# key: value' comments (pandas: read_csv(..., comment='#'))."""
+    head = "".join(f"# {k}: {v}\n" for k, v in {**settings, **prov}.items())
+    return (head + table.to_csv(index=False)).encode()
+
+
+def as_json(table: pd.DataFrame, settings: dict, prov: dict) -> bytes:
+    return json.dumps({"settings": settings, "provenance": prov, "rows": table.to_dict("records")},
+                      indent=1, default=str).encode()
+
+
+def download_buttons(table: pd.DataFrame, settings: dict, stem: str, key: str) -> None:
+    prov = provenance()
+    c1, c2 = st.columns(2)
+    c1.download_button("Download the table as CSV", as_csv(table, settings, prov), f"{stem}.csv", "text/csv",
+                       key=f"{key}_csv")
+    c2.download_button("Download as JSON (with settings and provenance)", as_json(table, settings, prov),
+                       f"{stem}.json", "application/json", key=f"{key}_json")
