@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.navigation import ensure_app_navigation, mark_app_navigation
+from ui.talk import SCENARIOS, apply_from_link, sidebar_toggle
 
 st.set_page_config(
     page_title="Same seed, different numbers",
@@ -113,6 +114,14 @@ both learn equally well.
         "measured here",
         icon=":material/build:",
     )
+    st.header("Talk mode")
+    st.markdown("Prepared scenarios for a talk: each opens a page with its settings in the link. Switch on "
+                "**Presenter mode** in the sidebar for larger type and fewer controls (or add `?talk=1` to a link).")
+    cols = st.columns(3)
+    for i, (title, page, params, what) in enumerate(SCENARIOS):
+        with cols[i % 3].container(border=True):
+            st.page_link(page, label=title, icon=":material/slideshow:", query_params=params)
+            st.caption(what)
     st.caption(
         "Every number in this app says where it came from: computed live on this server "
         "(which device, how many threads), a model of a library's or device's order (labelled as such), or exact "
@@ -150,6 +159,8 @@ MITIGATIONS = st.Page(
 
 HOME = st.Page(home, title="Overview", icon=":material/home:", default=True)
 
+apply_from_link()
+sidebar_toggle()
 PAGE = st.navigation([HOME, NON_ASSOCIATIVITY, SUMMATION_LAB, CPU_VS_GPU, TRAINING, MITIGATIONS])
 mark_app_navigation()
 PAGE.run()

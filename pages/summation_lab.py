@@ -29,6 +29,7 @@ from ui import charts
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation
 from ui.sumlab_view import error_frame, permutation_frames, results_table, running_frame, tree_frames
+from ui.talk import more_settings
 from ui.urlstate import restore, share_box, sync
 
 PASTE = "paste"
@@ -135,8 +136,10 @@ else:
             st.error(str(err))
             error_here = "upload"
 
-orders = st.multiselect("Summation orders", list(ORDERS), format_func=lambda k: ORDERS[k].name, key="sl_orders")
-p1, p2 = st.columns(2)
+advanced = more_settings()
+orders = advanced.multiselect("Summation orders", list(ORDERS), format_func=lambda k: ORDERS[k].name,
+                              key="sl_orders")
+p1, p2 = advanced.columns(2)
 k_perm = p1.number_input(f"Random permutations (0 to {MAX_PERMUTATIONS:,})", min_value=0,
                          max_value=MAX_PERMUTATIONS, key="sl_k",
                          help="Sequential sums of randomly shuffled copies; at most 2·10^7 elements of work in total.")

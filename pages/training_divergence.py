@@ -28,6 +28,7 @@ from core.training import (
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation
 from ui.render import bits_html
+from ui.talk import more_settings
 from ui.training_view import (
     bits_strip,
     boundary_chart,
@@ -104,7 +105,7 @@ c1, c2, c3 = st.columns([3, 1, 1])
 c1.selectbox("What differs in run B", SOURCE_KEYS, format_func=SOURCES.get, key="td_source")
 c2.selectbox("Format", list(DTYPES), key="td_dtype")
 c3.selectbox("Optimizer", list(OPTIMIZERS), format_func=OPT_LABELS.get, key="td_opt")
-c4, c5, c6 = st.columns(3)
+c4, c5, c6 = more_settings().columns(3)
 c4.number_input("Learning rate", min_value=0.0, max_value=10.0, step=0.05, format="%.4g", key="td_lr")
 c5.number_input(f"Steps (at most {MAX_STEPS:,})", min_value=1, max_value=MAX_STEPS, step=50, key="td_steps")
 c6.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="td_seed")

@@ -146,3 +146,19 @@ def test_a_shared_link_reopens_the_same_view(server, page):
     wait_for_app(page)
     expect(page.get_by_text("“n=banana” was ignored", exact=False)).to_be_visible()
     assert_healthy_page(page)
+
+
+def test_talk_mode_on_a_1280x720_projector(browser, server):
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    page.goto(f"{server.url}/?talk=1")
+    wait_for_app(page)
+    assert page.evaluate("parseFloat(getComputedStyle(document.documentElement).fontSize)") >= 20
+    screenshot(page, "talk-home-1280x720")
+    page.locator('[data-testid="stPageLink"]').filter(has_text="Watch two runs diverge").click()
+    wait_for_app(page)
+    expect(page.get_by_text("Press Play to train both runs live", exact=False)).to_be_visible()
+    assert page.get_by_text("More settings").count() == 1  # secondary controls folded away
+    assert_healthy_page(page)
+    screenshot(page, "talk-training-1280x720")
+    context.close()

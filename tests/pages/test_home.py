@@ -16,8 +16,27 @@ def test_home_renders_the_story(app):
 
 def test_home_links_to_every_page(app):
     labels = [p.proto.label for p in app.get("page_link")]
-    assert [label.split(":")[0] for label in labels] == [
+    assert [label.split(":")[0] for label in labels[:5]] == [
         "Non-associativity", "Summation lab", "CPU vs GPU", "Training divergence", "Mitigations"]
+
+
+def test_talk_mode_scenarios_and_presenter_switch():
+    from streamlit.testing.v1 import AppTest
+
+    from tests.pages.conftest import ROOT, TIMEOUT
+    from ui.talk import SCENARIOS
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["talk"] = "1"
+    at.run()
+    assert not at.exception and at.session_state["presenter"] is True
+    labels = [p.proto.label for p in at.get("page_link")][5:]
+    assert sorted(labels) == sorted(title for title, *_ in SCENARIOS)
+    at.switch_page("pages/summation_lab.py").run()
+    assert not at.exception
+    assert any(e.label == "More settings" for e in at.expander)
+    at.toggle(key="presenter").set_value(False).run()
+    assert not any(e.label == "More settings" for e in at.expander)
 
 
 def test_every_page_opens_through_navigation(app):
