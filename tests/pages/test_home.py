@@ -32,10 +32,12 @@ def test_talk_mode_scenarios_and_presenter_switch():
     assert not at.exception and at.session_state["presenter"] is True
     labels = [p.proto.label for p in at.get("page_link")][5:]
     assert sorted(labels) == sorted(title for title, *_ in SCENARIOS)
+    assert at.toggle(key="presenter").value is True
     at.switch_page("pages/summation_lab.py").run()
     assert not at.exception
     assert any(e.label == "More settings" for e in at.expander)
-    at.toggle(key="presenter").set_value(False).run()
+    at.session_state["presenter"] = False  # what the sidebar toggle does
+    at.run()
     assert not any(e.label == "More settings" for e in at.expander)
 
 
