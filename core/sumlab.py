@@ -129,7 +129,8 @@ def running_error(values: np.ndarray, working: str, points: int = 200) -> Runnin
     xw = working_array(values, working)
     n = values.size
     pos = np.unique(np.linspace(1, n, num=min(points, n)).round().astype(np.int64))
-    partial = np.add.accumulate(xw)[pos - 1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        partial = np.add.accumulate(xw)[pos - 1]
     exact_prefix, abs_prefix = Fraction(0), Fraction(0)
     start = 0
     errs, ulps, bounds = [], [], []

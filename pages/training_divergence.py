@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import replace
 from fractions import Fraction
@@ -161,6 +162,9 @@ def draw(live: bool = False) -> None:
         recs = run.records
         summary = summarize(recs)
         last = recs[-1]
+        if not (math.isfinite(last.loss_a) and math.isfinite(last.loss_b)):
+            st.warning("The losses have overflowed to inf or NaN: this learning rate makes training blow up. "
+                       "Lower it to see a meaningful comparison.", icon=":material/warning:")
         where_b = (f"B ran on {run.b_device_name}" if settings.source == "device" else
                    "both ran live on this CPU" + (" (B is a reordered stand-in for another device)"
                                                   if settings.source in STAND_IN else ""))
