@@ -37,7 +37,8 @@ def as_json(table: pd.DataFrame, settings: dict, prov: dict) -> bytes:
 def download_buttons(table: pd.DataFrame, settings: dict, stem: str, key: str) -> None:
     prov = provenance()
     c1, c2 = st.columns(2)
+    # on_click="ignore": a download needs no rerun, and a rerun could retire the file mid-download
     c1.download_button("Download the table as CSV", as_csv(table, settings, prov), f"{stem}.csv", "text/csv",
-                       key=f"{key}_csv")
+                       key=f"{key}_csv", on_click="ignore")
     c2.download_button("Download as JSON (with settings and provenance)", as_json(table, settings, prov),
-                       f"{stem}.json", "application/json", key=f"{key}_json")
+                       f"{stem}.json", "application/json", key=f"{key}_json", on_click="ignore")
