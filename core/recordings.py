@@ -112,11 +112,19 @@ def capture(device: Device | None = None, quick: bool = False, log=print) -> dic
     log("  matmuls done")
     training = _capture_training(device, steps=100 if quick else 500)
     log("  training done")
+    from core.mitigations import measure_throughput
+
+    throughput = [
+        {"op": t.op, "size": t.size, "seconds_float32": t.seconds32, "seconds_float64": t.seconds64,
+         "rate_float32": t.rate32, "rate_float64": t.rate64, "unit": t.unit}
+        for t in measure_throughput(device, matmul_n=256 if quick else 4096, sum_n=100_000 if quick else 100_000_000)
+    ]
+    log("  float32 vs float64 throughput done")
     return {
         "format_version": FORMAT_VERSION,
         "provenance": {**info, "captured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                        "host": platform.node() or "unknown", "quick": quick},
-        "sums": sums, "matmuls": matmuls, "training": training,
+        "sums": sums, "matmuls": matmuls, "training": training, "throughput": throughput,
     }
 
 

@@ -23,6 +23,7 @@ from core.mitigations import (
 )
 from core.orders import ORDERS, run_order
 from core.querystate import Field
+from core.recordings import load_recordings
 from core.sumlab import run_lab
 from core.training import TrainSettings, seed_study
 from core.vectors import VectorSpec, generate
@@ -119,6 +120,13 @@ st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 for t in tp:
     if isinstance(t, str):
         st.warning(t)
+recorded = [{"device": f"{r.provenance['device_name']} ({r.label})", "operation": f"{t['op']} ({t['size']:,})",
+             "float32": f"{t['rate_float32']:,.1f} {t['unit']}", "float64": f"{t['rate_float64']:,.1f} {t['unit']}",
+             "float64 speed / float32 speed": f"{t['rate_float64'] / t['rate_float32']:.2f}"}
+            for r in load_recordings()[0] for t in r.data.get("throughput", [])]
+if recorded:
+    st.markdown("Recorded on other hardware with `python -m scripts.capture`:")
+    st.dataframe(pd.DataFrame(recorded), hide_index=True, width="stretch")
 st.caption(f"Measured live just now with torch {torch.__version__}, median of 5 after a warm-up. A large sum is "
            "limited by memory bandwidth (float64 moves twice the bytes), a matrix product by arithmetic.")
 st.dataframe(pd.DataFrame(VENDOR_RATIOS, columns=["hardware", "peak FP64 : FP32", "source"]), hide_index=True,

@@ -44,6 +44,8 @@ def test_capture_format_and_provenance(recorded):
     if prov["device_kind"] == "cpu":
         assert any("No GPU found: capturing the CPU instead" in m for m in messages)
     assert len(rec["sums"]) == 4 * 2 * 4 and len(rec["matmuls"]) == 3 and len(rec["training"]) == 2
+    assert [t["op"] for t in rec["throughput"]] == ["matmul", "sum"]
+    assert all(t["rate_float32"] > 0 and t["rate_float64"] > 0 for t in rec["throughput"])
     assert json.loads(path.read_text()) == rec
     validate(rec)
 

@@ -41,3 +41,15 @@ def test_seed_study_button(mi):
     assert not mi.exception
     labels = [m.label for m in mi.metric]
     assert "Seed-to-seed spread of final loss (std, A)" in labels
+
+
+def test_recorded_throughput_is_shown_with_its_provenance(monkeypatch, tmp_path):
+    from core.recordings import capture, write_recording
+
+    write_recording(capture(quick=True, log=lambda *_: None), tmp_path)
+    monkeypatch.setenv("FP_RECORDINGS_DIR", str(tmp_path))
+    at = AppTest.from_file(str(ROOT / "pages" / "mitigations.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert "Recorded on other hardware" in all_text(at)
+    rec_table = at.dataframe[1].value
+    assert rec_table["device"].str.contains("recorded on ").all()
