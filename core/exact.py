@@ -70,10 +70,6 @@ def exact_decimal(x: Exact) -> str:
     return f"{sign}{int_part}.{frac}"
 
 
-def significant_digits(decimal: str) -> int:
-    """Number of significant digits in an exact decimal string (0 for zero)."""
-    digits = decimal.lstrip("-").replace(".", "").lstrip("0")
-    return len(digits)
 
 
 def shortest_repr(x: Exact, fmt: FloatFormat) -> str:

@@ -153,8 +153,6 @@ def round_to_format(x: Exact, fmt: FloatFormat) -> Exact:
     return sign * rounded
 
 
-def is_representable(x: Fraction, fmt: FloatFormat) -> bool:
-    return round_to_format(x, fmt) == x
 
 
 # ------------------------------------------------------------------------ bit patterns
@@ -234,10 +232,6 @@ def tensor_of(x: Exact, fmt: FloatFormat, device: str | torch.device = "cpu") ->
     return tensor_from_bits(bits_of_value(x, fmt), fmt, device)
 
 
-def value_of_tensor(t: torch.Tensor) -> Exact:
-    """Exact value of a 0-d floating tensor, decoded from its bits."""
-    fmt = format_of(t.dtype)
-    return value_of_bits(bits_of(t), fmt)
 
 
 # ----------------------------------------------------------------------- ULP distances

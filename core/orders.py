@@ -9,7 +9,6 @@ compensated sums run across many lanes at once.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -60,10 +59,6 @@ def sequential(x: np.ndarray) -> np.generic:
         return np.add.accumulate(x)[-1]
 
 
-def running_sums(x: np.ndarray) -> np.ndarray:
-    """Every partial sum of the sequential order (for the running-error chart)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.add.accumulate(x)
 
 
 def pairwise(x: np.ndarray) -> np.generic:
@@ -84,11 +79,6 @@ def pairwise(x: np.ndarray) -> np.generic:
     return level[0]
 
 
-def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    s = a + b
-    bb = s - a
-    err = (a - (s - bb)) + (b - bb)
-    return s, err
 
 
 LANES = 1024
@@ -322,7 +312,3 @@ def run_order(key: str, values: np.ndarray, working: str) -> OrderOutcome:
 def clamp_permutations(k: int, n: int) -> int:
     """How many random permutations fit the work budget (k * n <= 2e7) for this n."""
     return max(1, min(k, 20_000_000 // max(n, 1)))
-
-
-def finite(v: np.generic) -> bool:
-    return bool(math.isfinite(float(v)))

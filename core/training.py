@@ -213,13 +213,8 @@ class StepRecord:
     acc_b: float
 
 
-def _bits(t: torch.Tensor) -> np.ndarray:
-    a = t.detach().cpu().contiguous().numpy()
-    return a.view(np.uint64 if a.dtype == np.float64 else np.uint32).ravel()
 
 
-def _popcount(x: np.ndarray) -> int:
-    return int(np.unpackbits(x.view(np.uint8)).sum())
 
 
 def _float_bits(v: float, dtype: torch.dtype) -> int:
@@ -229,8 +224,6 @@ def _float_bits(v: float, dtype: torch.dtype) -> int:
     return struct.unpack("<I", struct.pack("<f", v))[0]
 
 
-def _scalar_bits(v: torch.Tensor) -> int:
-    return int(_bits(v.reshape(1))[0])
 
 
 # ----------------------------------------------------------------------- the paired run
