@@ -124,8 +124,8 @@ both learn equally well.
             st.caption(what)
     st.caption(
         "Every number in this app says where it came from: computed live on this server "
-        "(which device, how many threads), a model of a library's or device's order (labelled as such), or exact "
-        "rational arithmetic."
+        "(which device, how many threads), recorded on real hardware (which device, versions, date), a model of a "
+        "library's or device's order (labelled as such), or exact rational arithmetic."
     )
 
 
