@@ -28,7 +28,9 @@ class Device:
 
 
 def cpu_device() -> Device:
-    return Device("cpu", None, f"CPU ({platform.machine() or 'unknown'}, {torch.get_num_threads()} threads)")
+    from core.globalstate import PROCESS_THREADS
+
+    return Device("cpu", None, f"CPU ({platform.machine() or 'unknown'}, {PROCESS_THREADS} threads)")
 
 
 def available_devices() -> list[Device]:
@@ -56,7 +58,7 @@ def device_info(device: Device) -> dict:
         "cuda_version": torch.version.cuda,
         "driver": None,
         "tf32_matmul": None,
-        "threads": torch.get_num_threads() if device.kind == "cpu" else None,
+        "threads": _process_threads() if device.kind == "cpu" else None,
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
         "platform": f"{platform.system()} {platform.machine()}",
     }
@@ -67,3 +69,9 @@ def device_info(device: Device) -> dict:
         getter = getattr(torch._C, "_cuda_getDriverVersion", None)
         info["driver"] = str(getter()) if getter else "unknown"
     return info
+
+
+def _process_threads() -> int:
+    from core.globalstate import PROCESS_THREADS
+
+    return PROCESS_THREADS

@@ -250,7 +250,11 @@ def error_in_ulps(computed: Exact, exact: Exact, fmt: FloatFormat) -> float:
             return math.nan
         if math.isinf(computed):
             return computed
-    return float((Fraction(computed) - Fraction(exact)) / ulp(exact, fmt))
+    ratio = (Fraction(computed) - Fraction(exact)) / ulp(exact, fmt)
+    try:
+        return float(ratio)
+    except OverflowError:  # e.g. a nonzero result when the exact sum is 0: ulp(0) is the smallest subnormal
+        return math.inf if ratio > 0 else -math.inf
 
 
 def ordinal(bits: int, fmt: FloatFormat) -> int:

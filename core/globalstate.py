@@ -21,6 +21,15 @@ import numpy as np
 import torch
 
 GLOBAL_SETTINGS_LOCK = threading.RLock()
+# The process's own intra-op thread count, read once at import, before any viewer's
+# computation can change it temporarily: "all threads" always means this many.
+PROCESS_THREADS = max(1, torch.get_num_threads())
+
+
+def current_settings() -> tuple[int, bool]:
+    """(torch threads, deterministic mode) read under the lock, never mid-change."""
+    with GLOBAL_SETTINGS_LOCK:
+        return torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import torch
 from core.devices import Device, available_devices
 from core.exact import exact_sum_fraction
 from core.formats import FORMATS, Exact, format_of, round_to_format
-from core.globalstate import torch_threads
+from core.globalstate import PROCESS_THREADS, torch_threads
 from core.metrics import bits_of_scalar
 
 # Vendor peak FP64:FP32 ratios as cited in the project's reference notes (not measured here).
@@ -115,7 +115,7 @@ class AccumulationRow:
 def wider_accumulation(x: torch.Tensor, wider: torch.dtype, repeats: int = 5) -> list[AccumulationRow]:
     """torch.sum(x) and torch.sum(x, dtype=wider), each with 1 and all threads, against the exact sum."""
     exact = exact_sum_fraction(x)
-    threads_all = max(1, torch.get_num_threads())
+    threads_all = PROCESS_THREADS
     rows = []
     for dt in (x.dtype, wider):
         for threads in sorted({1, threads_all}):
@@ -152,7 +152,7 @@ def determinism(x: torch.Tensor, repeats: int = 5, seed: int = 0) -> Determinism
     """Run-to-run (same threads), thread count, and batch size (mm of one row vs of all rows)."""
     from core.formats import bits_of, ulp_distance
 
-    counts = sorted({1, max(1, torch.get_num_threads())})
+    counts = sorted({1, PROCESS_THREADS})
     distinct, values = {}, {}
     for t in counts:
         with torch_threads(t):
@@ -192,8 +192,9 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
     halves of their mantissas, grouped by exponent the same way. The few thousand group
     totals are then combined exactly on the CPU and rounded once.
     """
-    if x.numel() >= 1 << 29:
-        raise ValueError("reproducible_sum handles fewer than 2^29 values per call")
+    limit = 1 << (26 if x.dtype == torch.float64 else 29)  # bucket totals must stay below 2^53
+    if x.numel() >= limit:
+        raise ValueError(f"reproducible_sum handles fewer than {limit:,} {x.dtype} values per call")
     fmt = format_of(x.dtype)
     flat = x.detach().reshape(-1)
     if x.dtype == torch.float64:
@@ -229,7 +230,7 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
 def reproducible_sum_devices(x: torch.Tensor) -> list[tuple[str, int]]:
     """The reproducible sum on every available device (and CPU thread count): (where, bits)."""
     out = []
-    for t in sorted({1, max(1, torch.get_num_threads())}):
+    for t in sorted({1, PROCESS_THREADS}):
         with torch_threads(t):
             out.append((f"CPU, {t} thread{'s' if t > 1 else ''}", bits_of_scalar(_np(reproducible_sum(x)))))
     for d in available_devices():

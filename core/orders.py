@@ -191,7 +191,9 @@ BFLOAT16 = NUMPY_DTYPES["bfloat16"]
 
 
 def available_threads() -> int:
-    return max(1, torch.get_num_threads())
+    from core.globalstate import PROCESS_THREADS
+
+    return PROCESS_THREADS
 
 
 ORDERS: dict[str, Order] = {

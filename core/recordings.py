@@ -198,15 +198,24 @@ def validate(data: dict) -> None:
     if not isinstance(prov, dict) or any(k not in prov for k in REQUIRED_PROVENANCE):
         raise RecordingError("the provenance object is missing fields: " + ", ".join(
             k for k in REQUIRED_PROVENANCE if not isinstance(prov, dict) or k not in prov))
-    for e in data.get("sums", []):
+    if not isinstance(data.get("sums"), list):
+        raise RecordingError("the recording has no list of sums")
+    for e in data["sums"]:
+        if not isinstance(e, dict):
+            raise RecordingError("a sum entry is not an object")
         for k in ("generator", "seed", "n", "dtype", "vector_sha256", "sum_hex"):
             if k not in e:
                 raise RecordingError(f"a sum entry lacks {k!r}")
-        if e["dtype"] not in NUMPY_DTYPES:
-            raise RecordingError(f"unknown dtype {e['dtype']!r}")
-        width = NUMPY_DTYPES[e["dtype"]].itemsize * 2
-        if len(e["sum_hex"]) != width or any(c not in "0123456789abcdef" for c in e["sum_hex"]):
-            raise RecordingError(f"sum_hex {e['sum_hex']!r} is not {width} hex digits")
+        if e["dtype"] not in NUMPY_DTYPES or not isinstance(e["n"], int) or not isinstance(e["seed"], int):
+            raise RecordingError(f"a sum entry has a bad dtype, n or seed ({e['dtype']!r}, {e['n']!r})")
+        wider = WIDER[e["dtype"]]
+        for key, dtype in (("sum_hex", e["dtype"]), (f"sum_dtype_{wider}_hex", wider)):
+            if dtype is None or key not in e:
+                continue
+            width = NUMPY_DTYPES[dtype].itemsize * 2
+            value = e[key]
+            if not isinstance(value, str) or len(value) != width or any(c not in "0123456789abcdef" for c in value):
+                raise RecordingError(f"{key} {str(value)[:30]!r} is not {width} hex digits")
 
 
 def load_recordings(directory: pathlib.Path | None = None) -> tuple[list[Recording], list[str]]:

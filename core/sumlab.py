@@ -62,10 +62,12 @@ class LabResult:
         return round_to_format(self.exact, self.fmt)
 
 
-def _bound(order: Order, outcome: OrderOutcome, n: int, sum_abs: Fraction, fmt: FloatFormat, cast: bool):
+def _bound(order: Order, outcome: OrderOutcome, n: int, sum_abs: Fraction, fmt: FloatFormat,
+           cast_error: Fraction | None):
+    """The order's bound for the values it summed, plus the exact error of casting them (if any)."""
     b = a_priori_bound(order.bound, n, sum_abs, fmt, outcome.tree_depth)
-    if b is not None and cast:
-        b += fmt.unit_roundoff * sum_abs  # each value was rounded once more when cast
+    if b is not None and cast_error is not None:
+        b += cast_error
     return b
 
 
@@ -86,20 +88,29 @@ def run_lab(values: np.ndarray, storage: str, working: str, orders: tuple[str, .
         kappa = float(sum_abs / abs(exact))
     xw = working_array(values, working)
     cast = bool(xw.dtype != values.dtype and values.dtype.itemsize > xw.dtype.itemsize)
-    cast_note = None
-    if cast and finite and exact_sum_fraction(xw) != exact:
-        cast_note = f"Casting to {working} rounded some values: the errors include that rounding."
+    cast_note, cast_error, bound_sum = None, None, sum_abs
+    if cast and finite:
+        # float64 -> float32: each value's rounding error is exact in float64, so its total is exact
+        with np.errstate(over="ignore", invalid="ignore"):
+            diff = np.abs(xw.astype(np.float64) - values)
+        cast_error = exact_sum_fraction(diff)
+        bound_sum = exact_sum_fraction(np.abs(xw))
+        if isinstance(cast_error, float) or isinstance(bound_sum, float):
+            finite = False  # a value overflowed the working format: no finite bound
+        elif cast_error:
+            cast_note = f"Casting to {working} rounded some values: the errors include that rounding."
     rows = []
     for key in orders:
         order = ORDERS[key]
         outcome = run_order(key, values, working)
-        bound = _bound(order, outcome, values.size, sum_abs, fmt, cast) if finite else None
+        bound = _bound(order, outcome, values.size, bound_sum, fmt, cast_error) if finite else None
         rows.append(OrderRow(order, outcome, evaluate(outcome.value, exact, sum_abs, fmt, bound)))
     study = None
     if permutations > 0 and values.size > 1:
         k = clamp_permutations(min(permutations, MAX_PERMUTATIONS), values.size)
         sums = permutation_sums(xw, k, perm_seed)
-        seq_bound = _bound(ORDERS["sequential"], OrderOutcome("p", sums[0], 0, ""), values.size, sum_abs, fmt, cast)
+        seq_bound = (_bound(ORDERS["sequential"], OrderOutcome("p", sums[0], 0, ""), values.size, bound_sum, fmt,
+                            cast_error) if finite else None)
         lo, hi = sums[np.argmin(sums.astype(np.float64))], sums[np.argmax(sums.astype(np.float64))]
         study = PermutationStudy(
             k, perm_seed, sums, int(np.unique(sums).size),

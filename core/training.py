@@ -287,7 +287,9 @@ class PairedRun:
             self.b.autocast_bf16 = True
         if s.source == "threads":
             self.b.threads = 1
-            self.a.threads = max(1, torch.get_num_threads())
+            from core.globalstate import PROCESS_THREADS
+
+            self.a.threads = PROCESS_THREADS
         if s.source == "permute_batch":
             self.b.batch_perm = rng.permutation(s.batch)
         self._perms = (h_perm1, h_perm2, f_perm)

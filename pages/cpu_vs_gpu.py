@@ -13,6 +13,7 @@ from core.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model
 from core.devices import available_devices, device_info
 from core.exact import correctly_rounded_sum, shortest_repr
 from core.formats import FORMATS, bits_of_value, hex_bits, ulp_distance, value_of_bits
+from core.globalstate import PROCESS_THREADS, current_settings
 from core.metrics import bits_of_scalar
 from core.querystate import Field
 from core.recordings import (
@@ -67,9 +68,10 @@ recs, problems = load_recordings(recordings_dir())
 gpu_recs = [r for r in recs if r.is_gpu]
 st.subheader("What this server has")
 st.dataframe(pd.DataFrame([device_info(d) for d in devices]), hide_index=True, width="stretch")
-st.caption(f"Process-wide torch settings of this server: {torch.get_num_threads()} intra-op threads, deterministic "
-           f"algorithms {'on' if torch.are_deterministic_algorithms_enabled() else 'off'}. No page changes them for "
-           "a viewer except under a lock that restores them.")
+live_threads, deterministic = current_settings()
+st.caption(f"Process-wide torch settings of this server: {live_threads} intra-op threads, deterministic "
+           f"algorithms {'on' if deterministic else 'off'}. No page changes them for a viewer except under a lock "
+           "that restores them.")
 if not gpus:
     st.info("No GPU is visible to torch on this server: GPU results below can only be recorded ones or the model.",
             icon=":material/info:")
@@ -92,7 +94,7 @@ def _row(where: str, tier: str, bits: int | None, note: str = "") -> None:
     rows.append({"where": where, "tier": tier, "bits": bits, "note": note})
 
 
-threads = max(1, torch.get_num_threads())
+threads = PROCESS_THREADS
 for t in sorted({1, threads}):
     _row(f"CPU, {t} thread{'s' if t > 1 else ''}", "live", live_sum_bits(values, devices[0], t),
          f"torch {torch.__version__}")
@@ -233,7 +235,7 @@ if not shown:
 if any(d.kind == "cuda" for d in gpus):
     from core.globalstate import cuda_tf32
 
-    a = torch.randn(256, 256, device="cuda")
+    a = torch.randn(256, 256, generator=torch.Generator().manual_seed(0)).to("cuda")  # no global RNG
     with cuda_tf32(False):
         exact32 = (a @ a).cpu()
     with cuda_tf32(True):

@@ -253,15 +253,16 @@ wide = next(r for r in wrows if r.accumulate != storage and r.threads == 1)
 st.dataframe(pd.DataFrame([
     {"mitigation": "float64 everywhere", "fixes": "errors 2²⁹ times smaller; divergence much later",
      "does not fix": "order dependence; still diverges eventually",
-     "measured cost here": f"matmul at {cpu_ratio:.2f}x float32 speed on this CPU; 1/32 to 1/64 on consumer GPUs"},
+     "cost": f"matmul at {cpu_ratio:.2f}x float32 speed on this CPU (measured); 1/32 to 1/64 on consumer GPUs "
+                                "(cited)"},
     {"mitigation": "wider accumulation (torch.sum dtype=)", "fixes": "the reduction's own error",
      "does not fix": "order dependence (far smaller); errors elsewhere in the model",
-     "measured cost here": f"{wide.seconds / base.seconds:.1f}x a plain torch.sum ({storage} input, 1 thread)"},
+     "cost": f"{wide.seconds / base.seconds:.1f}x a plain torch.sum ({storage} input, 1 thread; measured)"},
     {"mitigation": "deterministic algorithms", "fixes": "run-to-run changes on one device",
-     "does not fix": "CPU vs GPU, thread count, batch size", "measured cost here": "not toggled on a shared server"},
+     "does not fix": "CPU vs GPU, thread count, batch size", "cost": "not toggled on a shared server"},
     {"mitigation": "order-independent sum", "fixes": "sums: same bits everywhere",
      "does not fix": "other operations (matmuls, convolutions) unless rewritten likewise",
-     "measured cost here": "about 25x torch.sum (benchmark)"},
+     "cost": "about 25x torch.sum (benchmark on the 2-core development machine)"},
     {"mitigation": "accept the divergence", "fixes": "nothing, by design", "does not fix": "bit-level comparisons",
-     "measured cost here": "nothing at run time; compare K seeds per side"},
+     "cost": "nothing at run time; K seeds per side to compare"},
 ]), hide_index=True, width="stretch")

@@ -213,7 +213,8 @@ st.caption(
     "origin — live: the real library ran on this machine; model: our reimplementation of a library's or a device's "
     "order (the CUDA model is not checked against a GPU here); algorithm: a textbook order computed here; "
     "exact: rational arithmetic. Bounds (Higham, ch. 4): sequential γ(n−1)·Σ|x|, pairwise γ(⌈log2 n⌉)·Σ|x|, "
-    "compensated (4u + 2nu²)·Σ|x|, NumPy and the CUDA model γ(depth of their tree)·Σ|x|; for torch the "
+    "compensated 2u·Σ|x| + (1+u)·γ(m−1)·u·m·(1+γ(m))·Σ|x| with m values per lane (proved for "
+    "Neumaier, checked for Kahan), NumPy and the CUDA model γ(depth of their tree)·Σ|x|; for torch the "
     "sequential bound γ(n−1)·Σ|x|, which holds for every order (its tree depth is not derived here)."
 )
 

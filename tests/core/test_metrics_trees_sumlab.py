@@ -118,3 +118,24 @@ def test_running_error_ends_at_the_sequential_error():
     seq = exact_value(sequential(v.values), FLOAT32)
     assert re.abs_error[-1] == float(abs(seq - exact_sum_fraction(v.values)))
     assert (re.abs_error <= re.bound).all()
+
+
+def test_regressions_from_review():
+    """Inputs a reviewer found: each once crashed or raised a false bound alarm."""
+    from core.formats import error_in_ulps
+
+    # a nonzero result for an exact sum of 0 is infinitely many ULPs of 0 away, not an OverflowError
+    assert error_in_ulps(Fraction(-1), Fraction(0), FLOAT64) == -math.inf
+    r = run_lab(np.array([1e16, 1.0, -1e16, -1.0]), "float64", "same", ("sequential", "pairwise", "correct"))
+    assert r.exact == 0 and r.rows[0].metrics.ulps in (-math.inf, math.inf)
+    running_error(np.array([1e16, 1.0, -1e16, -1.0]), "float64")
+    # narrowing float64 -> float32 that underflows: the exact cast error is part of the bound
+    tiny = run_lab(np.array([1e-50, 1e-50, 1e-50]), "float64", "float32", ("sequential", "correct"))
+    assert all(row.metrics.within_bound for row in tiny.rows) and tiny.cast_note
+    # permutation histogram with sums that overflow
+    from ui.sumlab_view import permutation_frames
+
+    big = run_lab(np.array([1e308, 1e308]), "float64", "same", ("sequential",), permutations=5)
+    if big.permutations is not None and not isinstance(big.exact, float) and big.exact != 0:
+        hist, marks = permutation_frames(big)
+        assert hist.empty or hist["ulps"].notna().all()

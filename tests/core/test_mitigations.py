@@ -129,3 +129,9 @@ def test_reproducible_sum_refuses_absurd_sizes():
 
     with pytest.raises(ValueError):
         reproducible_sum(Huge())  # type: ignore[arg-type]
+
+
+def test_reproducible_sum_refuses_float64_sizes_it_cannot_keep_exact():
+    big = torch.full((1,), 2 - 2**-52, dtype=torch.float64).expand(3 << 25)  # no extra memory
+    with pytest.raises(ValueError, match="float64"):
+        reproducible_sum(big)
