@@ -18,12 +18,22 @@ st.set_page_config(
 # session, whether the app "uses the pages/ directory"; a first visitor who opens a deep
 # link whose path differs from the file name then gets a "Page not found" dialog.
 # (Measured with streamlit 1.67; the browser test opens a deep link on a fresh server.)
-NON_ASSOCIATIVITY = st.Page(
-    "pages/non_associativity.py",
-    title="Non-associativity",
-    icon=":material/swap_horiz:",
-    url_path="non_associativity",
-)
+# (file stem, title, icon, what the home page says about it)
+PAGE_TABLE = [
+    ("non_associativity", "Non-associativity", ":material/swap_horiz:",
+     "add three numbers two ways and see exactly where each rounding happens"),
+    ("summation_lab", "Summation lab", ":material/functions:",
+     "one vector, many summation orders (NumPy, torch on 1 and all threads, a GPU model), each error measured "
+     "exactly against its bound"),
+    ("cpu_vs_gpu", "CPU vs GPU", ":material/memory:",
+     "the same sum on every device here, recorded GPU results, and a model of a GPU reduction"),
+    ("training_divergence", "Training divergence", ":material/show_chart:",
+     "train a tiny network twice and watch the runs drift apart, step by step"),
+    ("mitigations", "Mitigations", ":material/build:",
+     "float64, wider accumulation, determinism and an order-independent sum, with costs measured here"),
+]
+PAGES = [(st.Page(f"pages/{stem}.py", title=title, icon=icon, url_path=stem), title, icon, blurb)
+         for stem, title, icon, blurb in PAGE_TABLE]
 
 
 def home() -> None:
@@ -87,33 +97,8 @@ both learn equally well.
     )
 
     st.header("Explore")
-    st.page_link(
-        NON_ASSOCIATIVITY,
-        label="Non-associativity: add three numbers two ways and see exactly where each rounding happens",
-        icon=":material/swap_horiz:",
-    )
-    st.page_link(
-        SUMMATION_LAB,
-        label="Summation lab: one vector, many summation orders (NumPy, torch on 1 and all threads, a GPU model), "
-        "each error measured exactly against its bound",
-        icon=":material/functions:",
-    )
-    st.page_link(
-        CPU_VS_GPU,
-        label="CPU vs GPU: the same sum on every device here, recorded GPU results, and a model of a GPU reduction",
-        icon=":material/memory:",
-    )
-    st.page_link(
-        TRAINING,
-        label="Training divergence: train a tiny network twice and watch the runs drift apart, step by step",
-        icon=":material/show_chart:",
-    )
-    st.page_link(
-        MITIGATIONS,
-        label="Mitigations: float64, wider accumulation, determinism and an order-independent sum, with costs "
-        "measured here",
-        icon=":material/build:",
-    )
+    for page, title, icon, blurb in PAGES:
+        st.page_link(page, label=f"{title}: {blurb}", icon=icon)
     st.header("Talk mode")
     st.markdown("Prepared scenarios for a talk: each opens a page with its settings in the link. Switch on "
                 "**Presenter mode** in the sidebar for larger type and fewer controls (or add `?talk=1` to a link).")
@@ -129,38 +114,10 @@ both learn equally well.
     )
 
 
-SUMMATION_LAB = st.Page(
-    "pages/summation_lab.py",
-    title="Summation lab",
-    icon=":material/functions:",
-    url_path="summation_lab",
-)
-
-TRAINING = st.Page(
-    "pages/training_divergence.py",
-    title="Training divergence",
-    icon=":material/show_chart:",
-    url_path="training_divergence",
-)
-
-CPU_VS_GPU = st.Page(
-    "pages/cpu_vs_gpu.py",
-    title="CPU vs GPU",
-    icon=":material/memory:",
-    url_path="cpu_vs_gpu",
-)
-
-MITIGATIONS = st.Page(
-    "pages/mitigations.py",
-    title="Mitigations",
-    icon=":material/build:",
-    url_path="mitigations",
-)
-
 HOME = st.Page(home, title="Overview", icon=":material/home:", default=True)
 
 apply_from_link()
 sidebar_toggle()
-PAGE = st.navigation([HOME, NON_ASSOCIATIVITY, SUMMATION_LAB, CPU_VS_GPU, TRAINING, MITIGATIONS])
+PAGE = st.navigation([HOME, *(page for page, *_ in PAGES)])
 mark_app_navigation()
 PAGE.run()

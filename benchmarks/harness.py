@@ -88,3 +88,29 @@ def wait_for_app(page, timeout: float = 60_000) -> None:
         page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
         page.wait_for_timeout(pause)
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
+
+
+def run_in_own_thread(fn, timeout: float):
+    """Run fn in a fresh thread and return its result, re-raising its exception here.
+
+    Playwright's sync API (and asyncio.run) refuse to start inside a running event loop,
+    which browser test fixtures keep in pytest's thread.
+    """
+    import threading
+
+    box: dict = {}
+
+    def work():
+        try:
+            box["out"] = fn()
+        except BaseException as err:  # re-raised in the caller's thread
+            box["err"] = err
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(timeout=timeout)
+    if "err" in box:
+        raise box["err"]
+    if "out" not in box:
+        raise TimeoutError(f"no result within {timeout:.0f} s")
+    return box["out"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 
 import altair as alt
@@ -159,7 +160,7 @@ if not gpu_recs:
     st.info("No real-GPU recording is bundled yet, so the CUDA model's match rate is **unmeasured**. It follows "
             "PyTorch's Reduce.cuh as read from the source; it is labelled a model everywhere in this app.")
 for rec in recs:
-    fid = _fidelity(rec.path, 0.0)
+    fid = _fidelity(rec.path, os.path.getmtime(rec.path))  # a replaced file is measured again
     rate = fid.matched / fid.compared if fid.compared else float("nan")
     st.markdown(f"**{rec.label}**: {fid.matched} of {fid.compared} sums bit-identical ({rate:.0%}); {fid.conditions}.")
     if fid.mismatches:

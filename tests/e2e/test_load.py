@@ -13,11 +13,10 @@ import asyncio
 import csv
 import io
 import pathlib
-import threading
 
 import torch
 
-from benchmarks.harness import CHROMIUM, CHROMIUM_ARGS
+from benchmarks.harness import CHROMIUM, CHROMIUM_ARGS, run_in_own_thread
 from core.orders import DEFAULT_ORDERS
 from core.sumlab import run_lab
 from core.training import PairedRun, TrainSettings
@@ -104,22 +103,7 @@ def expected_train(lr):
 
 
 def test_ten_concurrent_viewers(server):
-    # playwright's sync API (other tests' fixtures) runs an event loop in this thread, so the
-    # asynchronous sessions get a thread and an event loop of their own
-    box: dict = {}
-
-    def work():
-        try:
-            box["out"] = asyncio.run(run_all(server.url))
-        except BaseException as err:  # re-raised below, in the test's own thread
-            box["err"] = err
-
-    worker = threading.Thread(target=work)
-    worker.start()
-    worker.join(timeout=600)
-    if "err" in box:
-        raise box["err"]
-    results, before, after = box["out"]
+    results, before, after = run_in_own_thread(lambda: asyncio.run(run_all(server.url)), timeout=600)
     assert len(results) == 10
     for (storage, n), (rows, exceptions) in zip(LAB_SESSIONS, results[: len(LAB_SESSIONS)], strict=True):
         assert exceptions == 0
