@@ -6,6 +6,14 @@ Pages never set them directly.  When a computation truly needs a different setti
 sum with one CPU thread, say), it runs inside ``torch_threads``, which holds a
 process-wide lock for the whole computation and restores the previous value after it,
 so no other viewer's computation can observe the change.
+
+torch's intra-op thread count needs care. Under OpenMP, ``torch.get_num_threads()`` is
+per OS thread, and a thread takes the process default (the value of the last
+``torch.set_num_threads`` anywhere) when it first uses torch. A script thread that started
+during another viewer's one-thread block therefore reads 1 for itself; restoring "whatever
+was read" would write that 1 back as the process default for every later thread. So
+``torch_threads`` restores the process's configured count (``PROCESS_THREADS``, read once
+at import), never a value read from the calling thread, and readers report that count.
 """
 
 from __future__ import annotations
@@ -26,15 +34,34 @@ GLOBAL_SETTINGS_LOCK = threading.RLock()
 PROCESS_THREADS = max(1, torch.get_num_threads())
 
 
+# The counts requested by the ``torch_threads`` blocks now open, innermost last. Only the
+# thread holding GLOBAL_SETTINGS_LOCK (re-entrantly) ever touches it.
+_requested: list[int] = []
+
+
 def current_settings() -> tuple[int, bool]:
-    """(torch threads, deterministic mode) read under the lock, never mid-change."""
+    """(the process's configured torch threads, deterministic mode), read under the lock.
+
+    The thread count is the configured one, not ``torch.get_num_threads()`` of the calling
+    thread, which may be a stale per-thread value (see the module docstring).
+    """
     with GLOBAL_SETTINGS_LOCK:
-        return torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+        return PROCESS_THREADS, torch.are_deterministic_algorithms_enabled()
+
+
+def new_thread_threads() -> int:
+    """The thread count a thread started now gets from torch (the process default)."""
+    seen: list[int] = []
+    reader = threading.Thread(target=lambda: seen.append(torch.get_num_threads()), name="thread-count-probe")
+    reader.start()
+    reader.join()
+    return seen[0]
 
 
 @dataclass(frozen=True)
 class GlobalState:
     torch_threads: int
+    torch_threads_new_thread: int  # the process default a fresh thread starts with
     torch_deterministic: bool
     torch_rng_digest: str
     numpy_rng_digest: str
@@ -48,6 +75,7 @@ class GlobalState:
         np_rng = hashlib.sha256(repr(np_state).encode()).hexdigest()
         return GlobalState(
             torch_threads=torch.get_num_threads(),
+            torch_threads_new_thread=new_thread_threads(),
             torch_deterministic=torch.are_deterministic_algorithms_enabled(),
             torch_rng_digest=torch_rng,
             numpy_rng_digest=np_rng,
@@ -58,16 +86,21 @@ class GlobalState:
 
 @contextmanager
 def torch_threads(n: int) -> Iterator[None]:
-    """Run a block with ``n`` torch intra-op threads, exclusively, then restore."""
+    """Run a block with ``n`` torch intra-op threads, exclusively, then restore.
+
+    On exit the count goes back to the enclosing block's request, or to ``PROCESS_THREADS``
+    outside every block: never to a value read from this OS thread, which may be stale.
+    """
     if n < 1:
         raise ValueError("thread count must be at least 1")
     with GLOBAL_SETTINGS_LOCK:
-        previous = torch.get_num_threads()
-        torch.set_num_threads(n)
+        _requested.append(n)
         try:
+            torch.set_num_threads(n)
             yield
         finally:
-            torch.set_num_threads(previous)
+            _requested.pop()
+            torch.set_num_threads(_requested[-1] if _requested else PROCESS_THREADS)
 
 
 @contextmanager

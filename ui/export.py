@@ -11,6 +11,7 @@ import streamlit as st
 import torch
 
 from core.devices import cpu_device
+from core.globalstate import PROCESS_THREADS
 
 
 def provenance() -> dict:
@@ -18,7 +19,7 @@ def provenance() -> dict:
         "computed_on": cpu_device().name,
         "torch_version": torch.__version__,
         "numpy_version": np.__version__,
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": PROCESS_THREADS,  # the configured count, not this thread's own
         "exported_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
 
