@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import struct
 
 import altair as alt
 import pandas as pd
@@ -13,6 +12,7 @@ import torch
 from core.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model
 from core.devices import available_devices, device_info
 from core.exact import correctly_rounded_sum, shortest_repr
+from core.fingerprint import op_fingerprint
 from core.formats import FORMATS, bits_of_value, hex_bits, ulp_distance, value_of_bits
 from core.globalstate import PROCESS_THREADS, current_settings
 from core.metrics import bits_of_scalar
@@ -21,6 +21,7 @@ from core.recordings import (
     SUITE_DTYPES,
     SUITE_GENERATORS,
     SUITE_SIZES,
+    compare_recordings,
     live_sum_bits,
     load_recordings,
     model_fidelity,
@@ -29,8 +30,10 @@ from core.recordings import (
 )
 from core.torch_cpu_model import GRAIN_SIZE, default_lanes, thread_chunks
 from core.vectors import GENERATORS, VectorSpec, generate
+from ui import machines_view as mv
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation
+from ui.render import inert
 from ui.urlstate import restore, share_box, sync
 
 H100_SMS = 132
@@ -68,7 +71,16 @@ gpus = [d for d in devices if d.kind != "cpu"]
 recs, problems = load_recordings(recordings_dir())
 gpu_recs = [r for r in recs if r.is_gpu]
 st.subheader("What this server has")
-st.dataframe(pd.DataFrame([device_info(d) for d in devices]), hide_index=True, width="stretch")
+mv.facts_table({f"this server: {d.name}": device_info(d) for d in devices})
+with st.spinner("Fingerprinting this server: 27 fixed operations, once per server start…"):
+    live_ops = op_fingerprint()
+mv.fingerprint_line(live_ops)
+st.caption("The fingerprint hashes the result bits of 27 fixed operations on fixed inputs (sums, matrix products, "
+           "tanh/exp/log-softmax, and one training step piece by piece), computed live on this server with its "
+           f"configured {PROCESS_THREADS} threads. Two machines with the same fingerprint gave the same bits in all of "
+           "them; where the group hashes differ, the machines part in that kind of operation. The recordings below "
+           "carry the same hashes, compared here operation by operation:")
+mv.live_vs_recordings(live_ops, recs)
 live_threads, deterministic = current_settings()
 st.caption(f"Process-wide torch settings of this server: {live_threads} intra-op threads, deterministic "
            f"algorithms {'on' if deterministic else 'off'}. No page changes them for a viewer except under a lock "
@@ -77,7 +89,7 @@ if not gpus:
     st.info("No GPU is visible to torch on this server: GPU results below can only be recorded ones or the model.",
             icon=":material/info:")
 for p in problems:
-    st.warning(f"Recording refused: {p}")
+    st.warning(f"Recording refused: {inert(p)}")
 
 c1, c2, c3 = st.columns(3)
 gen = c1.selectbox("Vector", SUITE_GENERATORS, format_func=GENERATORS.get, key="cg_gen")
@@ -116,10 +128,10 @@ for rec in recs:  # GPU recordings, and CPU recordings from other machines (labe
         continue
     found_recording = True
     if not rp.vector_matches:
-        st.error(f"{rec.label}: its vector's SHA-256 differs from the one regenerated here, so the result is "
+        st.error(f"{inert(rec.label)}: its vector's SHA-256 differs from the one regenerated here, so the result is "
                  "not comparable and is not shown.")
         continue
-    _row(rec.provenance["device_name"], "recorded", rp.recorded_bits, rec.label)
+    _row(rec.machine, "recorded", rp.recorded_bits, rec.label)
     if rp.model_bits is not None:
         _row(f"CUDA model, SM count {rec.provenance['sm_count']}", "model", rp.model_bits,
              "our model of the GPU's reduction order for that device")
@@ -162,7 +174,8 @@ if not gpu_recs:
 for rec in recs:
     fid = _fidelity(rec.path, os.path.getmtime(rec.path))  # a replaced file is measured again
     rate = fid.matched / fid.compared if fid.compared else float("nan")
-    st.markdown(f"**{rec.label}**: {fid.matched} of {fid.compared} sums bit-identical ({rate:.0%}); {fid.conditions}.")
+    st.markdown(f"**{inert(rec.label)}**: {fid.matched} of {fid.compared} sums bit-identical ({rate:.0%}); "
+                f"{inert(fid.conditions)}.")
     if fid.mismatches:
         st.dataframe(pd.DataFrame(fid.mismatches, columns=["vector", "n", "format", "ULPs apart"]), hide_index=True)
         st.caption("Where the model misses, it is missing a detail of the real kernel (vector width for 16-bit "
@@ -217,22 +230,46 @@ st.markdown(
     "roundings, even though each single addition is IEEE-correct on both."
 )
 
-# ---------------------------------------------------------------------------- training
+# ------------------------------------------------------------------- two machines, recorded
+st.subheader("Two real machines side by side")
+if len(recs) < 2:
+    st.info("Fewer than two recordings are bundled, so there is nothing to set side by side.")
+else:
+    names = [r.label for r in recs]
+    c1, c2 = st.columns(2)
+    li = c1.selectbox("Machine", range(len(recs)), format_func=names.__getitem__, key="cg_left")
+    ri = c2.selectbox("against", range(len(recs)), index=1, format_func=names.__getitem__, key="cg_right")
+    left, right = recs[li], recs[ri]
+    if li == ri:
+        st.info("Pick two different recordings.")
+    else:
+        cmp = compare_recordings(left, right)
+        st.markdown(mv.verdict(cmp, left.machine, right.machine))
+        mv.comparison_summary(cmp)
+        mv.facts_table({f"{r.machine} ({r.name})": r.provenance for r in (left, right)})
+        for r in (left, right):
+            if r.provenance.get("facts_note"):
+                st.caption(f"{inert(r.name)}: {inert(r.provenance['facts_note'])}")
+        with st.expander("Operation by operation"):
+            mv.op_table(cmp.ops, left.machine, right.machine)
+        for tc in cmp.training:
+            cols = st.columns(2)
+            for col, r in zip(cols, (left, right), strict=True):
+                with col:
+                    entry = next(t for t in r.training if t.preset == tc.preset)
+                    mv.training_chart(entry, f"{r.machine}: {entry.preset}")
+                    st.caption(f"{inert(r.label)}; {inert(entry.note)}.")
+        st.caption("Each chart is one machine's own A/B pair (B differs from A as the preset says); the red rule marks "
+                   "the first step at which the pair's losses are more than 1% apart on that machine.")
+
 st.subheader("The training pair on a GPU")
-shown = False
-for rec in recs:
-    for tr in rec.data.get("training", []):
-        la = [struct.unpack("<f", bytes.fromhex(h)[::-1])[0] for h in tr["loss_a_hex"]]
-        lb = [struct.unpack("<f", bytes.fromhex(h)[::-1])[0] for h in tr["loss_b_hex"]]
-        df = pd.DataFrame({"step": list(range(1, len(la) + 1)) * 2, "loss": la + lb,
-                           "run": (["A (CPU)"] * len(la) + ["B (GPU)"] * len(lb)) if rec.is_gpu
-                           else (["A"] * len(la) + ["B"] * len(lb))})
-        st.altair_chart(alt.Chart(df, title=f"{tr['preset']} — {rec.label} ({tr['note']})").mark_line().encode(
-            x="step:Q", y=alt.Y("loss:Q", scale=alt.Scale(type="log")), color="run:N"), width="stretch")
-        shown = shown or rec.is_gpu
-if not shown:
+if not gpu_recs:
     st.info("No GPU training recording is bundled. On this server the Training divergence page shows the same "
             "pair with B reordered on the CPU, labelled as a stand-in.")
+for rec in gpu_recs:
+    for entry in rec.training:
+        mv.training_chart(entry, f"{rec.machine}: {entry.preset}")
+        st.caption(f"{inert(rec.label)}; {inert(entry.note)}.")
 if any(d.kind == "cuda" for d in gpus):
     from core.globalstate import cuda_tf32
 

@@ -120,10 +120,10 @@ st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 for t in tp:
     if isinstance(t, str):
         st.warning(t)
-recorded = [{"device": f"{r.provenance['device_name']} ({r.label})", "operation": f"{t['op']} ({t['size']:,})",
-             "float32": f"{t['rate_float32']:,.1f} {t['unit']}", "float64": f"{t['rate_float64']:,.1f} {t['unit']}",
-             "float64 speed / float32 speed": f"{t['rate_float64'] / t['rate_float32']:.2f}"}
-            for r in load_recordings()[0] for t in r.data.get("throughput", [])]
+recorded = [{"device": r.label, "operation": f"{t.op} ({t.size:,})",
+             "float32": f"{t.rate_float32:,.1f} {t.unit}", "float64": f"{t.rate_float64:,.1f} {t.unit}",
+             "float64 speed / float32 speed": f"{t.rate_float64 / t.rate_float32:.2f}"}
+            for r in load_recordings()[0] for t in r.throughput]
 if recorded:
     st.markdown("Recorded on other hardware with `python -m scripts.capture`:")
     st.dataframe(pd.DataFrame(recorded), hide_index=True, width="stretch")

@@ -1,11 +1,14 @@
 """Capture a recording of the fixed suite on this machine's GPU (or its CPU, when it has none).
 
-    python -m scripts.capture                 # full suite, writes data/recordings/v1-<device>-<time>.json
+    python -m scripts.capture                 # full suite, writes data/recordings/v2-<device>-<time>.json
     python -m scripts.capture --quick --out /tmp/rec   # small sizes (what CI exercises)
 
-The file holds a provenance object (device, SM count, torch/CUDA/driver versions, time)
-and every result as the hex of its bits. Commit GPU recordings under data/recordings/;
-the app replays them when no GPU is present.
+The file (format version 2, core.recording_schema) holds a provenance object (CPU model,
+SIMD capability, BLAS/oneDNN builds, threads, NumPy, OS; for a GPU also its compute
+capability, SM count, driver, CUDA and cuBLAS versions; numeric environment variables),
+every result as the hex of its bits, and the per-operation fingerprint of core.fingerprint,
+so a capture from another machine tells by itself in which operation it parts from this
+one. Commit recordings under data/recordings/; the app replays them with their provenance.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import argparse
 import pathlib
 import sys
 
+from core.fingerprint import fingerprint, group_fingerprints
 from core.recordings import DEFAULT_DIR, Recording, capture, model_fidelity, write_recording
 
 
@@ -24,9 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     rec = capture(quick=args.quick)
     path = write_recording(rec, args.out)
-    fid = model_fidelity(Recording(str(path), rec))
+    fid = model_fidelity(Recording.from_dict(str(path), rec))
     print(f"wrote {path} ({path.stat().st_size:,} bytes): {len(rec['sums'])} sums, {len(rec['matmuls'])} matmuls, "
           f"{len(rec['training'])} training pairs")
+    groups = ", ".join(f"{g} {h}" for g, h in group_fingerprints(rec["op_fingerprint"]).items())
+    print(f"machine fingerprint {fingerprint(rec['op_fingerprint'])} ({groups})")
     print(f"model fidelity: {fid.matched}/{fid.compared} bit-identical ({fid.conditions})")
     return 0
 

@@ -10,13 +10,16 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from core.devices import cpu_device
+from core.devices import cpu_device, machine_facts
 from core.globalstate import PROCESS_THREADS
 
 
 def provenance() -> dict:
     return {
         "computed_on": cpu_device().name,
+        "cpu_model": machine_facts()["cpu_model"],
+        "cpu_capability": machine_facts()["cpu_capability"],
+        "blas": machine_facts()["blas"],
         "torch_version": torch.__version__,
         "numpy_version": np.__version__,
         "torch_threads": PROCESS_THREADS,  # the configured count, not this thread's own

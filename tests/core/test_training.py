@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.devices import available_devices
-from core.globalstate import GlobalState
+from core.fingerprint import _compute as fingerprint_ops
+from core.globalstate import PROCESS_THREADS, GlobalState, torch_threads
 from core.training import (
     MAX_HIDDEN,
     MAX_STEPS,
@@ -41,21 +42,14 @@ CPU_SOURCES = tuple(s for s in SOURCES if s != "device")
 NO_DIFFERENCE = ("none", "threads")
 DIVERGING = tuple(s for s in CPU_SOURCES if s not in NO_DIFFERENCE)
 
-# Measured with the default TrainSettings() (float32, SGD momentum 0.9, lr 0.5, seed 0, 64 hidden units,
-# batch 128, 600 points, 3 classes; torch 2.13 CPU): the first step with |loss A - loss B| / |loss A| > 1%.
-# Every one of these sources already differs at step 1.  "none" and "threads" never differ.
-MEASURED_REL_1PCT = {
-    "permute_hidden": 113,
-    "permute_batch": 113,
-    "permute_features": 113,
-    "float64": 113,
-    "nudge": 117,
-    "bfloat16": 25,
-}
-# What the tests assert: the measured step lies well inside these windows, so a torch upgrade that
-# shifts a rounding here and there passes, while a broken stand-in (no drift, or instant drift) fails.
-REL_1PCT_WINDOW = {src: (50, 250) for src in MEASURED_REL_1PCT} | {"bfloat16": (1, 100)}
-MEASURED_FIRST_DIFFERENCE = 1
+# Invariants of the dynamics, not of one machine's bits: with the default TrainSettings() every diverging
+# source already differs at step 1, and a perturbation of rounding size (about 1e-7 relative) needs many
+# doublings to reach a 1% loss gap, so the first step with |loss A - loss B| / |loss A| > 1% lies well
+# inside these windows on any CPU (two x86-64 CPUs with the same wheel were seen at different steps
+# inside them). A broken stand-in (no drift, or instant drift) falls outside.
+REL_1PCT_WINDOW = {src: (50, 250) for src in ("permute_hidden", "permute_batch", "permute_features", "float64",
+                                               "nudge")} | {"bfloat16": (1, 100)}
+FIRST_DIFFERENCE = 1  # a reordering or a nudge changes some bit of the very first update
 DIVERGENCE_STEPS = 300  # past every window's end
 
 DEFAULT = TrainSettings()
@@ -115,19 +109,18 @@ def test_every_other_source_differs_from_the_first_steps(default_runs, source):
     _, recs = default_runs[source]
     s = summarize(recs)
     assert s.first_difference is not None
-    assert s.first_difference <= MEASURED_FIRST_DIFFERENCE + 2
+    assert s.first_difference <= FIRST_DIFFERENCE + 2
     assert recs[-1].param_distance > 1e-3  # grown from rounding level to a macroscopic gap
     assert recs[-1].differing_bits > 0
 
 
 @pytest.mark.parametrize("source", DIVERGING)
-def test_one_percent_loss_gap_step_lies_in_its_documented_window(default_runs, source):
+def test_one_percent_loss_gap_step_lies_in_its_window(default_runs, source):
     _, recs = default_runs[source]
     lo, hi = REL_1PCT_WINDOW[source]
-    assert lo <= MEASURED_REL_1PCT[source] <= hi  # the documentation is consistent with itself
     step = summarize(recs).first_rel_1pct
     assert step is not None, f"{source}: the loss gap never exceeded 1% in {DIVERGENCE_STEPS} steps"
-    assert lo <= step <= hi, f"{source}: 1% at step {step}, documented {MEASURED_REL_1PCT[source]}"
+    assert lo <= step <= hi, f"{source}: 1% at step {step}, outside the window {REL_1PCT_WINDOW[source]}"
 
 
 @pytest.mark.parametrize("source", DIVERGING)
@@ -149,10 +142,20 @@ def test_control_and_threads_never_differ(default_runs, source):
     # both runs execute the very same instruction sequence.  (On a big model the thread count does
     # change reduction orders; here it is an honest "no difference" result.)
     run, recs = default_runs[source]
-    assert summarize(recs).first_difference is None
-    assert all(r.loss_a_bits == r.loss_b_bits and r.differing_bits == 0 and r.param_distance == 0 for r in recs)
-    if source == "threads":
-        assert run.b.threads == 1 and run.a.threads == max(1, torch.get_num_threads())
+    identical = summarize(recs).first_difference is None and all(
+        r.loss_a_bits == r.loss_b_bits and r.differing_bits == 0 and r.param_distance == 0 for r in recs)
+    if source == "none":
+        assert identical
+    else:
+        assert run.b.threads == 1 and run.a.threads == PROCESS_THREADS
+        # On a machine whose BLAS does split these small products across threads the pair may differ;
+        # then one of the step's single operations must give other bits with one thread (checked live).
+        if not identical:
+            with torch_threads(1):
+                one = fingerprint_ops()
+            with torch_threads(PROCESS_THREADS):
+                every = fingerprint_ops()
+            assert PROCESS_THREADS > 1 and one != every
 
 
 def test_run_a_is_the_same_in_every_pair(default_runs):

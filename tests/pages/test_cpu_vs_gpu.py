@@ -7,7 +7,8 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.recordings import capture, write_recording
+from core.fingerprint import fingerprint, op_fingerprint
+from core.recordings import capture, compare_recordings, load_recordings, write_recording
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
 
 
@@ -24,7 +25,7 @@ def page(monkeypatch, directory) -> AppTest:
 
 
 def table(at):
-    return at.dataframe[1].value
+    return next(d.value for d in at.dataframe if "tier" in d.value.columns)
 
 
 def test_without_recordings_nothing_is_faked(monkeypatch, tmp_path):
@@ -74,3 +75,26 @@ def test_tampered_and_broken_recordings_are_refused(monkeypatch, recording_dir, 
     assert any("SHA-256 differs" in e.value for e in at.error)
     assert any("Recording refused: broken.json" in w.value for w in at.warning)
     assert "recorded" not in set(table(at)["tier"])
+
+
+def test_bundled_machines_side_by_side_with_fingerprints(monkeypatch):
+    monkeypatch.delenv("FP_RECORDINGS_DIR", raising=False)
+    at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    text = all_text(at)
+    ops = op_fingerprint()
+    assert f"Fingerprint of this server: **`{fingerprint(ops)}`**" in text
+    recs, _ = load_recordings()
+    left, right = recs[0], recs[1]
+    cmp = compare_recordings(left, right)
+    summary = next(d.value for d in at.dataframe if "results" in d.value.columns)
+    assert summary["compared"].tolist()[:4] == [cmp.sums_compared, cmp.wider_compared, cmp.matmuls_compared,
+                                                cmp.ops_compared]
+    assert summary["bit-identical"].tolist()[0] == cmp.sums_identical
+    assert any("part" in m.value or "same bits in every result" in m.value for m in at.markdown)
+    facts = next(d.value for d in at.dataframe if "fact" in d.value.columns and len(d.value.columns) == 3)
+    assert "torch CPU capability (kernel dispatch)" in facts["fact"].tolist()
+    # the same comparison the other way round, picked with the selectboxes
+    at.selectbox(key="cg_left").select(1).run()
+    at.selectbox(key="cg_right").select(0).run()
+    assert not at.exception

@@ -1,0 +1,173 @@
+"""Recordings, format version 2: declared schema, lossless upgrade, bundled machines, comparison, guarded replay."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from core.devices import cpu_device
+from core.fingerprint import OPS, compare_ops, op_fingerprint
+from core.globalstate import PROCESS_THREADS
+from core.recordings import (
+    DEFAULT_DIR,
+    Recording,
+    RecordingError,
+    capture,
+    compare_recordings,
+    decode_hex,
+    live_sum_bits,
+    load_recordings,
+    upgrade_v1,
+    validate,
+    vector_sha256,
+)
+from core.vectors import VectorSpec, generate
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SHARED_V1 = ROOT.parent / "shared" / "recordings" / "v1-cpu-amd-epyc-2vcpu-20261130T081337.json"
+RESULT_KEYS = ("sums", "matmuls", "training", "throughput")
+
+
+@pytest.fixture(scope="module")
+def quick() -> dict:
+    return capture(quick=True, log=lambda *_: None)
+
+
+@pytest.fixture(scope="module")
+def bundled() -> list[Recording]:
+    recs, problems = load_recordings(DEFAULT_DIR)
+    assert not problems, problems
+    return recs
+
+
+def _broken(rec: dict, edit) -> dict:
+    data = json.loads(json.dumps(rec))
+    edit(data)
+    return data
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda d: d["sums"][0].update(n=-5), "sums[0].n"),
+    (lambda d: d["sums"][1].update(generator="zipf"), "sums[1].generator"),
+    (lambda d: d["sums"][2].update(sum_hex="3f80"), "sums[2].sum_hex"),
+    (lambda d: d["training"][0].pop("loss_a_hex"), "training[0]"),
+    (lambda d: d["training"][1]["loss_b_hex"].pop(), "training[1]"),
+    (lambda d: d["throughput"][0].pop("size"), "throughput[0]"),
+    (lambda d: d["provenance"].update(captured_at=1764490417), "provenance.captured_at"),
+    (lambda d: d["provenance"].pop("cpu_model"), "provenance"),
+    (lambda d: d["matmuls"][0].update(result_sha256="xyz"), "matmuls[0].result_sha256"),
+    (lambda d: d["op_fingerprint"].update({"mm 128x2 @ 2x64": "nothex"}), "op_fingerprint"),
+])
+def test_schema_refuses_bad_fields_and_names_them(quick, tmp_path, edit, field):
+    bad = _broken(quick, edit)
+    with pytest.raises(RecordingError, match=r"field " + field.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
+        validate(bad)
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    good, problems = load_recordings(tmp_path)
+    assert not good and len(problems) == 1 and problems[0].startswith("bad.json: field ")
+
+
+def test_typed_loading_keeps_every_bit(quick):
+    rec = Recording.from_dict("q.json", quick)
+    assert [e.sum_hex for e in rec.sums] == [e["sum_hex"] for e in quick["sums"]]
+    assert rec.op_fingerprint == op_fingerprint() and len(rec.op_fingerprint) == len(OPS)
+    t = rec.training[0]
+    assert t.losses_a[0] == decode_hex(quick["training"][0]["loss_a_hex"][0])
+    assert rec.provenance["cpu_capability"] and rec.provenance["threads"] == PROCESS_THREADS
+    assert rec.machine in rec.label and rec.label.startswith("recorded on ")
+
+
+def test_version_1_upgrades_losslessly_and_attached_facts_need_a_note(quick):
+    v1 = json.loads(json.dumps(quick))
+    v1["format_version"] = 1
+    del v1["op_fingerprint"]
+    for k in ("cpu_model", "cpu_capability", "blas"):
+        del v1["provenance"][k]
+    validate(v1)  # version 1 is still readable
+    up = upgrade_v1(v1)
+    assert all(up[k] == quick[k] for k in RESULT_KEYS)
+    assert up["provenance"]["cpu_model"] is None and up["op_fingerprint"] == {}
+    with pytest.raises(ValueError, match="note"):
+        upgrade_v1(v1, facts={"cpu_model": "X"})
+    attached = upgrade_v1(v1, facts={"cpu_model": "X"}, note="from its owner's notes")
+    assert attached["provenance"]["cpu_model"] == "X" and attached["provenance"]["facts_note"]
+    assert Recording.from_dict("v1.json", v1).format_version == 1
+
+
+def test_bundled_recordings_come_from_at_least_two_machines_with_full_provenance(bundled):
+    assert len(bundled) >= 2
+    machines = {(r.provenance["cpu_model"], r.provenance["cpu_capability"], r.provenance["host"]) for r in bundled}
+    assert len(machines) >= 2
+    for r in bundled:
+        p = r.provenance
+        assert p["cpu_model"] and p["cpu_capability"] and p["blas"] and p["numpy_version"] and p["logical_cores"]
+        assert r.op_fingerprint and not p.get("quick")
+        assert len(r.sums) == 80 and len(r.training) == 2 and all(t.steps == 500 for t in r.training)
+        if p.get("facts_note"):  # facts attached after the capture say where they come from
+            assert "attached" in p["facts_note"]
+
+
+@pytest.mark.skipif(not SHARED_V1.is_file(), reason="shared/recordings is not beside the repo")
+def test_the_bundled_amd_capture_is_the_shared_file_with_results_unchanged(bundled):
+    v1 = json.loads(SHARED_V1.read_text())
+    stamp = v1["provenance"]["captured_at"]
+    rec = next(r for r in bundled if r.provenance["captured_at"] == stamp)
+    stored = json.loads(pathlib.Path(rec.path).read_text())
+    assert all(stored[k] == v1[k] for k in RESULT_KEYS)
+    assert {k: v for k, v in stored["provenance"].items() if k in v1["provenance"]} == v1["provenance"]
+    assert rec.provenance["cpu_capability"] == "AVX512" and rec.provenance["facts_note"]
+
+
+def test_comparison_counts_agreements_and_finds_where_machines_part(quick):
+    rec = Recording.from_dict("a.json", quick)
+    same = compare_recordings(rec, rec)
+    assert same.sums_identical == same.sums_compared == len(rec.sums)
+    assert same.matmuls_identical == same.matmuls_compared == 3
+    assert same.first_differing_group is None and not same.ops_differing
+    assert all(t.first_step_machines_differ is None and t.left_1pct == t.right_1pct for t in same.training)
+
+    def edit(d):
+        d["sums"][3]["sum_hex"] = "0" * len(d["sums"][3]["sum_hex"])
+        d["matmuls"][1]["result_sha256"] = "0" * 64
+        d["training"][0]["loss_a_hex"][6] = "00000000"
+        d["op_fingerprint"]["log_softmax 128x3"] = "0" * 16
+        del d["op_fingerprint"]["exp 100000"]
+
+    other = Recording.from_dict("b.json", _broken(quick, edit))
+    cmp = compare_recordings(rec, other)
+    assert cmp.sums_identical == cmp.sums_compared - 1 and len(cmp.sums_differing) == 1
+    assert cmp.matmuls_identical == 2
+    assert cmp.training[0].first_step_machines_differ == 7 and cmp.training[1].first_step_machines_differ is None
+    assert cmp.ops_differing == ("log_softmax 128x3",) and cmp.first_differing_group == "elementwise"
+    assert cmp.ops_compared == len(OPS) - 1
+
+
+def test_recorded_one_percent_step_matches_core_summarize(quick):
+    from dataclasses import replace
+
+    from core.training import PRESETS, PairedRun, summarize
+
+    rec = Recording.from_dict("a.json", quick)
+    for t in rec.training:
+        live = summarize(PairedRun(replace(PRESETS[t.preset].settings, steps=t.steps)).run(t.steps))
+        assert t.first_rel_1pct == live.first_rel_1pct  # same machine, same process: same definition, same bits
+
+
+def test_replay_is_bit_exact_where_the_fingerprint_matches(bundled):
+    """The one place a test relies on recorded bits: only on a machine whose fingerprint equals the recording's."""
+    live = op_fingerprint()
+    matching = [r for r in bundled if r.provenance["threads"] == PROCESS_THREADS and r.op_fingerprint
+                and all(c.verdict == "same bits" for c in compare_ops(live, r.op_fingerprint)
+                        if c.verdict != "not recorded on both")]
+    if not matching:
+        pytest.skip("no bundled recording has this machine's fingerprint: "
+                    + ", ".join(f"{r.name}" for r in bundled))
+    for r in matching:
+        for e in r.sums:
+            if e.n > 100_000:
+                continue
+            values = generate(VectorSpec(e.generator, e.n, e.seed, e.dtype)).values
+            assert vector_sha256(values) == e.vector_sha256
+            assert live_sum_bits(values, cpu_device(), PROCESS_THREADS) == int(e.sum_hex, 16), (r.name, e.key)

@@ -1,0 +1,121 @@
+"""Drawing for the CPU vs GPU page: machine facts, fingerprints, two recorded machines side by side."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from core.fingerprint import GROUPS, OpComparison, compare_ops, fingerprint, group_fingerprints
+from core.recordings import MachineComparison, Recording, TrainingEntry
+from ui.render import inert
+
+FACT_ROWS = (
+    ("device_name", "device"), ("cpu_model", "CPU model"), ("cpu_vendor", "CPU vendor"),
+    ("cpu_family_model_stepping", "CPU family / model / stepping"), ("cpu_simd_flags", "SIMD flags"),
+    ("cpu_capability", "torch CPU capability (kernel dispatch)"), ("logical_cores", "logical cores"),
+    ("threads", "torch intra-op threads"), ("blas", "BLAS"), ("onednn", "oneDNN"),
+    ("torch_version", "torch"), ("numpy_version", "NumPy"), ("python_version", "Python"), ("os", "OS"),
+    ("architecture", "architecture"), ("sm_count", "GPU SM count"), ("compute_capability", "GPU compute capability"),
+    ("driver", "GPU driver"), ("cuda_version", "CUDA"), ("cublas_version", "cuBLASLt"),
+    ("environment", "numeric environment variables"), ("captured_at", "captured"),
+)
+
+
+def _cell(v) -> str:
+    if v is None or v == {}:
+        return "—"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={val}" for k, val in sorted(v.items()))
+    return str(v)
+
+
+def facts_table(columns: dict[str, dict]) -> None:
+    """One row per fact, one column per machine (the values are shown as plain table text)."""
+    rows = [{"fact": label, **{name: _cell(p.get(key)) for name, p in columns.items()}} for key, label in FACT_ROWS
+            if any(p.get(key) not in (None, {}) for p in columns.values())]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def fingerprint_line(ops: dict[str, str]) -> None:
+    groups = group_fingerprints(ops)
+    st.markdown(f"Fingerprint of this server: **`{fingerprint(ops)}`** — " + ", ".join(
+        f"{g} `{h}`" for g, h in groups.items()))
+
+
+def live_vs_recordings(ops: dict[str, str], recs: list[Recording]) -> None:
+    """For each recording with operation hashes: same bits as this server, or where they part."""
+    rows = []
+    for rec in recs:
+        if not rec.op_fingerprint:
+            continue
+        cmp = compare_ops(ops, rec.op_fingerprint)
+        both = [c for c in cmp if c.verdict != "not recorded on both"]
+        differ = [c.name for c in both if c.verdict == "other bits"]
+        rows.append({"recording": rec.label, "operations compared": len(both),
+                     "same bits": len(both) - len(differ),
+                     "other bits in": ", ".join(differ) if differ else "none"})
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def comparison_summary(cmp: MachineComparison) -> None:
+    rows = [
+        {"results": "torch.sum of the suite's vectors", "compared": cmp.sums_compared,
+         "bit-identical": cmp.sums_identical},
+        {"results": "torch.sum(x, dtype=wider)", "compared": cmp.wider_compared, "bit-identical": cmp.wider_identical},
+        {"results": "matrix products (SHA-256 of all result bits)", "compared": cmp.matmuls_compared,
+         "bit-identical": cmp.matmuls_identical},
+        {"results": "single operations (per-operation fingerprint)", "compared": cmp.ops_compared,
+         "bit-identical": cmp.ops_compared - len(cmp.ops_differing)},
+    ]
+    for t in cmp.training:
+        rows.append({"results": f"training pair “{t.preset}”: run A's loss, step by step", "compared": t.steps,
+                     "bit-identical": (t.first_step_machines_differ - 1) if t.first_step_machines_differ else t.steps})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def op_table(comparisons: tuple[OpComparison, ...], left: str, right: str) -> None:
+    df = pd.DataFrame([{"operation": c.name, "group": c.group, left: c.left or "—", right: c.right or "—",
+                        "verdict": c.verdict} for c in comparisons])
+    df["group"] = pd.Categorical(df["group"], categories=list(GROUPS), ordered=True)
+    st.dataframe(df.sort_values("group", kind="stable"), hide_index=True, width="stretch")
+
+
+def training_chart(entry: TrainingEntry, title: str) -> None:
+    """Both runs' losses on one machine, with the step at which the pair is first more than 1% apart."""
+    la, lb = entry.losses_a, entry.losses_b
+    steps = list(range(1, len(la) + 1))
+    df = pd.DataFrame({"step": steps * 2, "loss": la + lb, "run": ["run A"] * len(la) + ["run B"] * len(lb)})
+    lines = alt.Chart(df).mark_line().encode(
+        x=alt.X("step:Q", title="training step"),
+        y=alt.Y("loss:Q", scale=alt.Scale(type="log"), title="cross-entropy loss (log scale)"),
+        color=alt.Color("run:N", title="run", legend=alt.Legend(orient="top")),
+        strokeDash=alt.StrokeDash("run:N", legend=None),
+    )
+    layers = [lines]
+    part = entry.first_rel_1pct
+    if part is not None:
+        rule = pd.DataFrame({"step": [part], "label": [f"more than 1% apart from step {part}"]})
+        layers.append(alt.Chart(rule).mark_rule(color="#d62728").encode(x="step:Q", tooltip=["label"]))
+        layers.append(alt.Chart(rule).mark_text(align="left", dx=4, dy=-6, color="#d62728").encode(
+            x="step:Q", y=alt.value(12), text="label"))
+    st.altair_chart(alt.layer(*layers).properties(height=260, title=title), width="stretch")
+
+
+def verdict(cmp: MachineComparison, left: str, right: str) -> str:
+    """The comparison in one sentence, in inert text (machine names come from files)."""
+    differ = cmp.ops_differing
+    parts = [t for t in cmp.training if t.first_step_machines_differ]
+    if not differ and not parts and cmp.sums_identical == cmp.sums_compared and (
+            cmp.matmuls_identical == cmp.matmuls_compared):
+        return (f"{inert(left)} and {inert(right)} gave the same bits in every result they both recorded: "
+                f"{cmp.sums_compared} sums, {cmp.matmuls_compared} matrix products, {cmp.ops_compared} single "
+                "operations and every compared training step.")
+    text = f"{inert(left)} and {inert(right)} part"
+    if differ:
+        text += f" first in **{cmp.first_differing_group}**: {inert(', '.join(differ))} give other bits"
+    for t in parts:
+        text += (f"; run A of “{inert(t.preset)}” has other bits from step {t.first_step_machines_differ}, and each "
+                 f"machine's own pair is more than 1% apart from step {t.left_1pct} and {t.right_1pct}")
+    return text + "."
