@@ -20,7 +20,7 @@ from core.formats import FLOAT64, FORMATS, Exact, FloatFormat, error_in_ulps, fl
 from core.parse import ParseError, parse_number
 from core.querystate import Field
 from ui.navigation import ensure_app_navigation
-from ui.render import bits_html, bits_legend, mono
+from ui.render import bits_html, bits_legend, inert, mono
 from ui.urlstate import restore, share_box, sync
 
 # label -> (format, a, b, c, what it shows)
@@ -146,7 +146,7 @@ for col, key, name in zip(st.columns(3), KEYS, "abc", strict=True):
     try:
         number = parse_number(st.session_state[key], fmt)
     except ParseError as err:
-        col.error(str(err), icon=":material/error:")
+        col.error(inert(err), icon=":material/error:")  # quotes the typed text
         errors = True
         continue
     parsed.append(number)
@@ -159,7 +159,7 @@ elif "na_last_good" in st.session_state:
     good = st.session_state["na_last_good"]
     st.warning(
         "Fix the highlighted input to update. Still showing the last valid numbers: "
-        f"{', '.join(n.text for n in good)} in {good[0].fmt.name}.",
+        f"{inert(', '.join(n.text for n in good), line_start=False)} in {good[0].fmt.name}.",
         icon=":material/history:",
     )
 if "na_last_good" not in st.session_state:

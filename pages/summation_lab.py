@@ -28,6 +28,7 @@ from core.vectors import (
 from ui import charts
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation
+from ui.render import inert
 from ui.sumlab_view import error_frame, permutation_frames, results_table, running_frame, tree_frames
 from ui.talk import more_settings
 from ui.urlstate import restore, share_box, sync
@@ -113,7 +114,7 @@ if source in GENERATORS:
         try:
             vector = _generate(VectorSpec(source, int(n), int(seed), storage, float(condition)))
         except VectorError as err:
-            g1.error(str(err))
+            g1.error(inert(err))
             error_here = "n"
 elif source == PASTE:
     text = st.text_area(f"Numbers separated by commas, spaces or new lines (at most {MAX_PASTED:,})",
@@ -121,7 +122,7 @@ elif source == PASTE:
     try:
         vector = parse_pasted(text, storage)
     except VectorError as err:
-        st.error(str(err))
+        st.error(inert(err))  # quotes the pasted text
         error_here = "paste"
 else:
     up = st.file_uploader("A .csv (one column or row of numbers) or .npy (1-D array) file, at most 5 MB",
@@ -133,7 +134,7 @@ else:
         try:
             vector = parse_upload(up.name, up.getvalue(), storage)
         except VectorError as err:
-            st.error(str(err))
+            st.error(inert(err))  # names the file and quotes its content
             error_here = "upload"
 
 advanced = more_settings()
@@ -151,7 +152,8 @@ if vector is not None:
     st.session_state["sl_last"] = vector
 elif "sl_last" in st.session_state:
     last = st.session_state["sl_last"]
-    st.warning(f"Showing the last valid vector ({last.source}) until the input above is fixed.",
+    st.warning(f"Showing the last valid vector ({inert(last.source, line_start=False)}) until the input above is "
+               "fixed.",
                icon=":material/history:")
     vector = last
 if vector is None:
@@ -169,8 +171,8 @@ fmt = result.fmt
 # ------------------------------------------------------------------------------ summary
 st.subheader("The vector and its exact sum")
 for note in vector.notes:
-    st.warning(note, icon=":material/info:")
-st.caption(f"Vector: {vector.source}.")
+    st.warning(inert(note), icon=":material/info:")  # may name an uploaded file
+st.caption(f"Vector: {inert(vector.source, line_start=False)}.")
 m1, m2, m3 = st.columns(3)
 m1.metric("n", f"{result.n:,}")
 if math.isnan(result.kappa):

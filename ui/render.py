@@ -1,8 +1,8 @@
-"""Small HTML renderers: colour-coded bit patterns and provenance captions."""
+"""Small renderers: colour-coded bit patterns, and ``inert`` for text that came from outside."""
 
 from __future__ import annotations
 
-import html
+import re
 
 from core.formats import FloatFormat, hex_bits, split_bits
 
@@ -34,8 +34,47 @@ def bits_legend(fmt: FloatFormat) -> str:
 
 
 def mono(text: str) -> str:
-    """Escaped monospace text that wraps (long exact decimals must not overflow)."""
+    """Inert monospace text that wraps (long exact decimals must not overflow)."""
     return (
         '<code style="white-space:normal;overflow-wrap:anywhere;word-break:break-all">'
-        f"{html.escape(text)}</code>"
+        f"{inert(text, line_start=False)}</code>"
     )
+
+
+# ------------------------------------------------------------------------ untrusted text
+# Anything that came from a visitor, a link or a file (rejected link values, unknown
+# parameter names, pasted numbers, file names, recording fields) goes through ``inert``
+# before it reaches st.markdown / st.caption / st.error / st.warning / st.info, which all
+# render Streamlit's markdown. Streamlit 1.67's markdown is CommonMark + GFM (remark) plus
+# transforms that run on the *decoded* text, after backslash escapes are gone: GFM autolink
+# literals (https://..., www.x.y, a@b.c), :material_icon: and :streamlit: shortcodes, emoji
+# shortcodes, and typographic arrows (->, --, <=). Backslash escapes stop the parser's
+# constructs (links, images, raw HTML, code, emphasis, directives, math, entities); an
+# invisible WORD JOINER after ":" and "@", before the "." of "www." and inside arrow pairs
+# stops the text transforms. What the visitor sees is exactly the text (line breaks as spaces).
+WORD_JOINER = "\u2060"
+MARKDOWN_SPECIAL = "\\`*_[]()!<>&~|$:{}#^@"
+_SPECIAL = re.compile("([" + re.escape(MARKDOWN_SPECIAL) + "])")
+_LINE_BREAKS = re.compile(r"[\r\n\t\v\f\x85\u2028\u2029]")
+_JOIN_AFTER = re.compile(r"(?<=[:@])")  # https://, :shortcode:, :material/..., a@b.c
+_JOIN_WWW = re.compile(r"(?i)(?<=www)(?=\.)")  # www.example.com
+_JOIN_ARROWS = re.compile(r"(?<=[<>~-])(?=[>=-])")  # ->, <-, --, >=, <=, ~=
+_LEADING_SPACES = re.compile(r"^ {2,}")  # four would start an indented code block
+_LINE_MARKER = re.compile(r"^( ?)([-+=]|\d{1,9}[.)])")  # list item, setext underline
+
+
+def inert(text: object, line_start: bool = True) -> str:
+    """Markdown source that Streamlit renders as exactly ``text``: no link, image, HTML,
+    icon, emoji or formatting can come out of it. Line breaks become spaces.
+
+    ``line_start=False`` skips escaping a leading list marker, for text that is never at
+    the start of a markdown line (inside an inline HTML tag, after a prefix)."""
+    s = _LINE_BREAKS.sub(" ", str(text))
+    s = _JOIN_AFTER.sub(WORD_JOINER, s)
+    s = _JOIN_WWW.sub(WORD_JOINER, s)
+    s = _JOIN_ARROWS.sub(WORD_JOINER, s)
+    s = _SPECIAL.sub(r"\\\1", s)
+    if line_start:
+        s = _LEADING_SPACES.sub(" ", s)
+        s = _LINE_MARKER.sub(lambda m: m.group(1) + m.group(2)[:-1] + "\\" + m.group(2)[-1], s)
+    return s

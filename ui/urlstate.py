@@ -7,20 +7,25 @@ from collections.abc import Sequence
 import streamlit as st
 
 from core.querystate import Field, decode, encode
+from ui.render import inert
 
 
 def restore(page: str, fields: Sequence[Field], defaults: dict) -> list[str]:
-    """Before the widgets: defaults, then (once per session) values from the link. Returns notes."""
+    """Before the widgets: defaults, then (once per session) values from the link.
+
+    Returns the notes about what the link held that was ignored, on every run of the session
+    (kept in session state: a rerun right after the restore, such as the navigation guard's,
+    must not lose them)."""
     for key, value in defaults.items():
         st.session_state.setdefault(key, value)
-    flag = f"_url_restored_{page}"
-    if st.session_state.get(flag):
-        return []
-    st.session_state[flag] = True
-    values, notes = decode(dict(st.query_params), fields)
-    for key, value in values.items():
-        st.session_state[key] = value
-    return notes
+    flag, notes_key = f"_url_restored_{page}", f"_url_notes_{page}"
+    if not st.session_state.get(flag):
+        st.session_state[flag] = True
+        values, notes = decode(dict(st.query_params), fields)
+        for key, value in values.items():
+            st.session_state[key] = value
+        st.session_state[notes_key] = notes
+    return list(st.session_state.get(notes_key, []))
 
 
 def sync(fields: Sequence[Field]) -> str:
@@ -32,9 +37,11 @@ def sync(fields: Sequence[Field]) -> str:
 
 
 def share_box(query: str, notes: list[str]) -> None:
-    """Show link notes and a copyable link to exactly this view."""
+    """Show link notes and a copyable link to exactly this view.
+
+    Notes quote what the link held (rejected values, unknown names): shown as inert text."""
     for note in notes:
-        st.caption(f":material/link_off: {note}")
+        st.caption(f":material/link_off: {inert(note, line_start=False)}")
     base = (getattr(st.context, "url", "") or "").split("?")[0]
     with st.expander("Link to this view", icon=":material/link:"):
         st.code(f"{base}?{query}" if base else f"?{query}", language=None)

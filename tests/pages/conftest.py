@@ -27,3 +27,12 @@ def all_text(at: AppTest) -> str:
         parts += [str(e.value) for e in getattr(at, kind)]
     parts += [f"{m.label}: {m.value}" for m in at.metric]
     return "\n".join(parts)
+
+
+def shown(source: str) -> str:
+    """The text a viewer sees for markdown source written by ui.render.inert: escapes and joiners gone."""
+    import re
+
+    from ui.render import WORD_JOINER
+
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", source).replace(WORD_JOINER, "")

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import re
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.pages.conftest import ROOT, TIMEOUT
+from ui.render import WORD_JOINER, inert
 
 
 def run(page: str, params: dict, click: str | None = None) -> AppTest:
@@ -36,3 +40,102 @@ def run(page: str, params: dict, click: str | None = None) -> AppTest:
 def test_no_exception(page, params, click):
     at = run(page, params, click)
     assert not at.exception, at.exception
+
+
+# --------------------------------------------------- finding 4: what a link holds is shown as inert text
+# Streamlit's markdown (st.markdown, st.caption, st.error, st.warning, st.info, ...) turns [t](url) into a
+# link, ![t](url) into an image every viewer's browser fetches, and bare https://..., www.x.y and a@b.c
+# into links. Every page echoes rejected link values and unknown parameter names; none may come out live.
+HOST = "example.com"
+PAYLOADS = (
+    f"[Sign in again](https://{HOST})",
+    f"![t](https://{HOST}/t.png)",
+    f'<img src="https://{HOST}/h.png">',
+    f"https://{HOST}/x www.{HOST} me@{HOST}",
+)
+PAGES = ("non_associativity", "summation_lab", "cpu_vs_gpu", "training_divergence", "mitigations")
+_URL = re.compile(r"(https?://|www(?=\.))([-.\w]+)([^ \t\r\n]*)", re.I | re.A)  # the frontend's autolink literal
+_EMAIL = re.compile(r"([-.\w+]+)@([-\w]+(?:\.[-\w]+)+)", re.A)
+_MARKDOWN_ELEMENTS = ("title", "header", "subheader", "markdown", "caption", "error", "warning", "info", "success")
+
+
+def url_params(page: str) -> list[str]:
+    """The link parameters a page declares: the second argument of each Field(...) in its URL_FIELDS."""
+    tree = ast.parse((ROOT / "pages" / f"{page}.py").read_text())
+    return [node.args[1].value for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Field"
+            and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)]
+
+
+def decoded(source: str) -> str:
+    """The text CommonMark makes of markdown source: a backslash before ASCII punctuation is dropped."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", source)
+
+
+def live_syntax(source: str) -> list[str]:
+    """Link, image or HTML syntax that would survive into the rendered page."""
+    hits = [m.group(0) for m in re.finditer(r"(?<!\\)\]\((?!\s*\))", source)]  # [text](url), ![alt](url)
+    hits += [m.group(0) for m in re.finditer(r"(?<!\\)<\s*/?\s*[a-zA-Z]", source)]  # raw HTML
+    hits += [m.group(0) for m in re.finditer(r"(?<!\\)<[a-z]+:", source, re.I)]  # <https://...> autolink
+    text = decoded(source)
+    hits += [m.group(0) for m in _URL.finditer(text)] + [m.group(0) for m in _EMAIL.finditer(text)]
+    return hits
+
+
+def markdown_sources(at: AppTest) -> list[str]:
+    out = []
+    for kind in _MARKDOWN_ELEMENTS:
+        out += [str(e.value) for e in getattr(at, kind)]
+    return out
+
+
+def assert_nothing_live(at: AppTest) -> None:
+    assert not at.exception, at.exception
+    sources = markdown_sources(at)
+    echoed = [s for s in sources if HOST in decoded(s).replace(WORD_JOINER, "")]
+    assert echoed, "the page did not echo the hostile values at all (nothing was tested)"
+    live = {s[:120]: live_syntax(s) for s in sources if live_syntax(s)}
+    assert not live, live
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_link_values_and_names_render_as_inert_text(page):
+    params = url_params(page)
+    assert params, f"{page} declares no URL fields"
+    query = {name: PAYLOADS[i % len(PAYLOADS)] for i, name in enumerate(params)}
+    query.update({payload: "1" for payload in PAYLOADS})  # unknown parameter names
+    at = run(page, query)
+    assert_nothing_live(at)
+
+
+@pytest.mark.parametrize(
+    ("page", "params"),
+    [
+        ("mitigations", {"seeds": f"[Sign in again](https://{HOST})"}),
+        ("non_associativity", {"a": f"![t](https://{HOST}/t.png)"}),
+        ("non_associativity", {"a": f"https://{HOST}", "b": f"<img src=https://{HOST}/b.png>", "c": f"x@{HOST}"}),
+        ("summation_lab", {"vector": "paste", "numbers": f"1 2 [x](https://{HOST})"}),
+        ("summation_lab", {"vector": "paste", "numbers": f"1 ![t](https://{HOST})"}),
+    ],
+)
+def test_reported_injections_are_inert(page, params):
+    """The issue's own examples, and pasted numbers quoted back in a parse error."""
+    assert_nothing_live(run(page, params))
+
+
+def test_the_checker_sees_live_syntax():
+    """live_syntax is what the tests above rely on: it must flag what Streamlit would render live."""
+    for raw in (*PAYLOADS, f"<https://{HOST}>", f"see https://{HOST}"):
+        assert live_syntax(raw), raw
+    for raw in (*PAYLOADS, f"<https://{HOST}>"):
+        assert not live_syntax(inert(raw)), raw
+
+
+def test_uploaded_file_names_are_inert():
+    """A file name is quoted in the vector's description, in its errors and in the 'last valid' note."""
+    at = run("summation_lab", {"vector": "upload"})
+    at.file_uploader(key="sl_upload").upload(f"![t](https://{HOST}/t.png).csv", b"value\n0.5\n0.25\n", "text/csv").run()
+    assert_nothing_live(at)
+    at.file_uploader(key="sl_upload").upload(f"[x](https://{HOST}).npy", b"\x93NUMPY garbage").run()
+    assert any("not a readable .npy" in e.value for e in at.error)
+    assert_nothing_live(at)

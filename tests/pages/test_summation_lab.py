@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.exact import exact_decimal, exact_sum_fraction
 from core.vectors import VectorSpec, generate
-from tests.pages.conftest import ROOT, TIMEOUT, all_text
+from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ def test_uploads_good_and_bad(lab):
     lab.selectbox(key="sl_source").select("upload").run()
     lab.file_uploader(key="sl_upload").upload("v.npy", _npy(np.array([1e8, 1.0, -1e8], dtype=np.float32))).run()
     assert not lab.exception
-    assert "v.npy: 3 values as float32" in all_text(lab)
+    assert "v.npy: 3 values as float32" in shown(all_text(lab))  # the file name is shown as inert text
     assert table(lab)[table(lab)["order"] == "Correctly rounded"].iloc[0]["value"] == "1"
     lab.file_uploader(key="sl_upload").upload("bad.npy", b"\x93NUMPY garbage").run()
     assert any("not a readable .npy" in e.value for e in lab.error)
@@ -130,6 +130,6 @@ def test_uploads_good_and_bad(lab):
     lab.file_uploader(key="sl_upload").upload("two.npy", _npy(np.ones((2, 2)))).run()
     assert any("1-D array is needed" in e.value for e in lab.error)
     lab.file_uploader(key="sl_upload").upload("c.csv", b"value\n0.5\n0.25\n", "text/csv").run()
-    assert not lab.exception and "c.csv: 2 numbers" in all_text(lab)
+    assert not lab.exception and "c.csv: 2 numbers" in shown(all_text(lab))
     lab.file_uploader(key="sl_upload").upload("latin.csv", "x\n1,5\n\xe9".encode("latin-1"), "text/csv").run()
     assert any("UTF-8" in e.value for e in lab.error)
