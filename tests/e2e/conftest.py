@@ -57,10 +57,10 @@ def assert_healthy_page(page) -> None:
     assert "page not found" not in page.content().lower()
 
 
-def screenshot(page, name: str) -> pathlib.Path:
+def screenshot(page, name: str, full_page: bool = False) -> pathlib.Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path))
+    page.screenshot(path=str(path), full_page=full_page)
     return path
 
 
