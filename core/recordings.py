@@ -15,6 +15,7 @@ frozen objects; version-1 files are upgraded in memory (their missing facts are 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import math
@@ -108,8 +109,12 @@ def numeric_environment() -> dict[str, str]:
     return {k: os.environ[k][:200] for k in NUMERIC_ENVIRONMENT if k in os.environ}
 
 
-def capture(device: Device | None = None, quick: bool = False, log=print) -> dict:
-    """Run the fixed suite on ``device`` (the first GPU, else the CPU) and return the recording."""
+def capture(device: Device | None = None, quick: bool = False, log=print, throughput: bool = True) -> dict:
+    """Run the fixed suite on ``device`` (the first GPU, else the CPU) and return the recording.
+
+    ``throughput=False`` leaves the timings out (an empty list), for a capture whose point is only
+    its bits (the same hardware in another numeric configuration).
+    """
     if device is None:
         gpus = [d for d in available_devices() if d.kind != "cpu"]
         device = gpus[0] if gpus else cpu_device()
@@ -145,12 +150,12 @@ def capture(device: Device | None = None, quick: bool = False, log=print) -> dic
     log("  matmuls done")
     training = _capture_training(device, steps=100 if quick else 500)
     log("  training done")
-    throughput = [
+    timings = [
         {"op": t.op, "size": t.size, "seconds_float32": t.seconds32, "seconds_float64": t.seconds64,
          "rate_float32": t.rate32, "rate_float64": t.rate64, "unit": t.unit}
         for t in measure_throughput(device, matmul_n=256 if quick else 4096, sum_n=100_000 if quick else 100_000_000)
-    ]
-    log("  float32 vs float64 throughput done")
+    ] if throughput else []
+    log("  float32 vs float64 throughput done" if throughput else "  throughput skipped")
     ops = op_fingerprint()
     log("  per-operation fingerprint done (CPU)")
     return {
@@ -158,7 +163,7 @@ def capture(device: Device | None = None, quick: bool = False, log=print) -> dic
         "provenance": {**info, "captured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                        "host": platform.node() or "unknown", "quick": quick, "environment": numeric_environment(),
                        "facts_note": None},
-        "sums": sums, "matmuls": matmuls, "training": training, "throughput": throughput,
+        "sums": sums, "matmuls": matmuls, "training": training, "throughput": timings,
         "op_fingerprint": ops,
     }
 
@@ -387,6 +392,30 @@ def load_recordings(directory: pathlib.Path | None = None) -> tuple[list[Recordi
         except (OSError, ValueError) as err:
             problems.append(f"{path.name}: {err}")
     return good, problems
+
+
+def _signature(directory: pathlib.Path) -> tuple:
+    if not directory.is_dir():
+        return ()
+    return tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.glob("*.json")))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_cached(directory: str, signature: tuple) -> tuple[tuple[Recording, ...], tuple[str, ...]]:
+    good, problems = load_recordings(pathlib.Path(directory))
+    return tuple(good), tuple(problems)
+
+
+def cached_recordings(directory: pathlib.Path | None = None) -> tuple[list[Recording], list[str]]:
+    """``load_recordings``, read again only when a file in the folder changes (a few entries per process)."""
+    directory = directory or recordings_dir()
+    good, problems = _load_cached(str(directory), _signature(directory))
+    return list(good), list(problems)
+
+
+def recorded_outcomes(recs: list[Recording], preset: str) -> list[tuple[str, int | None, int]]:
+    """(recording label, first step more than 1% apart or None, steps recorded) for a training preset."""
+    return [(r.label, t.first_rel_1pct, t.steps) for r in recs for t in r.training if t.preset == preset]
 
 
 # ------------------------------------------------------------------------------- replay

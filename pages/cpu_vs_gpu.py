@@ -21,9 +21,9 @@ from core.recordings import (
     SUITE_DTYPES,
     SUITE_GENERATORS,
     SUITE_SIZES,
+    cached_recordings,
     compare_recordings,
     live_sum_bits,
-    load_recordings,
     model_fidelity,
     recordings_dir,
     replay,
@@ -46,7 +46,7 @@ def _vector(gen: str, n: int, dtype: str):
 
 @st.cache_data(max_entries=8, ttl=3600, show_spinner=False)
 def _fidelity(path: str, mtime: float):
-    recs, _ = load_recordings(recordings_dir())
+    recs, _ = cached_recordings(recordings_dir())
     rec = next(r for r in recs if r.path == path)
     return model_fidelity(rec, max_n=1_000_000)
 
@@ -68,7 +68,7 @@ st.markdown(
 
 devices = available_devices()
 gpus = [d for d in devices if d.kind != "cpu"]
-recs, problems = load_recordings(recordings_dir())
+recs, problems = cached_recordings(recordings_dir())
 gpu_recs = [r for r in recs if r.is_gpu]
 st.subheader("What this server has")
 mv.facts_table({f"this server: {d.name}": device_info(d) for d in devices})

@@ -23,7 +23,7 @@ from core.mitigations import (
 )
 from core.orders import ORDERS, run_order
 from core.querystate import Field
-from core.recordings import load_recordings
+from core.recordings import cached_recordings
 from core.sumlab import run_lab
 from core.training import TrainSettings, seed_study
 from core.vectors import VectorSpec, generate
@@ -123,9 +123,9 @@ for t in tp:
 recorded = [{"device": r.label, "operation": f"{t.op} ({t.size:,})",
              "float32": f"{t.rate_float32:,.1f} {t.unit}", "float64": f"{t.rate_float64:,.1f} {t.unit}",
              "float64 speed / float32 speed": f"{t.rate_float64 / t.rate_float32:.2f}"}
-            for r in load_recordings()[0] for t in r.throughput]
+            for r in cached_recordings()[0] for t in r.throughput]
 if recorded:
-    st.markdown("Recorded on other hardware with `python -m scripts.capture`:")
+    st.markdown("Recorded with `python -m scripts.capture` (each row names the machine and the date):")
     st.dataframe(pd.DataFrame(recorded), hide_index=True, width="stretch")
 st.caption(f"Measured live just now with torch {torch.__version__}, median of 5 after a warm-up. A large sum is "
            "limited by memory bandwidth (float64 moves twice the bytes), a matrix product by arithmetic.")

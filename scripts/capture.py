@@ -25,8 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=pathlib.Path, default=DEFAULT_DIR, help="folder for the JSON file")
     p.add_argument("--quick", action="store_true", help="sizes 10^3 and 10^5 only, 100 training steps")
+    p.add_argument("--no-throughput", action="store_true",
+                   help="skip the float32/float64 timings (for a capture of the same hardware in another numeric "
+                        "configuration, e.g. MKL_CBWR=COMPATIBLE, where only the bits matter)")
     args = p.parse_args(argv)
-    rec = capture(quick=args.quick)
+    rec = capture(quick=args.quick, throughput=not args.no_throughput)
     path = write_recording(rec, args.out)
     fid = model_fidelity(Recording.from_dict(str(path), rec))
     print(f"wrote {path} ({path.stat().st_size:,} bytes): {len(rec['sums'])} sums, {len(rec['matmuls'])} matmuls, "

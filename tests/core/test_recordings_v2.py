@@ -171,3 +171,28 @@ def test_replay_is_bit_exact_where_the_fingerprint_matches(bundled):
             values = generate(VectorSpec(e.generator, e.n, e.seed, e.dtype)).values
             assert vector_sha256(values) == e.vector_sha256
             assert live_sum_bits(values, cpu_device(), PROCESS_THREADS) == int(e.sum_hex, 16), (r.name, e.key)
+
+
+def test_cached_loading_rereads_only_changed_folders(quick, tmp_path):
+    from core.recordings import cached_recordings, write_recording
+
+    assert cached_recordings(tmp_path) == ([], [])
+    path = write_recording(quick, tmp_path)
+    first, _ = cached_recordings(tmp_path)
+    assert len(first) == 1 and cached_recordings(tmp_path)[0][0] is first[0]  # served from the cache
+    path.write_text(path.read_text().replace('"quick": true', '"quick": false'))
+    again, _ = cached_recordings(tmp_path)
+    assert again[0] is not first[0] and again[0].provenance["quick"] is False
+
+
+def test_recorded_outcomes_cite_each_recording(bundled):
+    from core.recordings import recorded_outcomes
+
+    name = bundled[0].training[0].preset
+    rows = recorded_outcomes(bundled, name)
+    assert len(rows) == sum(1 for r in bundled for t in r.training if t.preset == name)
+    for (label, step, steps), r in zip(rows, [r for r in bundled if any(t.preset == name for t in r.training)],
+                                       strict=True):
+        assert label == r.label and steps == 500
+        assert step == next(t for t in r.training if t.preset == name).first_rel_1pct
+    assert recorded_outcomes(bundled, "no such preset") == []
