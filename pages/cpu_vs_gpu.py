@@ -11,7 +11,7 @@ import torch
 
 from core.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model
 from core.devices import available_devices, device_info
-from core.exact import correctly_rounded_sum, shortest_repr
+from core.exact import correctly_rounded_sum, distinguishing_reprs
 from core.fingerprint import op_fingerprint
 from core.formats import FORMATS, bits_of_value, hex_bits, ulp_distance, value_of_bits
 from core.globalstate import PROCESS_THREADS, current_settings
@@ -147,12 +147,13 @@ _row(f"CUDA model, SM count {H100_SMS} (H100/H200-like)", "model", bits_of_scala
 exact_bits = bits_of_value(cr, fmt)
 _row("Exact sum, rounded once", "exact", exact_bits, "exact rational sum, one rounding")
 
+shown = iter(distinguishing_reprs([value_of_bits(r["bits"], fmt) for r in rows if r["bits"] is not None]))
 table = []
 for r in rows:
     b = r["bits"]
     table.append({
         "where": r["where"], "tier": r["tier"],
-        "value": shortest_repr(value_of_bits(b, fmt), fmt) if b is not None else "—",
+        "value": next(shown) if b is not None else "—",
         "bits": hex_bits(b, fmt) if b is not None else "—",
         "ULPs from the correctly rounded sum": ulp_distance(b, exact_bits, fmt) if None not in (b, exact_bits) else "—",
         "note": r["note"],
