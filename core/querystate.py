@@ -2,7 +2,9 @@
 
 A page declares its fields; ``decode`` turns untrusted query parameters into values,
 rejecting anything malformed, out of range or unknown with a note instead of an error,
-and ``encode`` writes the current values back as short strings.
+and ``encode`` writes the current values back as short strings. ``encode_bounded`` leaves
+out every value too long for its field, so a link never carries what ``decode`` would
+refuse (a long paste stays out of the URL), and ``query_string`` percent-encodes the rest.
 """
 
 from __future__ import annotations
@@ -10,8 +12,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import quote, urlencode
 
 MAX_PARAM_LENGTH = 2000
+# The most characters of free text (a paste) a link carries: about 100 numbers, a URL of a few
+# kB at most once percent-encoded, which browsers, proxies and chat apps pass on intact.
+# Longer text stays out of the link; the page offers it as a download instead.
+LINK_TEXT_CHARS = 1_500
 
 
 @dataclass(frozen=True)
@@ -24,10 +31,15 @@ class Field:
     high: float | None = None
     max_length: int = 200
 
+    @property
+    def limit(self) -> int:
+        """The longest value (in characters) a link may carry for this field."""
+        return min(self.max_length, MAX_PARAM_LENGTH)
+
     def decode(self, raw: str):
         """The value a parameter denotes, or ValueError with a short reason."""
-        if len(raw) > min(self.max_length, MAX_PARAM_LENGTH):
-            raise ValueError("too long")
+        if len(raw) > self.limit:
+            raise ValueError(f"too long for a link: {len(raw):,} characters, at most {self.limit:,}")
         if self.kind == "choice":
             for o in self.options:
                 if str(o) == raw:
@@ -95,3 +107,20 @@ def decode(params: Mapping[str, str], fields: Sequence[Field]) -> tuple[dict, li
 
 def encode(values: Mapping, fields: Sequence[Field]) -> dict[str, str]:
     return {f.param: f.encode(values[f.key]) for f in fields if f.key in values}
+
+
+def encode_bounded(values: Mapping, fields: Sequence[Field]) -> tuple[dict[str, str], dict[str, int]]:
+    """(parameters, {name: length} of the values left out because they are longer than their field allows)."""
+    params, omitted = {}, {}
+    for name, text in encode(values, fields).items():
+        field = next(f for f in fields if f.param == name)
+        if len(text) > field.limit:
+            omitted[name] = len(text)
+        else:
+            params[name] = text
+    return params, omitted
+
+
+def query_string(params: Mapping[str, str]) -> str:
+    """``a=1&b=x%20y``: every reserved character percent-encoded, so any value survives the trip."""
+    return urlencode(params, quote_via=quote, safe=",")

@@ -10,7 +10,7 @@ import streamlit as st
 from core.exact import abbreviate, exact_decimal, shortest_repr
 from core.formats import FORMATS
 from core.orders import DEFAULT_ORDERS, ORDERS, available_threads
-from core.querystate import Field
+from core.querystate import LINK_TEXT_CHARS, Field
 from core.sumlab import MAX_PERMUTATIONS, WORKING_CHOICES, resolve_working, run_lab, running_error
 from core.torch_cpu_model import GRAIN_SIZE, thread_chunks
 from core.trees import MAX_TREE_N, TREE_ORDERS, build_tree
@@ -18,6 +18,7 @@ from core.vectors import (
     GENERATORS,
     MAX_N,
     MAX_PASTED,
+    MAX_UPLOAD_BYTES,
     Vector,
     VectorError,
     VectorSpec,
@@ -60,6 +61,9 @@ def _vector_key(v: Vector) -> str:
 
 
 DEFAULT_PASTE = "1e8, 1, -1e8, 0.1, 0.2, 0.3"
+# The box takes at most what the parser accepts; the browser cuts a longer paste there, so the
+# text never reaches the server's message limit (server.maxMessageSize) and a message says so.
+MAX_PASTE_CHARS = MAX_UPLOAD_BYTES
 URL_FIELDS = [
     Field("sl_source", "vector", "choice", tuple(SOURCES)),
     Field("sl_storage", "storage", "choice", tuple(FORMATS)),
@@ -70,7 +74,7 @@ URL_FIELDS = [
     Field("sl_orders", "orders", "multi", tuple(ORDERS)),
     Field("sl_k", "permutations", "int", low=0, high=MAX_PERMUTATIONS),
     Field("sl_pseed", "perm_seed", "int", low=0, high=2**32 - 1),
-    Field("sl_paste", "numbers", "text", max_length=2000),
+    Field("sl_paste", "numbers", "text", max_length=LINK_TEXT_CHARS),
 ]
 DEFAULTS = {"sl_source": "normal", "sl_storage": "float32", "sl_working": "same", "sl_n": 1_000_000, "sl_seed": 0,
             "sl_cond": 1e8, "sl_orders": list(DEFAULT_ORDERS), "sl_k": 20, "sl_pseed": 0, "sl_paste": DEFAULT_PASTE}
@@ -118,12 +122,18 @@ if source in GENERATORS:
             error_here = "n"
 elif source == PASTE:
     text = st.text_area(f"Numbers separated by commas, spaces or new lines (at most {MAX_PASTED:,})",
-                        key="sl_paste", height=100)
-    try:
-        vector = parse_pasted(text, storage)
-    except VectorError as err:
-        st.error(inert(err))  # quotes the pasted text
+                        key="sl_paste", height=100, max_chars=MAX_PASTE_CHARS)
+    if len(text) >= MAX_PASTE_CHARS:
+        st.error(f"This paste fills the box's limit of {MAX_PASTE_CHARS:,} characters, so the browser may have cut "
+                 "off the rest: the numbers were not used. Upload them as a .csv or .npy file instead (at most "
+                 f"{MAX_UPLOAD_BYTES / 2**20:.0f} MB), or paste fewer.")
         error_here = "paste"
+    else:
+        try:
+            vector = parse_pasted(text, storage)
+        except VectorError as err:
+            st.error(inert(err))  # quotes the pasted text
+            error_here = "paste"
 else:
     up = st.file_uploader("A .csv (one column or row of numbers) or .npy (1-D array) file, at most 5 MB",
                           type=["csv", "npy", "txt"], key="sl_upload")
@@ -147,7 +157,7 @@ k_perm = p1.number_input(f"Random permutations (0 to {MAX_PERMUTATIONS:,})", min
 perm_seed = p2.number_input("Permutation seed", min_value=0, max_value=2**32 - 1, key="sl_pseed")
 query = sync(URL_FIELDS)
 
-share_box(query, url_notes)
+share_box(query, url_notes, {"numbers": ("the pasted numbers", "numbers.txt", st.session_state["sl_paste"])})
 if vector is not None:
     st.session_state["sl_last"] = vector
 elif "sl_last" in st.session_state:

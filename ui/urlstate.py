@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import streamlit as st
 
-from core.querystate import Field, decode, encode
+from core.querystate import Field, decode, encode_bounded, query_string
 from ui.render import inert
+
+
+class Query(str):
+    """The query string of this view, and the parameters too long to be in it ({name: length})."""
+
+    omitted: Mapping[str, int] = {}
+    limits: Mapping[str, int] = {}
 
 
 def restore(page: str, fields: Sequence[Field], defaults: dict) -> list[str]:
@@ -28,20 +35,44 @@ def restore(page: str, fields: Sequence[Field], defaults: dict) -> list[str]:
     return list(st.session_state.get(notes_key, []))
 
 
-def sync(fields: Sequence[Field]) -> str:
-    """After the widgets: write the current settings into the URL; return the query string."""
-    params = encode({f.key: st.session_state[f.key] for f in fields if f.key in st.session_state}, fields)
+def sync(fields: Sequence[Field]) -> Query:
+    """After the widgets: write the current settings into the URL; return the query string.
+
+    A value longer than its field allows (a long paste) stays out of the URL, so the
+    browser's address and the shared link stay short enough to open; ``share_box`` says so.
+    """
+    values = {f.key: st.session_state[f.key] for f in fields if f.key in st.session_state}
+    params, omitted = encode_bounded(values, fields)
     if dict(st.query_params) != params:
         st.query_params.from_dict(params)
-    return "&".join(f"{k}={v}" for k, v in params.items())
+    query = Query(query_string(params))
+    query.omitted = omitted
+    query.limits = {f.param: f.limit for f in fields}
+    return query
 
 
-def share_box(query: str, notes: list[str]) -> None:
+def share_box(query: str, notes: list[str], downloads: Mapping[str, tuple[str, str, str]] | None = None) -> None:
     """Show link notes and a copyable link to exactly this view.
 
-    Notes quote what the link held (rejected values, unknown names): shown as inert text."""
+    Notes quote what the link held (rejected values, unknown names): shown as inert text.
+    For a setting left out of the link, ``downloads`` maps its parameter to (what it is,
+    file name, data): a download button offers that data instead."""
     for note in notes:
         st.caption(f":material/link_off: {inert(note, line_start=False)}")
+    omitted = getattr(query, "omitted", {})
+    limits = getattr(query, "limits", {})
+    for name, length in omitted.items():  # next to the link box, not hidden inside it
+        what, file_name, data = (downloads or {}).get(name, (f"“{name}”", "", ""))
+        subject = f"{inert(what[:1].upper() + what[1:])} {'are' if what.endswith('s') else 'is'}"
+        st.warning(
+            f"{subject} too long for a link ({length:,} characters; a link carries at most {limits.get(name, 0):,}), "
+            "so the link below opens the page with the default instead."
+            + (" Download them to share, then paste or upload them after opening the link." if data else ""),
+            icon=":material/link_off:",
+        )
+        if data:
+            st.download_button(f"Download {what} ({file_name})", data, file_name, "text/plain",
+                               key=f"_url_download_{name}", on_click="ignore", icon=":material/download:")
     base = (getattr(st.context, "url", "") or "").split("?")[0]
     with st.expander("Link to this view", icon=":material/link:"):
         st.code(f"{base}?{query}" if base else f"?{query}", language=None)

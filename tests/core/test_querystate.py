@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.querystate import MAX_PARAM_LENGTH, Field, decode, encode
+from core.querystate import MAX_PARAM_LENGTH, Field, decode, encode, encode_bounded, query_string
 
 FIELDS = [
     Field("k_choice", "c", "choice", ("float32", "float64", 1_000_000)),
@@ -51,3 +51,22 @@ def test_arbitrary_parameters_never_raise_and_stay_in_bounds(params):
         assert decoded["k_choice"] in ("float32", "float64", 1_000_000)
     if "k_text" in decoded:
         assert len(decoded["k_text"]) <= 50
+
+
+def test_encode_bounded_leaves_out_what_decode_would_refuse():
+    values = {"k_int": 3, "k_text": "x" * 51}
+    params, omitted = encode_bounded(values, FIELDS)
+    assert params == {"n": "3"} and omitted == {"t": 51}
+    _, notes = decode({"t": "x" * 51}, FIELDS)
+    assert "too long for a link: 51 characters, at most 50" in notes[0]
+
+
+@given(st.text(min_size=1, max_size=60))
+def test_query_string_round_trips_any_text(text):
+    from urllib.parse import parse_qs
+
+    params, omitted = encode_bounded({"k_text": text}, FIELDS)
+    if len(text) > 50:
+        assert params == {} and omitted == {"t": len(text)}
+    else:
+        assert parse_qs(query_string(params), keep_blank_values=True) == {"t": [text]}

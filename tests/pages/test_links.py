@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs
+
+import numpy as np
 from streamlit.testing.v1 import AppTest
 
+from core.querystate import LINK_TEXT_CHARS as LINK_PASTE_CHARS
+from core.vectors import MAX_UPLOAD_BYTES
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
 
 
@@ -48,3 +53,69 @@ def test_training_cpu_gpu_and_mitigation_links():
     assert not at.exception and at.session_state["cg_n"] == 1000
     at = open_page("mitigations", storage="bfloat16", seeds="3")
     assert not at.exception and at.session_state["mi_storage"] == "bfloat16"
+
+
+# ------------------------------------------- finding 6: long pastes stay out of the link, with a download
+MAX_PASTE_CHARS = MAX_UPLOAD_BYTES  # the summation lab's text area limit (max_chars)
+
+
+def _paste(at: AppTest, text: str) -> AppTest:
+    at.selectbox(key="sl_source").select("paste").run()
+    return at.text_area(key="sl_paste").set_value(text).run()
+
+
+def _link(at: AppTest) -> str:
+    return next(c.value for c in at.code if c.value.startswith("?"))
+
+
+def _download_labels(at: AppTest) -> list[str]:
+    return [str(getattr(e, "proto", None) and e.proto.label) for e in at.get("download_button")]
+
+
+def test_a_100000_number_paste_stays_out_of_the_link():
+    numbers = ", ".join(repr(float(x)) for x in np.random.default_rng(0).standard_normal(100_000))
+    assert len(numbers) > 1_000_000  # the issue's 1 MB query
+    at = _paste(open_page("summation_lab"), numbers)
+    assert not at.exception, at.exception
+    assert at.session_state["sl_last"].values.size == 100_000  # the paste itself is used
+    assert "numbers" not in at.query_params and at.query_params["vector"] == "paste"
+    link = _link(at)
+    assert "numbers=" not in link and len(link) < 1_000, len(link)
+    warning = " ".join(w.value for w in at.warning)
+    assert "too long for a link" in warning and f"{len(numbers):,} characters" in warning
+    assert f"at most {LINK_PASTE_CHARS:,}" in warning
+    assert any("Download the pasted numbers" in label for label in _download_labels(at)), _download_labels(at)
+
+
+def test_a_short_paste_travels_in_the_link_percent_encoded():
+    at = _paste(open_page("summation_lab"), "1e8 1 -1e8 0.1+0.2 & #x")
+    assert at.query_params["numbers"] == "1e8 1 -1e8 0.1+0.2 & #x"
+    link = _link(at)
+    assert "numbers=1e8%201%20-1e8%200.1%2B0.2%20%26%20%23x" in link  # +, & and # survive the trip
+    assert parse_qs(link[1:])["numbers"] == ["1e8 1 -1e8 0.1+0.2 & #x"]
+    assert "too long for a link" not in " ".join(w.value for w in at.warning)
+
+
+def test_a_paste_at_the_box_limit_gets_a_message_and_stays_out_of_the_link():
+    """The browser cuts a longer paste at max_chars; a full box is refused with a message next to it,
+    and a bigger value (6 MB, as in the issue) never reaches the URL either."""
+    for text in ("1 " * (MAX_PASTE_CHARS // 2), "1 " * 3_000_000):
+        at = _paste(open_page("summation_lab"), text)
+        assert not at.exception, at.exception
+        assert any("fills the box's limit" in e.value for e in at.error), [e.value for e in at.error]
+        assert "numbers" not in at.query_params and len(_link(at)) < 1_000
+    assert at.text_area(key="sl_paste").proto.max_chars == MAX_PASTE_CHARS
+
+
+def test_the_box_limit_fits_the_servers_message_limit():
+    """At 4 bytes per character (UTF-8's worst case) a full box still fits one websocket message."""
+    from streamlit import config
+
+    assert config.get_option("server.maxMessageSize") * 2**20 > MAX_PASTE_CHARS * 4
+    assert MAX_PASTE_CHARS <= MAX_UPLOAD_BYTES
+
+
+def test_a_link_with_a_too_long_paste_says_so():
+    at = open_page("summation_lab", vector="paste", numbers="1 " * LINK_PASTE_CHARS)
+    assert not at.exception
+    assert "too long for a link" in all_text(at) and at.session_state["sl_paste"] != "1 " * LINK_PASTE_CHARS

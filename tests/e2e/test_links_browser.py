@@ -1,0 +1,39 @@
+"""Links that can be opened: a long paste stays out of the URL, and the page says so (issue 12, finding 6).
+
+Before: pasting 100,000 numbers put a 1 MB query into the address bar, and reloading failed with
+HTTP 400. Now the URL keeps the other settings, reloads fine, and a download offers the numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from playwright.sync_api import expect
+
+from core.querystate import LINK_TEXT_CHARS
+from tests.e2e.conftest import assert_healthy_page, screenshot, wait_for_app
+
+
+def test_a_100000_number_paste_keeps_the_link_short(server, page):
+    numbers = ", ".join(repr(float(x)) for x in np.random.default_rng(1).standard_normal(100_000))
+    page.goto(f"{server.url}/summation_lab?vector=paste")
+    wait_for_app(page)
+    area = page.locator("textarea")
+    area.fill(numbers)
+    area.press("Control+Enter")
+    wait_for_app(page, timeout=180_000)
+    expect(page.get_by_text("too long for a link").first).to_be_visible(timeout=60_000)
+    assert_healthy_page(page)
+    assert "numbers=" not in page.url and len(page.url) < 1_000, len(page.url)
+    assert f"at most {LINK_TEXT_CHARS:,}" in page.locator('[data-testid="stMain"]').inner_text()
+    screenshot(page, "summation-lab-long-paste")
+
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download the pasted numbers").click()
+    assert Path(dl.value.path()).read_text(encoding="utf-8") == numbers
+
+    response = page.goto(page.url)  # the link itself opens
+    assert response is not None and response.ok, response and response.status
+    wait_for_app(page)
+    assert_healthy_page(page)
