@@ -23,6 +23,7 @@ from core.recordings import (
     SUITE_SIZES,
     cached_recordings,
     compare_recordings,
+    default_pair,
     live_sum_bits,
     model_fidelity,
     recordings_dir,
@@ -238,8 +239,9 @@ if len(recs) < 2:
 else:
     names = [r.label for r in recs]
     c1, c2 = st.columns(2)
-    li = c1.selectbox("Machine", range(len(recs)), format_func=names.__getitem__, key="cg_left")
-    ri = c2.selectbox("against", range(len(recs)), index=1, format_func=names.__getitem__, key="cg_right")
+    first, second = default_pair(recs)
+    li = c1.selectbox("Machine", range(len(recs)), index=first, format_func=names.__getitem__, key="cg_left")
+    ri = c2.selectbox("against", range(len(recs)), index=second, format_func=names.__getitem__, key="cg_right")
     left, right = recs[li], recs[ri]
     if li == ri:
         st.info("Pick two different recordings.")

@@ -196,3 +196,19 @@ def test_recorded_outcomes_cite_each_recording(bundled):
         assert label == r.label and steps == 500
         assert step == next(t for t in r.training if t.preset == name).first_rel_1pct
     assert recorded_outcomes(bundled, "no such preset") == []
+
+
+def test_default_pair_prefers_two_plain_machines(quick):
+    from core.recordings import default_pair
+
+    def variant(**prov):
+        d = json.loads(json.dumps(quick))
+        d["provenance"].update(prov)
+        return Recording.from_dict("x.json", d)
+
+    here = variant()
+    tuned = variant(environment={"MKL_CBWR": "COMPATIBLE"})
+    other = variant(cpu_capability="AVX512")
+    assert default_pair([here, tuned, other]) == (0, 2)
+    assert default_pair([tuned, here]) == (0, 1)  # no two plain machines: the first two
+    assert default_pair([here]) == (0, 0)

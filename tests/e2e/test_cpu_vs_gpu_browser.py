@@ -7,7 +7,7 @@ import re
 from playwright.sync_api import expect
 
 from core.fingerprint import fingerprint, op_fingerprint
-from core.recordings import compare_recordings, load_recordings
+from core.recordings import compare_recordings, default_pair, load_recordings
 from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
 
 
@@ -20,7 +20,7 @@ def test_cpu_vs_gpu_page(server, page):
     expect(page.get_by_text(re.compile("Fingerprint of this server: " + fingerprint(op_fingerprint())))).to_be_visible()
     expect(page.get_by_role("heading", name="Two real machines side by side")).to_be_visible()
     recs, _ = load_recordings()
-    cmp = compare_recordings(recs[0], recs[1])
+    cmp = compare_recordings(*(recs[i] for i in default_pair(recs)))
     verdict = page.get_by_text(re.compile(r"(gave the same bits in every result|part first in|part; run A)"))
     expect(verdict.first).to_be_visible()
     if not cmp.ops_differing and all(t.first_step_machines_differ is None for t in cmp.training):

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.fingerprint import fingerprint, op_fingerprint
-from core.recordings import capture, compare_recordings, load_recordings, write_recording
+from core.recordings import capture, compare_recordings, default_pair, load_recordings, write_recording
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
 
 
@@ -88,7 +88,9 @@ def test_bundled_machines_side_by_side_with_fingerprints(monkeypatch):
     ops = op_fingerprint()
     assert f"Fingerprint of this server: **`{fingerprint(ops)}`**" in text
     recs, _ = load_recordings()
-    left, right = recs[0], recs[1]
+    first, second = default_pair(recs)
+    left, right = recs[first], recs[second]
+    assert left.provenance["cpu_capability"] != right.provenance["cpu_capability"]  # two machines, not one twice
     cmp = compare_recordings(left, right)
     summary = next(d.value for d in at.dataframe if "results" in d.value.columns)
     assert summary["compared"].tolist()[:4] == [cmp.sums_compared, cmp.wider_compared, cmp.matmuls_compared,
@@ -98,6 +100,6 @@ def test_bundled_machines_side_by_side_with_fingerprints(monkeypatch):
     facts = next(d.value for d in at.dataframe if "fact" in d.value.columns and len(d.value.columns) == 3)
     assert "torch CPU capability (kernel dispatch)" in facts["fact"].tolist()
     # the same comparison the other way round, picked with the selectboxes
-    at.selectbox(key="cg_left").select(1).run()
-    at.selectbox(key="cg_right").select(0).run()
+    at.selectbox(key="cg_left").select(second).run()
+    at.selectbox(key="cg_right").select(first).run()
     assert not at.exception
