@@ -1,112 +1,115 @@
-"""A model of the order in which PyTorch's CUDA kernel adds up ``x.sum()`` of a 1-D contiguous tensor.
+"""A model of the order in which PyTorch's CUDA kernel adds up ``x.sum()`` and ``x.mean()`` of a 1-D contiguous tensor.
 
-This is a model, not yet checked against real hardware.  It was written from the source of
-``aten/src/ATen/native/cuda/Reduce.cuh`` and ``ReduceSumProdKernel.cu`` and is tested only
-against a slow, loop-by-loop transcription of the same algorithm and against error bounds
-(tests/core/test_cuda_model.py).  No GPU was available when it was written.
+The model is pinned to the kernel that torch 2.13.0 ships (``requirements.txt`` pins ``torch==2.13.0``),
+and it can also be run with the launch rules of older kernels (``KERNELS``). It has been checked against
+published GPU results (``core/cuda_published.py``, tests/core/test_cuda_model_published.py), and against
+a slow loop-by-loop transcription of the kernel and error bounds (tests/core/test_cuda_model.py).
+It has not been run against a GPU of our own: no GPU recording for the pinned version is bundled.
 
-Source read
+Pinned source (kernel ``"torch-2.13"``)
+---------------------------------------
+* ``aten/src/ATen/native/cuda/Reduce.cuh`` of **pytorch/pytorch at cf30153c4c131c8164ee7798e5022d810682e2cb**,
+  the commit that ``torch.version.git_version`` of the torch 2.13.0 wheel names. We read the copy that
+  the wheel itself installs (``torch/include/ATen/native/cuda/Reduce.cuh``, sha256
+  ``75vqj9_QPOwtfnQhy-ddmP3f2q_dtPJaHtZVxYYd-2U`` in the wheel's RECORD): the release text exactly.
+  The wheel's copy has one guard line (``#if !defined(TORCH_STABLE_ONLY) ...``) prepended, so the line
+  numbers below are the wheel copy's; the repository file's are one less. The code index we could search
+  stores ``pytorch/pytorch``'s ``Reduce.cuh`` only at 2019 commits (6f75eba8, 00ef8f06), so the wheel is
+  the only copy of the 2.13 text we had.
+  - ``last_pow2`` L31-38; ``mnt_wrapper`` (``MAX_NUM_THREADS = 512``) L60-68;
+    ``ReduceConfig::set_block_dimension`` L99-108; ``split_input`` L110-114; ``should_reduce_tail``
+    L148-151; ``input_idx`` L153-160; ``staging_memory_offset`` L176-182; ``values_per_thread`` L211-213;
+  - ``func_wrapper_t`` (``project`` is a plain cast) L252-276;
+  - ``ReduceOp::run`` L402-478 (thread stage, then ``block_x_reduce``, then ``block_y_reduce``, then
+    ``global_reduce``); ``thread_reduce`` L480-498; ``input_vectorized_thread_reduce_impl`` L500-559;
+    ``thread_reduce_impl`` L561-632; ``block_x_reduce`` L634-671 (warp shuffle L657-670);
+    ``block_y_reduce`` L673-690; ``mark_block_finished`` L692-705; ``global_reduce`` L785-917;
+  - ``setReduceConfig`` L1039-1186 (vectorisation L1105-1117, warp split and ``ctas_per_output``
+    L1135-1185); ``gpu_reduce_kernel`` L1188-1290.
+* ``aten/src/ATen/native/SharedReduceOps.h`` of the same wheel (sha256 ``daa62aPH9HVyq4Jk_WZIdpfip3u5-6Gw1VXZZ6rBi14``):
+  ``MeanOps`` L152-180, ``project`` returns ``a * factor`` (L164-166).
+* ``ReduceSumProdKernel.cu`` and ``ReduceMomentKernel.cu`` are compiled into the CUDA library and are not
+  shipped as text, and the index holds no copy at the 2.13 commit. The nearest stored copies:
+  ``sum_functor`` in cyyever/pytorch@ca0147539527ba140c53a3f3fac017595692388a (ReduceSumProdKernel.cu,
+  lines 13-30: 16-bit types call ``gpu_reduce_kernel<scalar_t, out_t, /*vt0=*/4, /*input_vec_size=*/8>``,
+  all others ``gpu_reduce_kernel<scalar_t, out_t>`` with ``vt0 = input_vec_size = 4``) and
+  ``mean_kernel_impl`` in two stored ReduceMomentKernel.cu copies of the same generation (16-bit: vt0 4,
+  input_vec_size 8; ``factor_t factor = static_cast<factor_t>(iter.num_output_elements()) / iter.numel()``
+  with ``factor_t`` = float for float/half/bfloat16 and double for double). We attribute the 16-bit
+  change to PyTorch PR #165055 ("Vectorize 8 elements on 16 bit data types for sum/mean"; its diff was
+  not read). The 2.13 Reduce.cuh no longer tests ``vt0 >= input_vec_size`` before vectorising (L1106),
+  which is what lets vt0 = 4 run with 8-wide vectors; the older copies below still have the test. We
+  take these two functions to be equal to 2.13's: the one part of the pin not read from the release.
+* ``mean`` reaches this kernel on CUDA: ``TORCH_IMPL_FUNC(mean_out)`` in ReduceOps.cpp sums and divides
+  only when ``self.device().is_cpu()``; any other device calls ``mean_stub`` (``mean_kernel_cuda``).
+
+The kernel, stage by stage, for a full reduction of ``n`` contiguous elements (one output)
+-------------------------------------------------------------------------------------------
+1. Launch (``setReduceConfig``). ``dim0 = n``, ``dim1 = 1``. If ``dim0 >= 128`` the input is read in
+   vectors of ``input_vec_size`` (4 for float32/float64, 8 for float16/bfloat16) and ``dim0 /=
+   input_vec_size``. ``block_width = last_pow2(dim0)`` if ``dim0 < 512`` else 512; ``block_height =
+   1``. ``values_per_thread = ceil(n / block_width)`` counts *elements* even when the thread reads
+   vectors. If it is at least 16 the input is split across warps (a no-op with one row), and if it is at
+   least 256 the input is split over ``ctas_per_output = max(min(ceil(target / 1), ceil(vpt / 16)),
+   ceil(vpt / 256))`` blocks, ``target = multiProcessorCount * (maxThreadsPerMultiProcessor /
+   block_width)``. Example: n = 10**6 float32 on an H100 (132 SMs): 512 threads x 123 blocks.
+2. Thread stage. Thread ``g = block * block_width + lane`` of ``T = block_width * blocks``.
+   *Vectorised* (``input_vectorized_thread_reduce_impl``): accumulators ``value_list[0..vec-1]`` start
+   at ``+0.0``; the thread loads vectors ``g, g + T, g + 2T, ...`` and adds element ``i`` of each vector
+   to accumulator ``i``; then the ``n % vec`` tail elements go to lanes ``0, 1, ...`` of block 0, into
+   accumulator 0; then ``((a0 + a1) + a2) + ...``. *Scalar* (``thread_reduce_impl``, n < 128):
+   ``vt0 = 4`` accumulators, element ``g + m T`` to accumulator ``m % 4``, then combined left to right.
+   The data pointer is assumed aligned to the vector (``shift == 0``): true for a fresh tensor from the
+   caching allocator, not for every slice.
+3. Block stage (``block_x_reduce``). Shared memory: ``v[t] += v[t + offset]`` for ``offset =
+   block_width/2, ..., 32``; then the warp shuffle ``v += shfl_down(v, offset)`` with **decreasing**
+   offsets ``dim_x/2, ..., 2, 1`` (L657-663: "fix CUDA to have offset decreasing for better numerics
+   matching Triton"), so the whole block is one halving tree ``v[t] + v[t + w/2]``. ``block_y_reduce``
+   does nothing with one row.
+4. Grid stage (``global_reduce``), when ``ctas_per_output > 1``. Each block writes its value to a staging
+   buffer; the block that increments the semaphore last reads the partials in a fixed order: thread ``t``
+   adds partials ``t, t + block_width, ...`` to ``+0.0``, then the block reduces as in 3. The result
+   does not depend on which block finishes last.
+5. Result. ``sum``: the accumulator (float32 for 16-bit inputs) is cast once to the output type
+   (``project``). ``mean`` (``MeanOps``): the same reduction, then ``project`` returns ``a * factor`` in
+   the accumulation type, ``factor = float(1) / float(n)`` (a float32 for float32, float16 and
+   bfloat16; a double for double), then one cast to the output type (so a 16-bit mean is rounded twice:
+   to float32 by the multiply, then to 16 bits).
+
+Kernel versions (``KERNELS``) and what differs from the pinned one
+------------------------------------------------------------------
+* ``"torch-2.13"`` (pinned): as above.
+* ``"fork-2025"``: Reduce.cuh of cyyever/pytorch@0660972b2e907c38dff07fb1dbbb4c3310791427 (a fork that
+  tracks upstream; the text this app's model followed before it was pinned) with the ``sum_functor`` of
+  cyyever/pytorch@ca0147539527. Differences: the warp shuffle runs with **increasing** offsets ``1, 2,
+  ..., 16`` (lane 0 then sums adjacent pairs first: ``((v0 + v1) + (v2 + v3)) + ...``); input is
+  vectorised only when ``dim0 > 128`` **and** ``vt0 >= input_vec_size``, so 16-bit sums (vt0 4, vector
+  8) take the scalar path with 4 accumulators, and n = 128 is not vectorised.
+* ``"torch-1.0"``: Reduce.cuh of pytorch/pytorch@6f75eba8e6b15eff01905d8fdff5cff65fb82a52 (2019; the
+  launch code sits inside ``gpu_reduce_kernel``), ReduceOpsKernel.cu of pytorch/pytorch@026840f525cc
+  (``mean_kernel_impl``: ``float factor = float(iter.num_output_elements()) / iter.numel()`` for every
+  dtype) and SharedReduceOps.h of pytorch/pytorch@038e2d9f1701 (``MeanOps::project`` returns ``a *
+  factor``). The published results behind it are from torch 1.0.1 and 1.1.0 (core/cuda_published.py).
+  Differences: **no input vectorisation** (``thread_reduce`` with ``vt0 = 4`` strided accumulators for
+  every n); ``ctas_per_output = min(ceil(values_per_thread / 16), 65535)`` whenever
+  ``values_per_thread >= 256`` and there are at most 4096 outputs, **independent of the SM count**;
+  warp shuffle with **increasing** offsets; ``block_y_reduce`` before ``block_x_reduce`` (no effect with
+  one row); a double mean multiplies by the **float** factor ``fl32(1/n)``. No CUDA bfloat16.
+Between these three, upstream also had a generation (2022, e.g. Creativity-Spot/pytorch@bee00bab5ab2)
+that vectorised without dividing ``dim0`` by the vector width (so the block width followed ``n``); no
+published result we found needs it, and it is not modelled.
+
+Assumptions
 -----------
-* ``Reduce.cuh`` and ``ReduceSumProdKernel.cu`` as stored for repository ``cyyever/pytorch``
-  (a fork that tracks upstream; commits 0660972b2e90 and ca0147539527).  The copy of
-  ``pytorch/pytorch`` in the index we could search held only a 2019/2020 version of
-  ``Reduce.cuh`` (before input vectorisation and the SM-count-based grid), so upstream's
-  current text may differ; see assumption A10.
-* The quotes below are lines of that source; the functions they sit in are named.
-
-Algorithm, for a full sum of ``n`` contiguous elements (one output)
---------------------------------------------------------------------
-1. Launch shape (``setReduceConfig``).  One output, so the block is ``block_width x 1``
-   threads; ``block_width = last_pow2(dim0)`` capped at 512, where ``dim0 = n / vec`` if the
-   input is read in vectors, else ``n``.  If every thread would get at least 256 values,
-   the input is split over ``blocks`` thread blocks (``ctas_per_output``) so as to fill the
-   GPU: ``blocks = max(min(ceil(target / 1), ceil(vpt / 16)), ceil(vpt / 256))`` with
-   ``target = sm_count * (max_threads_per_sm // block_width)`` and
-   ``vpt = ceil(n / block_width)``.
-2. Thread stage.  Global thread ``g = block * block_width + lane`` of ``T`` threads in all.
-   *Vectorised* (``input_vectorized_thread_reduce_impl``): the thread loads vectors
-   ``g, g + T, g + 2T, ...`` of ``vec`` elements; accumulator ``i`` adds element ``i`` of
-   each vector.  The last ``n % vec`` elements go to lanes ``0, 1, ...`` of block 0, into
-   accumulator 0.  *Scalar* (``thread_reduce_impl``): the thread reads elements
-   ``g + m T``; element ``m`` goes to accumulator ``m % accumulators``.  Either way the
-   accumulators start at the identity ``+0.0`` and are then combined left to right,
-   ``((a0 + a1) + a2) + a3``.
-3. Block stage (``block_x_reduce``).  Shared memory: ``v[t] += v[t + offset]`` for
-   ``offset = block_width/2, ..., 32``; then a warp shuffle
-   ``v[t] += shfl_down(v, offset)`` with ``offset = 1, 2, 4, 8, 16`` (increasing), which
-   makes lane 0's result a balanced tree over *adjacent* pairs:
-   ``((v0 + v1) + (v2 + v3)) + ...``.
-4. Grid stage (``global_reduce``), only when ``blocks > 1``.  Each block's value goes
-   to global memory; the last block to finish reads them in a fixed order: thread ``t``
-   adds partials ``t, t + block_width, ...`` to ``+0.0``, and then the block reduces
-   as in step 3.  So the result does not depend on which block finishes last.
-5. ``float16``/``bfloat16`` accumulate in float32 and are rounded once at the end
-   (``ops.project``); float32 accumulates in float32 and float64 in float64.
-
-Assumptions, each with the source line it rests on
---------------------------------------------------
-A1  Accumulation type.  ReduceSumProdKernel.cu ``reduce_dispatch``:
-    ``if (iter.dtype() == kHalf) { return OpFunctor<at::Half, float>{}(iter); }`` and the
-    same for ``kBFloat16``; other types use ``sum_functor<scalar_t>`` with
-    ``acc_t = scalar_t``; the combine is ``return a + b;``.
-A2  Vector width and accumulators.  ReduceSumProdKernel.cu ``sum_functor``: for 16-bit
-    types ``gpu_reduce_kernel<scalar_t, out_t, /*vt0=*/4, /*input_vec_size=*/8>``;
-    otherwise ``gpu_reduce_kernel<scalar_t, out_t>`` whose defaults are
-    ``int vt0=4, int input_vec_size=vt0`` (Reduce.cuh ``gpu_reduce_kernel``).
-A3  When input is vectorised.  Reduce.cuh ``setReduceConfig`` (CUDA branch):
-    ``if (reduction_on_fastest_striding_dimension && dim0 > 128 && iter.num_reduce_dims()
-    == 1 && vt0 >= input_vec_size)`` then ``config.vectorize_input = true; dim0 /=
-    input_vec_size;``.  With A2 this means 16-bit sums are *not* vectorised on CUDA in
-    this source version (4 >= 8 is false): they use the scalar path with 4 accumulators.
-    A ROCm build takes the ``#ifdef USE_ROCM`` branch ``dim0 >= 128`` without that check.
-A4  Block shape.  ``set_block_dimension``: ``dim0_pow2 = dim0 < max_num_threads ?
-    last_pow2(dim0) : max_num_threads`` ... ``block_width = std::min(dim0_pow2,
-    int(max_num_threads / block_height))`` with ``MAX_NUM_THREADS = 512``
-    (``mnt_wrapper``; 256 only for complex double) and ``dim1 = num_outputs = 1``, so
-    ``block_height = 1``.
-A5  Split over warps and blocks.  ``setReduceConfig``: ``warp_split_threshold =
-    std::min<int>(block_height * 16, max_values_per_thread)``; ``blocks_per_sm =
-    max_threads_per_mp / config.num_threads``; ``target_grid_size = num_mp *
-    blocks_per_sm``; ``config.ctas_per_output = std::max(std::min<int>(ctas_per_output1,
-    ctas_per_output2), ctas_per_output3)`` where the three are ``div_up(target_grid_size,
-    grid)``, ``div_up(values_per_thread, 16)``, ``div_up(values_per_thread, 256)``, and
-    ``values_per_thread() = div_up(num_inputs, step_input)`` counts *elements* (not
-    vectors).  ``num_mp`` is ``multiProcessorCount`` (132 on H100/H200 SXM) and
-    ``max_threads_per_mp`` is ``maxThreadsPerMultiProcessor`` (2048 on sm_80/sm_90;
-    1536 on sm_86/sm_89): both are inputs of this model.
-A6  Thread indexing.  ``input_idx()``: ``lane * input_mult[BLOCK_X] + warp *
-    input_mult[BLOCK_Y] + cta2 * input_mult[CTA]`` with ``input_mult = {1, block_width,
-    block_width}`` from ``split_input``; the stride is ``step_input = block_width *
-    blocks``.
-A7  Vectorised thread loop.  ``input_vectorized_thread_reduce_impl``: ``while (idx *
-    input_vec_size + input_vec_size - 1 < end) { ... value_list[i] =
-    ops.reduce(value_list[i], values_vec.val[i], ...); idx += stride; }``; tail:
-    ``int idx = tail_start + threadIdx.x; if (idx < end) value_list[0] = ...`` guarded
-    by ``should_reduce_tail()`` (``threadIdx.y == 0`` and ``blockIdx.y == 0``); combine:
-    ``value_list[0] = ops.combine(value_list[0], value_list[i]);`` for ``i = 1..``.
-    The data pointer is assumed aligned to ``vec * itemsize`` bytes (``shift == 0``),
-    true for a fresh tensor from the caching allocator, not for every slice.
-A8  Scalar thread loop.  ``thread_reduce_impl``: ``while (idx + (vt0 - 1) * stride <
-    end)`` loads ``idx + i * stride`` into accumulator ``i``, ``idx += stride * vt0``;
-    the tail continues with accumulators ``0, 1, ...`` in order.
-A9  Block and grid reduction.  ``block_x_reduce``: ``for (int offset = dim_x/2; offset >=
-    warpSize; offset >>= 1)`` over shared memory, then ``for (int offset = 1; offset <
-    dim_x; offset <<= 1) { arg_t other = ops.warp_shfl_down(value[i], offset); ...}``.
-    ``block_y_reduce`` does nothing with ``blockDim.y == 1``.  ``global_reduce``:
-    ``for (; input_offset < config.ctas_per_output; input_offset += step)`` with
-    ``input_offset = threadIdx.x`` and ``step = blockDim.x * blockDim.y``, from
-    ``value = ident``, then ``block_y_reduce`` and ``block_x_reduce``.  ``warpSize = 32``.
-A10 Version.  PyTorch PR #165055 (Oct 2025, "Vectorize 8 elements on 16 bit data types
-    for sum/mean") may have enabled 8-wide vectorised loads for 16-bit sums on CUDA in
-    later releases; a vendor fork also shows float32 using ``vt0 = 8,
-    input_vec_size = 8`` when the reduced size is a multiple of 1024.  We could not read
-    either diff.  Pass ``CudaReduceConfig(vec=8, accumulators=8)`` to model those.
-A11 Index width.  Inputs whose byte extent exceeds 2^31 - 1 are split into sub-iterators
-    by ``iter.with_32bit_indexing()``; that is not modelled (NotImplementedError).
-A12 Arithmetic.  Every ``a + b`` is one IEEE round-to-nearest-even addition in the
-    accumulation type (no fast-math reassociation, no FMA on a plain add); ``+0.0`` is
-    the identity, so padding with zeros is exact (an accumulator that starts at ``+0.0``
-    can never become ``-0.0`` under round-to-nearest).
+A1 Every ``a + b`` and the mean's ``a * factor`` is one IEEE round-to-nearest-even operation in the
+   accumulation type (PyTorch is not built with fast-math; a lone add or multiply is not contracted
+   into an FMA). ``+0.0`` is the identity, so padding with zeros is exact.
+A2 ``warpSize = 32`` (NVIDIA). ROCm builds take other branches (``#if defined(USE_ROCM)``: increasing
+   shuffle offsets, ``min_values_per_thread = 128``, at least 64 blocks) and are not modelled.
+A3 Inputs whose byte extent exceeds 2**31 - 1 are split by ``iter.with_32bit_indexing()``; not modelled
+   (``NotImplementedError``).
+A4 ``multiProcessorCount`` and ``maxThreadsPerMultiProcessor`` are inputs (``sm_count``,
+   ``max_threads_per_sm``): 132 and 2048 for an H100/H200 SXM, 1536 on sm_86/sm_89 parts.
 """
 
 from __future__ import annotations
@@ -121,7 +124,8 @@ WARP_SIZE = 32
 MAX_NUM_THREADS = 512  # mnt_wrapper<T>::MAX_NUM_THREADS
 MIN_VALUES_PER_THREAD = 16
 MAX_VALUES_PER_THREAD = 256
-VECTORIZE_MIN_DIM0 = 128  # "dim0 > 128"
+VECTORIZE_MIN_DIM0 = 128
+MAX_CTAS_TORCH_1_0 = 65535
 INT32_MAX = 2**31 - 1
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
@@ -134,23 +138,110 @@ _ACCUMULATOR = {
 
 
 @dataclass(frozen=True)
+class CudaKernel:
+    """One version of the reduction kernel's rules, with the source it was read from."""
+
+    key: str
+    title: str
+    torch_versions: str
+    source: str
+    vectorize: str  # "ge128": dim0 >= 128; "gt128_vt0": dim0 > 128 and vt0 >= vec; "never"
+    ctas: str  # "sm_target": SM-count based; "div16": ceil(vpt / 16) capped at 65535
+    shuffle: str  # "decreasing" (dim_x/2 .. 1) or "increasing" (1 .. dim_x/2)
+    vec_16bit: int  # input_vec_size for float16/bfloat16
+    vec_other: int  # input_vec_size for float32/float64
+    vt0: int  # scalar-path accumulators
+    double_mean_factor: str  # "double" or "float": the type of the mean's factor for a float64 input
+    bfloat16: bool  # whether the release has a CUDA bfloat16 sum
+
+
+KERNELS: dict[str, CudaKernel] = {
+    k.key: k
+    for k in (
+        CudaKernel(
+            key="torch-2.13",
+            title="torch 2.13 (pinned)",
+            torch_versions="2.13.0 (requirements.txt)",
+            source="pytorch/pytorch@cf30153c4c131c8164ee7798e5022d810682e2cb Reduce.cuh and SharedReduceOps.h "
+                   "(as shipped in the torch 2.13.0 wheel); sum_functor/mean_kernel_impl as in "
+                   "cyyever/pytorch@ca0147539527 (PR #165055 generation)",
+            vectorize="ge128", ctas="sm_target", shuffle="decreasing", vec_16bit=8, vec_other=4, vt0=4,
+            double_mean_factor="double", bfloat16=True,
+        ),
+        CudaKernel(
+            key="fork-2025",
+            title="pre-2.13 upstream as stored in a fork (the app's earlier model)",
+            torch_versions="between the SM-count launch rules and PR #165055; exact releases not established",
+            source="cyyever/pytorch@0660972b2e907c38dff07fb1dbbb4c3310791427 Reduce.cuh; "
+                   "cyyever/pytorch@ca0147539527ba140c53a3f3fac017595692388a ReduceSumProdKernel.cu",
+            vectorize="gt128_vt0", ctas="sm_target", shuffle="increasing", vec_16bit=8, vec_other=4, vt0=4,
+            double_mean_factor="double", bfloat16=True,
+        ),
+        CudaKernel(
+            key="torch-1.0",
+            title="torch 1.0/1.1 (2019)",
+            torch_versions="1.0.1, 1.1.0 (the published results in core/cuda_published.py)",
+            source="pytorch/pytorch@6f75eba8e6b15eff01905d8fdff5cff65fb82a52 Reduce.cuh; "
+                   "pytorch/pytorch@026840f525ccff80e08f199217f39f4ea639906d ReduceOpsKernel.cu; "
+                   "pytorch/pytorch@038e2d9f1701b316bfb919e70fbb7df4e7f74b3e SharedReduceOps.h",
+            vectorize="never", ctas="div16", shuffle="increasing", vec_16bit=4, vec_other=4, vt0=4,
+            double_mean_factor="float", bfloat16=False,
+        ),
+    )
+}
+PINNED_KERNEL = "torch-2.13"
+
+_DIFFERENCE_TEXT = {
+    "vectorize": {
+        "ge128": "vectorised loads when n >= 128 (block width from n / vector width)",
+        "gt128_vt0": "vectorised loads only when n > 128 and vt0 >= vector width (16-bit: scalar path)",
+        "never": "no vectorised loads: vt0 = 4 strided accumulators for every n",
+    },
+    "ctas": {
+        "sm_target": "blocks per output from the SM count: max(min(SMs x blocks/SM, ceil(vpt/16)), ceil(vpt/256))",
+        "div16": "blocks per output = min(ceil(vpt/16), 65535), independent of the SM count",
+    },
+    "shuffle": {
+        "decreasing": "warp shuffle with decreasing offsets 16, 8, 4, 2, 1 (one halving tree per block)",
+        "increasing": "warp shuffle with increasing offsets 1, 2, 4, 8, 16 (adjacent pairs first)",
+    },
+}
+
+
+def kernel_differences(key: str, reference: str = PINNED_KERNEL) -> list[str]:
+    """How kernel ``key`` differs from ``reference`` (default: the pinned one), one line per rule."""
+    a, b = KERNELS[key], KERNELS[reference]
+    out = []
+    for name in ("vectorize", "ctas", "shuffle"):
+        if getattr(a, name) != getattr(b, name):
+            mine, theirs = _DIFFERENCE_TEXT[name][getattr(a, name)], _DIFFERENCE_TEXT[name][getattr(b, name)]
+            out.append(f"{mine} (pinned: {theirs})")
+    if a.vec_16bit != b.vec_16bit:
+        out.append(f"16-bit vector width {a.vec_16bit} (pinned: {b.vec_16bit})")
+    if a.double_mean_factor != b.double_mean_factor:
+        out.append(f"float64 mean multiplies by a {a.double_mean_factor} factor (pinned: {b.double_mean_factor})")
+    if a.bfloat16 != b.bfloat16:
+        out.append("no CUDA bfloat16" if not a.bfloat16 else "CUDA bfloat16")
+    return out
+
+
+@dataclass(frozen=True)
 class CudaReduceConfig:
     """Launch parameters of the reduction kernel.
 
-    ``threads_per_block``: with ``blocks=None`` the cap (512 in PyTorch) from which the block
-    width is chosen as PyTorch does; with ``blocks`` given, the exact block width (a power of
-    two).  ``vec`` is ``input_vec_size`` and ``accumulators`` is ``vt0``: the input is read in
-    vectors of ``vec`` (with ``vec`` accumulators) only when ``n > 128``, ``vec > 1`` and
-    ``accumulators >= vec`` (A3); otherwise element by element into ``accumulators``
-    accumulators.
+    ``threads_per_block``: with ``blocks=None`` the cap (512 in PyTorch) from which the block width is
+    chosen by the kernel's rules; with ``blocks`` given, the exact block width (a power of two).
+    ``vec`` is ``input_vec_size`` and ``accumulators`` is ``vt0``; whether the input is read in vectors
+    follows ``kernel``'s rule (``KERNELS``) for the ``n`` it is applied to.
     """
 
     threads_per_block: int = 512
-    blocks: int | None = None  # None: choose like ReduceConfig does for this n and sm_count
+    blocks: int | None = None  # None: choose like setReduceConfig does for this n and sm_count
     sm_count: int = 132  # H100/H200 SXM
     vec: int = 4  # elements per vector load (input_vec_size)
     accumulators: int = 4  # vt0
     max_threads_per_sm: int = 2048  # maxThreadsPerMultiProcessor (sm_80, sm_90)
+    kernel: str = PINNED_KERNEL
 
     def __post_init__(self) -> None:
         t = self.threads_per_block
@@ -160,6 +251,8 @@ class CudaReduceConfig:
             raise ValueError("blocks must be at least 1")
         if self.vec < 1 or self.accumulators < 1 or self.sm_count < 1 or self.max_threads_per_sm < 1:
             raise ValueError("vec, accumulators, sm_count and max_threads_per_sm must be positive")
+        if self.kernel not in KERNELS:
+            raise ValueError(f"unknown kernel {self.kernel!r}; known: {', '.join(KERNELS)}")
 
 
 @dataclass(frozen=True)
@@ -172,6 +265,8 @@ class CudaLaunch:
     vectorized: bool
     vec: int  # elements per load: config.vec when vectorized, else 1
     accumulators: int  # per thread: config.vec when vectorized, else config.accumulators
+    kernel: str = PINNED_KERNEL
+    shuffle: str = "decreasing"
 
     @property
     def threads(self) -> int:
@@ -183,33 +278,42 @@ def _last_pow2(n: int) -> int:
     return max(1, 1 << (n.bit_length() - 1)) if n > 0 else 1
 
 
-def _vectorizes(dim0: int, config: CudaReduceConfig) -> bool:
-    return dim0 > VECTORIZE_MIN_DIM0 and config.vec > 1 and config.accumulators >= config.vec
+def _vectorizes(n: int, config: CudaReduceConfig) -> bool:
+    rule = KERNELS[config.kernel].vectorize
+    if rule == "never" or config.vec < 2:
+        return False
+    if rule == "ge128":
+        return n >= VECTORIZE_MIN_DIM0
+    return n > VECTORIZE_MIN_DIM0 and config.accumulators >= config.vec  # "gt128_vt0"
 
 
 def cuda_launch(n: int, config: CudaReduceConfig | None = None) -> CudaLaunch:
-    """Resolve ``config`` for ``n`` elements the way ``setReduceConfig`` does (see A3-A6)."""
+    """Resolve ``config`` for ``n`` elements the way ``setReduceConfig`` of ``config.kernel`` does."""
     if n < 1:
         raise ValueError("n must be at least 1")
     config = config or CudaReduceConfig()
+    kernel = KERNELS[config.kernel]
     vectorized = _vectorizes(n, config)
     if config.blocks is not None:
         width, blocks = config.threads_per_block, config.blocks
     else:
         dim0 = n // config.vec if vectorized else n
         cap = config.threads_per_block
-        width = _last_pow2(dim0) if dim0 < cap else cap  # set_block_dimension, block_height = 1
+        width = _last_pow2(dim0) if dim0 < cap else cap  # set_block_dimension with block_height = 1
         values_per_thread = -(-n // width)  # div_up(num_inputs, step_input): elements, also when vectorized
-        block_height = 1  # one output
-        split_across_warps = values_per_thread >= min(block_height * MIN_VALUES_PER_THREAD, MAX_VALUES_PER_THREAD)
-        target = config.sm_count * (config.max_threads_per_sm // (width * block_height))
-        grid_x = 1  # div_up(num_outputs / output_vec_size, step_output)
+        split_across_warps = values_per_thread >= min(MIN_VALUES_PER_THREAD, MAX_VALUES_PER_THREAD)
         blocks = 1
-        if split_across_warps and values_per_thread >= MAX_VALUES_PER_THREAD and grid_x <= target:
-            blocks = max(
-                min(-(-target // grid_x), -(-values_per_thread // MIN_VALUES_PER_THREAD)),
-                -(-values_per_thread // MAX_VALUES_PER_THREAD),
-            )
+        if split_across_warps and values_per_thread >= MAX_VALUES_PER_THREAD:
+            if kernel.ctas == "div16":  # torch 1.0: num_outputs (1) <= 4096 always holds here
+                blocks = min(-(-values_per_thread // MIN_VALUES_PER_THREAD), MAX_CTAS_TORCH_1_0)
+            else:
+                target = config.sm_count * (config.max_threads_per_sm // width)
+                grid_x = 1  # div_up(num_outputs / output_vec_size, step_output)
+                if grid_x <= target:
+                    blocks = max(
+                        min(-(-target // grid_x), -(-values_per_thread // MIN_VALUES_PER_THREAD)),
+                        -(-values_per_thread // MAX_VALUES_PER_THREAD),
+                    )
     if vectorized and width < config.vec:
         raise ValueError("a vectorized launch needs at least `vec` threads per block for the tail")
     return CudaLaunch(
@@ -219,6 +323,8 @@ def cuda_launch(n: int, config: CudaReduceConfig | None = None) -> CudaLaunch:
         vectorized=vectorized,
         vec=config.vec if vectorized else 1,
         accumulators=config.vec if vectorized else config.accumulators,
+        kernel=config.kernel,
+        shuffle=kernel.shuffle,
     )
 
 
@@ -230,17 +336,24 @@ def _dtype_of(dtype) -> np.dtype:
     return np.dtype(dtype)
 
 
-def cuda_config_for(n: int, dtype, sm_count: int = 132, max_threads_per_sm: int = 2048) -> CudaReduceConfig:
-    """The configuration torch would use for ``x.sum()`` of ``n`` contiguous elements (see A2-A5).
+def cuda_config_for(n: int, dtype, sm_count: int = 132, max_threads_per_sm: int = 2048,
+                    kernel: str = PINNED_KERNEL) -> CudaReduceConfig:
+    """The configuration ``kernel`` uses for ``x.sum()`` / ``x.mean()`` of ``n`` contiguous elements.
 
-    ``dtype``: a NumPy dtype (``ml_dtypes.bfloat16`` for bfloat16), or a torch dtype.
-    16-bit types get ``vec=8, accumulators=4``, which on CUDA means the scalar path (A3).
+    ``dtype``: a NumPy dtype (``ml_dtypes.bfloat16`` for bfloat16), or a torch dtype. The pinned kernel
+    reads 16-bit inputs in vectors of 8 (8 accumulators) and wider ones in vectors of 4.
     """
     dt = _dtype_of(dtype)
     if dt not in _ACCUMULATOR:
         raise TypeError(f"unsupported dtype {dt}")
-    vec = 8 if dt.itemsize == 2 else 4
-    base = CudaReduceConfig(sm_count=sm_count, vec=vec, accumulators=4, max_threads_per_sm=max_threads_per_sm)
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
+    k = KERNELS[kernel]
+    if dt == _BFLOAT16 and not k.bfloat16:
+        raise ValueError(f"kernel {kernel!r} ({k.torch_versions}) has no CUDA bfloat16 reduction")
+    vec = k.vec_16bit if dt.itemsize == 2 else k.vec_other
+    base = CudaReduceConfig(sm_count=sm_count, vec=vec, accumulators=k.vt0, max_threads_per_sm=max_threads_per_sm,
+                            kernel=kernel)
     launch = cuda_launch(max(n, 1), base)
     return replace(base, threads_per_block=launch.threads_per_block, blocks=launch.blocks)
 
@@ -282,26 +395,36 @@ def _thread_values(xa: np.ndarray, launch: CudaLaunch) -> np.ndarray:
     return value
 
 
-def _block_reduce(values: np.ndarray) -> np.ndarray:
+def _block_reduce(values: np.ndarray, shuffle: str = "decreasing") -> np.ndarray:
     """``block_x_reduce`` of every row of ``values`` (shape (blocks, block_width)): lane 0's result per row."""
     v = values
     width = v.shape[1]
     while width > WARP_SIZE:  # shared memory: v[t] += v[t + offset], offset = width/2 .. 32
         width //= 2
         v = v[:, :width] + v[:, width : 2 * width]
-    while width > 1:  # shfl_down with offset 1, 2, 4, ...: lane 0 sees adjacent pairs
-        v = v[:, 0::2] + v[:, 1::2]
-        width //= 2
+    if shuffle == "decreasing":
+        while width > 1:  # shfl_down with offset width/2, ..., 1: lane t adds lane t + offset
+            width //= 2
+            v = v[:, :width] + v[:, width : 2 * width]
+    else:
+        while width > 1:  # shfl_down with offset 1, 2, 4, ...: lane 0 sees adjacent pairs
+            v = v[:, 0::2] + v[:, 1::2]
+            width //= 2
     return v[:, 0]
 
 
-def cuda_reduce_accumulated(x: np.ndarray, config: CudaReduceConfig | None = None) -> np.generic:
-    """The model's sum in the accumulation type (float32 for 16-bit inputs), before the final cast."""
+def _check_input(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     if x.ndim != 1:
         raise ValueError(f"expected a 1-D array, got shape {x.shape}")
     if x.dtype not in _ACCUMULATOR:
         raise TypeError(f"unsupported dtype {x.dtype}; expected float16, bfloat16, float32 or float64")
+    return x
+
+
+def cuda_reduce_accumulated(x: np.ndarray, config: CudaReduceConfig | None = None) -> np.generic:
+    """The model's sum in the accumulation type (float32 for 16-bit inputs), before the final cast."""
+    x = _check_input(x)
     acc = _ACCUMULATOR[x.dtype]
     n = x.size
     if n == 0:
@@ -312,7 +435,7 @@ def cuda_reduce_accumulated(x: np.ndarray, config: CudaReduceConfig | None = Non
     xa = np.ascontiguousarray(x, dtype=acc)  # widening 16-bit -> float32 is exact
     with np.errstate(over="ignore", invalid="ignore"):
         threads = _thread_values(xa, launch).reshape(launch.blocks, launch.threads_per_block)
-        partials = _block_reduce(threads)
+        partials = _block_reduce(threads, launch.shuffle)
         if launch.blocks == 1:
             return partials[0]
         width = launch.threads_per_block
@@ -321,20 +444,51 @@ def cuda_reduce_accumulated(x: np.ndarray, config: CudaReduceConfig | None = Non
         last = np.zeros(width, dtype=acc)  # value = ident; thread t adds partials t, t + width, ...
         for r in range(rows):
             last += staged[r]
-        return _block_reduce(last.reshape(1, width))[0]
+        return _block_reduce(last.reshape(1, width), launch.shuffle)[0]
 
 
 def cuda_sum_model(x: np.ndarray, config: CudaReduceConfig | None = None) -> np.generic:
     """Model of ``torch.sum`` of a 1-D contiguous CUDA tensor, returned in ``x``'s dtype.
 
-    ``config=None`` uses ``cuda_config_for(len(x), x.dtype)`` (an H100/H200 with 132 SMs).
-    float16 and bfloat16 (``ml_dtypes.bfloat16``) accumulate in float32 and are rounded to
-    nearest even once at the end.  A model, not yet checked against real hardware.
+    ``config=None`` uses ``cuda_config_for(len(x), x.dtype)``: the pinned torch 2.13 kernel on an
+    H100/H200 with 132 SMs. float16 and bfloat16 (``ml_dtypes.bfloat16``) accumulate in float32 and are
+    rounded to nearest even once at the end.
     """
     x = np.asarray(x)
     total = cuda_reduce_accumulated(x, config)
     with np.errstate(over="ignore"):
         return x.dtype.type(total)
+
+
+def cuda_mean_factor(n: int, dtype, kernel: str = PINNED_KERNEL) -> np.generic:
+    """``MeanOps::factor``: ``static_cast<factor_t>(num_output_elements) / numel`` for one output.
+
+    float32 (``fl32(1 / fl32(n))``) for float32, float16 and bfloat16 inputs; for float64 a double in
+    the pinned kernel and a float in torch 1.0 (``float factor = float(...) / iter.numel()``).
+    """
+    dt = _dtype_of(dtype)
+    if dt not in _ACCUMULATOR:
+        raise TypeError(f"unsupported dtype {dt}")
+    if dt == np.float64 and KERNELS[kernel].double_mean_factor == "double":
+        return np.float64(1.0) / np.float64(n)
+    return np.float32(1.0) / np.float32(n)  # int64 -> float rounds to nearest, then one float division
+
+
+def cuda_mean_model(x: np.ndarray, config: CudaReduceConfig | None = None) -> np.generic:
+    """Model of ``torch.mean`` of a 1-D contiguous CUDA tensor, returned in ``x``'s dtype.
+
+    The same reduction as ``cuda_sum_model``, then ``MeanOps::project``: ``sum * factor`` rounded once in
+    the accumulation type, then cast to the output type. An empty input gives NaN, as PyTorch fills it.
+    """
+    x = _check_input(x)
+    if x.size == 0:
+        return x.dtype.type(np.nan)
+    kernel = config.kernel if config is not None else PINNED_KERNEL
+    total = cuda_reduce_accumulated(x, config)
+    factor = cuda_mean_factor(x.size, x.dtype, kernel)
+    with np.errstate(over="ignore", invalid="ignore"):
+        projected = total.dtype.type(total * total.dtype.type(factor))  # float factor widened exactly for double
+        return x.dtype.type(projected)
 
 
 def tree_depth(n: int, config: CudaReduceConfig | None = None, dtype=np.float32) -> int:
@@ -353,3 +507,4 @@ def tree_depth(n: int, config: CudaReduceConfig | None = None, dtype=np.float32)
         rows = -(-launch.blocks // launch.threads_per_block)
         depth += (rows - 1) + int(math.log2(launch.threads_per_block))
     return depth
+

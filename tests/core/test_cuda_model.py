@@ -1,7 +1,8 @@
 """core.cuda_model: the vectorised model against a slow loop-by-loop reference, error bounds and properties.
 
-No GPU is involved: these tests check that the model computes the algorithm it describes,
-not that the algorithm is what a GPU does.
+No GPU is involved: these tests check that the model computes the algorithm it describes (the
+kernel of torch 2.13 and the older kernel versions in ``KERNELS``). Whether that algorithm is
+what a GPU does is checked against published GPU results in test_cuda_model_published.py.
 """
 
 from __future__ import annotations
@@ -17,11 +18,16 @@ import pytest
 import torch
 
 from core.cuda_model import (
+    KERNELS,
+    PINNED_KERNEL,
     CudaReduceConfig,
     cuda_config_for,
     cuda_launch,
+    cuda_mean_factor,
+    cuda_mean_model,
     cuda_reduce_accumulated,
     cuda_sum_model,
+    kernel_differences,
     tree_depth,
 )
 from core.exact import exact_sum_fraction
@@ -43,7 +49,7 @@ def acc_type(dtype):
 # --------------------------------------------------------------------------- slow reference, written as the kernel is
 
 
-def block_x_reduce_reference(values: list, add) -> object:
+def block_x_reduce_reference(values: list, add, shuffle: str = "decreasing") -> object:
     """Reduce.cuh block_x_reduce for one block, thread by thread; returns lane 0's value."""
     value = list(values)
     dim_x = len(value)
@@ -57,15 +63,26 @@ def block_x_reduce_reference(values: list, add) -> object:
                     shared[t] = value[t]
             offset //= 2
         dim_x = 32
-    offset = 1
-    while offset < dim_x:  # for (offset = 1; offset < dim_x; offset <<= 1): shfl_down
+    if shuffle == "decreasing":  # torch 2.13: for (offset = dim_x >> 1; offset > 0; offset >>= 1)
+        offsets = []
+        offset = dim_x // 2
+        while offset > 0:
+            offsets.append(offset)
+            offset //= 2
+    else:  # older kernels: for (offset = 1; offset < dim_x; offset <<= 1)
+        offsets = []
+        offset = 1
+        while offset < dim_x:
+            offsets.append(offset)
+            offset *= 2
+    for offset in offsets:  # shfl_down: lanes past the block keep their own value (never read by lane 0)
         other = [value[t + offset] if t + offset < dim_x else value[t] for t in range(dim_x)]
         value = [add(value[t], other[t]) for t in range(dim_x)]
-        offset *= 2
     return value[0]
 
 
-def cuda_sum_reference(x: np.ndarray, threads: int, blocks: int, vec: int, accs: int, vectorized: bool, acc):
+def cuda_sum_reference(x: np.ndarray, threads: int, blocks: int, vec: int, accs: int, vectorized: bool, acc,
+                       shuffle: str = "decreasing"):
     """The whole kernel with explicit loops over blocks, threads, accumulators and elements."""
 
     def add(a, b):
@@ -104,7 +121,7 @@ def cuda_sum_reference(x: np.ndarray, threads: int, blocks: int, vec: int, accs:
             for i in range(1, len(value_list)):
                 value = add(value, value_list[i])
             thread_values.append(value)
-        partials.append(block_x_reduce_reference(thread_values, add))
+        partials.append(block_x_reduce_reference(thread_values, add, shuffle))
     if blocks == 1:
         return partials[0]
     last_block = []
@@ -115,7 +132,7 @@ def cuda_sum_reference(x: np.ndarray, threads: int, blocks: int, vec: int, accs:
             value = add(value, partials[offset])
             offset += threads
         last_block.append(value)
-    return block_x_reduce_reference(last_block, add)
+    return block_x_reduce_reference(last_block, add, shuffle)
 
 
 def reference_for(x: np.ndarray, config: CudaReduceConfig | None, acc=None):
@@ -123,7 +140,8 @@ def reference_for(x: np.ndarray, config: CudaReduceConfig | None, acc=None):
     acc = acc or acc_type(x.dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         return cuda_sum_reference(
-            x, launch.threads_per_block, launch.blocks, launch.vec, launch.accumulators, launch.vectorized, acc
+            x, launch.threads_per_block, launch.blocks, launch.vec, launch.accumulators, launch.vectorized, acc,
+            launch.shuffle,
         )
 
 
@@ -141,10 +159,14 @@ SMALL_CONFIGS = [
     None,
     CudaReduceConfig(threads_per_block=32, blocks=3),
     CudaReduceConfig(threads_per_block=64, blocks=2, vec=2, accumulators=2),
-    CudaReduceConfig(threads_per_block=16, blocks=5, vec=8, accumulators=4),  # 16-bit style: scalar path
+    CudaReduceConfig(threads_per_block=16, blocks=5, vec=8, accumulators=4),  # 16-bit in 2.13: 8-wide vectors
+    CudaReduceConfig(threads_per_block=16, blocks=5, vec=8, accumulators=4, kernel="fork-2025"),  # scalar path
     CudaReduceConfig(threads_per_block=128, blocks=7, vec=8, accumulators=8),
     CudaReduceConfig(threads_per_block=8, blocks=1, vec=1, accumulators=3),
     CudaReduceConfig(threads_per_block=32, blocks=70),  # more partials than threads: 3 rows in global_reduce
+    CudaReduceConfig(threads_per_block=64, blocks=3, kernel="fork-2025"),  # increasing shuffle offsets
+    CudaReduceConfig(threads_per_block=32, blocks=4, kernel="torch-1.0"),  # no vectorisation at any n
+    CudaReduceConfig(threads_per_block=32, blocks=70, kernel="torch-1.0"),
 ]
 
 
@@ -176,6 +198,7 @@ def test_model_equals_loop_reference_with_several_blocks(n, config):
 
 
 def test_launch_choices_follow_the_source():
+    """setReduceConfig of torch 2.13 (Reduce.cuh L1039-1186 of the wheel's copy)."""
     f32 = cuda_config_for(100, np.float32)
     assert not cuda_launch(100, f32).vectorized and f32.threads_per_block == 64 and f32.blocks == 1
     one_k = cuda_launch(1000, cuda_config_for(1000, np.float32))
@@ -184,10 +207,135 @@ def test_launch_choices_follow_the_source():
     assert (big.threads_per_block, big.blocks) == (512, 528)  # 132 SMs x (2048 // 512)
     assert cuda_config_for(10**7, np.float32, sm_count=108).blocks == 432
     assert cuda_config_for(10**8, np.float32).blocks == 763  # ceil(ceil(1e8 / 512) / 256) > 528
+    assert cuda_config_for(10**6, np.float32).blocks == 123  # ceil(ceil(1e6 / 512) / 16) < 528
     half = cuda_config_for(10**6, np.float16)
-    assert (half.vec, half.accumulators) == (8, 4) and not cuda_launch(10**6, half).vectorized
+    half_launch = cuda_launch(10**6, half)
+    assert (half.vec, half.accumulators) == (8, 4)
+    assert half_launch.vectorized and half_launch.accumulators == 8 and half_launch.vec == 8  # PR #165055
     assert cuda_config_for(5000, torch.bfloat16) == cuda_config_for(5000, BF16)
     assert cuda_config_for(5000, torch.float64).vec == 4
+    assert cuda_launch(128, cuda_config_for(128, np.float32)).vectorized  # "dim0 >= 128" (L1106)
+    assert not cuda_launch(127, cuda_config_for(127, np.float32)).vectorized
+    assert cuda_launch(5000, half).shuffle == "decreasing"
+
+
+def test_older_kernel_versions_launch_as_their_source_says():
+    # fork-2025 (cyyever/pytorch@0660972b): "dim0 > 128 && ... && vt0 >= input_vec_size", increasing shuffle
+    fork128 = cuda_launch(128, cuda_config_for(128, np.float32, kernel="fork-2025"))
+    assert not fork128.vectorized and fork128.shuffle == "increasing"
+    fork_half = cuda_launch(10**6, cuda_config_for(10**6, np.float16, kernel="fork-2025"))
+    assert not fork_half.vectorized and fork_half.accumulators == 4  # vt0 4 < vector 8: scalar path
+    assert cuda_config_for(10**7, np.float32, kernel="fork-2025").blocks == 528  # same SM-count rule as 2.13
+    # torch-1.0 (pytorch/pytorch@6f75eba8): no vectorisation, ctas = min(ceil(vpt / 16), 65535) for any SM count
+    old = cuda_config_for(10**6, np.float32, sm_count=28, kernel="torch-1.0")
+    assert (old.threads_per_block, old.blocks) == (512, 123)
+    assert cuda_config_for(10**6, np.float32, sm_count=132, kernel="torch-1.0").blocks == 123
+    assert cuda_config_for(10**8, np.float32, kernel="torch-1.0").blocks == 12208  # ceil(195313 / 16), no SM cap
+    assert cuda_config_for(10**10 // 8, np.float32, kernel="torch-1.0").blocks == 65535  # the cap
+    assert not cuda_launch(10**6, old).vectorized and cuda_launch(10**6, old).accumulators == 4
+    assert cuda_config_for(100_000, np.float32, kernel="torch-1.0").blocks == 1  # vpt 196 < 256
+    with pytest.raises(ValueError):
+        cuda_config_for(1000, BF16, kernel="torch-1.0")  # no CUDA bfloat16 in 2019
+    with pytest.raises(ValueError):
+        CudaReduceConfig(kernel="torch-0.4")
+    with pytest.raises(ValueError):
+        cuda_config_for(10, np.float32, kernel="nope")
+
+
+def test_kernel_differences_name_every_changed_rule():
+    assert kernel_differences(PINNED_KERNEL) == []
+    fork = kernel_differences("fork-2025")
+    assert len(fork) == 2 and "increasing" in fork[1] and "vt0" in fork[0]
+    old = " ".join(kernel_differences("torch-1.0"))
+    for word in ("no vectorised loads", "independent of the SM count", "increasing", "float factor", "bfloat16"):
+        assert word in old
+    for k in KERNELS.values():
+        assert k.source and k.torch_versions
+
+
+def test_decreasing_shuffle_is_one_halving_tree():
+    """Within one warp, offsets 16, 8, 4, 2, 1 pair lane t with lane t + 16 first; offsets 1, 2, ... pair t, t + 1.
+
+    v0 = 2**24, v1 = v17 = 1, the rest 0. Decreasing: lane 1 holds 1 + 1 = 2 before it meets lane 0, and
+    2**24 + 2 is exact. Increasing: lane 0 first adds v1 (2**24 + 1 ties back to 2**24), then v17 alone: 2**24.
+    """
+    vals = [np.float32(0.0)] * 32
+    vals[0], vals[1], vals[17] = np.float32(2.0**24), np.float32(1.0), np.float32(1.0)
+    add = lambda a, b: np.float32(a + b)  # noqa: E731
+    down = block_x_reduce_reference(vals, add, "decreasing")
+    up = block_x_reduce_reference(vals, add, "increasing")
+    assert (down, up) == (np.float32(2.0**24 + 2), np.float32(2.0**24))
+    x = np.array(vals, dtype=np.float32)
+    assert down == cuda_reduce_accumulated(x, CudaReduceConfig(threads_per_block=32, blocks=1, vec=1))
+    assert up == cuda_reduce_accumulated(x, CudaReduceConfig(threads_per_block=32, blocks=1, vec=1, kernel="fork-2025"))
+
+
+def test_the_shuffle_order_changes_float32_sums_of_a_few_thousand_values():
+    """The issue's finding: changing only the warp stage changes most float32 results at n of a few thousand."""
+    rng = np.random.default_rng(11)
+    n = 3000
+    pinned = cuda_config_for(n, np.float32)
+    increasing_only = replace_kernel(pinned, "fork-2025")  # same launch (n > 128, vt0 4 >= 4), other shuffle
+    assert cuda_launch(n, pinned).vectorized == cuda_launch(n, increasing_only).vectorized
+    differ = sum(
+        not same_bits(cuda_sum_model(x, pinned), cuda_sum_model(x, increasing_only))
+        for x in (data(rng, n, np.float32, 0) for _ in range(40))
+    )
+    assert differ > 20
+
+
+def replace_kernel(config: CudaReduceConfig, kernel: str) -> CudaReduceConfig:
+    from dataclasses import replace
+
+    return replace(config, kernel=kernel)
+
+
+# --------------------------------------------------------------------------- mean
+
+
+def mean_reference(x: np.ndarray, config: CudaReduceConfig, kernel: str):
+    """MeanOps: the same reduction, then project = sum * factor in the accumulation type, then the output cast."""
+    acc = acc_type(x.dtype)
+    total = reference_for(x, config)
+    if np.dtype(x.dtype) == np.float64 and KERNELS[kernel].double_mean_factor == "double":
+        factor = np.float64(1.0) / np.float64(x.size)
+    else:
+        factor = np.float32(1.0) / np.float32(x.size)
+    with np.errstate(over="ignore"):
+        return x.dtype.type(acc(acc(total) * acc(factor)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("kernel", list(KERNELS))
+def test_mean_is_the_sum_times_the_float_factor(dtype, kernel):
+    if dtype == BF16 and not KERNELS[kernel].bfloat16:
+        pytest.skip("no CUDA bfloat16 in this kernel version")
+    rng = np.random.default_rng(3)
+    for n in [1, 7, 129, 1000, 4099, 70_000]:
+        x = data(rng, n, dtype, n % 3)
+        config = cuda_config_for(n, dtype, kernel=kernel)
+        assert same_bits(cuda_mean_model(x, config), mean_reference(x, config, kernel)), (n, kernel)
+
+
+def test_mean_factor_types():
+    assert cuda_mean_factor(3, np.float32) == np.float32(1) / np.float32(3)
+    assert cuda_mean_factor(3, np.float32).dtype == np.float32
+    assert cuda_mean_factor(3, np.float16).dtype == np.float32  # factor_t = float for 16-bit inputs
+    assert cuda_mean_factor(3, np.float64).dtype == np.float64
+    assert cuda_mean_factor(3, np.float64, "torch-1.0").dtype == np.float32  # float factor = float(..) / numel
+    assert cuda_mean_factor(2**24 + 1, np.float32) == np.float32(1) / np.float32(2**24)  # n rounds to float first
+
+
+def test_mean_multiplies_instead_of_dividing():
+    """sum * fl32(1/n) is not sum / n: the mean of 41 ones is 0.99999994 on CUDA (41 * fl32(1/41) rounds down)."""
+    x = np.ones(41, dtype=np.float32)
+    config = cuda_config_for(x.size, x.dtype)
+    total = cuda_reduce_accumulated(x, config)
+    assert total == np.float32(41) and np.float32(total / np.float32(41)) == np.float32(1.0)
+    assert cuda_mean_model(x, config) == np.nextafter(np.float32(1.0), np.float32(0))
+    assert np.isnan(cuda_mean_model(np.zeros(0, dtype=np.float32)))
+    half = np.ones(100_000, dtype=np.float16)
+    assert cuda_mean_model(half) == np.float16(1.0)  # float32 accumulator: no overflow at 65504
 
 
 # --------------------------------------------------------------------------- error bound
@@ -276,8 +424,8 @@ def test_16_bit_inputs_accumulate_in_float32(dtype):
 
 
 def test_float16_accumulation_would_differ():
-    """[2048, 1, 1, 1]: 4 threads, tree (2048 + 1) + (1 + 1). In float32 that is 2051 -> 2052 in float16;
-    with float16 additions 2048 + 1 rounds back to 2048 and the result is 2050."""
+    """[2048, 1, 1, 1]: 4 threads, one value each; the decreasing shuffle adds (2048 + 1) + (1 + 1). In float32
+    that is 2051 -> 2052 in float16; with float16 additions 2048 + 1 rounds back to 2048 and the result is 2050."""
     x = np.array([2048, 1, 1, 1], dtype=np.float16)
     assert cuda_sum_model(x) == np.float16(2052)
     assert reference_for(x, None, acc=np.float16) == np.float16(2050)
