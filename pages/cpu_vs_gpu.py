@@ -10,6 +10,7 @@ import streamlit as st
 import torch
 
 from core.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model
+from core.cuda_published import published_evidence_sentence
 from core.devices import available_devices, device_info
 from core.exact import correctly_rounded_sum, distinguishing_reprs
 from core.fingerprint import op_fingerprint
@@ -144,7 +145,8 @@ if not found_recording:
     )
 cfg = cuda_config_for(int(n), values.dtype, sm_count=H100_SMS)
 _row(f"CUDA model, SM count {H100_SMS} (H100/H200-like)", "model", bits_of_scalar(cuda_sum_model(values, cfg)),
-     "a model of the order, not a measurement" + ("" if gpu_recs else "; not yet checked against a real GPU"))
+     "a model of the order, not a measurement" + ("" if gpu_recs else "; not yet checked against a real GPU "
+                                                   "recording, only against published GPU results"))
 exact_bits = bits_of_value(cr, fmt)
 _row("Exact sum, rounded once", "exact", exact_bits, "exact rational sum, one rounding")
 
@@ -171,8 +173,10 @@ st.dataframe(matrix, width="stretch")
 # ---------------------------------------------------------------------------- fidelity
 st.subheader("How faithful is the GPU model?")
 if not gpu_recs:
-    st.info("No real-GPU recording is bundled yet, so the CUDA model's match rate is **unmeasured**. It follows "
-            "PyTorch's Reduce.cuh as read from the source; it is labelled a model everywhere in this app.")
+    st.info("No real-GPU recording is bundled yet, so the CUDA model's match rate against a recording is "
+            "**unmeasured**. It follows the Reduce.cuh that torch 2.13.0 ships (read from the installed wheel) and "
+            "is labelled a model everywhere in this app.")
+st.markdown(published_evidence_sentence())
 for rec in recs:
     fid = _fidelity(rec.path, os.path.getmtime(rec.path))  # a replaced file is measured again
     rate = fid.matched / fid.compared if fid.compared else float("nan")
@@ -180,8 +184,8 @@ for rec in recs:
                 f"{inert(fid.conditions)}.")
     if fid.mismatches:
         st.dataframe(pd.DataFrame(fid.mismatches, columns=["vector", "n", "format", "ULPs apart"]), hide_index=True)
-        st.caption("Where the model misses, it is missing a detail of the real kernel (vector width for 16-bit "
-                   "types in newer releases, or the block count the launch heuristics choose).")
+        st.caption("Where the model misses, it is missing a detail of the real kernel or of its launch rules "
+                   "(for example another torch release's, or a block count this model does not choose).")
 
 # ---------------------------------------------------------------------------- diagrams
 st.subheader("How each device orders the reduction")
@@ -201,7 +205,7 @@ gpu_stages = [
      launch.threads * launch.accumulators),
     ("accumulators combined per thread", launch.threads),
     ("shared-memory tree per block, down to 32", launch.blocks * min(32, launch.threads_per_block)),
-    ("warp shuffle (offsets 1, 2, 4, 8, 16)", launch.blocks),
+    ("warp shuffle (offsets 16, 8, 4, 2, 1)", launch.blocks),
     ("last block combines the partials", 1),
 ]
 stages = pd.DataFrame(
