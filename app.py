@@ -4,34 +4,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.navigation import ensure_app_navigation, mark_app_navigation
+from ui.navigation import PAGE_TABLE, ensure_app_navigation, mark_app_navigation
 from ui.talk import SCENARIOS, apply_from_link, sidebar_toggle
 
 st.set_page_config(
     page_title="Same seed, different numbers",
-    page_icon=":material/calculate:",
+    # An emoji becomes an inline data: favicon. A :material/...: page icon would make every browser
+    # fetch the favicon from Google's font CDN (Streamlit 1.67), which a room without network lacks.
+    page_icon="🧮",
     layout="wide",
     initial_sidebar_state="expanded",
 )
 
-# Each page's URL path is its file name. Streamlit decides once per process, on the first
-# session, whether the app "uses the pages/ directory"; a first visitor who opens a deep
-# link whose path differs from the file name then gets a "Page not found" dialog.
-# (Measured with streamlit 1.67; the browser test opens a deep link on a fresh server.)
-# (file stem, title, icon, what the home page says about it)
-PAGE_TABLE = [
-    ("non_associativity", "Non-associativity", ":material/swap_horiz:",
-     "add three numbers two ways and see exactly where each rounding happens"),
-    ("summation_lab", "Summation lab", ":material/functions:",
-     "one vector, many summation orders (NumPy, torch on 1 and all threads, a GPU model), each error measured "
-     "exactly against its bound"),
-    ("cpu_vs_gpu", "CPU vs GPU", ":material/memory:",
-     "the same sum on every device here, recorded GPU results, and a model of a GPU reduction"),
-    ("training_divergence", "Training divergence", ":material/show_chart:",
-     "train a tiny network twice and watch the runs drift apart, step by step"),
-    ("mitigations", "Mitigations", ":material/build:",
-     "float64, wider accumulation, determinism and an order-independent sum, with costs measured here"),
-]
 PAGES = [(st.Page(f"pages/{stem}.py", title=title, icon=icon, url_path=stem), title, icon, blurb)
          for stem, title, icon, blurb in PAGE_TABLE]
 

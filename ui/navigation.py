@@ -1,4 +1,6 @@
-"""Guard against Streamlit's first-session fallback to directory-based pages.
+"""The page table (declared once: app.py builds the navigation and home links from it, tests
+open every page from it), and a guard against Streamlit's first-session fallback to
+directory-based pages.
 
 Streamlit decides once per server process, when the first session starts, whether the
 app "uses the pages/ directory" (``PagesManager.uses_pages_directory``). Because our page
@@ -15,6 +17,27 @@ reruns once, so the first visitor gets the real navigation. (Measured with strea
 from __future__ import annotations
 
 import streamlit as st
+
+# Each page's URL path is its file name. Streamlit decides once per process, on the first
+# session, whether the app "uses the pages/ directory"; a first visitor who opens a deep
+# link whose path differs from the file name then gets a "Page not found" dialog.
+# (Measured with streamlit 1.67; the browser test opens a deep link on a fresh server.)
+# Icons: :material/...: names draw with the Material Symbols font that Streamlit serves itself;
+# only the favicon would come from outside (see app.py's page_icon, an emoji for that reason).
+# (file stem, title, icon, what the home page says about it)
+PAGE_TABLE = [
+    ("non_associativity", "Non-associativity", ":material/swap_horiz:",
+     "add three numbers two ways and see exactly where each rounding happens"),
+    ("summation_lab", "Summation lab", ":material/functions:",
+     "one vector, many summation orders (NumPy, torch on 1 and all threads, a GPU model), each error measured "
+     "exactly against its bound"),
+    ("cpu_vs_gpu", "CPU vs GPU", ":material/memory:",
+     "the same sum on every device here, recorded GPU results, and a model of a GPU reduction"),
+    ("training_divergence", "Training divergence", ":material/show_chart:",
+     "train a tiny network twice and watch the runs drift apart, step by step"),
+    ("mitigations", "Mitigations", ":material/build:",
+     "float64, wider accumulation, determinism and an order-independent sum, with costs measured here"),
+]
 
 APP_NAV_KEY = "_app_navigation_ran"
 HEALED_KEY = "_app_navigation_healed"
