@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.pages.conftest import ROOT, TIMEOUT
+from ui.navigation import PAGE_TABLE
 from ui.render import WORD_JOINER, inert
 
 
@@ -53,7 +54,7 @@ PAYLOADS = (
     f'<img src="https://{HOST}/h.png">',
     f"https://{HOST}/x www.{HOST} me@{HOST}",
 )
-PAGES = ("non_associativity", "summation_lab", "cpu_vs_gpu", "training_divergence", "mitigations")
+PAGES = [stem for stem, *_ in PAGE_TABLE]  # every page of the app, as declared once
 _URL = re.compile(r"(https?://|www(?=\.))([-.\w]+)([^ \t\r\n]*)", re.I | re.A)  # the frontend's autolink literal
 _EMAIL = re.compile(r"([-.\w+]+)@([-\w]+(?:\.[-\w]+)+)", re.A)
 _MARKDOWN_ELEMENTS = ("title", "header", "subheader", "markdown", "caption", "error", "warning", "info", "success")
@@ -101,7 +102,8 @@ def assert_nothing_live(at: AppTest) -> None:
 @pytest.mark.parametrize("page", PAGES)
 def test_link_values_and_names_render_as_inert_text(page):
     params = url_params(page)
-    assert params, f"{page} declares no URL fields"
+    if not params:
+        pytest.skip(f"{page} keeps no settings in its URL")
     query = {name: PAYLOADS[i % len(PAYLOADS)] for i, name in enumerate(params)}
     query.update({payload: "1" for payload in PAYLOADS})  # unknown parameter names
     at = run(page, query)
