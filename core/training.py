@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -231,7 +232,15 @@ def _float_bits(v: float, dtype: torch.dtype) -> int:
 
 @dataclass
 class PairedRun:
-    """Two runs in lockstep; ``step()`` applies one update to each and records the gap."""
+    """Two runs in lockstep; ``advance(n)`` applies n updates to each and records the gap.
+
+    A pair may be shared by several threads (Streamlit starts a new script run of a session
+    while the previous one may still be computing), so every read and every mutation holds the
+    pair's own lock: the only way a pair moves is ``advance`` (``run``, ``step`` and iteration
+    call it), a whole chunk of steps at a time, so no thread ever sees, or adds to, half a step,
+    and the state after N steps is bit for bit that of a clean run of N steps, whichever threads
+    applied them.
+    """
 
     settings: TrainSettings
     a: _Run = field(init=False)
@@ -243,6 +252,12 @@ class PairedRun:
     _pending: list[tuple] = field(default_factory=list, repr=False)  # raw snapshots not yet measured
     b_device_name: str = "CPU"
     unmap: dict[str, tuple[np.ndarray | None, np.ndarray | None]] = field(default_factory=dict)
+    _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False, compare=False)
+    _broken: BaseException | None = field(default=None, init=False, repr=False, compare=False)
+    # Steps asked for (Step, +10, Play) but maybe not applied yet; own lock, so asking never waits for a chunk
+    _target: int = field(default=0, init=False, repr=False, compare=False)
+    _applied: int = field(default=0, init=False, repr=False, compare=False)  # == done, readable without _lock
+    _target_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -297,49 +312,124 @@ class PairedRun:
     # ------------------------------------------------------------------ stepping
     @property
     def records(self) -> list[StepRecord]:
-        """One record per step so far (measurements of pending snapshots are made now)."""
-        self._flush()
-        return self._records
+        """A copy of the records so far, one per step (pending snapshots are measured now)."""
+        with self._lock:
+            self._flush()
+            return list(self._records)
 
     @property
     def done(self) -> int:
-        return len(self._records) + len(self._pending)
+        with self._lock:
+            return len(self._records) + len(self._pending)
 
     @property
     def finished(self) -> bool:
         return self.done >= self.settings.steps
 
+    def advance(self, steps: int, timeout: float | None = None) -> list[StepRecord] | None:
+        """Up to ``steps`` more updates of both runs, as one atomic chunk; their records.
+
+        Waits for the pair's lock (at most ``timeout`` seconds when given; None comes back when
+        another thread still holds it, and nothing was applied). A step that raises leaves the
+        pair unusable (A may have moved and B not), so every later call raises too.
+        """
+        if not self._lock.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            return None
+        try:
+            if self._broken is not None:
+                raise RuntimeError("this pair stopped at an error and cannot continue") from self._broken
+            start = len(self._records) + len(self._pending)
+            try:
+                for _ in range(max(0, min(steps, self.settings.steps - start))):
+                    self._advance()
+                    self._applied += 1
+                    if len(self._pending) >= FLUSH_EVERY:
+                        self._flush()
+                self._flush()
+            except BaseException as err:
+                self._broken = err
+                raise
+            return self._records[start:]
+        finally:
+            self._lock.release()
+
+    # Requests: what a visitor asked for, applied later (in chunks, by whichever script run is current)
+    def request(self, steps: int) -> int:
+        """Ask for ``steps`` more updates than applied or already asked for; the step asked for."""
+        with self._target_lock:
+            self._target = min(self.settings.steps, max(self._target, self._applied) + max(0, steps))
+            return self._target
+
+    def request_to_end(self) -> None:
+        with self._target_lock:
+            self._target = self.settings.steps
+
+    def cancel_requests(self) -> None:
+        """Forget the steps asked for and not applied yet (a chunk being applied still completes)."""
+        with self._target_lock:
+            self._target = self._applied
+
+    @property
+    def requested(self) -> int:
+        """Steps asked for and not applied yet."""
+        with self._target_lock:
+            return max(0, self._target - self._applied)
+
+    def advance_requested(self, chunk: int) -> list[StepRecord]:
+        """Apply up to ``chunk`` of the steps asked for, atomically (see ``advance``)."""
+        with self._lock:
+            with self._target_lock:
+                n = min(max(0, chunk), self._target - self._applied)
+            return self.advance(n) if n > 0 else []
+
     def _advance(self) -> None:
-        """Apply one update to A and to B, and keep what the record needs (measured later)."""
-        if self.finished:
+        """Apply one update to A and to B, and keep what the record needs (measured later).
+
+        Only ``advance`` calls this, holding the lock.
+        """
+        done = len(self._records) + len(self._pending)
+        if done >= self.settings.steps:
             raise StopIteration
-        idx = self.schedule[self.done]
+        idx = self.schedule[done]
         loss_a, logits_a = _step(self.a, idx)
         loss_b, logits_b = _step(self.b, idx)
         self._snapshot(loss_a, loss_b, logits_a, logits_b)
 
     def step(self) -> StepRecord:
-        self._advance()
-        return self.records[-1]
+        recs = self.advance(1)
+        if not recs:
+            raise StopIteration
+        return recs[-1]
 
     def __iter__(self) -> Iterator[StepRecord]:
-        while not self.finished:
-            yield self.step()
+        while True:
+            recs = self.advance(1)
+            if not recs:
+                return
+            yield recs[-1]
 
-    def run(self, steps: int) -> list[StepRecord]:
-        """Up to ``steps`` more updates; their records are measured in vectorized batches."""
-        start = self.done
-        for _ in range(min(steps, self.settings.steps - self.done)):
-            self._advance()
-            if len(self._pending) >= FLUSH_EVERY:
-                self._flush()
-        return self.records[start:]
+    def run(self, steps: int, on_progress: Callable[[int], None] | None = None,
+            chunk: int = FLUSH_EVERY) -> list[StepRecord]:
+        """Up to ``steps`` more updates, in chunks of ``chunk``; ``on_progress(done)`` after each.
+
+        ``on_progress`` may raise to stop early (what was applied stays applied, whole steps only).
+        """
+        applied: list[StepRecord] = []
+        while len(applied) < steps:
+            recs = self.advance(min(max(1, chunk), steps - len(applied)))
+            if not recs:
+                break
+            applied += recs
+            if on_progress is not None:
+                on_progress(recs[-1].step)
+        return applied
 
     # ------------------------------------------------------------------ measuring
     def b_params_in_a_layout(self) -> dict[str, torch.Tensor]:
         """B's parameters mapped back to A's layout exactly (permutations undone), on the CPU."""
         h1, h2, f = self._perms
-        pb = {k: v.detach().cpu() for k, v in self.b.params.items()}
+        with self._lock:
+            pb = {k: v.detach().cpu().clone() for k, v in self.b.params.items()}
         return _unpermute(pb, h1, h2, f)
 
     def _flat_map(self) -> torch.Tensor | None:
@@ -410,6 +500,11 @@ class PairedRun:
                 acc_a=ca[i] / n, acc_b=cb[i] / n,
             ))
 
+    def snapshot(self, resolution: int | None = None) -> tuple[list[StepRecord], tuple | None]:
+        """(records so far, decision grid at that same step or None), read atomically."""
+        with self._lock:
+            return self.records, (self.decision_grid(resolution) if resolution else None)
+
     def decision_grid(self, resolution: int = 80) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Class predicted by A and by B on a grid over the data (for the boundary charts).
 
@@ -428,7 +523,7 @@ class PairedRun:
 
     def _predict(self, pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = torch.from_numpy(pts)
-        with torch.no_grad():
+        with self._lock, torch.no_grad():
             pa = forward(self.a.params, x.to(self.a.x.dtype)).argmax(1).numpy()
             pb = _forward_as(self.b, self.b_params_in_a_layout(), x.to(self.b.x.dtype)).argmax(1).numpy()
         return pa, pb
@@ -510,20 +605,49 @@ class SeedStudy:
     final_acc_b: tuple[float, ...]
 
 
-def seed_study(settings: TrainSettings, k: int) -> SeedStudy:
-    """Train k seeds of the pair and collect final losses and accuracies per side."""
+SEED_CHUNK = 25  # steps between two progress reports of a seed study (a few tens of milliseconds)
+
+
+def train_seed(settings: TrainSettings, on_progress: Callable[[int], None] | None = None,
+               chunk: int = SEED_CHUNK) -> tuple[float, float, float, float]:
+    """One pair trained to the end: (final loss A, final loss B, accuracy A, accuracy B).
+
+    ``on_progress(steps done)`` is called after every ``chunk`` steps; it may raise to stop.
+    """
+    run = PairedRun(settings)
+    recs = run.run(settings.steps, on_progress, chunk)
+    fa, fb = run.full_accuracy()
+    return recs[-1].loss_a, recs[-1].loss_b, fa, fb
+
+
+def seed_study(settings: TrainSettings, k: int, on_progress: Callable[[int, int], None] | None = None,
+               memo=None) -> SeedStudy:
+    """Train k seeds of the pair and collect final losses and accuracies per side.
+
+    ``on_progress(steps done, steps in all)`` is called every few tens of milliseconds of work and
+    may raise to stop the study (nothing is returned then). ``memo``, when given, is a mapping-like
+    object with ``get(key)`` and ``put(key, value)`` that keeps finished seeds (keyed by the full
+    settings of that seed) so a repeated study only trains the seeds it has not seen.
+    """
     if not 1 <= k <= 32:
         raise ValueError("between 1 and 32 seeds")
     la, lb, aa, ab = [], [], [], []
     seeds = tuple(settings.seed + i for i in range(k))
-    for s in seeds:
-        run = PairedRun(replace(settings, seed=s))
-        recs = run.run(settings.steps)
-        la.append(recs[-1].loss_a)
-        lb.append(recs[-1].loss_b)
-        fa, fb = run.full_accuracy()
-        aa.append(fa)
-        ab.append(fb)
+    total = k * settings.steps
+    for i, s in enumerate(seeds):
+        one = replace(settings, seed=s)
+        result = memo.get(one) if memo is not None else None
+        if result is None:
+            base = i * settings.steps
+            result = train_seed(one, None if on_progress is None else (lambda d, b=base: on_progress(b + d, total)))
+            if memo is not None:
+                memo.put(one, result)
+        elif on_progress is not None:
+            on_progress((i + 1) * settings.steps, total)
+        la.append(result[0])
+        lb.append(result[1])
+        aa.append(result[2])
+        ab.append(result[3])
     return SeedStudy(seeds, tuple(la), tuple(lb), tuple(aa), tuple(ab))
 
 

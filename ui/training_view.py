@@ -8,6 +8,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from core.runner import PairOutcome
 from core.training import DivergenceSummary, SeedStudy, StepRecord
 
 RUN_COLOURS = alt.Scale(domain=["A", "B"], range=["#1f5fa8", "#d97706"])
@@ -100,18 +101,18 @@ def boundary_chart(grid: pd.DataFrame, pts: pd.DataFrame, title: str) -> alt.Lay
     return alt.layer(cells, dots).properties(height=260)
 
 
-def precision_overlay(f32: list[StepRecord], f64: list[StepRecord]) -> alt.Chart:
-    rows = [{"step": r.step, "|Δ loss|": r.abs_diff, "pair": "float32 pair"} for r in f32 if r.abs_diff > 0]
-    rows += [{"step": r.step, "|Δ loss|": r.abs_diff, "pair": "float64 pair"} for r in f64 if r.abs_diff > 0]
+def precision_overlay(f32: PairOutcome, f64: PairOutcome) -> alt.Chart:
+    rows = [{"step": t, "|Δ loss|": d, "pair": "float32 pair"} for t, d in zip(f32.steps, f32.abs_diff, strict=True)]
+    rows += [{"step": t, "|Δ loss|": d, "pair": "float64 pair"} for t, d in zip(f64.steps, f64.abs_diff, strict=True)]
     df = pd.DataFrame(rows, columns=["step", "|Δ loss|", "pair"])
     return (
-        alt.Chart(df)
+        alt.Chart(df, title="|loss A − loss B| of the float32 pair and of the float64 pair")
         .mark_line()
         .encode(
-            x="step:Q",
-            y=alt.Y("|Δ loss|:Q", scale=alt.Scale(type="log"), title="|loss A − loss B|"),
-            color=alt.Color("pair:N", scale=alt.Scale(domain=["float32 pair", "float64 pair"],
-                                                       range=["#c0392b", "#1e8449"])),
+            x=alt.X("step:Q", title="training step"),
+            y=alt.Y("|Δ loss|:Q", scale=alt.Scale(type="log"), title="|loss A − loss B| (log scale)"),
+            color=alt.Color("pair:N", title="pair", scale=alt.Scale(domain=["float32 pair", "float64 pair"],
+                                                                    range=["#c0392b", "#1e8449"])),
         )
         .properties(height=240)
     )

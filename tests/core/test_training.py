@@ -597,3 +597,174 @@ def test_differing_bits_counts_a_flipped_sign_bit_exactly(source, dtype):
         assert rec.differing_bits == 1
         assert rec.param_distance == pytest.approx(2 * flipped, rel=1e-12)
     assert summarize(run.records).first_difference == 1
+
+
+# ------------------------------------------------------------- one pair, many threads (issue 12, finding 1)
+# Streamlit may run a session's script in a new thread while the previous run still computes; both
+# reach the same PairedRun. Before the pair had its own lock, this gave "modified by an inplace
+# operation" errors, losses that differ from a clean run, and (in the server) heap corruption.
+
+RACE_THREADS = 8
+
+
+def _bits(records):
+    return [(r.step, r.loss_a_bits, r.loss_b_bits, r.differing_bits, r.param_distance) for r in records]
+
+
+def _race(work, threads: int = RACE_THREADS) -> list[BaseException]:
+    import threading
+
+    barrier = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def body(i):
+        barrier.wait()
+        try:
+            work(i)
+        except BaseException as err:  # collected and asserted on below
+            errors.append(err)
+
+    pool = [threading.Thread(target=body, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return errors
+
+
+def test_many_threads_advancing_one_pair_give_a_clean_run_bit_for_bit():
+    steps = RACE_THREADS * 4 * 5
+    s = TrainSettings(steps=steps)
+    shared = PairedRun(s)
+
+    def work(i):
+        for _ in range(4):
+            shared.run(5)
+            _ = shared.records  # reading (and measuring) while others step
+
+    errors = _race(work)
+    assert not errors, errors[:2]
+    clean = PairedRun(s)
+    clean_records = clean.run(steps)
+    assert shared.done == steps and shared.finished
+    assert _bits(shared.records) == _bits(clean_records)
+    for k in PARAM_NAMES:
+        assert torch.equal(shared.a.params[k], clean.a.params[k]) and torch.equal(shared.b.params[k], clean.b.params[k])
+
+
+def test_requests_from_many_threads_are_each_applied_once_and_bit_for_bit():
+    s = TrainSettings(steps=200)
+    shared = PairedRun(s)
+
+    def work(i):
+        shared.request(3 if i % 2 else 2)
+        while shared.advance_requested(4):
+            pass
+
+    errors = _race(work)
+    assert not errors, errors[:2]
+    while shared.advance_requested(50):  # whatever a thread left asked for
+        pass
+    n = (RACE_THREADS // 2) * 3 + (RACE_THREADS - RACE_THREADS // 2) * 2
+    assert shared.done == n and shared.requested == 0
+    assert _bits(shared.records) == _bits(PairedRun(s).run(n))
+
+
+def test_requests_stop_at_the_end_and_cancel_forgets_what_was_not_applied():
+    run = PairedRun(TrainSettings(steps=12))
+    assert run.request(5) == 5 and run.request(5) == 10 and run.requested == 10
+    assert len(run.advance_requested(3)) == 3 and run.requested == 7
+    run.cancel_requests()
+    assert run.requested == 0 and run.advance_requested(10) == [] and run.done == 3
+    run.request_to_end()
+    assert run.requested == 9
+    while run.advance_requested(4):
+        pass
+    assert run.finished and run.requested == 0 and run.request(10) == 12
+
+
+def test_advance_waits_at_most_its_timeout_for_another_thread():
+    import threading
+
+    run = PairedRun(TrainSettings(steps=5))
+    held, release = threading.Event(), threading.Event()
+
+    def holder():
+        with run._lock:
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    held.wait(10)
+    try:
+        assert run.advance(1, timeout=0.05) is None and run.done == 0  # nothing applied
+    finally:
+        release.set()
+        t.join()
+    assert len(run.advance(1, timeout=5)) == 1
+
+
+def test_a_step_that_raises_leaves_the_pair_refusing_to_continue(monkeypatch):
+    run = PairedRun(TrainSettings(steps=5))
+    run.advance(1)
+    monkeypatch.setattr(run.b.opt, "step", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    with pytest.raises(RuntimeError, match="boom"):
+        run.advance(1)
+    monkeypatch.undo()
+    with pytest.raises(RuntimeError, match="cannot continue"):
+        run.advance(1)
+
+
+def test_one_pair_per_session_whatever_threads_ask_for_it():
+    from core.runner import current_run
+
+    state: dict = {}
+    s = TrainSettings(steps=5)
+    got = []
+    errors = _race(lambda i: got.append(current_run(state, "run", s)))
+    assert not errors and len({id(r) for r in got}) == 1 and state["run"] is got[0]
+    assert current_run(state, "run", s) is got[0]
+    other = current_run(state, "run", replace(s, seed=1))
+    assert other is not got[0] and state["run"] is other
+    fresh = current_run(state, "run", replace(s, seed=1), fresh=True)
+    assert fresh is not other and fresh.done == 0
+
+
+def test_memo_keeps_the_most_recent_entries_only():
+    from core.runner import Memo
+
+    memo = Memo(2)
+    memo.put("a", 1)
+    memo.put("b", 2)
+    assert memo.get("a") == 1  # now the most recent
+    memo.put("c", 3)
+    assert memo.get("b") is None and memo.get("a") == 1 and memo.get("c") == 3 and len(memo) == 2
+
+
+def test_seed_study_with_a_memo_trains_only_new_seeds_and_reports_progress():
+    from core.runner import Memo
+
+    s = TrainSettings(steps=20)
+    memo = Memo(8)
+    seen = []
+    first = seed_study(s, 2, lambda d, t: seen.append((d, t)), memo=memo)
+    assert seen[-1] == (40, 40) and all(t == 40 for _, t in seen) and len(memo) == 2
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    trained = []
+    again = seed_study(s, 3, lambda d, t: trained.append(d), memo=memo)
+    assert again.final_loss_a[:2] == first.final_loss_a and len(memo) == 3
+    assert seed_study(s, 3) == again  # the memo changes nothing but the work
+
+
+def test_pair_outcome_matches_the_records_of_a_clean_run():
+    from core.runner import Memo, pair_outcome
+
+    s = TrainSettings(steps=60)
+    recs = PairedRun(s).run(60)
+    memo = Memo(2)
+    out = pair_outcome(s, memo=memo)
+    assert out.steps == tuple(r.step for r in recs if r.abs_diff > 0)
+    assert out.abs_diff == tuple(r.abs_diff for r in recs if r.abs_diff > 0)
+    assert out.first_rel_1pct == summarize(recs).first_rel_1pct and out.final_distance == recs[-1].param_distance
+    assert pair_outcome(s, memo=memo) is out

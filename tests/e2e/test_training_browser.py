@@ -1,13 +1,49 @@
-"""Training divergence in a real browser: step, play live, watch the charts fill in, pause."""
+"""Training divergence in a real browser: step, play live, watch the charts fill in, pause; and
+the same session driven by fast clicks, which must never advance one pair from two script runs."""
 
 from __future__ import annotations
 
+import os
+import pathlib
 import re
 import time
+import urllib.request
+from urllib.parse import quote
 
+import pytest
 from playwright.sync_api import expect
 
+from core.training import DEFAULT_PRESET, PRESETS, PairedRun, TrainSettings, summarize
 from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
+
+CLOCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (all its threads), from /proc."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK
+
+
+def shown_step_and_bits(page) -> tuple[int, str, str]:
+    """The step the page says it ran and the hex bit patterns of the losses it shows."""
+    head = page.get_by_text(re.compile(r"After step \d+ · B differs by")).inner_text()
+    step = int(re.search(r"After step (\d+)", head).group(1))
+    titles = page.locator(".fp-bits").evaluate_all("els => els.map(e => e.getAttribute('title'))")
+    hexes = [t.split()[-1] for t in titles]
+    assert len(hexes) == 2, titles
+    return step, hexes[0], hexes[1]
+
+
+def clean_bits(settings: TrainSettings, steps: int) -> tuple[str, str]:
+    last = PairedRun(settings).run(steps)[-1]
+    return f"0x{last.loss_a_bits:08x}", f"0x{last.loss_b_bits:08x}"
+
+
+def assert_server_alive(server) -> None:
+    assert server.proc.poll() is None, f"the server died:\n{server.log.read_text()[-3000:]}"
+    with urllib.request.urlopen(f"{server.url}/_stcore/health", timeout=5) as r:
+        assert r.read().decode().strip() == "ok"
 
 
 def test_step_then_play_and_watch_it_update(server, page):
@@ -37,12 +73,85 @@ def test_step_then_play_and_watch_it_update(server, page):
     assert 500 in seen, seen
     wait_for_app(page)
     expect(page.get_by_text(re.compile(r"After step 500 · B differs by"))).to_be_visible()
+    expected = summarize(PairedRun(TrainSettings()).run(500)).first_rel_1pct  # computed here, not measured once
     gap = page.locator('[data-testid="stMetric"]').filter(has_text="Loss gap above 1% from step")
-    expect(gap).to_contain_text("113")
+    expect(gap).to_contain_text(str(expected))
+    expect(page.get_by_role("button", name="Play")).to_be_disabled()
     assert_charts_rendered(page, 5)
     assert_healthy_page(page)
     screenshot(page, "training-played")
     assert len(seen) >= 2, f"the page never showed an intermediate step: {sorted(seen)}"
+
+    page.get_by_role("button", name="Reset").click()  # issue 13: one Reset enables Play and Step again
+    expect(page.get_by_text("Press Play to train both runs live")).to_be_visible()
+    wait_for_app(page)
+    expect(page.get_by_role("button", name="Play")).to_be_enabled()
+    expect(page.get_by_role("button", name="Step", exact=True)).to_be_enabled()
+
+
+FAST_CLICKS = 40
+
+
+@pytest.mark.timeout(300)
+def test_fast_clicks_never_overlap_on_one_pair(server, page):
+    """Issue 12, finding 1: fast reruns advanced one PairedRun from two script threads at once
+    (inplace-modification errors, wrong losses, and a segfault that took every viewer down).
+
+    Clicks "+10 steps" FAST_CLICKS times with no wait, then Play / Pause / Play; the page must show
+    no exception, the server must live, and the losses shown must be bit for bit a clean run's
+    for the step the page says it reached.
+    """
+    started = time.monotonic()
+    page.goto(f"{server.url}/training_divergence?steps=5000")
+    wait_for_app(page)
+    plus10 = page.get_by_role("button", name="+10 steps")
+    clicking = time.monotonic()
+    for _ in range(FAST_CLICKS):
+        plus10.click(no_wait_after=True, timeout=10_000)
+    clicked = time.monotonic()
+    wait_for_app(page, timeout=240_000)  # every click asks for 10 steps: the server has 400 to apply
+    assert_healthy_page(page)
+    assert_server_alive(server)
+    step, a_hex, b_hex = shown_step_and_bits(page)
+    settled = time.monotonic()
+    assert 10 <= step <= 10 * FAST_CLICKS and step % 10 == 0, step
+    settings = TrainSettings(steps=5000)
+    assert (a_hex, b_hex) == clean_bits(settings, step)
+    screenshot(page, "training-fast-clicks")
+
+    # Play, then Pause and Play in quick succession, then Pause: whatever interleaving, a clean run
+    play, pause = page.get_by_role("button", name="Play"), page.get_by_role("button", name="Pause")
+    play.click()
+    for _ in range(4):
+        page.wait_for_timeout(150)
+        pause.click(no_wait_after=True)
+        play.click(no_wait_after=True)
+    page.wait_for_timeout(400)
+    pause.click()
+    wait_for_app(page, timeout=240_000)
+    assert_healthy_page(page)
+    assert_server_alive(server)
+    step2, a_hex, b_hex = shown_step_and_bits(page)
+    assert step2 >= step, (step, step2)
+    assert (a_hex, b_hex) == clean_bits(settings, step2)
+    print(f"\n{FAST_CLICKS} fast clicks in {clicked - clicking:.1f} s reached step {step} "
+          f"({settled - clicked:.1f} s to settle), Play/Pause reached step {step2}: bit-identical to clean runs; "
+          f"{time.monotonic() - started:.1f} s in all")
+
+
+def test_a_preset_link_sets_its_settings_in_the_browser(server, page):
+    """Issue 12, finding 7: the link showed the preset's name but ran the default difference."""
+    name = "One thread vs all threads"
+    page.goto(f"{server.url}/training_divergence?preset={quote(name)}")
+    wait_for_app(page)
+    assert_healthy_page(page)
+    expect(page.get_by_text(PRESETS[name].note)).to_be_visible()
+    page.get_by_role("button", name="+10 steps").click()
+    expect(page.get_by_text(re.compile(r"After step 10 · B differs by: cpu thread count"))).to_be_visible()
+    wait_for_app(page)
+    first = page.locator('[data-testid="stMetric"]').filter(has_text="First step that differs")
+    expect(first).to_contain_text("none yet")
+    assert PRESETS[name].settings != PRESETS[DEFAULT_PRESET].settings
 
 
 def test_float64_mitigation_in_the_browser(server, page):
@@ -54,3 +163,50 @@ def test_float64_mitigation_in_the_browser(server, page):
     assert_charts_rendered(page, 1)
     assert_healthy_page(page)
     screenshot(page, "training-float64")
+
+
+def _start_seed_study(server, page) -> None:
+    page.goto(f"{server.url}/training_divergence?steps=5000")
+    wait_for_app(page)
+    seeds = page.get_by_label("Seeds per side")
+    seeds.fill("16")
+    seeds.press("Enter")
+    wait_for_app(page)
+    page.get_by_role("button", name="Train the seeds").click()
+    bar = page.locator('[data-testid="stProgress"]').filter(has_text="Training 16 seeds per side")
+    expect(bar).to_contain_text(re.compile(r"[1-9][\d,]* of 80,000 steps"), timeout=20_000)
+
+
+def test_the_seed_study_shows_progress_and_stops_when_a_setting_changes(server, page):
+    """Issue 12, finding 3: 16 seeds x 5000 steps ran to the end whatever the visitor did."""
+    _start_seed_study(server, page)
+    screenshot(page, "training-seeds-progress")
+    page.get_by_role("button", name="Step", exact=True).click()
+    expect(page.get_by_text(re.compile(r"After step 1 · B differs by"))).to_be_visible(timeout=5_000)
+    wait_for_app(page, timeout=5_000)
+    expect(page.locator('[data-testid="stProgress"]').filter(has_text="Training 16 seeds")).to_have_count(0)
+    page.wait_for_timeout(1000)
+    before = cpu_seconds(server.proc.pid)
+    page.wait_for_timeout(3000)
+    spent = cpu_seconds(server.proc.pid) - before
+    print(f"\nCPU seconds of the server in the 3 s after a setting change stopped the study: {spent:.2f}")
+    assert spent < 0.5, spent
+
+
+def test_the_seed_study_stops_when_its_tab_closes(server, browser):
+    """Issue 12, finding 3: two closed tabs kept training and burned 332 CPU-seconds."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1600})
+    page = context.new_page()
+    _start_seed_study(server, page)
+    at_close = cpu_seconds(server.proc.pid)
+    context.close()
+    samples = []
+    for _ in range(20):  # 5 s after the close, every quarter second
+        time.sleep(0.25)
+        samples.append(cpu_seconds(server.proc.pid) - at_close)
+    late = samples[-1] - samples[7]  # from 2 s to 5 s after the close
+    print(f"\nCPU seconds of the server after the tab closed mid-study: {samples[3]:.2f} in the first second, "
+          f"{samples[7]:.2f} in 2 s, {samples[-1]:.2f} in 5 s ({late:.2f} from 2 to 5 s); "
+          "the whole study would have taken minutes")
+    assert late < 0.5, samples
+    assert_server_alive(server)
