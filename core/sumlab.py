@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
+from core import budget
+from core.bytecache import RESULTS, vector_for
 from core.exact import exact_sum_fraction, to_mpf
 from core.formats import FORMATS, Exact, FloatFormat, round_to_format
 from core.metrics import SumMetrics, a_priori_bound, evaluate
 from core.orders import ORDERS, Order, OrderOutcome, clamp_permutations, permutation_sums, run_order, working_array
+from core.vectors import Vector, VectorSpec
 
 WORKING_CHOICES = ("same", "float32", "float64")
 MAX_PERMUTATIONS = 1000
@@ -72,8 +77,13 @@ def _bound(order: Order, outcome: OrderOutcome, n: int, sum_abs: Fraction, fmt: 
 
 
 def run_lab(values: np.ndarray, storage: str, working: str, orders: tuple[str, ...],
-            permutations: int = 0, perm_seed: int = 0) -> LabResult:
-    """Every requested order on the stored values, with exact errors and bounds."""
+            permutations: int = 0, perm_seed: int = 0,
+            on_progress: Callable[[str], None] | None = None) -> LabResult:
+    """Every requested order on the stored values, with exact errors and bounds.
+
+    ``on_progress(what)`` is called before each order and before the permutation study; it
+    may raise to stop the computation (nothing is returned then).
+    """
     working = resolve_working(storage, working)
     fmt = FORMATS[working]
     exact = exact_sum_fraction(values)
@@ -100,14 +110,18 @@ def run_lab(values: np.ndarray, storage: str, working: str, orders: tuple[str, .
         elif cast_error:
             cast_note = f"Casting to {working} rounded some values: the errors include that rounding."
     rows = []
-    for key in orders:
+    for i, key in enumerate(orders):
         order = ORDERS[key]
+        if on_progress is not None:
+            on_progress(f"{order.name} (order {i + 1} of {len(orders)})")
         outcome = run_order(key, values, working)
         bound = _bound(order, outcome, values.size, bound_sum, fmt, cast_error) if finite else None
         rows.append(OrderRow(order, outcome, evaluate(outcome.value, exact, sum_abs, fmt, bound)))
     study = None
     if permutations > 0 and values.size > 1:
         k = clamp_permutations(min(permutations, MAX_PERMUTATIONS), values.size)
+        if on_progress is not None:
+            on_progress(f"{k:,} random permutation{'s' if k > 1 else ''}")
         sums = permutation_sums(xw, k, perm_seed)
         seq_bound = (_bound(ORDERS["sequential"], OrderOutcome("p", sums[0], 0, ""), values.size, bound_sum, fmt,
                             cast_error) if finite else None)
@@ -163,3 +177,76 @@ def running_error(values: np.ndarray, working: str, points: int = 200) -> Runnin
         g = gamma(int(p) - 1, fmt.unit_roundoff)
         bounds.append(math.nan if g is None else float(g * abs_prefix))
     return RunningError(pos, np.array(errs), np.array(ulps), np.array(bounds))
+
+
+# ------------------------------------------------------------- a request, through the caches
+# A page keeps only the request in its session (a VectorSpec, or a pasted or uploaded Vector,
+# which its size limits keep small); the generated vector lives in core.bytecache.VECTORS and
+# the outcome, a few kilobytes whatever n is, in core.bytecache.RESULTS.
+
+Source = VectorSpec | Vector
+
+
+@dataclass(frozen=True)
+class LabOutcome:
+    result: LabResult
+    running: RunningError | None  # None when the sum is not finite or n = 1
+    source: str  # the vector's provenance line
+    notes: tuple[str, ...]
+
+
+def source_storage(source: Source) -> str:
+    return source.storage
+
+
+def source_key(source: Source) -> Hashable:
+    if isinstance(source, VectorSpec):
+        return source
+    digest = hashlib.sha256(source.values.tobytes()).hexdigest()
+    return ("data", source.storage, digest, source.source, source.notes)
+
+
+def lab_key(source: Source, working: str, orders: tuple[str, ...], k: int, seed: int) -> Hashable:
+    return ("lab", source_key(source), resolve_working(source.storage, working), tuple(orders), int(k), int(seed))
+
+
+def lab_cost(source: Source, working: str, orders: tuple[str, ...], k: int, seed: int = 0) -> budget.Cost:
+    """What computing this request costs (generating the vector included, when it is generated)."""
+    if isinstance(source, VectorSpec):
+        return budget.sumlab_cost(source.n, source.storage, resolve_working(source.storage, working), orders, k,
+                                  source.kind)
+    return budget.sumlab_cost(source.n, source.storage, resolve_working(source.storage, working), orders, k)
+
+
+def lab_advice(source: Source, working: str, orders: tuple[str, ...], k: int) -> list[budget.Suggestion]:
+    generator = source.kind if isinstance(source, VectorSpec) else None
+    return budget.sumlab_advice(source.n, source.storage, resolve_working(source.storage, working), orders, k,
+                                generator)
+
+
+def cached_outcome(source: Source, working: str, orders: tuple[str, ...], k: int, seed: int) -> LabOutcome | None:
+    return RESULTS.get(lab_key(source, working, orders, k, seed))
+
+
+def lab_outcome(source: Source, working: str, orders: tuple[str, ...], k: int, seed: int,
+                on_progress: Callable[[str], None] | None = None) -> LabOutcome:
+    """The lab's whole result for a request, computed once while it stays in RESULTS
+    (simultaneous identical requests wait for one computation)."""
+    working = resolve_working(source.storage, working)
+
+    def compute() -> LabOutcome:
+        if isinstance(source, VectorSpec):
+            if on_progress is not None:
+                on_progress("making the vector")
+            vector = vector_for(source)
+        else:
+            vector = source
+        result = run_lab(vector.values, vector.storage, working, tuple(orders), k, seed, on_progress)
+        running = None
+        if not isinstance(result.exact, float) and result.n > 1:
+            if on_progress is not None:
+                on_progress("the running error")
+            running = running_error(vector.values, working)
+        return LabOutcome(result, running, vector.source, vector.notes)
+
+    return RESULTS.get_or_compute(lab_key(source, working, orders, k, seed), compute)

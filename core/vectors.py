@@ -164,6 +164,15 @@ def _ill_conditioned(rng: np.random.Generator, n: int, condition: float, fmt: Fl
     return x[rng.permutation(n)]
 
 
+def describe_spec(spec: VectorSpec) -> str:
+    """The provenance line of the vector ``spec`` describes (``Vector.source``), without making it."""
+    size = 3 if spec.kind == "large_one_minus_large" else spec.n
+    source = f"{GENERATORS[spec.kind]}; n = {size:,}, seed {spec.seed}, float64 rounded to {spec.storage}"
+    if spec.kind == "ill_conditioned":
+        source += f"; target condition {spec.condition:.3g}"
+    return source
+
+
 def generate(spec: VectorSpec) -> Vector:
     """Make the vector a spec describes (deterministic in spec)."""
     spec.validate()
@@ -198,12 +207,10 @@ def generate(spec: VectorSpec) -> Vector:
     n_inf = int(np.isinf(values).sum())
     if n_inf:
         notes.append(f"{n_inf:,} value(s) overflowed to ±inf when rounded to {spec.storage}.")
-    source = f"{GENERATORS[spec.kind]}; n = {values.size:,}, seed {spec.seed}, float64 rounded to {spec.storage}"
-    if spec.kind == "ill_conditioned":
-        source += f"; target condition {spec.condition:.3g}"
-        if n >= 2 and math.log2(spec.condition) / 2 > fmt.emax - 2 - math.log2(n):
-            notes.append(f"The exponent spread was capped to keep sum|x| finite in {spec.storage}.")
-    return Vector(values, spec.storage, source, tuple(notes))
+    if spec.kind == "ill_conditioned" and n >= 2 and (
+            math.log2(spec.condition) / 2 > fmt.emax - 2 - math.log2(n)):
+        notes.append(f"The exponent spread was capped to keep sum|x| finite in {spec.storage}.")
+    return Vector(values, spec.storage, describe_spec(spec), tuple(notes))
 
 
 # -------------------------------------------------------------------- the user's data
@@ -404,3 +411,62 @@ def condition_number(values: np.ndarray) -> float:
     if s == 0:
         return math.inf if a != 0 else math.nan
     return float(a / abs(s))
+
+
+# ------------------------------------------------------------------ dot-product pairs
+
+
+def ill_conditioned_dot(n: int, condition: float, seed: int, storage: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Two vectors whose dot product has about the chosen condition number
+    kappa = sum|x_i y_i| / |sum x_i y_i|: Ogita, Rump and Oishi's GenDot ("Accurate sum and dot
+    product", SIAM J. Sci. Comput. 26(6), 2005, Algorithm 6.1), with the running dot product
+    kept exactly instead of in twice the working precision.
+
+    The first half has exponents spread over [0, log2(c)/2] in both vectors (products up to
+    about c); in the second half the exponents fall linearly to 0 and each y_i is chosen (then
+    rounded to storage) to cancel the exact dot product so far, so the final dot product is
+    about 1 while sum|x_i y_i| is about c. Finally both are shuffled by one permutation. For
+    narrow formats the spread is capped so that every product and sum|x_i y_i| stay finite;
+    the achieved condition number is measured, not assumed.
+    """
+    _check_storage(storage)
+    fmt = get_format(storage)
+    rng = np.random.default_rng(seed)
+    if n < 2:
+        return round_array(rng.standard_normal(n), storage), round_array(rng.standard_normal(n), storage), ()
+    notes: list[str] = []
+    half_b = math.log2(condition) / 2
+    cap = (fmt.emax - 2 - math.log2(n)) / 2  # |x_i y_i| <= 2^(2 * cap) keeps sum|x_i y_i| finite
+    if half_b > cap:
+        notes.append(f"The exponent spread was capped at 2^{cap:.1f} to keep every product finite in {storage}.")
+        half_b = max(cap, 0.0)
+    n1 = n // 2
+    e = np.rint(rng.random(n1) * half_b)
+    e[0], e[-1] = round(half_b), 0
+    x = np.empty(n)
+    y = np.empty(n)
+    x[:n1] = round_array((2 * rng.random(n1) - 1) * np.exp2(e), storage)
+    y[:n1] = round_array((2 * rng.random(n1) - 1) * np.exp2(e), storage)
+    scale = 2 * (fmt.precision - fmt.emin - 1)  # every product is an integer times 2^-scale
+    unit = 1 << scale
+    running = sum(int(v) for v in (np.ldexp(x[:n1], scale // 2) * np.ldexp(y[:n1], scale - scale // 2)).tolist()) \
+        if scale < 600 else sum(_scaled_product(a, b, scale) for a, b in zip(x[:n1].tolist(), y[:n1].tolist()))
+    e2 = np.rint(np.linspace(half_b, 0, n - n1))
+    r = 2 * rng.random((n - n1, 2)) - 1
+    for i, (ei, (rx, ry)) in enumerate(zip(e2.tolist(), r.tolist())):
+        xi = float(round_array(np.array([rx * 2.0**ei]), storage)[0]) or 1.0
+        with np.errstate(over="ignore", invalid="ignore"):
+            yi = float(round_array(np.array([(ry * 2.0**ei - running / unit) / xi]), storage)[0])
+        if not math.isfinite(yi):
+            yi = 0.0
+        x[n1 + i], y[n1 + i] = xi, yi
+        running += _scaled_product(xi, yi, scale)
+    order = rng.permutation(n)
+    return round_array(x[order], storage), round_array(y[order], storage), tuple(notes)
+
+
+def _scaled_product(a: float, b: float, scale: int) -> int:
+    """a * b * 2^scale as an exact integer (a, b floats whose product is a multiple of 2^-scale)."""
+    fa, fb = Fraction(a), Fraction(b)
+    v = fa * fb * (1 << scale)
+    return v.numerator  # an integer by the caller's choice of scale

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 
 import streamlit as st
 
+from core.bytecache import vector_for
 from core.exact import abbreviate, exact_decimal, shortest_repr
 from core.formats import FORMATS
 from core.orders import DEFAULT_ORDERS, ORDERS, available_threads
 from core.querystate import LINK_TEXT_CHARS, Field
-from core.sumlab import MAX_PERMUTATIONS, WORKING_CHOICES, resolve_working, run_lab, running_error
+from core.sumlab import (
+    MAX_PERMUTATIONS,
+    WORKING_CHOICES,
+    cached_outcome,
+    lab_advice,
+    lab_cost,
+    lab_outcome,
+    resolve_working,
+)
 from core.torch_cpu_model import GRAIN_SIZE, thread_chunks
 from core.trees import MAX_TREE_N, TREE_ORDERS, build_tree
 from core.vectors import (
@@ -22,11 +30,12 @@ from core.vectors import (
     Vector,
     VectorError,
     VectorSpec,
-    generate,
+    describe_spec,
     parse_pasted,
     parse_upload,
 )
 from ui import charts
+from ui.crowd import heavy_section, over_budget
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation
 from ui.render import inert
@@ -41,23 +50,11 @@ CONDITIONS = [10.0**k for k in range(2, 17, 2)]
 WORKING_LABELS = {"same": "same as storage", "float32": "float32", "float64": "float64"}
 
 
-@st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
-def _generate(spec: VectorSpec) -> Vector:
-    return generate(spec)
-
-
-@st.cache_data(max_entries=16, ttl=3600, show_spinner=False)
-def _lab(key: str, _vector: Vector, working: str, orders: tuple[str, ...], k: int, seed: int):
-    return run_lab(_vector.values, _vector.storage, working, orders, k, seed)
-
-
-@st.cache_data(max_entries=16, ttl=3600, show_spinner=False)
-def _running(key: str, _vector: Vector, working: str):
-    return running_error(_vector.values, working)
-
-
-def _vector_key(v: Vector) -> str:
-    return hashlib.sha256(v.values.tobytes()).hexdigest()[:16] + v.storage
+# Session state keeps the vector's recipe (a VectorSpec) or the visitor's own numbers (small by
+# their limits), never a generated array: vectors and results live in core.bytecache's caches,
+# bounded in bytes and shared by every session.
+def _described(v: VectorSpec | Vector) -> str:
+    return describe_spec(v) if isinstance(v, VectorSpec) else v.source
 
 
 DEFAULT_PASTE = "1e8, 1, -1e8, 0.1, 0.2, 0.3"
@@ -100,7 +97,7 @@ working_choice = c3.selectbox(
 )
 working = resolve_working(storage, working_choice)
 
-vector: Vector | None = None
+vector: VectorSpec | Vector | None = None  # the recipe of a generated vector, or the visitor's numbers
 error_here = None
 if source in GENERATORS:
     g1, g2, g3 = st.columns(3)
@@ -116,7 +113,8 @@ if source in GENERATORS:
         error_here = "n"
     else:
         try:
-            vector = _generate(VectorSpec(source, int(n), int(seed), storage, float(condition)))
+            vector = VectorSpec(source, int(n), int(seed), storage, float(condition))
+            vector.validate()
         except VectorError as err:
             g1.error(inert(err))
             error_here = "n"
@@ -162,7 +160,7 @@ if vector is not None:
     st.session_state["sl_last"] = vector
 elif "sl_last" in st.session_state:
     last = st.session_state["sl_last"]
-    st.warning(f"Showing the last valid vector ({inert(last.source, line_start=False)}) until the input above is "
+    st.warning(f"Showing the last valid vector ({inert(_described(last), line_start=False)}) until the input above is "
                "fixed.",
                icon=":material/history:")
     vector = last
@@ -172,17 +170,33 @@ if not orders:
     st.warning("Choose at least one summation order.")
     st.stop()
 
+# The per-request budget (core.budget): over it, say what to reduce and keep showing the last
+# request that fit. Heavy requests run a few at a time server-wide (ui.crowd.heavy_section).
+request = (vector, working_choice, tuple(orders), int(k_perm), int(perm_seed))
+cost = lab_cost(*request)
+if not cost.fits:
+    over_budget(cost, lab_advice(*request[:4]), kept="sl_run" in st.session_state)
+    if "sl_run" not in st.session_state:
+        st.stop()
+    request = st.session_state["sl_run"]
+    cost = lab_cost(*request)
+vector, working_choice, orders, k_perm, perm_seed = request
 working = resolve_working(vector.storage, working_choice)
-key = _vector_key(vector)
-with st.spinner("Summing…"):
-    result = _lab(key, vector, working, tuple(orders), int(k_perm), int(perm_seed))
+outcome = cached_outcome(*request)
+if outcome is None:
+    with heavy_section(cost, "this summation"), st.spinner("Summing…"):
+        progress = st.empty()
+        outcome = lab_outcome(*request, on_progress=lambda what: progress.caption(f"Summing: {what}…"))
+        progress.empty()
+st.session_state["sl_run"] = request
+result = outcome.result
 fmt = result.fmt
 
 # ------------------------------------------------------------------------------ summary
 st.subheader("The vector and its exact sum")
-for note in vector.notes:
+for note in outcome.notes:
     st.warning(inert(note), icon=":material/info:")  # may name an uploaded file
-st.caption(f"Vector: {inert(vector.source, line_start=False)}.")
+st.caption(f"Vector: {inert(outcome.source, line_start=False)}.")
 m1, m2, m3 = st.columns(3)
 m1.metric("n", f"{result.n:,}")
 if math.isnan(result.kappa):
@@ -215,7 +229,7 @@ if working != vector.storage:
 st.subheader("Results")
 table = results_table(result)
 st.dataframe(table, hide_index=True, width="stretch")
-download_buttons(table, {"vector": vector.source, "storage": vector.storage, "accumulate": working,
+download_buttons(table, {"vector": outcome.source, "storage": vector.storage, "accumulate": working,
                          "orders": ",".join(orders), "permutations": int(k_perm), "permutation_seed": int(perm_seed)},
                  "summation-lab", "sl")
 violations = [r.order.name for r in result.rows if r.metrics.within_bound is False]
@@ -255,9 +269,9 @@ if result.permutations is not None and not isinstance(result.exact, float) and r
     st.altair_chart(charts.permutation_histogram(hist, marks), width="stretch")
 
 # -------------------------------------------------------------------------- running error
-if not isinstance(result.exact, float) and result.n > 1:
+if outcome.running is not None:
     st.subheader("How the left-to-right error grows")
-    re = _running(key, vector, working)
+    re = outcome.running
     st.altair_chart(charts.running_error_chart(running_frame(re)), width="stretch")
     st.caption("Absolute error of the running sum after k values (exact prefix sums), and the bound γ(k−1)·Σ|x|.")
 
@@ -268,7 +282,7 @@ if result.n > MAX_TREE_N:
             "partial sum.")
 elif not isinstance(result.exact, float):
     tree_order = st.selectbox("Order", list(TREE_ORDERS), format_func=TREE_ORDERS.get, key="sl_tree_order")
-    tree = build_tree(vector.values, working, tree_order)
+    tree = build_tree((vector_for(vector) if isinstance(vector, VectorSpec) else vector).values, working, tree_order)
     nodes, edges, additions = tree_frames(tree)
     st.altair_chart(charts.tree_chart(nodes, edges), width="stretch")
     st.dataframe(additions, hide_index=True, width="stretch")
