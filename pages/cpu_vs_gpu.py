@@ -9,6 +9,8 @@ import pandas as pd
 import streamlit as st
 import torch
 
+from core.budget import cpu_vs_gpu_cost
+from core.bytecache import VECTORS, vector_for
 from core.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model
 from core.cuda_published import published_evidence_sentence
 from core.devices import available_devices, device_info
@@ -31,19 +33,15 @@ from core.recordings import (
     replay,
 )
 from core.torch_cpu_model import GRAIN_SIZE, default_lanes, thread_chunks
-from core.vectors import GENERATORS, VectorSpec, generate
+from core.vectors import GENERATORS, VectorSpec
 from ui import machines_view as mv
+from ui.crowd import heavy_section
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation
 from ui.render import inert
 from ui.urlstate import restore, share_box, sync
 
 H100_SMS = 132
-
-
-@st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
-def _vector(gen: str, n: int, dtype: str):
-    return generate(VectorSpec(gen, n, 0, dtype)).values
 
 
 @st.cache_data(max_entries=8, ttl=3600, show_spinner=False)
@@ -100,8 +98,11 @@ dtype = c3.selectbox("Format", SUITE_DTYPES, key="cg_dtype")
 share_box(sync(URL_FIELDS), url_notes)
 st.caption("Seed 0, the seed every recording uses, so recorded and live results refer to the same vector.")
 fmt = FORMATS[dtype]
-values = _vector(gen, int(n), dtype)
-cr = correctly_rounded_sum(values, fmt)
+spec = VectorSpec(gen, int(n), 0, dtype)  # the vector lives in core.bytecache, shared and bounded in bytes
+cost = cpu_vs_gpu_cost(int(n), dtype, gen, len(recs), len(gpus), cached=spec in VECTORS)
+with heavy_section(cost, "these sums"):  # a few heavy computations at once, server-wide
+    values = vector_for(spec).values
+    cr = correctly_rounded_sum(values, fmt)
 rows: list[dict] = []
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
+from core.budget import training_cost
 from core.devices import available_devices, cpu_device
 from core.exact import shortest_repr
 from core.formats import FORMATS, hex_bits
@@ -27,6 +28,7 @@ from core.recordings import cached_recordings
 from core.sumlab import run_lab
 from core.training import TrainSettings, seed_study
 from core.vectors import VectorSpec, generate
+from ui.crowd import heavy_section
 from ui.navigation import ensure_app_navigation
 from ui.urlstate import restore, share_box, sync
 
@@ -232,7 +234,7 @@ st.markdown("Compare final aggregate metrics across runs and devices, not step-b
 k = st.number_input("Seeds", min_value=2, max_value=12, key="mi_k")
 share_box(sync(URL_FIELDS), url_notes)
 if st.button("Train the seeds (300 steps each, both sides)", key="mi_seeds"):
-    with st.spinner("Training…"):
+    with heavy_section(training_cost(300, int(k)), "this training"), st.spinner("Training…"):
         study = _seeds(int(k))
     loss_spread = statistics.pstdev(study.final_loss_a)
     loss_gap = statistics.mean(abs(a - b) for a, b in zip(study.final_loss_a, study.final_loss_b, strict=True))

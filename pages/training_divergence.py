@@ -10,6 +10,7 @@ from fractions import Fraction
 
 import streamlit as st
 
+from core.budget import training_advice, training_cost
 from core.devices import available_devices, cpu_device
 from core.exact import exact_decimal
 from core.formats import FORMATS
@@ -28,6 +29,7 @@ from core.training import (
     seed_study,
     summarize,
 )
+from ui.crowd import heavy_section, over_budget
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation
 from ui.render import bits_html
@@ -309,11 +311,13 @@ if settings.dtype == "float64" or settings.source == "float64":
     st.info("This run already uses float64; choose float32 and another difference to compare.")
 else:
     if st.button("Run the float32 and float64 pairs", key="td_f64"):
-        bar = _Progress(st, "Training the float32 pair:")
-        f32 = pair_outcome(settings, bar.update, PAIR_MEMO)
-        bar.text = "Training the float64 pair:"
-        f64 = pair_outcome(replace(settings, dtype="float64"), bar.update, PAIR_MEMO)
-        bar.bar.empty()
+        pairs_cost = training_cost(settings.steps, 1, "float64", settings.optimizer, pairs=2)
+        with heavy_section(pairs_cost, "this training"):  # a few heavy computations at once, server-wide
+            bar = _Progress(st, "Training the float32 pair:")
+            f32 = pair_outcome(settings, bar.update, PAIR_MEMO)
+            bar.text = "Training the float64 pair:"
+            f64 = pair_outcome(replace(settings, dtype="float64"), bar.update, PAIR_MEMO)
+            bar.bar.empty()
         st.session_state["td_f64_result"] = (f32, f64)
     f64_result = st.session_state.get("td_f64_result")
     if f64_result and f64_result[0].settings == settings:
@@ -329,10 +333,14 @@ st.subheader("Accept the divergence")
 st.markdown("Single trajectories part ways, but the *distribution* of outcomes does not depend on which side "
             "you are on. Train several seeds per side and compare what matters: final loss and accuracy.")
 k = st.number_input("Seeds per side", min_value=2, max_value=16, value=6, key="td_k")
-if st.button("Train the seeds", key="td_seeds"):
-    bar = _Progress(st, f"Training {int(k)} seeds per side ({2 * int(k)} runs):")
-    study = seed_study(settings, int(k), bar.update, memo=SEED_MEMO)
-    bar.bar.empty()
+seeds_cost = training_cost(settings.steps, int(k), settings.dtype, settings.optimizer)  # core.budget
+if not seeds_cost.fits:
+    over_budget(seeds_cost, training_advice(settings.steps, int(k), settings.dtype, settings.optimizer), kept=False)
+if st.button("Train the seeds", key="td_seeds", disabled=not seeds_cost.fits):
+    with heavy_section(seeds_cost, "this training"):  # a few heavy computations at once, server-wide
+        bar = _Progress(st, f"Training {int(k)} seeds per side ({2 * int(k)} runs):")
+        study = seed_study(settings, int(k), bar.update, memo=SEED_MEMO)
+        bar.bar.empty()
     st.session_state["td_seed_result"] = (settings, study)
 seed_result = st.session_state.get("td_seed_result")
 if seed_result and seed_result[0] == settings:

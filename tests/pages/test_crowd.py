@@ -126,3 +126,24 @@ def test_the_results_are_those_of_the_lab_itself():
     direct = results_table(run_lab(v.values, "float16", "same", ("sequential", "pairwise", "correct")))
     shown = at.dataframe[0].value
     assert list(shown["bits"]) == list(direct["bits"]) and np.all(shown["order"] == direct["order"])
+
+
+def test_a_seed_study_over_budget_is_refused_with_advice_and_cannot_start():
+    at = AppTest.from_file(str(ROOT / "pages" / "training_divergence.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"steps": "2000"})
+    at.run()
+    assert not at.exception
+    assert not any(OVER in e.value for e in at.error)  # 6 seeds of 2,000 steps fit
+    at.number_input(key="td_k").set_value(16).run()
+    assert not at.exception
+    error = next(e.value for e in at.error if OVER in e.value)
+    assert "seeds or fewer at 2,000 steps" in error and "steps or fewer with 16 seeds" in error
+    assert at.button(key="td_seeds").disabled
+
+
+def test_cpu_vs_gpu_takes_its_vector_from_the_shared_byte_bounded_cache():
+    at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"vector": "uniform", "n": "1000", "format": "float64"})
+    at.run()
+    assert not at.exception
+    assert VectorSpec("uniform", 1000, 0, "float64") in VECTORS
