@@ -3,7 +3,8 @@
 * float64 versus float32 throughput (matrix product and a large sum), timed side by side;
 * wider accumulation (``torch.sum(x, dtype=...)``): errors and cost;
 * determinism is not reproducibility: run-to-run, thread count, batch size;
-* an order-independent sum in torch (exact per-exponent accumulation, one rounding)
+* an order-independent sum in torch (the correctly rounded sum: float64 partial sums with
+  a proven error bound, or exact folds where that bound does not decide the rounding)
   that gives the same bits for every order, thread count and device.
 
 Timings use ``time.perf_counter`` medians after a warm-up; on a GPU they synchronize.
@@ -12,6 +13,7 @@ Only core.globalstate.torch_threads changes a global setting (locked and restore
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -175,56 +177,319 @@ def determinism(x: torch.Tensor, repeats: int = 5, seed: int = 0) -> Determinism
 
 
 # --------------------------------------------------------------- order-independent sum
+#
+# How it works, and why every bit of the result is independent of order, thread split
+# and device: see the docstring of reproducible_sum.
+
+_U = Fraction(1, 1 << 53)  # float64 unit roundoff
+_ROW = 64  # fast path: values per first-level float64 row sum
+_GROUP = 8  # fast path: partial sums per later-level float64 sum
+_FINAL = 4096  # fast path: at most this many partial sums go to math.fsum
+_CHUNK_PER_THREAD = 1 << 19  # elements per piece and CPU thread: cache-sized, few parallel regions
+_CHUNK_DEVICE = 1 << 24  # elements per piece on an accelerator
+_UNIT_EXP = -1074  # exact totals are integers in units of 2^-1074 (every value is a multiple)
+_LIMITS = {torch.float64: 1 << 26}  # see reproducible_sum, "Size limits"
+_LIMIT_NARROW = 1 << 29
 
 
-_CHUNK = 1 << 16
+@dataclass(frozen=True)
+class _Working:
+    """A working precision for the exact folds: where ``(v + M) - M`` rounds v to a grid."""
+
+    dtype: torch.dtype
+    p: int  # significand bits
+    bmin: int  # exponent of the smallest subnormal: every value is a multiple of 2^bmin
+    bmax: int  # largest grid exponent b with M = 1.5 * 2^(b+p-1) and 2^(b+p) both finite
+
+
+_W32 = _Working(torch.float32, 24, -149, 127 - 24)
+_W64 = _Working(torch.float64, 53, -1074, 1023 - 53)
+
+
+def _chunk_size(t: torch.Tensor) -> int:
+    """Elements per piece: cache-sized on a CPU, large on an accelerator. The result does
+    not depend on it (every piece is summed exactly or within a proven bound)."""
+    if t.device.type == "cpu":
+        return _CHUNK_PER_THREAD * max(1, torch.get_num_threads())
+    return _CHUNK_DEVICE
+
+
+def _grid_sum(hi: torch.Tensor) -> float:
+    """The exact float64 sum of values that are multiples of 2^b with |hi| <= 2^(b+W)
+    (W = 20 in float32 work; W <= 53 - ceil(log2 n) in float64 work)."""
+    if hi.dtype == torch.float32 and hi.numel() % 16 == 0:
+        # 16 values per column: partial sums are multiples of 2^b below 2^(b+24), exact in
+        # float32; then the column sums, exact in float64
+        return hi.view(16, -1).sum(0).sum(dtype=torch.float64).item()
+    return hi.sum(dtype=torch.float64).item()
+
+
+def _exact_units(v: torch.Tensor, buffers: dict) -> int:
+    """The exact sum of the finite 1-D tensor v, as an integer count of 2^-1074.
+
+    Folds: with E such that max|v| < 2^E, pick the grid 2^b, b = E - W, and split every
+    value as hi = (v + M) - M, M = 1.5 * 2^(b+p-1), and r = v - hi (see reproducible_sum
+    for why both are exact and why the sum of the hi is exact in any order). Add that sum
+    to the integer total and repeat on the remainders (|r| <= 2^(b-1), so the next grid
+    is at least W bits finer) until they are all zero. ``buffers`` holds two scratch
+    tensors per working dtype, reused from piece to piece.
+    """
+    total = 0
+    w = _W64 if v.dtype == torch.float64 else _W32
+
+    def scratch(avoid: torch.Tensor) -> torch.Tensor:
+        pair = buffers.get(w.dtype)
+        if pair is None or pair[0].numel() < v.numel():
+            pair = buffers[w.dtype] = [torch.empty(v.numel(), dtype=w.dtype, device=v.device) for _ in range(2)]
+        free = pair[1] if pair[0].data_ptr() == avoid.data_ptr() else pair[0]
+        return free[: v.numel()]
+
+    if v.dtype != w.dtype:
+        v = scratch(v).copy_(v)  # float16 and bfloat16 widen exactly
+    while True:
+        lo, hi = torch.stack(torch.aminmax(v)).tolist()
+        m = max(-lo, hi)
+        if m == 0:
+            return total
+        e = math.frexp(m)[1]  # m < 2^e
+        if w is _W32:
+            width = 20  # <= p - 2 (the extraction's range); 16 * 2^20 = 2^24 (_grid_sum)
+        else:  # numel * 2^width <= 2^53: the float64 sum of the hi cannot round
+            width = min(w.p - 2, 53 - (v.numel() - 1).bit_length())
+        b = max(e - width, w.bmin)
+        if b > w.bmax:  # M would overflow
+            if w is _W32:  # float32 values near 2^128: continue in float64 (exact widening)
+                w = _W64
+                v = scratch(v).copy_(v)
+                continue
+            # float64 values near 2^1024: those of at least 2^-766 scale by 2^-256 exactly
+            # (staying at least 2^-1022); the smaller ones have room as they are
+            small = v.abs() < 2.0**-766
+            scaled = torch.where(small, 0.0, v) * 2.0**-256
+            return total + _exact_units(torch.where(small, v, 0.0), buffers) + (
+                _exact_units(scaled, buffers) << 256)
+        big_m = 1.5 * 2.0 ** (b + w.p - 1)
+        hi_part = torch.add(v, big_m, out=scratch(v))
+        hi_part -= big_m
+        total += int(math.ldexp(_grid_sum(hi_part), -b)) << (b - _UNIT_EXP)
+        if b == w.bmin:  # every value is a multiple of 2^bmin, so hi == v: nothing is left
+            return total
+        v = torch.sub(v, hi_part, out=hi_part)  # the remainders, exact, into hi's buffer
+
+
+def _exact_sum(flat: torch.Tensor) -> Fraction:
+    """The exact sum of a finite 1-D tensor (the folds, piece by piece)."""
+    step = _chunk_size(flat)
+    buffers: dict = {}
+    units = sum(_exact_units(flat[s : s + step], buffers) for s in range(0, flat.numel(), step))
+    return Fraction(units) * Fraction(2) ** _UNIT_EXP
+
+
+def _specials(mins: list[float], maxs: list[float]) -> float | None:
+    """The IEEE result when some value is not finite: nan, +inf or -inf; else None."""
+    if any(math.isnan(v) for v in mins + maxs):
+        return math.nan
+    pos, neg = any(v == math.inf for v in maxs), any(v == -math.inf for v in mins)
+    if pos and neg:
+        return math.nan
+    return math.inf if pos else -math.inf if neg else None
+
+
+def _decided_sum(flat: torch.Tensor, fmt) -> tuple[Exact | None, list[float], list[float]]:
+    """The fast path: float64 partial sums with a proven error bound, rounded both ways.
+
+    Returns (the correctly rounded sum, or None when the bound does not decide it; the
+    minimum and the maximum of every piece).
+    """
+    step = _chunk_size(flat)
+    n = flat.numel()
+    parts, extremes, lengths = [], [], []
+    for s in range(0, n, step):
+        c = flat[s : s + step]
+        extremes.append(torch.stack(torch.aminmax(c)))
+        lengths.append(c.numel())
+        full = c.numel() - c.numel() % _ROW
+        if full:  # rows of _ROW values, widened and summed in float64 in one reduction
+            parts.append(c[:full].reshape(-1, _ROW).sum(1, dtype=torch.float64))
+        if full < c.numel():
+            parts.append(c[full:].sum(dtype=torch.float64).reshape(1))
+    p = torch.cat(parts)
+    depth = _ROW - 1  # additions a value can take part in, at most, before fsum
+    while p.numel() > _FINAL:
+        pad = -p.numel() % _GROUP
+        if pad:
+            p = torch.cat((p, p.new_zeros(pad)))
+        p = p.reshape(-1, _GROUP).sum(1)
+        depth += _GROUP - 1
+    ext = torch.stack(extremes).double().reshape(-1)
+    values = torch.cat((ext, p)).tolist()  # the only host synchronization of the fast path
+    mins, maxs = values[0 : 2 * len(lengths) : 2], values[1 : 2 * len(lengths) : 2]
+    if _specials(mins, maxs) is not None:
+        return None, mins, maxs
+    approx = math.fsum(values[2 * len(lengths) :])  # correctly rounded: error <= |approx| * u
+    abs_bound = math.fsum(length * max(-lo, hi) for length, lo, hi in zip(lengths, mins, maxs, strict=True))
+    gamma = Fraction(depth) * _U / (1 - depth * _U)
+    # abs_bound: fsum of exact products (24-bit maxima times lengths < 2^29) is correctly
+    # rounded, so the true sum of |x| is at most abs_bound * (1 + u)
+    eps = gamma * Fraction(abs_bound) * (1 + _U) + Fraction(abs(approx)) * _U
+    centre = Fraction(approx)
+    low, high = round_to_format(centre - eps, fmt), round_to_format(centre + eps, fmt)
+    return (low if low == high else None), mins, maxs
 
 
 def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
-    """A sum whose bits do not depend on order, thread count or device: the correctly
-    rounded sum, computed in torch so that it runs wherever x lives.
+    """The correctly rounded sum of x's values, as a 0-d CPU tensor of x's dtype: the
+    same bits for every order, thread count and device, because the result is a function
+    of the exact sum alone.
 
-    float16/bfloat16/float32 values are grouped by their top 9 bits (sign and exponent).
-    Within a group all values are multiples of one power of two with at most 24
-    significant bits, so float64 sums of fewer than 2^29 of them are exact, in any order:
-    ``index_add_`` may add them in whatever order the hardware likes (atomics on a GPU)
-    and still produce the same bits. float64 values are split into two 26-bit integer
-    halves of their mantissas, grouped by exponent the same way. The few thousand group
-    totals are then combined exactly on the CPU and rounded once.
+    **Result.** The exact sum T of the values, rounded once to x's format (nearest, ties
+    to even, overflow to ±inf). Specials as IEEE defines them: a NaN, or both +inf and
+    -inf, give NaN (one canonical quiet NaN, whatever the payloads); otherwise an
+    infinity gives itself. An exact zero sum is -0 only if every value is -0, else +0; a
+    nonzero T never rounds to zero (it is a multiple of the format's smallest subnormal).
+    float16, bfloat16 and float32 try the fast path first; float64, and any sum the fast
+    path leaves undecided, take the exact folds.
+
+    **Fast path (float16, bfloat16, float32).** For each cache-sized piece, one
+    ``torch.aminmax`` and one reduction that widens rows of 64 values to float64 and sums
+    each row; then sums of 8 partial sums, level by level, until at most 4096 are left,
+    which ``math.fsum`` adds with one rounding. Each float64 addition has a relative error
+    of at most u = 2^-53 (no underflow: every partial sum is a multiple of 2^-149; no
+    overflow: |partial sums| <= n * 2^128), and each value takes part in at most
+    d = 63 + 7 * (levels - 1) of them, whatever order, thread split or reduction tree
+    torch uses on any device (any algorithm made of float64 additions). So the result S
+    satisfies |S - T| <= eps = gamma_d * A * (1 + u) + |S| * u, with
+    gamma_d = d*u / (1 - d*u) and A = fsum over pieces of (length * max|value|) >= sum|x|
+    (the last term is fsum's rounding). If S - eps and S + eps round to the same value, T
+    rounds to it too (rounding is monotonic): that is the result, decided in exact
+    rational arithmetic. Otherwise T lies within eps of a rounding boundary (a tie, or
+    heavy cancellation) and the folds decide. This is the stopping test of Rump, Ogita
+    and Oishi's AccSum (SIAM J. Sci. Comput. 31(1), 2008) on float64 partial sums.
+
+    **Folds (exact; any format).** In a working precision p (24, float32, for float16,
+    bfloat16 and float32 values; 53, float64, for float64 values) with every value v of a
+    piece below 2^E in magnitude, take the grid 2^b, b = max(E - W, bmin), and split
+    hi = (v + M) - M, r = v - hi, with M = 1.5 * 2^(b+p-1).
+
+    * Extraction is exact. W <= p - 2 gives |v| < 2^(b+p-2), so v + M lies in
+      [2^(b+p-1), 2^(b+p)], where the spacing of the working format is 2^b: its one
+      rounding puts v on the grid 2^b (nearest); (v + M) - M is then exact (Sterbenz: both
+      are within a factor 2). r = v - hi is exact: hi is 0 or a multiple of the spacing of
+      v, and |r| <= min(|v|, 2^(b-1)), so r fits in as many bits as v.
+    * Every sum of the hi is exact, in any order. The hi are multiples of 2^b with
+      |hi| <= 2^(b+W); a partial sum of k of them is a multiple of 2^b of magnitude at
+      most k * 2^(b+W), representable while k * 2^W <= 2^53 (float64) or <= 2^24 (float32),
+      so no addition can round, whatever order, thread split or tree. Float32 work:
+      W = 20, columns of 16 values are summed in float32 (16 * 2^20 = 2^24), the column
+      sums in float64. Float64 work: W = min(51, 53 - ceil(log2 k)) for a piece of k.
+    * The folds end: after one, |r| <= 2^(b-1), so the next E is at most b and the next
+      grid at least W bits finer; the remainders are all zero at the latest after the
+      fold with b = bmin (2^bmin is the working format's smallest subnormal, of which
+      every value is a multiple). That is at most floor((b1 - bmin) / W) + 1 folds for a
+      first grid 2^b1: 13 in float32 work, 76 in float64 work with pieces below 2^26
+      values; ordinary data needs 2 or 3, and each fold checks the remainders' max first.
+    * Top of the range: when M would overflow (b > 103 in float32, b > 970 in float64),
+      float32 work continues in float64 (exact widening); float64 values of at least
+      2^-766 are scaled by 2^-256 (exactly: they stay normal) and summed apart from the
+      smaller ones, which have room as they are.
+
+    The folds' sums (integers times 2^b) accumulate as one Python integer in units of
+    2^-1074, rounded once by core.formats.round_to_format. Assumes IEEE arithmetic without
+    flush-to-zero of subnormals (torch's default on CPUs and GPUs).
+
+    **Devices.** Only torch operations on whole pieces (2^19 values per CPU thread, 2^24
+    on an accelerator), no per-element Python. The fast path synchronizes with the host
+    once per call; the folds twice per fold and piece (the max and the sum).
+
+    **Size limits.** Fewer than 2^29 values (float16, bfloat16, float32) or 2^26
+    (float64) per call: the earlier version's limits, kept as the contract callers and
+    tests rely on. Neither path needs them for exactness: every piece is exact on its own.
     """
-    limit = 1 << (26 if x.dtype == torch.float64 else 29)  # bucket totals must stay below 2^53
+    limit = _LIMITS.get(x.dtype, _LIMIT_NARROW)
     if x.numel() >= limit:
         raise ValueError(f"reproducible_sum handles fewer than {limit:,} {x.dtype} values per call")
     fmt = format_of(x.dtype)
     flat = x.detach().reshape(-1)
-    if x.dtype == torch.float64:
-        hi = torch.zeros(4096, dtype=torch.float64, device=x.device)
-        lo = torch.zeros(4096, dtype=torch.float64, device=x.device)
-        for s in range(0, flat.numel(), _CHUNK):  # cache-sized pieces: same bits, less memory traffic
-            u = flat[s : s + _CHUNK].view(torch.int64)
-            idx = (u >> 52) & 0xFFF  # sign and exponent
-            m = (u & ((1 << 52) - 1)) | (((idx & 0x7FF) != 0).to(torch.int64) << 52)
-            hi.index_add_(0, idx, (m >> 26).double())
-            lo.index_add_(0, idx, (m & ((1 << 26) - 1)).double())
-        hi_l, lo_l = hi.cpu().tolist(), lo.cpu().tolist()
-        if hi_l[0x7FF] or hi_l[0xFFF]:  # an infinity or NaN: the IEEE result needs no ordering care
-            return flat.sum()
-        total = Fraction(0)
-        for i in range(4096):
-            if hi_l[i] or lo_l[i]:
-                mant = (int(hi_l[i]) << 26) + int(lo_l[i])
-                total += Fraction(-mant if i >> 11 else mant) * Fraction(2) ** (max(i & 0x7FF, 1) - 1075)
+    if flat.numel() == 0:
+        return torch.zeros((), dtype=x.dtype)
+    result = None
+    if x.dtype != torch.float64:
+        result, mins, maxs = _decided_sum(flat, fmt)
     else:
-        acc = torch.zeros(512, dtype=torch.float64, device=x.device)
-        for s in range(0, flat.numel(), _CHUNK):
-            c = flat[s : s + _CHUNK].float()
-            acc.index_add_(0, (c.view(torch.int32) >> 23) & 0x1FF, c.double())
-        acc_l = acc.cpu().tolist()
-        if acc_l[255] or acc_l[511]:  # an infinity or NaN (nan != 0 is true as well)
-            return flat.sum()
-        total = sum((Fraction(v) for v in acc_l if v), Fraction(0))
-    r = round_to_format(total, fmt)
-    return torch.tensor(float(r), dtype=torch.float64).to(x.dtype)
+        step = _chunk_size(flat)
+        ext = torch.stack([torch.stack(torch.aminmax(flat[s : s + step])) for s in range(0, flat.numel(), step)])
+        values = ext.reshape(-1).tolist()
+        mins, maxs = values[0::2], values[1::2]
+    special = _specials(mins, maxs)
+    if special is not None:
+        return torch.tensor(special, dtype=torch.float64).to(x.dtype)
+    if result is None:
+        result = round_to_format(_exact_sum(flat), fmt)
+    if result == 0:  # T == 0 exactly: -0 only when every value is -0
+        all_zero = all(lo == 0 and hi == 0 for lo, hi in zip(mins, maxs, strict=True))
+        negative = all_zero and bool(torch.signbit(flat).all())
+        return torch.tensor(-0.0 if negative else 0.0, dtype=torch.float64).to(x.dtype)
+    return torch.tensor(float(result), dtype=torch.float64).to(x.dtype)
+
+
+@dataclass(frozen=True)
+class ReproducibleSumCost:
+    """reproducible_sum against torch.sum and np.sum on the same float32 vector."""
+
+    n: int
+    repeats: int
+    threads: int
+    seconds: float  # median over the repeats, reproducible_sum
+    torch_seconds: float  # median over the repeats, torch.sum
+    numpy_seconds: float  # median over the repeats, np.sum
+    vs_torch: float  # median over the repeats of (reproducible_sum time / torch.sum time)
+    vs_torch_iqr: tuple[float, float]  # quartiles of that ratio over the repeats
+    vs_numpy: float
+    vs_numpy_iqr: tuple[float, float]
+
+
+def reproducible_sum_cost(n: int = 10_000_000, repeats: int = 21, inner: int = 3, seed: int = 0,
+                          budget_s: float | None = None) -> ReproducibleSumCost:
+    """Time reproducible_sum, torch.sum and np.sum on one vector of n standard normal
+    float32 values (CPU, this process's threads), robustly on a busy machine.
+
+    After a warm-up, each repeat times the three back to back, in an order that rotates
+    from repeat to repeat, each as the fastest of ``inner`` consecutive calls (a call that
+    another process preempted does not count), and forms the two ratios within the
+    repeat, so a slow phase of the machine slows both sides of a ratio alike. Reported:
+    the median ratio over the repeats and its quartiles. With ``budget_s``, repeats stop
+    once that many seconds have passed (after at least 5): a page must not hang on a busy
+    machine; ``repeats`` then says how many were made.
+    """
+    a = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+    t = torch.from_numpy(a)
+    fns = {"repro": lambda: reproducible_sum(t), "torch": lambda: t.sum(), "numpy": lambda: np.sum(a)}
+    keys = list(fns)
+    for fn in fns.values():
+        for _ in range(2):
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in keys}
+    start = time.perf_counter()
+    for i in range(repeats):
+        if budget_s is not None and i >= 5 and time.perf_counter() - start > budget_s:
+            break
+        for k in keys[i % 3 :] + keys[: i % 3]:
+            best = math.inf
+            for _ in range(inner):
+                t0 = time.perf_counter()
+                fns[k]()
+                best = min(best, time.perf_counter() - t0)
+            times[k].append(best)
+
+    def summary(other: str) -> tuple[float, tuple[float, float]]:
+        ratios = [r / o for r, o in zip(times["repro"], times[other], strict=True)]
+        q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else (ratios[0],) * 3
+        return statistics.median(ratios), (q1, q3)
+
+    (vs_torch, torch_iqr), (vs_numpy, numpy_iqr) = summary("torch"), summary("numpy")
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return ReproducibleSumCost(n, len(times["repro"]), torch.get_num_threads(), med["repro"], med["torch"],
+                               med["numpy"], vs_torch, torch_iqr, vs_numpy, numpy_iqr)
 
 
 def reproducible_sum_devices(x: torch.Tensor) -> list[tuple[str, int]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from benchmarks import bench_exact, bench_sumlab, bench_training
+from benchmarks import bench_exact, bench_reprosum, bench_sumlab, bench_training
 
 
 def last_line(capsys) -> str:
@@ -26,3 +26,9 @@ def test_bench_training(capsys):
     bench_training.main(30)
     assert re.fullmatch(r"paired run: [\d.]+x the time of two bare training loops \(30 steps, MLP 2-64-64-3, "
                         r"batch 128, sgd_momentum, float32\)", last_line(capsys))
+
+
+def test_bench_reprosum(capsys):
+    bench_reprosum.main(20_000, repeats=3)
+    assert re.fullmatch(r"reproducible sum: [\d.]+x the time of torch\.sum, [\d.]+x the time of np\.sum "
+                        r"\(n=20000 float32\)", last_line(capsys))

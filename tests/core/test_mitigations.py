@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
@@ -13,21 +14,25 @@ from hypothesis import strategies as st
 
 from core.devices import cpu_device
 from core.exact import correctly_rounded_sum, exact_sum_fraction
-from core.formats import FORMATS, bits_of, value_of_bits
+from core.formats import FORMATS, bits_of, round_to_format, value_of_bits
 from core.globalstate import GlobalState, torch_threads
 from core.metrics import bits_of_scalar
 from core.mitigations import (
     VENDOR_RATIOS,
+    _decided_sum,
+    _exact_sum,
+    _exact_units,
     determinism,
     measure_throughput,
     reproducible_sum,
+    reproducible_sum_cost,
     reproducible_sum_devices,
     wider_accumulation,
 )
 from core.sumlab import run_lab
 from core.torch_cpu_model import cpu_capability, torch_cpu_sum_model
 from core.vectors import VectorSpec, generate
-from tests.strategies import finite_values
+from tests.strategies import bit_patterns, finite_values
 
 TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
@@ -140,3 +145,193 @@ def test_reproducible_sum_refuses_float64_sizes_it_cannot_keep_exact():
     big = torch.full((1,), 2 - 2**-52, dtype=torch.float64).expand(3 << 25)  # no extra memory
     with pytest.raises(ValueError, match="float64"):
         reproducible_sum(big)
+
+
+# ------------------------------------------------- the order-independent sum, in depth
+
+
+def _with_threads(fn, threads):
+    with torch_threads(threads):
+        return fn()
+
+
+def _check_reproducible(x: torch.Tensor, fmt) -> int:
+    """reproducible_sum(x) is the correctly rounded exact sum (sign of zero and specials as
+    IEEE defines them) and has the same bits reversed and with 1 and 2 threads."""
+    got = reproducible_sum(x)
+    assert got.dtype == x.dtype and got.dim() == 0
+    bits = bits_of(got)
+    expected = correctly_rounded_sum(x, fmt)
+    value = value_of_bits(bits, fmt)
+    if isinstance(expected, float) and math.isnan(expected):
+        assert isinstance(value, float) and math.isnan(value)
+        assert bits == bits_of(torch.tensor(math.nan, dtype=x.dtype))  # one canonical NaN
+    else:
+        assert value == expected
+    if expected == 0:  # -0 exactly when every value is -0
+        all_negative_zero = bool((x == 0).all()) and bool(torch.signbit(x).all())
+        assert bits == bits_of(torch.tensor(-0.0 if all_negative_zero else 0.0, dtype=x.dtype))
+    assert bits_of(reproducible_sum(x.flip(0))) == bits
+    for threads in (1, 2):
+        assert bits_of(_with_threads(lambda: reproducible_sum(x), threads)) == bits
+    return bits
+
+
+def _bits_tensor(bits: list[int], fmt) -> torch.Tensor:
+    signed = [b - (1 << fmt.width) if b >> (fmt.width - 1) else b for b in bits]
+    return torch.tensor(signed, dtype=fmt.int_dtype).view(fmt.torch_dtype)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), name=st.sampled_from(list(FORMATS)))
+def test_reproducible_sum_over_raw_bit_patterns_with_specials(data, name):
+    """Any bit patterns (±0, subnormals, the largest finite values, ±inf, NaN payloads):
+    the correctly rounded sum, the same bits in every permutation and thread count."""
+    fmt = FORMATS[name]
+    bits = data.draw(st.lists(bit_patterns(fmt), min_size=1, max_size=40))
+    x = _bits_tensor(bits, fmt)
+    ref = _check_reproducible(x, fmt)
+    perm = data.draw(st.permutations(range(len(bits))))
+    assert bits_of(reproducible_sum(x[list(perm)])) == ref
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), name=st.sampled_from(list(FORMATS)))
+def test_both_paths_agree_with_the_exact_sum_over_finite_bit_patterns(data, name):
+    """The exact folds give the exact sum; the fast path gives the correctly rounded sum
+    or defers (None), never a wrong value."""
+    fmt = FORMATS[name]
+    vals = data.draw(st.lists(finite_values(fmt), min_size=1, max_size=40))
+    x = as_tensor(vals, name)
+    assert _exact_sum(x) == sum(vals, Fraction(0)) == exact_sum_fraction(x)
+    if name != "float64":
+        decided, _, _ = _decided_sum(x, fmt)
+        assert decided is None or decided == correctly_rounded_sum(x, fmt)
+
+
+def _finite_bits_vector(rng: np.random.Generator, fmt, n: int, kind: str) -> torch.Tensor:
+    """n random values: raw finite bit patterns (the widest exponent range), normal
+    values, or values that cancel almost completely."""
+    if kind == "raw":
+        bits = rng.integers(0, 1 << fmt.width, n, dtype=np.uint64)
+        exp_mask = ((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits
+        special = (bits & exp_mask) == exp_mask
+        bits[special] ^= np.uint64(1 << fmt.mantissa_bits)  # all-ones exponent: one lower, the largest binade
+        unsigned, signed = {16: (np.uint16, np.int16), 32: (np.uint32, np.int32), 64: (np.uint64, np.int64)}[fmt.width]
+        return torch.from_numpy(bits.astype(unsigned).view(signed)).view(fmt.torch_dtype)
+    v = rng.standard_normal(n) * (30 if fmt.name == "float16" else 1e3)
+    if kind == "cancel":
+        v = np.concatenate([v[: n // 2], -v[: n // 2], rng.standard_normal(n - n // 2 * 2) * 1e-3])
+        v = v[rng.permutation(v.size)]
+    return torch.from_numpy(v).to(fmt.torch_dtype)
+
+
+@settings(max_examples=12, deadline=None)
+@given(name=st.sampled_from(list(FORMATS)), kind=st.sampled_from(["raw", "normal", "cancel"]),
+       n=st.integers(1, 300_000), seed=st.integers(0, 2**32 - 1))
+def test_reproducible_sum_of_large_vectors_across_pieces_threads_and_permutations(name, kind, n, seed):
+    """Vectors longer than one cache-sized piece (several pieces, thread splits inside
+    each reduction): the correctly rounded sum, invariant under permutation and threads."""
+    fmt = FORMATS[name]
+    rng = np.random.default_rng(seed)
+    x = _finite_bits_vector(rng, fmt, n, kind)
+    bits = _check_reproducible(x, fmt)
+    assert bits_of(reproducible_sum(x[torch.from_numpy(rng.permutation(n))])) == bits
+    assert _exact_sum(x) == exact_sum_fraction(x)
+
+
+def _tensor(vals, fmt) -> torch.Tensor:
+    from core.formats import bits_of_value
+
+    return _bits_tensor([bits_of_value(v, fmt) for v in vals], fmt)
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_reproducible_sum_edges_of_range_sign_and_cancellation(name):
+    fmt = FORMATS[name]
+    big, tiny, low = fmt.max_finite, fmt.min_subnormal, fmt.min_normal
+    half_ulp_of_max = Fraction(2) ** (fmt.emax - fmt.precision)
+    cases = [
+        [big, tiny, -big, low, -tiny, big / 2 ** (fmt.precision + 3), tiny * 3],  # the widest range
+        [big, -big, tiny],  # huge cancellation leaves the smallest subnormal
+        [big, big, -big],  # no intermediate overflow: the exact sum is big
+        [big, big], [-big, -big],  # the rounded result overflows
+        [big, half_ulp_of_max],  # a tie above the largest finite value: to even, 2^(emax+1): inf
+        [big, half_ulp_of_max * (1 - Fraction(1, 2**fmt.precision))],  # just below that tie: big
+        [big, -half_ulp_of_max],  # a tie below it: to even, the next smaller value
+        [tiny] * 1000, [tiny, -tiny, tiny, low - tiny],  # subnormals
+        [Fraction(1), Fraction(1, 2**fmt.precision)],  # exactly halfway: ties to even (1)
+        [Fraction(1), Fraction(1, 2**fmt.precision), tiny],  # just above halfway: up
+    ]
+    for vals in cases:
+        x = _tensor(vals, fmt)
+        _check_reproducible(x, fmt)
+        assert _exact_sum(x) == sum(vals, Fraction(0))
+    assert math.isinf(float(reproducible_sum(_tensor([big, half_ulp_of_max], fmt))))
+    below = value_of_bits(bits_of(reproducible_sum(_tensor([big, -half_ulp_of_max], fmt))), fmt)
+    assert below == big - 2 * half_ulp_of_max
+    assert value_of_bits(bits_of(reproducible_sum(_tensor([big, big, -big], fmt))), fmt) == big
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_reproducible_sum_sign_of_zero_and_specials(name):
+    fmt = FORMATS[name]
+    dt = fmt.torch_dtype
+    pz, nz = bits_of(torch.tensor(0.0, dtype=dt)), bits_of(torch.tensor(-0.0, dtype=dt))
+    for n in (1, 2, 1000, 200_000):
+        assert bits_of(reproducible_sum(torch.full((n,), -0.0, dtype=dt))) == nz
+        assert bits_of(reproducible_sum(torch.zeros(n, dtype=dt))) == pz
+    assert bits_of(reproducible_sum(torch.tensor([-0.0, 0.0, -0.0], dtype=dt))) == pz
+    assert bits_of(reproducible_sum(torch.tensor([-1.0, 1.0, -0.0], dtype=dt))) == pz
+    assert bits_of(reproducible_sum(torch.tensor([], dtype=dt))) == pz
+    nan_bits = bits_of(torch.tensor(math.nan, dtype=dt))
+    payload = _bits_tensor([(1 << (fmt.width - 1)) | ((1 << (fmt.width - 1)) - 1)], fmt)  # -NaN, all ones
+    for vals in ([math.inf, -math.inf], [math.nan, 1.0], [-math.inf, math.nan, math.inf], [2.0, math.inf, -math.inf]):
+        x = torch.tensor(vals, dtype=dt)
+        assert bits_of(reproducible_sum(x)) == bits_of(reproducible_sum(x.flip(0))) == nan_bits
+    assert bits_of(reproducible_sum(torch.cat([payload, torch.ones(3, dtype=dt)]))) == nan_bits
+    assert float(reproducible_sum(torch.tensor([1.0, math.inf, -2.0], dtype=dt))) == math.inf
+    assert float(reproducible_sum(torch.tensor([1.0, -math.inf, 5.0], dtype=dt))) == -math.inf
+
+
+def test_fast_path_defers_near_a_rounding_boundary():
+    fmt = FORMATS["float32"]
+    tie = torch.tensor([1.0, 2.0**-24])  # exactly halfway between 1 and 1 + 2^-23
+    assert _decided_sum(tie, fmt)[0] is None
+    assert float(reproducible_sum(tie)) == 1.0  # ties to even, by the exact folds
+    above = torch.tensor([1.0, 2.0**-24, 2.0**-100])
+    assert _decided_sum(above, fmt)[0] is None
+    assert float(reproducible_sum(above)) == 1.0 + 2.0**-23
+    plain = torch.from_numpy(np.random.default_rng(0).standard_normal(100_000).astype(np.float32))
+    assert _decided_sum(plain, fmt)[0] == correctly_rounded_sum(plain, fmt)  # decided on ordinary data
+
+
+@pytest.mark.parametrize(("name", "value", "folds_on_all"), [
+    ("float32", 2 - 2.0**-23, False), ("float32", 3.0 * 2.0**-140, True),
+    ("float64", 2 - 2.0**-52, True), ("float64", -(2.0**1000) * 1.75, True)])
+def test_reproducible_sum_at_the_largest_allowed_size(name, value, folds_on_all):
+    """The most values a call takes, all equal (a zero-stride view, no memory): the
+    fast path's bound and every fold's sum stay exact, and the rounding is the exact one.
+    The folds run on all of them, or (where that takes long) on the largest piece an
+    accelerator gets (2^24 values: the narrowest float64 fold, 29 bits)."""
+    fmt = FORMATS[name]
+    limit = (1 << 26) if name == "float64" else (1 << 29)
+    n = limit - 1
+    x = torch.full((1,), value, dtype=fmt.torch_dtype).expand(n)
+    exact = Fraction(value) * n
+    with torch_threads(1):  # exactness is the point here; one thread keeps a busy machine from stalling it
+        assert value_of_bits(bits_of(reproducible_sum(x)), fmt) == round_to_format(exact, fmt)
+        if folds_on_all:
+            assert _exact_sum(x) == exact
+        piece = 1 << 24
+        assert _exact_units(x[:piece], {}) == Fraction(value) * piece * 2**1074
+
+
+def test_reproducible_sum_cost_is_measured_by_interleaved_repeats():
+    before = GlobalState.capture()
+    c = reproducible_sum_cost(50_000, repeats=5, inner=2)
+    assert GlobalState.capture() == before
+    assert (c.n, c.repeats) == (50_000, 5) and c.threads >= 1
+    assert min(c.seconds, c.torch_seconds, c.numpy_seconds) > 0
+    for median, (q1, q3) in ((c.vs_torch, c.vs_torch_iqr), (c.vs_numpy, c.vs_numpy_iqr)):
+        assert 0 < q1 <= median <= q3
