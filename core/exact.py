@@ -244,3 +244,129 @@ def exact_sum(x) -> mpmath.mpf:
 def correctly_rounded_sum(x, fmt: FloatFormat) -> Exact:
     """The exact sum rounded once to ``fmt`` (nearest, ties to even)."""
     return round_to_format(exact_sum_fraction(x), fmt)
+
+
+# --------------------------------------------------------------------------- exact dot products
+
+_DOT_LIMIT = 1 << 24  # elements per bucket pass: per-bucket float64 totals stay exact (see below)
+_DOT_CHUNK = 1 << 16
+_HI_MASK = np.uint64(~((1 << 29) - 1) & ((1 << 64) - 1))  # sign, exponent and the top 23 stored bits
+_LOW27 = np.uint64((1 << 27) - 1)
+_E_OFFSET = 2148  # float64 products are integers times 2^E with E >= -2148
+
+
+def _dot_operands(x, y) -> tuple[np.ndarray, np.ndarray]:
+    a, b = as_numpy(x), as_numpy(y)
+    for v in (a, b):
+        if v.dtype not in (np.float16, np.float32, np.float64, ml_dtypes.bfloat16):
+            raise TypeError(f"exact_dot takes float16, bfloat16, float32 or float64 values, not {v.dtype}")
+    if a.size != b.size:
+        raise ValueError(f"exact_dot needs two vectors of one length, not {a.size:,} and {b.size:,}")
+    return a, b
+
+
+def _special_dot(a: np.ndarray, b: np.ndarray) -> float | None:
+    """IEEE result when an input is inf or nan (inf * 0 is nan, +inf + -inf is nan), else None.
+
+    Products of finite values never matter then: exactly, they are finite."""
+    bad = ~(np.isfinite(a) & np.isfinite(b))
+    if not bad.any():
+        return None
+    with np.errstate(invalid="ignore", over="ignore"):
+        prods = a[bad].astype(np.float64) * b[bad].astype(np.float64)  # inf*0 -> nan, inf*tiny -> inf
+    return _special_sum(prods)
+
+
+def _dot_narrow(a: np.ndarray, b: np.ndarray) -> Fraction:
+    """Exact dot product of float16/bfloat16/float32 values (finite).
+
+    Each product is exact in float64 (at most 24 x 24 = 48 significant bits, magnitude in
+    [2^-298, 2^256], normal). Split by bits: hi keeps the top 24 significant bits, lo = p - hi
+    (exact) the rest, at most 24 bits. Grouped by the product's sign and exponent e, every hi
+    is a multiple of 2^(e-23) below 2^(e+1) and every lo a multiple of 2^(e-47) below
+    2^(e-23): fewer than 2^29 of either sum exactly in float64, in any order.
+    """
+    hi_acc, lo_acc = np.zeros(4096), np.zeros(4096)
+    size = min(_DOT_CHUNK, a.size)
+    p, hi, idx = np.empty(size), np.empty(size), np.empty(size, dtype=np.uint64)
+    p_bits, hi_bits = p.view(np.uint64), hi.view(np.uint64)
+    direct = a.dtype != ml_dtypes.bfloat16 and b.dtype != ml_dtypes.bfloat16  # numpy casts these itself
+    for s in range(0, a.size, _DOT_CHUNK):
+        m = min(_DOT_CHUNK, a.size - s)
+        pm, hm = p[:m], hi[:m]
+        if direct:
+            np.multiply(a[s : s + m], b[s : s + m], out=pm, dtype=np.float64)
+        else:
+            np.multiply(a[s : s + m].astype(np.float64), b[s : s + m].astype(np.float64), out=pm)
+        np.bitwise_and(p_bits[:m], _HI_MASK, out=hi_bits[:m])
+        np.right_shift(p_bits[:m], np.uint64(52), out=idx[:m])
+        bucket = idx[:m].view(np.int64)
+        hi_acc += np.bincount(bucket, weights=hm, minlength=4096)
+        np.subtract(pm, hm, out=pm)  # lo = p - hi, exact
+        lo_acc += np.bincount(bucket, weights=pm, minlength=4096)
+    total = 0
+    shift = 1100  # every bucket total is an integer multiple of 2^-1100 (products are >= 2^-298)
+    for v in np.concatenate([hi_acc[hi_acc != 0], lo_acc[lo_acc != 0]]).tolist():
+        m, e = math.frexp(v)
+        total += int(m * (1 << 53)) << (e - 53 + shift)
+    return Fraction(total, 1 << shift)
+
+
+def _dot_float64(a: np.ndarray, b: np.ndarray) -> Fraction:
+    """Exact dot product when either operand is float64 (finite values).
+
+    Each value is m * 2^e with an integer m < 2^53, so a product is M * 2^E with M < 2^106,
+    E >= -2148. With m = m1 * 2^27 + m0, M = hi * 2^54 + mid * 2^27 + lo where hi, mid, lo
+    < 2^54 are exact in uint64; regrouped into four digits of at most 28 bits at 2^0, 2^27,
+    2^54, 2^81, each digit is summed per (sign, E) in float64, exactly while fewer than 2^25
+    values are summed (28 + 25 = 53 bits).
+    """
+    def parts(v: np.ndarray):
+        u = v.astype(np.float64).view(np.uint64)
+        field = (u >> np.uint64(52)) & np.uint64(0x7FF)
+        m = (u & np.uint64((1 << 52) - 1)) | ((field != 0).astype(np.uint64) << np.uint64(52))
+        e = np.maximum(field.astype(np.int64), 1) - 1075
+        return u >> np.uint64(63), m >> np.uint64(27), m & _LOW27, e
+
+    accs = [np.zeros(8192) for _ in range(4)]
+    for s in range(0, a.size, _DOT_CHUNK):
+        sa, a1, a0, ea = parts(a[s : s + _DOT_CHUNK])
+        sb, b1, b0, eb = parts(b[s : s + _DOT_CHUNK])
+        lo, mid, hi = a0 * b0, a1 * b0 + a0 * b1, a1 * b1
+        idx = ((sa ^ sb).astype(np.int64) << 12) + (ea + eb + _E_OFFSET)
+        digits = (lo & _LOW27, (lo >> np.uint64(27)) + (mid & _LOW27),
+                  (mid >> np.uint64(27)) + (hi & _LOW27), hi >> np.uint64(27))
+        for acc, d in zip(accs, digits, strict=True):
+            acc += np.bincount(idx, weights=d.astype(np.float64), minlength=8192)
+    total = 0
+    nonzero = np.flatnonzero((accs[0] != 0) | (accs[1] != 0) | (accs[2] != 0) | (accs[3] != 0))
+    for idx in nonzero.tolist():
+        m = sum(int(acc[idx]) << (27 * k) for k, acc in enumerate(accs))
+        total += (-m if idx >> 12 else m) << (idx & 0xFFF)
+    return Fraction(total, 1 << _E_OFFSET)
+
+
+def exact_dot_fraction(x, y) -> Exact:
+    """The exact dot product sum(x_i * y_i) as a Fraction (or nan / +-inf following IEEE).
+
+    Any of float16, bfloat16, float32 and float64 (numpy arrays or torch tensors, the two may
+    differ). No product or sum is rounded: a product of finite values never overflows or
+    underflows here, whatever its size. Non-finite inputs give IEEE's answer: nan for a nan,
+    for inf * 0 or for +inf and -inf products together, else the infinity. An exact zero has no
+    sign (the rounded results of the arithmetic models carry it).
+    """
+    a, b = _dot_operands(x, y)
+    special = _special_dot(a, b)
+    if special is not None:
+        return special
+    wide = np.float64 in (a.dtype, b.dtype)
+    total = Fraction(0)
+    for s in range(0, a.size, _DOT_LIMIT):
+        part_a, part_b = a[s : s + _DOT_LIMIT], b[s : s + _DOT_LIMIT]
+        total += _dot_float64(part_a, part_b) if wide else _dot_narrow(part_a, part_b)
+    return total
+
+
+def exact_dot(x, y) -> mpmath.mpf:
+    """The exact, unrounded dot product as an mpmath.mpf carrying every bit it needs."""
+    return to_mpf(exact_dot_fraction(x, y))

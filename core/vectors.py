@@ -411,3 +411,66 @@ def condition_number(values: np.ndarray) -> float:
     if s == 0:
         return math.inf if a != 0 else math.nan
     return float(a / abs(s))
+
+
+# ------------------------------------------------------------------ dot-product pairs
+
+
+def ill_conditioned_dot(n: int, condition: float, seed: int,
+                        storage: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Two vectors whose dot product has about the chosen condition number
+    kappa = sum|x_i y_i| / |sum x_i y_i|: Ogita, Rump and Oishi's GenDot ("Accurate sum and dot
+    product", SIAM J. Sci. Comput. 26(6), 2005, Algorithm 6.1), with the running dot product
+    kept exactly instead of in twice the working precision.
+
+    The first half has exponents spread over [0, b/2] in both vectors; in the second half the
+    exponents fall linearly to 0 and each y_i is chosen (then rounded to storage) to cancel the
+    exact dot product so far, so the final dot product is about 1, and b is chosen so that
+    sum|x_i y_i| is about c. Finally both are shuffled by one permutation. For narrow formats
+    the spread is capped so that sum|x_i y_i| stays finite; the achieved
+    condition number is measured, not assumed.
+    """
+    _check_storage(storage)
+    fmt = get_format(storage)
+    rng = np.random.default_rng(seed)
+    if n < 2:
+        return round_array(rng.standard_normal(n), storage), round_array(rng.standard_normal(n), storage), ()
+    notes: list[str] = []
+    n1 = n // 2
+    # sum|x_i y_i| is about n1 * 2^b / (1.5 b) (the largest exponents dominate) while the final dot
+    # product is about 1: take b so that this is about the chosen condition number
+    log_c = math.log2(condition)
+    half_b = max(log_c - math.log2(max(1.0, n1 / (0.75 * max(log_c, 1.0)))), 0.0) / 2
+    cap = (fmt.emax - 2 - math.log2(n)) / 2  # |x_i y_i| <= 2^(2 cap) keeps sum|x_i y_i| finite
+    if half_b > cap:
+        notes.append(f"The exponent spread was capped at 2^{cap:.1f} to keep sum|x·y| finite in {storage}.")
+        half_b = max(cap, 0.0)
+    e = np.rint(rng.random(n1) * half_b)
+    e[0], e[-1] = round(half_b), 0
+    x, y = np.empty(n), np.empty(n)
+    x[:n1] = round_array((2 * rng.random(n1) - 1) * np.exp2(e), storage)
+    y[:n1] = round_array((2 * rng.random(n1) - 1) * np.exp2(e), storage)
+    scale = 2 * (fmt.precision - fmt.emin - 1)  # every product of two storage values is an integer / 2^scale
+    running = sum(_scaled_product(a, b, scale) for a, b in zip(x[:n1].tolist(), y[:n1].tolist(), strict=True))
+    e2 = np.rint(np.linspace(half_b, 0, n - n1)).tolist()
+    r = (2 * rng.random((n - n1, 2)) - 1).tolist()
+    for i, (ei, (rx, ry)) in enumerate(zip(e2, r, strict=True)):
+        xi = float(round_array(np.array([rx * 2.0**ei]), storage)[0]) or 1.0
+        with np.errstate(over="ignore", invalid="ignore"):
+            target = ry * 2.0**ei - running / (1 << scale)  # int / int: correctly rounded
+            yi = float(round_array(np.array([target / xi]), storage)[0])
+        if not math.isfinite(yi):
+            yi = 0.0
+        x[n1 + i], y[n1 + i] = xi, yi
+        running += _scaled_product(xi, yi, scale)
+    order = rng.permutation(n)
+    return round_array(x[order], storage), round_array(y[order], storage), tuple(notes)
+
+
+def _scaled_product(a: float, b: float, scale: int) -> int:
+    """a * b * 2^scale as an exact integer (the caller's scale makes it one)."""
+    ma, ea = math.frexp(a)
+    mb, eb = math.frexp(b)
+    m = int(ma * (1 << 53)) * int(mb * (1 << 53))
+    shift = ea + eb - 106 + scale
+    return m << shift if shift >= 0 else m >> -shift

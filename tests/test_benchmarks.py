@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from benchmarks import bench_assoc
+from benchmarks import bench_assoc, bench_dot
 
 
 def test_bench_assoc_prints_its_ratio_last(capsys):
@@ -12,4 +12,13 @@ def test_bench_assoc_prints_its_ratio_last(capsys):
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(
         r"counterexample search: \d+(\.\d+)?x faster than a per-triple numpy-scalar loop \(n=3000 float32\)", last
+    ), last
+
+
+def test_bench_dot_prints_its_ratio_last(capsys):
+    bench_dot.main(20_000)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"exact_dot: \d+(\.\d+)?x faster than math\.fsum of the products, \d+(\.\d+)?x the time of np\.dot "
+        r"\(n=20000 float32\)", last
     ), last

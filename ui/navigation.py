@@ -33,6 +33,9 @@ PAGE_TABLE = [
      "exactly against its bound"),
     ("cpu_vs_gpu", "CPU vs GPU", ":material/memory:",
      "the same sum on every device here, recorded GPU results, and a model of a GPU reduction"),
+    ("gpu_arithmetic", "GPU arithmetic", ":material/calculate:",
+     "dot products as GPUs compute them (FMA, TF32, float16/bfloat16 inputs, tiles, split-K, atomic adds), each "
+     "exact on this CPU against the exact result"),
     ("training_divergence", "Training divergence", ":material/show_chart:",
      "train a tiny network twice and watch the runs drift apart, step by step"),
     ("mitigations", "Mitigations", ":material/build:",

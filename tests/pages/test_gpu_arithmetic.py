@@ -1,0 +1,119 @@
+"""AppTest: the GPU arithmetic page reacts to each control and explains bad input next to it."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.dot import DotSpec, make_pair
+from core.exact import exact_decimal, exact_dot_fraction
+from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
+
+PAGE = str(ROOT / "pages" / "gpu_arithmetic.py")
+
+
+def open_page(**params) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=max(TIMEOUT, 180))
+    at.query_params.update({k: str(v) for k, v in params.items()})
+    return at.run()
+
+
+def table(at):
+    return at.dataframe[0].value
+
+
+@pytest.fixture(scope="module")
+def defaults() -> AppTest:
+    return open_page()
+
+
+def test_defaults_every_model_live_and_exact(defaults):
+    at = defaults
+    assert not at.exception
+    t = table(at)
+    names = list(t["model"])
+    assert names[:2] == ["Sequential, multiply then add", "Sequential FMA"]
+    assert "TF32 inputs (rna), float32 accumulation" in names
+    assert {"torch.dot(x, y)", "torch.mm, M = 1 row", "torch.mm, M = 64 rows"} <= set(names)
+    assert set(t["origin"]) == {"model", "live", "exact"}
+    assert set(t["within bound"]) <= {"yes", "— (no finite bound)"}
+    assert all(p.startswith("live: torch") for p in t[t["origin"] == "live"]["provenance"])
+    assert all("model" in p for p in t[t["origin"] == "model"]["provenance"])
+    pair = make_pair(DotSpec())
+    assert exact_decimal(exact_dot_fraction(pair.x, pair.y)) in all_text(at)  # every digit of the exact result
+    text = shown(all_text(at))
+    assert "Batch dependence" in text and "No GPU on this server" in text
+    assert "round_half_ulp_truncate" in text  # the TF32 conversion, cited
+    assert len(at.get("vega_lite_chart")) >= 3 or len(at.get("arrow_vega_lite_chart")) >= 3
+    assert at.get("download_button")
+
+
+def test_controls_change_the_results():
+    at = open_page(K=256)
+    first = list(table(at)["value"])
+    at.number_input(key="ga_k").set_value(300).run()
+    assert not at.exception and list(table(at)["value"]) != first
+    at.number_input(key="ga_seed").set_value(3).run()
+    at.selectbox(key="ga_storage").select("bfloat16").run()
+    at.selectbox(key="ga_acc").select("float32").run()
+    t = table(at)
+    assert not at.exception and set(t[t["origin"] == "live"]["format"]) == {"bfloat16"}
+    at.multiselect(key="ga_models").set_value(["fma", "tiles", "split_k"]).run()
+    at.select_slider(key="ga_tile").set_value(4).run()
+    at.number_input(key="ga_slices").set_value(3).run()
+    names = list(table(at)["model"])
+    assert names[:3] == ["Sequential FMA", "Tiles of width 4 in a chain",
+                         "Split-K: 3 slices (tiles of 4) added at the end"]
+    at.multiselect(key="ga_models").set_value(["tf32"]).run()
+    at.selectbox(key="ga_storage").select("float32").run()
+    at.selectbox(key="ga_tf32").select("rz").run()
+    assert table(at)["model"][0] == "TF32 inputs (rz), float32 accumulation"
+
+
+def test_bad_formats_and_sizes_get_a_message_not_a_traceback():
+    at = open_page(K=40, inputs="float64", accumulate="float16")
+    assert not at.exception
+    assert any("at least as wide as float64" in shown(e.value) for e in at.error)
+    assert not at.dataframe  # nothing computed from a refused pair
+    at.selectbox(key="ga_acc").select("float64").run()
+    t = table(at)
+    tf32 = t[t["model"].str.startswith("TF32")].iloc[0]
+    assert tf32["value"] == "does not apply" and "float32 inputs" in tf32["provenance"]
+    at.number_input(key="ga_slices").set_value(64).run()
+    assert any("slices get no terms" in shown(w.value) for w in at.warning)
+    at.number_input(key="ga_values").set_value(1_000_000).run()
+    at.number_input(key="ga_runs").set_value(10_000).run()
+    assert not at.exception
+    assert any("more than this page simulates" in shown(e.value) for e in at.error)
+    at.multiselect(key="ga_models").set_value([]).run()
+    assert any("at least one" in w.value for w in at.warning)
+
+
+def test_small_k_draws_every_rounding():
+    at = open_page(K=12, tile=4, slices=2)
+    assert not at.exception
+    steps = at.dataframe[1].value
+    assert list(steps["operation"])[:2] == ["round(x0·y0)", "round(x1·y1)"]  # multiply then add, first
+    at.selectbox(key="ga_trace_model").select("split_k").run()
+    steps = at.dataframe[1].value
+    assert not at.exception and steps["operation"].iloc[-1] == "partials 0…1"
+    assert "Every rounding, for a small K" in all_text(at)
+
+
+def test_ill_conditioned_vectors_and_atomics_settings():
+    at = open_page(vectors="ill_conditioned_dot", K=2000, condition="1e+16", models="fma", buckets=2, values=500,
+                   runs=50, atomic_format="float16")
+    assert not at.exception
+    assert "target condition 1e+16" in shown(all_text(at))
+    atoms = at.dataframe[1].value
+    assert list(atoms["bucket"]) == [0, 1] and atoms["values"].sum() == 500
+    assert all(s.endswith("of 50") for s in atoms["different results (simulated runs)"])
+    at.selectbox(key="ga_bucket").select(1).run()
+    assert not at.exception
+
+
+def test_reached_from_the_app_navigation():
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=max(TIMEOUT, 180)).run()
+    assert any("GPU arithmetic" in str(getattr(p, "label", "")) for p in app.get("page_link"))
+    app.switch_page("pages/gpu_arithmetic.py").run()
+    assert not app.exception and app.title[0].value == "GPU arithmetic"

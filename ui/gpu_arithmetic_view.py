@@ -1,0 +1,216 @@
+"""Tables and charts for the GPU arithmetic page, built from core.dot's result objects."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import altair as alt
+import pandas as pd
+
+from core.dot import AtomicsResult, BucketResult, CurvePoint, DotLab, DotRow, TraceOp
+from core.exact import abbreviate, exact_decimal, shortest_repr
+from core.formats import FORMATS, Exact, FloatFormat, error_in_ulps, hex_bits
+
+ORIGINS = alt.Scale(domain=["model", "live", "exact"], range=["#d97706", "#1f5fa8", "#1e8449"])  # as ui.charts
+ORIGIN_DASHES = alt.Scale(domain=["model", "live"], range=[[1, 0], [6, 4]])
+ULP_TICKS = [0, 1, 10, 100, 1_000, 10_000, 100_000, 1e6, 1e7, 1e8, 1e9, 1e10, 1e12, 1e15, 1e20]  # symlog axes
+
+
+def _signed(x: float) -> str:
+    if math.isnan(x):
+        return "undefined"
+    if math.isinf(x):
+        return "+∞" if x > 0 else "−∞"
+    return f"{x:+.4g}"
+
+
+def _value_text(v: Exact, fmt: FloatFormat, negative_zero: bool = False) -> str:
+    if negative_zero:
+        return "-0"
+    return shortest_repr(v, fmt)
+
+
+def _within(row: DotRow) -> str:
+    if row.result is None:
+        return "—"
+    if row.within_bound is None:
+        return "— (no finite bound)" if row.bound is None and not math.isinf(row.ulps) else "—"
+    return "yes" if row.within_bound else "NO (bug)"
+
+
+def results_table(lab: DotLab) -> pd.DataFrame:
+    out = []
+    for row in lab.rows:
+        r = row.result
+        if r is None:
+            out.append({"model": row.name, "origin": row.origin, "format": "—", "value": "does not apply",
+                        "bits": "—", "error (ULPs)": "—", "bound (ULPs)": "—", "within bound": "—",
+                        "provenance": row.note})
+            continue
+        bound = "no finite bound" if row.bound_ulps is None else f"{row.bound_ulps:.4g}"
+        out.append({
+            "model": row.name,
+            "origin": row.origin,
+            "format": r.fmt.name,
+            "value": _value_text(r.value, r.fmt, r.negative_zero),
+            "bits": hex_bits(r.bits, r.fmt),
+            "error (ULPs)": _signed(row.ulps),
+            "bound (ULPs)": bound,
+            "within bound": _within(row),
+            "provenance": row.provenance,
+        })
+    return pd.DataFrame(out)
+
+
+def error_bars(lab: DotLab) -> pd.DataFrame:
+    rows = [{"model": r.name, "origin": r.origin, "ulps": r.ulps, "abs_ulps": abs(r.ulps)}
+            for r in lab.rows if r.result is not None and math.isfinite(r.ulps)]
+    return pd.DataFrame(rows, columns=["model", "origin", "ulps", "abs_ulps"])
+
+
+def error_bar_chart(df: pd.DataFrame) -> alt.Chart:
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            y=alt.Y("model:N", sort=None, title=None, axis=alt.Axis(labelLimit=360)),
+            x=alt.X("abs_ulps:Q", scale=alt.Scale(type="symlog"), title="|error| in ULPs of the exact dot product",
+                    axis=alt.Axis(values=ULP_TICKS, format=",.0f")),
+            color=alt.Color("origin:N", scale=ORIGINS, title="where it came from"),
+            tooltip=["model", "origin", alt.Tooltip("ulps:Q", format="+.4g")],
+        )
+        .properties(height=max(120, 30 * len(df)))
+    )
+
+
+def curve_frame(points: list[CurvePoint]) -> pd.DataFrame:
+    rows = [{"model": p.name, "origin": p.origin, "K": p.k, "ulps": p.ulps, "abs_ulps": abs(p.ulps)}
+            for p in points if math.isfinite(p.ulps)]
+    return pd.DataFrame(rows, columns=["model", "origin", "K", "ulps", "abs_ulps"])
+
+
+def error_vs_k_chart(df: pd.DataFrame) -> alt.Chart:
+    """|error| in ULPs against the number of terms K (both axes logarithmic; exact results at 0)."""
+    return (
+        alt.Chart(df)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("K:Q", scale=alt.Scale(type="log", base=2), title="K, terms in the dot product"),
+            y=alt.Y("abs_ulps:Q", scale=alt.Scale(type="symlog"), title="|error| in ULPs of the exact result",
+                    axis=alt.Axis(values=ULP_TICKS, format=",.0f")),
+            color=alt.Color("model:N", title="model", legend=alt.Legend(labelLimit=360)),
+            strokeDash=alt.StrokeDash("origin:N", scale=ORIGIN_DASHES, title="where it came from"),
+            tooltip=["model", "origin", "K", alt.Tooltip("ulps:Q", format="+.4g")],
+        )
+        .properties(height=340)
+    )
+
+
+def _exact_text(v: Exact) -> str:
+    return abbreviate(exact_decimal(v), 40)
+
+
+def trace_frames(ops: list[TraceOp], k: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Node positions (products at the bottom, each rounding above what it adds), edges, and a table."""
+    level: list[int] = []
+    xpos: list[float] = []
+    for op in ops:
+        lv = 1 + max([level[i] for i in op.inputs], default=0)
+        spans = list(op.products) + [xpos[i] for i in op.inputs]
+        level.append(lv)
+        xpos.append(sum(spans) / len(spans))
+    nodes = [{"x": float(i), "y": 0, "label": f"x{i}·y{i} (exact)", "exact": "", "rounded": "", "ulps": 0.0,
+              "abs_ulps": 0.0, "kind": "product"} for i in range(k)]
+    edges, table = [], []
+    for n, op in enumerate(ops):
+        fmt = FORMATS[op.fmt]
+        u = 0.0 if isinstance(op.exact, float) else error_in_ulps(op.rounded, op.exact, fmt)
+        nodes.append({"x": xpos[n], "y": level[n], "label": op.label, "exact": _exact_text(op.exact),
+                      "rounded": shortest_repr(op.rounded, fmt), "ulps": u, "abs_ulps": abs(u), "kind": "rounding"})
+        for i in op.products:
+            edges.append({"x": xpos[n], "y": level[n], "x2": float(i), "y2": 0})
+        for i in op.inputs:
+            edges.append({"x": xpos[n], "y": level[n], "x2": xpos[i], "y2": level[i]})
+        table.append({"step": n + 1, "operation": op.label, "exact value": _exact_text(op.exact),
+                      f"rounded to {op.fmt}": shortest_repr(op.rounded, fmt), "rounding error (ULPs)": f"{u:+.3g}"})
+    return pd.DataFrame(nodes), pd.DataFrame(edges), pd.DataFrame(table)
+
+
+def trace_chart(nodes: pd.DataFrame, edges: pd.DataFrame) -> alt.LayerChart:
+    x = alt.X("x:Q", title="products x_i·y_i, in order of i")
+    y = alt.Y("y:Q", title="roundings from the products")
+    lines = alt.Chart(edges).mark_rule(color="#9ca3af").encode(x=x, y=y, x2="x2:Q", y2="y2:Q")
+    points = (
+        alt.Chart(nodes)
+        .mark_point(size=160, filled=True, opacity=1)
+        .encode(
+            x=x,
+            y=y,
+            shape=alt.Shape("kind:N", title=None),
+            color=alt.Color("abs_ulps:Q", scale=alt.Scale(scheme="orangered"), title="|rounding error| (ULP)"),
+            tooltip=["label", "exact", "rounded", alt.Tooltip("ulps:Q", format="+.3g")],
+        )
+    )
+    return alt.layer(lines, points).properties(height=360)
+
+
+# --------------------------------------------------------------------------- atomics
+
+
+def _ulps(v: Exact, b: BucketResult) -> float:
+    return error_in_ulps(v, b.exact, b.fmt)
+
+
+def atomics_table(res: AtomicsResult) -> pd.DataFrame:
+    rows = []
+    for b in res.buckets:
+        errs = [_ulps(Fraction(float(v)), b) for v in b.runs if math.isfinite(float(v))]
+        rows.append({
+            "bucket": b.bucket,
+            "values": b.count,
+            "different results (simulated runs)": f"{b.distinct} of {len(b.runs)}",
+            "run errors, min … max (ULPs)": f"{min(errs):+.3g} … {max(errs):+.3g}" if errs else "—",
+            "fixed order (ULPs)": _signed(_ulps(b.fixed.value, b)),
+            "torch index_add_, this CPU (ULPs)": _signed(_ulps(b.cpu_index_add.value, b)),
+            "order-independent sum (ULPs)": _signed(_ulps(b.reproducible.value, b)),
+            "GPU index_add_ (live)": "no GPU here" if b.gpu_distinct is None else f"{b.gpu_distinct} different",
+            "exact sum": _exact_text(b.exact),
+        })
+    return pd.DataFrame(rows)
+
+
+def atomics_frames(b: BucketResult) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each simulated run's error in ULPs, and marks for the fixed order, index_add_ and the
+    order-independent sum (and the GPU's runs, when there are any)."""
+    errs = [_ulps(Fraction(float(v)), b) for v in b.runs if math.isfinite(float(v))]
+    hist = pd.DataFrame({"ulps": errs, "source": "simulated random arrival orders (model)"})
+    if b.gpu_values is not None:
+        gpu = [_ulps(Fraction(float(v)), b) for v in b.gpu_values if math.isfinite(float(v))]
+        hist = pd.concat([hist, pd.DataFrame({"ulps": gpu, "source": "index_add_ on the GPU (live)"})])
+    marks = pd.DataFrame([
+        {"label": "exact sum", "ulps": 0.0},
+        {"label": "fixed index order (model)", "ulps": _ulps(b.fixed.value, b)},
+        {"label": "torch index_add_ on this CPU (live)", "ulps": _ulps(b.cpu_index_add.value, b)},
+        {"label": "order-independent sum (reproducible_sum)", "ulps": _ulps(b.reproducible.value, b)},
+    ])
+    return hist, marks
+
+
+def atomics_chart(hist: pd.DataFrame, marks: pd.DataFrame) -> alt.LayerChart:
+    bars = (
+        alt.Chart(hist)
+        .mark_bar(opacity=0.75)
+        .encode(
+            x=alt.X("ulps:Q", bin=alt.Bin(maxbins=40), title="bucket result − exact sum, in ULPs"),
+            y=alt.Y("count():Q", title="runs"),
+            color=alt.Color("source:N", title=None, scale=alt.Scale(range=["#9ca3af", "#1f5fa8"])),
+        )
+    )
+    rules = (
+        alt.Chart(marks)
+        .mark_rule(strokeWidth=2)
+        .encode(x="ulps:Q", strokeDash=alt.StrokeDash("label:N", title="marked"),
+                tooltip=["label", alt.Tooltip("ulps:Q", format="+.4g")])
+    )
+    return alt.layer(bars, rules).resolve_scale(color="independent").properties(height=280)
