@@ -40,6 +40,8 @@ PAGE_TABLE = [
      "train a tiny network twice and watch the runs drift apart, step by step"),
     ("mitigations", "Mitigations", ":material/build:",
      "float64, wider accumulation, determinism and an order-independent sum, with costs measured here"),
+    ("diagnose", "Diagnose a mismatch", ":material/troubleshoot:",
+     "your own CPU-vs-GPU difference: rounding noise, reduced precision or a bug, and the tolerance to use"),
 ]
 
 APP_NAV_KEY = "_app_navigation_ran"

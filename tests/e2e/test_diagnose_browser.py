@@ -1,0 +1,54 @@
+"""Diagnose a mismatch in a real browser: every bundled example and both bundled loss-log pairs."""
+
+from __future__ import annotations
+
+from playwright.sync_api import expect
+
+from core.diagnose import VERDICT_HEADS
+from core.diagnose_examples import EXAMPLES, LOG_EXAMPLES
+from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
+
+# verdicts that do not depend on the machine (the thread-count and batch-size pairs are computed live)
+KNOWN = {"bfloat16": "reduced_precision", "tf32": "reduced_precision", "bug": "too_large"}
+
+
+def pick(page, label: str, option: str) -> None:
+    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_for_app(page)
+
+
+def test_every_bundled_example_and_log_pair(server, page):
+    page.goto(f"{server.url}/diagnose")
+    wait_for_app(page, timeout=120_000)
+    assert_healthy_page(page)
+    expect(page.get_by_role("heading", name="Diagnose a mismatch")).to_be_visible()
+    for key, title in EXAMPLES.items():
+        pick(page, "Bundled example", title)
+        expect(page.get_by_text("Computed live on this server.", exact=False)).to_be_visible(timeout=120_000)
+        wait_for_app(page, timeout=120_000)
+        assert_healthy_page(page)
+        verdict = page.locator('[data-testid="stAlert"]').first.inner_text()
+        if key in KNOWN:
+            assert VERDICT_HEADS[KNOWN[key]] in verdict, (key, verdict)
+        else:
+            assert any(t in verdict for t in VERDICT_HEADS.values()), (key, verdict)
+        if key == "bug":
+            expect(page.get_by_text("What to check next")).to_be_visible()
+        else:
+            expect(page.get_by_text("torch.testing.assert_close(actual, expected, rtol=").first).to_be_visible()
+        assert_charts_rendered(page, 1)
+        assert f"example={key}" in page.url
+        screenshot(page, f"diagnose-{key}", full_page=True)
+
+    page.get_by_text("Two training loss logs", exact=True).click()
+    wait_for_app(page, timeout=120_000)
+    for key, title in LOG_EXAMPLES.items():
+        pick(page, "Bundled pair", title)
+        expect(page.get_by_text("Computed live: a 2-32-32-3 tanh network", exact=False)).to_be_visible()
+        wait_for_app(page)
+        assert_healthy_page(page)
+        verdict = page.locator('[data-testid="stAlert"]').first.inner_text()
+        assert ("A jump" in verdict) == (key == "jump"), verdict
+        assert_charts_rendered(page, 2)
+        screenshot(page, f"diagnose-logs-{key}", full_page=True)

@@ -1,0 +1,216 @@
+"""AppTest: the Diagnose a mismatch page — bundled examples, uploads, pastes, loss logs, links, bad input."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from core.diagnose import VERDICT_HEADS, diagnose
+from core.diagnose_examples import EXAMPLES, LOG_EXAMPLES, make_example, make_log_example
+from core.diagnose_logs import diagnose_logs
+from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
+from tests.pages.test_hostile import HOST, PAYLOADS, assert_nothing_live, url_params
+
+PAGE = str(ROOT / "pages" / "diagnose.py")
+
+
+def open_page(**params) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=TIMEOUT * 3)
+    at.query_params.update(params)
+    return at.run()
+
+
+def boxes(at: AppTest) -> str:
+    return "\n".join(shown(str(e.value)).replace("**", "") for kind in ("success", "warning", "error", "info")
+                      for e in getattr(at, kind))
+
+
+def npy(arr) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()
+
+
+def pt(obj) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def codes(at: AppTest) -> list[str]:
+    return [c.value for c in at.code]
+
+
+@pytest.mark.parametrize("key", list(EXAMPLES))
+def test_each_bundled_example_shows_the_live_verdict(key):
+    at = open_page(example=key)
+    assert not at.exception, at.exception
+    ex = make_example(key)
+    d = diagnose(ex.actual, ex.expected, inputs=ex.inputs, reduction_length=ex.reduction_length)
+    text = boxes(at)
+    assert text.count(VERDICT_HEADS[d.verdict]) >= 1
+    assert shown(d.sentence) in text
+    if d.assert_line:
+        assert d.assert_line in codes(at)
+    else:
+        assert "What to check next" in all_text(at)
+        assert not any(c.startswith("torch.testing.assert_close") for c in codes(at))
+    assert ex.code in codes(at)
+    assert "Simulation from the inputs" in all_text(at)
+    if key == "threads":
+        same = bool((ex.actual == ex.expected).item())
+        assert ("same bits" in all_text(at) or "single thread" in all_text(at)) == same
+    if key in ("bfloat16", "tf32"):
+        assert d.verdict == "reduced_precision" and d.explanation == key
+    if key == "bug":
+        assert d.verdict == "too_large" and "Pattern check: 1 element(s)" in all_text(at)
+
+
+def test_unticking_reduced_precision_rules_it_out():
+    at = open_page(example="bfloat16")
+    assert "Expected for reduced precision:" in boxes(at)
+    at.checkbox(key="dg_reduced").uncheck().run()
+    assert not at.exception
+    assert "Too large for rounding:" in boxes(at)
+    assert at.query_params["reduced"] == "False"
+
+
+def test_upload_npy_pair_with_the_summed_inputs():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 3000)).astype(np.float32)
+    actual, expected = np.add.accumulate(x, axis=1)[:, -1], x.sum(axis=1)
+    at = open_page(source="upload")
+    assert not at.exception and "Upload the two results" in boxes(at)
+    at.file_uploader(key="dg_up_actual").upload("actual.npy", npy(actual)).run()
+    at.file_uploader(key="dg_up_expected").upload("expected.npy", npy(expected)).run()
+    assert not at.exception
+    assert "Normal rounding noise:" in boxes(at)
+    assert "Give the inputs" in boxes(at)  # no simulation without them
+    at.file_uploader(key="dg_up_a").upload("x.npy", npy(x)).run()
+    assert not at.exception
+    text = all_text(at)
+    assert "K (terms per element): 3,000" in text and "orders of the same 3,000 terms" in text
+
+
+def test_upload_torch_matrix_product_and_csv():
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(32, 200, generator=g), torch.randn(200, 16, generator=g)
+    at = open_page(source="upload")
+    at.file_uploader(key="dg_up_actual").upload("gpu.pt", pt({"out": (a.double() @ b.double()).float()})).run()
+    at.file_uploader(key="dg_up_expected").upload("cpu.pt", pt(a @ b)).run()
+    at.file_uploader(key="dg_up_a").upload("a.pt", pt(a)).run()
+    at.file_uploader(key="dg_up_b").upload("b.pt", pt(b)).run()
+    assert not at.exception
+    assert "Normal rounding noise:" in boxes(at) or "Identical:" in boxes(at)
+    assert "K (terms per element): 200" in all_text(at)
+    csv_a = "\n".join(",".join(f"{v:.9g}" for v in row) for row in (a @ b).tolist()).encode()
+    bug = (a @ b).clone()
+    bug[3, 4] *= 1.05
+    csv_b = "\n".join(",".join(f"{v:.9g}" for v in row) for row in bug.tolist()).encode()
+    at = open_page(source="upload")
+    at.file_uploader(key="dg_up_actual").upload("a.csv", csv_b, "text/csv").run()
+    at.file_uploader(key="dg_up_expected").upload("e.csv", csv_a, "text/csv").run()
+    assert not at.exception and "Too large for rounding:" in boxes(at)
+
+
+def test_bad_uploads_are_refused_with_a_reason():
+    at = open_page(source="upload")
+    at.file_uploader(key="dg_up_actual").upload("bad.npy", b"\x93NUMPY garbage").run()
+    assert not at.exception and any("not a readable .npy" in e.value for e in at.error)
+    at.file_uploader(key="dg_up_actual").upload("a.npy", npy(np.ones(4, np.float32))).run()
+    at.file_uploader(key="dg_up_expected").upload("e.npy", npy(np.ones(4, np.float64))).run()
+    assert any("actual is float32 but expected is float64" in e.value for e in at.error)
+    at.file_uploader(key="dg_up_expected").upload("e.npy", npy(np.ones(5, np.float32))).run()
+    assert any("shape (4,) but expected has shape (5,)" in e.value for e in at.error)
+    at.file_uploader(key="dg_up_expected").upload("e.npy", npy(np.ones(4, np.float32))).run()
+    at.file_uploader(key="dg_up_a").upload("x.npy", npy(np.ones((3, 7), np.float32))).run()
+    assert any("summing the last axis" in shown(e.value) for e in at.error)
+    at.file_uploader(key="dg_up_a").upload("x.npy", npy(np.ones((4, 7), np.float32))).run()
+    at.number_input(key="dg_k").set_value(9).run()
+    assert any("K = 9, but the inputs sum 7 terms" in e.value for e in at.error)
+    at.file_uploader(key="dg_up_b").upload("evil.pt", b"PK\x03\x04 not really").run()
+    assert not at.exception and any("zip" in shown(e.value) for e in at.error)
+    at.file_uploader(key="dg_up_actual").upload("huge.npy", npy(np.zeros(1_000_001, np.float16))).run()
+    assert any("at most 1,000,000" in e.value for e in at.error)
+
+
+def test_pasted_lists():
+    at = open_page(source="paste")
+    assert "Paste the two results" in boxes(at)
+    at.text_area(key="dg_paste_actual").input("tensor([1.0000001, 2.0, 3.0000002, -4.0])").run()
+    at.text_area(key="dg_paste_expected").input("1.0 2.0 3.0 -4.0").run()
+    assert not at.exception
+    text = boxes(at)
+    assert any(t in text for t in tuple(VERDICT_HEADS.values()))
+    assert "significant digits" in all_text(at)
+    assert "numbers" not in at.query_params and not any("1.0000001" in v for v in at.query_params.values())
+    at.text_area(key="dg_paste_expected").input("1 2 3").run()
+    assert any("actual holds 4 numbers but expected holds 3" in e.value for e in at.error)
+    at.text_area(key="dg_paste_expected").input("1 2 x 4").run()
+    assert any("is not a number" in shown(e.value) for e in at.error)
+
+
+@pytest.mark.parametrize("key", list(LOG_EXAMPLES))
+def test_bundled_loss_logs(key):
+    at = open_page(source="logs", log_example=key)
+    assert not at.exception, at.exception
+    a, b, _ = make_log_example(key)
+    ld = diagnose_logs(a, b)
+    assert shown(ld.sentence) in boxes(at)
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["First differing step"] == f"{ld.first_step:,}"
+    assert (labels["Jump at step"] == "none") == (ld.jump_step is None)
+
+
+def test_loss_logs_uploaded_and_pasted():
+    a, b = make_log_example("jump")[:2]
+    a = type(a)(a.steps, [float(v) for v in a.values], a.resolution, a.source)
+    b = type(b)(b.steps, [float(v) for v in b.values], b.resolution, b.source)
+    tb_a = "Wall time,Step,Value\n" + "\n".join(f"1.7e9,{s},{v!r}" for s, v in zip(a.steps, a.values, strict=True))
+    tb_b = "Wall time,Step,Value\n" + "\n".join(f"1.7e9,{s},{v!r}" for s, v in zip(b.steps, b.values, strict=True))
+    at = open_page(source="logs", logs="upload")
+    at.file_uploader(key="dg_log_a").upload("a.csv", tb_a.encode(), "text/csv").run()
+    at.file_uploader(key="dg_log_b").upload("b.csv", tb_b.encode(), "text/csv").run()
+    assert not at.exception and "A jump at step 120" in boxes(at)
+    at = open_page(source="logs", logs="paste")
+    at.text_area(key="dg_log_paste_a").input("\n".join(f"{s},{v!r}" for s, v in zip(a.steps, a.values,
+                                                                                      strict=True))).run()
+    at.text_area(key="dg_log_paste_b").input("\n".join(f"{v!r}" for v in a.values)).run()
+    assert not at.exception and "Identical" in boxes(at)
+    at.text_area(key="dg_log_paste_b").input("2,1\n1,1").run()
+    assert any("increase" in e.value for e in at.error)
+
+
+def test_state_lives_in_the_link():
+    at = open_page(source="upload", k="512", format="bfloat16", reduced="False")
+    assert not at.exception
+    ss = at.session_state
+    assert (ss["dg_source"], ss["dg_k"], ss["dg_format"], ss["dg_reduced"]) == ("upload", 512, "bfloat16", False)
+    at.radio(key="dg_source").set_value("example").run()
+    at.selectbox(key="dg_example").set_value("tf32").run()
+    assert at.query_params["example"] == "tf32" and at.query_params["source"] == "example"
+    at = open_page(source="cuda", k="-1", example="nope", junk="1")
+    assert not at.exception
+    text = all_text(at)
+    assert "“source=cuda” was ignored" in text and "“k=-1” was ignored" in text and "Unknown link" in text
+
+
+def test_link_values_and_file_names_are_inert():
+    params = url_params("diagnose")
+    assert set(params) >= {"source", "example", "k", "format", "reduced"}
+    query = {name: PAYLOADS[i % len(PAYLOADS)] for i, name in enumerate(params)}
+    query.update({payload: "1" for payload in PAYLOADS})
+    assert_nothing_live(open_page(**query))
+    at = open_page(source="upload")
+    at.file_uploader(key="dg_up_actual").upload(f"![t](https://{HOST}/t.png).npy", b"\x93NUMPY junk").run()
+    assert_nothing_live(at)
+    at.file_uploader(key="dg_up_actual").upload(f"[x](https://{HOST}).csv", b"1\n2\n").run()
+    at.file_uploader(key="dg_up_expected").upload(f"https://{HOST}/e.csv", b"1\n2\n3\n").run()
+    assert_nothing_live(at)
+    at = open_page(source="paste")
+    at.text_area(key="dg_paste_actual").input(f"1 2 https://{HOST}/x").run()
+    assert_nothing_live(at)

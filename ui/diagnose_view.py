@@ -1,0 +1,429 @@
+"""Presentation of a mismatch diagnosis: verdict, evidence tables and Altair charts (no numerics here
+beyond binning for the charts)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.diagnose import (
+    ALLCLOSE_DEFAULT,
+    ENVELOPE_FACTOR,
+    MARGIN,
+    OUTLIER_FACTOR,
+    VERDICT_HEADS,
+    Diagnosis,
+    Simulation,
+    format_tol,
+)
+from core.diagnose_logs import JUMP_FACTOR, LogDiagnosis
+from ui.render import inert
+
+VERDICT_ICONS = {"identical": ":material/check_circle:", "reordering": ":material/check_circle:",
+                 "reduced_precision": ":material/info:", "too_large": ":material/error:"}
+ENVELOPE_COLOURS = ["#1e8449", "#1f5fa8", "#7c3aed", "#d97706", "#b91c1c"]
+SHORT = {"reordering": "reordering", "float32": "float32", "tf32": "TF32", "float16": "float16",
+         "bfloat16": "bfloat16"}
+
+
+def digest(*parts: bytes | str) -> str:
+    """A short key for caching a diagnosis of uploaded or pasted data in the session."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else str(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _num(x: float, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if math.isinf(x):
+        return "∞"
+    return f"{x:.{digits}g}"
+
+
+# ----------------------------------------------------------------------------- verdict
+
+
+def verdict_box(d: Diagnosis) -> None:
+    head = VERDICT_HEADS[d.verdict]
+    rest = d.sentence[len(head):] if d.sentence.startswith(head) else " " + d.sentence
+    text = f"**{head}**{inert(rest, line_start=False)}"
+    icon = VERDICT_ICONS[d.verdict]
+    if d.verdict in ("identical", "reordering"):
+        st.success(text, icon=icon)
+    elif d.verdict == "reduced_precision":
+        st.warning(text, icon=icon)
+    else:
+        st.error(text, icon=icon)
+
+
+def metrics_row(d: Diagnosis) -> None:
+    c = st.columns(5)
+    c[0].metric(f"Elements that differ (of {d.size:,})", f"{d.n_differ:,}")
+    c[1].metric("Largest difference (ULPs)", _num(d.ulp_stats.max), help="In ULPs of the expected value, in "
+                f"{d.fmt}. Near zero an ULP is tiny, so this can be large for harmless elements.")
+    c[2].metric("Median difference (ULPs)", _num(d.ulp_stats.p50))
+    c[3].metric("Largest relative difference", _num(d.rel_stats.max))
+    c[4].metric("K (terms per element)", f"{d.k:,}", help={"given": "as you gave it", "inputs": "from the inputs",
+                                                         "assumed": "unknown: assumed"}[d.k_source])
+
+
+def tolerance_section(d: Diagnosis) -> None:
+    if d.assert_line is None:
+        st.markdown("No tolerance is recommended: a tolerance wide enough to pass would also hide the problem "
+                    "above. Find the cause first (what to check is listed below).")
+        return
+    st.code(d.assert_line, language="python")
+    if d.margin is not None and math.isfinite(d.margin):
+        st.caption(f"Passes with at least {MARGIN:g}× headroom: every element uses at most 1/{d.margin:.3g} of its "
+                   f"tolerance (atol + rtol·|expected|). rtol is {MARGIN:g}× the largest relative difference among "
+                   "elements of at least median size (and at least one ULP); atol covers the elements near zero.")
+    else:
+        st.caption("The results are equal, so this passes with any headroom.")
+    if d.envelope_rtol is not None and d.verdict != "identical":
+        st.caption(f"To accept anything the explanation allows, e.g. on another machine or GPU: "
+                   f"rtol={format_tol(d.envelope_rtol)}, atol={format_tol(d.envelope_atol)} (the envelope below).")
+
+
+def allclose_section(d: Diagnosis) -> None:
+    ac = d.allclose
+    rtol, atol = ALLCLOSE_DEFAULT
+    if ac.failing == 0:
+        st.markdown(f"`torch.allclose` with its defaults (rtol={rtol:g}, atol={atol:g}) **passes** on these two "
+                    "arrays.")
+    else:
+        where = f" The worst is element {ac.worst_index}, {_num(ac.worst_ratio)} times over." if ac.worst_index else ""
+        lines = [f"`torch.allclose` with its defaults (rtol={rtol:g}, atol={atol:g}) **fails at {ac.failing:,} "
+                 f"element(s)**.{where}"]
+        if ac.failing_small:
+            lines.append(f"{ac.failing_small:,} of them are near zero (below 1 % of the median magnitude): there "
+                         f"atol={atol:g} is all the tolerance there is, yet a sum that cancels to near zero keeps the "
+                         "absolute rounding error of its large terms.")
+        if ac.failing > ac.failing_small:
+            lines.append(f"At ordinary magnitudes rtol={rtol:g} is about {rtol / 2 ** (1 - 24):.0f} float32 ULPs; "
+                         "K-term sums in another order differ by around √K·u relative to their partial sums, which "
+                         "for large K is more.")
+        if d.n_both_nan or d.nan_mismatch:
+            lines.append("NaN never equals NaN unless equal_nan=True.")
+        st.markdown(" ".join(lines))
+    acd = d.assert_close_defaults
+    st.caption(f"torch.testing.assert_close with its {narrow(d)} defaults (rtol={acd.rtol:g}, atol={acd.atol:g}) "
+               + ("passes." if acd.failing == 0 else f"fails at {acd.failing:,} element(s)."))
+
+
+def narrow(d: Diagnosis) -> str:
+    return d.actual_fmt if d.actual_fmt == d.expected_fmt else f"{d.actual_fmt}/{d.expected_fmt}"
+
+
+def reasons_section(d: Diagnosis) -> None:
+    st.markdown("\n".join(f"- {inert(r, line_start=False)}" for r in d.reasons))
+
+
+def next_checks(d: Diagnosis) -> None:
+    if not d.next_checks:
+        return
+    st.subheader("What to check next")
+    st.markdown("\n".join(f"- {inert(c, line_start=False)}" for c in d.next_checks))
+
+
+# ---------------------------------------------------------------------------- evidence
+
+
+def envelope_frame(d: Diagnosis) -> pd.DataFrame:
+    rows = []
+    fin = ~np.isnan(d.abs_diff)
+    for env in d.envelopes:
+        t = env.typical[fin]
+        mags = np.abs(d.scale[fin])
+        rel = np.median(t / mags[mags > 0]) if np.any(mags > 0) else math.nan
+        rows.append({
+            "explanation": env.name,
+            "typical size (relative, median element)": _num(float(rel)),
+            "envelope factor": f"{env.factor:.3g}" + ("" if env.factor == ENVELOPE_FACTOR else " (widened by the "
+                                                      "simulation)"),
+            "a-priori bound": "rigorous (inputs)" if env.bound_rigorous else "estimated",
+            "elements beyond it": f"{env.exceed:,}",
+            "largest |d| / envelope": _num(env.worst_ratio),
+            "fits": "yes" if env.fits else ("no: too few elements moved" if env.exceed == 0 else "no"),
+            "what it assumes": env.what,
+        })
+    return pd.DataFrame(rows)
+
+
+def _log_hist(values: np.ndarray, bins: int = 40) -> pd.DataFrame:
+    v = values[np.isfinite(values) & (values > 0)]
+    if v.size == 0:
+        return pd.DataFrame({"lo": [], "hi": [], "count": []})
+    lv = np.log10(v)
+    lo, hi = math.floor(lv.min() * 4) / 4, math.ceil(lv.max() * 4) / 4
+    if hi <= lo:
+        hi = lo + 0.25
+    counts, edges = np.histogram(lv, bins=min(bins, max(1, int((hi - lo) * 4))), range=(lo, hi))
+    return pd.DataFrame({"lo": 10 ** edges[:-1], "hi": 10 ** edges[1:], "count": counts})
+
+
+def difference_histogram(d: Diagnosis, kind: str) -> alt.LayerChart | None:
+    """ULP (``kind="ulp"``) or relative differences of the differing elements, with each envelope's median."""
+    fin = ~np.isnan(d.abs_diff)
+    differ = fin & (d.abs_diff > 0)
+    vals = (d.ulp_diff if kind == "ulp" else d.rel_diff)[differ]
+    hist = _log_hist(vals)
+    if hist.empty:
+        return None
+    unit = np.where(differ, d.abs_diff / np.where(d.ulp_diff > 0, d.ulp_diff, np.inf), np.nan)  # ULP per element
+    marks = []
+    for i, env in enumerate(d.envelopes):
+        if kind == "ulp":
+            v = env.envelope[differ] / unit[differ]
+        else:
+            mag = np.abs(d.scale[differ])
+            v = env.envelope[differ] / np.where(mag > 0, mag, np.nan)
+        v = v[np.isfinite(v) & (v > 0)]
+        if v.size:
+            marks.append({"envelope": SHORT.get(env.key, env.key), "at": float(np.median(v)), "i": i})
+    title = "|actual − expected| in ULPs of expected" if kind == "ulp" else \
+        ("|actual − expected| / |expected|" if kind == "rel" else "")
+    x = alt.X("lo:Q", scale=alt.Scale(type="log"), title=title)
+    bars = alt.Chart(hist).mark_bar(color="#9ca3af").encode(
+        x=x, x2="hi:Q", y=alt.Y("count:Q", title="elements"), y2=alt.datum(0),
+        tooltip=[alt.Tooltip("lo:Q", format=".3g", title="from"), alt.Tooltip("hi:Q", format=".3g", title="to"),
+                 "count:Q"])
+    layers = [bars]
+    if marks:
+        mdf = pd.DataFrame(marks)
+        names = list(mdf["envelope"])
+        layers.append(alt.Chart(mdf).mark_rule(strokeWidth=2, strokeDash=[6, 3]).encode(
+            x=alt.X("at:Q", scale=alt.Scale(type="log")),
+            color=alt.Color("envelope:N", scale=alt.Scale(domain=names, range=ENVELOPE_COLOURS[: len(names)]),
+                            title="envelopes", legend=alt.Legend(orient="top", direction="horizontal")),
+            tooltip=["envelope", alt.Tooltip("at:Q", format=".3g")]))
+    return alt.layer(*layers).properties(height=240)
+
+
+def worst_frame(d: Diagnosis) -> pd.DataFrame:
+    names = {e.key: e.name for e in d.envelopes}
+    return pd.DataFrame([{
+        "index": str(w.index),
+        "expected": f"{w.expected:.9g}",
+        "actual": f"{w.actual:.9g}",
+        "|difference|": _num(w.abs_diff),
+        "relative": _num(w.rel_diff),
+        "ULPs": _num(w.ulps),
+        "× typical reordering": _num(w.ratio_typical),
+        "within": ", ".join(names[k] for k in w.fits) or "none",
+    } for w in d.worst])
+
+
+def pattern_text(d: Diagnosis) -> str:
+    p = d.pattern
+    if p is None or not p.applicable:
+        return "Pattern check: too few elements to tell isolated outliers from the rest."
+    if p.localized:
+        idx = ", ".join(str(tuple(int(v) for v in np.unravel_index(int(i), d.shape))) for i in p.outliers[:12])
+        more = f" and {p.outliers.size - 12:,} more" if p.outliers.size > 12 else ""
+        return (f"Pattern check: {p.outliers.size:,} element(s) are more than {OUTLIER_FACTOR:g} times the level of "
+                f"the other 99 % ({_num(p.level)} ULPs of their scale): {idx}{more}.")
+    return (f"Pattern check: no isolated outliers. The largest difference is {_num(p.worst)} ULPs of its element's "
+            f"scale; the other 99 % reach {_num(p.level)}; an outlier would need more than {OUTLIER_FACTOR:g} times "
+            "that.")
+
+
+def nonfinite_frame(d: Diagnosis) -> pd.DataFrame:
+    rows = [w for w in d.worst if math.isinf(w.ratio_typical) and math.isnan(w.abs_diff)]
+    return pd.DataFrame([{"index": str(w.index), "expected": str(w.expected), "actual": str(w.actual)}
+                         for w in rows])
+
+
+# -------------------------------------------------------------------------- simulation
+
+
+def simulation_chart(sim: Simulation, explanation: str | None) -> alt.Chart | None:
+    series = [("simulated orders, pairwise", sim.pair_diffs_ulps), ("your differences", sim.user_ulps)]
+    if explanation is not None and explanation in sim.reduced:
+        series.append((f"simulated {explanation} inputs vs the orders", sim.reduced_diffs_ulps(explanation)))
+    frames = []
+    for name, vals in series:
+        h = _log_hist(np.asarray(vals, dtype=np.float64), 30)
+        if not h.empty:
+            h["share"] = h["count"] / max(1, int(np.sum(np.isfinite(vals))))
+            h["series"] = name
+            frames.append(h)
+    if not frames:
+        return None
+    df = pd.concat(frames, ignore_index=True)
+    return alt.Chart(df).mark_bar(opacity=0.55).encode(
+        x=alt.X("lo:Q", scale=alt.Scale(type="log"), title="difference in ULPs of expected (zero differences "
+                "not shown)"),
+        x2="hi:Q",
+        y=alt.Y("share:Q", stack=None, title="share of the series", axis=alt.Axis(format="%")), y2=alt.datum(0),
+        color=alt.Color("series:N", scale=alt.Scale(range=["#9ca3af", "#b91c1c", "#7c3aed"]), title=None,
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=["series", alt.Tooltip("lo:Q", format=".3g"), alt.Tooltip("hi:Q", format=".3g"),
+                 alt.Tooltip("share:Q", format=".1%")],
+    ).properties(height=240)
+
+
+def simulation_section(d: Diagnosis) -> None:
+    sim = d.simulation
+    if sim is None:
+        st.info("Give the inputs (the two factors of a matrix product, or the summed array) to see your difference "
+                "against the same sums recomputed here in several orders.", icon=":material/science:")
+        return
+    n = sim.elements.size
+    pmax = float(np.max(sim.pair_diffs_ulps)) if sim.pair_diffs_ulps.size else 0.0
+    st.markdown(
+        f"{len(sim.orders)} orders of the same {sim.k:,} terms, recomputed on this server's CPU for {n:,} sampled "
+        f"element(s) (the worst half of your differences and a random draw of the rest): "
+        + ", ".join(sim.orders[:7]) + f" and {len(sim.orders) - 7} seeded random orders. They differ from each other "
+        f"by up to {_num(pmax)} ULPs; **{sim.within:,} of {n:,}** of your sampled differences lie within their "
+        "element's spread of orders.")
+    chart = simulation_chart(sim, d.explanation)
+    if chart is not None:
+        st.altair_chart(chart, width="stretch")
+    err = pd.DataFrame({
+        "": ["actual", "expected"],
+        "median |x − exact| (ULPs)": [_num(float(np.median(sim.actual_err / sim.unit))),
+                                      _num(float(np.median(sim.expected_err / sim.unit)))],
+        "largest |x − exact| (ULPs)": [_num(float(np.max(sim.actual_err / sim.unit))),
+                                       _num(float(np.max(sim.expected_err / sim.unit)))],
+    })
+    st.dataframe(err, hide_index=True)
+    st.caption("Exact: the float64 sum of the exact terms, rounded once (math.fsum). Products of float32 or "
+               "narrower values are exact in float64; the fused order emulates one rounding per multiply-add "
+               "exactly (round-to-odd).")
+    for note in sim.notes:
+        st.caption(inert(note, line_start=False))
+
+
+# ------------------------------------------------------------------------ the whole page
+
+
+def show_diagnosis(d: Diagnosis) -> None:
+    verdict_box(d)
+    metrics_row(d)
+    st.subheader("The tolerance to use")
+    tolerance_section(d)
+    st.subheader("Why the default allclose failed" if d.allclose.failing else "The default allclose")
+    allclose_section(d)
+    st.subheader("Why this verdict")
+    reasons_section(d)
+    if d.nan_mismatch or d.inf_mismatch:
+        st.markdown(f"**NaN/Inf mismatches:** {d.nan_mismatch:,} NaN in one result only, {d.inf_mismatch:,} "
+                    "infinite in one result only (or infinities of opposite sign).")
+        nf = nonfinite_frame(d)
+        if not nf.empty:
+            st.dataframe(nf, hide_index=True)
+    next_checks(d)
+    st.subheader("Evidence")
+    st.dataframe(envelope_frame(d), hide_index=True, width="stretch")
+    st.caption(f"Envelope = min(a-priori bound, factor × typical size), element by element; the factor is "
+               f"{ENVELOPE_FACTOR:g} unless the simulation saw the inputs' own orders spread further. Typical sizes: "
+               "u·√K·scale for reordering, (u_in + u_32·√K)·scale for reduced-precision inputs; derivations in "
+               "core/diagnose.py. The typical sizes are heuristics; the bounds are rigorous only with the inputs.")
+    c1, c2 = st.columns(2)
+    with c1:
+        ch = difference_histogram(d, "ulp")
+        if ch is not None:
+            st.altair_chart(ch, width="stretch")
+    with c2:
+        ch = difference_histogram(d, "rel")
+        if ch is not None:
+            st.altair_chart(ch, width="stretch")
+    if d.n_differ:
+        st.caption(f"Histograms of the {d.n_differ:,} differing elements ({d.n_compared - d.n_differ:,} are equal). "
+                   "Dashed lines: each envelope at the median element (the envelopes differ from element to "
+                   "element).")
+    st.markdown(pattern_text(d))
+    s = d.ulp_stats
+    st.dataframe(pd.DataFrame([{"": name, "median": _num(x.p50), "90 %": _num(x.p90), "99 %": _num(x.p99),
+                                "99.9 %": _num(x.p999), "max": _num(x.max)}
+                               for name, x in (("|difference|", d.abs_stats), ("relative", d.rel_stats),
+                                               ("ULPs", s))]), hide_index=True)
+    if d.worst:
+        st.markdown("**The worst elements** (largest difference relative to the typical reordering size):")
+        st.dataframe(worst_frame(d), hide_index=True, width="stretch")
+    st.subheader("Simulation from the inputs")
+    simulation_section(d)
+    for note in d.notes:
+        st.caption(f":material/info: {inert(note, line_start=False)}")
+
+
+# --------------------------------------------------------------------------- loss logs
+
+
+def log_frame(ld: LogDiagnosis) -> pd.DataFrame:
+    return pd.DataFrame({"step": ld.steps, "loss A": ld.a, "loss B": ld.b, "relative gap": ld.rel_gap,
+                         "rounding size": ld.tiny})
+
+
+def log_loss_chart(ld: LogDiagnosis) -> alt.Chart:
+    df = log_frame(ld).melt(id_vars=["step"], value_vars=["loss A", "loss B"], var_name="run", value_name="loss")
+    df = df[np.isfinite(df["loss"])]
+    positive = bool((df["loss"] > 0).all())
+    return alt.Chart(df).mark_line(strokeWidth=1.5).encode(
+        x="step:Q", y=alt.Y("loss:Q", scale=alt.Scale(type="log" if positive else "linear")),
+        color=alt.Color("run:N", scale=alt.Scale(range=["#1f5fa8", "#d97706"]), title=None),
+        strokeDash=alt.StrokeDash("run:N", legend=None),
+    ).properties(height=240)
+
+
+def log_gap_chart(ld: LogDiagnosis) -> alt.LayerChart:
+    df = log_frame(ld)
+    gap = df[(df["relative gap"] > 0) & np.isfinite(df["relative gap"])]
+    y = alt.Y("value:Q", scale=alt.Scale(type="log"), title="|A − B| / max(|A|, |B|)")
+    series = [gap.assign(series="relative gap", value=gap["relative gap"])[["step", "series", "value"]],
+              df.assign(series="rounding size", value=df["rounding size"])[["step", "series", "value"]]]
+    if ld.growth_per_step and ld.fit_range and ld.fit_intercept is not None:
+        s = np.linspace(ld.fit_range[0], ld.fit_range[1], 50)
+        series.append(pd.DataFrame({"step": s, "series": "fitted growth",
+                                    "value": np.exp(ld.fit_intercept + ld.growth_per_step * s)}))
+    long = pd.concat(series, ignore_index=True)
+    layers = [alt.Chart(long).mark_line().encode(
+        x="step:Q", y=y, color=alt.Color("series:N", scale=alt.Scale(
+            domain=["relative gap", "rounding size", "fitted growth"], range=["#b91c1c", "#9ca3af", "#1f5fa8"]),
+            title=None),
+        strokeDash=alt.StrokeDash("series:N", legend=None))]
+    marks = []
+    if ld.first_step is not None:
+        marks.append({"step": ld.first_step, "mark": "first difference"})
+    if ld.jump_step is not None:
+        marks.append({"step": ld.jump_step, "mark": "jump"})
+    if marks:
+        layers.append(alt.Chart(pd.DataFrame(marks)).mark_rule(strokeDash=[4, 3]).encode(
+            x="step:Q", color=alt.Color("mark:N", scale=alt.Scale(domain=["first difference", "jump"],
+                                                                  range=["#6b7280", "#000000"]), title=None),
+            tooltip=["mark", "step"]))
+    return alt.layer(*layers).resolve_scale(color="independent").properties(height=240)
+
+
+def show_log_diagnosis(ld: LogDiagnosis) -> None:
+    head, _, rest = ld.sentence.partition(":")
+    text = f"**{inert(head, line_start=False)}:**{inert(rest, line_start=False)}"
+    if ld.verdict == "jump":
+        st.error(text, icon=":material/error:")
+    else:
+        st.success(text, icon=":material/check_circle:")
+    c = st.columns(4)
+    c[0].metric("First differing step", "none" if ld.first_step is None else f"{ld.first_step:,}")
+    c[1].metric("Gap there (relative)", _num(ld.first_gap) if ld.first_gap is not None else "–")
+    c[2].metric("Gap doubles every", f"{ld.doubling_steps:,.3g} steps" if ld.doubling_steps else "–")
+    c[3].metric("Jump at step", "none" if ld.jump_step is None else f"{ld.jump_step:,}")
+    st.markdown("\n".join(f"- {inert(r, line_start=False)}" for r in ld.reasons))
+    c1, c2 = st.columns(2)
+    with c1:
+        st.altair_chart(log_loss_chart(ld), width="stretch")
+    with c2:
+        st.altair_chart(log_gap_chart(ld), width="stretch")
+    st.caption(f"Rounding size: 1024 ULPs relative, or ten times the printed resolution of the values. A jump: the "
+               f"gap's running maximum grows {JUMP_FACTOR:g}× beyond the fitted trend within one logged interval, "
+               "to at least 1e-3, or appears above rounding size at the first difference. These thresholds are "
+               "heuristics (core/diagnose_logs.py).")
+    for note in ld.notes:
+        st.caption(f":material/info: {inert(note, line_start=False)}")
