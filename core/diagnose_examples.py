@@ -2,8 +2,10 @@
 
 Tensors: CPU torch.sum with one thread against all threads; ``mm(a[:1], b)`` against
 ``mm(a, b)[:1]``; a float32 product against the same product of bfloat16 inputs; against
-TF32-rounded inputs (rounded here exactly as TF32 tensor cores read them, then multiplied in
-float32 on the CPU); and a planted bug, one element changed by 1 %.
+TF32-rounded inputs (each rounded to 10 explicit mantissa bits, to nearest with ties to even,
+then multiplied in float32 on the CPU: what a TF32 tensor core computes up to its own order of
+additions and its input conversion, which in some libraries rounds ties away from zero or
+truncates, within the same envelope); and a planted bug, one element changed by 1 %.
 
 Loss logs: a small tanh network trained twice in float32 with NumPy, full batch, where run B
 sees the examples in another order (so every gradient sum is reordered), and the same
@@ -101,8 +103,9 @@ def make_example(key: str) -> Example:
                        "a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
                        "actual = tf32(a) @ tf32(b) in float32;  expected = a @ b",
                        "TF32 emulated on this CPU: each input rounded to 10 explicit mantissa bits (to nearest, "
-                       "ties to even), then multiplied in float32, which is what a TF32 tensor core computes up to "
-                       "its own summation order.")
+                       "ties to even), then multiplied in float32: what a TF32 tensor core computes, up to its own "
+                       "order of additions and its input conversion (some libraries round ties away from zero or "
+                       "truncate; the TF32 envelope covers both).")
     if key == "bug":
         actual = expected.clone()
         actual[BUG_INDEX] *= 1.01

@@ -396,6 +396,23 @@ def test_reduced_precision_inputs_are_recognised(seed, fmt, k, kind, give_inputs
     assert ruled_out.verdict == "too_large" and ruled_out.rtol is None
 
 
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(16, 1024))
+def test_tf32_by_truncation_is_reduced_precision_too(seed, k):
+    """Some TF32 conversions truncate (twice the error, biased): still inside the 11-bit envelopes."""
+    rng = np.random.default_rng(seed)
+    a = torch.from_numpy(rng.standard_normal((32, k)).astype(np.float32))
+    b = torch.from_numpy(rng.standard_normal((k, 24)).astype(np.float32))
+
+    def truncate(t):
+        return (t.view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+    actual, expected = truncate(a) @ truncate(b), a @ b
+    for inputs in ((a, b), None):
+        d = diagnose(actual, expected, reduction_length=k, inputs=inputs)
+        assert d.verdict == "reduced_precision" and d.explanation in ("tf32", "float16"), d.reasons
+
+
 def test_bfloat16_autocast_product_and_what_tf32_cannot_explain():
     rng = np.random.default_rng(8)
     a = torch.from_numpy(rng.standard_normal((64, 512)).astype(np.float32))
