@@ -15,22 +15,25 @@ def test_home_renders_the_story(app):
 
 
 def test_home_links_to_every_page(app):
+    from ui.navigation import PAGE_TABLE
+
     labels = [p.proto.label for p in app.get("page_link")]
-    assert [label.split(":")[0] for label in labels[:5]] == [
-        "Non-associativity", "Summation lab", "CPU vs GPU", "Training divergence", "Mitigations"]
+    assert [label.split(":")[0] for label in labels[: len(PAGE_TABLE)]] == [title for _, title, *_ in PAGE_TABLE]
+    assert [title for _, title, *_ in PAGE_TABLE][:3] == ["Non-associativity", "Summation lab", "CPU vs GPU"]
 
 
 def test_talk_mode_scenarios_and_presenter_switch():
     from streamlit.testing.v1 import AppTest
 
     from tests.pages.conftest import ROOT, TIMEOUT
+    from ui.navigation import PAGE_TABLE
     from ui.talk import SCENARIOS
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params["talk"] = "1"
     at.run()
     assert not at.exception and at.session_state["presenter"] is True
-    labels = [p.proto.label for p in at.get("page_link")][5:]
+    labels = [p.proto.label for p in at.get("page_link")][len(PAGE_TABLE):]
     assert sorted(labels) == sorted(title for title, *_ in SCENARIOS)
     assert at.toggle(key="presenter").value is True
     at.switch_page("pages/summation_lab.py").run()
