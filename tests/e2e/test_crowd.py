@@ -1,0 +1,24 @@
+"""Five heavy visitors at once on a real server (benchmarks/bench_crowd.py), held to the hosting targets.
+
+The issue's shared link is refused (nothing computed, memory flat); the heaviest settings the
+budget allows run one slot at a time, the others shown how many they wait for; memory stays
+within the largest tier and a normal visitor alongside still gets the page, with no exception
+anywhere. Page times are reported, not asserted (they depend on the machine's load).
+"""
+
+from __future__ import annotations
+
+from benchmarks import bench_crowd
+from benchmarks.harness import run_in_own_thread
+from core.budget import HOSTING_LARGE, MB
+
+
+def test_five_heavy_visitors_and_a_normal_one(capsys):
+    issue, largest = run_in_own_thread(lambda: bench_crowd.main(["issue", "largest"]), timeout=1500)
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1].startswith("crowd (largest): peak ")
+    assert all(h["refused"] and not h["exceptions"] for h in issue["heavy"]), issue["heavy"]
+    assert issue["peak_mb"] < issue["peak_before_mb"] + 150, issue  # nothing heavy was allocated
+    assert not any(h["refused"] or h["exceptions"] for h in largest["heavy"]), largest["heavy"]
+    assert any(h["waited"] for h in largest["heavy"]), largest["heavy"]  # the gate queued them
+    assert largest["peak_mb"] * MB <= HOSTING_LARGE, largest
