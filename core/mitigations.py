@@ -185,7 +185,8 @@ _U = Fraction(1, 1 << 53)  # float64 unit roundoff
 _ROW = 64  # fast path: values per first-level float64 row sum
 _GROUP = 8  # fast path: partial sums per later-level float64 sum
 _FINAL = 4096  # fast path: at most this many partial sums go to math.fsum
-_CHUNK_PER_THREAD = 1 << 19  # elements per piece and CPU thread: cache-sized, few parallel regions
+_CHUNK_PER_THREAD = 1 << 20  # elements per piece and CPU thread (a thread's share stays in cache)
+_CHUNK_CPU_MAX = 1 << 21  # a piece's float64 copy stays below 32 MB: malloc reuses it (no page faults)
 _CHUNK_DEVICE = 1 << 24  # elements per piece on an accelerator
 _UNIT_EXP = -1074  # exact totals are integers in units of 2^-1074 (every value is a multiple)
 _LIMITS = {torch.float64: 1 << 26}  # see reproducible_sum, "Size limits"
@@ -209,8 +210,8 @@ _W64 = _Working(torch.float64, 53, -1074, 1023 - 53)
 def _chunk_size(t: torch.Tensor) -> int:
     """Elements per piece: cache-sized on a CPU, large on an accelerator. The result does
     not depend on it (every piece is summed exactly or within a proven bound)."""
-    if t.device.type == "cpu":
-        return _CHUNK_PER_THREAD * max(1, torch.get_num_threads())
+    if t.device.type == "cpu":  # few pieces: each parallel region can wait for a busy core
+        return min(_CHUNK_PER_THREAD * max(1, torch.get_num_threads()), _CHUNK_CPU_MAX)
     return _CHUNK_DEVICE
 
 
@@ -397,9 +398,10 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
     2^-1074, rounded once by core.formats.round_to_format. Assumes IEEE arithmetic without
     flush-to-zero of subnormals (torch's default on CPUs and GPUs).
 
-    **Devices.** Only torch operations on whole pieces (2^19 values per CPU thread, 2^24
-    on an accelerator), no per-element Python. The fast path synchronizes with the host
-    once per call; the folds twice per fold and piece (the max and the sum).
+    **Devices.** Only torch operations on whole pieces (on a CPU 2^20 values per thread,
+    at most 2^21; 2^24 on an accelerator), no per-element Python. The fast path
+    synchronizes with the host once per call; the folds twice per fold and piece (the max
+    and the sum).
 
     **Size limits.** Fewer than 2^29 values (float16, bfloat16, float32) or 2^26
     (float64) per call: the earlier version's limits, kept as the contract callers and
