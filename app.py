@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.navigation import PAGE_TABLE, ensure_app_navigation, mark_app_navigation
+from ui.navigation import PAGE_TABLE, ensure_app_navigation, leave_directory_mode, mark_app_navigation
 from ui.talk import SCENARIOS, apply_from_link, sidebar_toggle
+
+leave_directory_mode()  # before any widget: the first session's first run would give them other ids
 
 st.set_page_config(
     page_title="Same seed, different numbers",

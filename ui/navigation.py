@@ -53,6 +53,25 @@ def mark_app_navigation() -> None:
     st.session_state[APP_NAV_KEY] = True
 
 
+def leave_directory_mode() -> None:
+    """Called by app.py before any widget: on the first session after a server start, rerun at once.
+
+    That session's first run is Streamlit's directory mode (``_mpa_v1``), which runs app.py as a
+    page of its own, so every widget app.py draws (the sidebar's Presenter toggle) gets another
+    element id (ids include the active page's hash) than in every later run. A click on such a
+    widget then names an id the next run does not know, and the click is lost: the first click on
+    Presenter mode did nothing. Leaving the mode before any widget is drawn keeps the ids stable.
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # a future Streamlit without the flag needs no healing
+        return
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.session_state[HEALED_KEY] = True
+        st.rerun()
+
+
 def ensure_app_navigation() -> None:
     """Called first by every page: rerun once if app.py's navigation did not run."""
     if st.session_state.get(APP_NAV_KEY) or st.session_state.get(HEALED_KEY):
