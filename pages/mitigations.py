@@ -210,10 +210,13 @@ st.info(
 # ------------------------------------------------------------ order-independent sum
 st.header("4 · An order-independent sum (beyond the brief)")
 st.markdown(
-    "Group the values by exponent: inside a group every float32 is a multiple of the same power of two with at "
-    "most 24 significant bits, so float64 sums of them are **exact in any order**. Combine the few hundred group "
-    "totals exactly and round once: the correctly rounded sum, the same bits for every order, thread count and "
-    "device. It is written in torch (`index_add_`), so a GPU runs it too."
+    "Sum the values in float64 rows, in whatever order the hardware likes, and bound the error that any such "
+    "order can make. If both ends of that error interval round to the same float32, so does the exact sum: that "
+    "is the answer. Where the bound cannot decide (a sum right at a rounding boundary), split every value at one "
+    "power of two into a high part and a remainder: the high parts are multiples of that power with few enough "
+    "bits that float64 adds them **exactly in any order**; repeat on the remainders, combine the exact totals "
+    "and round once. The result is the correctly rounded sum: the same bits for every order, thread count and "
+    "device. It is written in torch, so a GPU runs the same code."
 )
 order_rows, repro_values, devices = _reproducible()
 df = pd.DataFrame(order_rows)
