@@ -1,4 +1,4 @@
-"""Keep a page's settings in its URL: restore once per session, write back on every run."""
+"""Keep a page's settings in its URL: apply every new link, write back on every run."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from core.querystate import Field, decode, encode_bounded, query_string
 from ui.render import inert
 
 
+_PAGE_KEY = "_url_page"  # the page whose restore ran last in this session (sync writes for it)
+
+
 class Query(str):
     """The query string of this view, and the parameters too long to be in it ({name: length})."""
 
@@ -18,20 +21,32 @@ class Query(str):
 
 
 def restore(page: str, fields: Sequence[Field], defaults: dict) -> list[str]:
-    """Before the widgets: defaults, then (once per session) values from the link.
+    """Before the widgets: defaults, then the link's values whenever the link is new to this page.
+
+    A link is new when the URL's parameters differ from the ones this page last wrote (``sync``)
+    or applied in this session: a scenario link clicked again after the visitor changed things, a
+    link to the same page with other settings, an address reopened by the back button. Then the
+    link's values are set, and every setting with a default that the link does not name goes back
+    to that default (a link describes its whole view). On a rerun (a widget changed) the URL is
+    still the one ``sync`` wrote, so the visitor's own changes stay.
 
     Returns the notes about what the link held that was ignored, on every run of the session
     (kept in session state: a rerun right after the restore, such as the navigation guard's,
     must not lose them)."""
     for key, value in defaults.items():
         st.session_state.setdefault(key, value)
-    flag, notes_key = f"_url_restored_{page}", f"_url_notes_{page}"
-    if not st.session_state.get(flag):
-        st.session_state[flag] = True
-        values, notes = decode(dict(st.query_params), fields)
-        for key, value in values.items():
-            st.session_state[key] = value
+    st.session_state[_PAGE_KEY] = page
+    seen_key, notes_key = f"_url_seen_{page}", f"_url_notes_{page}"
+    params = dict(st.query_params)
+    if st.session_state.get(seen_key) != params:
+        values, notes = decode(params, fields)
+        for f in fields:
+            if f.key in values:
+                st.session_state[f.key] = values[f.key]
+            elif f.key in defaults:
+                st.session_state[f.key] = defaults[f.key]
         st.session_state[notes_key] = notes
+        st.session_state[seen_key] = params
     return list(st.session_state.get(notes_key, []))
 
 
@@ -45,6 +60,9 @@ def sync(fields: Sequence[Field]) -> Query:
     params, omitted = encode_bounded(values, fields)
     if dict(st.query_params) != params:
         st.query_params.from_dict(params)
+    page = st.session_state.get(_PAGE_KEY)
+    if page is not None:  # the next run with this URL is a rerun, not a new link
+        st.session_state[f"_url_seen_{page}"] = dict(params)
     query = Query(query_string(params))
     query.omitted = omitted
     query.limits = {f.param: f.limit for f in fields}

@@ -119,3 +119,24 @@ def test_a_link_with_a_too_long_paste_says_so():
     at = open_page("summation_lab", vector="paste", numbers="1 " * LINK_PASTE_CHARS)
     assert not at.exception
     assert "too long for a link" in all_text(at) and at.session_state["sl_paste"] != "1 " * LINK_PASTE_CHARS
+
+
+def test_a_link_applies_every_time_it_is_opened_and_a_visitors_change_survives_reruns():
+    """Issue 13: scenario links applied only once per page per session."""
+    small = {"n": "1000", "storage": "float16", "orders": "sequential,kahan", "permutations": "0"}
+    at = open_page("summation_lab", **small)
+    assert at.session_state["sl_n"] == 1000 and at.session_state["sl_storage"] == "float16"
+    at.number_input(key="sl_seed").set_value(7).run()  # the visitor's own change survives reruns
+    at.run()
+    assert at.session_state["sl_seed"] == 7 and at.session_state["sl_n"] == 1000
+    at.query_params.clear()  # another link to the same page: its settings, the rest back to defaults
+    at.query_params.update({"n": "2000", "storage": "float32"})
+    at.run()
+    assert not at.exception
+    assert at.session_state["sl_n"] == 2000 and at.session_state["sl_storage"] == "float32"
+    assert at.session_state["sl_seed"] == 0 and at.session_state["sl_k"] == 20
+    at.query_params.clear()  # the first link again (a second click, or the back button)
+    at.query_params.update(small)
+    at.run()
+    assert at.session_state["sl_n"] == 1000 and at.session_state["sl_storage"] == "float16"
+    assert at.session_state["sl_orders"] == ["sequential", "kahan"] and at.session_state["sl_k"] == 0
