@@ -76,7 +76,7 @@ both learn equally well.
         """
 | Mitigation | Effect | Cost |
 | --- | --- | --- |
-| Compute in float64 | Each rounding is about 2^29 times smaller than in float32, so visible divergence often disappears for the length of a run | About half the float32 throughput on x86 CPUs and on data-centre GPUs (A100, H100); 1/32 to 1/64 on consumer and inference GPUs (T4, RTX 4090); Apple's MPS has no float64 at all |
+| Compute in float64 | Each rounding is about 2^29 times smaller than in float32, so visible divergence often disappears for the length of a run | About half the float32 speed per value on x86 CPUs (arithmetic: half as many float64 per SIMD register; large sums: twice the bytes; the Mitigations page measures both on this server) and on data-centre GPUs (A100, H100); 1/32 to 1/64 on consumer and inference GPUs (T4, RTX 4090); Apple's MPS has no float64 at all |
 | Accumulate in higher precision, e.g. `torch.sum(x, dtype=torch.float64)` | The reduction's own rounding errors shrink sharply; the order still matters, but far less | torch casts the input to that dtype before reducing, so it costs the memory traffic and arithmetic of the wider type for that one operation |
 | Accept the divergence | Nothing to pay at run time | Compare runs only through aggregate metrics (final loss, accuracy, their spread over seeds), never step by step |
 """

@@ -62,42 +62,78 @@ class Throughput:
     device: str
     op: str  # "matmul" or "sum"
     size: int  # matrix side, or number of elements
-    seconds32: float
+    seconds32: float  # median over the repeats
     seconds64: float
-    rate32: float  # GFLOP/s for matmul, GB/s for sum
+    rate32: float  # GFLOP/s for matmul, GB/s for sum (bytes read: 4 resp. 8 per value)
     rate64: float
     unit: str
+    repeats: int = 1
+    # Quartiles of the per-repeat ratio t32 / t64 (each repeat times both formats back to back).
+    ratio_quartiles: tuple[float, float] = (float("nan"), float("nan"))
 
     @property
     def ratio(self) -> float:
-        """float64 throughput as a fraction of float32's (0.5 means half speed)."""
-        return self.rate64 / self.rate32
+        """float64 speed as a fraction of float32's, per value (0.5 means half speed): the same work in both."""
+        return self.seconds32 / self.seconds64
+
+    def verdict(self) -> str:
+        """What the ratio says, in words: a ratio above 1 is never shown bare."""
+        lo, hi = self.ratio_quartiles
+        if self.ratio > 1 or (math.isfinite(hi) and lo <= 1 <= hi):
+            return ("no measurable float64 penalty: the spread of the repeats includes 1 or the median is above "
+                    "it, which is noise (another visitor or process took the CPU during some repeats)"
+                    + ("; a sum is limited by memory bandwidth, so a penalty shows only once the data outgrow "
+                       "the caches" if self.op == "sum" else ""))
+        if self.op == "sum":
+            return "memory-bound: float64 moves twice the bytes per value, so about half the values per second"
+        return "arithmetic-bound: a SIMD register holds half as many float64 values, so about half the speed"
 
 
 def measure_throughput(
-    device: Device, matmul_n: int = 512, sum_n: int = 4_000_000, repeats: int = 5
+    device: Device, matmul_n: int = 1024, sum_n: int = 1 << 24, repeats: int = 7, progress=None
 ) -> list[Throughput]:
-    """float32 and float64 matrix product and sum on one device, timed side by side."""
+    """float32 and float64 matrix product and sum on one device, per element, interleaved.
+
+    Each repeat times float32 and float64 back to back (alternating which goes first), so a
+    disturbance from other work on the machine hits both formats alike; the ratio is taken
+    per repeat and reported as its median and quartiles. The sum is large enough
+    (default 2^24 values, 64 MB in float32) to leave the caches, as a model's tensors do.
+    ``progress(fraction, text)`` is called as the repeats proceed.
+    """
     out = []
     g = torch.Generator().manual_seed(0)
     dev = device.torch_device
+    if not device.supports(torch.float64):
+        return out
     a64 = torch.randn(matmul_n, matmul_n, generator=g, dtype=torch.float64)
     b64 = torch.randn(matmul_n, matmul_n, generator=g, dtype=torch.float64)
     x64 = torch.randn(sum_n, generator=g, dtype=torch.float64)
-    secs = {}
-    for dt in (torch.float32, torch.float64):
-        if not device.supports(dt):
-            continue
-        a, b, x = a64.to(dt).to(dev), b64.to(dt).to(dev), x64.to(dt).to(dev)
-        secs[("matmul", dt)] = median_seconds(lambda a=a, b=b: a @ b, repeats, device=dev)
-        secs[("sum", dt)] = median_seconds(lambda x=x: x.sum(), repeats, device=dev)
-    if (("matmul", torch.float64)) not in secs:
-        return out
-    flops = 2 * matmul_n**3
-    s32, s64 = secs[("matmul", torch.float32)], secs[("matmul", torch.float64)]
-    out.append(Throughput(device.name, "matmul", matmul_n, s32, s64, flops / s32 / 1e9, flops / s64 / 1e9, "GFLOP/s"))
-    s32, s64 = secs[("sum", torch.float32)], secs[("sum", torch.float64)]
-    out.append(Throughput(device.name, "sum", sum_n, s32, s64, 4 * sum_n / s32 / 1e9, 8 * sum_n / s64 / 1e9, "GB/s"))
+    data = {dt: (a64.to(dt).to(dev), b64.to(dt).to(dev), x64.to(dt).to(dev)) for dt in (torch.float32, torch.float64)}
+    del a64, b64, x64
+    ops = {"matmul": lambda a, b, x: a @ b, "sum": lambda a, b, x: x.sum()}
+    times: dict[tuple[str, torch.dtype], list[float]] = {(op, dt): [] for op in ops for dt in data}
+    for fn in ops.values():  # warm-up
+        for args in data.values():
+            fn(*args)
+    _sync(dev)
+    for i in range(repeats):
+        for op, fn in ops.items():
+            for dt in (torch.float32, torch.float64) if i % 2 == 0 else (torch.float64, torch.float32):
+                t0 = time.perf_counter()
+                fn(*data[dt])
+                _sync(dev)
+                times[(op, dt)].append(time.perf_counter() - t0)
+        if progress is not None:
+            progress((i + 1) / repeats, f"{device.name}: repeat {i + 1} of {repeats}")
+    work = {"matmul": ((2 * matmul_n**3,) * 2, matmul_n, "GFLOP/s"), "sum": ((4 * sum_n, 8 * sum_n), sum_n, "GB/s")}
+    for op in ops:
+        t32, t64 = times[(op, torch.float32)], times[(op, torch.float64)]
+        ratios = [a / b for a, b in zip(t32, t64, strict=True)]
+        q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+        s32, s64 = statistics.median(t32), statistics.median(t64)
+        (amount32, amount64), size, unit = work[op]
+        out.append(Throughput(device.name, op, size, s32, s64, amount32 / s32 / 1e9, amount64 / s64 / 1e9, unit,
+                              repeats, (q[0], q[2])))
     return out
 
 

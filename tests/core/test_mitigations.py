@@ -126,8 +126,23 @@ def test_throughput_is_measured_for_both_formats():
     assert [r.op for r in rows] == ["matmul", "sum"]
     for r in rows:
         assert r.rate32 > 0 and r.rate64 > 0 and r.seconds32 > 0 and r.seconds64 > 0
-        assert math.isclose(r.ratio, r.rate64 / r.rate32)
+        assert math.isclose(r.ratio, r.seconds32 / r.seconds64)  # per value: the same work in both formats
+        assert r.repeats == 2 and r.ratio_quartiles[0] <= r.ratio_quartiles[1]
+    assert math.isclose(rows[0].ratio, rows[0].rate64 / rows[0].rate32)  # FLOP/s: per value too
+    assert rows[1].unit == "GB/s" and math.isclose(rows[1].ratio, rows[1].rate64 / rows[1].rate32 / 2)
     assert {name for name, _, _ in VENDOR_RATIOS} >= {"NVIDIA RTX 4090", "NVIDIA T4", "Apple GPU (MPS)"}
+
+
+def test_a_float64_ratio_above_one_is_explained_not_shown_bare():
+    from core.mitigations import Throughput
+
+    def row(op, s32, s64, q):
+        return Throughput("cpu", op, 10, s32, s64, 1 / s32, 1 / s64, "x", 7, q)
+
+    assert "noise" in row("sum", 1.0, 0.9, (1.05, 1.2)).verdict()  # float64 "faster"
+    assert "noise" in row("matmul", 1.0, 1.1, (0.8, 1.02)).verdict()  # spread includes 1
+    assert "memory-bound" in row("sum", 1.0, 2.0, (0.45, 0.55)).verdict()
+    assert "half" in row("matmul", 1.0, 2.0, (0.45, 0.55)).verdict()
 
 
 def test_reproducible_sum_refuses_absurd_sizes():
