@@ -22,3 +22,14 @@ def test_bench_dot_prints_its_ratio_last(capsys):
         r"exact_dot: \d+(\.\d+)?x faster than math\.fsum of the products, \d+(\.\d+)?x the time of np\.dot "
         r"\(n=20000 float32\)", last
     ), last
+
+
+def test_bench_pages_prints_the_slowest_first_render_last(capsys):
+    from benchmarks import bench_pages
+
+    bench_pages.main(["non_associativity"])  # a real server and browser; the home page and one page
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"slowest first render: (Overview|Non-associativity) \d+\.\d\d s warm, (Overview|Non-associativity) "
+        r"\d+\.\d\d s fresh \(budget 2\.0 s warm, 4\.0 s fresh\)", last
+    ), last
