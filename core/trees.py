@@ -23,6 +23,7 @@ TREE_ORDERS = {
     "sorted_abs": "Sorted by increasing |x|",
     "pairwise": "Pairwise tree",
     "numpy": "NumPy's pairwise scheme (n < 8: sequential; else 8 accumulators + tail)",
+    "cuda": "GPU: torch 2.13's CUDA block reduction (model): threads, then warp shuffles",
 }
 
 
@@ -119,6 +120,8 @@ def build_tree(values: np.ndarray, working: str, order: str) -> Tree:
         root = b.chain(ids)
     elif order == "pairwise":
         root = b.balanced(ids)
+    elif order == "cuda":
+        root = _cuda_block(b, ids)
     else:  # numpy's pairwise scheme for n <= 128
         if n < 8:
             root = b.chain(ids)
@@ -128,6 +131,29 @@ def build_tree(values: np.ndarray, working: str, order: str) -> Tree:
             for i in ids[n - n % 8 :]:
                 root = b.add(root, i)
     return Tree(order, fmt, tuple(b.nodes), root)
+
+
+def _cuda_block(b: _Builder, ids: list[int]) -> int:
+    """core.cuda_model's reduction for a small vector, addition by addition.
+
+    For n <= MAX_TREE_N the kernel (``cuda_launch``, torch 2.13) runs one block of
+    ``last_pow2(n)`` threads without vector loads: thread t's accumulators hold elements t,
+    t + T, ... (combined left to right; their +0 padding adds nothing), then the block's lanes
+    combine by warp shuffles with decreasing offsets T/2, ..., 1: lane t adds lane t + offset.
+    """
+    from core.cuda_model import cuda_launch
+
+    n = len(ids)
+    launch = cuda_launch(n)
+    if launch.vectorized or launch.blocks != 1 or launch.threads_per_block > 32:
+        raise ValueError(f"the CUDA tree is drawn for one warp-sized block, not for n = {n}")
+    width = launch.threads_per_block
+    lanes = [b.chain([ids[t + m * width] for m in range(launch.accumulators) if t + m * width < n])
+             for t in range(width)]
+    while len(lanes) > 1:  # shfl_down, offset = width/2, ..., 1
+        half = len(lanes) // 2
+        lanes = [b.add(lanes[t], lanes[t + half]) for t in range(half)]
+    return lanes[0]
 
 
 def exact_total(tree: Tree) -> Fraction:

@@ -72,9 +72,11 @@ URL_FIELDS = [
     Field("sl_k", "permutations", "int", low=0, high=MAX_PERMUTATIONS),
     Field("sl_pseed", "perm_seed", "int", low=0, high=2**32 - 1),
     Field("sl_paste", "numbers", "text", max_length=LINK_TEXT_CHARS),
+    Field("sl_tree_order", "tree", "choice", tuple(k for k in TREE_ORDERS if k != "cuda")),
 ]
 DEFAULTS = {"sl_source": "normal", "sl_storage": "float32", "sl_working": "same", "sl_n": 1_000_000, "sl_seed": 0,
-            "sl_cond": 1e8, "sl_orders": list(DEFAULT_ORDERS), "sl_k": 20, "sl_pseed": 0, "sl_paste": DEFAULT_PASTE}
+            "sl_cond": 1e8, "sl_orders": list(DEFAULT_ORDERS), "sl_k": 20, "sl_pseed": 0, "sl_paste": DEFAULT_PASTE,
+            "sl_tree_order": "sequential"}
 
 ensure_app_navigation()
 url_notes = restore("sl", URL_FIELDS, DEFAULTS)
@@ -281,10 +283,22 @@ if result.n > MAX_TREE_N:
     st.info(f"Trees are drawn for n ≤ {MAX_TREE_N}. Set n to 32 or less (or paste a few numbers) to see every "
             "partial sum.")
 elif not isinstance(result.exact, float):
-    tree_order = st.selectbox("Order", list(TREE_ORDERS), format_func=TREE_ORDERS.get, key="sl_tree_order")
-    tree = build_tree((vector_for(vector) if isinstance(vector, VectorSpec) else vector).values, working, tree_order)
-    nodes, edges, additions = tree_frames(tree)
-    st.altair_chart(charts.tree_chart(nodes, edges), width="stretch")
-    st.dataframe(additions, hide_index=True, width="stretch")
-    st.caption(f"Each addition: the exact sum of its two rounded inputs, and the {working} value it rounds to "
-               f"(exact rational rounding, nearest even). Result: {shortest_repr(tree.result, fmt)}.")
+    values_here = (vector_for(vector) if isinstance(vector, VectorSpec) else vector).values
+    cpu_orders = [k for k in TREE_ORDERS if k != "cuda"]
+    cpu_col, gpu_col = st.columns(2)
+    tree_order = cpu_col.selectbox("CPU order", cpu_orders, format_func=TREE_ORDERS.get, key="sl_tree_order")
+    for col, order, title in ((cpu_col, tree_order, "CPU"), (gpu_col, "cuda", "GPU (model)")):
+        tree = build_tree(values_here, working, order)
+        nodes, edges, additions = tree_frames(tree)
+        if order == "cuda":
+            col.markdown(f"**{TREE_ORDERS['cuda']}**")
+        col.altair_chart(charts.tree_chart(nodes, edges), width="stretch")
+        col.caption(f"{title}: result {shortest_repr(tree.result, fmt)}, {len(tree.internal())} additions, depth "
+                    f"{tree.nodes[tree.root].depth}.")
+    gpu_col.caption("One block of the largest power of two ≤ n threads (torch 2.13 launches that for n < 128): "
+                    "thread t adds its elements t and t + T, then the lanes combine by warp shuffles with offsets "
+                    "T/2, …, 1 (lane t adds lane t + offset); lane 0 holds the sum. Larger vectors add more blocks "
+                    "and vector loads; the CUDA model in the table above runs them all.")
+    st.dataframe(tree_frames(build_tree(values_here, working, tree_order))[2], hide_index=True, width="stretch")
+    st.caption(f"Each addition of the CPU order: the exact sum of its two rounded inputs, and the {working} value it "
+               "rounds to (exact rational rounding, nearest even).")

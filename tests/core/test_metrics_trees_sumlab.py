@@ -15,7 +15,7 @@ from core.metrics import a_priori_bound, bits_of_scalar, evaluate, exact_value, 
 from core.orders import DEFAULT_ORDERS, ORDERS, pairwise, sequential
 from core.sumlab import run_lab, running_error
 from core.trees import MAX_TREE_N, TREE_ORDERS, build_tree, exact_total
-from core.vectors import VectorSpec, generate
+from core.vectors import NUMPY_DTYPES, VectorSpec, generate
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
 
@@ -76,8 +76,24 @@ def test_tree_limits():
     with pytest.raises(ValueError):
         build_tree(np.ones(MAX_TREE_N + 1, dtype=np.float32), "float32", "sequential")
     with pytest.raises(ValueError):
-        build_tree(np.ones(3, dtype=np.float32), "float32", "cuda")
-    assert set(TREE_ORDERS) >= {"sequential", "pairwise", "numpy"}
+        build_tree(np.ones(3, dtype=np.float32), "float32", "warp")
+    assert set(TREE_ORDERS) >= {"sequential", "pairwise", "numpy", "cuda"}
+
+
+@pytest.mark.parametrize("working", ["float32", "float64"])
+def test_cuda_tree_is_the_cuda_models_sum_addition_by_addition(working):
+    """Issue 13: the GPU block tree. Its root is core.cuda_model's torch 2.13 result for every small n."""
+    from core.cuda_model import cuda_launch, cuda_sum_model
+
+    fmt = FORMATS[working]
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 3, 5, 8, 13, 16, 31, 32):
+        x = (rng.standard_normal(n) * 10.0 ** rng.integers(-4, 5, n)).astype(NUMPY_DTYPES[working])
+        tree = build_tree(x, working, "cuda")
+        assert tree.result == exact_value(cuda_sum_model(x), fmt), n
+        assert exact_total(tree) == exact_sum_fraction(x)
+        width = cuda_launch(n).threads_per_block
+        assert tree.nodes[tree.root].depth == (width.bit_length() - 1) + (1 if n > width else 0), n
 
 
 def test_lab_panel_on_the_default_vector():
