@@ -37,7 +37,7 @@ from core.vectors import GENERATORS, VectorSpec
 from ui import machines_view as mv
 from ui.crowd import heavy_section
 from ui.export import download_buttons
-from ui.navigation import ensure_app_navigation
+from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
 from ui.urlstate import restore, share_box, sync
 
@@ -288,3 +288,5 @@ if any(d.kind == "cuda" for d in gpus):
         tf32 = (a @ a).cpu()
     st.markdown(f"TF32 on this GPU: a 256×256 float32 product differs in {(exact32 != tf32).sum().item():,} of "
                 f"{exact32.numel():,} entries with `allow_tf32` on (set and restored under a lock).")
+
+next_page_link("cpu_vs_gpu")

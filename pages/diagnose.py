@@ -20,7 +20,7 @@ from core.diagnose_io import (
 from core.diagnose_logs import diagnose_logs
 from core.querystate import Field
 from ui.diagnose_view import digest, show_diagnosis, show_log_diagnosis
-from ui.navigation import ensure_app_navigation
+from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
 from ui.urlstate import restore, share_box, sync
 
@@ -266,3 +266,5 @@ if diagnosis is not None:
     show_diagnosis(diagnosis)
 if log_result is not None:
     show_log_diagnosis(log_result)
+
+next_page_link("diagnose")

@@ -35,7 +35,7 @@ from core.querystate import Field
 from core.vectors import VectorError
 from ui import gpu_arithmetic_view as view
 from ui.export import download_buttons
-from ui.navigation import ensure_app_navigation
+from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
 from ui.talk import more_settings
 from ui.urlstate import restore, share_box, sync
@@ -288,3 +288,5 @@ if atomics is not None:
         + (f"GPU: index_add_ live on {inert(atomics.gpu, line_start=False)}, repeated {int(runs):,} times."
            if atomics.gpu else "No GPU here, so no live GPU runs; recorded ones are not part of the recordings yet.")
     )
+
+next_page_link("gpu_arithmetic")

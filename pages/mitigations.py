@@ -31,7 +31,7 @@ from core.sumlab import run_lab
 from core.training import TrainSettings, seed_study
 from core.vectors import VectorSpec, generate
 from ui.crowd import heavy_section
-from ui.navigation import ensure_app_navigation
+from ui.navigation import ensure_app_navigation, next_page_link
 from ui.urlstate import restore, share_box, sync
 
 DEFAULT_VECTOR = VectorSpec("normal", 1_000_000, 0, "float32")
@@ -313,3 +313,5 @@ st.dataframe(pd.DataFrame([
     {"mitigation": "accept the divergence", "fixes": "nothing, by design", "does not fix": "bit-level comparisons",
      "cost": "nothing at run time; K seeds per side to compare"},
 ]), hide_index=True, width="stretch")
+
+next_page_link("mitigations")

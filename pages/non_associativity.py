@@ -19,7 +19,7 @@ from core.exact import abbreviate, exact_decimal, shortest_repr, to_mpf
 from core.formats import FLOAT64, FORMATS, Exact, FloatFormat, error_in_ulps, floor_log2, hex_bits, ulp
 from core.parse import ParseError, parse_number
 from core.querystate import Field
-from ui.navigation import ensure_app_navigation
+from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import bits_html, bits_legend, inert, mono
 from ui.urlstate import restore, share_box, sync
 
@@ -316,3 +316,5 @@ st.caption(
     "without rounding; every rounding is also checked against an exact IEEE "
     "round-to-nearest-even model."
 )
+
+next_page_link("non_associativity")

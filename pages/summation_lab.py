@@ -37,7 +37,7 @@ from core.vectors import (
 from ui import charts
 from ui.crowd import heavy_section, over_budget
 from ui.export import download_buttons
-from ui.navigation import ensure_app_navigation
+from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
 from ui.sumlab_view import error_frame, permutation_frames, results_table, running_frame, tree_frames
 from ui.talk import more_settings
@@ -302,3 +302,5 @@ elif not isinstance(result.exact, float):
     st.dataframe(tree_frames(build_tree(values_here, working, tree_order))[2], hide_index=True, width="stretch")
     st.caption(f"Each addition of the CPU order: the exact sum of its two rounded inputs, and the {working} value it "
                "rounds to (exact rational rounding, nearest even).")
+
+next_page_link("summation_lab")

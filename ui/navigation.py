@@ -84,3 +84,18 @@ def ensure_app_navigation() -> None:
         return
     st.session_state[HEALED_KEY] = True
     st.rerun()
+
+
+def next_page_link(stem: str) -> None:
+    """The link that ends a page: the next page of the story (PAGE_TABLE order), or back to the overview."""
+    stems = [s for s, *_ in PAGE_TABLE]
+    i = stems.index(stem)
+    st.divider()
+    try:
+        if i + 1 < len(stems):
+            _, title, icon, blurb = PAGE_TABLE[i + 1]
+            st.page_link(f"pages/{stems[i + 1]}.py", label=f"Next: {title} — {blurb}", icon=icon)
+        else:
+            st.page_link("app.py", label="Back to the overview", icon=":material/home:")
+    except st.errors.StreamlitAPIException:  # the page runs on its own (tests, a bare script run): no navigation
+        st.caption(f"Next in the story: {PAGE_TABLE[i + 1][1] if i + 1 < len(stems) else 'the overview'}.")

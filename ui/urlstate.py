@@ -9,7 +9,6 @@ import streamlit as st
 from core.querystate import Field, decode, encode_bounded, query_string
 from ui.render import inert
 
-
 _PAGE_KEY = "_url_page"  # the page whose restore ran last in this session (sync writes for it)
 
 

@@ -21,8 +21,8 @@ from core.fingerprint import (
     SHARED_OPS,
     _compute,
     compare_ops,
-    first_differing_group,
     fingerprint,
+    first_differing_group,
     group_fingerprints,
     op_fingerprint,
 )
