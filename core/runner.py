@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass
 
-from core.training import PairedRun, TrainSettings, summarize
+from core.training import SEED_CHUNK, PairedRun, TrainSettings, summarize
 
 _SLOT_LOCK = threading.Lock()  # held only for a lookup and a store, never while computing
 
@@ -84,7 +84,7 @@ class PairOutcome:
 
 
 def pair_outcome(settings: TrainSettings, on_progress: Callable[[int, int], None] | None = None,
-                 memo: Memo | None = None, chunk: int = 25) -> PairOutcome:
+                 memo: Memo | None = None, chunk: int = SEED_CHUNK) -> PairOutcome:
     """Train one pair to the end in chunks (``on_progress(done, total)`` between them; it may raise)."""
     if memo is not None and (hit := memo.get(settings)) is not None:
         return hit

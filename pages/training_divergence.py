@@ -48,12 +48,11 @@ from ui.training_view import (
 from ui.urlstate import restore, share_box, sync
 
 FRAMES = 10  # chart redraws during one Play of the whole run (fewer redraws keep it fast)
-PLAY_CHUNK = 25  # steps applied at once while playing: a few tens of milliseconds between yield points
+PLAY_CHUNK = 10  # steps applied at once while playing: tens of milliseconds between yield points (idle core)
 YIELD_EVERY = 0.1  # seconds between two progress updates (each is where a click or a closed tab stops a run)
 OPT_LABELS = {"sgd_momentum": "SGD with momentum 0.9", "adam": "Adam"}
 HAS_GPU = any(d.kind != "cpu" for d in available_devices())
 SOURCE_KEYS = [k for k in SOURCES if k != "device" or HAS_GPU]
-SETTING_KEYS = ("td_source", "td_dtype", "td_opt", "td_lr", "td_steps", "td_seed")
 
 
 def _preset_values(name: str) -> dict:
@@ -268,8 +267,10 @@ def draw(live: bool = False) -> None:
         left, right = st.columns(2)
         grid_a, pts = boundary_frame(gx, gy, pa, run.x64, run.y)
         grid_b, _ = boundary_frame(gx, gy, pb, run.x64, run.y)
-        left.altair_chart(boundary_chart(grid_a, pts, f"Run A at step {last.step}"), width="stretch")
-        right.altair_chart(boundary_chart(grid_b, pts, f"Run B at step {last.step}"), width="stretch")
+        left.altair_chart(boundary_chart(grid_a, pts, f"Run A at step {last.step}"), width="content")
+        right.altair_chart(boundary_chart(grid_b, pts, f"Run B at step {last.step}"), width="content")
+        st.caption("Decision boundaries: the pale cells are the class each run predicts there, the dots are the "
+                   "data points in their true class (both runs saw the same points).")
 
 
 if run.requested:

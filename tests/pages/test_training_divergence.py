@@ -199,3 +199,41 @@ def test_the_seed_study_reports_progress_and_stops_when_its_progress_raises():
     with pytest.raises(Stop):
         seed_study(TrainSettings(steps=200), 4, progress)
     assert len(calls) == 3 and calls[-1][0] < 200 and all(t == 800 for _, t in calls)
+
+
+def _layers(spec: dict) -> list[dict]:
+    return spec.get("layer", [spec])
+
+
+def test_every_chart_has_axis_titles_a_legend_for_its_series_and_room_to_plot():
+    """Issue 13: loss lines merged with no legend, the bits strip kept about 15 px, boundaries were stripes."""
+    import json
+
+    at = open_link(steps="40")
+    at.button(key="td_play").click().run()
+    at.button(key="td_f64").click().run()
+    at.number_input(key="td_k").set_value(2).run()
+    at.button(key="td_seeds").click().run()
+    assert not at.exception
+    specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+    assert len(specs) == 8  # loss, gaps, bits, two boundaries, float32/float64, two seed charts
+    for spec in specs:
+        # Streamlit's theme fits title, axes and legend inside the height: leave the plot room
+        assert spec["height"] >= 250, spec.get("title")
+        for layer in _layers(spec):
+            enc = layer.get("encoding", {})
+            for axis in ("x", "y"):
+                if axis in enc and enc[axis].get("axis", {}) is not None and layer is _layers(spec)[0]:
+                    assert enc[axis].get("title"), (spec.get("title"), axis)
+            colour = enc.get("color", {})
+            if "field" in colour and colour["field"] != enc.get("x", {}).get("field"):
+                legends = [lay["encoding"]["color"].get("legend", {}) for lay in _layers(spec)
+                           if "field" in lay.get("encoding", {}).get("color", {})]
+                assert any(lg is not None for lg in legends), spec.get("title")
+    loss = specs[0]["encoding"]
+    # A and B differ in colour, dash and width, one legend for all three (same field, same title)
+    assert {loss[c]["field"] for c in ("color", "strokeDash", "strokeWidth")} == {"run"}
+    assert len({loss[c]["title"] for c in ("color", "strokeDash", "strokeWidth")}) == 1
+    for boundary in specs[3:5]:
+        cells = boundary["layer"][0]
+        assert cells["mark"]["type"] == "rect" and {"x2", "y2"} <= set(cells["encoding"])  # tiles, no gaps
