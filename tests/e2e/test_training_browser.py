@@ -280,3 +280,22 @@ def test_training_charts_at_1920_px(server, browser):
         assert plot_height >= 120, plot_height
     finally:
         context.close()
+
+
+def test_a_scenario_reopened_from_the_home_page_is_ready_to_play(server, page):
+    """Issue 13: reopening 'Watch two runs diverge' showed the old run (finished: Play disabled)."""
+    page.goto(server.url)
+    wait_for_app(page)
+    for attempt in range(2):
+        page.get_by_role("link", name="Watch two runs diverge").click()
+        expect(page.get_by_text("Press Play to train both runs live")).to_be_visible(timeout=60_000)
+        wait_for_app(page)
+        assert_healthy_page(page)
+        expect(page.get_by_role("button", name="Play")).to_be_enabled()
+        if attempt == 0:
+            page.get_by_role("button", name="+10 steps").click()
+            expect(page.get_by_text(re.compile(r"After step 10 · B differs by"))).to_be_visible(timeout=60_000)
+            wait_for_app(page)
+            page.get_by_role("link", name="Overview").click()
+            wait_for_app(page)
+    screenshot(page, "training-scenario-reopened")
