@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.navigation import PAGE_TABLE, ensure_app_navigation, leave_directory_mode, mark_app_navigation
+from ui.navigation import HOME_PAGE_KEY, PAGE_TABLE, ensure_app_navigation, leave_directory_mode, mark_app_navigation
 from ui.talk import SCENARIOS, apply_from_link, sidebar_toggle
 
 leave_directory_mode()  # before any widget: the first session's first run would give them other ids
@@ -101,6 +101,7 @@ both learn equally well.
 
 
 HOME = st.Page(home, title="Overview", icon=":material/home:", default=True)
+st.session_state[HOME_PAGE_KEY] = HOME  # the last page of the story links back to it
 
 apply_from_link()
 sidebar_toggle()

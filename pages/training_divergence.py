@@ -15,6 +15,7 @@ from core.devices import available_devices, cpu_device
 from core.exact import exact_decimal
 from core.formats import FORMATS
 from core.querystate import Field, decode
+from core.recordings import cached_recordings, recorded_outcomes
 from core.runner import PAIR_MEMO, SEED_MEMO, current_run, pair_outcome
 from core.training import (
     DEFAULT_PRESET,
@@ -31,8 +32,8 @@ from core.training import (
 )
 from ui.crowd import heavy_section, over_budget
 from ui.export import download_buttons
-from ui.navigation import ensure_app_navigation
-from ui.render import bits_html
+from ui.navigation import ensure_app_navigation, next_page_link
+from ui.render import bits_html, inert
 from ui.talk import more_settings
 from ui.training_view import (
     bits_strip,
@@ -169,6 +170,10 @@ st.markdown(
 st.selectbox("Preset", list(PRESETS), key="td_preset", on_change=_load_preset)
 preset = PRESETS[st.session_state["td_preset"]]
 st.caption(preset.note)
+for label, step, steps in recorded_outcomes(cached_recordings()[0], preset.name):
+    who = inert(label[:1].upper() + label[1:])
+    st.caption(f"{who}: this pair more than 1% apart from step {step}" if step else
+               f"{who}: this pair never more than 1% apart within {steps} steps")
 note_slot = st.empty()
 c1, c2, c3 = st.columns([3, 1, 1])
 c1.selectbox("What differs in run B", SOURCE_KEYS, format_func=SOURCES.get, key="td_source")
@@ -362,3 +367,5 @@ if seed_result and seed_result[0] == settings:
                 f"(largest standard deviation over seeds on one side: {spread:.3g}).")
     st.caption(f"Seeds {study.seeds[0]}–{study.seeds[-1]}, each trained for {settings.steps} steps on both sides; "
                "accuracy on the whole data set.")
+
+next_page_link("training_divergence")

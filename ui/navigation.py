@@ -45,6 +45,7 @@ PAGE_TABLE = [
 ]
 
 APP_NAV_KEY = "_app_navigation_ran"
+HOME_PAGE_KEY = "_app_home_page"  # app.py's overview page object, for the story's last link
 HEALED_KEY = "_app_navigation_healed"
 
 
@@ -95,7 +96,9 @@ def next_page_link(stem: str) -> None:
         if i + 1 < len(stems):
             _, title, icon, blurb = PAGE_TABLE[i + 1]
             st.page_link(f"pages/{stems[i + 1]}.py", label=f"Next: {title} — {blurb}", icon=icon)
+        elif st.session_state.get(HOME_PAGE_KEY) is not None:
+            st.page_link(st.session_state[HOME_PAGE_KEY], label="Back to the overview", icon=":material/home:")
         else:
-            st.page_link("app.py", label="Back to the overview", icon=":material/home:")
+            raise st.errors.StreamlitAPIException("no overview page in this session")
     except st.errors.StreamlitAPIException:  # the page runs on its own (tests, a bare script run): no navigation
         st.caption(f"Next in the story: {PAGE_TABLE[i + 1][1] if i + 1 < len(stems) else 'the overview'}.")

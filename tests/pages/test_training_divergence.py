@@ -237,3 +237,15 @@ def test_every_chart_has_axis_titles_a_legend_for_its_series_and_room_to_plot():
     for boundary in specs[3:5]:
         cells = boundary["layer"][0]
         assert cells["mark"]["type"] == "rect" and {"x2", "y2"} <= set(cells["encoding"])  # tiles, no gaps
+
+
+def test_the_preset_cites_each_recorded_machine_with_its_provenance(td):
+    """The step at which a pair parts depends on the machine: the page cites recordings, never one number."""
+    from core.recordings import cached_recordings, recorded_outcomes
+
+    text = all_text(td)
+    rows = recorded_outcomes(cached_recordings()[0], DEFAULT_PRESET)
+    assert rows  # the bundled recordings hold the default preset
+    for label, step, _ in rows:
+        assert label.startswith("recorded on ") and f"this pair more than 1% apart from step {step}" in text
+    assert "113" not in PRESETS[DEFAULT_PRESET].note and "135" not in PRESETS[DEFAULT_PRESET].note
