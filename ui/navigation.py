@@ -38,6 +38,8 @@ PAGE_TABLE = [
      "exact on this CPU against the exact result"),
     ("training_divergence", "Training divergence", ":material/show_chart:",
      "train a tiny network twice and watch the runs drift apart, step by step"),
+    ("many_devices", "Many devices", ":material/hub:",
+     "data-parallel training on a real gloo process group, and the all-reduce orders of 2 to 1,024 devices"),
     ("mitigations", "Mitigations", ":material/build:",
      "float64, wider accumulation, determinism and an order-independent sum, with costs measured here"),
     ("diagnose", "Diagnose a mismatch", ":material/troubleshoot:",

@@ -1,0 +1,55 @@
+"""The Many devices page in a real browser against a real server: the server starts a gloo process
+group of two workers, shows the comparison with one process and the workers' memory, leaves no
+worker process behind, and runs the emulation of 8 devices."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
+
+
+def children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def test_live_gloo_run_and_emulation(server, page):
+    page.goto(f"{server.url}/many_devices?workers=2&steps=10&devices=8&emulated_steps=10&model=ring_gloo")
+    wait_for_app(page)
+    assert_healthy_page(page)
+    expect(page.get_by_text("A real process group on this server")).to_be_visible()
+    before = set(children(server.proc.pid))
+
+    page.get_by_role("button", name="Start 2 worker processes and train 10 steps").click()
+    expect(page.get_by_text("2 worker processes against one process, 10 steps")).to_be_visible(timeout=300_000)
+    wait_for_app(page, timeout=300_000)
+    assert_healthy_page(page)
+    expect(page.get_by_text(re.compile(r"data-parallel \(gloo, world size 2\): "))).to_be_visible()
+    expect(page.get_by_text("Peak memory of the group (PSS)")).to_be_visible()
+    assert set(children(server.proc.pid)) <= before  # every worker was reaped by the server
+    screenshot(page, "many-devices-live")
+
+    page.get_by_role("button", name="Replay this run with the ring model (2 emulated devices)").click()
+    expect(page.get_by_text(re.compile(r"bit for bit at all 10 steps|first differ from the live run's at step"))
+           ).to_be_visible(timeout=300_000)
+    wait_for_app(page, timeout=300_000)
+
+    page.get_by_role("button", name=re.compile(r"Run the emulation \(1 run of 10 steps\)")).click()
+    expect(page.get_by_text("8 emulated devices (Ring (gloo)): the weights first differ")).to_be_visible(
+        timeout=300_000)
+    wait_for_app(page, timeout=300_000)
+    assert_healthy_page(page)
+    assert_charts_rendered(page, 2)  # the live run's gap and the emulated runs' gap
+    screenshot(page, "many-devices-emulated", full_page=True)

@@ -1,0 +1,157 @@
+"""Tables, Altair charts and server-wide memos for the Many devices page (no numerics here)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from core.collectives import MODELS, Comparison
+from core.data_parallel import DataParallelResult, EmulatedRun
+from core.gate import HEAVY
+from core.runner import Memo
+from core.training import DivergenceSummary, StepRecord
+
+# Finished work shared by every visitor of this server (deterministic for its key, so never stale).
+EMULATIONS = Memo(24)  # (ranks, model, steps) -> EmulatedRun
+STUDIES = Memo(4)  # ks -> tuple of Comparison
+RUN_COLOURS = ["#1f5fa8", "#d97706", "#16a34a", "#9333ea", "#dc2626", "#0891b2"]
+MODEL_COLOURS = alt.Scale(domain=[m.name for m in MODELS.values()], range=["#1f5fa8", "#0891b2", "#d97706", "#16a34a"])
+HEIGHT = 320
+
+
+@contextmanager
+def gated(what: str) -> Iterator[None]:
+    """Run a heavy block through the server-wide gate (core.gate.HEAVY), saying whom it waits for."""
+    slot = st.empty()
+
+    def waiting(k: int) -> None:
+        slot.info(f"Waiting for {k} other heavy computation{'s' if k != 1 else ''} to finish before {what} "
+                  f"starts (at most {HEAVY.slots} at once on this server).", icon=":material/hourglass_top:")
+
+    started = time.monotonic()
+    with HEAVY.hold(on_wait=waiting) as ahead:
+        if ahead:
+            slot.caption(f":material/hourglass_bottom: Waited {time.monotonic() - started:.0f} s for a free slot.")
+        else:
+            slot.empty()
+        yield
+
+
+def step_text(step: int | None, steps: int) -> str:
+    return f"step {step}" if step is not None else f"never within {steps} steps"
+
+
+def short_step(step: int | None, steps: int) -> str:
+    """For a metric tile: 'step 12', or 'none in 200 steps'."""
+    return f"step {step}" if step is not None else f"none in {steps} steps"
+
+
+def parting(s: DivergenceSummary, steps: int) -> str:
+    """One sentence: when the weights first differ and when the losses part by more than 1%."""
+    if s.first_difference is None:
+        return f"bit-identical to one process at every one of the {steps} steps."
+    rel = (f"the losses are more than 1% apart from step {s.first_rel_1pct} on" if s.first_rel_1pct is not None
+           else f"the losses stay within 1% of each other for all {steps} steps")
+    return f"the weights first differ from one process at step {s.first_difference}; {rel}."
+
+
+def summary_row(label: str, s: DivergenceSummary, steps: int) -> dict:
+    return {
+        "run": label,
+        "first differs from one process": step_text(s.first_difference, steps),
+        "losses more than 1% apart": step_text(s.first_rel_1pct, steps),
+        "‖Δθ‖ doubles every": f"{s.doubling_steps:.1f} steps" if s.doubling_steps else "—",
+    }
+
+
+def divergence_frame(runs: dict[str, list[StepRecord]]) -> pd.DataFrame:
+    rows = []
+    for label, records in runs.items():
+        for r in records:
+            rows.append({"run": label, "step": r.step, "‖Δθ‖": r.param_distance, "|Δ loss|": r.abs_diff,
+                         "relative loss gap": r.rel_diff, "differing bits": r.differing_bits / r.total_bits})
+    return pd.DataFrame(rows, columns=["run", "step", "‖Δθ‖", "|Δ loss|", "relative loss gap", "differing bits"])
+
+
+def gap_chart(df: pd.DataFrame, title: str, field: str = "‖Δθ‖") -> alt.Chart:
+    """The gap to one process per step, on a log scale (steps where it is exactly 0 are left out)."""
+    shown = df[df[field] > 0]
+    runs = list(dict.fromkeys(df["run"]))
+    colours = alt.Scale(domain=runs, range=RUN_COLOURS[: max(1, len(runs))])
+    return alt.Chart(shown, title=title, height=HEIGHT).mark_line(strokeWidth=2).encode(
+        x=alt.X("step:Q", title="training step", axis=alt.Axis(format="d", tickMinStep=1)),
+        y=alt.Y(f"{field}:Q", title=f"{field} (log scale)", scale=alt.Scale(type="log")),
+        color=alt.Color("run:N", title=None, scale=colours, legend=alt.Legend(orient="bottom")),
+        tooltip=["run", "step", alt.Tooltip(f"{field}:Q", format=".3e")],
+    )
+
+
+def live_facts(r: DataParallelResult) -> pd.DataFrame:
+    mb = 2**20
+    rows = [
+        ("worker processes", f"{r.world_size} (pids {', '.join(map(str, r.pids))}), torch {r.torch_version}"),
+        ("threads per worker", ", ".join(map(str, r.threads_per_worker))),
+        ("peak resident memory of the group (RSS, sampled)", f"{r.peak_rss_bytes / mb:,.0f} MB"),
+        ("peak proportional memory (PSS: shared pages split)",
+         f"{r.peak_pss_bytes / mb:,.0f} MB" if r.peak_pss_bytes else "not reported here"),
+        ("each worker's own peak (RSS)", ", ".join(f"{m / mb:,.0f} MB" for m in r.worker_max_rss)),
+        ("replicas identical at the end", "yes" if r.replicas_identical else "no"),
+        ("time to start the group / whole run", f"{r.startup_s:.1f} s / {r.wall_s:.1f} s"),
+    ]
+    return pd.DataFrame(rows, columns=["", "measured in this run"])
+
+
+def models_frame() -> pd.DataFrame:
+    return pd.DataFrame([{"model": m.name, "order": m.order, "source": m.source, "checked": m.checked}
+                         for m in MODELS.values()])
+
+
+def study_frame(study: tuple[Comparison, ...]) -> pd.DataFrame:
+    rows = []
+    for c in study:
+        for o in c.outcomes:
+            rows.append({"ranks k": c.ranks, "model": MODELS[o.model].name, "mean |error| (ULPs)": o.mean_abs_ulps,
+                         "largest |error| (ULPs)": o.max_abs_ulps, "correctly rounded": o.correctly_rounded})
+    return pd.DataFrame(rows)
+
+
+def study_chart(df: pd.DataFrame, field: str, title: str, log_y: bool) -> alt.Chart:
+    y_scale = alt.Scale(type="symlog", constant=0.01) if log_y else alt.Scale(domain=[0, 1])
+    return alt.Chart(df, title=title, height=HEIGHT).mark_line(point=True).encode(
+        x=alt.X("ranks k:Q", title="ranks k (log scale)", scale=alt.Scale(type="log", base=2)),
+        y=alt.Y(f"{field}:Q", title=field, scale=y_scale,
+                axis=alt.Axis(format="%") if not log_y else alt.Axis()),
+        color=alt.Color("model:N", title=None, scale=MODEL_COLOURS, legend=alt.Legend(orient="bottom")),
+        tooltip=["ranks k", "model", alt.Tooltip(f"{field}:Q", format=".3~g")],
+    )
+
+
+def pairs_frame(c: Comparison) -> pd.DataFrame:
+    return pd.DataFrame([{"model": MODELS[p.a].name, "against": MODELS[p.b].name,
+                          "elements whose bits differ": f"{p.differing:.1%}",
+                          "largest distance": f"{p.max_ulp_distance:,} ULPs"} for p in c.pairs])
+
+
+def outcomes_frame(c: Comparison) -> pd.DataFrame:
+    return pd.DataFrame([{"model": MODELS[o.model].name, "mean |error|": f"{o.mean_abs_ulps:.3g} ULPs",
+                          "largest |error|": f"{o.max_abs_ulps:,.4g} ULPs",
+                          "correctly rounded elements": f"{o.correctly_rounded:.1%}"} for o in c.outcomes])
+
+
+def emulation_rows(runs: list[EmulatedRun]) -> pd.DataFrame:
+    return pd.DataFrame([summary_row(f"{r.ranks:,} devices · {MODELS[r.model].name}", r.summary, r.steps)
+                         for r in runs])
+
+
+def between_frame(pairs: list[tuple[str, str, int | None, int]]) -> pd.DataFrame:
+    return pd.DataFrame([{"run": a, "against": b, "weights first differ": step_text(s, n)} for a, b, s, n in pairs])
+
+
+def megabytes(b: float | None) -> str:
+    return "—" if b is None or not math.isfinite(b) else f"{b / 2**20:,.0f} MB"
