@@ -565,12 +565,24 @@ class _Group:
                     p.kill()
         self.close()
 
-    def close(self) -> None:
+    def close(self, grace: float = 30.0) -> None:
+        """Close the workers' stdin (their watchdogs exit), reap them; kill any still there after ``grace`` s."""
+        deadline = time.monotonic() + grace
         for p in self.procs:
             with contextlib.suppress(Exception):
                 p.stdin.close()
+        for p in self.procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(timeout=30)
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        if any(p.poll() is None for p in self.procs):
+            if self.pgid is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.pgid, signal.SIGKILL)
+            for p in self.procs:
+                with contextlib.suppress(ProcessLookupError):
+                    p.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=10)
         for t in self._readers:
             t.join(timeout=5)
         for p in self.procs:
