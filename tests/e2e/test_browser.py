@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import Server, assert_healthy_page, screenshot, wait_for_app
+from ui.navigation import PAGE_TABLE
 
 PAGES = [("", "Same model, same seed, different numbers"),
          ("non_associativity", "Non-associativity: (a + b) + c ≠ a + (b + c)"),
@@ -20,9 +21,7 @@ PAGES = [("", "Same model, same seed, different numbers"),
          ("cpu_vs_gpu", "CPU vs GPU"),
          ("training_divergence", "Training divergence"),
          ("mitigations", "Mitigations and what they cost")]
-SIDEBAR_LABELS = {"": "Overview", "non_associativity": "Non-associativity", "summation_lab": "Summation lab",
-                  "cpu_vs_gpu": "CPU vs GPU", "training_divergence": "Training divergence",
-                  "mitigations": "Mitigations"}
+SIDEBAR_LABELS = {"": "Overview", **{stem: title for stem, title, *_ in PAGE_TABLE}}  # every page, in table order
 NAV = list(SIDEBAR_LABELS.values())
 
 
