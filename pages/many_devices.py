@@ -41,7 +41,7 @@ from ui.many_devices_view import (
     study_chart,
     study_frame,
 )
-from ui.navigation import ensure_app_navigation
+from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
 from ui.urlstate import restore, share_box, sync
 
@@ -273,3 +273,5 @@ st.info(
     icon=":material/lightbulb:",
 )
 share_box(sync(URL_FIELDS), url_notes)
+
+next_page_link("many_devices")
