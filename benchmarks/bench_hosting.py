@@ -9,6 +9,7 @@ Usage: python -m benchmarks.bench_hosting
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
@@ -18,7 +19,9 @@ PAGES = ("", "non_associativity", "summation_lab", "cpu_vs_gpu", "training_diver
 
 
 def _choose(page, label: str, option: str) -> None:
-    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
+    """The select box whose label is exactly ``label`` (a substring would also match "Normal" for "n")."""
+    exact = page.locator('[data-testid="stWidgetLabel"]').filter(has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
+    page.locator('[data-testid="stSelectbox"]').filter(has=exact).first.click()
     page.get_by_role("option", name=option, exact=True).click()
     wait_for_app(page)
 

@@ -17,7 +17,7 @@ def test_mitigations_page(server, page):
     screenshot(page, "mitigations-default")
 
     page.get_by_role("button", name="Measure float32 against float64 on this server").click()  # on demand
-    expect(page.get_by_text("what it means", exact=False).first).to_be_visible(timeout=180_000)
+    expect(page.get_by_text("Measured on this server", exact=False).first).to_be_visible(timeout=180_000)
     wait_for_app(page)
 
     page.locator('[data-testid="stSelectbox"]').filter(has_text="Stored format").first.click()
