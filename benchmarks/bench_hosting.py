@@ -13,6 +13,8 @@ import re
 import sys
 import time
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
 from benchmarks.harness import CHROMIUM, CHROMIUM_ARGS, Server, wait_for_app
 
 PAGES = ("", "non_associativity", "summation_lab", "cpu_vs_gpu", "training_divergence", "mitigations")
@@ -21,8 +23,16 @@ PAGES = ("", "non_associativity", "summation_lab", "cpu_vs_gpu", "training_diver
 def _choose(page, label: str, option: str) -> None:
     """The select box whose label is exactly ``label`` (a substring would also match "Normal" for "n")."""
     exact = page.locator('[data-testid="stWidgetLabel"]').filter(has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
-    page.locator('[data-testid="stSelectbox"]').filter(has=exact).first.click()
-    page.get_by_role("option", name=option, exact=True).click()
+    box = page.locator('[data-testid="stSelectbox"]').filter(has=exact).first
+    wanted = page.get_by_role("option", name=option, exact=True)
+    for _ in range(3):  # a first click that only scrolls the box into view and focuses it does not open it
+        box.click()
+        try:
+            wanted.wait_for(timeout=5_000)
+            break
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+    wanted.click()
     wait_for_app(page)
 
 

@@ -48,7 +48,7 @@ H100_SMS = 132
 def _fidelity(path: str, mtime: float):
     recs, _ = cached_recordings(recordings_dir())
     rec = next(r for r in recs if r.path == path)
-    return model_fidelity(rec, max_n=1_000_000)
+    return model_fidelity(rec, max_n=100_000)  # sizes up to 10^5 on the page: bounded memory for every visitor
 
 
 URL_FIELDS = [
