@@ -73,3 +73,17 @@ def assert_charts_rendered(page, minimum: int) -> None:
         drawn.wait_for(timeout=30_000)
         box = drawn.bounding_box()
         assert box is not None and box["height"] > 50 and box["width"] > 100, (i, box)
+
+
+def choose(page, label: str, option: str) -> None:
+    """Pick an option of the select box whose label contains ``label``."""
+    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_for_app(page)
+
+
+def set_number(page, label: str, value: int) -> None:
+    box = page.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+    wait_for_app(page)

@@ -12,7 +12,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import Server, assert_healthy_page, screenshot, wait_for_app
+from tests.e2e.conftest import Server, assert_healthy_page, choose, screenshot, wait_for_app
 from ui.navigation import PAGE_TABLE
 
 PAGES = [("", "Same model, same seed, different numbers"),
@@ -84,12 +84,6 @@ def test_home_link_opens_the_playground(server, page):
     assert_healthy_page(page)
 
 
-def _choose(page, label: str, option: str) -> None:
-    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
-    page.get_by_role("option", name=option, exact=True).click()
-    wait_for_app(page)
-
-
 def _verdict(page) -> str:
     return page.locator('[data-testid="stAlertContentError"]').last.inner_text()
 
@@ -100,7 +94,7 @@ def test_playground_reacts_like_a_person_expects(server, page):
     assert "0.6000000000000001 versus 0.6" in _verdict(page)
     screenshot(page, "non-associativity-default")
 
-    _choose(page, "Preset", "2048 + 1 + 1 (float16)")
+    choose(page, "Preset", "2048 + 1 + 1 (float16)")
     expect(page.locator('[data-testid="stAlertContentError"]').last).to_contain_text("2048 versus 2050")
     assert page.get_by_label("a", exact=True).input_value() == "2048"
     screenshot(page, "non-associativity-float16")
@@ -121,7 +115,7 @@ def test_playground_reacts_like_a_person_expects(server, page):
     wait_for_app(page)
     assert page.locator('[data-testid="stAlertContentWarning"]').count() == 0
 
-    _choose(page, "Format (dtype)", "float32")
+    choose(page, "Format (dtype)", "float32")
     page.get_by_role("button", name="Search random triples").click()
     expect(page.get_by_text(re.compile(r"float32 triples .* give different bits"))).to_be_visible()
     wait_for_app(page)

@@ -8,20 +8,15 @@ from pathlib import Path
 
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import ARTIFACTS, assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
-
-
-def _choose(page, label: str, option: str) -> None:
-    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
-    page.get_by_role("option", name=option, exact=True).click()
-    wait_for_app(page)
-
-
-def _set_number(page, label: str, value: int) -> None:
-    box = page.get_by_label(label, exact=True)
-    box.fill(str(value))
-    box.press("Enter")
-    wait_for_app(page)
+from tests.e2e.conftest import (
+    ARTIFACTS,
+    assert_charts_rendered,
+    assert_healthy_page,
+    choose,
+    screenshot,
+    set_number,
+    wait_for_app,
+)
 
 
 def test_gpu_arithmetic_page(server, page):
@@ -42,19 +37,19 @@ def test_gpu_arithmetic_page(server, page):
     assert {r["origin"] for r in rows} == {"model", "live", "exact"}
     assert {r["within bound"] for r in rows} <= {"yes", "— (no finite bound)"}
 
-    _set_number(page, "K, terms (1 to 65,536)", 16)
+    set_number(page, "K, terms (1 to 65,536)", 16)
     expect(page.get_by_text("Model, exact rational arithmetic: each rounding adds", exact=False)).to_be_visible(
         timeout=120_000)
     assert_charts_rendered(page, 4)  # now with the picture of every rounding
     assert_healthy_page(page)
     screenshot(page, "gpu-arithmetic-small-k")
 
-    _choose(page, "Accumulate in", "float16")
+    choose(page, "Accumulate in", "float16")
     expect(page.get_by_text("would round the inputs themselves", exact=False)).to_be_visible()
     assert_healthy_page(page)
     screenshot(page, "gpu-arithmetic-bad-format")
 
-    _choose(page, "Accumulate in", "float32")
+    choose(page, "Accumulate in", "float32")
     expect(page.get_by_text("Model, exact rational arithmetic: each rounding adds", exact=False)).to_be_visible(
         timeout=120_000)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

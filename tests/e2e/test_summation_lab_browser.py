@@ -10,20 +10,7 @@ from pathlib import Path
 import numpy as np
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
-
-
-def _choose(page, label: str, option: str) -> None:
-    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
-    page.get_by_role("option", name=option, exact=True).click()
-    wait_for_app(page)
-
-
-def _set_number(page, label: str, value: int) -> None:
-    box = page.get_by_label(label, exact=True)
-    box.fill(str(value))
-    box.press("Enter")
-    wait_for_app(page)
+from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, choose, screenshot, set_number, wait_for_app
 
 
 def test_lab_defaults_controls_and_download(server, page, tmp_path):
@@ -43,14 +30,14 @@ def test_lab_defaults_controls_and_download(server, page, tmp_path):
     assert {r["within bound"] for r in rows} == {"yes"}
     assert rows[0]["bits"] != rows[-1]["bits"]  # sequential vs correctly rounded
 
-    _set_number(page, "n (1 to 10,000,000)", 20)
+    set_number(page, "n (1 to 10,000,000)", 20)
     expect(page.get_by_text("Each addition of the CPU order: the exact sum of its two rounded inputs")).to_be_visible()
     assert page.get_by_text("Trees are drawn for n ≤ 32").count() == 0
     assert_charts_rendered(page, 4)  # now with the tree
     assert_healthy_page(page)
     screenshot(page, "summation-lab-tree")
 
-    _choose(page, "Vector", "Your numbers: paste them")
+    choose(page, "Vector", "Your numbers: paste them")
     area = page.locator("textarea")
     area.fill("1, 2, banana")
     area.press("Control+Enter")
@@ -61,7 +48,7 @@ def test_lab_defaults_controls_and_download(server, page, tmp_path):
     assert_healthy_page(page)
     screenshot(page, "summation-lab-bad-paste")
 
-    _choose(page, "Vector", "Your numbers: upload a .csv or .npy file")
+    choose(page, "Vector", "Your numbers: upload a .csv or .npy file")
     path = tmp_path / "cancel.npy"
     np.save(path, np.array([1e8, 1.0, -1e8], dtype=np.float32))
     page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
