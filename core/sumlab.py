@@ -13,7 +13,7 @@ import numpy as np
 from core import budget
 from core.bytecache import RESULTS, vector_for
 from core.exact import exact_sum_fraction, to_mpf
-from core.formats import FORMATS, Exact, FloatFormat, round_to_format
+from core.formats import FORMATS, Exact, FloatFormat, round_to_format, ulp
 from core.metrics import SumMetrics, a_priori_bound, evaluate
 from core.orders import ORDERS, Order, OrderOutcome, clamp_permutations, permutation_sums, run_order, working_array
 from core.vectors import Vector, VectorSpec
@@ -250,3 +250,26 @@ def lab_outcome(source: Source, working: str, orders: tuple[str, ...], k: int, s
         return LabOutcome(result, running, vector.source, vector.notes)
 
     return RESULTS.get_or_compute(lab_key(source, working, orders, k, seed), compute)
+
+
+# ------------------------------------------------------------------ errors in one unit
+HUGE_ULPS = 1e6  # from here on an error in ULPs is shown with its relative error too (1e16 − 1e16 + 1: 4.5e15 ULPs)
+
+
+def bound_in_ulps(bound: Fraction | None, exact: Exact, fmt: FloatFormat) -> float | None:
+    """An absolute a-priori bound in ULPs of the exact sum in ``fmt``: the unit of the error column.
+
+    None where there is no finite bound or no finite exact sum (nothing to convert)."""
+    if bound is None or isinstance(exact, float):
+        return None
+    return float(Fraction(bound) / ulp(exact, fmt))
+
+
+def relative_error(computed: Exact, exact: Exact) -> float | None:
+    """|computed − exact| / |exact|, exactly then rounded once; None when the exact value is 0 or not finite,
+    inf when the computed value is not finite."""
+    if isinstance(exact, float) or exact == 0:
+        return None
+    if isinstance(computed, float):
+        return math.inf
+    return float(abs(Fraction(computed) - exact) / abs(exact))

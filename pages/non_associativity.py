@@ -19,8 +19,10 @@ from core.exact import abbreviate, exact_decimal, shortest_repr, to_mpf
 from core.formats import FLOAT64, FORMATS, Exact, FloatFormat, error_in_ulps, floor_log2, hex_bits, ulp
 from core.parse import ParseError, parse_number
 from core.querystate import Field
+from core.sumlab import relative_error
+from ui import glossary
 from ui.navigation import ensure_app_navigation, next_page_link
-from ui.render import bits_html, bits_legend, inert, mono
+from ui.render import bits_html, bits_legend, inert, mono, ulps_text
 from ui.urlstate import restore, share_box, sync
 
 # label -> (format, a, b, c, what it shows)
@@ -101,12 +103,8 @@ def _value_line(x: Exact, fmt: FloatFormat) -> str:
     return f"{mono(shortest_repr(x, fmt))} &nbsp; exactly {mono(abbreviate(exact_decimal(x), 90))}"
 
 
-def _ulps(e: float) -> str:
-    if math.isnan(e):
-        return "undefined"
-    if math.isinf(e):
-        return "∞ (overflowed)"
-    return f"{e:+.4g} ULP"
+def _ulps(e: float, relative: float | None = None) -> str:
+    return ulps_text(e, relative)  # a huge count also gives its relative error
 
 
 URL_FIELDS = [
@@ -122,6 +120,7 @@ url_notes = restore("na", URL_FIELDS, {})
 if url_notes == [] and st.query_params.get("preset") in PRESETS and "a" not in st.query_params:
     _load_preset(st.query_params["preset"])
 st.title("Non-associativity: (a + b) + c ≠ a + (b + c)")
+punch = st.container(key="punchline")  # the two groupings' results, filled below: in the first screen
 st.markdown(
     "Every floating-point addition rounds its exact result to the nearest number the "
     "format can hold. Grouping three numbers differently rounds different intermediate "
@@ -169,6 +168,20 @@ numbers = st.session_state["na_last_good"]
 fmt = numbers[0].fmt
 result: TripleResult = evaluate_triple(numbers)
 cpu = cpu_device()
+with punch:
+    p_left, p_right, p_gap = st.columns([2, 2, 2])
+    for col, g in ((p_left, result.left), (p_right, result.right)):
+        col.metric(f"{g.name} in {fmt.name}", shortest_repr(g.result, fmt),
+                   help=f"Error against the exact sum: {_ulps(g.error_ulps)}.")
+    if not result.differ:
+        p_gap.metric("Apart", "same bits")
+    elif result.ulps_apart is None:
+        p_gap.metric("Apart", "one is not finite")
+    else:
+        p_gap.metric("Apart", f"{result.ulps_apart:,} ULP", help=glossary.help_text("ulp"))
+    st.caption("Same three numbers, two groupings: every addition rounds, and the roundings differ."
+               if result.differ else "Same three numbers, two groupings, the same bits here.")
+glossary.define("ulp")  # the story's first use of the term
 
 # -------------------------------------------------------------------- 1. what is stored
 st.subheader("1 · What the format actually stores")
@@ -207,7 +220,7 @@ for col, g in zip(st.columns(2), (result.left, result.right), strict=True):
                 unsafe_allow_html=True,
             )
         st.markdown(f"Result {bits_html(g.bits, fmt)}", unsafe_allow_html=True)
-        st.metric("Error against the exact sum", _ulps(g.error_ulps))
+        st.metric("Error against the exact sum", _ulps(g.error_ulps, relative_error(g.result, result.exact_sum)))
 
 if result.differ:
     apart = result.ulps_apart

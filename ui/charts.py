@@ -5,6 +5,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from ui.talk import styled
+
 ORIGIN_COLOURS = alt.Scale(
     domain=["live", "model", "algorithm", "exact"],
     range=["#1f5fa8", "#d97706", "#6b7280", "#1e8449"],
@@ -13,7 +15,7 @@ ORIGIN_COLOURS = alt.Scale(
 
 def error_bars(df: pd.DataFrame) -> alt.Chart:
     """|error| in ULPs per order (symlog scale: exact results sit at 0)."""
-    return (
+    return styled(
         alt.Chart(df)
         .mark_bar()
         .encode(
@@ -45,14 +47,14 @@ def permutation_histogram(values: pd.DataFrame, marks: pd.DataFrame) -> alt.Laye
             tooltip=["label", alt.Tooltip("ulps:Q", format="+.4g")],
         )
     )
-    return alt.layer(hist, rules).properties(height=260)
+    return styled(alt.layer(hist, rules).properties(height=260))
 
 
 def running_error_chart(df: pd.DataFrame) -> alt.Chart:
     """|error| of the left-to-right sum after k values, with its a-priori bound."""
     long = df.melt(id_vars=["values summed"], value_vars=["|error|", "bound γ(k−1)·Σ|x|"], var_name="series")
     long = long[long["value"] > 0]
-    return (
+    return styled(
         alt.Chart(long)
         .mark_line(point=False)
         .encode(
@@ -80,4 +82,4 @@ def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame) -> alt.LayerChart:
             tooltip=["label", "exact", "rounded", alt.Tooltip("ulps:Q", format="+.3g")],
         )
     )
-    return alt.layer(lines, points).properties(height=320)
+    return styled(alt.layer(lines, points).properties(height=320))

@@ -78,3 +78,20 @@ def inert(text: object, line_start: bool = True) -> str:
         s = _LEADING_SPACES.sub(" ", s)
         s = _LINE_MARKER.sub(lambda m: m.group(1) + m.group(2)[:-1] + "\\" + m.group(2)[-1], s)
     return s
+
+
+def ulps_text(ulps: float, relative: float | None = None) -> str:
+    """An error in ULPs as text; from core.sumlab.HUGE_ULPS on, with its relative error beside it (an error of
+    4.5e15 ULPs means little until it reads 'relative error 1', the whole answer)."""
+    import math
+
+    from core.sumlab import HUGE_ULPS
+
+    if math.isnan(ulps):
+        return "undefined"
+    if math.isinf(ulps):
+        return "∞ (overflowed)"
+    text = f"{ulps:+.4g} ULP"
+    if abs(ulps) >= HUGE_ULPS and relative is not None:
+        text += f" (relative error {relative:.3g})"
+    return text

@@ -9,7 +9,7 @@ import pandas as pd
 from core.exact import shortest_repr
 from core.formats import hex_bits, ulp
 from core.metrics import SumMetrics, exact_value
-from core.sumlab import LabResult, RunningError
+from core.sumlab import LabResult, RunningError, bound_in_ulps
 from core.trees import Tree
 
 
@@ -23,10 +23,24 @@ def _fmt_float(x: float | None, spec: str) -> str:
     return format(x, spec)
 
 
+NO_BOUND = "no finite bound (n·u ≥ 1, or non-finite data)"
+
+
 def _bound_text(m: SumMetrics) -> str:
     if m.bound is None:
-        return "no finite bound (n·u ≥ 1, or non-finite data)"
+        return NO_BOUND
     return f"{float(m.bound):.3e}"
+
+
+def _bound_ulps_text(m: SumMetrics, exact, fmt) -> str:
+    b = bound_in_ulps(m.bound, exact, fmt)
+    if b is None:
+        return NO_BOUND if m.bound is None else "—"
+    return f"±{b:.4g}"
+
+
+def _abs_text(m: SumMetrics) -> str:
+    return "∞" if isinstance(m.abs_error, float) and math.isinf(m.abs_error) else f"{float(m.abs_error):.3e}"
 
 
 def _within(m: SumMetrics) -> str:
@@ -48,9 +62,11 @@ def results_table(r: LabResult) -> pd.DataFrame:
             "value": shortest_repr(m.value, fmt),
             "bits": hex_bits(m.bits, fmt),
             "error (ULPs)": _fmt_float(m.ulps, "+.4g"),
+            "a-priori bound (ULPs)": _bound_ulps_text(m, r.exact, fmt),
             "relative error": _fmt_float(m.rel_error, ".3e"),
             "correct digits": _fmt_float(m.correct_digits, ".1f"),
-            "a-priori bound": _bound_text(m),
+            "|error| (absolute)": _abs_text(m),
+            "a-priori bound (absolute)": _bound_text(m),
             "within bound": _within(m),
             "provenance": row.outcome.provenance,
             "time (ms)": round(row.outcome.seconds * 1e3, 2),

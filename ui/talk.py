@@ -23,14 +23,27 @@ SCENARIOS: list[tuple[str, str, dict, str]] = [
      "The same sums and training pair in float64, with what it costs here."),
 ]
 
+# Streamlit sizes most text in rem (scaled by the html font size below), but code, bit strings and
+# metric values carry their own sizes, and a metric cuts a long value or label with "…": each is
+# set here so the back of a room reads them (charts draw their text themselves: see ``styled``).
 CSS = """
 <style>
 html { font-size: 20px; }
 .stMainBlockContainer { padding-top: 1.5rem; max-width: 100%; }
 h1 { font-size: 2.4rem !important; }
 [data-testid="stCaptionContainer"] { font-size: 0.95rem; }
+code, pre, .fp-bits, [data-testid="stCode"] * { font-size: 1.0rem !important; }
+[data-testid="stMetricValue"] { font-size: 2.0rem !important; }
+[data-testid="stMetricValue"] *, [data-testid="stMetricLabel"] *, [data-testid="stMetricValue"],
+[data-testid="stMetricLabel"] { white-space: normal !important; overflow: visible !important;
+  text-overflow: clip !important; overflow-wrap: anywhere; height: auto !important; }
+[data-testid="stMetricLabel"] p { font-size: 0.95rem !important; }
+[data-testid="stDataFrame"] { font-size: 1.0rem; }
 </style>
 """
+
+# Chart text in presenter mode (px: Vega draws its own text, which the page's CSS cannot scale).
+PRESENTER_CHART_TEXT = {"axis_label": 18, "axis_title": 19, "legend_label": 18, "legend_title": 19, "title": 22}
 
 
 def presenter() -> bool:
@@ -48,6 +61,20 @@ def sidebar_toggle() -> None:
     st.sidebar.toggle("Presenter mode", key=KEY, help="Larger type and fewer controls, for a projector.")
     if presenter():
         st.html(CSS)
+
+
+def styled(chart, presenter_mode: bool | None = None):
+    """An Altair chart with presenter-sized axes, legends and title in presenter mode (unchanged otherwise).
+
+    Call it on the chart handed to ``st.altair_chart`` (a top-level chart: Altair refuses a chart
+    with its own config inside a layer or a concatenation)."""
+    if not (presenter() if presenter_mode is None else presenter_mode):
+        return chart
+    t = PRESENTER_CHART_TEXT
+    return (chart.configure_axis(labelFontSize=t["axis_label"], titleFontSize=t["axis_title"], labelLimit=360)
+            .configure_legend(labelFontSize=t["legend_label"], titleFontSize=t["legend_title"], labelLimit=360,
+                              titleLimit=600)
+            .configure_title(fontSize=t["title"], limit=1200))
 
 
 def more_settings():

@@ -10,6 +10,7 @@ import pandas as pd
 
 from core.runner import PairOutcome
 from core.training import DivergenceSummary, SeedStudy, StepRecord
+from ui.talk import styled
 
 RUN_COLOURS = alt.Scale(domain=["A", "B"], range=["#1f5fa8", "#d97706"])
 
@@ -42,7 +43,7 @@ def loss_chart(df: pd.DataFrame, title: str) -> alt.Chart:
     long = df.melt(id_vars=["step"], value_vars=["loss A", "loss B"], var_name="run", value_name="loss")
     long["run"] = long["run"].str[-1]
     legend = "run (B dashed on top of A)"
-    return (
+    return styled(
         alt.Chart(long, title=title)
         .mark_line()
         .encode(
@@ -88,11 +89,11 @@ def gap_chart(df: pd.DataFrame, summary: DivergenceSummary, title: str) -> alt.L
                 alt.Chart(fit).mark_line(strokeDash=[6, 3]).encode(x="step:Q", y="value:Q",
                                                                    color=alt.Color("gap:N", scale=colours))
             )
-    return alt.layer(*layers).properties(height=LINE_HEIGHT)
+    return styled(alt.layer(*layers).properties(height=LINE_HEIGHT))
 
 
 def bits_strip(df: pd.DataFrame) -> alt.Chart:
-    return (
+    return styled(
         alt.Chart(df)
         .mark_area(color="#c0392b", opacity=0.7)
         .encode(
@@ -137,14 +138,14 @@ def boundary_chart(grid: pd.DataFrame, pts: pd.DataFrame, title: str) -> alt.Lay
         .mark_circle(size=16, opacity=0.9, stroke="#111827", strokeWidth=0.3)
         .encode(x=x, y=y, color=alt.Color("class:N", scale=colours))
     )
-    return alt.layer(cells, dots).properties(width=BOUNDARY_WIDTH, height=BOUNDARY_HEIGHT)
+    return styled(alt.layer(cells, dots).properties(width=BOUNDARY_WIDTH, height=BOUNDARY_HEIGHT))
 
 
 def precision_overlay(f32: PairOutcome, f64: PairOutcome) -> alt.Chart:
     rows = [{"step": t, "|Δ loss|": d, "pair": "float32 pair"} for t, d in zip(f32.steps, f32.abs_diff, strict=True)]
     rows += [{"step": t, "|Δ loss|": d, "pair": "float64 pair"} for t, d in zip(f64.steps, f64.abs_diff, strict=True)]
     df = pd.DataFrame(rows, columns=["step", "|Δ loss|", "pair"])
-    return (
+    return styled(
         alt.Chart(df, title="|loss A − loss B| of the float32 pair and of the float64 pair")
         .mark_line()
         .encode(
@@ -175,4 +176,4 @@ def seed_chart(df: pd.DataFrame, field: str) -> alt.LayerChart:
     dots = alt.Chart(df).mark_circle(size=60).encode(
         x="side:N", y=f"{field}:Q", color=alt.Color("side:N", scale=RUN_COLOURS, legend=None),
         tooltip=["seed", "side", alt.Tooltip(f"{field}:Q", format=".5g")])
-    return alt.layer(box, dots).properties(height=300, title=field)
+    return styled(alt.layer(box, dots).properties(height=300, title=field))

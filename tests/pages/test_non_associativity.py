@@ -35,7 +35,17 @@ def test_exact_values_agree_with_independent_decimal_arithmetic(na):
     left = float((Fraction((0.1 + 0.2) + 0.3) - exact) / ulp)
     right = float((Fraction(0.1 + (0.2 + 0.3)) - exact) / ulp)
     metrics = [m.value for m in na.metric]
-    assert metrics == [f"{left:+.4g} ULP", f"{right:+.4g} ULP"]
+    # first the punchline (both results and how far apart), then each grouping's error
+    assert metrics == [repr((0.1 + 0.2) + 0.3), repr(0.1 + (0.2 + 0.3)), "1 ULP", f"{left:+.4g} ULP", f"{right:+.4g} ULP"]
+    assert "What is a ULP?" in text  # the story's first page defines the term
+
+
+def test_a_huge_ulp_count_comes_with_its_relative_error(na):
+    na.selectbox(key="na_preset").select("1e16 + 1 − 1e16 (float64)").run()
+    assert not na.exception
+    errors = [m.value for m in na.metric if m.label == "Error against the exact sum"]
+    # both groupings give 0 for an exact sum of 1: -2^52 ULPs of 1, the whole answer
+    assert errors == [f"{-(2.0**52):+.4g} ULP (relative error 1)"] * 2
 
 
 def test_preset_loads_format_and_numbers(na):

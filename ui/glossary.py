@@ -1,0 +1,73 @@
+"""The app's three technical terms, each defined once where the story first uses it, and linked from elsewhere.
+
+ULP first appears on the Non-associativity page (the first page of the story); the condition
+number κ and the γ(n) bounds first appear in the Summation lab. ``define`` draws the definition
+there, under a small heading whose anchor the other pages link to (``link``); ``help_text`` is the
+same definition for tooltips (metrics, column headers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+
+@dataclass(frozen=True)
+class Term:
+    name: str  # as the text writes it
+    heading: str  # the defining heading; its markdown anchor is what ``link`` points to
+    page: str  # url path (file stem) of the page that defines it
+    text: str  # the definition, plain words first
+
+    @property
+    def anchor(self) -> str:
+        """Streamlit's anchor for a markdown heading: lower case, words joined by '-', punctuation dropped."""
+        kept = "".join(ch if ch.isalnum() or ch in " -" else "" for ch in self.heading.lower())
+        return "-".join(kept.split())
+
+
+TERMS: dict[str, Term] = {
+    "ulp": Term(
+        "ULP", "What is a ULP", "non_associativity",
+        "**ULP** (unit in the last place): the gap between two neighbouring numbers of a format at a given "
+        "size. Between 1 and 2 a float32 ULP is 2⁻²³ ≈ 1.2·10⁻⁷ and a float64 ULP 2⁻⁵² ≈ 2.2·10⁻¹⁶; it doubles "
+        "with every power of two. An error of 1 ULP means the result is the neighbouring number of the exact "
+        "answer: the smallest difference the format can show. Errors in this app are counted in ULPs of the "
+        "exact result.",
+    ),
+    "kappa": Term(
+        "κ", "What is the condition number κ", "summation_lab",
+        "**Condition number κ = Σ|x| / |Σx|**: how much the sum magnifies rounding. With κ = 1 (all values of "
+        "one sign) every order is accurate to a few ULPs; with κ = 10⁸ large values cancel, and an error that is "
+        "tiny next to Σ|x| is 10⁸ times larger next to the answer. Relative error ≲ κ × (the rounding of one "
+        "addition × the depth of the order's tree).",
+    ),
+    "gamma": Term(
+        "γ(n)", "What is the bound γ(n)", "summation_lab",
+        "**γ(n) = n·u / (1 − n·u)**, with u the unit roundoff (half a ULP of 1: 2⁻²⁴ in float32, 2⁻⁵³ in "
+        "float64): roughly n roundings' worth of relative error. A sum whose additions are nested at most n "
+        "deep (its tree depth) has |error| ≤ γ(n)·Σ|x| (Higham, *Accuracy and Stability of Numerical "
+        "Algorithms*, ch. 4): left to right n − 1 deep, pairwise only ⌈log₂ n⌉ deep. The lab states each bound "
+        "in ULPs beside the error it bounds.",
+    ),
+}
+
+
+def help_text(key: str) -> str:
+    """The definition as plain text for a tooltip (``help=``)."""
+    return TERMS[key].text.replace("*", "")
+
+
+def define(key: str) -> None:
+    """The definition, on the page that introduces the term: a small heading (the link target) and a caption."""
+    term = TERMS[key]
+    st.markdown(f"###### {term.heading}?")
+    st.caption(term.text)
+
+
+def link(key: str, label: str | None = None) -> str:
+    """Markdown for a mention on another page: the term, linked to its definition (a relative link, so it also
+    works under a base URL path), with the definition as the link's tooltip."""
+    term = TERMS[key]
+    return f"[{label or term.name}]({term.page}#{term.anchor} \"{help_text(key)}\")"
