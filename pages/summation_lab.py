@@ -8,7 +8,7 @@ import streamlit as st
 
 from core.bytecache import vector_for
 from core.exact import abbreviate, exact_decimal, shortest_repr
-from core.formats import FORMATS
+from core.formats import FORMATS, error_in_ulps
 from core.orders import DEFAULT_ORDERS, ORDERS, available_threads
 from core.querystate import LINK_TEXT_CHARS, Field
 from core.sumlab import (
@@ -34,11 +34,11 @@ from core.vectors import (
     parse_pasted,
     parse_upload,
 )
-from ui import charts
+from ui import charts, glossary
 from ui.crowd import heavy_section, over_budget
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation, next_page_link
-from ui.render import inert
+from ui.render import inert, ulps_text
 from ui.sumlab_view import error_frame, permutation_frames, results_table, running_frame, tree_frames
 from ui.talk import more_settings
 from ui.urlstate import restore, share_box, sync
@@ -81,11 +81,13 @@ DEFAULTS = {"sl_source": "normal", "sl_storage": "float32", "sl_working": "same"
 ensure_app_navigation()
 url_notes = restore("sl", URL_FIELDS, DEFAULTS)
 st.title("Summation lab")
+punch = st.container(key="punchline")  # the message and its key numbers (or the two trees), filled below
 st.markdown(
     "Pick a vector, the format it is stored in, the format the sum accumulates in, and a set "
     "of summation orders. Each order adds the same numbers; only the grouping differs. Every "
     "result is compared with the **exact** sum of the stored values (rational arithmetic), "
-    "in ULPs of the result's format, next to the worst case the order's error bound allows."
+    f"in {glossary.link('ulp', 'ULPs')} of the result's format, next to the worst case the order's error bound "
+    "allows."
 )
 
 # ------------------------------------------------------------------------------ controls
@@ -193,6 +195,36 @@ if outcome is None:
 st.session_state["sl_run"] = request
 result = outcome.result
 fmt = result.fmt
+tree_here = result.n <= MAX_TREE_N and not isinstance(result.exact, float)  # the trees are the punchline
+with punch:
+    if tree_here:
+        values_here = (vector_for(vector) if isinstance(vector, VectorSpec) else vector).values
+        cpu_col, gpu_col = st.columns(2)
+        tree_order = cpu_col.selectbox("CPU order", [k for k in TREE_ORDERS if k != "cuda"],
+                                       format_func=TREE_ORDERS.get, key="sl_tree_order")
+        for col, order, title in ((cpu_col, tree_order, "CPU"), (gpu_col, "cuda", "GPU (model)")):
+            tree = build_tree(values_here, working, order)
+            nodes, edges, _ = tree_frames(tree)
+            if order == "cuda":
+                col.markdown(f"**{TREE_ORDERS['cuda']}**")
+            col.altair_chart(charts.tree_chart(nodes, edges, height=240), width="stretch")
+            col.caption(f"{title}: result {shortest_repr(tree.result, fmt)}, error "
+                        f"{ulps_text(error_in_ulps(tree.result, result.exact, fmt))} against the exact sum; "
+                        f"{len(tree.internal())} additions, depth {tree.nodes[tree.root].depth}.")
+    else:
+        shown_rows = [r for r in result.rows if math.isfinite(r.metrics.ulps)]
+        q1, q2, q3 = st.columns(3)
+        q1.metric("Different results", f"{len({r.metrics.bits for r in result.rows})} of {len(result.rows)} orders",
+                  help="Orders whose sums differ in at least one bit.")
+        if shown_rows:
+            best = min(shown_rows, key=lambda r: abs(r.metrics.ulps))
+            worst = max(shown_rows, key=lambda r: abs(r.metrics.ulps))
+            q2.metric("Smallest error", ulps_text(best.metrics.ulps, best.metrics.rel_error),
+                      help=f"{best.order.name}, against the exact sum.")
+            q3.metric("Largest error", ulps_text(worst.metrics.ulps, worst.metrics.rel_error),
+                      help=f"{worst.order.name}, against the exact sum.")
+        st.caption(f"The same {result.n:,} values summed in {len(result.rows)} orders, accumulating in {working}: only "
+                   "the grouping differs, and so do the last bits. Each error is exact (rational arithmetic).")
 
 # ------------------------------------------------------------------------------ summary
 st.subheader("The vector and its exact sum")
@@ -204,8 +236,10 @@ m1.metric("n", f"{result.n:,}")
 if math.isnan(result.kappa):
     m2.metric("Condition number κ", "undefined")
 else:
-    m2.metric("Condition number κ = Σ|x| / |Σx|", "∞" if math.isinf(result.kappa) else f"{result.kappa:.3g}")
+    m2.metric("Condition number κ = Σ|x| / |Σx|", "∞" if math.isinf(result.kappa) else f"{result.kappa:.3g}",
+              help=glossary.help_text("kappa"))
 m3.metric("Accumulation format", working)
+glossary.define("kappa")  # the story's first use of κ
 if isinstance(result.exact, float):
     st.error(
         f"The data contain non-finite values: the IEEE sum is {exact_decimal(result.exact)}, so errors and bounds "
@@ -243,8 +277,10 @@ st.caption(
     "exact: rational arithmetic. Bounds (Higham, ch. 4): sequential γ(n−1)·Σ|x|, pairwise γ(⌈log2 n⌉)·Σ|x|, "
     "compensated 2u·Σ|x| + (1+u)·γ(m−1)·u·m·(1+γ(m))·Σ|x| with m values per lane (proved for "
     "Neumaier, checked for Kahan), NumPy and the CUDA model γ(depth of their tree)·Σ|x|; for torch the "
-    "sequential bound γ(n−1)·Σ|x|, which holds for every order (its tree depth is not derived here)."
+    "sequential bound γ(n−1)·Σ|x|, which holds for every order (its tree depth is not derived here). "
+    "The bound's column in ULPs divides it by one ULP of the exact sum, like the error's."
 )
+glossary.define("gamma")  # the story's first use of the γ bounds
 
 ef = error_frame(result)
 if not ef.empty:
@@ -282,23 +318,13 @@ st.subheader("The reduction tree")
 if result.n > MAX_TREE_N:
     st.info(f"Trees are drawn for n ≤ {MAX_TREE_N}. Set n to 32 or less (or paste a few numbers) to see every "
             "partial sum.")
-elif not isinstance(result.exact, float):
-    values_here = (vector_for(vector) if isinstance(vector, VectorSpec) else vector).values
-    cpu_orders = [k for k in TREE_ORDERS if k != "cuda"]
-    cpu_col, gpu_col = st.columns(2)
-    tree_order = cpu_col.selectbox("CPU order", cpu_orders, format_func=TREE_ORDERS.get, key="sl_tree_order")
-    for col, order, title in ((cpu_col, tree_order, "CPU"), (gpu_col, "cuda", "GPU (model)")):
-        tree = build_tree(values_here, working, order)
-        nodes, edges, additions = tree_frames(tree)
-        if order == "cuda":
-            col.markdown(f"**{TREE_ORDERS['cuda']}**")
-        col.altair_chart(charts.tree_chart(nodes, edges), width="stretch")
-        col.caption(f"{title}: result {shortest_repr(tree.result, fmt)}, {len(tree.internal())} additions, depth "
-                    f"{tree.nodes[tree.root].depth}.")
-    gpu_col.caption("One block of the largest power of two ≤ n threads (torch 2.13 launches that for n < 128): "
-                    "thread t adds its elements t and t + T, then the lanes combine by warp shuffles with offsets "
-                    "T/2, …, 1 (lane t adds lane t + offset); lane 0 holds the sum. Larger vectors add more blocks "
-                    "and vector loads; the CUDA model in the table above runs them all.")
+elif tree_here:
+    st.caption("Drawn at the top of the page: the chosen CPU order's tree beside the GPU's, each addition coloured "
+               "by its rounding error.")
+    st.caption("The GPU's tree: one block of the largest power of two ≤ n threads (torch 2.13 launches that for "
+               "n < 128): thread t adds its elements t and t + T, then the lanes combine by warp shuffles with offsets "
+               "T/2, …, 1 (lane t adds lane t + offset); lane 0 holds the sum. Larger vectors add more blocks and "
+               "vector loads; the CUDA model in the table above runs them all.")
     st.dataframe(tree_frames(build_tree(values_here, working, tree_order))[2], hide_index=True, width="stretch")
     st.caption(f"Each addition of the CPU order: the exact sum of its two rounded inputs, and the {working} value it "
                "rounds to (exact rational rounding, nearest even).")

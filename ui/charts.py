@@ -67,7 +67,7 @@ def running_error_chart(df: pd.DataFrame) -> alt.Chart:
     )
 
 
-def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame) -> alt.LayerChart:
+def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320) -> alt.LayerChart:
     """The reduction tree: leaves at the bottom, each addition coloured by its rounding error."""
     x = alt.X("x:Q", title="leaves, in the order they are summed")
     y = alt.Y("y:Q", title="additions from the leaves")
@@ -82,4 +82,4 @@ def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame) -> alt.LayerChart:
             tooltip=["label", "exact", "rounded", alt.Tooltip("ulps:Q", format="+.3g")],
         )
     )
-    return styled(alt.layer(lines, points).properties(height=320))
+    return styled(alt.layer(lines, points).properties(height=height))

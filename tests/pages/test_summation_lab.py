@@ -133,3 +133,27 @@ def test_uploads_good_and_bad(lab):
     assert not lab.exception and "c.csv: 2 numbers" in shown(all_text(lab))
     lab.file_uploader(key="sl_upload").upload("latin.csv", "x\n1,5\n\xe9".encode("latin-1"), "text/csv").run()
     assert any("UTF-8" in e.value for e in lab.error)
+
+
+def test_bound_in_the_errors_unit_and_the_punchline_first(lab):
+    t = table(lab)
+    for _, row in t.iterrows():  # the bound in ULPs bounds the error in ULPs, as the absolute ones do
+        assert abs(float(row["error (ULPs)"])) <= float(row["a-priori bound (ULPs)"].lstrip("±"))
+    assert {"|error| (absolute)", "a-priori bound (absolute)"} <= set(t.columns)
+    labels = [m.label for m in lab.metric]
+    assert labels[:3] == ["Different results", "Smallest error", "Largest error"]  # the punchline, above the table
+    text = all_text(lab)
+    assert "What is the condition number κ?" in text and "What is the bound γ(n)?" in text
+    assert "non_associativity#what-is-a-ulp" in text  # ULP links to its definition on the first page
+
+
+def test_small_vectors_open_with_the_cpu_and_gpu_trees():
+    at = AppTest.from_file(str(ROOT / "pages" / "summation_lab.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"n": "32", "tree": "pairwise", "permutations": "0"})
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="sl_tree_order").value == "pairwise"
+    captions = [c.value for c in at.caption]
+    for side in ("CPU: result", "GPU (model): result"):
+        assert any(c.startswith(side) for c in captions), side
+    assert len(at.get("vega_lite_chart")) + len(at.get("arrow_vega_lite_chart")) >= 3  # two trees, error bars
