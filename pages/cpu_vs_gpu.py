@@ -34,6 +34,7 @@ from core.recordings import (
 )
 from core.torch_cpu_model import GRAIN_SIZE, default_lanes, thread_chunks
 from core.vectors import GENERATORS, VectorSpec
+from ui import glossary
 from ui import machines_view as mv
 from ui.crowd import heavy_section
 from ui.export import download_buttons
@@ -59,6 +60,7 @@ URL_FIELDS = [
 ensure_app_navigation()
 url_notes = restore("cg", URL_FIELDS, {"cg_gen": "normal", "cg_n": 1_000_000, "cg_dtype": "float32"})
 st.title("CPU vs GPU")
+punch = st.container(key="punchline")  # one CPU thread against all of them, filled below: in the first screen
 st.markdown(
     "The same vector summed by `torch.sum` on every device this server can reach, next to results **recorded** on "
     "real GPUs and a **model** of how a GPU orders the reduction. Three honest tiers: live on a GPU when one is "
@@ -162,6 +164,22 @@ for r in rows:
         "ULPs from the correctly rounded sum": ulp_distance(b, exact_bits, fmt) if None not in (b, exact_bits) else "—",
         "note": r["note"],
     })
+with punch:
+    live_cpu = [(r, t) for r, t in zip(rows, table, strict=True)
+                if r["tier"] == "live" and r["where"].startswith("CPU")]
+    cols = st.columns(3)
+    for col, (r, t) in zip(cols, live_cpu, strict=False):
+        col.metric(f"torch.sum, {r['where']}", t["value"], help=f"Bits {t['bits']}, computed live on this server.")
+    apart = ulp_distance(live_cpu[0][0]["bits"], live_cpu[-1][0]["bits"], fmt) if len(live_cpu) == 2 else None
+    if apart is None:
+        cols[2].metric("Threads here", "1", help="This server runs torch with one thread: nothing to compare.")
+        st.caption("This server gives torch one thread, so the split cannot differ here; the table below compares "
+                   "the recorded machines and the GPU model.")
+    else:
+        cols[2].metric("Apart", f"{apart:,} ULP" if apart else "same bits", help=glossary.help_text("ulp"))
+        st.caption(f"The same {int(n):,} {dtype} values, summed live on this server's CPU with one thread and with "
+                   f"{threads}: each thread sums its own contiguous chunk, so the split decides the grouping "
+                   f"({'different' if apart else 'here the same'} bits; {glossary.link('ulp', 'what is a ULP?')}).")
 st.subheader("The same sum, everywhere")
 st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
 download_buttons(pd.DataFrame(table), {"vector": gen, "n": int(n), "format": dtype, "seed": 0}, "cpu-vs-gpu", "cg")
