@@ -161,6 +161,9 @@ class _Progress:
 
 ensure_app_navigation()
 st.title("Training divergence")
+punch = st.container(key="punchline")  # what differs, the buttons and the key numbers: in the first screen
+punch.markdown(f"Runs A and B start bit-identical and see the same batches; **B differs only in: "
+               f"{SOURCES[st.session_state['td_source']].lower()}**.")
 st.markdown(
     "Two training runs of the same small network on the same data, from bit-identical weights, "
     "seeing bit-identical batches. Run **B** differs from run **A** in exactly one way, chosen below. "
@@ -208,7 +211,7 @@ except (ValueError, RuntimeError) as err:
     st.stop()
 # (a scenario link makes a fresh pair above: it opens ready to play)
 
-b1, b2, b3, b4, b5 = st.columns(5)
+b1, b2, b3, b4, b5 = punch.columns(5)
 b1.button("Play", icon=":material/play_arrow:", type="primary", key="td_play", disabled=run.finished,
           on_click=_ask, args=(PairedRun.request_to_end,))
 b2.button("Pause", icon=":material/pause:", key="td_pause", on_click=_ask, args=(PairedRun.cancel_requests,))
@@ -217,7 +220,8 @@ b3.button("Step", icon=":material/skip_next:", key="td_step", disabled=run.finis
 b4.button("+10 steps", key="td_step10", disabled=run.finished, on_click=_ask, args=(lambda r: r.request(10),))
 b5.button("Reset", icon=":material/restart_alt:", key="td_reset", on_click=_on_reset)
 
-progress = st.empty()
+progress = punch.empty()
+numbers = punch.empty()  # the punchline's key numbers, redrawn with every frame
 charts = st.empty()
 
 
@@ -231,7 +235,7 @@ def draw(live: bool = False) -> None:
     show_progress(len(recs))
     with charts.container():
         if not recs:
-            st.info("Press Play to train both runs live, or Step to apply one update at a time.")
+            numbers.info("Press Play to train both runs live, or Step to apply one update at a time.")
             return
         summary = summarize(recs)
         last = recs[-1]
@@ -247,7 +251,7 @@ def draw(live: bool = False) -> None:
         a_col.markdown("Loss A " + _value_and_bits(last.loss_a, loss_dtype), unsafe_allow_html=True)
         b_dtype = "float64" if settings.source == "float64" else loss_dtype
         b_col.markdown("Loss B " + _value_and_bits(last.loss_b, b_dtype), unsafe_allow_html=True)
-        m1, m2, m3, m4 = st.columns(4)
+        m1, m2, m3, m4 = numbers.container().columns(4)
         m1.metric("First step that differs", summary.first_difference or "none yet")
         m2.metric("Loss gap above 1% from step", summary.first_rel_1pct or "not yet")
         m3.metric("‖Δθ‖ doubles every", f"{summary.doubling_steps:.1f} steps" if summary.doubling_steps else "—",
