@@ -57,23 +57,16 @@ def _by_dtype(f64: float, f32: float, f16: float, bf16: float) -> dict[str, floa
 
 # ---------------------------------------------------------------- summation lab weights
 # Units per value, by the working format (the format every addition rounds to).
-ORDER_WORK: dict[str, dict[str, float]] = {
-    "sequential": _by_dtype(1.2, 1.1, 3.2, 1.9),
-    "reverse": _by_dtype(1.2, 1.1, 3.2, 1.9),
-    "sorted_asc": _by_dtype(8, 3.5, 24, 36),
-    "sorted_desc": _by_dtype(8, 3.5, 24, 38),
-    "sorted_abs": _by_dtype(60, 60, 55, 56),  # a stable argsort of |x|
-    "pairwise": _by_dtype(1.5, 0.7, 3.8, 1.0),
-    "numpy": _by_dtype(0.2, 0.2, 0.8, 2.0),
-    "numpy_model": _by_dtype(5, 2.1, 3.1, 2.0),
-    "torch_1": _by_dtype(0.7, 0.3, 0.3, 0.3),
-    "torch_all": _by_dtype(0.7, 0.6, 0.3, 0.3),
-    "torch_model": _by_dtype(1.7, 0.6, 1.3, 0.6),
-    "cuda_model": _by_dtype(2.1, 0.4, 1.1, 0.6),
-    "kahan": _by_dtype(1.4, 1.7, 14, 3.2),
-    "neumaier": _by_dtype(3.0, 4.2, 16, 6),
-    "correct": _by_dtype(2.5, 1.1, 1.4, 0.9),
-}
+# Each order's weights live in its core.orders.ORDERS entry (``work``, ``memory``); these are views.
+def order_work(key: str) -> dict[str, float]:
+    return _by_dtype(*ORDERS[key].work)
+
+
+def order_bytes(key: str) -> tuple[float, float]:
+    return ORDERS[key].memory
+
+
+ORDER_WORK: dict[str, dict[str, float]] = {k: order_work(k) for k in ORDERS}
 EXACT_WORK = _by_dtype(4.6, 1.6, 3.1, 1.8)  # the exact sum and the exact sum of |x|, by storage format
 CAST_WORK = 1.0  # casting to another working format
 NARROWING_WORK = 6.0  # and, when that rounds, the exact sum of the rounding errors
@@ -92,12 +85,7 @@ BFLOAT16_ROUNDING_WORK = 14.0  # rounding to bfloat16 goes through float32, roun
 GENERATOR_BYTES = {"normal": 17, "uniform": 17, "lognormal": 17, "tiny_huge": 17, "alternating": 25,
                    "ill_conditioned": 41, "tenths": 17, "one_then_tiny": 17, "large_one_minus_large": 0}
 BFLOAT16_ROUNDING_BYTES = 10
-ORDER_BYTES: dict[str, tuple[float, float]] = {  # (times w, plus bytes) per value
-    "sequential": (1, 0), "reverse": (1, 0), "sorted_asc": (2, 0), "sorted_desc": (2, 0),
-    "sorted_abs": (2, 8), "pairwise": (2.6, 0), "numpy": (0, 0), "numpy_model": (0.5, 0),
-    "torch_1": (1, 8), "torch_all": (1, 8), "torch_model": (0.2, 0), "cuda_model": (1.3, 0),
-    "kahan": (1.1, 0), "neumaier": (1.1, 1), "correct": (0.2, 0),
-}
+ORDER_BYTES: dict[str, tuple[float, float]] = {k: order_bytes(k) for k in ORDERS}  # (times w, plus bytes) per value
 PERMUTATION_BYTES = 2  # times w: the shuffled copy and its running sums
 RUNNING_BYTES = 1.2  # times w
 MAX_PERMUTATION_VALUES = 20_000_000  # core.orders.clamp_permutations: k * n at most this
@@ -205,8 +193,8 @@ def sumlab_cost(n: int, storage: str, working: str, orders: Sequence[str], permu
             parts["casting to the accumulation format"] += NARROWING_WORK * n
             transient = max(transient, 24 * n)
     for key in orders:
-        parts[ORDERS[key].name] = ORDER_WORK[key][working] * n
-        a, b = ORDER_BYTES[key]
+        parts[ORDERS[key].name] = order_work(key)[working] * n
+        a, b = order_bytes(key)
         transient = max(transient, (a * w + b) * n)
     k = permutations_done(permutations, n)
     if k:
@@ -266,7 +254,7 @@ def sumlab_advice(n: int, storage: str, working: str, orders: Sequence[str], per
             out.append(Suggestion(f"n at most {_round_down(best):,} with these orders", {"n": _round_down(best)}))
     if len(orders) > 1:
         dropped, kept = [], list(orders)
-        for key in sorted(orders, key=lambda k: -ORDER_WORK[k][resolved]):
+        for key in sorted(orders, key=lambda k: -order_work(k)[resolved]):
             if cost(orders=kept).fits or len(kept) == 1:
                 break
             kept.remove(key)

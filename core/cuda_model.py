@@ -117,8 +117,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-import ml_dtypes
 import numpy as np
+
+from core.formats import BFLOAT16
 
 WARP_SIZE = 32
 MAX_NUM_THREADS = 512  # mnt_wrapper<T>::MAX_NUM_THREADS
@@ -128,7 +129,7 @@ VECTORIZE_MIN_DIM0 = 128
 MAX_CTAS_TORCH_1_0 = 65535
 INT32_MAX = 2**31 - 1
 
-_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_BFLOAT16 = BFLOAT16.numpy_dtype
 _ACCUMULATOR = {
     np.dtype(np.float16): np.dtype(np.float32),
     _BFLOAT16: np.dtype(np.float32),

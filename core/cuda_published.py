@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-import ml_dtypes
 import numpy as np
 
 from core.cuda_model import (
@@ -30,10 +29,9 @@ from core.cuda_model import (
     cuda_reduce_accumulated,
 )
 from core.exact import exact_sum_fraction
-from core.formats import FORMATS, round_to_format
+from core.formats import FORMATS, NUMPY_DTYPES, round_to_format
 
-_DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16),
-           "float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
+_DTYPES = NUMPY_DTYPES
 _ACC = {"float16": np.dtype(np.float32), "bfloat16": np.dtype(np.float32),
         "float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 

@@ -114,7 +114,6 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 import torch
 
@@ -145,10 +144,8 @@ ASSERT_CLOSE_DEFAULTS = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "f
                          "float64": (1e-7, 1e-7)}
 REDUCED_PRECISION_CHOICES = ("any", "none", "float32", "tf32", "float16", "bfloat16")
 
-_TORCH_NAMES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32",
-                torch.float64: "float64"}
-_NUMPY_NAMES = {np.dtype(np.float16): "float16", np.dtype(ml_dtypes.bfloat16): "bfloat16",
-                np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+_TORCH_NAMES = {f.torch_dtype: name for name, f in FORMATS.items()}
+_NUMPY_NAMES = {f.numpy_dtype: name for name, f in FORMATS.items()}
 
 
 # ---------------------------------------------------------------------------- formats

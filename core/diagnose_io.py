@@ -23,13 +23,12 @@ import re
 import zipfile
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 import torch
 
 from core.diagnose import MAX_ELEMENTS, MAX_INPUT_ELEMENTS
-from core.formats import FORMATS
-from core.vectors import NUMPY_DTYPES, round_array
+from core.formats import FORMATS, NUMPY_DTYPES, to_numpy
+from core.vectors import round_array
 
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024  # the server's upload limit (.streamlit/config.toml maxUploadSize = 5 MB)
 MAX_PASTE_CHARS = 100_000
@@ -37,8 +36,7 @@ MAX_PASTED_NUMBERS = 10_000
 MAX_LOG_ROWS = 100_000
 ARRAY_TYPES = ("npy", "pt", "pth", "csv", "txt")
 LOG_TYPES = ("csv", "txt")
-_TORCH_FORMATS = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32",
-                  torch.float64: "float64"}
+_TORCH_FORMATS = {f.torch_dtype: name for name, f in FORMATS.items()}
 
 
 class LoadError(ValueError):
@@ -141,7 +139,7 @@ def _load_torch(name: str, data: bytes, limit: int) -> Loaded:
         raise LoadError(f"{_clip(name)} holds a {t.dtype} tensor; float16, bfloat16, float32 or float64 is needed.")
     _check_elements(name, t.numel(), limit)
     t = t.detach().contiguous()
-    values = t.view(torch.int16).numpy().view(ml_dtypes.bfloat16) if fmt == "bfloat16" else t.numpy()
+    values = to_numpy(t)
     where = f" (entry {_clip(key, 20)})" if key else ""
     return Loaded(values.copy(), fmt, f"{name}{where}: {fmt}, shape {tuple(t.shape)}")
 

@@ -28,7 +28,6 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-import ml_dtypes
 import numpy as np
 import torch
 
@@ -37,13 +36,20 @@ from core.formats import (
     FORMATS,
     Exact,
     FloatFormat,
+    bit_view,
+    bits_of,
     bits_of_value,
     error_in_ulps,
+    format_of,
     round_to_format,
+    to_torch,
     ulp,
     value_of_bits,
 )
-from core.vectors import NUMPY_DTYPES, VectorError, VectorSpec, generate, ill_conditioned_dot, round_array
+from core.globalstate import cuda_tf32, current_settings
+from core.metrics import kappa
+from core.mitigations import reproducible_sum
+from core.vectors import VectorError, VectorSpec, generate, ill_conditioned_dot, round_array
 
 MAX_K = 65_536  # every model is a Python loop over the K terms (about a microsecond each)
 MAX_TRACE_K = 32  # the operation picture
@@ -187,10 +193,6 @@ def accumulation_of(model: DotModel, accumulate: str) -> FloatFormat:
 def _lowest_exponent(fmt: FloatFormat) -> int:
     """log2 of the smallest subnormal: every value of fmt is an integer times 2^this."""
     return fmt.emin - fmt.precision + 1
-
-
-def _format_of_dtype(dtype: np.dtype) -> FloatFormat:
-    return next(FORMATS[name] for name, dt in NUMPY_DTYPES.items() if dt == dtype)
 
 
 def _lowest_bits(mantissas: np.ndarray, exponents: np.ndarray) -> np.ndarray:
@@ -384,7 +386,7 @@ def run_model(model: DotModel, x: np.ndarray, y: np.ndarray, accumulate: str, ti
     given lengths (a chain's state after k terms is the model's result for the first k terms)."""
     a, b = model_inputs(model, x, y, tf32_mode)
     fmt = accumulation_of(model, accumulate)
-    if model.inputs == "stored" and (why := check_formats(_format_of_dtype(a.dtype).name, fmt.name)):
+    if model.inputs == "stored" and (why := check_formats(format_of(a.dtype).name, fmt.name)):
         raise ModelNotApplicable(why)
     products, negatives, scale = exact_products(a, b)
     rnd = make_rounder(fmt, scale)
@@ -513,30 +515,17 @@ def make_pair(spec: DotSpec) -> DotPair:
 
 def condition_number(x: np.ndarray, y: np.ndarray) -> float:
     """kappa = sum|x_i y_i| / |sum x_i y_i| from exact dot products (inf when the dot product is 0)."""
-    d = exact_dot_fraction(x, y)
-    s = exact_dot_fraction(np.abs(x), np.abs(y))
-    if isinstance(d, float) or isinstance(s, float):
-        return math.nan
-    if d == 0:
-        return math.inf if s else math.nan
-    return float(s / abs(d))
+    return kappa(exact_dot_fraction(x, y), exact_dot_fraction(np.abs(x), np.abs(y)))
 
 
 # --------------------------------------------------------------------------- torch, live
 
-_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
 def _tensor(a: np.ndarray) -> torch.Tensor:
-    if a.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
-    return torch.from_numpy(a.copy())
+    return to_torch(a, copy=True)
 
 
 def _value_of(t: torch.Tensor) -> DotValue:
-    a = as_numpy(t.detach().cpu().reshape(1))
-    fmt = _format_of_dtype(a.dtype)
-    bits = int(a.view(_UINT[a.dtype.itemsize])[0])
+    fmt, bits = format_of(t.dtype), bits_of(t)
     return DotValue(value_of_bits(bits, fmt), fmt, bits)
 
 
@@ -557,8 +546,6 @@ class LiveResult:
 def torch_results(pair: DotPair, device: str = "cpu", rows: int = 64) -> list[LiveResult]:
     """torch.dot(x, y), and torch.mm with x as the only row (M = 1) and as the first of 64 rows
     (M = 64) times y as a column: the same dot product, by whatever kernel torch picks for the shape."""
-    from core.globalstate import current_settings
-
     tx, ty = _tensor(pair.x).to(device), _tensor(pair.y).to(device)
     big = torch.cat([tx[None], _tensor(_companions(pair, rows).reshape(-1)).reshape(rows - 1, pair.k).to(device)])
     where = (f"live: torch {torch.__version__} on this CPU, {current_settings()[0]} threads" if device == "cpu"
@@ -580,8 +567,6 @@ def torch_gpu_results(pair: DotPair) -> list[LiveResult]:
     device = gpu_device()
     if device is None:
         return []
-    from core.globalstate import cuda_tf32
-
     out = []
     settings = (False, True) if pair.storage == "float32" else (False,)
     for tf32 in settings:
@@ -889,9 +874,8 @@ def atomic_inputs(spec: AtomicsSpec) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _np_value(v: np.generic, fmt: FloatFormat) -> DotValue:
-    a = np.asarray(v).reshape(1)
-    return DotValue(value_of_bits(int(a.view(_UINT[a.dtype.itemsize])[0]), fmt), fmt,
-                    int(a.view(_UINT[a.dtype.itemsize])[0]))
+    bits = bits_of(v)
+    return DotValue(value_of_bits(bits, fmt), fmt, bits)
 
 
 def simulate_atomics(spec: AtomicsSpec) -> AtomicsResult:
@@ -904,8 +888,6 @@ def simulate_atomics(spec: AtomicsSpec) -> AtomicsResult:
     app's order-independent sum, and, on a machine with a GPU, index_add_ there (live, repeated).
     """
     spec.validate()
-    from core.mitigations import reproducible_sum
-
     fmt = FORMATS[spec.storage]
     values, index = atomic_inputs(spec)
     rng = np.random.default_rng([spec.seed, 29])
@@ -925,13 +907,12 @@ def simulate_atomics(spec: AtomicsSpec) -> AtomicsResult:
         with np.errstate(over="ignore", invalid="ignore"):
             fixed = np.add.accumulate(w)[-1]
             runs = np.add.accumulate(rng.permuted(np.tile(w, (spec.runs, 1)), axis=1), axis=1)[:, -1]
-        width = _UINT[runs.dtype.itemsize]
         gpu_values = gpu_distinct = None
         if gpu_runs is not None:
             g = as_numpy(gpu_runs[:, bucket])
-            gpu_values, gpu_distinct = g, int(np.unique(g.view(width)).size)
+            gpu_values, gpu_distinct = g, int(np.unique(bit_view(g)).size)
         out.append(BucketResult(
             bucket, int((index == bucket).sum()), exact_sum_fraction(w), fmt, runs,
-            int(np.unique(runs.view(width)).size), _np_value(fixed, fmt), _value_of(reproducible_sum(_tensor(w))),
+            int(np.unique(bit_view(runs)).size), _np_value(fixed, fmt), _value_of(reproducible_sum(_tensor(w))),
             _value_of(cpu[bucket]), gpu_distinct, gpu_values))
     return AtomicsResult(spec, tuple(out), None if device is None else torch.cuda.get_device_name(device))

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from mpmath.libmp import from_man_exp
 
-from core.formats import Exact, FloatFormat, round_to_format
+from core.formats import Exact, FloatFormat, round_to_format, to_numpy
 
 
 def is_dyadic(x: Fraction) -> bool:
@@ -157,10 +157,7 @@ _MAX_ELEMENTS = 1 << 26  # per-bucket float64 totals stay exact up to this many 
 def as_numpy(x) -> np.ndarray:
     """A 1-D numpy view of a numpy array or torch tensor (bfloat16 via ml_dtypes)."""
     if isinstance(x, torch.Tensor):
-        t = x.detach().reshape(-1).cpu()
-        if t.dtype == torch.bfloat16:
-            return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        return t.numpy()
+        return to_numpy(x.detach().reshape(-1))
     a = np.asarray(x).reshape(-1)
     if a.dtype not in (np.float16, np.float32, np.float64, ml_dtypes.bfloat16):
         raise TypeError(f"exact_sum takes float16, bfloat16, float32 or float64 values, not {a.dtype}")

@@ -4,6 +4,11 @@ Everything here is integer and rational arithmetic (``fractions.Fraction``); no
 floating-point operation is used to decide a rounding. torch is used only to move bit
 patterns in and out of tensors of the matching dtype.
 
+``FloatFormat`` is the one type of a number format: it owns its name, its NumPy and torch
+dtypes and its bit layout. Values move between NumPy and torch only through ``to_torch`` and
+``to_numpy`` (bfloat16, which NumPy knows through ml_dtypes, included), and bit patterns are
+read only through ``bit_view`` (many values) and ``bits_of`` (one value).
+
 Conventions
 -----------
 * ``p`` is the precision in bits, counting the implicit leading bit (24 for float32).
@@ -21,6 +26,8 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+import ml_dtypes
+import numpy as np
 import torch
 
 Exact = Fraction | float  # a Fraction when finite, else float inf/-inf/nan
@@ -36,6 +43,16 @@ class FloatFormat:
     emax: int
     torch_dtype: torch.dtype
     int_dtype: torch.dtype  # same-width integer dtype, for reading bit patterns
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        """The NumPy dtype that stores this format (ml_dtypes' bfloat16 for bfloat16)."""
+        return _NUMPY_OF_TORCH[self.torch_dtype]
+
+    @property
+    def uint_dtype(self) -> np.dtype:
+        """The same-width unsigned NumPy integer dtype: the bit view of a value."""
+        return np.dtype(f"u{self.width // 8}")
 
     @property
     def emin(self) -> int:
@@ -77,12 +94,16 @@ class FloatFormat:
         return math.ceil(self.precision * math.log10(2)) + 1
 
 
+_NUMPY_OF_TORCH = {torch.float16: np.dtype(np.float16), torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
+                   torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
+
 FLOAT16 = FloatFormat("float16", 11, 5, 15, torch.float16, torch.int16)
 BFLOAT16 = FloatFormat("bfloat16", 8, 8, 127, torch.bfloat16, torch.int16)
 FLOAT32 = FloatFormat("float32", 24, 8, 127, torch.float32, torch.int32)
 FLOAT64 = FloatFormat("float64", 53, 11, 1023, torch.float64, torch.int64)
 
 FORMATS: dict[str, FloatFormat] = {f.name: f for f in (FLOAT16, BFLOAT16, FLOAT32, FLOAT64)}
+NUMPY_DTYPES: dict[str, np.dtype] = {name: f.numpy_dtype for name, f in FORMATS.items()}  # a view of FORMATS
 
 
 def get_format(name: str) -> FloatFormat:
@@ -158,18 +179,69 @@ def round_to_format(x: Exact, fmt: FloatFormat) -> Exact:
 # ------------------------------------------------------------------------ bit patterns
 
 
-def bits_of(t: torch.Tensor) -> int:
-    """Unsigned bit pattern of a 0-d (or 1-element) floating tensor."""
+def format_of(dtype) -> FloatFormat:
+    """The format of a torch dtype or a NumPy dtype (anything ``np.dtype`` accepts)."""
+    if isinstance(dtype, torch.dtype):
+        for f in FORMATS.values():
+            if f.torch_dtype == dtype:
+                return f
+    else:
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            dt = None
+        for f in FORMATS.values():
+            if f.numpy_dtype == dt:
+                return f
+    raise ValueError(f"unsupported dtype {dtype}; expected float16, bfloat16, float32 or float64")
+
+
+def to_torch(a, copy: bool = False) -> torch.Tensor:
+    """A CPU tensor holding exactly ``a``'s values (a NumPy array or scalar of a format in FORMATS).
+
+    The tensor shares ``a``'s memory unless ``copy`` is set or ``a`` is read-only or not
+    C-contiguous (then it holds a copy). Every format goes through its bit pattern, so
+    bfloat16 (ml_dtypes in NumPy) needs no special case.
+    """
+    a = np.asarray(a)
+    fmt = format_of(a.dtype)
+    if copy or not a.flags.writeable or not a.flags.c_contiguous:
+        a = np.array(a, order="C", copy=True)
+    return torch.from_numpy(a.view(_SIGNED[fmt.width])).view(fmt.torch_dtype)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A NumPy array holding exactly a tensor's values (moved to the CPU; bfloat16 via ml_dtypes).
+
+    A CPU tensor's memory is shared, as with ``Tensor.numpy``.
+    """
     fmt = format_of(t.dtype)
-    raw = int(t.detach().reshape(()).cpu().view(fmt.int_dtype).item())
-    return raw & ((1 << fmt.width) - 1)
+    return t.detach().cpu().view(fmt.int_dtype).numpy().view(fmt.numpy_dtype)
 
 
-def format_of(dtype: torch.dtype) -> FloatFormat:
-    for f in FORMATS.values():
-        if f.torch_dtype == dtype:
-            return f
-    raise ValueError(f"unsupported dtype {dtype}")
+def to_scalar(t: torch.Tensor) -> np.generic:
+    """The NumPy scalar of a one-element tensor, exactly."""
+    a = to_numpy(t)
+    if a.size != 1:
+        raise ValueError(f"a scalar needs one element, not {a.size}")
+    return a.reshape(())[()]
+
+
+def bit_view(x) -> np.ndarray:
+    """The unsigned bit patterns of an array or tensor of a format in FORMATS (a view where possible)."""
+    a = to_numpy(x) if isinstance(x, torch.Tensor) else np.asarray(x)
+    return a.view(format_of(a.dtype).uint_dtype)
+
+
+def bits_of(x) -> int:
+    """Unsigned bit pattern of one value: a 0-d (or 1-element) tensor, NumPy scalar or array."""
+    b = bit_view(x)
+    if b.size != 1:
+        raise ValueError(f"bits_of reads one value, not {b.size}")
+    return int(b.reshape(-1)[0])
+
+
+_SIGNED = {16: np.int16, 32: np.int32, 64: np.int64}
 
 
 def tensor_from_bits(bits: int, fmt: FloatFormat, device: str | torch.device = "cpu") -> torch.Tensor:

@@ -12,19 +12,25 @@ from fractions import Fraction
 
 import numpy as np
 
-from core.formats import Exact, FloatFormat, error_in_ulps, value_of_bits
-from core.vectors import NUMPY_DTYPES
-
-_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
-def bits_of_scalar(v: np.generic) -> int:
-    arr = np.asarray(v).reshape(1)
-    return int(arr.view(_UINT[arr.dtype.itemsize])[0])
+from core.formats import Exact, FloatFormat, bits_of, error_in_ulps, value_of_bits
 
 
 def exact_value(v: np.generic, fmt: FloatFormat) -> Exact:
-    return value_of_bits(bits_of_scalar(np.asarray(v).astype(NUMPY_DTYPES[fmt.name])), fmt)
+    """The exact value of a NumPy scalar, cast to ``fmt`` first."""
+    return value_of_bits(bits_of(np.asarray(v).astype(fmt.numpy_dtype)), fmt)
+
+
+def kappa(exact: Exact, sum_abs: Exact) -> float:
+    """The condition number of a sum (or dot product), sum|x| / |sum x|, from its exact parts.
+
+    inf when the exact result is 0 and sum|x| is not; nan for 0 / 0 or non-finite data.
+    The one place κ is computed: the lab, the dot-product lab and the generators' checks use it.
+    """
+    if isinstance(exact, float) or isinstance(sum_abs, float):
+        return math.nan
+    if exact == 0:
+        return math.inf if sum_abs != 0 else math.nan
+    return float(sum_abs / abs(exact))
 
 
 def gamma(k: int, u: Fraction) -> Fraction | None:
@@ -91,7 +97,7 @@ def evaluate(
 ) -> SumMetrics:
     """Errors of one computed sum against the exact sum of the values it was given."""
     value = exact_value(v, fmt)
-    bits = bits_of_scalar(np.asarray(v).astype(NUMPY_DTYPES[fmt.name]))
+    bits = bits_of(np.asarray(v).astype(fmt.numpy_dtype))
     if isinstance(exact, float) or isinstance(value, float):
         same = isinstance(exact, float) and isinstance(value, float) and (
             value == exact or (math.isnan(value) and math.isnan(exact))

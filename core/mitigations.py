@@ -24,9 +24,8 @@ import torch
 
 from core.devices import Device, available_devices
 from core.exact import exact_sum_fraction
-from core.formats import FORMATS, Exact, format_of, round_to_format
+from core.formats import FORMATS, Exact, bits_of, format_of, round_to_format, ulp_distance, value_of_bits
 from core.globalstate import PROCESS_THREADS, torch_threads
-from core.metrics import bits_of_scalar
 
 # Vendor peak FP64:FP32 ratios as cited in the project's reference notes (not measured here).
 VENDOR_RATIOS: tuple[tuple[str, str, str], ...] = (
@@ -168,8 +167,6 @@ def wider_accumulation(x: torch.Tensor, wider: torch.dtype, repeats: int = 5) ->
 
 
 def _exact(t: torch.Tensor) -> Exact:
-    from core.formats import bits_of, value_of_bits
-
     return value_of_bits(bits_of(t), format_of(t.dtype))
 
 
@@ -188,8 +185,6 @@ class DeterminismResult:
 
 def determinism(x: torch.Tensor, repeats: int = 5, seed: int = 0) -> DeterminismResult:
     """Run-to-run (same threads), thread count, and batch size (mm of one row vs of all rows)."""
-    from core.formats import bits_of, ulp_distance
-
     counts = sorted({1, PROCESS_THREADS})
     distinct, values = {}, {}
     for t in counts:
@@ -535,17 +530,8 @@ def reproducible_sum_devices(x: torch.Tensor) -> list[tuple[str, int]]:
     out = []
     for t in sorted({1, PROCESS_THREADS}):
         with torch_threads(t):
-            out.append((f"CPU, {t} thread{'s' if t > 1 else ''}", bits_of_scalar(_np(reproducible_sum(x)))))
+            out.append((f"CPU, {t} thread{'s' if t > 1 else ''}", bits_of(reproducible_sum(x))))
     for d in available_devices():
         if d.kind != "cpu" and d.supports(x.dtype):
-            out.append((d.name, bits_of_scalar(_np(reproducible_sum(x.to(d.torch_device))))))
+            out.append((d.name, bits_of(reproducible_sum(x.to(d.torch_device)))))
     return out
-
-
-def _np(t: torch.Tensor) -> np.generic:
-    t = t.cpu()
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).reshape(())[()]
-    return t.numpy().reshape(())[()]

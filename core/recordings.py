@@ -33,14 +33,13 @@ from core.bytecache import RESULTS, vector_for
 from core.cuda_model import cuda_config_for, cuda_sum_model
 from core.devices import Device, available_devices, cpu_device, device_info
 from core.fingerprint import OpComparison, compare_ops, first_differing_group, op_fingerprint
-from core.formats import FORMATS, ulp_distance
+from core.formats import FORMATS, bits_of, format_of, to_torch, ulp_distance
 from core.globalstate import torch_threads
-from core.metrics import bits_of_scalar
 from core.mitigations import measure_throughput
 from core.recording_schema import RECORDING
 from core.torch_cpu_model import torch_cpu_sum_model
 from core.training import PRESETS, PairedRun, summarize
-from core.vectors import NUMPY_DTYPES, VectorSpec, generate
+from core.vectors import VectorSpec, generate
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -76,24 +75,13 @@ def vector_sha256(values: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()
 
 
-def _hex(v: np.generic) -> str:
-    arr = np.asarray(v).reshape(1)
-    return f"{bits_of_scalar(arr[0]):0{arr.dtype.itemsize * 2}x}"
-
-
-def _to_np(t: torch.Tensor) -> np.ndarray:
-    t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(NUMPY_DTYPES["bfloat16"])
-    return t.numpy()
+def _hex(v) -> str:
+    """The bit pattern of one value (a tensor or NumPy scalar) as hex digits of its format's width."""
+    return f"{bits_of(v):0{format_of(v.dtype).width // 4}x}"
 
 
 def _tensor(values: np.ndarray, device: str) -> torch.Tensor:
-    if values.dtype == NUMPY_DTYPES["bfloat16"]:
-        t = torch.from_numpy(values.view(np.int16).copy()).view(torch.bfloat16)
-    else:
-        t = torch.from_numpy(values.copy())
-    return t.to(device)
+    return to_torch(values, copy=True).to(device)
 
 
 def decode_hex(h: str) -> float:
@@ -133,10 +121,10 @@ def capture(device: Device | None = None, quick: bool = False, log=print, throug
                 values = generate(VectorSpec(gen, n, 0, dtype)).values
                 t = _tensor(values, device.torch_device)
                 entry = {"generator": gen, "seed": 0, "n": n, "dtype": dtype, "vector_sha256": vector_sha256(values),
-                         "sum_hex": _hex(_to_np(t.sum()).reshape(()))}
+                         "sum_hex": _hex(t.sum())}
                 if WIDER[dtype] is not None:
                     wide = t.sum(dtype=getattr(torch, WIDER[dtype]))
-                    entry[f"sum_dtype_{WIDER[dtype]}_hex"] = _hex(_to_np(wide).reshape(()))
+                    entry[f"sum_dtype_{WIDER[dtype]}_hex"] = _hex(wide)
                 sums.append(entry)
         log(f"  sums: {gen} done")
     matmuls = []
@@ -443,7 +431,7 @@ def replay(rec: Recording, generator: str, seed: int, n: int, dtype: str) -> Rep
     model = None
     if matches and rec.provenance["device_kind"] == "cuda" and rec.provenance.get("sm_count"):
         cfg = cuda_config_for(n, values.dtype, sm_count=int(rec.provenance["sm_count"]))
-        model = bits_of_scalar(cuda_sum_model(values, cfg))
+        model = bits_of(cuda_sum_model(values, cfg))
     return Replay(rec, entry, matches, int(entry.sum_hex, 16),
                   int(entry.wider_hex, 16) if entry.wider_hex else None, model)
 
@@ -470,9 +458,9 @@ def model_fidelity(rec: Recording, max_n: int = 10_000_000) -> Fidelity:
             continue
         if cuda:
             cfg = cuda_config_for(e.n, values.dtype, sm_count=int(rec.provenance["sm_count"]))
-            pred = bits_of_scalar(cuda_sum_model(values, cfg))
+            pred = bits_of(cuda_sum_model(values, cfg))
         else:
-            pred = bits_of_scalar(torch_cpu_sum_model(values, threads=int(rec.provenance.get("threads") or 1)))
+            pred = bits_of(torch_cpu_sum_model(values, threads=int(rec.provenance.get("threads") or 1)))
         got = int(e.sum_hex, 16)
         compared += 1
         sizes.add(e.n)
@@ -496,8 +484,8 @@ def live_sum_bits(values: np.ndarray, device: Device, threads: int | None = None
     t = _tensor(values, device.torch_device)
     if device.kind == "cpu" and threads is not None:
         with torch_threads(threads):
-            return bits_of_scalar(_to_np(t.sum()).reshape(())[()])
-    return bits_of_scalar(_to_np(t.sum()).reshape(())[()])
+            return bits_of(t.sum())
+    return bits_of(t.sum())
 
 
 # --------------------------------------------------------------------------- comparison

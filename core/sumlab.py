@@ -13,8 +13,8 @@ import numpy as np
 from core import budget
 from core.bytecache import RESULTS, vector_for
 from core.exact import exact_sum_fraction, to_mpf
-from core.formats import FORMATS, Exact, FloatFormat, round_to_format, ulp
-from core.metrics import SumMetrics, a_priori_bound, evaluate
+from core.formats import FORMATS, Exact, FloatFormat, error_in_ulps, round_to_format, ulp
+from core.metrics import SumMetrics, a_priori_bound, evaluate, exact_value, gamma, kappa
 from core.orders import ORDERS, Order, OrderOutcome, clamp_permutations, permutation_sums, run_order, working_array
 from core.vectors import Vector, VectorSpec
 
@@ -90,12 +90,7 @@ def run_lab(values: np.ndarray, storage: str, working: str, orders: tuple[str, .
     abs_sum = exact_sum_fraction(np.abs(values))
     finite = not isinstance(abs_sum, float)
     sum_abs = abs_sum if finite else Fraction(0)
-    if not finite:
-        kappa = math.nan
-    elif exact == 0:
-        kappa = math.inf if sum_abs else math.nan
-    else:
-        kappa = float(sum_abs / abs(exact))
+    condition = kappa(exact, abs_sum)
     xw = working_array(values, working)
     cast = bool(xw.dtype != values.dtype and values.dtype.itemsize > xw.dtype.itemsize)
     cast_note, cast_error, bound_sum = None, None, sum_abs
@@ -130,7 +125,7 @@ def run_lab(values: np.ndarray, storage: str, working: str, orders: tuple[str, .
             k, perm_seed, sums, int(np.unique(sums).size),
             (evaluate(lo, exact, sum_abs, fmt, seq_bound), evaluate(hi, exact, sum_abs, fmt, seq_bound)),
         )
-    return LabResult(values.size, storage, working, exact, sum_abs, kappa, tuple(rows), study, cast_note)
+    return LabResult(values.size, storage, working, exact, sum_abs, condition, tuple(rows), study, cast_note)
 
 
 # ------------------------------------------------------------------- running error
@@ -159,9 +154,6 @@ def running_error(values: np.ndarray, working: str, points: int = 200) -> Runnin
     exact_prefix, abs_prefix = Fraction(0), Fraction(0)
     start = 0
     errs, ulps, bounds = [], [], []
-    from core.formats import error_in_ulps
-    from core.metrics import exact_value, gamma
-
     for p, v in zip(pos, partial, strict=True):
         seg = values[start:p]
         exact_prefix += exact_sum_fraction(seg)

@@ -61,13 +61,12 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import torch
 
-try:  # ml_dtypes ships with the project's environment; bfloat16 support is optional
-    import ml_dtypes
+from core.formats import BFLOAT16, to_scalar, to_torch
+from core.globalstate import torch_threads
 
-    _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover
-    _BFLOAT16 = None
+_BFLOAT16 = BFLOAT16.numpy_dtype
 
 GRAIN_SIZE = 32768  # at::internal::GRAIN_SIZE (aten/src/ATen/Parallel.h)
 ILP_FACTOR = 4  # row_sum's interleaved accumulators
@@ -95,8 +94,6 @@ MEASURED_MATCH = {
 @functools.cache
 def cpu_capability() -> str:
     """The SIMD capability torch's CPU kernels were dispatched for (``"AVX2"``, ``"AVX512"``, ...)."""
-    import torch
-
     return str(torch.backends.cpu.get_cpu_capability())
 
 
@@ -104,7 +101,7 @@ def _working_dtype(dtype) -> np.dtype:
     dtype = np.dtype(dtype)
     if dtype == np.float64:
         return np.dtype(np.float64)
-    if dtype == np.float32 or dtype == np.float16 or (_BFLOAT16 is not None and dtype == _BFLOAT16):
+    if dtype == np.float32 or dtype == np.float16 or dtype == _BFLOAT16:
         return np.dtype(np.float32)
     raise TypeError(f"unsupported dtype {dtype}; expected float16, bfloat16, float32 or float64")
 
@@ -261,31 +258,10 @@ def torch_cpu_sum_model(x: np.ndarray, threads: int = 1, lanes: int | None = Non
         return _store(_serial_sum(slots, lanes), dtype)
 
 
-def _to_torch(x: np.ndarray):
-    import torch
-
-    x = np.ascontiguousarray(x)
-    if _BFLOAT16 is not None and x.dtype == _BFLOAT16:
-        return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(x)
-
-
-def _from_torch(t, dtype: np.dtype) -> np.generic:
-    import torch
-
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(dtype)[()]
-    return t.numpy().astype(dtype, copy=False)[()]
-
-
 def real_torch_sum(x: np.ndarray, threads: int) -> np.generic:
     """The real ``torch.sum`` on the CPU with ``threads`` intra-op threads, as a NumPy scalar of x's dtype."""
-    import torch
-
-    from core.globalstate import torch_threads
-
     x = np.asarray(x)
-    t = _to_torch(x)
+    t = to_torch(x)
     with torch_threads(threads):
         out = torch.sum(t)
-    return _from_torch(out, x.dtype)
+    return to_scalar(out)

@@ -8,23 +8,22 @@ rounds to in the working format, and the rounding error introduced right there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
-from core.formats import Exact, FloatFormat, error_in_ulps, round_to_format
+from core.formats import FORMATS, Exact, FloatFormat, error_in_ulps, round_to_format
 from core.metrics import exact_value
-from core.vectors import NUMPY_DTYPES
+from core.orders import ORDERS, TreeShape
 
 MAX_TREE_N = 32
-TREE_ORDERS = {
-    "sequential": "Sequential, left to right",
-    "reverse": "Sequential, right to left",
-    "sorted_abs": "Sorted by increasing |x|",
-    "pairwise": "Pairwise tree",
-    "numpy": "NumPy's pairwise scheme (n < 8: sequential; else 8 accumulators + tail)",
-    "cuda": "GPU: torch 2.13's CUDA block reduction (model): threads, then warp shuffles",
-}
+
+
+def tree_shapes() -> dict[str, TreeShape]:
+    """Every order that can be written out as a tree, by tree key (read from core.orders.ORDERS)."""
+    return {o.tree.key: o.tree for o in ORDERS.values() if o.tree is not None}
+
+
+TREE_ORDERS: dict[str, str] = {k: t.label for k, t in tree_shapes().items()}  # the pickers' labels
 
 
 @dataclass(frozen=True)
@@ -96,65 +95,19 @@ class _Builder:
 
 
 def build_tree(values: np.ndarray, working: str, order: str) -> Tree:
-    """Write the chosen order out as a tree over the values cast to the working dtype."""
-    if order not in TREE_ORDERS:
+    """Write the chosen order (a tree key, see ``tree_shapes``) out as a tree over the values cast to
+    the working dtype."""
+    shape = tree_shapes().get(order)
+    if shape is None:
         raise ValueError(f"no tree for order {order!r}")
     n = values.size
     if not 1 <= n <= MAX_TREE_N:
         raise ValueError(f"reduction trees are drawn for 1 to {MAX_TREE_N} values, not {n}")
-    from core.formats import FORMATS
-
     fmt = FORMATS[working]
-    x = values.astype(NUMPY_DTYPES[working])
+    x = values.astype(fmt.numpy_dtype)
     b = _Builder(fmt)
     exact_vals = [exact_value(v, fmt) for v in x]
-    if order == "reverse":
-        leaf_order = list(range(n))[::-1]
-    elif order == "sorted_abs":
-        leaf_order = list(np.argsort(np.abs(x.astype(np.float64)), kind="stable"))
-    else:
-        leaf_order = list(range(n))
-    leaves = {i: b.leaf(int(i), exact_vals[int(i)]) for i in leaf_order}
-    ids = [leaves[i] for i in leaf_order]
-    if order in ("sequential", "reverse", "sorted_abs"):
-        root = b.chain(ids)
-    elif order == "pairwise":
-        root = b.balanced(ids)
-    elif order == "cuda":
-        root = _cuda_block(b, ids)
-    else:  # numpy's pairwise scheme for n <= 128
-        if n < 8:
-            root = b.chain(ids)
-        else:
-            r = [b.chain(ids[j : n - n % 8 : 8]) for j in range(8)]
-            root = b.add(b.add(b.add(r[0], r[1]), b.add(r[2], r[3])), b.add(b.add(r[4], r[5]), b.add(r[6], r[7])))
-            for i in ids[n - n % 8 :]:
-                root = b.add(root, i)
+    leaf_order = [int(i) for i in shape.leaves(x)]
+    leaves = {i: b.leaf(i, exact_vals[i]) for i in leaf_order}
+    root = shape.combine(b, [leaves[i] for i in leaf_order])
     return Tree(order, fmt, tuple(b.nodes), root)
-
-
-def _cuda_block(b: _Builder, ids: list[int]) -> int:
-    """core.cuda_model's reduction for a small vector, addition by addition.
-
-    For n <= MAX_TREE_N the kernel (``cuda_launch``, torch 2.13) runs one block of
-    ``last_pow2(n)`` threads without vector loads: thread t's accumulators hold elements t,
-    t + T, ... (combined left to right; their +0 padding adds nothing), then the block's lanes
-    combine by warp shuffles with decreasing offsets T/2, ..., 1: lane t adds lane t + offset.
-    """
-    from core.cuda_model import cuda_launch
-
-    n = len(ids)
-    launch = cuda_launch(n)
-    if launch.vectorized or launch.blocks != 1 or launch.threads_per_block > 32:
-        raise ValueError(f"the CUDA tree is drawn for one warp-sized block, not for n = {n}")
-    width = launch.threads_per_block
-    lanes = [b.chain([ids[t + m * width] for m in range(launch.accumulators) if t + m * width < n])
-             for t in range(width)]
-    while len(lanes) > 1:  # shfl_down, offset = width/2, ..., 1
-        half = len(lanes) // 2
-        lanes = [b.add(lanes[t], lanes[t + half]) for t in range(half)]
-    return lanes[0]
-
-
-def exact_total(tree: Tree) -> Fraction:
-    return sum((n.exact for n in tree.nodes if n.leaf_index is not None), Fraction(0))

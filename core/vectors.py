@@ -15,22 +15,13 @@ import math
 import numbers
 from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 
-from core.exact import exact_sum_fraction
 from core.formats import FORMATS, FloatFormat, get_format
 
 MAX_N = 10_000_000
 MAX_PASTED = 100_000
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
-
-NUMPY_DTYPES = {
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float32": np.dtype(np.float32),
-    "float64": np.dtype(np.float64),
-}
 
 GENERATORS: dict[str, str] = {
     "normal": "Normal: N(0, 1)",
@@ -72,8 +63,8 @@ class VectorSpec:
 
 
 def _check_storage(storage: str) -> None:
-    if storage not in NUMPY_DTYPES:
-        raise VectorError(f"Unknown storage format {storage!r}; choose one of {', '.join(NUMPY_DTYPES)}.")
+    if storage not in FORMATS:
+        raise VectorError(f"Unknown storage format {storage!r}; choose one of {', '.join(FORMATS)}.")
 
 
 def _is_whole(x) -> bool:
@@ -113,7 +104,7 @@ def round_array(x64: np.ndarray, storage: str) -> np.ndarray:
         if storage == "float64":
             out = x64.copy()
         elif storage in ("float32", "float16"):
-            out = x64.astype(NUMPY_DTYPES[storage])
+            out = x64.astype(FORMATS[storage].numpy_dtype)
         else:
             x32 = x64.astype(np.float32)
             inexact = (x32.astype(np.float64) != x64) & np.isfinite(x32)
@@ -122,7 +113,7 @@ def round_array(x64: np.ndarray, storage: str) -> np.ndarray:
             if fix.any():
                 toward = np.where(x64[fix] > x32[fix].astype(np.float64), np.inf, -np.inf).astype(np.float32)
                 x32[fix] = np.nextafter(x32[fix], toward)
-            out = x32.astype(ml_dtypes.bfloat16)
+            out = x32.astype(FORMATS["bfloat16"].numpy_dtype)
     out.setflags(write=False)
     return out
 
@@ -356,7 +347,7 @@ def _parse_npy(name: str, data: bytes, storage: str) -> Vector:
     elif not _ints_exact(arr, x64):
         raise VectorError(f"{name} holds integers too large for exact float64 conversion.")
     note = ()
-    if arr.dtype == NUMPY_DTYPES[storage]:
+    if arr.dtype == FORMATS[storage].numpy_dtype:
         values = arr.copy()
         values.setflags(write=False)
     else:
@@ -397,20 +388,6 @@ def _parse_csv(name: str, data: bytes, storage: str) -> Vector:
     vec = _values_from_tokens(tokens, storage, name)
     return Vector(vec.values, storage, vec.source + " (first column)", (f"{name} has {width} columns; "
                   "the first column was used.",))
-
-
-# ------------------------------------------------------------------------- conditioning
-
-
-def condition_number(values: np.ndarray) -> float:
-    """kappa = sum|x| / |sum x| from exact sums (inf when the exact sum is 0)."""
-    s = exact_sum_fraction(values)
-    a = exact_sum_fraction(np.abs(values))
-    if isinstance(s, float) or isinstance(a, float):
-        return math.nan
-    if s == 0:
-        return math.inf if a != 0 else math.nan
-    return float(a / abs(s))
 
 
 # ------------------------------------------------------------------ dot-product pairs

@@ -16,9 +16,8 @@ from core.cuda_published import published_evidence_sentence
 from core.devices import available_devices, device_info
 from core.exact import correctly_rounded_sum, distinguishing_reprs
 from core.fingerprint import op_fingerprint
-from core.formats import FORMATS, bits_of_value, hex_bits, ulp_distance, value_of_bits
+from core.formats import FORMATS, bits_of, bits_of_value, hex_bits, ulp_distance, value_of_bits
 from core.globalstate import PROCESS_THREADS, current_settings
-from core.metrics import bits_of_scalar
 from core.querystate import Field
 from core.recordings import (
     SUITE_DTYPES,
@@ -147,7 +146,7 @@ if not found_recording:
         + " Nothing is shown in its place; capture one with `python -m scripts.capture` on a machine with a GPU."
     )
 cfg = cuda_config_for(int(n), values.dtype, sm_count=H100_SMS)
-_row(f"CUDA model, SM count {H100_SMS} (H100/H200-like)", "model", bits_of_scalar(cuda_sum_model(values, cfg)),
+_row(f"CUDA model, SM count {H100_SMS} (H100/H200-like)", "model", bits_of(cuda_sum_model(values, cfg)),
      "a model of the order, not a measurement" + ("" if gpu_recs else "; not yet checked against a real GPU "
                                                    "recording, only against published GPU results"))
 exact_bits = bits_of_value(cr, fmt)

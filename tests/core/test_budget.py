@@ -8,12 +8,13 @@ import pytest
 
 from core import budget
 from core.bytecache import RESULTS, VECTORS
+from core.formats import NUMPY_DTYPES
 from core.gate import HEAVY_SLOTS
 from core.orders import DEFAULT_ORDERS, ORDERS, clamp_permutations
 from core.recordings import SUITE_DTYPES, SUITE_GENERATORS, SUITE_SIZES
 from core.sumlab import MAX_PERMUTATIONS
 from core.training import MAX_STEPS
-from core.vectors import GENERATORS, MAX_N, NUMPY_DTYPES
+from core.vectors import GENERATORS, MAX_N
 
 ALL_ORDERS = tuple(ORDERS)
 ISSUE_LINK = dict(n=10_000_000, storage="float64", working="same", orders=ALL_ORDERS, permutations=1000,

@@ -10,12 +10,18 @@ import numpy as np
 import pytest
 
 from core.exact import exact_sum_fraction
-from core.formats import FLOAT16, FLOAT32, FLOAT64, FORMATS, round_to_format
-from core.metrics import a_priori_bound, bits_of_scalar, evaluate, exact_value, gamma
+from core.formats import FLOAT16, FLOAT32, FLOAT64, FORMATS, NUMPY_DTYPES, round_to_format
+from core.formats import bits_of as bits_of_scalar
+from core.metrics import a_priori_bound, evaluate, exact_value, gamma
 from core.orders import DEFAULT_ORDERS, ORDERS, pairwise, sequential
 from core.sumlab import run_lab, running_error
-from core.trees import MAX_TREE_N, TREE_ORDERS, build_tree, exact_total
-from core.vectors import NUMPY_DTYPES, VectorSpec, generate
+from core.trees import MAX_TREE_N, TREE_ORDERS, Tree, build_tree
+from core.vectors import VectorSpec, generate
+
+
+def exact_total(tree: Tree) -> Fraction:
+    """The exact sum of a tree's leaves."""
+    return sum((n.exact for n in tree.nodes if n.leaf_index is not None), Fraction(0))
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
 

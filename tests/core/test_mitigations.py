@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from core.devices import cpu_device
 from core.exact import correctly_rounded_sum, exact_sum_fraction
 from core.formats import FORMATS, bits_of, round_to_format, value_of_bits
+from core.formats import bits_of as bits_of_scalar
 from core.globalstate import GlobalState, torch_threads
-from core.metrics import bits_of_scalar
 from core.mitigations import (
     VENDOR_RATIOS,
     _decided_sum,

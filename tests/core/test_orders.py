@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.exact import exact_sum_fraction
-from core.formats import FORMATS
+from core.formats import FORMATS, NUMPY_DTYPES
 from core.globalstate import GlobalState
 from core.metrics import a_priori_bound, exact_value
 from core.orders import (
@@ -26,7 +26,7 @@ from core.orders import (
     tree_depth_numpy,
     working_array,
 )
-from core.vectors import GENERATORS, NUMPY_DTYPES, VectorSpec, generate
+from core.vectors import GENERATORS, VectorSpec, generate
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
 

@@ -19,24 +19,29 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import core.vectors as vectors
-from core.exact import exact_decimal
-from core.formats import FORMATS, FloatFormat, round_to_format, ulp
+from core.exact import exact_decimal, exact_sum_fraction
+from core.formats import FORMATS, NUMPY_DTYPES, FloatFormat, round_to_format, ulp
+from core.metrics import kappa
 from core.vectors import (
     GENERATORS,
     MAX_N,
     MAX_PASTED,
     MAX_UPLOAD_BYTES,
-    NUMPY_DTYPES,
     Vector,
     VectorError,
     VectorSpec,
-    condition_number,
     generate,
     parse_pasted,
     parse_upload,
     round_array,
 )
 from tests.strategies import finite_values
+
+
+def condition_number(values: np.ndarray) -> float:
+    """κ of a vector from its exact sums, through core.metrics.kappa (the one place κ is computed)."""
+    return kappa(exact_sum_fraction(values), exact_sum_fraction(np.abs(values)))
+
 
 STORAGES = ["float16", "bfloat16", "float32", "float64"]
 RANDOM_KINDS = ["normal", "uniform", "lognormal", "tiny_huge", "alternating", "ill_conditioned"]

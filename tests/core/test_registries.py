@@ -1,0 +1,70 @@
+"""Registries own their code: adding an order is one ORDERS entry, and every consumer sees it.
+
+The new order here ("sorted by magnitude, largest first") is registered with one entry and
+nothing else; run_order runs it, the summation lab measures it against its a-priori bound,
+the budget prices it, and core.trees writes it out as a tree of additions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core import budget
+from core.exact import exact_sum_fraction
+from core.formats import FORMATS, bits_of, round_to_format
+from core.metrics import exact_value
+from core.orders import ORDERS, Order, Ran, TreeShape, run_order, sequential
+from core.sumlab import run_lab
+from core.trees import build_tree, tree_shapes
+from core.vectors import VectorSpec, generate
+
+
+def _largest_first(x: np.ndarray) -> np.ndarray:
+    return np.argsort(-np.abs(x.astype(np.float64)), kind="stable")
+
+
+NEW = Order("largest_first", "Sorted by decreasing |x|", "algorithm", "sequential",
+            "Large magnitudes first: the small ones are added last, to a large running sum.",
+            lambda s: Ran(sequential(s.x[_largest_first(s.x)])), (60, 60, 55, 56), (2, 8),
+            tree=TreeShape("largest_first", "Sorted by decreasing |x|", lambda b, ids: b.chain(ids), _largest_first))
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    monkeypatch.setitem(ORDERS, NEW.key, NEW)  # the one entry
+    return NEW
+
+
+def test_a_new_order_is_one_entry_and_runs_everywhere(registered):
+    x = generate(VectorSpec("lognormal", 1000, 3, "float32")).values
+    out = run_order("largest_first", x, "float32")
+    expected = sequential(x[np.argsort(-np.abs(x.astype(np.float64)), kind="stable")])
+    assert bits_of(out.value) == bits_of(expected)
+    assert out.provenance == "computed live here with NumPy in float32"
+
+    lab = run_lab(x, "float32", "same", ("sequential", "largest_first"))
+    row = next(r for r in lab.rows if r.order.key == "largest_first")
+    assert row.metrics.within_bound  # the sequential bound gamma_(n-1) sum|x| holds for any order
+
+    cost = budget.sumlab_cost(1000, "float32", "same", ("largest_first",), 0, "lognormal")
+    assert "Sorted by decreasing |x|" in dict(cost.parts)
+
+
+def test_a_new_orders_tree_is_drawn_from_the_same_entry(registered):
+    x = np.array([1.0, -3.0, 2.0**-30, 7.0], dtype=np.float32)
+    assert "largest_first" in tree_shapes()
+    tree = build_tree(x, "float32", "largest_first")
+    leaves = [n.leaf_index for n in tree.nodes if n.leaf_index is not None]
+    assert leaves == [3, 1, 0, 2]
+    assert tree.result == round_to_format(exact_value(sequential(x[[3, 1, 0, 2]]), FORMATS["float32"]),
+                                          FORMATS["float32"])
+    assert sum(n.exact for n in tree.nodes if n.leaf_index is not None) == exact_sum_fraction(x)
+
+
+def test_without_the_entry_the_order_is_unknown():
+    assert "largest_first" not in ORDERS
+    with pytest.raises(ValueError, match="unknown order"):
+        run_order("largest_first", np.ones(3, np.float32), "float32")
+    with pytest.raises(ValueError, match="no tree"):
+        build_tree(np.ones(3, np.float32), "float32", "largest_first")
