@@ -14,30 +14,19 @@ core.globalstate.torch_threads (locked and restored).
 from __future__ import annotations
 
 import math
-import struct
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from core.devices import available_devices
-from core.globalstate import torch_threads
+from core.formats import bit_view
+from core.globalstate import PROCESS_THREADS, torch_threads
 
-SOURCES: dict[str, str] = {
-    "none": "Nothing (control): B repeats A exactly",
-    "permute_hidden": "Reduction order: hidden units permuted (weights permuted to match)",
-    "permute_batch": "Reduction order: examples shuffled inside each batch",
-    "permute_features": "Reduction order: the two input features swapped",
-    "threads": "CPU thread count: B runs with 1 thread, A with all",
-    "float64": "Precision: A in float32, B in float64",
-    "bfloat16": "Precision: B's forward pass under bfloat16 autocast",
-    "nudge": "Butterfly: one initial weight of B moved by one ULP",
-    "device": "A real GPU: B runs on the GPU, A on the CPU",
-}
-STAND_IN = {"permute_hidden", "permute_batch", "permute_features"}
+# What B changes is a registry too: see DIFFERENCES below (SOURCES and STAND_IN are views of it).
 OPTIMIZERS = ("sgd_momentum", "adam")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 MAX_STEPS = 5000
@@ -218,96 +207,271 @@ class StepRecord:
 
 
 
-def _float_bits(v: float, dtype: torch.dtype) -> int:
-    """Bit pattern of a float32 or float64 value (v holds it exactly as a Python float)."""
-    if dtype == torch.float64:
-        return struct.unpack("<Q", struct.pack("<d", v))[0]
-    return struct.unpack("<I", struct.pack("<f", v))[0]
+# ------------------------------------------------------------------ what B changes
 
 
+@dataclass
+class BPlan:
+    """How B departs from A, as a difference source's ``apply`` sets it up (defaults: B == A)."""
+
+    params: dict[str, torch.Tensor]  # B's initial parameters, in A's layout (before any permutation)
+    dtype: torch.dtype
+    device: str = "cpu"
+    device_name: str = "CPU"
+    hidden_perms: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+    feature_perm: np.ndarray | None = None
+    autocast_bf16: bool = False
+    threads_a: int | None = None  # None: leave torch's setting alone
+    threads_b: int | None = None
+    batch_perm: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One difference source: ``apply(settings, rng, plan)`` changes B's plan (rng: local, seeded)."""
+
+    key: str
+    label: str
+    apply: Callable[[TrainSettings, np.random.Generator, BPlan], None]
+    stand_in: bool = False  # a reordering that stands in for another device
+
+
+def _no_difference(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    pass
+
+
+def _permute_hidden(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    plan.hidden_perms = (rng.permutation(s.hidden), rng.permutation(s.hidden))
+
+
+def _permute_batch(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    plan.batch_perm = rng.permutation(s.batch)
+
+
+def _permute_features(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    plan.feature_perm = np.array([1, 0])
+
+
+def _threads(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    plan.threads_a, plan.threads_b = PROCESS_THREADS, 1
+
+
+def _float64(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    # B starts from A's float32 weights and sees A's float32 data, widened exactly, so
+    # the precision of the arithmetic is the only difference (not the rounding of the inputs)
+    plan.dtype = torch.float64
+    plan.params = {k: v.to(torch.float64) for k, v in plan.params.items()}
+
+
+def _bfloat16(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    plan.autocast_bf16 = True
+
+
+def _nudge(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    w = plan.params["w2"]
+    w[0, 0] = torch.nextafter(w[0, 0], torch.tensor(math.inf, dtype=w.dtype))
+
+
+def _device(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    gpus = [d for d in available_devices() if d.kind != "cpu" and d.supports(plan.dtype)]
+    if not gpus:
+        raise ValueError("No GPU is visible to torch here, so B cannot run on one.")
+    plan.device, plan.device_name = gpus[0].torch_device, gpus[0].name
+
+
+DIFFERENCES: dict[str, Difference] = {d.key: d for d in [
+    Difference("none", "Nothing (control): B repeats A exactly", _no_difference),
+    Difference("permute_hidden", "Reduction order: hidden units permuted (weights permuted to match)",
+               _permute_hidden, stand_in=True),
+    Difference("permute_batch", "Reduction order: examples shuffled inside each batch", _permute_batch, stand_in=True),
+    Difference("permute_features", "Reduction order: the two input features swapped", _permute_features,
+               stand_in=True),
+    Difference("threads", "CPU thread count: B runs with 1 thread, A with all", _threads),
+    Difference("float64", "Precision: A in float32, B in float64", _float64),
+    Difference("bfloat16", "Precision: B's forward pass under bfloat16 autocast", _bfloat16),
+    Difference("nudge", "Butterfly: one initial weight of B moved by one ULP", _nudge),
+    Difference("device", "A real GPU: B runs on the GPU, A on the CPU", _device),
+]}
+SOURCES: dict[str, str] = {k: d.label for k, d in DIFFERENCES.items()}
+STAND_IN = {k for k, d in DIFFERENCES.items() if d.stand_in}
+
+
+# -------------------------------------------------------------------------- the pair
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """How B's parameters map back to A's: the permutations B applied (None: not permuted)."""
+
+    hidden: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+    features: np.ndarray | None = None
+
+    @property
+    def identity(self) -> bool:
+        return all(p is None for p in self.hidden) and self.features is None
+
+    def to_b(self, p: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return _permute(p, *self.hidden, self.features)
+
+    def to_a(self, p: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return _unpermute(p, *self.hidden, self.features)
+
+    def flat_index(self, shapes: dict[str, torch.Size]) -> torch.Tensor | None:
+        """Index that puts B's flattened parameters into A's layout (None: same layout)."""
+        if self.identity:
+            return None
+        sizes = [math.prod(shapes[k]) for k in PARAM_NAMES]
+        offsets = np.cumsum([0, *sizes[:-1]])
+        ids = {k: torch.arange(n, dtype=torch.float64).reshape(shapes[k]) + o
+               for k, n, o in zip(PARAM_NAMES, sizes, offsets, strict=True)}
+        permuted = self.to_b(ids)  # where each of A's entries sits in B's layout
+        return torch.argsort(torch.cat([permuted[k].reshape(-1) for k in PARAM_NAMES]).long())
+
+
+@dataclass(frozen=True, eq=False)
+class Pair:
+    """Everything ``make_pair`` builds: the two runs, the shared data and schedule, B's layout."""
+
+    settings: TrainSettings
+    a: _Run
+    b: _Run
+    x64: np.ndarray
+    y: np.ndarray
+    schedule: np.ndarray  # every step's batch indices
+    layout: Layout
+    b_device_name: str
+
+
+def make_pair(settings: TrainSettings) -> Pair:
+    """Build A and B: the same data, schedule and initial weights; B changed by the settings' source."""
+    s = settings
+    s.validate()
+    x64, y = spirals(s.n_points, s.classes, s.seed)
+    schedule = batch_schedule(len(y), s.batch, s.steps, s.seed)
+    base = init_params(s.hidden, s.classes, s.seed)
+    dt = DTYPES[s.dtype]
+    pa = {k: v.to(dt).clone().requires_grad_(True) for k, v in base.items()}
+    plan = BPlan({k: v.to(dt).clone() for k, v in base.items()}, dt)
+    DIFFERENCES[s.source].apply(s, np.random.default_rng(s.seed + 2), plan)
+    layout = Layout(plan.hidden_perms, plan.feature_perm)
+    pb = {k: v.to(plan.device).clone().requires_grad_(True) for k, v in layout.to_b(plan.params).items()}
+    xa = torch.from_numpy(x64).to(dt)
+    xb = xa.to(plan.dtype)
+    if plan.feature_perm is not None:
+        xb = xb[:, plan.feature_perm]
+    yt = torch.from_numpy(y)
+    a = _Run(pa, _make_opt(pa, s), xa, yt, threads=plan.threads_a)
+    b = _Run(pb, _make_opt(pb, s), xb.to(plan.device), yt.to(plan.device), device=plan.device,
+             autocast_bf16=plan.autocast_bf16, threads=plan.threads_b, batch_perm=plan.batch_perm)
+    return Pair(s, a, b, x64, y, schedule, layout, plan.device_name)
+
+
+# ------------------------------------------------------------------------ measuring
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    """What one step leaves for measuring: both runs' flat parameters (B in its own layout, on
+    the CPU), losses and logits. Taken in microseconds; measured later, many at once."""
+
+    step: int  # 1-based
+    params_a: torch.Tensor
+    params_b: torch.Tensor
+    loss_a: torch.Tensor
+    loss_b: torch.Tensor
+    logits_a: torch.Tensor
+    logits_b: torch.Tensor
+
+
+@dataclass(frozen=True, eq=False)
+class Yardstick:
+    """What measuring needs besides the snapshots, fixed for a pair."""
+
+    to_a: torch.Tensor | None  # Layout.flat_index
+    total_bits: int
+    labels_a: torch.Tensor  # every step's batch labels, as A sees them
+    labels_b: torch.Tensor  # and as B sees them (reordered for permute_batch), on B's device
+    batch: int
+
+
+def yardstick(pair: Pair) -> Yardstick:
+    a, b = pair.a, pair.b
+    labels = a.y[torch.from_numpy(pair.schedule)]
+    perm = torch.from_numpy(b.batch_perm) if b.batch_perm is not None else None
+    return Yardstick(pair.layout.flat_index({k: a.params[k].shape for k in PARAM_NAMES}),
+                     sum(p.numel() for p in a.params.values()) * 8 * a.x.element_size(),
+                     labels, (labels[:, perm] if perm is not None else labels).to(b.device), pair.settings.batch)
+
+
+def measure(snapshots: Sequence[Snapshot], ys: Yardstick) -> list[StepRecord]:
+    """The records of consecutive snapshots, computed together: distances, differing bits,
+    accuracies, losses and their bit patterns. Pure: reads its arguments, changes nothing."""
+    if not snapshots:
+        return []
+    first = snapshots[0].step
+    fa = torch.stack([sn.params_a for sn in snapshots])
+    fb = torch.stack([sn.params_b for sn in snapshots])
+    if ys.to_a is not None:
+        fb = fb[:, ys.to_a]
+    fb_a = fb if fb.dtype == fa.dtype else fb.to(fa.dtype)
+    # XOR of the unsigned bit patterns (np.bitwise_count of a signed value counts the bits of |x|)
+    differing = np.bitwise_count(bit_view(fa) ^ bit_view(fb_a)).sum(axis=1).tolist()
+    dist = torch.linalg.vector_norm(fa.double() - fb.double(), dim=1).tolist()  # in float64
+    la, lb = torch.stack([sn.loss_a for sn in snapshots]), torch.stack([sn.loss_b for sn in snapshots])
+    losses_a, losses_b = la.tolist(), lb.tolist()
+    bits_a, bits_b = bit_view(la).tolist(), bit_view(lb).tolist()
+    steps = slice(first - 1, first - 1 + len(snapshots))
+    ca = (torch.stack([sn.logits_a for sn in snapshots]).argmax(2) == ys.labels_a[steps]).sum(1).tolist()
+    cb = (torch.stack([sn.logits_b for sn in snapshots]).argmax(2) == ys.labels_b[steps]).sum(1).cpu().tolist()
+    out = []
+    for i, sn in enumerate(snapshots):
+        a_, b_ = losses_a[i], losses_b[i]
+        abs_diff = abs(a_ - b_)
+        out.append(StepRecord(
+            step=sn.step, loss_a=a_, loss_b=b_, loss_a_bits=int(bits_a[i]), loss_b_bits=int(bits_b[i]),
+            abs_diff=abs_diff, rel_diff=abs_diff / abs(a_) if a_ else (0.0 if b_ == a_ else math.inf),
+            param_distance=dist[i], differing_bits=int(differing[i]), total_bits=ys.total_bits,
+            acc_a=ca[i] / ys.batch, acc_b=cb[i] / ys.batch,
+        ))
+    return out
 
 
 # ----------------------------------------------------------------------- the paired run
 
 
-@dataclass
 class PairedRun:
-    """Two runs in lockstep; ``advance(n)`` applies n updates to each and records the gap.
+    """Two runs in lockstep, built by ``make_pair``; ``advance(n)`` applies n updates to each and
+    records the gap (each step leaves a ``Snapshot``; ``measure`` turns them into records).
 
     A pair may be shared by several threads (Streamlit starts a new script run of a session
     while the previous one may still be computing), so every read and every mutation holds the
     pair's own lock: the only way a pair moves is ``advance`` (``run``, ``step`` and iteration
     call it), a whole chunk of steps at a time, so no thread ever sees, or adds to, half a step,
     and the state after N steps is bit for bit that of a clean run of N steps, whichever threads
-    applied them.
+    applied them. core.runner decides which pair a session owns.
     """
 
-    settings: TrainSettings
-    a: _Run = field(init=False)
-    b: _Run = field(init=False)
-    x64: np.ndarray = field(init=False, repr=False)
-    y: np.ndarray = field(init=False, repr=False)
-    schedule: np.ndarray = field(init=False, repr=False)
-    _records: list[StepRecord] = field(default_factory=list, repr=False)
-    _pending: list[tuple] = field(default_factory=list, repr=False)  # raw snapshots not yet measured
-    b_device_name: str = "CPU"
-    unmap: dict[str, tuple[np.ndarray | None, np.ndarray | None]] = field(default_factory=dict)
-    _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False, compare=False)
-    _broken: BaseException | None = field(default=None, init=False, repr=False, compare=False)
-    # Steps asked for (Step, +10, Play) but maybe not applied yet; own lock, so asking never waits for a chunk
-    _target: int = field(default=0, init=False, repr=False, compare=False)
-    _applied: int = field(default=0, init=False, repr=False, compare=False)  # == done, readable without _lock
-    _target_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    def __init__(self, settings: TrainSettings) -> None:
+        self.pair = make_pair(settings)
+        self.settings = settings
+        self.a, self.b = self.pair.a, self.pair.b
+        self.x64, self.y, self.schedule = self.pair.x64, self.pair.y, self.pair.schedule
+        self.b_device_name = self.pair.b_device_name
+        self.yardstick = yardstick(self.pair)
+        # detached flat views share storage with the parameters, so they follow every update
+        self._views_a = [self.a.params[k].detach().view(-1) for k in PARAM_NAMES]
+        self._views_b = [self.b.params[k].detach().view(-1) for k in PARAM_NAMES]
+        self._records: list[StepRecord] = []
+        self._pending: list[Snapshot] = []  # not measured yet
+        self._lock = threading.RLock()
+        self._broken: BaseException | None = None
+        # Steps asked for (Step, +10, Play) but maybe not applied yet; own lock, so asking never waits for a chunk
+        self._target = 0
+        self._applied = 0  # == done, readable without _lock
+        self._target_lock = threading.Lock()
 
-    def __post_init__(self) -> None:
-        s = self.settings
-        s.validate()
-        self.x64, self.y = spirals(s.n_points, s.classes, s.seed)
-        self.schedule = batch_schedule(len(self.y), s.batch, s.steps, s.seed)
-        base = init_params(s.hidden, s.classes, s.seed)
-        dt = DTYPES[s.dtype]
-        pa = {k: v.to(dt).clone().requires_grad_(True) for k, v in base.items()}
-        pb_base = {k: v.to(dt).clone() for k, v in base.items()}
-        b_dtype, b_device = dt, "cpu"
-        rng = np.random.default_rng(s.seed + 2)
-        h_perm1 = h_perm2 = f_perm = None
-        if s.source == "permute_hidden":
-            h_perm1, h_perm2 = rng.permutation(s.hidden), rng.permutation(s.hidden)
-        elif s.source == "permute_features":
-            f_perm = np.array([1, 0])
-        elif s.source == "float64":
-            # B starts from A's float32 weights and sees A's float32 data, widened exactly, so
-            # the precision of the arithmetic is the only difference (not the rounding of the inputs)
-            b_dtype = torch.float64
-            pb_base = {k: v.to(dt).to(torch.float64) for k, v in base.items()}
-        elif s.source == "nudge":
-            w = pb_base["w2"]
-            w[0, 0] = torch.nextafter(w[0, 0], torch.tensor(math.inf, dtype=w.dtype))
-        elif s.source == "device":
-            gpus = [d for d in available_devices() if d.kind != "cpu" and d.supports(dt)]
-            if not gpus:
-                raise ValueError("No GPU is visible to torch here, so B cannot run on one.")
-            b_device, self.b_device_name = gpus[0].torch_device, gpus[0].name
-        pb = _permute(pb_base, h_perm1, h_perm2, f_perm)
-        self.unmap = {"h1": (h_perm1, None), "h2": (h_perm2, None), "f": (f_perm, None)}
-        pb = {k: v.to(b_device).clone().requires_grad_(True) for k, v in pb.items()}
-        xa = torch.from_numpy(self.x64).to(dt)
-        xb = xa.to(b_dtype)
-        if f_perm is not None:
-            xb = xb[:, f_perm]
-        yt = torch.from_numpy(self.y)
-        self.a = _Run(pa, _make_opt(pa, s), xa, yt)
-        self.b = _Run(pb, _make_opt(pb, s), xb.to(b_device), yt.to(b_device), device=b_device)
-        if s.source == "bfloat16":
-            self.b.autocast_bf16 = True
-        if s.source == "threads":
-            self.b.threads = 1
-            from core.globalstate import PROCESS_THREADS
-
-            self.a.threads = PROCESS_THREADS
-        if s.source == "permute_batch":
-            self.b.batch_perm = rng.permutation(s.batch)
-        self._perms = (h_perm1, h_perm2, f_perm)
+    def __repr__(self) -> str:
+        return f"PairedRun({self.settings!r}, done={self._applied})"
 
     # ------------------------------------------------------------------ stepping
     @property
@@ -383,17 +547,24 @@ class PairedRun:
             return self.advance(n) if n > 0 else []
 
     def _advance(self) -> None:
-        """Apply one update to A and to B, and keep what the record needs (measured later).
-
-        Only ``advance`` calls this, holding the lock.
-        """
+        """Apply one update to A and to B and keep its snapshot. Only ``advance`` calls this, holding the lock."""
         done = len(self._records) + len(self._pending)
         if done >= self.settings.steps:
             raise StopIteration
         idx = self.schedule[done]
         loss_a, logits_a = _step(self.a, idx)
         loss_b, logits_b = _step(self.b, idx)
-        self._snapshot(loss_a, loss_b, logits_a, logits_b)
+        fb = torch.cat(self._views_b)
+        if fb.device.type != "cpu":
+            fb = fb.cpu()
+        self._pending.append(Snapshot(done + 1, torch.cat(self._views_a), fb, loss_a, loss_b.cpu(),
+                                      logits_a, logits_b))
+
+    def _flush(self) -> None:
+        """Measure every pending snapshot at once."""
+        if self._pending:
+            self._records += measure(self._pending, self.yardstick)
+            self._pending.clear()
 
     def step(self) -> StepRecord:
         recs = self.advance(1)
@@ -424,81 +595,12 @@ class PairedRun:
                 on_progress(recs[-1].step)
         return applied
 
-    # ------------------------------------------------------------------ measuring
+    # ------------------------------------------------------------------ predicting
     def b_params_in_a_layout(self) -> dict[str, torch.Tensor]:
         """B's parameters mapped back to A's layout exactly (permutations undone), on the CPU."""
-        h1, h2, f = self._perms
         with self._lock:
             pb = {k: v.detach().cpu().clone() for k, v in self.b.params.items()}
-        return _unpermute(pb, h1, h2, f)
-
-    def _flat_map(self) -> torch.Tensor | None:
-        """Index that puts B's flattened parameters into A's layout (None: same layout)."""
-        if all(p is None for p in self._perms):
-            return None
-        sizes = [self.a.params[k].numel() for k in PARAM_NAMES]
-        offsets = np.cumsum([0, *sizes[:-1]])
-        ids = {k: torch.arange(n, dtype=torch.float64).reshape(self.a.params[k].shape) + o
-               for k, n, o in zip(PARAM_NAMES, sizes, offsets, strict=True)}
-        h1, h2, f = self._perms
-        permuted = _permute(ids, h1, h2, f)  # where each of A's entries sits in B's layout
-        flat = torch.cat([permuted[k].reshape(-1) for k in PARAM_NAMES]).long()
-        return torch.argsort(flat)
-
-    def _prepare(self) -> None:
-        self._map = self._flat_map()
-        self._total_bits = sum(p.numel() for p in self.a.params.values()) * 8 * self.a.x.element_size()
-        # detached flat views share storage with the parameters, so they follow every update
-        self._views_a = [self.a.params[k].detach().view(-1) for k in PARAM_NAMES]
-        self._views_b = [self.b.params[k].detach().view(-1) for k in PARAM_NAMES]
-        sched = torch.from_numpy(self.schedule)
-        self._labels = self.a.y[sched]  # every step's batch labels, gathered once
-        perm = torch.from_numpy(self.b.batch_perm) if self.b.batch_perm is not None else None
-        self._labels_b = (self._labels[:, perm] if perm is not None else self._labels).to(self.b.device)
-
-    def _snapshot(self, loss_a, loss_b, logits_a, logits_b) -> None:
-        """Copy this step's parameters, losses and logits (a few microseconds; measured in _flush)."""
-        if not hasattr(self, "_map"):
-            self._prepare()
-        fb = torch.cat(self._views_b)
-        if fb.device.type != "cpu":
-            fb = fb.cpu()
-        self._pending.append((torch.cat(self._views_a), fb, loss_a, loss_b.cpu(), logits_a, logits_b))
-
-    def _flush(self) -> None:
-        """Measure every pending step at once: distances, differing bits, accuracies, losses."""
-        if not self._pending:
-            return
-        first = len(self._records)
-        fa_s, fb_s, la_s, lb_s, ga_s, gb_s = zip(*self._pending, strict=True)
-        self._pending.clear()
-        k = len(fa_s)
-        fa, fb = torch.stack(fa_s), torch.stack(fb_s)
-        if self._map is not None:
-            fb = fb[:, self._map]
-        fb_a = fb if fb.dtype == fa.dtype else fb.to(fa.dtype)
-        wide = fa.dtype == torch.float64
-        int_t, uint_t = (torch.int64, np.uint64) if wide else (torch.int32, np.uint32)
-        # XOR read as unsigned: np.bitwise_count counts the bits of |x|, wrong when the sign bit differs
-        xor = (fa.view(int_t) ^ fb_a.view(int_t)).numpy().view(uint_t)
-        differing = np.bitwise_count(xor).sum(axis=1).tolist()
-        dist = torch.linalg.vector_norm(fa.double() - fb.double(), dim=1).tolist()  # in float64
-        losses_a, losses_b = torch.stack(la_s).tolist(), torch.stack(lb_s).tolist()
-        steps = slice(first, first + k)
-        ca = (torch.stack(ga_s).argmax(2) == self._labels[steps]).sum(1).tolist()
-        cb = (torch.stack(gb_s).argmax(2) == self._labels_b[steps]).sum(1).cpu().tolist()
-        n = self.settings.batch
-        dt_a, dt_b = la_s[0].dtype, lb_s[0].dtype
-        for i in range(k):
-            la, lb = losses_a[i], losses_b[i]
-            abs_diff = abs(la - lb)
-            self._records.append(StepRecord(
-                step=first + i + 1, loss_a=la, loss_b=lb,
-                loss_a_bits=_float_bits(la, dt_a), loss_b_bits=_float_bits(lb, dt_b),
-                abs_diff=abs_diff, rel_diff=abs_diff / abs(la) if la else (0.0 if lb == la else math.inf),
-                param_distance=dist[i], differing_bits=int(differing[i]), total_bits=self._total_bits,
-                acc_a=ca[i] / n, acc_b=cb[i] / n,
-            ))
+        return self.pair.layout.to_a(pb)
 
     def snapshot(self, resolution: int | None = None) -> tuple[list[StepRecord], tuple | None]:
         """(records so far, decision grid at that same step or None), read atomically."""

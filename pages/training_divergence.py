@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import struct
 import time
 from dataclasses import replace
 from fractions import Fraction
@@ -129,14 +128,10 @@ def _on_reset() -> None:
     _session_run(fresh=True)
 
 
-def _value_and_bits(v: float, dtype: str) -> str:
+def _value_and_bits(v: float, bits: int, dtype: str) -> str:
+    """A loss and its bit pattern, as the record carries them (core.training reads the bits)."""
     fmt = FORMATS[dtype]
-    if dtype == "float32":
-        bits = struct.unpack("<I", struct.pack("<f", v))[0]
-        digits = f"{v:.9g}"
-    else:
-        bits = struct.unpack("<Q", struct.pack("<d", v))[0]
-        digits = repr(v)
+    digits = f"{v:.9g}" if dtype == "float32" else repr(v)
     return f"<code>{digits}</code> {bits_html(bits, fmt)}<br><small>exactly {exact_decimal(Fraction(v))}</small>"
 
 
@@ -248,9 +243,9 @@ def draw(live: bool = False) -> None:
         st.markdown(f"**After step {last.step}** · B differs by: {SOURCES[settings.source].lower()} · {where_b}.")
         a_col, b_col = st.columns(2)
         loss_dtype = "float64" if settings.dtype == "float64" else "float32"
-        a_col.markdown("Loss A " + _value_and_bits(last.loss_a, loss_dtype), unsafe_allow_html=True)
+        a_col.markdown("Loss A " + _value_and_bits(last.loss_a, last.loss_a_bits, loss_dtype), unsafe_allow_html=True)
         b_dtype = "float64" if settings.source == "float64" else loss_dtype
-        b_col.markdown("Loss B " + _value_and_bits(last.loss_b, b_dtype), unsafe_allow_html=True)
+        b_col.markdown("Loss B " + _value_and_bits(last.loss_b, last.loss_b_bits, b_dtype), unsafe_allow_html=True)
         m1, m2, m3, m4 = numbers.container().columns(4)
         m1.metric("First step that differs", summary.first_difference or "none yet")
         m2.metric("Loss gap above 1% from step", summary.first_rel_1pct or "not yet")
