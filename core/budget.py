@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.orders import ORDERS
+from core.vectors import GENERATOR_REGISTRY
 
 MB = 2**20
 
@@ -76,14 +77,12 @@ PERMUTATION_WORK_SMALL, PERMUTATION_WORK_LARGE, PERMUTATION_SMALL_N = 13.0, 19.0
 RUNNING_FIXED = _by_dtype(2.2e7, 1.1e7, 1.1e7, 1.1e7)
 RUNNING_WORK = _by_dtype(8.5, 3.6, 6.8, 6.2)
 # Generating a vector, per value (float64 draws, then one correct rounding to the storage format).
-GENERATOR_WORK = {"normal": 8.5, "uniform": 2.4, "lognormal": 7.5, "tiny_huge": 6.5, "alternating": 15,
-                  "ill_conditioned": 36, "tenths": 1.6, "one_then_tiny": 1.9, "large_one_minus_large": 0}
+GENERATOR_WORK = {k: g.work for k, g in GENERATOR_REGISTRY.items()}  # each entry's weight (core.vectors)
 BFLOAT16_ROUNDING_WORK = 14.0  # rounding to bfloat16 goes through float32, rounded to odd
 
 # Bytes per value held at once while generating (float64 intermediates), and on top of the
 # vector while an order runs, as multiples of the working format's item size (w) plus bytes.
-GENERATOR_BYTES = {"normal": 17, "uniform": 17, "lognormal": 17, "tiny_huge": 17, "alternating": 25,
-                   "ill_conditioned": 41, "tenths": 17, "one_then_tiny": 17, "large_one_minus_large": 0}
+GENERATOR_BYTES = {k: g.memory for k, g in GENERATOR_REGISTRY.items()}
 BFLOAT16_ROUNDING_BYTES = 10
 ORDER_BYTES: dict[str, tuple[float, float]] = {k: order_bytes(k) for k in ORDERS}  # (times w, plus bytes) per value
 PERMUTATION_BYTES = 2  # times w: the shuffled copy and its running sums
@@ -167,8 +166,8 @@ def vector_cost(generator: str, n: int, storage: str) -> tuple[float, float]:
     """(work, peak bytes) of generating a vector."""
     if generator == "large_one_minus_large":
         return 0.0, 0.0
-    work = GENERATOR_WORK[generator] + (BFLOAT16_ROUNDING_WORK if storage == "bfloat16" else 0)
-    per = GENERATOR_BYTES[generator] + (BFLOAT16_ROUNDING_BYTES if storage == "bfloat16" else 0)
+    work = GENERATOR_REGISTRY[generator].work + (BFLOAT16_ROUNDING_WORK if storage == "bfloat16" else 0)
+    per = GENERATOR_REGISTRY[generator].memory + (BFLOAT16_ROUNDING_BYTES if storage == "bfloat16" else 0)
     return work * n, per * n
 
 

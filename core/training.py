@@ -48,7 +48,7 @@ class TrainSettings:
     classes: int = 3
 
     def validate(self) -> None:
-        if self.source not in SOURCES:
+        if self.source not in DIFFERENCES:
             raise ValueError(f"unknown difference source {self.source!r}")
         if self.dtype not in DTYPES:
             raise ValueError("dtype must be float32 or float64")

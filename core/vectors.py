@@ -13,6 +13,7 @@ import decimal
 import io
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,17 +24,7 @@ MAX_N = 10_000_000
 MAX_PASTED = 100_000
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 
-GENERATORS: dict[str, str] = {
-    "normal": "Normal: N(0, 1)",
-    "uniform": "Uniform on [0, 1)",
-    "lognormal": "Lognormal, wide exponent spread: exp(N(0, σ²)), σ = 4 (2 for float16)",
-    "tiny_huge": "All positive, tiny and huge mixed: 2^U(-E, E)",
-    "alternating": "Alternating signs, near-cancelling: (-1)^i (1 + N(0, 0.01²))",
-    "ill_conditioned": "Ill-conditioned with a chosen condition number (after Ogita, Rump and Oishi)",
-    "tenths": "0.1 repeated n times",
-    "one_then_tiny": "1 followed by n - 1 values of half an ULP of 1",
-    "large_one_minus_large": "large, 1, -large (n = 3)",
-}
+# The generators are a registry: see GENERATOR_REGISTRY below (GENERATORS is its view of labels).
 
 
 class VectorError(ValueError):
@@ -49,8 +40,8 @@ class VectorSpec:
     condition: float = 1e8  # for ill_conditioned
 
     def validate(self) -> None:
-        if self.kind not in GENERATORS:
-            raise VectorError(f"Unknown generator {self.kind!r}; choose one of {', '.join(GENERATORS)}.")
+        if self.kind not in GENERATOR_REGISTRY:
+            raise VectorError(f"Unknown generator {self.kind!r}; choose one of {', '.join(GENERATOR_REGISTRY)}.")
         _check_storage(self.storage)
         if not _is_whole(self.n) or not 1 <= self.n <= MAX_N:
             raise VectorError(f"n must be a whole number between 1 and {MAX_N:,} (asked for {self.n!r}).")
@@ -155,10 +146,58 @@ def _ill_conditioned(rng: np.random.Generator, n: int, condition: float, fmt: Fl
     return x[rng.permutation(n)]
 
 
+def _one_then_tiny(rng: np.random.Generator, spec: VectorSpec, fmt: FloatFormat, notes: list[str]) -> np.ndarray:
+    x = np.full(spec.n, float(fmt.unit_roundoff))  # half an ULP of 1: a tie that rounds back to 1
+    x[0] = 1.0
+    return x
+
+
+def _large_one_minus_large(rng: np.random.Generator, spec: VectorSpec, fmt: FloatFormat,
+                           notes: list[str]) -> np.ndarray:
+    large = float(2 ** (fmt.precision + 1))
+    if spec.n != 3:
+        notes.append(f"This case always has 3 values (n = {spec.n:,} ignored).")
+    return np.array([large, 1.0, -large])
+
+
+@dataclass(frozen=True)
+class Generator:
+    """One seeded generator: ``make(rng, spec, fmt, notes)`` draws float64 values (``generate``
+    rounds them to the storage format) and may append notes. ``work`` and ``memory``: core.budget's
+    weights per value (value operations; bytes held while generating), measured by
+    benchmarks/bench_budget.py."""
+
+    key: str
+    label: str
+    make: Callable[[np.random.Generator, VectorSpec, FloatFormat, list[str]], np.ndarray]
+    work: float
+    memory: float
+
+
+GENERATOR_REGISTRY: dict[str, Generator] = {g.key: g for g in [
+    Generator("normal", "Normal: N(0, 1)", lambda rng, spec, fmt, notes: rng.standard_normal(spec.n), 8.5, 17),
+    Generator("uniform", "Uniform on [0, 1)", lambda rng, spec, fmt, notes: rng.random(spec.n), 2.4, 17),
+    Generator("lognormal", "Lognormal, wide exponent spread: exp(N(0, σ²)), σ = 4 (2 for float16)",
+              lambda rng, spec, fmt, notes: rng.lognormal(0.0, 2.0 if fmt.emax < 20 else 4.0, spec.n), 7.5, 17),
+    Generator("tiny_huge", "All positive, tiny and huge mixed: 2^U(-E, E)",
+              lambda rng, spec, fmt, notes: np.exp2(rng.uniform(-_tiny_huge_span(fmt), _tiny_huge_span(fmt), spec.n)),
+              6.5, 17),
+    Generator("alternating", "Alternating signs, near-cancelling: (-1)^i (1 + N(0, 0.01²))",
+              lambda rng, spec, fmt, notes: (1 + 0.01 * rng.standard_normal(spec.n))
+              * np.where(np.arange(spec.n) % 2 == 0, 1.0, -1.0), 15, 25),
+    Generator("ill_conditioned", "Ill-conditioned with a chosen condition number (after Ogita, Rump and Oishi)",
+              lambda rng, spec, fmt, notes: _ill_conditioned(rng, spec.n, spec.condition, fmt), 36, 41),
+    Generator("tenths", "0.1 repeated n times", lambda rng, spec, fmt, notes: np.full(spec.n, 0.1), 1.6, 17),
+    Generator("one_then_tiny", "1 followed by n - 1 values of half an ULP of 1", _one_then_tiny, 1.9, 17),
+    Generator("large_one_minus_large", "large, 1, -large (n = 3)", _large_one_minus_large, 0, 0),
+]}
+GENERATORS: dict[str, str] = {k: g.label for k, g in GENERATOR_REGISTRY.items()}  # the pickers' labels
+
+
 def describe_spec(spec: VectorSpec) -> str:
     """The provenance line of the vector ``spec`` describes (``Vector.source``), without making it."""
     size = 3 if spec.kind == "large_one_minus_large" else spec.n
-    source = f"{GENERATORS[spec.kind]}; n = {size:,}, seed {spec.seed}, float64 rounded to {spec.storage}"
+    source = f"{GENERATOR_REGISTRY[spec.kind].label}; n = {size:,}, seed {spec.seed}, float64 rounded to {spec.storage}"
     if spec.kind == "ill_conditioned":
         source += f"; target condition {spec.condition:.3g}"
     return source
@@ -169,37 +208,14 @@ def generate(spec: VectorSpec) -> Vector:
     spec.validate()
     fmt = get_format(spec.storage)
     rng = np.random.default_rng(spec.seed)
-    n = spec.n
     notes: list[str] = []
-    if spec.kind == "normal":
-        x = rng.standard_normal(n)
-    elif spec.kind == "uniform":
-        x = rng.random(n)
-    elif spec.kind == "lognormal":
-        x = rng.lognormal(0.0, 2.0 if fmt.emax < 20 else 4.0, n)
-    elif spec.kind == "tiny_huge":
-        e = _tiny_huge_span(fmt)
-        x = np.exp2(rng.uniform(-e, e, n))
-    elif spec.kind == "alternating":
-        x = (1 + 0.01 * rng.standard_normal(n)) * np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
-    elif spec.kind == "ill_conditioned":
-        x = _ill_conditioned(rng, n, spec.condition, fmt)
-    elif spec.kind == "tenths":
-        x = np.full(n, 0.1)
-    elif spec.kind == "one_then_tiny":
-        x = np.full(n, float(fmt.unit_roundoff))  # half an ULP of 1: a tie that rounds back to 1
-        x[0] = 1.0
-    else:  # large_one_minus_large
-        large = float(2 ** (fmt.precision + 1))
-        x = np.array([large, 1.0, -large])
-        if n != 3:
-            notes.append(f"This case always has 3 values (n = {n:,} ignored).")
+    x = GENERATOR_REGISTRY[spec.kind].make(rng, spec, fmt, notes)
     values = round_array(x, spec.storage)
     n_inf = int(np.isinf(values).sum())
     if n_inf:
         notes.append(f"{n_inf:,} value(s) overflowed to ±inf when rounded to {spec.storage}.")
-    if spec.kind == "ill_conditioned" and n >= 2 and (
-            math.log2(spec.condition) / 2 > fmt.emax - 2 - math.log2(n)):
+    if spec.kind == "ill_conditioned" and spec.n >= 2 and (
+            math.log2(spec.condition) / 2 > fmt.emax - 2 - math.log2(spec.n)):
         notes.append(f"The exponent spread was capped to keep sum|x| finite in {spec.storage}.")
     return Vector(values, spec.storage, describe_spec(spec), tuple(notes))
 

@@ -68,3 +68,29 @@ def test_without_the_entry_the_order_is_unknown():
         run_order("largest_first", np.ones(3, np.float32), "float32")
     with pytest.raises(ValueError, match="no tree"):
         build_tree(np.ones(3, np.float32), "float32", "largest_first")
+
+
+def test_a_new_generator_is_one_entry(monkeypatch):
+    from core.vectors import GENERATOR_REGISTRY, Generator
+
+    monkeypatch.setitem(GENERATOR_REGISTRY, "powers_of_two", Generator(
+        "powers_of_two", "Powers of two, 2^0 .. 2^(n-1)", lambda rng, spec, fmt, notes: np.exp2(np.arange(spec.n)),
+        1.0, 17))
+    v = generate(VectorSpec("powers_of_two", 5, 0, "float32"))
+    assert v.values.tolist() == [1.0, 2.0, 4.0, 8.0, 16.0] and v.values.dtype == np.float32
+    assert v.source.startswith("Powers of two, 2^0 .. 2^(n-1); n = 5")
+    assert budget.vector_cost("powers_of_two", 1000, "float32")[0] == 1000.0
+
+
+def test_a_new_difference_source_is_one_entry(monkeypatch):
+    from core.training import DIFFERENCES, Difference, PairedRun, TrainSettings
+
+    def swap_classes_of_w3(s, rng, plan):  # B starts with its output rows 0 and 1 swapped: a real difference
+        plan.params["w3"] = plan.params["w3"][[1, 0, *range(2, s.classes)]]
+
+    monkeypatch.setitem(DIFFERENCES, "swap_rows", Difference("swap_rows", "Output rows swapped", swap_classes_of_w3))
+    run = PairedRun(TrainSettings(source="swap_rows", steps=3))
+    records = run.run(3)
+    assert len(records) == 3 and records[0].differing_bits > 0
+    control = PairedRun(TrainSettings(source="none", steps=3)).run(3)
+    assert control[-1].differing_bits == 0
