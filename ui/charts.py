@@ -69,8 +69,8 @@ def running_error_chart(df: pd.DataFrame) -> alt.Chart:
 
 def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320) -> alt.LayerChart:
     """The reduction tree: leaves at the bottom, each addition coloured by its rounding error."""
-    x = alt.X("x:Q", title="leaves, in the order they are summed")
-    y = alt.Y("y:Q", title="additions from the leaves")
+    x = alt.X("x:Q", title="leaves, in summation order", axis=alt.Axis(tickMinStep=1))
+    y = alt.Y("y:Q", title="depth (additions)", axis=alt.Axis(tickMinStep=1))
     lines = alt.Chart(edges).mark_rule(color="#9ca3af").encode(x=x, y=y, x2="x2:Q", y2="y2:Q")
     points = (
         alt.Chart(nodes)
@@ -78,7 +78,8 @@ def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320) -> a
         .encode(
             x=x,
             y=y,
-            color=alt.Color("abs_ulps:Q", scale=alt.Scale(scheme="orangered"), title="|rounding error| (ULP)"),
+            color=alt.Color("abs_ulps:Q", scale=alt.Scale(scheme="orangered"), title="|rounding error| (ULP)",
+                            legend=alt.Legend(orient="bottom")),  # under the tree: a half-width column keeps its room
             tooltip=["label", "exact", "rounded", alt.Tooltip("ulps:Q", format="+.3g")],
         )
     )

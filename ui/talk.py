@@ -29,11 +29,11 @@ SCENARIOS: list[tuple[str, str, dict, str]] = [
 CSS = """
 <style>
 html { font-size: 20px; }
-.stMainBlockContainer { padding-top: 1.5rem; max-width: 100%; }
-h1 { font-size: 2.4rem !important; }
+.stMainBlockContainer { padding-top: 4rem; max-width: 100%; }  /* below the 3.75rem header */
+h1 { font-size: 2.2rem !important; }
 [data-testid="stCaptionContainer"] { font-size: 0.95rem; }
 code, pre, .fp-bits, [data-testid="stCode"] * { font-size: 1.0rem !important; }
-[data-testid="stMetricValue"] { font-size: 2.0rem !important; }
+[data-testid="stMetricValue"] { font-size: 1.7rem !important; }
 [data-testid="stMetricValue"] *, [data-testid="stMetricLabel"] *, [data-testid="stMetricValue"],
 [data-testid="stMetricLabel"] { white-space: normal !important; overflow: visible !important;
   text-overflow: clip !important; overflow-wrap: anywhere; height: auto !important; }
