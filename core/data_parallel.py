@@ -36,6 +36,8 @@ order (``core.collectives``). It is a model; the live run is the real engine.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import datetime
 import hashlib
 import json
 import os
@@ -55,7 +57,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
+from torch.func import grad, vmap
 
 from core import collectives
 from core.training import (
@@ -253,8 +257,6 @@ def _guard_worker(deadline: float) -> None:
     threading.Thread(target=deadline_watch, daemon=True).start()
     if sys.platform.startswith("linux"):
         with contextlib.suppress(Exception):
-            import ctypes
-
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
             if os.getppid() == 1:
                 os._exit(72)
@@ -282,10 +284,6 @@ def _worker_main() -> None:
     rank, world = cfg["rank"], cfg["world"]
     _guard_worker(cfg["deadline"])
     try:
-        import datetime
-
-        import torch.distributed as dist
-
         timeout = datetime.timedelta(seconds=cfg["op_timeout"])
         if rank == 0:
             store = dist.TCPStore("127.0.0.1", cfg["port"], world, True, timeout,
@@ -606,8 +604,6 @@ def _listening_socket() -> socket.socket:
 
 
 def _check_backend() -> None:
-    import torch.distributed as dist
-
     if not dist.is_available() or not dist.is_gloo_available():
         raise DataParallelError("This torch build has no torch.distributed gloo backend, so no process group "
                                 "can be started here.")
@@ -802,8 +798,6 @@ def shard_gradients(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.T
 
     Shards of equal size are computed together with ``torch.func.vmap``.
     """
-    from torch.func import grad, vmap
-
     detached = {k: v.detach() for k, v in params.items()}
     out = np.empty((len(parts), sum(v.numel() for v in detached.values())), dtype=np.float32)
     by_size: dict[int, list[int]] = {}

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.globalstate import PROCESS_THREADS
+
 SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16",
               "amx_tile", "asimd", "sve", "sve2")
 
@@ -36,8 +38,6 @@ class Device:
 
 
 def cpu_device() -> Device:
-    from core.globalstate import PROCESS_THREADS
-
     return Device("cpu", None, f"CPU ({platform.machine() or 'unknown'}, {PROCESS_THREADS} threads)")
 
 
@@ -161,6 +161,4 @@ def _cublaslt_version() -> str | None:
 
 
 def _process_threads() -> int:
-    from core.globalstate import PROCESS_THREADS
-
     return PROCESS_THREADS
