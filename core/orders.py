@@ -58,7 +58,7 @@ class SumInput:
 class TreeShape:
     """How an order is written out addition by addition for a small vector (core.trees).
 
-    ``leaves(x)``: the order in which the values enter (indices); ``combine(builder, ids)``:
+    ``leaves(x)``: the order in which the values enter (indices; None: as stored); ``combine(builder, ids)``:
     adds them with ``builder.add(a, b)`` (or its ``chain`` and ``balanced`` helpers) and
     returns the root. ``key`` names the tree (a link field's value), ``label`` the picker's text.
     """
@@ -66,7 +66,10 @@ class TreeShape:
     key: str
     label: str
     combine: Callable
-    leaves: Callable[[np.ndarray], Sequence[int]] = lambda x: range(x.size)
+    leaves: Callable[[np.ndarray], Sequence[int]] | None = None  # None: in the stored order
+
+    def leaf_order(self, x: np.ndarray) -> Sequence[int]:
+        return range(x.size) if self.leaves is None else self.leaves(x)
 
 
 @dataclass(frozen=True)
@@ -241,13 +244,18 @@ def _numpy_model(s: SumInput) -> Ran:
                note=" (bit-identical to np.sum in 10,151 of 10,151 tested cases)")
 
 
-def _torch(threads: Callable[[SumInput], int]) -> Callable[[SumInput], Ran]:
-    def run(s: SumInput) -> Ran:
-        k = threads(s)
-        # depth n - 1: not derived; the sequential bound is valid for any order
-        return Ran(_torch_sum(s.values, s.working, k), s.x.size - 1,
-                   f"real torch.sum, torch {torch.__version__}, this CPU, {k} thread{'s' if k > 1 else ''}")
-    return run
+def _torch(s: SumInput, k: int) -> Ran:
+    # depth n - 1: not derived; the sequential bound is valid for any order
+    return Ran(_torch_sum(s.values, s.working, k), s.x.size - 1,
+               f"real torch.sum, torch {torch.__version__}, this CPU, {k} thread{'s' if k > 1 else ''}")
+
+
+def _torch_1(s: SumInput) -> Ran:
+    return _torch(s, 1)
+
+
+def _torch_all(s: SumInput) -> Ran:
+    return _torch(s, s.threads)
 
 
 def _torch_model(s: SumInput) -> Ran:
@@ -264,12 +272,53 @@ def _cuda_model(s: SumInput) -> Ran:
                      f"{cfg.sm_count} SMs, H100/H200-like; not checked against a GPU)"))
 
 
-def _compensated(variant: str) -> Callable[[SumInput], Ran]:
-    return lambda s: Ran(compensated(s.x, variant), lane_length(s.x.size))  # depth: values per lane
+# Module-level functions, not lambdas: results that hold an Order are pickled by st.cache_data.
+def _kahan(s: SumInput) -> Ran:
+    return Ran(compensated(s.x, "kahan"), lane_length(s.x.size))  # depth: values per lane
 
 
-def _seq(arrange: Callable[[np.ndarray], np.ndarray]) -> Callable[[SumInput], Ran]:
-    return lambda s: Ran(sequential(arrange(s.x)))
+def _neumaier(s: SumInput) -> Ran:
+    return Ran(compensated(s.x, "neumaier"), lane_length(s.x.size))
+
+
+def _sequential(s: SumInput) -> Ran:
+    return Ran(sequential(s.x))
+
+
+def _reverse(s: SumInput) -> Ran:
+    return Ran(sequential(s.x[::-1]))
+
+
+def _sorted_asc(s: SumInput) -> Ran:
+    return Ran(sequential(np.sort(s.x)))
+
+
+def _sorted_desc(s: SumInput) -> Ran:
+    return Ran(sequential(np.sort(s.x)[::-1]))
+
+
+def _by_magnitude(x: np.ndarray) -> np.ndarray:
+    return np.argsort(np.abs(x), kind="stable")
+
+
+def _sorted_abs(s: SumInput) -> Ran:
+    return Ran(sequential(s.x[_by_magnitude(s.x)]))
+
+
+def _pairwise(s: SumInput) -> Ran:
+    return Ran(pairwise(s.x))
+
+
+def _correct(s: SumInput) -> Ran:
+    return Ran(correctly_rounded(s.values, s.working))
+
+
+def _reversed(x: np.ndarray) -> Sequence[int]:
+    return range(x.size)[::-1]
+
+
+def _by_magnitude_exact(x: np.ndarray) -> np.ndarray:
+    return np.argsort(np.abs(x.astype(np.float64)), kind="stable")
 
 
 # ------------------------------------------------------------ the orders as trees of additions
@@ -321,27 +370,27 @@ ORDERS: dict[str, Order] = {
     for o in [
         Order("sequential", "Sequential, left to right", ORIGIN_ALGORITHM, "sequential",
               "((x0 + x1) + x2) + ...: one running sum, rounded after every addition.",
-              _seq(lambda x: x), (1.2, 1.1, 3.2, 1.9), (1, 0),
+              _sequential, (1.2, 1.1, 3.2, 1.9), (1, 0),
               tree=TreeShape("sequential", "Sequential, left to right", _chain)),
         Order("reverse", "Sequential, right to left", ORIGIN_ALGORITHM, "sequential",
               "The same running sum, starting from the last element.",
-              _seq(lambda x: x[::-1]), (1.2, 1.1, 3.2, 1.9), (1, 0),
-              tree=TreeShape("reverse", "Sequential, right to left", _chain, lambda x: range(x.size)[::-1])),
+              _reverse, (1.2, 1.1, 3.2, 1.9), (1, 0),
+              tree=TreeShape("reverse", "Sequential, right to left", _chain, _reversed)),
         Order("sorted_asc", "Sorted ascending", ORIGIN_ALGORITHM, "sequential",
               "Sequential after sorting from most negative to most positive.",
-              _seq(np.sort), (8, 3.5, 24, 36), (2, 0)),
+              _sorted_asc, (8, 3.5, 24, 36), (2, 0)),
         Order("sorted_desc", "Sorted descending", ORIGIN_ALGORITHM, "sequential",
               "Sequential after sorting from most positive to most negative.",
-              _seq(lambda x: np.sort(x)[::-1]), (8, 3.5, 24, 38), (2, 0)),
+              _sorted_desc, (8, 3.5, 24, 38), (2, 0)),
         Order("sorted_abs", "Sorted by increasing |x|", ORIGIN_ALGORITHM, "sequential",
               "Small magnitudes first, so they meet each other before the large ones.",
-              _seq(lambda x: x[np.argsort(np.abs(x), kind="stable")]),
+              _sorted_abs,
               (60, 60, 55, 56), (2, 8),  # a stable argsort of |x|
               tree=TreeShape("sorted_abs", "Sorted by increasing |x|", _chain,
-                             lambda x: np.argsort(np.abs(x.astype(np.float64)), kind="stable"))),
+                             _by_magnitude_exact)),
         Order("pairwise", "Pairwise tree", ORIGIN_ALGORITHM, "pairwise",
               "Neighbours added level by level: a balanced binary tree of depth ceil(log2 n).",
-              lambda s: Ran(pairwise(s.x)), (1.5, 0.7, 3.8, 1.0), (2.6, 0),
+              _pairwise, (1.5, 0.7, 3.8, 1.0), (2.6, 0),
               tree=TreeShape("pairwise", "Pairwise tree", _balanced)),
         Order("numpy", "NumPy np.sum", ORIGIN_LIVE, "tree",
               "The real np.sum on this machine: pairwise over blocks of 128 with 8 accumulators.",
@@ -355,10 +404,10 @@ ORDERS: dict[str, Order] = {
               _numpy_model, (5, 2.1, 3.1, 2.0), (0.5, 0)),
         Order("torch_1", "torch.sum, CPU, 1 thread", ORIGIN_LIVE, "tree",
               "The real torch.sum on this CPU with one intra-op thread.",
-              _torch(lambda s: 1), (0.7, 0.3, 0.3, 0.3), (1, 8)),
+              _torch_1, (0.7, 0.3, 0.3, 0.3), (1, 8)),
         Order("torch_all", "torch.sum, CPU, all threads", ORIGIN_LIVE, "tree",
               "The real torch.sum with every intra-op thread: contiguous chunks per thread, then combined.",
-              _torch(lambda s: s.threads), (0.7, 0.6, 0.3, 0.3), (1, 8)),
+              _torch_all, (0.7, 0.6, 0.3, 0.3), (1, 8)),
         Order("torch_model", "Model of torch's CPU cascade sum", ORIGIN_MODEL, "tree",
               "Our reimplementation of PyTorch's CPU cascade sum (SIMD lanes, 4 accumulators, chunks per thread). "
               "Measured: bit-identical to torch.sum in every tested case (4 dtypes, 1-8 threads, n up to 10^7) "
@@ -374,13 +423,13 @@ ORDERS: dict[str, Order] = {
                              _cuda_tree)),
         Order("kahan", "Kahan compensated", ORIGIN_ALGORITHM, "compensated",
               "Carries each addition's rounding error forward; 1024 lanes at once, combined exactly, rounded once.",
-              _compensated("kahan"), (1.4, 1.7, 14, 3.2), (1.1, 0)),
+              _kahan, (1.4, 1.7, 14, 3.2), (1.1, 0)),
         Order("neumaier", "Neumaier compensated", ORIGIN_ALGORITHM, "compensated",
               "Kahan's improved variant that also handles terms larger than the running sum.",
-              _compensated("neumaier"), (3.0, 4.2, 16, 6), (1.1, 1)),
+              _neumaier, (3.0, 4.2, 16, 6), (1.1, 1)),
         Order("correct", "Correctly rounded", ORIGIN_EXACT, "exact",
               "The exact sum, rounded once to the working dtype.",
-              lambda s: Ran(correctly_rounded(s.values, s.working)), (2.5, 1.1, 1.4, 0.9), (0.2, 0)),
+              _correct, (2.5, 1.1, 1.4, 0.9), (0.2, 0)),
     ]
 }
 DEFAULT_ORDERS = ("sequential", "pairwise", "numpy", "torch_1", "torch_all", "cuda_model", "kahan", "correct")

@@ -107,7 +107,7 @@ def build_tree(values: np.ndarray, working: str, order: str) -> Tree:
     x = values.astype(fmt.numpy_dtype)
     b = _Builder(fmt)
     exact_vals = [exact_value(v, fmt) for v in x]
-    leaf_order = [int(i) for i in shape.leaves(x)]
+    leaf_order = [int(i) for i in shape.leaf_order(x)]
     leaves = {i: b.leaf(i, exact_vals[i]) for i in leaf_order}
     root = shape.combine(b, [leaves[i] for i in leaf_order])
     return Tree(order, fmt, tuple(b.nodes), root)
