@@ -23,7 +23,7 @@ import os
 import pathlib
 import platform
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import jsonschema
 import numpy as np
@@ -291,6 +291,74 @@ class TrainingEntry:
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """Where a recording was made: the ``provenance`` object of the JSON file, one typed field per key.
+
+    The required keys of the schema (core.recording_schema) come first; every other key the capture
+    writes is optional (``None`` when a file does not carry it, as version-1 files do not). A field
+    is also readable by its JSON name (``p["cpu_model"]``, ``p.get("facts_note")``), which is how
+    the facts tables walk them; keys the file carries that no field names are ignored.
+    """
+
+    device_name: str
+    device_kind: str  # "cpu", "cuda" or "mps"
+    torch_version: str
+    captured_at: str  # ISO 8601, UTC
+    sm_count: int | None = None
+    cuda_version: str | None = None
+    driver: str | None = None
+    threads: int | None = None
+    cpu_model: str | None = None
+    cpu_capability: str | None = None
+    logical_cores: int | None = None
+    blas: str | None = None
+    numpy_version: str | None = None
+    os: str | None = None
+    architecture: str | None = None
+    host: str | None = None
+    quick: bool | None = None
+    cpu_vendor: str | None = None
+    cpu_family_model_stepping: str | None = None
+    cpu_simd_flags: str | None = None
+    onednn: str | None = None
+    python_version: str | None = None
+    compute_capability: str | None = None
+    cublas_version: str | None = None
+    build_capability: str | None = None
+    platform: str | None = None
+    tf32_matmul: bool | None = None
+    deterministic_algorithms: bool | None = None
+    environment: dict[str, str] | None = None  # numeric environment variables set at capture
+    facts_note: str | None = None  # where facts attached after the capture come from
+
+    @staticmethod
+    def from_dict(data: dict) -> Provenance:
+        """The typed provenance of a validated recording's ``provenance`` object."""
+        known = {f.name for f in fields(Provenance)}
+        values = {k: v for k, v in data.items() if k in known}
+        if values.get("environment") is not None:
+            values["environment"] = dict(values["environment"])
+        return Provenance(**values)
+
+    def as_dict(self) -> dict:
+        """Every field by its JSON name (a copy: changing it changes nothing here)."""
+        return {f.name: (dict(v) if isinstance(v := getattr(self, f.name), dict) else v) for f in fields(self)}
+
+    def __getitem__(self, key: str):
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default=None):
+        """A field by its JSON name, or ``default`` for a name that is no field."""
+        return getattr(self, key) if key in self.__dataclass_fields__ else default
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.device_kind in ("cuda", "mps")
+
+
+@dataclass(frozen=True)
 class ThroughputEntry:
     op: str
     size: int
@@ -305,7 +373,7 @@ class ThroughputEntry:
 class Recording:
     path: str
     format_version: int  # as stored in the file (version 1 is upgraded when loaded)
-    provenance: dict
+    provenance: Provenance
     sums: tuple[SumEntry, ...]
     matmuls: tuple[MatmulEntry, ...]
     training: tuple[TrainingEntry, ...]
@@ -328,7 +396,7 @@ class Recording:
                                        tuple(t["loss_b_hex"])) for t in data["training"])
         throughput = tuple(ThroughputEntry(**{k: t[k] for k in ThroughputEntry.__dataclass_fields__})
                            for t in data["throughput"])
-        return Recording(path, stored, dict(data["provenance"]), sums, matmuls, training, throughput,
+        return Recording(path, stored, Provenance.from_dict(data["provenance"]), sums, matmuls, training, throughput,
                          dict(data["op_fingerprint"]))
 
     @property
@@ -337,18 +405,18 @@ class Recording:
 
     @property
     def is_gpu(self) -> bool:
-        return self.provenance["device_kind"] in ("cuda", "mps")
+        return self.provenance.is_gpu
 
     @property
     def machine(self) -> str:
         """The device in words: a GPU's name, or a CPU's model, SIMD capability and threads."""
         p = self.provenance
         if self.is_gpu:
-            return str(p["device_name"])
-        cpu = p.get("cpu_model") or p["device_name"]
-        cap = p.get("cpu_capability")
-        threads = p.get("threads")
-        env = p.get("environment") or {}
+            return str(p.device_name)
+        cpu = p.cpu_model or p.device_name
+        cap = p.cpu_capability
+        threads = p.threads
+        env = p.environment or {}
         parts = [str(cpu)] + ([str(cap)] if cap else []) + ([f"{threads} threads"] if threads else [])
         text = f"{parts[0]} ({', '.join(parts[1:])})" if len(parts) > 1 else parts[0]
         if env:
@@ -358,7 +426,7 @@ class Recording:
     @property
     def label(self) -> str:
         p = self.provenance
-        return f"recorded on {self.machine} with torch {p['torch_version']} on {p['captured_at'][:10]}"
+        return f"recorded on {self.machine} with torch {p.torch_version} on {p.captured_at[:10]}"
 
     def find_sum(self, generator: str, seed: int, n: int, dtype: str) -> SumEntry | None:
         return next((e for e in self.sums if e.key == (generator, seed, n, dtype)), None)
@@ -429,8 +497,8 @@ def replay(rec: Recording, generator: str, seed: int, n: int, dtype: str) -> Rep
     values = vector_for(spec).values  # one vector and one hash for every recording (core.bytecache)
     matches = RESULTS.get_or_compute(("sha256", spec), lambda: vector_sha256(values)) == entry.vector_sha256
     model = None
-    if matches and rec.provenance["device_kind"] == "cuda" and rec.provenance.get("sm_count"):
-        cfg = cuda_config_for(n, values.dtype, sm_count=int(rec.provenance["sm_count"]))
+    if matches and rec.provenance.device_kind == "cuda" and rec.provenance.sm_count:
+        cfg = cuda_config_for(n, values.dtype, sm_count=int(rec.provenance.sm_count))
         model = bits_of(cuda_sum_model(values, cfg))
     return Replay(rec, entry, matches, int(entry.sum_hex, 16),
                   int(entry.wider_hex, 16) if entry.wider_hex else None, model)
@@ -449,18 +517,19 @@ def model_fidelity(rec: Recording, max_n: int = 10_000_000) -> Fidelity:
     compared = matched = 0
     mismatches = []
     sizes, dtypes = set(), set()
-    cuda = rec.provenance["device_kind"] == "cuda"
+    p = rec.provenance
+    cuda = p.device_kind == "cuda"
     for e in rec.sums:
-        if e.n > max_n or (cuda and not rec.provenance.get("sm_count")):
+        if e.n > max_n or (cuda and not p.sm_count):
             continue
         values = generate(VectorSpec(e.generator, e.n, e.seed, e.dtype)).values
         if vector_sha256(values) != e.vector_sha256:
             continue
         if cuda:
-            cfg = cuda_config_for(e.n, values.dtype, sm_count=int(rec.provenance["sm_count"]))
+            cfg = cuda_config_for(e.n, values.dtype, sm_count=int(p.sm_count))
             pred = bits_of(cuda_sum_model(values, cfg))
         else:
-            pred = bits_of(torch_cpu_sum_model(values, threads=int(rec.provenance.get("threads") or 1)))
+            pred = bits_of(torch_cpu_sum_model(values, threads=int(p.threads or 1)))
         got = int(e.sum_hex, 16)
         compared += 1
         sizes.add(e.n)
@@ -469,11 +538,10 @@ def model_fidelity(rec: Recording, max_n: int = 10_000_000) -> Fidelity:
             matched += 1
         else:
             mismatches.append((e.generator, e.n, e.dtype, ulp_distance(pred, got, FORMATS[e.dtype])))
-    p = rec.provenance
     if cuda:
-        which = f"CUDA block-reduction model vs {p['device_name']} (SM count {p['sm_count']})"
+        which = f"CUDA block-reduction model vs {p.device_name} (SM count {p.sm_count})"
     else:
-        which = f"CPU cascade-sum model ({p.get('threads')} threads) vs {rec.machine}"
+        which = f"CPU cascade-sum model ({p.threads} threads) vs {rec.machine}"
     cond = (f"{which}; sizes "
             f"{', '.join(f'{s:,}' for s in sorted(sizes))}; {', '.join(sorted(dtypes))}")
     return Fidelity(compared, matched, tuple(mismatches), cond)
@@ -560,9 +628,9 @@ def default_pair(recs: list[Recording]) -> tuple[int, int]:
     configuration (no numeric environment variables) where there are such, else the first two."""
     def machine(r: Recording) -> tuple:
         p = r.provenance
-        return p.get("cpu_model"), p.get("cpu_capability"), p.get("device_name"), p.get("host")
+        return p.cpu_model, p.cpu_capability, p.device_name, p.host
 
-    plain = [i for i, r in enumerate(recs) if not r.provenance.get("environment")]
+    plain = [i for i, r in enumerate(recs) if not r.provenance.environment]
     for a in plain:
         for b in plain:
             if a < b and machine(recs[a]) != machine(recs[b]):

@@ -10,8 +10,10 @@ import torch
 from core.devices import available_devices, cpu_device, device_info
 from core.globalstate import GlobalState, cuda_tf32
 from core.recordings import (
+    DEFAULT_DIR,
     FORMAT_VERSION,
     REQUIRED_PROVENANCE,
+    Provenance,
     Recording,
     RecordingError,
     capture,
@@ -51,6 +53,37 @@ def test_capture_format_and_provenance(recorded):
     assert all(t["rate_float32"] > 0 and t["rate_float64"] > 0 for t in rec["throughput"])
     assert json.loads(path.read_text()) == rec
     validate(rec)
+
+
+def test_provenance_is_typed_and_keeps_every_fact_the_capture_writes(recorded):
+    rec, path, _ = recorded
+    loaded = Recording.from_dict(str(path), rec)
+    p = loaded.provenance
+    assert isinstance(p, Provenance)
+    assert p.as_dict() == {**{k: None for k in p.as_dict()}, **rec["provenance"]}  # every key the capture wrote
+    assert p.device_kind == rec["provenance"]["device_kind"] and p.threads == rec["provenance"]["threads"]
+    assert p["cpu_capability"] == p.cpu_capability and p.get("facts_note") is None and p.get("no such") is None
+    with pytest.raises(KeyError):
+        p["no such"]
+    with pytest.raises(AttributeError):
+        p.threads = 99  # frozen
+    p.as_dict()["environment"]["X"] = "1"  # a copy
+    assert "X" not in (p.environment or {})
+    assert p.is_gpu == loaded.is_gpu == (p.device_kind in ("cuda", "mps"))
+
+
+def test_provenance_ignores_keys_it_has_no_field_for_and_defaults_optional_ones():
+    p = Provenance.from_dict({"device_name": "cpu", "device_kind": "cpu", "torch_version": "2.0",
+                              "captured_at": "2026-01-01T00:00:00", "someday_a_new_fact": 1})
+    assert p.sm_count is None and p.environment is None and not p.is_gpu
+    assert "someday_a_new_fact" not in p.as_dict()
+
+
+def test_bundled_provenance_keys_are_all_fields():
+    for path in sorted(DEFAULT_DIR.glob("*.json")):
+        stored = json.loads(path.read_text())["provenance"]
+        assert stored.keys() <= Provenance.__dataclass_fields__.keys(), path.name
+        assert {k: v for k, v in Provenance.from_dict(stored).as_dict().items() if k in stored} == stored
 
 
 def test_recorded_sums_are_the_bits_of_real_torch_sums(recorded):
