@@ -697,6 +697,60 @@ def run_lab(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: int =
     return DotLab(pair, accumulate, tile, slices, tf32_mode, exact, sum_abs, kappa, tuple(rows))
 
 
+@dataclass(frozen=True)
+class DotLabSettings:
+    """What the GPU arithmetic page asks for: the vectors, the accumulation format, the models and
+    their parameters (tile width, split-K slices, TF32 conversion)."""
+
+    spec: DotSpec = DotSpec()
+    accumulate: str = "float32"
+    models: tuple[str, ...] = ("separate", "fma", "tf32", "fp16", "bf16", "tiles", "split_k")
+    tile: int = 8
+    slices: int = 4
+    tf32_mode: str = "rna"
+
+    def run(self, pair: DotPair, live: bool = True) -> DotLab:
+        return run_lab(pair, self.accumulate, self.models, self.tile, self.slices, self.tf32_mode, live)
+
+    def curves(self, pair: DotPair, live: bool = True) -> list[CurvePoint]:
+        return error_curves(pair, self.accumulate, self.models, self.tile, self.slices, self.tf32_mode, live)
+
+    def model_name(self, key: str) -> str:
+        return model_name(MODELS[key], self.tile, self.slices, self.tf32_mode)
+
+
+def correctly_rounded(lab: DotLab) -> Exact:
+    """The exact dot product rounded once to the accumulation format."""
+    return round_to_format(lab.exact, FORMATS[lab.accumulate])
+
+
+def bound_violations(lab: DotLab) -> list[str]:
+    """The rows outside their a-priori bound (a bug if there is any)."""
+    return [r.name for r in lab.rows if r.within_bound is False]
+
+
+def applicable_models(lab: DotLab) -> list[str]:
+    """The model rows that gave a result (the ones a picture can be drawn for), in the lab's order."""
+    return [r.key for r in lab.rows if r.origin == ORIGIN_MODEL and r.result is not None]
+
+
+@dataclass(frozen=True)
+class BatchDependence:
+    """torch.mm on this device with x as the only row (M = 1) and as the first of 64 rows (M = 64)."""
+
+    same_bits: bool
+    ulps_apart: float  # |difference of their errors| in ULPs of the exact result
+
+
+def batch_dependence(lab: DotLab) -> BatchDependence | None:
+    """Whether the M = 1 and M = 64 products gave the same bits; None without both live rows."""
+    live = {r.key: r for r in lab.rows if r.origin == ORIGIN_LIVE}
+    if "torch_mm1" not in live or "torch_mm64" not in live:
+        return None
+    one, many = live["torch_mm1"], live["torch_mm64"]
+    return BatchDependence(one.result.bits == many.result.bits, abs(one.ulps - many.ulps))
+
+
 # --------------------------------------------------------------------------- error against K
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from core.dot import (
     ATOMIC_FORMATS,
@@ -16,21 +17,23 @@ from core.dot import (
     TENSOR_CORE_NOTE,
     TF32_ROUNDINGS,
     TF32_SOURCES,
+    AtomicsResult,
     AtomicsSpec,
+    DotLab,
+    DotLabSettings,
     DotPair,
     DotSpec,
     ModelNotApplicable,
+    applicable_models,
+    batch_dependence,
+    bound_violations,
     check_formats,
-    error_curves,
     gpu_device,
     make_pair,
-    model_name,
-    run_lab,
     simulate_atomics,
     trace,
 )
-from core.exact import abbreviate, exact_decimal, shortest_repr
-from core.formats import FORMATS, round_to_format
+from core.formats import FORMATS
 from core.querystate import Field
 from core.vectors import VectorError
 from ui import gpu_arithmetic_view as view
@@ -41,8 +44,9 @@ from ui.talk import more_settings
 from ui.urlstate import restore, share_box, sync
 
 CONDITIONS = [10.0**k for k in range(2, 31, 2)]
-DEFAULT_MODELS = ["separate", "fma", "tf32", "fp16", "bf16", "tiles", "split_k"]
+DEFAULT_MODELS = list(DotLabSettings().models)
 TILES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+TF32_LABELS = {"rna": "nearest, ties away (CUTLASS default)", "rne": "nearest, ties even", "rz": "truncation"}
 URL_FIELDS = [
     Field("ga_kind", "vectors", "choice", tuple(DOT_GENERATORS)),
     Field("ga_k", "K", "int", low=1, high=MAX_K),
@@ -70,223 +74,238 @@ def _pair(spec: DotSpec) -> DotPair:
 
 
 @st.cache_data(max_entries=16, ttl=3600, show_spinner=False)
-def _lab(spec: DotSpec, _pair: DotPair, acc: str, models: tuple[str, ...], tile: int, slices: int, tf32: str):
-    return run_lab(_pair, acc, models, tile, slices, tf32)
+def _lab(settings: DotLabSettings, _pair: DotPair) -> DotLab:
+    return settings.run(_pair)
 
 
 @st.cache_data(max_entries=16, ttl=3600, show_spinner=False)
-def _curves(spec: DotSpec, _pair: DotPair, acc: str, models: tuple[str, ...], tile: int, slices: int, tf32: str):
-    return error_curves(_pair, acc, models, tile, slices, tf32)
+def _curves(settings: DotLabSettings, _pair: DotPair):
+    return settings.curves(_pair)
 
 
 @st.cache_data(max_entries=8, ttl=3600, show_spinner=False)
-def _atomics(spec: AtomicsSpec):
+def _atomics(spec: AtomicsSpec) -> AtomicsResult:
     return simulate_atomics(spec)
 
 
-ensure_app_navigation()
-url_notes = restore("ga", URL_FIELDS, DEFAULTS)
-st.title("GPU arithmetic")
-st.markdown(
-    "Most CPU-vs-GPU differences that people report come from **matrix products**, and every entry of a matrix "
-    "product is a dot product x·y = x₁y₁ + x₂y₂ + …, one term for each of the K entries. A GPU computes it "
-    "with other arithmetic than a CPU loop: "
-    "a **fused multiply-add** rounds a·b + c once instead of twice, tensor cores first cut float32 inputs to "
-    "**TF32** (10 mantissa bits) or take **float16/bfloat16** inputs and accumulate in float32, the inner "
-    "dimension K is cut into **tiles** and **split-K slices**, and **atomic adds** sum in whatever order threads "
-    "arrive. Each is computed below as a *model*: the named arithmetic, done exactly on this CPU (integer "
-    "arithmetic, every rounding to nearest-even decided exactly), next to torch's real result here and the "
-    "**exact** dot product."
-)
+def controls() -> tuple[DotLabSettings, str | None, DeltaGenerator]:
+    """The vectors, the formats and (under more settings) the models; with any format problem and
+    the place under K for a problem with the vectors."""
+    c1, c2, c3 = st.columns([3, 1, 1])
+    kind = c1.selectbox("Vectors", list(DOT_GENERATORS), format_func=DOT_GENERATORS.get, key="ga_kind")
+    storage = c2.selectbox("Input format", list(FORMATS), key="ga_storage",
+                           help="The format x and y are stored in (the format a real kernel is given).")
+    acc = c3.selectbox("Accumulate in", list(FORMATS), key="ga_acc",
+                       help="The format of the running sum for the multiply-add, tile and split-K models "
+                            "(tensor-core models always accumulate in float32).")
+    format_error = check_formats(storage, acc)
+    if format_error:
+        c3.error(inert(format_error))
 
-# ------------------------------------------------------------------------------ controls
-c1, c2, c3 = st.columns([3, 1, 1])
-kind = c1.selectbox("Vectors", list(DOT_GENERATORS), format_func=DOT_GENERATORS.get, key="ga_kind")
-storage = c2.selectbox("Input format", list(FORMATS), key="ga_storage",
-                       help="The format x and y are stored in (the format a real kernel is given).")
-acc = c3.selectbox("Accumulate in", list(FORMATS), key="ga_acc",
-                   help="The format of the running sum for the multiply-add, tile and split-K models (tensor-core "
-                        "models always accumulate in float32).")
-format_error = check_formats(storage, acc)
-if format_error:
-    c3.error(inert(format_error))
+    g1, g2, g3 = st.columns(3)
+    k = g1.number_input(f"K, terms (1 to {MAX_K:,})", min_value=1, max_value=MAX_K, step=1024, key="ga_k")
+    k_slot = g1.empty()
+    seed = g2.number_input("Seed", min_value=0, max_value=2**32 - 1, key="ga_seed")
+    condition = 1e8
+    if kind == "ill_conditioned_dot":
+        condition = g3.select_slider("Target condition number", CONDITIONS, key="ga_cond",
+                                     format_func=lambda c: f"1e{round(math.log10(c))}")
 
-g1, g2, g3 = st.columns(3)
-k = g1.number_input(f"K, terms (1 to {MAX_K:,})", min_value=1, max_value=MAX_K, step=1024, key="ga_k")
-seed = g2.number_input("Seed", min_value=0, max_value=2**32 - 1, key="ga_seed")
-condition = 1e8
-if kind == "ill_conditioned_dot":
-    condition = g3.select_slider("Target condition number", CONDITIONS, key="ga_cond",
-                                 format_func=lambda c: f"1e{round(math.log10(c))}")
-
-advanced = more_settings()
-models = advanced.multiselect("Arithmetic models", list(MODELS), format_func=lambda m: MODELS[m].name,
-                              key="ga_models")
-a1, a2, a3 = advanced.columns(3)
-tile = a1.select_slider("Tile width T", TILES, key="ga_tile",
-                        help="Terms added per step by the tile model (an idealised matrix instruction); also used "
-                             "inside each split-K slice.")
-slices = a2.number_input("Split-K slices s (1 to 64)", min_value=1, max_value=64, key="ga_slices")
-tf32 = a3.selectbox("TF32 conversion", list(TF32_ROUNDINGS), key="ga_tf32",
-                    format_func=lambda m: {"rna": "nearest, ties away (CUTLASS default)", "rne": "nearest, ties even",
-                                           "rz": "truncation"}[m])
-if slices > k:
-    a2.warning(f"s = {int(slices)} is more than K = {int(k):,}: {int(slices) - int(k)} slices get no terms and add +0.")
-query = sync(URL_FIELDS)
-share_box(query, url_notes)
-
-pair = None
-try:
+    advanced = more_settings()
+    models = advanced.multiselect("Arithmetic models", list(MODELS), format_func=lambda m: MODELS[m].name,
+                                  key="ga_models")
+    a1, a2, a3 = advanced.columns(3)
+    tile = a1.select_slider("Tile width T", TILES, key="ga_tile",
+                            help="Terms added per step by the tile model (an idealised matrix instruction); also "
+                                 "used inside each split-K slice.")
+    slices = a2.number_input("Split-K slices s (1 to 64)", min_value=1, max_value=64, key="ga_slices")
+    tf32 = a3.selectbox("TF32 conversion", list(TF32_ROUNDINGS), key="ga_tf32", format_func=TF32_LABELS.get)
+    if slices > k:
+        a2.warning(f"s = {int(slices)} is more than K = {int(k):,}: {int(slices) - int(k)} slices get no terms "
+                   "and add +0.")
     spec = DotSpec(kind, int(k), int(seed), storage, float(condition))
-    pair = _pair(spec)
-except VectorError as err:
-    g1.error(inert(err))
-if pair is None or format_error:
-    st.stop()
-if not models:
-    st.warning("Choose at least one arithmetic model.")
-    st.stop()
+    return DotLabSettings(spec, acc, tuple(models), int(tile), int(slices), tf32), format_error, k_slot
 
-with st.spinner("Computing every model exactly…"):
-    try:
-        lab = _lab(spec, pair, acc, tuple(models), int(tile), int(slices), tf32)
-    except ModelNotApplicable as err:
-        st.error(inert(err))
-        st.stop()
 
-# ------------------------------------------------------------------------------ summary
-st.subheader("The vectors and their exact dot product")
-for note in pair.notes:
-    st.warning(inert(note), icon=":material/info:")
-st.caption(f"Vectors: {inert(pair.source, line_start=False)}.")
-m1, m2, m3 = st.columns(3)
-m1.metric("K", f"{pair.k:,}")
-if math.isnan(lab.kappa):
-    m2.metric("Condition number κ", "undefined")
-else:
-    m2.metric("Condition number κ = Σ|xᵢyᵢ| / |x·y|", "∞" if math.isinf(lab.kappa) else f"{lab.kappa:.3g}")
-m3.metric("Accumulation format", acc)
-if isinstance(lab.exact, float):
-    st.error(f"The data contain non-finite values: the IEEE dot product is {exact_decimal(lab.exact)}, so errors "
-             "and bounds are undefined.")
-else:
-    st.markdown(
-        f"Exact dot product of the stored values (exact rational arithmetic, `core.exact.exact_dot`): "
-        f"`{abbreviate(exact_decimal(lab.exact), 120)}`  \n"
-        f"Correctly rounded to {acc}: `{shortest_repr(round_to_format(lab.exact, FORMATS[acc]), FORMATS[acc])}`"
+def summary(pair: DotPair, lab: DotLab) -> None:
+    st.subheader("The vectors and their exact dot product")
+    for note in pair.notes:
+        st.warning(inert(note), icon=":material/info:")
+    st.caption(f"Vectors: {inert(pair.source, line_start=False)}.")
+    m1, m2, m3 = st.columns(3)
+    m1.metric("K", f"{pair.k:,}")
+    if math.isnan(lab.kappa):
+        m2.metric("Condition number κ", "undefined")
+    else:
+        m2.metric("Condition number κ = Σ|xᵢyᵢ| / |x·y|", "∞" if math.isinf(lab.kappa) else f"{lab.kappa:.3g}")
+    m3.metric("Accumulation format", lab.accumulate)
+    if isinstance(lab.exact, float):
+        st.error(f"The data contain non-finite values: the IEEE dot product is {view.exact_text(lab)}, so errors "
+                 "and bounds are undefined.")
+    else:
+        st.markdown(
+            f"Exact dot product of the stored values (exact rational arithmetic, `core.exact.exact_dot`): "
+            f"`{view.exact_text(lab, 120)}`  \n"
+            f"Correctly rounded to {lab.accumulate}: `{view.correctly_rounded_text(lab)}`"
+        )
+
+
+def results(settings: DotLabSettings, pair: DotPair, lab: DotLab) -> None:
+    st.subheader("Results")
+    table = view.results_table(lab)
+    st.dataframe(table, hide_index=True, width="stretch")
+    download_buttons(table, {"vectors": pair.source, "inputs": settings.spec.storage, "accumulate": settings.accumulate,
+                             "models": ",".join(settings.models), "tile": settings.tile, "slices": settings.slices,
+                             "tf32": settings.tf32_mode}, "gpu-arithmetic", "ga")
+    violations = bound_violations(lab)
+    if violations:
+        st.error("Outside the a-priori bound (this would be a bug): " + ", ".join(violations))
+    bars = view.error_bars(lab)
+    if not bars.empty:
+        st.altair_chart(view.error_bar_chart(bars), width="stretch")
+    st.caption(
+        "origin — model: the named arithmetic computed exactly on this CPU (integer arithmetic, each rounding to "
+        "nearest-even decided exactly); live: torch really ran here; exact: rational arithmetic. Errors are in ULPs "
+        "of the exact dot product in the row's format. Bounds (Higham, ch. 3): γ(d)·Σ|xᵢyᵢ| + m·η·(1 + γ(d)), with "
+        "d the most roundings any one product passes through (K for a chain, ⌈K/T⌉ for tiles, ⌈K/(sT)⌉ + s − 1 for "
+        "split-K), m the number of roundings and η half the smallest subnormal (underflow); tensor-core models add "
+        "the error of converting the inputs; torch's rows use the bound for any order with every operation "
+        "possibly rounded twice, γ(2K)."
     )
-
-# ------------------------------------------------------------------------------ results
-st.subheader("Results")
-table = view.results_table(lab)
-st.dataframe(table, hide_index=True, width="stretch")
-download_buttons(table, {"vectors": pair.source, "inputs": storage, "accumulate": acc, "models": ",".join(models),
-                         "tile": int(tile), "slices": int(slices), "tf32": tf32}, "gpu-arithmetic", "ga")
-violations = [r.name for r in lab.rows if r.within_bound is False]
-if violations:
-    st.error("Outside the a-priori bound (this would be a bug): " + ", ".join(violations))
-bars = view.error_bars(lab)
-if not bars.empty:
-    st.altair_chart(view.error_bar_chart(bars), width="stretch")
-st.caption(
-    "origin — model: the named arithmetic computed exactly on this CPU (integer arithmetic, each rounding to "
-    "nearest-even decided exactly); live: torch really ran here; exact: rational arithmetic. Errors are in ULPs "
-    "of the exact dot product in the row's format. Bounds (Higham, ch. 3): γ(d)·Σ|xᵢyᵢ| + m·η·(1 + γ(d)), with d "
-    "the most roundings any one product passes through (K for a chain, ⌈K/T⌉ for tiles, ⌈K/(sT)⌉ + s − 1 for "
-    "split-K), m the number of roundings and η half the smallest subnormal (underflow); tensor-core models add the "
-    "error of converting the inputs; torch's rows use the bound for any order with every operation possibly "
-    "rounded twice, γ(2K)."
-)
-
-live = {r.key: r for r in lab.rows if r.origin == "live"}
-if "torch_mm1" in live and "torch_mm64" in live:
-    one, many = live["torch_mm1"].result, live["torch_mm64"].result
-    if one.bits == many.bits:
+    batch = batch_dependence(lab)
+    if batch is not None and batch.same_bits:
         st.info("Batch dependence: here torch.mm gave the same bits for x as the only row (M = 1) and as the first "
                 "of 64 rows (M = 64). On other CPUs or sizes the kernel can change with M.")
-    else:
-        gap = abs(live["torch_mm1"].ulps - live["torch_mm64"].ulps)
+    elif batch is not None:
         st.warning(f"Batch dependence, live on this CPU: the same row x times the same column y gave different bits "
-                   f"as the only row (M = 1) and as the first of 64 rows (M = 64), {gap:.4g} ULPs apart: torch "
-                   "picks another kernel (another order) for another shape.", icon=":material/warning:")
-if gpu_device() is None:
-    st.info("No GPU on this server: the GPU rows are the models above. On a machine with CUDA this page also runs "
-            "torch.dot and torch.mm there, with TF32 off and on (live). Recorded GPU dot products are not part "
-            "of the recordings yet.", icon=":material/memory:")
+                   f"as the only row (M = 1) and as the first of 64 rows (M = 64), {batch.ulps_apart:.4g} ULPs "
+                   "apart: torch picks another kernel (another order) for another shape.", icon=":material/warning:")
+    if gpu_device() is None:
+        st.info("No GPU on this server: the GPU rows are the models above. On a machine with CUDA this page also "
+                "runs torch.dot and torch.mm there, with TF32 off and on (live). Recorded GPU dot products are not "
+                "part of the recordings yet.", icon=":material/memory:")
+    with st.expander("How NVIDIA converts float32 to TF32, and what the models leave out"):
+        st.markdown(
+            "The **TF32** model cuts each float32 input to 10 explicit mantissa bits. Three conversions exist:\n\n"
+            + "\n".join(f"- **{key}**: {inert(text, line_start=False)}." for key, text in TF32_ROUNDINGS.items())
+            + f"\n\nThe default here is **rna**. Sources: {inert(TF32_SOURCES, line_start=False)}\n\n"
+            + inert(TENSOR_CORE_NOTE)  # C++ template names hold < and >: shown as text, not taken for HTML
+        )
 
-with st.expander("How NVIDIA converts float32 to TF32, and what the models leave out"):
+
+def error_against_k(settings: DotLabSettings, pair: DotPair) -> None:
+    st.subheader("Error against K")
+    with st.spinner("Running every model on K = 1, 2, 4, …"):
+        points = _curves(settings, pair)
+    curve = view.curve_frame(points)
+    if not curve.empty:
+        st.altair_chart(view.error_vs_k_chart(curve), width="stretch")
+    st.caption("Each model on the first K terms of the same vectors, against the exact dot product of those terms "
+               "(the chains give every prefix in one pass; tiles and split-K are run once per K). torch.dot is "
+               "live. TF32 and float16 inputs both keep 11 significant bits, so with a rounding conversion to TF32 "
+               "the two curves coincide for inputs in float16's normal range, except where a conversion meets a tie.")
+
+
+def every_rounding(settings: DotLabSettings, pair: DotPair, lab: DotLab) -> None:
+    st.subheader("Every rounding, for a small K")
+    if pair.k > MAX_TRACE_K:
+        st.info(f"The picture is drawn for K ≤ {MAX_TRACE_K}. Set K to 16, say, to see each product, tile and "
+                "partial sum and what it rounds to.")
+        return
+    if isinstance(lab.exact, float):
+        st.info("The data contain non-finite values: there is no exact picture to draw.")
+        return
+    applicable = applicable_models(lab)
+    if not applicable:
+        return
+    pick = st.selectbox("Model", applicable, key="ga_trace_model", format_func=settings.model_name)
+    ops = trace(MODELS[pick], pair.x, pair.y, settings.accumulate, settings.tile, settings.slices,
+                settings.tf32_mode)
+    nodes, edges, steps = view.trace_frames(ops, pair.k)
+    st.altair_chart(view.trace_chart(nodes, edges), width="stretch")
+    st.dataframe(steps, hide_index=True, width="stretch")
+    st.caption("Model, exact rational arithmetic: each rounding adds the exact products below it and the "
+               "earlier results it points to, and rounds once. Products x_i·y_i are exact (TF32, float16 and "
+               "bfloat16 models: of the converted inputs).")
+
+
+def atomics(seed: int) -> None:
+    st.subheader("Atomic adds: the order threads arrive in")
     st.markdown(
-        "The **TF32** model cuts each float32 input to 10 explicit mantissa bits. Three conversions exist:\n\n"
-        + "\n".join(f"- **{key}**: {inert(text, line_start=False)}." for key, text in TF32_ROUNDINGS.items())
-        + f"\n\nThe default here is **rna**. Sources: {inert(TF32_SOURCES, line_start=False)}\n\n"
-        + inert(TENSOR_CORE_NOTE)  # C++ template names hold < and >: shown as text, not taken for HTML
+        "`index_add_`, `scatter_add_` and several backward passes add many values into a few places with **atomic "
+        "adds**: each addition is rounded, in whatever order the threads reach the memory. The order changes from "
+        "run to run, so one GPU gives different bits for the same inputs. Below, values fall into buckets; each "
+        "simulated run adds every bucket's values in a random arrival order (model: uniformly random orders, one "
+        "rounding per add)."
     )
-
-# ------------------------------------------------------------------------------ error against K
-st.subheader("Error against K")
-with st.spinner("Running every model on K = 1, 2, 4, …"):
-    points = _curves(spec, pair, acc, tuple(models), int(tile), int(slices), tf32)
-curve = view.curve_frame(points)
-if not curve.empty:
-    st.altair_chart(view.error_vs_k_chart(curve), width="stretch")
-st.caption("Each model on the first K terms of the same vectors, against the exact dot product of those terms "
-           "(the chains give every prefix in one pass; tiles and split-K are run once per K). torch.dot is live. "
-           "TF32 and float16 inputs both keep 11 significant bits, so with a rounding conversion to TF32 the two "
-           "curves coincide for inputs in float16's normal range, except where a conversion meets a tie.")
-
-# ------------------------------------------------------------------------------ the picture
-st.subheader("Every rounding, for a small K")
-if pair.k > MAX_TRACE_K:
-    st.info(f"The picture is drawn for K ≤ {MAX_TRACE_K}. Set K to 16, say, to see each product, tile and "
-            "partial sum and what it rounds to.")
-elif isinstance(lab.exact, float):
-    st.info("The data contain non-finite values: there is no exact picture to draw.")
-else:
-    applicable = [m for m in models if next(r for r in lab.rows if r.key == m).result is not None]
-    if applicable:
-        pick = st.selectbox("Model", applicable, key="ga_trace_model",
-                            format_func=lambda m: model_name(MODELS[m], int(tile), int(slices), tf32))
-        ops = trace(MODELS[pick], pair.x, pair.y, acc, int(tile), int(slices), tf32)
-        nodes, edges, steps = view.trace_frames(ops, pair.k)
-        st.altair_chart(view.trace_chart(nodes, edges), width="stretch")
-        st.dataframe(steps, hide_index=True, width="stretch")
-        st.caption("Model, exact rational arithmetic: each rounding adds the exact products below it and the "
-                   "earlier results it points to, and rounds once. Products x_i·y_i are exact (TF32, float16 and "
-                   "bfloat16 models: of the converted inputs).")
-
-# ------------------------------------------------------------------------------ atomics
-st.subheader("Atomic adds: the order threads arrive in")
-st.markdown(
-    "`index_add_`, `scatter_add_` and several backward passes add many values into a few places with **atomic "
-    "adds**: each addition is rounded, in whatever order the threads reach the memory. The order changes from run "
-    "to run, so one GPU gives different bits for the same inputs. Below, values fall into buckets; each simulated "
-    "run adds every bucket's values in a random arrival order (model: uniformly random orders, one rounding per "
-    "add)."
-)
-b1, b2, b3, b4 = st.columns(4)
-buckets = b1.number_input("Buckets (1 to 64)", min_value=1, max_value=64, key="ga_buckets")
-values = b2.number_input("Values (1 to 1,000,000)", min_value=1, max_value=1_000_000, step=1024, key="ga_values")
-runs = b3.number_input("Simulated runs (1 to 10,000)", min_value=1, max_value=10_000, step=100, key="ga_runs")
-aformat = b4.selectbox("Format", ATOMIC_FORMATS, key="ga_aformat")
-atomics = None
-try:
-    aspec = AtomicsSpec(int(buckets), int(values), int(runs), int(seed), aformat)
-    aspec.validate()
-    with st.spinner("Simulating the runs…"):
-        atomics = _atomics(aspec)
-except VectorError as err:
-    b3.error(inert(err))
-if atomics is not None:
-    st.dataframe(view.atomics_table(atomics), hide_index=True, width="stretch")
-    choice = st.selectbox("Bucket to plot", list(range(len(atomics.buckets))), key="ga_bucket")
-    hist, marks = view.atomics_frames(atomics.buckets[choice])
+    b1, b2, b3, b4 = st.columns(4)
+    buckets = b1.number_input("Buckets (1 to 64)", min_value=1, max_value=64, key="ga_buckets")
+    values = b2.number_input("Values (1 to 1,000,000)", min_value=1, max_value=1_000_000, step=1024,
+                             key="ga_values")
+    runs = b3.number_input("Simulated runs (1 to 10,000)", min_value=1, max_value=10_000, step=100, key="ga_runs")
+    aformat = b4.selectbox("Format", ATOMIC_FORMATS, key="ga_aformat")
+    try:
+        spec = AtomicsSpec(int(buckets), int(values), int(runs), seed, aformat)
+        spec.validate()
+        with st.spinner("Simulating the runs…"):
+            result = _atomics(spec)
+    except VectorError as err:
+        b3.error(inert(err))
+        return
+    st.dataframe(view.atomics_table(result), hide_index=True, width="stretch")
+    choice = st.selectbox("Bucket to plot", list(range(len(result.buckets))), key="ga_bucket")
+    hist, marks = view.atomics_frames(result.buckets[choice])
     st.altair_chart(view.atomics_chart(hist, marks), width="stretch")
     st.caption(
         "Simulated runs: model (random arrival orders, seeded). Fixed index order: model (one thread adding in "
         "turn). torch index_add_ on this CPU: live. Order-independent sum: the app's reproducible_sum "
         "(core.mitigations), the same bits for every order. "
-        + (f"GPU: index_add_ live on {inert(atomics.gpu, line_start=False)}, repeated {int(runs):,} times."
-           if atomics.gpu else "No GPU here, so no live GPU runs; recorded ones are not part of the recordings yet.")
+        + (f"GPU: index_add_ live on {inert(result.gpu, line_start=False)}, repeated {int(runs):,} times."
+           if result.gpu else "No GPU here, so no live GPU runs; recorded ones are not part of the recordings yet.")
     )
 
-next_page_link("gpu_arithmetic")
+
+def main() -> None:
+    ensure_app_navigation()
+    url_notes = restore("ga", URL_FIELDS, DEFAULTS)
+    st.title("GPU arithmetic")
+    st.markdown(
+        "Most CPU-vs-GPU differences that people report come from **matrix products**, and every entry of a matrix "
+        "product is a dot product x·y = x₁y₁ + x₂y₂ + …, one term for each of the K entries. A GPU computes it "
+        "with other arithmetic than a CPU loop: "
+        "a **fused multiply-add** rounds a·b + c once instead of twice, tensor cores first cut float32 inputs to "
+        "**TF32** (10 mantissa bits) or take **float16/bfloat16** inputs and accumulate in float32, the inner "
+        "dimension K is cut into **tiles** and **split-K slices**, and **atomic adds** sum in whatever order "
+        "threads arrive. Each is computed below as a *model*: the named arithmetic, done exactly on this CPU "
+        "(integer arithmetic, every rounding to nearest-even decided exactly), next to torch's real result here and "
+        "the **exact** dot product."
+    )
+    settings, format_error, k_slot = controls()
+    share_box(sync(URL_FIELDS), url_notes)
+
+    pair = None
+    try:
+        pair = _pair(settings.spec)
+    except VectorError as err:
+        k_slot.error(inert(err))
+    if pair is None or format_error:
+        st.stop()
+    if not settings.models:
+        st.warning("Choose at least one arithmetic model.")
+        st.stop()
+    with st.spinner("Computing every model exactly…"):
+        try:
+            lab = _lab(settings, pair)
+        except ModelNotApplicable as err:
+            st.error(inert(err))
+            st.stop()
+
+    summary(pair, lab)
+    results(settings, pair, lab)
+    error_against_k(settings, pair)
+    every_rounding(settings, pair, lab)
+    atomics(settings.spec.seed)
+    next_page_link("gpu_arithmetic")
+
+
+main()

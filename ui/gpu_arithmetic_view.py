@@ -8,7 +8,7 @@ from fractions import Fraction
 import altair as alt
 import pandas as pd
 
-from core.dot import AtomicsResult, BucketResult, CurvePoint, DotLab, DotRow, TraceOp
+from core.dot import AtomicsResult, BucketResult, CurvePoint, DotLab, DotRow, TraceOp, correctly_rounded
 from core.exact import abbreviate, exact_decimal, shortest_repr
 from core.formats import FORMATS, Exact, FloatFormat, error_in_ulps, hex_bits
 
@@ -214,3 +214,17 @@ def atomics_chart(hist: pd.DataFrame, marks: pd.DataFrame) -> alt.LayerChart:
                 tooltip=["label", alt.Tooltip("ulps:Q", format="+.4g")])
     )
     return alt.layer(bars, rules).resolve_scale(color="independent").properties(height=280)
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def exact_text(lab: DotLab, chars: int | None = None) -> str:
+    """The exact dot product in decimal (every digit, or abbreviated to `chars`)."""
+    text = exact_decimal(lab.exact)
+    return text if chars is None else abbreviate(text, chars)
+
+
+def correctly_rounded_text(lab: DotLab) -> str:
+    fmt = FORMATS[lab.accumulate]
+    return shortest_repr(correctly_rounded(lab), fmt)
