@@ -213,12 +213,16 @@ def determinism(x: torch.Tensor, repeats: int = 5, seed: int = 0) -> Determinism
 # and device: see the docstring of reproducible_sum.
 
 _U = Fraction(1, 1 << 53)  # float64 unit roundoff
-_ROW = 64  # fast path: values per first-level float64 row sum
+_U32 = Fraction(1, 1 << 24)  # float32 unit roundoff
+_ROW = 256  # fast path: values per first-level float64 row sum
 _GROUP = 8  # fast path: partial sums per later-level float64 sum
 _FINAL = 4096  # fast path: at most this many partial sums go to math.fsum
-_CHUNK_PER_THREAD = 1 << 20  # elements per piece and CPU thread (a thread's share stays in cache)
-_CHUNK_CPU_MAX = 1 << 21  # a piece's float64 copy stays below 32 MB: malloc reuses it (no page faults)
-_CHUNK_DEVICE = 1 << 24  # elements per piece on an accelerator
+_FAST_CPU = 1 << 19  # fast path, CPU: values per piece (the piece and its float64 copy stay in cache)
+_FAST_DEVICE = 1 << 22  # fast path, accelerator; also the most values one float32 dot takes (k * 2^-24 <= 1/4)
+_DOT_UNDERFLOW = Fraction(1, 1 << 125)  # per square: more than any underflow error, flush-to-zero included
+_CHUNK_PER_THREAD = 1 << 20  # folds: elements per piece and CPU thread (a thread's share stays in cache)
+_CHUNK_CPU_MAX = 1 << 21  # folds: a piece's float64 copy stays below 32 MB: malloc reuses it (no page faults)
+_CHUNK_DEVICE = 1 << 24  # folds: elements per piece on an accelerator
 _UNIT_EXP = -1074  # exact totals are integers in units of 2^-1074 (every value is a multiple)
 _LIMITS = {torch.float64: 1 << 26}  # see reproducible_sum, "Size limits"
 _LIMIT_NARROW = 1 << 29
@@ -327,24 +331,64 @@ def _specials(mins: list[float], maxs: list[float]) -> float | None:
     return math.inf if pos else -math.inf if neg else None
 
 
-def _decided_sum(flat: torch.Tensor, fmt) -> tuple[Exact | None, list[float], list[float]]:
-    """The fast path: float64 partial sums with a proven error bound, rounded both ways.
+def _row_sums(c: torch.Tensor) -> list[torch.Tensor]:
+    """Rows of _ROW values of the piece c, widened and summed in float64 (one reduction),
+    and the sum of its last, shorter row."""
+    full = c.numel() - c.numel() % _ROW
+    out = [c[:full].reshape(-1, _ROW).sum(1, dtype=torch.float64)] if full else []
+    if full < c.numel():
+        out.append(c[full:].sum(dtype=torch.float64).reshape(1))
+    return out
 
-    Returns (the correctly rounded sum, or None when the bound does not decide it; the
-    minimum and the maximum of every piece).
+
+def _cauchy_schwarz_bound(length: int, squares: float) -> Fraction | None:
+    """An upper bound on sum|x| over a piece of ``length`` <= 2^22 float32 values whose
+    float32 dot product with itself came out as ``squares``; None when that is not finite."""
+    if not math.isfinite(squares):
+        return None
+    q = length * (Fraction(squares) + length * _DOT_UNDERFLOW) / (1 - length * _U32)  # >= length * sum x^2
+    return Fraction(math.sqrt(float(q))) * (1 + Fraction(1, 1 << 50))  # >= sqrt(q), see reproducible_sum
+
+
+def _max_bound(lengths: list[int], mins: list[float], maxs: list[float]) -> Fraction:
+    """An upper bound on sum|x|: the sum over pieces of length * max|value| (exact)."""
+    return sum((Fraction(k) * Fraction(max(-lo, hi)) for k, lo, hi in zip(lengths, mins, maxs, strict=True)),
+               Fraction(0))
+
+
+def _decide(approx: float, abs_bound: Fraction | None, depth: int, fmt) -> Exact | None:
+    """The rounding of every value within eps of approx, when they all round alike (see
+    reproducible_sum, "Fast path"); else None."""
+    if abs_bound is None:
+        return None
+    gamma = Fraction(depth) * _U / (1 - depth * _U)
+    eps = gamma * abs_bound + Fraction(abs(approx)) * _U
+    centre = Fraction(approx)
+    low, high = round_to_format(centre - eps, fmt), round_to_format(centre + eps, fmt)
+    return low if low == high else None
+
+
+def _piece_extremes(pieces: list[torch.Tensor]) -> tuple[list[float], list[float]]:
+    """The minimum and the maximum of every piece (one host synchronization)."""
+    values = torch.stack([torch.stack(torch.aminmax(c)) for c in pieces]).double().reshape(-1).tolist()
+    return values[0::2], values[1::2]
+
+
+def _decided_sum(flat: torch.Tensor, fmt) -> tuple[Exact | None, float | None]:
+    """The fast path (float16, bfloat16, float32): float64 partial sums with a proven
+    error bound, rounded both ways.
+
+    Returns (the correctly rounded sum, or None when the bound does not decide it or some
+    value is not finite; the IEEE result, nan, +inf or -inf, when some value is not
+    finite, else None).
     """
-    step = _chunk_size(flat)
-    n = flat.numel()
-    parts, extremes, lengths = [], [], []
-    for s in range(0, n, step):
-        c = flat[s : s + step]
-        extremes.append(torch.stack(torch.aminmax(c)))
-        lengths.append(c.numel())
-        full = c.numel() - c.numel() % _ROW
-        if full:  # rows of _ROW values, widened and summed in float64 in one reduction
-            parts.append(c[:full].reshape(-1, _ROW).sum(1, dtype=torch.float64))
-        if full < c.numel():
-            parts.append(c[full:].sum(dtype=torch.float64).reshape(1))
+    step = _FAST_CPU if flat.device.type == "cpu" else _FAST_DEVICE
+    pieces = [flat[s : s + step] for s in range(0, flat.numel(), step)]
+    float32 = flat.dtype == torch.float32
+    parts, bounds = [], []
+    for c in pieces:  # the bound's pass first: the row sums then read the piece from cache
+        bounds.append(torch.dot(c, c).reshape(1) if float32 else torch.stack(torch.aminmax(c)))
+        parts += _row_sums(c)
     p = torch.cat(parts)
     depth = _ROW - 1  # additions a value can take part in, at most, before fsum
     while p.numel() > _FINAL:
@@ -353,20 +397,25 @@ def _decided_sum(flat: torch.Tensor, fmt) -> tuple[Exact | None, list[float], li
             p = torch.cat((p, p.new_zeros(pad)))
         p = p.reshape(-1, _GROUP).sum(1)
         depth += _GROUP - 1
-    ext = torch.stack(extremes).double().reshape(-1)
-    values = torch.cat((ext, p)).tolist()  # the only host synchronization of the fast path
-    mins, maxs = values[0 : 2 * len(lengths) : 2], values[1 : 2 * len(lengths) : 2]
-    if _specials(mins, maxs) is not None:
-        return None, mins, maxs
-    approx = math.fsum(values[2 * len(lengths) :])  # correctly rounded: error <= |approx| * u
-    abs_bound = math.fsum(length * max(-lo, hi) for length, lo, hi in zip(lengths, mins, maxs, strict=True))
-    gamma = Fraction(depth) * _U / (1 - depth * _U)
-    # abs_bound: fsum of exact products (24-bit maxima times lengths < 2^29) is correctly
-    # rounded, so the true sum of |x| is at most abs_bound * (1 + u)
-    eps = gamma * Fraction(abs_bound) * (1 + _U) + Fraction(abs(approx)) * _U
-    centre = Fraction(approx)
-    low, high = round_to_format(centre - eps, fmt), round_to_format(centre + eps, fmt)
-    return (low if low == high else None), mins, maxs
+    head = torch.cat(bounds).double()
+    values = torch.cat((head, p)).tolist()  # the only host synchronization of the fast path
+    partials = values[head.numel() :]
+    if not all(map(math.isfinite, partials)):  # some value is not finite (float64 sums cannot overflow)
+        signs = {v for v in partials if not math.isfinite(v)}
+        return None, (math.nan if any(map(math.isnan, signs)) or len(signs) > 1 else signs.pop())
+    approx = math.fsum(partials)  # correctly rounded: error <= |approx| * u
+    lengths = [c.numel() for c in pieces]
+    if float32:
+        per_piece = [_cauchy_schwarz_bound(k, s) for k, s in zip(lengths, values[: head.numel()], strict=True)]
+        abs_bound = None if any(b is None for b in per_piece) else sum(per_piece, Fraction(0))
+    else:
+        abs_bound = _max_bound(lengths, values[0 : head.numel() : 2], values[1 : head.numel() : 2])
+    result = _decide(approx, abs_bound, depth, fmt)
+    if result is None and float32:  # second chance: length * max|value|, tighter when squares under- or overflow
+        bound = _max_bound(lengths, *_piece_extremes(pieces))
+        if abs_bound is None or bound < abs_bound:
+            result = _decide(approx, bound, depth, fmt)
+    return result, None
 
 
 def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
@@ -382,21 +431,42 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
     float16, bfloat16 and float32 try the fast path first; float64, and any sum the fast
     path leaves undecided, take the exact folds.
 
-    **Fast path (float16, bfloat16, float32).** For each cache-sized piece, one
-    ``torch.aminmax`` and one reduction that widens rows of 64 values to float64 and sums
-    each row; then sums of 8 partial sums, level by level, until at most 4096 are left,
-    which ``math.fsum`` adds with one rounding. Each float64 addition has a relative error
-    of at most u = 2^-53 (no underflow: every partial sum is a multiple of 2^-149; no
-    overflow: |partial sums| <= n * 2^128), and each value takes part in at most
-    d = 63 + 7 * (levels - 1) of them, whatever order, thread split or reduction tree
-    torch uses on any device (any algorithm made of float64 additions). So the result S
-    satisfies |S - T| <= eps = gamma_d * A * (1 + u) + |S| * u, with
-    gamma_d = d*u / (1 - d*u) and A = fsum over pieces of (length * max|value|) >= sum|x|
-    (the last term is fsum's rounding). If S - eps and S + eps round to the same value, T
-    rounds to it too (rounding is monotonic): that is the result, decided in exact
-    rational arithmetic. Otherwise T lies within eps of a rounding boundary (a tie, or
-    heavy cancellation) and the folds decide. This is the stopping test of Rump, Ogita
-    and Oishi's AccSum (SIAM J. Sci. Comput. 31(1), 2008) on float64 partial sums.
+    **Fast path (float16, bfloat16, float32).** Pieces of k values (2^19 on a CPU, 2^22
+    on an accelerator). Per piece, one pass for a bound on sum|x| (below), then one
+    reduction that widens rows of 256 values to float64 and sums each row; then sums of 8
+    partial sums, level by level, until at most 4096 are left, which ``math.fsum`` adds
+    with one rounding (one host synchronization in all).
+
+    * Specials. The float64 sums cannot overflow (|partial sums| <= n * 2^128 < 2^1024),
+      so a partial sum is not finite only where a value is not: NaN where a NaN or both
+      infinities meet, else the infinity's sign. The IEEE result follows from them:
+      NaN if any is NaN or both signs occur, else that infinity.
+    * Error. Each float64 addition has a relative error of at most u = 2^-53 (no
+      underflow: every partial sum is a multiple of 2^-149), and each value takes part in
+      at most d = 255 + 7 * levels of them, whatever order, thread split or reduction
+      tree torch uses on any device (any algorithm made of float64 additions). So the
+      result S satisfies |S - T| <= eps = gamma_d * A + |S| * u, with
+      gamma_d = d*u / (1 - d*u) and A >= sum|x| (the last term is fsum's rounding).
+    * The bound A, float32: the float32 dot product s = fl(c . c) of each piece c with
+      itself (any order, FMA or not: each square passes through at most k roundings, its
+      product and at most k - 1 additions, each of relative error at most u32 = 2^-24;
+      a product that underflows, flushed to zero or not, also an absolute error below
+      2^-126, which later roundings grow by at most (1 + u32)^k) satisfies
+      s >= (1 - u32)^k * sum c^2 - k * 2^-126 * (1 + u32)^k, so with k * u32 <= 1/4,
+      sum c^2 <= (s + k * 2^-125) / (1 - k * u32); by Cauchy-Schwarz,
+      sum|c| <= sqrt(k * sum c^2). s not finite: no bound. A = the sum over pieces, each
+      square root rounded up (computed in float64, times 1 + 2^-50: two roundings of
+      relative 2^-53 each). sqrt(k * sum c^2) <= k * max|c|, usually far less. Where A
+      does not decide (or s is not finite: squares beyond 2^128), the second chance takes
+      A = sum over pieces of k * max|c| (one ``torch.aminmax`` per piece), which is never
+      looser when squares under- or overflow.
+    * The bound A, float16 and bfloat16: A = sum over pieces of k * max|c|, from one
+      ``torch.aminmax`` per piece (their squares under- and overflow too easily).
+    * Decision. If S - eps and S + eps round to the same value, T rounds to it too
+      (rounding is monotonic): that is the result, decided in exact rational arithmetic.
+      Otherwise T lies within eps of a rounding boundary (a tie, or heavy cancellation)
+      and the folds decide. This is the stopping test of Rump, Ogita and Oishi's AccSum
+      (SIAM J. Sci. Comput. 31(1), 2008) on float64 partial sums.
 
     **Folds (exact; any format).** In a working precision p (24, float32, for float16,
     bfloat16 and float32 values; 53, float64, for float64 values) with every value v of a
@@ -426,13 +496,15 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
       smaller ones, which have room as they are.
 
     The folds' sums (integers times 2^b) accumulate as one Python integer in units of
-    2^-1074, rounded once by core.formats.round_to_format. Assumes IEEE arithmetic without
-    flush-to-zero of subnormals (torch's default on CPUs and GPUs).
+    2^-1074, rounded once by core.formats.round_to_format. float64 values: one
+    ``torch.aminmax`` per piece first, for the specials. An exact zero sum: two more
+    passes (any nonzero value, every sign bit) for its sign. Assumes IEEE arithmetic
+    without flush-to-zero of subnormals in the sums (torch's default on CPUs and GPUs).
 
-    **Devices.** Only torch operations on whole pieces (on a CPU 2^20 values per thread,
-    at most 2^21; 2^24 on an accelerator), no per-element Python. The fast path
-    synchronizes with the host once per call; the folds twice per fold and piece (the max
-    and the sum).
+    **Devices.** Only torch operations on whole pieces, no per-element Python. The fast
+    path synchronizes with the host once per call (twice with the second chance); the
+    folds (pieces of 2^20 values per CPU thread, at most 2^21; 2^24 on an accelerator)
+    twice per fold and piece (the max and the sum).
 
     **Size limits.** Fewer than 2^29 values (float16, bfloat16, float32) or 2^26
     (float64) per call: the earlier version's limits, kept as the contract callers and
@@ -445,22 +517,17 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
     flat = x.detach().reshape(-1)
     if flat.numel() == 0:
         return torch.zeros((), dtype=x.dtype)
-    result = None
     if x.dtype != torch.float64:
-        result, mins, maxs = _decided_sum(flat, fmt)
+        result, special = _decided_sum(flat, fmt)
     else:
         step = _chunk_size(flat)
-        ext = torch.stack([torch.stack(torch.aminmax(flat[s : s + step])) for s in range(0, flat.numel(), step)])
-        values = ext.reshape(-1).tolist()
-        mins, maxs = values[0::2], values[1::2]
-    special = _specials(mins, maxs)
+        result, special = None, _specials(*_piece_extremes([flat[s : s + step] for s in range(0, flat.numel(), step)]))
     if special is not None:
         return torch.tensor(special, dtype=torch.float64).to(x.dtype)
     if result is None:
         result = round_to_format(_exact_sum(flat), fmt)
     if result == 0:  # T == 0 exactly: -0 only when every value is -0
-        all_zero = all(lo == 0 and hi == 0 for lo, hi in zip(mins, maxs, strict=True))
-        negative = all_zero and bool(torch.signbit(flat).all())
+        negative = not bool(flat.any()) and bool(torch.signbit(flat).all())
         return torch.tensor(-0.0 if negative else 0.0, dtype=torch.float64).to(x.dtype)
     return torch.tensor(float(result), dtype=torch.float64).to(x.dtype)
 

@@ -18,7 +18,10 @@ from core.formats import FORMATS, bits_of, round_to_format, value_of_bits
 from core.formats import bits_of as bits_of_scalar
 from core.globalstate import GlobalState, torch_threads
 from core.mitigations import (
+    _FAST_CPU,
+    _FAST_DEVICE,
     VENDOR_RATIOS,
+    _cauchy_schwarz_bound,
     _decided_sum,
     _exact_sum,
     _exact_units,
@@ -220,7 +223,8 @@ def test_both_paths_agree_with_the_exact_sum_over_finite_bit_patterns(data, name
     x = as_tensor(vals, name)
     assert _exact_sum(x) == sum(vals, Fraction(0)) == exact_sum_fraction(x)
     if name != "float64":
-        decided, _, _ = _decided_sum(x, fmt)
+        decided, special = _decided_sum(x, fmt)
+        assert special is None
         assert decided is None or decided == correctly_rounded_sum(x, fmt)
 
 
@@ -319,6 +323,97 @@ def test_fast_path_defers_near_a_rounding_boundary():
     assert float(reproducible_sum(above)) == 1.0 + 2.0**-23
     plain = torch.from_numpy(np.random.default_rng(0).standard_normal(100_000).astype(np.float32))
     assert _decided_sum(plain, fmt)[0] == correctly_rounded_sum(plain, fmt)  # decided on ordinary data
+
+
+def _exact_abs_sum(x: torch.Tensor) -> Fraction:
+    return exact_sum_fraction(x.abs())
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_cauchy_schwarz_bound_is_an_upper_bound_on_the_absolute_sum(data):
+    """Over raw finite float32 bit patterns (subnormals, squares that underflow, the
+    largest finite values, whose squares overflow): the bound from the float32 dot product
+    is at least the exact sum of |x|, or None where that dot product is not finite."""
+    fmt = FORMATS["float32"]
+    vals = data.draw(st.lists(finite_values(fmt), min_size=1, max_size=50))
+    scale = data.draw(st.sampled_from([1, 2.0**-70, 2.0**-100, 2.0**60]))
+    x = as_tensor(vals, "float32") * scale  # scaled (inexactly, fine): still float32 values
+    x = x[torch.isfinite(x)]
+    if x.numel() == 0:
+        return
+    for threads in (1, 2):
+        squares = _with_threads(lambda: float(torch.dot(x, x)), threads)
+        bound = _cauchy_schwarz_bound(x.numel(), squares)
+        assert (bound is None) == (not math.isfinite(squares))
+        if bound is not None:
+            assert bound >= _exact_abs_sum(x)
+
+
+@pytest.mark.parametrize("kind", ["normal", "tiny", "equal"])
+def test_cauchy_schwarz_bound_at_the_largest_piece_the_proof_allows(kind):
+    """2^22 values (k * 2^-24 = 1/4, the proof's limit; an accelerator's fast-path piece),
+    spread so that rounding in the float32 dot product is as large as it gets: the bound
+    still holds, and with ordinary values it is within a few percent of sum|x|."""
+    assert _FAST_DEVICE == 1 << 22 and _FAST_CPU <= _FAST_DEVICE
+    k = _FAST_DEVICE
+    rng = np.random.default_rng(5)
+    if kind == "normal":
+        v = rng.standard_normal(k).astype(np.float32)
+    elif kind == "tiny":  # squares underflow into the subnormals or to zero
+        v = (rng.standard_normal(k) * 2.0**-70).astype(np.float32)
+    else:  # one value: every partial sum of squares rounds the same way
+        v = np.full(k, np.float32(1 + 2.0**-12), dtype=np.float32)
+    x = torch.from_numpy(v)
+    bound = _cauchy_schwarz_bound(k, float(torch.dot(x, x)))
+    exact = Fraction(math.fsum(np.abs(v.astype(np.float64))))  # fsum: within 2^-53 relative
+    assert bound >= exact * (1 + Fraction(1, 1 << 52))
+    if kind == "normal":
+        assert bound <= exact * Fraction(3, 2)
+
+
+@pytest.mark.parametrize(("value", "n"), [(3.0 * 2.0**-140, 1000), (2.0**-75, 5000), (2.0**70, 1000),
+                                          (-(2.0**127) * 1.5, 7)])
+def test_fast_path_second_chance_where_squares_underflow_or_overflow(value, n):
+    """float32 values whose squares underflow (the dot's bound is useless) or overflow
+    (no bound at all): the fast path still decides, with length * max|x| per piece."""
+    fmt = FORMATS["float32"]
+    x = torch.full((n,), value, dtype=torch.float32)
+    x[::3] *= -0.5
+    decided, special = _decided_sum(x, fmt)
+    assert special is None
+    assert decided is not None and decided == correctly_rounded_sum(x, fmt)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32"])
+def test_fast_path_specials_and_zeros_across_pieces(name):
+    """Infinities and NaN in different pieces (found from the float64 partial sums), and
+    the sign of an exact zero sum over several pieces."""
+    fmt = FORMATS[name]
+    dt = fmt.torch_dtype
+    n = 2 * _FAST_CPU + 5
+    nan_bits = bits_of(torch.tensor(math.nan, dtype=dt))
+
+    def with_at(values: dict[int, float]) -> torch.Tensor:
+        x = torch.ones(n, dtype=dt)
+        for i, v in values.items():
+            x[i] = v
+        return x
+
+    assert bits_of(reproducible_sum(with_at({0: math.inf, n - 1: -math.inf}))) == nan_bits
+    assert float(reproducible_sum(with_at({0: math.inf, n - 1: math.inf}))) == math.inf
+    assert float(reproducible_sum(with_at({3: -math.inf, _FAST_CPU + 9: -math.inf}))) == -math.inf
+    assert bits_of(reproducible_sum(with_at({n - 1: math.nan, 0: math.inf}))) == nan_bits
+    assert _decided_sum(with_at({n - 1: -math.inf}), fmt) == (None, -math.inf)
+    zeros = torch.full((n,), -0.0, dtype=dt)
+    assert bits_of(reproducible_sum(zeros)) == bits_of(torch.tensor(-0.0, dtype=dt))
+    zeros[_FAST_CPU + 1] = 0.0
+    assert bits_of(reproducible_sum(zeros)) == bits_of(torch.tensor(0.0, dtype=dt))
+    cancel = torch.ones(n, dtype=dt)  # n odd: n // 2 ones, n // 2 minus ones and one -0
+    cancel[n // 2 :] = -1.0
+    cancel[-1] = -0.0  # the sum is exactly 0, with nonzero values: +0
+    cancel = cancel[torch.randperm(n, generator=torch.Generator().manual_seed(0))]
+    assert bits_of(reproducible_sum(cancel)) == bits_of(torch.tensor(0.0, dtype=dt))
 
 
 @pytest.mark.parametrize(("name", "value", "folds_on_all"), [
