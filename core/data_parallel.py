@@ -54,6 +54,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -885,3 +886,56 @@ def order_study(ks: tuple[int, ...] = STUDY_KS, settings: TrainSettings = DP_SET
         if on_progress is not None:
             on_progress(i + 1, len(ks))
     return tuple(out)
+
+
+# --------------------------------------------------------------------------- the page's questions
+
+
+def study_ks(largest: int) -> tuple[int, ...]:
+    """The numbers of ranks the order study covers, up to ``largest``."""
+    return tuple(k for k in STUDY_KS if k <= largest)
+
+
+@dataclass(frozen=True)
+class LiveSettings:
+    """A live run: ``world`` worker processes training ``steps`` steps."""
+
+    world: int = 2
+    steps: int = 100
+
+
+@dataclass(frozen=True)
+class EmulationSettings:
+    """Emulated runs: the all-reduce model, the numbers of devices and the steps."""
+
+    model: str = "ring_gloo"
+    ks: tuple[int, ...] = EMULATED_KS
+    steps: int = 100
+
+    def keys(self) -> list[tuple[int, str, int]]:
+        """One (ranks, model, steps) per chosen number of devices, fewest devices first."""
+        return [(k, self.model, self.steps) for k in sorted(self.ks)]
+
+
+class RunPair(NamedTuple):
+    """Two runs and the first step where their weights differ (None: never in ``steps`` steps)."""
+
+    run: str
+    against: str
+    first_difference: int | None
+    steps: int
+
+
+def run_pairs(runs: list[EmulatedRun], steps: int, live: DataParallelResult | None = None) -> list[RunPair]:
+    """Every pair of emulated runs, and the live run against each when it trained as many steps."""
+    out = [RunPair(f"{a.ranks:,} devices", f"{b.ranks:,} devices", first_divergence(a.digests, b.digests), steps)
+           for i, a in enumerate(runs) for b in runs[i + 1:]]
+    if live is not None and live.steps == steps:
+        out += [RunPair(f"{live.world_size} live workers (gloo)", f"{r.ranks:,} devices",
+                        first_divergence(live.digests, r.digests), steps) for r in runs]
+    return out
+
+
+def earliest_apart(runs: list[EmulatedRun]) -> EmulatedRun | None:
+    """The run whose loss is first more than 1% from one process's (None if none gets there)."""
+    return min((r for r in runs if r.summary.first_rel_1pct), key=lambda r: r.summary.first_rel_1pct, default=None)

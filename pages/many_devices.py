@@ -9,18 +9,21 @@ from core.data_parallel import (
     DP_SETTINGS,
     EMULATED_KS,
     GLOO_ALGORITHM,
-    STUDY_KS,
     WORLD_SIZES,
     Busy,
     DataParallelError,
     DataParallelResult,
+    EmulationSettings,
+    LiveSettings,
     NoRoom,
-    Progress,
+    earliest_apart,
     emulate_run,
     first_divergence,
     order_study,
     room_for,
     run_data_parallel,
+    run_pairs,
+    study_ks,
 )
 from core.querystate import Field
 from ui.many_devices_view import (
@@ -28,10 +31,12 @@ from ui.many_devices_view import (
     STUDIES,
     between_frame,
     divergence_frame,
+    emulate_missing,
     emulation_rows,
     gap_chart,
     gated,
     live_facts,
+    live_progress,
     megabytes,
     models_frame,
     outcomes_frame,
@@ -58,62 +63,39 @@ URL_FIELDS = [
 DEFAULTS = {"md_world": 2, "md_steps": 100, "md_kmax": 1024, "md_model": "ring_gloo", "md_ks": list(EMULATED_KS),
             "md_esteps": 100}
 
-ensure_app_navigation()
-url_notes = restore("md", URL_FIELDS, DEFAULTS)
-st.title("Many devices")
-st.markdown(
-    f"""
-Large models are trained **data-parallel**: every device holds a copy of the model, computes the
-gradient on its own share of each batch, and an **all-reduce** sums the gradients so that every copy
-takes the same step. That sum has an order of its own. A ring adds one device after another, a tree
-adds pairs of partial sums, and which partial sums are formed depends on the algorithm and on the
-**number of devices**, so the same training on 8 and on 16 devices parts ways just as a CPU and a GPU do.
 
-Below: a real `torch.distributed` process group on this server (gloo backend, 1, 2 or 4 worker
-processes), the all-reduce orders of 2 to 1,024 devices computed exactly, and training runs on 8, 64
-and 1,024 devices emulated in one process. Every run trains the Training divergence page's network on
-its noisy spirals ({DP_SETTINGS.n_points:,} points) with a global batch of {DP_SETTINGS.batch:,} examples,
-SGD with momentum, learning rate {DP_SETTINGS.lr:g}, in float32; "one process" is the same training on
-the whole batch at once.
-"""
-)
+def _workers(n: int) -> str:
+    return f"{n} worker process{'es' if n > 1 else ''}"
 
-# ---------------------------------------------------------------------------------------- live
-st.header("1 · A real process group on this server")
-st.markdown(
-    "Each worker is a separate process with one torch thread. Rank *r* takes examples *r*, *r*+W, *r*+2W, … "
-    "of every batch (as `DistributedSampler` splits them), computes the gradient of its mean loss, multiplies "
-    "it by 1/W and `dist.all_reduce` sums the W gradients, which is what `DistributedDataParallel` does. "
-    "Rank 0 also trains one copy alone on the whole batch and compares the two after every step. The workers "
-    "talk over 127.0.0.1 only; the whole group is stopped if one of them fails, stalls or uses too much memory."
-)
-c1, c2 = st.columns(2)
-c1.radio("Worker processes W", WORLD_SIZES, key="md_world", horizontal=True)
-c2.slider("Training steps", STEP_RANGE[0], STEP_RANGE[1], key="md_steps", step=10)
-world, steps = int(st.session_state["md_world"]), int(st.session_state["md_steps"])
-ok, why = room_for(world)
-if ok:
-    st.caption(f":material/memory: {why}")
-else:
-    st.warning(f"Not enough free memory on this server for {world} worker processes right now: {why} "
-               "The emulated devices below need no extra processes; on your own machine, "
-               f"`python -m scripts.data_parallel --world-size {world} --steps {steps}` runs the same training.",
-               icon=":material/memory:")
 
-if st.button(f"Start {world} worker process{'es' if world > 1 else ''} and train {steps} steps", key="md_run",
-             disabled=not ok, icon=":material/play_arrow:"):
+# ---------------------------------------------------------------------------------------- 1 · live
+
+
+def live_controls() -> LiveSettings:
+    c1, c2 = st.columns(2)
+    c1.radio("Worker processes W", WORLD_SIZES, key="md_world", horizontal=True)
+    c2.slider("Training steps", STEP_RANGE[0], STEP_RANGE[1], key="md_steps", step=10)
+    return LiveSettings(int(st.session_state["md_world"]), int(st.session_state["md_steps"]))
+
+
+def start_live_run(settings: LiveSettings) -> None:
+    """The room check, and the button that starts the workers; a finished run goes to the session."""
+    world, steps = settings.world, settings.steps
+    ok, why = room_for(world)
+    if ok:
+        st.caption(f":material/memory: {why}")
+    else:
+        st.warning(f"Not enough free memory on this server for {world} worker processes right now: {why} "
+                   "The emulated devices below need no extra processes; on your own machine, "
+                   f"`python -m scripts.data_parallel --world-size {world} --steps {steps}` runs the same training.",
+                   icon=":material/memory:")
+    if not st.button(f"Start {_workers(world)} and train {steps} steps", key="md_run",
+                     disabled=not ok, icon=":material/play_arrow:"):
+        return
     bar = st.progress(0.0, text="Starting the worker processes (each one imports torch)…")
-
-    def live_progress(p: Progress) -> None:
-        mb = f" · workers use {p.rss_bytes / 2**20:,.0f} MB" if p.rss_bytes else ""
-        if p.phase == "starting":
-            bar.progress(0.1 * p.done / p.total, text=f"{p.done} of {p.total} workers joined the process group{mb}")
-        else:
-            bar.progress(min(1.0, 0.1 + 0.9 * p.done / p.total), text=f"Step {p.done} of {p.total}{mb}")
-
     try:
         with gated("the live run"):
-            st.session_state["md_live"] = run_data_parallel(world, steps, on_progress=live_progress, wait=False)
+            st.session_state["md_live"] = run_data_parallel(world, steps, on_progress=live_progress(bar), wait=False)
         st.session_state.pop("md_check", None)
     except Busy as err:
         st.info(inert(err), icon=":material/hourglass_top:")
@@ -124,14 +106,14 @@ if st.button(f"Start {world} worker process{'es' if world > 1 else ''} and train
                  icon=":material/error:")
     bar.empty()
 
-live: DataParallelResult | None = st.session_state.get("md_live")
-if live is None:
-    st.caption("Press the button to start the workers. It takes a few seconds per worker to import torch; "
-               "one run at a time on this server.")
-else:
+
+def live_result(live: DataParallelResult | None) -> None:
+    if live is None:
+        st.caption("Press the button to start the workers. It takes a few seconds per worker to import torch; "
+                   "one run at a time on this server.")
+        return
     s = live.summary
-    st.subheader(f"{live.world_size} worker process{'es' if live.world_size > 1 else ''} against one process, "
-                 f"{live.steps} steps")
+    st.subheader(f"{_workers(live.world_size)} against one process, {live.steps} steps")
     m1, m2, m3 = st.columns(3)
     m1.metric("First differs from one process", short_step(s.first_difference, live.steps))
     m2.metric("Losses more than 1% apart", short_step(s.first_rel_1pct, live.steps))
@@ -150,128 +132,183 @@ else:
     st.caption(f"All-reduce algorithm: {GLOO_ALGORITHM}. Memory: RSS counts the torch libraries once per "
                "process; PSS splits shared pages between the processes that share them.")
     if live.world_size >= 2:
-        if st.button(f"Replay this run with the ring model ({live.world_size} emulated devices)", key="md_check_go",
-                     icon=":material/compare_arrows:"):
-            bar = st.progress(0.0, text="Emulating…")
-            with gated("the replay"):
-                emu = emulate_run(live.world_size, "ring_gloo", live.steps,
-                                  on_progress=lambda d: bar.progress(d / live.steps, text=f"Step {d} of {live.steps}"))
-            bar.empty()
-            st.session_state["md_check"] = (live.pids, first_divergence(live.digests, emu.digests))
-        check = st.session_state.get("md_check")
-        if check is not None and check[0] == live.pids:
-            if check[1] is None:
-                st.success(f"The emulation (per-shard gradients in one process, summed in the ring model's order) "
-                           f"gives the live run's weights bit for bit at all {live.steps} steps.",
-                           icon=":material/check_circle:")
-            else:
-                st.info(f"The emulation's weights first differ from the live run's at step {check[1]}: the "
-                        "emulation computes the shard gradients batched (torch.func.vmap), which may round "
-                        "differently from a worker's own backward pass on this machine.", icon=":material/info:")
+        replay(live)
 
-# ------------------------------------------------------------------------------------- models
-st.header("2 · The all-reduce's order on 2 to 1,024 devices (models)")
-st.markdown(
-    "The vectors summed here are real: the training's first-step gradients on *k* ranks (rank *r*'s shard, "
-    "times 1/*k*). Each model sums them in float32 in its algorithm's order; every element's exact sum "
-    "(rational arithmetic) is the reference, and the error is counted in ULPs of that exact sum. The gloo "
-    "ring model gives torch's real gloo all-reduce bit for bit (checked with 3 and 4 processes in the app's "
-    "tests); the others follow NCCL's and gloo's source code but were not run against those libraries here."
-)
-with st.expander("The four models: their order, their source, and what they were checked against",
-                 icon=":material/account_tree:"):
-    st.dataframe(models_frame(), hide_index=True, width="stretch")
-st.selectbox("Largest number of ranks k", KMAX_CHOICES, key="md_kmax", format_func=lambda k: f"{k:,}")
-ks = tuple(k for k in STUDY_KS if k <= int(st.session_state["md_kmax"]))
-study = STUDIES.get(ks)
-if study is None and st.button(f"Compute the orders for k = 2 … {ks[-1]:,} ({len(ks)} values of k)",
-                               key="md_study_go", icon=":material/calculate:"):
-    bar = st.progress(0.0, text="Summing…")
-    with gated("the order study"):
-        study = order_study(ks, on_progress=lambda d, n: bar.progress(d / n, text=f"k = {ks[d - 1]:,} done "
-                                                                                   f"({d} of {n})"))
-    bar.empty()
-    STUDIES.put(ks, study)
-if study is None:
-    st.caption("Press the button to compute every model's sums for each k (a few seconds; the result is kept "
-               "for every visitor of this server).")
-else:
+
+def replay(live: DataParallelResult) -> None:
+    """The live run replayed by the ring model, and whether the weights agree bit for bit."""
+    if st.button(f"Replay this run with the ring model ({live.world_size} emulated devices)", key="md_check_go",
+                 icon=":material/compare_arrows:"):
+        bar = st.progress(0.0, text="Emulating…")
+        with gated("the replay"):
+            emu = emulate_run(live.world_size, "ring_gloo", live.steps,
+                              on_progress=lambda d: bar.progress(d / live.steps, text=f"Step {d} of {live.steps}"))
+        bar.empty()
+        st.session_state["md_check"] = (live.pids, first_divergence(live.digests, emu.digests))
+    check = st.session_state.get("md_check")
+    if check is None or check[0] != live.pids:
+        return
+    if check[1] is None:
+        st.success(f"The emulation (per-shard gradients in one process, summed in the ring model's order) "
+                   f"gives the live run's weights bit for bit at all {live.steps} steps.",
+                   icon=":material/check_circle:")
+    else:
+        st.info(f"The emulation's weights first differ from the live run's at step {check[1]}: the "
+                "emulation computes the shard gradients batched (torch.func.vmap), which may round "
+                "differently from a worker's own backward pass on this machine.", icon=":material/info:")
+
+
+def live_section() -> DataParallelResult | None:
+    st.header("1 · A real process group on this server")
+    st.markdown(
+        "Each worker is a separate process with one torch thread. Rank *r* takes examples *r*, *r*+W, *r*+2W, … "
+        "of every batch (as `DistributedSampler` splits them), computes the gradient of its mean loss, multiplies "
+        "it by 1/W and `dist.all_reduce` sums the W gradients, which is what `DistributedDataParallel` does. "
+        "Rank 0 also trains one copy alone on the whole batch and compares the two after every step. The workers "
+        "talk over 127.0.0.1 only; the whole group is stopped if one of them fails, stalls or uses too much memory."
+    )
+    start_live_run(live_controls())
+    live: DataParallelResult | None = st.session_state.get("md_live")
+    live_result(live)
+    return live
+
+
+# ---------------------------------------------------------------------------------- 2 · models
+
+
+def models_section() -> None:
+    st.header("2 · The all-reduce's order on 2 to 1,024 devices (models)")
+    st.markdown(
+        "The vectors summed here are real: the training's first-step gradients on *k* ranks (rank *r*'s shard, "
+        "times 1/*k*). Each model sums them in float32 in its algorithm's order; every element's exact sum "
+        "(rational arithmetic) is the reference, and the error is counted in ULPs of that exact sum. The gloo "
+        "ring model gives torch's real gloo all-reduce bit for bit (checked with 3 and 4 processes in the app's "
+        "tests); the others follow NCCL's and gloo's source code but were not run against those libraries here."
+    )
+    with st.expander("The four models: their order, their source, and what they were checked against",
+                     icon=":material/account_tree:"):
+        st.dataframe(models_frame(), hide_index=True, width="stretch")
+    st.selectbox("Largest number of ranks k", KMAX_CHOICES, key="md_kmax", format_func=lambda k: f"{k:,}")
+    ks = study_ks(int(st.session_state["md_kmax"]))
+    study = STUDIES.get(ks)
+    if study is None and st.button(f"Compute the orders for k = 2 … {ks[-1]:,} ({len(ks)} values of k)",
+                                   key="md_study_go", icon=":material/calculate:"):
+        bar = st.progress(0.0, text="Summing…")
+        with gated("the order study"):
+            study = order_study(ks, on_progress=lambda d, n: bar.progress(d / n, text=f"k = {ks[d - 1]:,} done "
+                                                                                       f"({d} of {n})"))
+        bar.empty()
+        STUDIES.put(ks, study)
+    if study is None:
+        st.caption("Press the button to compute every model's sums for each k (a few seconds; the result is kept "
+                   "for every visitor of this server).")
+        return
     df = study_frame(study)
     a, b = st.columns(2)
     a.altair_chart(study_chart(df, "mean |error| (ULPs)", "Mean error against the exact sum", True),
                    width="stretch")
     b.altair_chart(study_chart(df, "correctly rounded", "Elements equal to the exact sum rounded once", False),
                    width="stretch")
-    options = [c.ranks for c in study]
-    if st.session_state.get("md_kshow") not in options:
-        st.session_state["md_kshow"] = options[-1]
-    shown_k = st.select_slider("Details for k =", options, key="md_kshow")
-    c = next(c for c in study if c.ranks == shown_k)
+    by_ranks = {c.ranks: c for c in study}
+    if st.session_state.get("md_kshow") not in by_ranks:
+        st.session_state["md_kshow"] = study[-1].ranks
+    c = by_ranks[st.select_slider("Details for k =", list(by_ranks), key="md_kshow")]
     st.dataframe(outcomes_frame(c), hide_index=True, width="stretch")
     st.dataframe(pairs_frame(c), hide_index=True, width="stretch")
     st.caption(f"{c.elements:,} gradient elements summed over {c.ranks:,} ranks. A ring adds k − 1 times in a "
                "row, so its rounding errors pile up with k; trees and halving-doubling add about log₂ k partial "
                "sums deep. For two ranks every order is one rounding of a + b and they all agree.")
 
-# ---------------------------------------------------------------------------------- emulation
-st.header("3 · Training on 8, 64 and 1,024 devices, emulated in one process")
-st.markdown(
-    "No processes here: the batch is cut into *k* shards, each shard's gradient is computed (batched with "
-    "`torch.func.vmap`), multiplied by 1/*k* and summed in the chosen model's order, and one optimizer step "
-    "follows, every step. Like the models above, this is an emulation of the arithmetic, not a run on real devices."
-)
-e1, e2, e3 = st.columns(3)
-e1.selectbox("All-reduce model", tuple(MODELS), key="md_model", format_func=lambda m: MODELS[m].name)
-e2.multiselect("Devices k", EMULATED_KS, key="md_ks", format_func=lambda k: f"{k:,}")
-e3.slider("Training steps", STEP_RANGE[0], STEP_RANGE[1], key="md_esteps", step=10)
-model, esteps = st.session_state["md_model"], int(st.session_state["md_esteps"])
-chosen = sorted(int(k) for k in st.session_state["md_ks"])
-keys = [(k, model, esteps) for k in chosen]
-missing = [key for key in keys if EMULATIONS.get(key) is None]
-if not chosen:
-    st.caption("Choose at least one number of devices.")
-elif missing and st.button(f"Run the emulation ({len(missing)} run{'s' if len(missing) > 1 else ''} of "
-                           f"{esteps} steps)", key="md_emulate", icon=":material/play_arrow:"):
-    bar = st.progress(0.0, text="Emulating…")
-    with gated("the emulation"):
-        for i, (k, m, n) in enumerate(missing):
-            def emu_progress(d: int, i: int = i, k: int = k, n: int = n) -> None:
-                bar.progress((i + d / n) / len(missing), text=f"{k:,} devices: step {d} of {n}")
 
-            EMULATIONS.put((k, m, n), emulate_run(k, m, n, on_progress=emu_progress))
-    bar.empty()
-runs = [r for r in (EMULATIONS.get(key) for key in keys) if r is not None]
-if chosen and len(runs) < len(keys):
-    st.caption("Press the button to run the emulation (k = 1,024 takes longest; finished runs are kept for every "
-               "visitor of this server).")
-if runs:
+# ---------------------------------------------------------------------------------- 3 · emulation
+
+
+def emulation_controls() -> EmulationSettings:
+    e1, e2, e3 = st.columns(3)
+    e1.selectbox("All-reduce model", tuple(MODELS), key="md_model", format_func=lambda m: MODELS[m].name)
+    e2.multiselect("Devices k", EMULATED_KS, key="md_ks", format_func=lambda k: f"{k:,}")
+    e3.slider("Training steps", STEP_RANGE[0], STEP_RANGE[1], key="md_esteps", step=10)
+    return EmulationSettings(st.session_state["md_model"], tuple(int(k) for k in st.session_state["md_ks"]),
+                             int(st.session_state["md_esteps"]))
+
+
+def emulation_section(live: DataParallelResult | None) -> None:
+    st.header("3 · Training on 8, 64 and 1,024 devices, emulated in one process")
+    st.markdown(
+        "No processes here: the batch is cut into *k* shards, each shard's gradient is computed (batched with "
+        "`torch.func.vmap`), multiplied by 1/*k* and summed in the chosen model's order, and one optimizer step "
+        "follows, every step. Like the models above, this is an emulation of the arithmetic, not a run on real "
+        "devices."
+    )
+    settings = emulation_controls()
+    keys = settings.keys()
+    missing = [key for key in keys if EMULATIONS.get(key) is None]
+    if not keys:
+        st.caption("Choose at least one number of devices.")
+    elif missing and st.button(f"Run the emulation ({len(missing)} run{'s' if len(missing) > 1 else ''} of "
+                               f"{settings.steps} steps)", key="md_emulate", icon=":material/play_arrow:"):
+        bar = st.progress(0.0, text="Emulating…")
+        with gated("the emulation"):
+            emulate_missing(missing, bar)
+        bar.empty()
+    runs = [r for r in (EMULATIONS.get(key) for key in keys) if r is not None]
+    if keys and len(runs) < len(keys):
+        st.caption("Press the button to run the emulation (k = 1,024 takes longest; finished runs are kept for "
+                   "every visitor of this server).")
+    if runs:
+        emulation_results(settings, runs, live)
+
+
+def emulation_results(settings: EmulationSettings, runs: list, live: DataParallelResult | None) -> None:
     for r in runs:
         st.markdown(f"**{r.ranks:,} emulated devices** ({MODELS[r.model].name}): {parting(r.summary, r.steps)}")
     st.dataframe(emulation_rows(runs), hide_index=True, width="stretch")
-    series = {f"{r.ranks:,} devices": r.records for r in runs}
-    st.altair_chart(gap_chart(divergence_frame(series),
+    st.altair_chart(gap_chart(divergence_frame({f"{r.ranks:,} devices": r.records for r in runs}),
                               "Distance between the weights of k devices and of one process"),
                     width="stretch")
-    pairs = [(f"{a.ranks:,} devices", f"{b.ranks:,} devices", first_divergence(a.digests, b.digests), esteps)
-             for i, a in enumerate(runs) for b in runs[i + 1:]]
-    if live is not None and live.steps == esteps:
-        pairs += [(f"{live.world_size} live workers (gloo)", f"{r.ranks:,} devices",
-                   first_divergence(live.digests, r.digests), esteps) for r in runs]
+    pairs = run_pairs(runs, settings.steps, live)
     if pairs:
         st.dataframe(between_frame(pairs), hide_index=True, width="stretch")
-    worst = min((r for r in runs if r.summary.first_rel_1pct), key=lambda r: r.summary.first_rel_1pct, default=None)
+    worst = earliest_apart(runs)
     if worst is not None:
-        st.caption(f"With the {MODELS[model].name} model, the earliest of these runs to be more than 1% apart "
-                   f"from one process is the one on {worst.ranks:,} devices, at step {worst.summary.first_rel_1pct}.")
+        st.caption(f"With the {MODELS[settings.model].name} model, the earliest of these runs to be more than 1% "
+                   f"apart from one process is the one on {worst.ranks:,} devices, at step "
+                   f"{worst.summary.first_rel_1pct}.")
 
-st.info(
-    "**Takeaway:** the number of devices is one more source of a different order. Changing it (or the "
-    "collective library, its algorithm, or how it cuts the vector into chunks) changes which partial sums "
-    "of the gradients are formed, so the same training run gives other bits from the first step on, and the "
-    "gap then grows like any other rounding difference. Compare runs on different device counts by their "
-    "aggregate metrics, never step by step.",
-    icon=":material/lightbulb:",
-)
-share_box(sync(URL_FIELDS), url_notes)
 
-next_page_link("many_devices")
+def main() -> None:
+    ensure_app_navigation()
+    url_notes = restore("md", URL_FIELDS, DEFAULTS)
+    st.title("Many devices")
+    st.markdown(
+        f"""
+Large models are trained **data-parallel**: every device holds a copy of the model, computes the
+gradient on its own share of each batch, and an **all-reduce** sums the gradients so that every copy
+takes the same step. That sum has an order of its own. A ring adds one device after another, a tree
+adds pairs of partial sums, and which partial sums are formed depends on the algorithm and on the
+**number of devices**, so the same training on 8 and on 16 devices parts ways just as a CPU and a GPU do.
+
+Below: a real `torch.distributed` process group on this server (gloo backend, 1, 2 or 4 worker
+processes), the all-reduce orders of 2 to 1,024 devices computed exactly, and training runs on 8, 64
+and 1,024 devices emulated in one process. Every run trains the Training divergence page's network on
+its noisy spirals ({DP_SETTINGS.n_points:,} points) with a global batch of {DP_SETTINGS.batch:,} examples,
+SGD with momentum, learning rate {DP_SETTINGS.lr:g}, in float32; "one process" is the same training on
+the whole batch at once.
+"""
+    )
+    live = live_section()
+    models_section()
+    emulation_section(live)
+    st.info(
+        "**Takeaway:** the number of devices is one more source of a different order. Changing it (or the "
+        "collective library, its algorithm, or how it cuts the vector into chunks) changes which partial sums "
+        "of the gradients are formed, so the same training run gives other bits from the first step on, and the "
+        "gap then grows like any other rounding difference. Compare runs on different device counts by their "
+        "aggregate metrics, never step by step.",
+        icon=":material/lightbulb:",
+    )
+    share_box(sync(URL_FIELDS), url_notes)
+    next_page_link("many_devices")
+
+
+main()

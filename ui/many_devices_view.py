@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from core.collectives import MODELS, Comparison
-from core.data_parallel import DataParallelResult, EmulatedRun
+from core.data_parallel import DataParallelResult, EmulatedRun, Progress, emulate_run
 from core.gate import HEAVY
 from core.runner import Memo
 from core.training import DivergenceSummary, StepRecord
@@ -155,3 +155,25 @@ def between_frame(pairs: list[tuple[str, str, int | None, int]]) -> pd.DataFrame
 
 def megabytes(b: float | None) -> str:
     return "—" if b is None or not math.isfinite(b) else f"{b / 2**20:,.0f} MB"
+
+
+def live_progress(bar):
+    """A progress callback for a live run that moves ``bar`` (joining takes the first tenth)."""
+
+    def update(p: Progress) -> None:
+        mb = f" · workers use {p.rss_bytes / 2**20:,.0f} MB" if p.rss_bytes else ""
+        if p.phase == "starting":
+            bar.progress(0.1 * p.done / p.total, text=f"{p.done} of {p.total} workers joined the process group{mb}")
+        else:
+            bar.progress(min(1.0, 0.1 + 0.9 * p.done / p.total), text=f"Step {p.done} of {p.total}{mb}")
+
+    return update
+
+
+def emulate_missing(missing: list[tuple[int, str, int]], bar) -> None:
+    """Run each (ranks, model, steps) emulation in turn, moving ``bar``; each is kept in EMULATIONS."""
+    for i, (k, m, n) in enumerate(missing):
+        def emu_progress(d: int, i: int = i, k: int = k, n: int = n) -> None:
+            bar.progress((i + d / n) / len(missing), text=f"{k:,} devices: step {d} of {n}")
+
+        EMULATIONS.put((k, m, n), emulate_run(k, m, n, on_progress=emu_progress))
