@@ -1,4 +1,5 @@
-"""Drawing for the CPU vs GPU page: machine facts, fingerprints, two recorded machines side by side."""
+"""Drawing for the CPU vs GPU page: the sum everywhere, the reduction stages, machine facts,
+fingerprints, two recorded machines side by side."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from core.cpu_vs_gpu import Notice, ReductionStages, SumsEverywhere
 from core.fingerprint import GROUPS, OpComparison, compare_ops, fingerprint, group_fingerprints
-from core.recordings import MachineComparison, Recording, TrainingEntry
+from core.formats import hex_bits
+from core.recordings import Fidelity, MachineComparison, Recording, TrainingEntry
 from ui.render import inert
 
 FACT_ROWS = (
@@ -119,3 +122,49 @@ def verdict(cmp: MachineComparison, left: str, right: str) -> str:
         text += (f"; run A of “{inert(t.preset)}” has other bits from step {t.first_step_machines_differ}, and each "
                  f"machine's own pair is more than 1% apart from step {t.left_1pct} and {t.right_1pct}")
     return text + "."
+
+
+def notice(n: Notice) -> None:
+    """A source the page could not use, said next to the table (a recording's label shown inert)."""
+    text = f"{inert(n.subject)}: {n.text}" if n.subject else n.text
+    {"warning": st.warning, "error": st.error, "info": st.info}[n.kind](text)
+
+
+def sums_frame(result: SumsEverywhere) -> pd.DataFrame:
+    """One row per source: its value, bits, ULPs from the correctly rounded sum, and where it comes from."""
+    fmt = result.settings.fmt
+    return pd.DataFrame([{"where": r.where, "tier": r.tier, "value": r.value, "bits": hex_bits(r.bits, fmt),
+                          "ULPs from the correctly rounded sum": r.ulps_from_exact, "note": r.note}
+                         for r in result.rows])
+
+
+def ulp_matrix(result: SumsEverywhere) -> None:
+    names, matrix = result.ulp_matrix()
+    st.markdown("ULP distance between every pair of results:")
+    st.dataframe(pd.DataFrame(matrix, index=names, columns=names), width="stretch")
+
+
+def stages_chart(stages: ReductionStages) -> alt.Chart:
+    """Partial sums left after each stage, CPU and modelled GPU on one log axis."""
+    df = pd.DataFrame(
+        [{"device": "CPU (this machine)", "stage": i, "what happens": s.what, "values left": s.values_left}
+         for i, s in enumerate(stages.cpu)]
+        + [{"device": f"GPU model ({stages.sm_count} SMs)", "stage": i, "what happens": s.what,
+            "values left": s.values_left} for i, s in enumerate(stages.gpu)]
+    )
+    return (
+        alt.Chart(df)
+        .mark_line(point=alt.OverlayMarkDef(size=70))
+        .encode(
+            x=alt.X("stage:O", title="reduction stage"),
+            y=alt.Y("values left:Q", scale=alt.Scale(type="log"), title="partial sums left"),
+            color=alt.Color("device:N", title=None),
+            tooltip=["device", "what happens", alt.Tooltip("values left:Q", format=",")],
+        )
+        .properties(height=280, title=f"Reducing {stages.n:,} values: how many partial sums exist after each stage")
+    )
+
+
+def mismatch_table(fid: Fidelity) -> None:
+    """The sums where the model's bits are not the recording's."""
+    st.dataframe(pd.DataFrame(fid.mismatches, columns=["vector", "n", "format", "ULPs apart"]), hide_index=True)
