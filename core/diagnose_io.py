@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.diagnose import MAX_ELEMENTS, MAX_INPUT_ELEMENTS
+from core.diagnose import MAX_ELEMENTS, MAX_INPUT_ELEMENTS, Inputs
 from core.formats import FORMATS, NUMPY_DTYPES, to_numpy
 from core.vectors import round_array
 
@@ -319,3 +319,57 @@ def _log_columns(name: str, header: list[str] | None, width: int) -> tuple[int |
         return 1, 2  # TensorBoard: wall time, step, value
     raise LoadError(f"{_clip(name)} has {width} columns and no header; give a Step and a Value column.")
 
+
+
+# --------------------------------------------------------------------------- the page's settings and checks
+
+
+@dataclass(frozen=True)
+class DiagnoseSettings:
+    """What the Diagnose page was asked: where the data come from, whether reduced precision may
+    explain the difference, K (None: unknown) and the format the computation ran in ("auto": the
+    arrays' own, float32 for text)."""
+
+    source: str = "example"
+    reduced: bool = True
+    k: int | None = None
+    format_choice: str = "auto"
+
+    @property
+    def reduced_precision(self) -> str:
+        """core.diagnose.diagnose's reduced_precision: "any" or "none"."""
+        return "any" if self.reduced else "none"
+
+    @property
+    def fmt(self) -> str | None:
+        """The format to diagnose in, None to take the arrays' own."""
+        return None if self.format_choice == "auto" else self.format_choice
+
+    @property
+    def text_format(self) -> str:
+        """The format typed or pasted numbers are read in."""
+        return self.fmt or "float32"
+
+
+def pair_problem(actual: Loaded, expected: Loaded, pasted: bool = False) -> str | None:
+    """Why two results cannot be compared element for element (None when they can)."""
+    if pasted:
+        if actual.shape != expected.shape:
+            return (f"actual holds {actual.values.size:,} numbers but expected holds {expected.values.size:,}: they "
+                    "must match one for one.")
+        return None
+    if actual.fmt != expected.fmt:
+        return (f"actual is {actual.fmt} but expected is {expected.fmt}: upload both in one dtype. A narrower "
+                "tensor converts to a wider one exactly (t.float(), t.double()); then choose the narrower "
+                "format above as the one the computation ran in.")
+    if actual.shape != expected.shape:
+        return (f"actual has shape {actual.shape} but expected has shape {expected.shape}: they must match "
+                "element for element.")
+    return None
+
+
+def reduction_length_problem(k: int | None, inputs: Inputs | None) -> str | None:
+    """Why a given K contradicts the inputs (None when it does not, or either is unknown)."""
+    if k is not None and inputs is not None and inputs.k != k:
+        return f"K = {k:,}, but the inputs sum {inputs.k:,} terms per element."
+    return None

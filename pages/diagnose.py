@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.diagnose import MAX_ELEMENTS, diagnose, prepare_inputs
+from core.diagnose import MAX_ELEMENTS, Diagnosis, diagnose, prepare_inputs
 from core.diagnose_examples import EXAMPLES, LOG_EXAMPLES, make_example, make_log_example
 from core.diagnose_io import (
     ARRAY_TYPES,
     LOG_TYPES,
     MAX_PASTED_NUMBERS,
     MAX_UPLOAD_BYTES,
+    DiagnoseSettings,
     LoadError,
     load_array,
     load_input,
+    pair_problem,
     parse_log,
-    parse_pasted,
+    reduction_length_problem,
 )
-from core.diagnose_logs import diagnose_logs
+from core.diagnose_logs import LogDiagnosis, diagnose_logs
 from core.querystate import Field
-from ui.diagnose_view import digest, show_diagnosis, show_log_diagnosis
+from ui import diagnose_view as view
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
 from ui.urlstate import restore, share_box, sync
@@ -70,201 +72,177 @@ def _cached(key: str, compute):
     return value
 
 
-def _upload(where, label: str, key: str, types, loader, fmt: str, help_text: str):
-    """(loaded, raw bytes) from an uploader, with any problem shown right under it."""
-    up = where.file_uploader(label, type=list(types), key=key, help=help_text)
-    if up is None:
-        return None, b""
-    data = up.getvalue()
-    try:
-        loaded = loader(up.name, data, fmt)
-    except LoadError as err:
-        where.error(inert(err), icon=":material/block:")  # quotes the file name
-        return None, data
-    where.caption(inert(loaded.source, line_start=False))
-    for note in loaded.notes:
-        where.caption(f":material/info: {inert(note, line_start=False)}")
-    return loaded, data
+def controls():
+    """What to diagnose and the options every source shares; with the place under K for its problems."""
+    source = st.radio("What to diagnose", list(SOURCES), format_func=SOURCES.get, key="dg_source", horizontal=True)
+    reduced, k, k_slot = True, None, None
+    if source != "logs":
+        o1, o2, o3 = st.columns(3)
+        reduced = o3.checkbox("TF32 / autocast may have been on", key="dg_reduced",
+                              help="Consider reduced precision as an explanation: TF32 tensor cores (float32 matrix "
+                                   "products and, by default, convolutions on NVIDIA GPUs), bfloat16 or float16 "
+                                   "autocast. Untick when neither side can have used it.")
+        if source != "example":
+            k = o1.number_input("K: terms summed into each element (0 = unknown)", min_value=0, max_value=MAX_K,
+                                step=1, key="dg_k",
+                                help="The inner dimension of a matrix product, or the length of the summed axis.")
+            k_slot = o1.empty()
+            o2.selectbox("The format the computation ran in", FORMAT_CHOICES, format_func=FORMAT_LABELS.get,
+                         key="dg_format")
+    settings = DiagnoseSettings(source, bool(reduced), (int(k) or None) if k is not None else None,
+                                st.session_state["dg_format"])
+    return settings, k_slot
 
 
-ensure_app_navigation()
-url_notes = restore("dg", URL_FIELDS, DEFAULTS)
-st.title("Diagnose a mismatch")
-st.markdown(
-    "`torch.allclose` failed between a CPU and a GPU run, two GPUs, or two batch sizes. Is the difference the "
-    "ordinary rounding noise of another summation order, the expected effect of reduced precision (TF32, "
-    "bfloat16, float16), or too large for any rounding explanation, so probably a bug? And what tolerance should "
-    "the test use? Give the two results; the page measures every element's difference and compares it with what "
-    "each explanation predicts."
-)
-source = st.radio("What to diagnose", list(SOURCES), format_func=SOURCES.get, key="dg_source", horizontal=True)
-text_fmt = "float32" if st.session_state["dg_format"] == "auto" else st.session_state["dg_format"]
-
-if source != "logs":
-    o1, o2, o3 = st.columns(3)
-    reduced_on = o3.checkbox("TF32 / autocast may have been on", key="dg_reduced",
-                             help="Consider reduced precision as an explanation: TF32 tensor cores (float32 matrix "
-                                  "products and, by default, convolutions on NVIDIA GPUs), bfloat16 or float16 "
-                                  "autocast. Untick when neither side can have used it.")
-    reduced = "any" if reduced_on else "none"
-    if source != "example":
-        k_in = o1.number_input("K: terms summed into each element (0 = unknown)", min_value=0, max_value=MAX_K,
-                               step=1, key="dg_k",
-                               help="The inner dimension of a matrix product, or the length of the summed axis.")
-        k_msg = o1.empty()
-        o2.selectbox("The format the computation ran in", FORMAT_CHOICES, format_func=FORMAT_LABELS.get,
-                     key="dg_format")
-        text_fmt = "float32" if st.session_state["dg_format"] == "auto" else st.session_state["dg_format"]
-
-# ------------------------------------------------------------------------------- inputs
-diagnosis = None
-log_result = None
-if source == "example":
-    st.selectbox("Bundled example", list(EXAMPLES), format_func=EXAMPLES.get, key="dg_example")
-elif source == "upload":
+def upload_section(s: DiagnoseSettings, k_slot) -> Diagnosis | None:
     st.caption(f"Each file at most {MB} MB and {MAX_ELEMENTS:,} elements: .npy (read with allow_pickle=False), .pt "
                "or .pth (torch.save's zip format, read with torch.load(weights_only=True)), or .csv (numbers, one "
                "row per matrix row). Save with np.save('actual.npy', t.cpu().numpy()) or torch.save(t.cpu(), "
                "'actual.pt'). Nothing is kept after your session.")
     u1, u2 = st.columns(2)
     help_text = f"At most {MB} MB and {MAX_ELEMENTS:,} elements."
-    got_a, raw_a = _upload(u1, "actual (e.g. the GPU result)", "dg_up_actual", ARRAY_TYPES, load_array, text_fmt,
-                           help_text)
-    got_e, raw_e = _upload(u2, "expected (e.g. the CPU result)", "dg_up_expected", ARRAY_TYPES, load_array, text_fmt,
-                           help_text)
+    fmt = s.text_format
+    got_a, raw_a = view.upload(u1, "actual (e.g. the GPU result)", "dg_up_actual", ARRAY_TYPES, load_array, fmt,
+                               help_text)
+    got_e, raw_e = view.upload(u2, "expected (e.g. the CPU result)", "dg_up_expected", ARRAY_TYPES, load_array, fmt,
+                               help_text)
     inputs_box = st.expander("Optional: the inputs, for a rigorous bound and a simulation", icon=":material/science:")
     inputs_box.caption("The two factors of a matrix product (actual ≈ a @ b), or one array whose last axis was "
                        "summed (leave the second empty). Same formats; at most 4·10⁶ values in all.")
     i1, i2 = inputs_box.columns(2)
-    got_x, raw_x = _upload(i1, "first factor a, or the summed array", "dg_up_a", ARRAY_TYPES,
-                           load_input, text_fmt, help_text)
-    got_y, raw_y = _upload(i2, "second factor b (for a @ b)", "dg_up_b", ARRAY_TYPES,
-                           load_input, text_fmt, help_text)
-    if got_a is not None and got_e is not None:
-        if got_a.fmt != got_e.fmt:
-            u2.error(f"actual is {got_a.fmt} but expected is {got_e.fmt}: upload both in one dtype. A narrower "
-                     "tensor converts to a wider one exactly (t.float(), t.double()); then choose the narrower "
-                     "format above as the one the computation ran in.", icon=":material/block:")
-        elif got_a.shape != got_e.shape:
-            u2.error(f"actual has shape {got_a.shape} but expected has shape {got_e.shape}: they must match "
-                     "element for element.", icon=":material/block:")
-        else:
-            inputs = None
-            if got_y is not None and got_x is None:
-                i2.error("The second factor needs a first factor.", icon=":material/block:")
-            elif got_x is not None:
-                try:
-                    inputs = prepare_inputs((got_x.values, got_y.values) if got_y is not None else got_x.values,
-                                            got_a.shape)
-                except (ValueError, TypeError) as err:
-                    inputs_box.error(inert(err), icon=":material/block:")
-                    inputs = None
-            k = int(k_in) or None
-            if k is not None and inputs is not None and inputs.k != k:
-                k_msg.error(f"K = {k:,}, but the inputs sum {inputs.k:,} terms per element.", icon=":material/block:")
-            else:
-                fmt = None if st.session_state["dg_format"] == "auto" else st.session_state["dg_format"]
-                key = digest(raw_a, raw_e, raw_x if inputs is not None else b"", raw_y if inputs is not None else b"",
-                             k, fmt, reduced)
-                try:
-                    with st.spinner("Diagnosing…"):
-                        diagnosis = _cached(key, lambda: diagnose(got_a.values, got_e.values, reduction_length=k,
-                                                                  dtype=fmt, reduced_precision=reduced, inputs=inputs))
-                except (ValueError, TypeError) as err:
-                    st.error(inert(err), icon=":material/block:")
-    elif got_a is None and got_e is None:
-        st.info("Upload the two results to compare (or choose a bundled example above).", icon=":material/upload:")
-elif source == "paste":
+    got_x, raw_x = view.upload(i1, "first factor a, or the summed array", "dg_up_a", ARRAY_TYPES, load_input, fmt,
+                               help_text)
+    got_y, raw_y = view.upload(i2, "second factor b (for a @ b)", "dg_up_b", ARRAY_TYPES, load_input, fmt,
+                               help_text)
+    if got_a is None or got_e is None:
+        if got_a is None and got_e is None:
+            st.info("Upload the two results to compare (or choose a bundled example above).", icon=":material/upload:")
+        return None
+    problem = pair_problem(got_a, got_e)
+    if problem:
+        u2.error(problem, icon=":material/block:")
+        return None
+    inputs = None
+    if got_y is not None and got_x is None:
+        i2.error("The second factor needs a first factor.", icon=":material/block:")
+    elif got_x is not None:
+        try:
+            inputs = prepare_inputs((got_x.values, got_y.values) if got_y is not None else got_x.values, got_a.shape)
+        except (ValueError, TypeError) as err:
+            inputs_box.error(inert(err), icon=":material/block:")
+    problem = reduction_length_problem(s.k, inputs)
+    if problem:
+        k_slot.error(problem, icon=":material/block:")
+        return None
+    key = view.digest(raw_a, raw_e, raw_x if inputs is not None else b"", raw_y if inputs is not None else b"",
+                      s.k, s.fmt, s.reduced_precision)
+    try:
+        with st.spinner("Diagnosing…"):
+            return _cached(key, lambda: diagnose(got_a.values, got_e.values, reduction_length=s.k, dtype=s.fmt,
+                                                 reduced_precision=s.reduced_precision, inputs=inputs))
+    except (ValueError, TypeError) as err:
+        st.error(inert(err), icon=":material/block:")
+        return None
+
+
+def paste_section(s: DiagnoseSettings) -> Diagnosis | None:
     p1, p2 = st.columns(2)
     cap = f"at most {MAX_PASTED_NUMBERS:,} numbers; commas, spaces or new lines; a printed tensor([...]) works"
     text_a = p1.text_area(f"actual ({cap})", key="dg_paste_actual", height=140,
                           placeholder="tensor([0.1234567, -2.5000001, 3.0])")
     text_e = p2.text_area(f"expected ({cap})", key="dg_paste_expected", height=140,
                           placeholder="tensor([0.1234566, -2.5, 3.0000002])")
-    got = []
-    for where, text, what in ((p1, text_a, "actual"), (p2, text_e, "expected")):
-        if not text.strip():
-            got.append(None)
-            continue
-        try:
-            loaded = parse_pasted(text, text_fmt, f"The pasted {what}")
-        except LoadError as err:
-            where.error(inert(err), icon=":material/block:")  # quotes the pasted text
-            got.append(None)
-            continue
-        where.caption(inert(loaded.source, line_start=False))
-        for note in loaded.notes:
-            where.caption(f":material/info: {inert(note, line_start=False)}")
-        got.append(loaded)
-    if got[0] is not None and got[1] is not None:
-        if got[0].shape != got[1].shape:
-            p2.error(f"actual holds {got[0].values.size:,} numbers but expected holds {got[1].values.size:,}: they "
-                     "must match one for one.", icon=":material/block:")
-        else:
-            k = int(k_in) or None
-            fmt = None if st.session_state["dg_format"] == "auto" else st.session_state["dg_format"]
-            key = digest(text_a, text_e, text_fmt, k, fmt, reduced)
-            try:
-                diagnosis = _cached(key, lambda: diagnose(got[0].values, got[1].values, reduction_length=k, dtype=fmt,
-                                                          reduced_precision=reduced))
-            except (ValueError, TypeError) as err:
-                st.error(inert(err), icon=":material/block:")
-    elif not text_a.strip() and not text_e.strip():
-        st.info("Paste the two results, in the same order.", icon=":material/content_paste:")
-else:
+    got_a = view.pasted(p1, text_a, s.text_format, "actual")
+    got_e = view.pasted(p2, text_e, s.text_format, "expected")
+    if got_a is None or got_e is None:
+        if not text_a.strip() and not text_e.strip():
+            st.info("Paste the two results, in the same order.", icon=":material/content_paste:")
+        return None
+    problem = pair_problem(got_a, got_e, pasted=True)
+    if problem:
+        p2.error(problem, icon=":material/block:")
+        return None
+    key = view.digest(text_a, text_e, s.text_format, s.k, s.fmt, s.reduced_precision)
+    try:
+        return _cached(key, lambda: diagnose(got_a.values, got_e.values, reduction_length=s.k, dtype=s.fmt,
+                                             reduced_precision=s.reduced_precision))
+    except (ValueError, TypeError) as err:
+        st.error(inert(err), icon=":material/block:")
+        return None
+
+
+def logs_section(s: DiagnoseSettings) -> LogDiagnosis | None:
     l1, l2 = st.columns([2, 1])
     log_source = l1.radio("Logs", list(LOG_SOURCES), format_func=LOG_SOURCES.get, key="dg_log_source",
                           horizontal=True)
     l2.selectbox("The format the losses were computed in", FORMAT_CHOICES, format_func=FORMAT_LABELS.get,
                  key="dg_format", help="Sets what counts as a rounding-sized first difference (1024 ULPs).")
-    log_fmt = text_fmt
+    fmt = s.text_format
     if log_source == "example":
         ex_key = st.selectbox("Bundled pair", list(LOG_EXAMPLES), format_func=LOG_EXAMPLES.get, key="dg_log_example")
         with st.spinner("Training both runs…"):
-            how, log_result = _log_example(ex_key, log_fmt)
+            how, result = _log_example(ex_key, fmt)
         st.caption(f"Computed live: a 2-32-32-3 tanh network trained for 300 full-batch steps in float32 "
                    f"(NumPy) on noisy spirals, run A as is; run B: {how}.")
+        return result
+    c1, c2 = st.columns(2)
+    if log_source == "upload":
+        st.caption(f"CSV as TensorBoard exports it (Wall time, Step, Value), or step,value rows, or one value per "
+                   f"line; at most {MB} MB each.")
+        logs = [view.upload(where, label, key, LOG_TYPES, lambda n, d, f: parse_log(n, d), fmt, f"At most {MB} MB.")
+                for where, label, key in ((c1, "run A", "dg_log_a"), (c2, "run B", "dg_log_b"))]
     else:
-        logs = []
-        c1, c2 = st.columns(2)
-        if log_source == "upload":
-            st.caption(f"CSV as TensorBoard exports it (Wall time, Step, Value), or step,value rows, or one value per "
-                       f"line; at most {MB} MB each.")
-            for where, label, key in ((c1, "run A", "dg_log_a"), (c2, "run B", "dg_log_b")):
-                got_log, raw = _upload(where, label, key, LOG_TYPES, lambda n, d, f: parse_log(n, d), log_fmt,
-                                       f"At most {MB} MB.")
-                logs.append((got_log, raw))
-        else:
-            for where, label, key in ((c1, "run A: step,value lines (or one value per line)", "dg_log_paste_a"),
-                                      (c2, "run B", "dg_log_paste_b")):
-                text = where.text_area(label, key=key, height=140, placeholder="1,0.6931\n2,0.6904\n3,0.6875")
-                got_log = None
-                if text.strip():
-                    try:
-                        got_log = parse_log(f"The pasted {label.split(':')[0]}", text)
-                    except LoadError as err:
-                        where.error(inert(err), icon=":material/block:")
-                logs.append((got_log, text))
-        if logs[0][0] is not None and logs[1][0] is not None:
-            try:
-                log_result = _cached(digest(logs[0][1], logs[1][1], log_fmt),
-                                     lambda: diagnose_logs(logs[0][0], logs[1][0], log_fmt))
-            except LoadError as err:
-                c2.error(inert(err), icon=":material/block:")
-        else:
-            st.info("Give both logs.", icon=":material/upload:")
+        logs = [view.pasted_log(c1, "run A: step,value lines (or one value per line)", "dg_log_paste_a"),
+                view.pasted_log(c2, "run B", "dg_log_paste_b")]
+    (log_a, raw_a), (log_b, raw_b) = logs
+    if log_a is None or log_b is None:
+        st.info("Give both logs.", icon=":material/upload:")
+        return None
+    try:
+        return _cached(view.digest(raw_a, raw_b, fmt), lambda: diagnose_logs(log_a, log_b, fmt))
+    except LoadError as err:
+        c2.error(inert(err), icon=":material/block:")
+        return None
 
-share_box(sync(URL_FIELDS), url_notes)
 
-# ------------------------------------------------------------------------------ results
-if source == "example":
+def example_result(s: DiagnoseSettings) -> Diagnosis:
     with st.spinner("Computing the example on this server…"):
-        code, live_note, diagnosis = _example(st.session_state["dg_example"], reduced)
+        code, live_note, diagnosis = _example(st.session_state["dg_example"], s.reduced_precision)
     st.code(code, language="python")
     st.caption(f"Computed live on this server. {live_note}")
-if diagnosis is not None:
-    show_diagnosis(diagnosis)
-if log_result is not None:
-    show_log_diagnosis(log_result)
+    return diagnosis
 
-next_page_link("diagnose")
+
+def main() -> None:
+    ensure_app_navigation()
+    url_notes = restore("dg", URL_FIELDS, DEFAULTS)
+    st.title("Diagnose a mismatch")
+    st.markdown(
+        "`torch.allclose` failed between a CPU and a GPU run, two GPUs, or two batch sizes. Is the difference the "
+        "ordinary rounding noise of another summation order, the expected effect of reduced precision (TF32, "
+        "bfloat16, float16), or too large for any rounding explanation, so probably a bug? And what tolerance "
+        "should the test use? Give the two results; the page measures every element's difference and compares it "
+        "with what each explanation predicts."
+    )
+    settings, k_slot = controls()
+    diagnosis, log_result = None, None
+    if settings.source == "example":
+        st.selectbox("Bundled example", list(EXAMPLES), format_func=EXAMPLES.get, key="dg_example")
+    elif settings.source == "upload":
+        diagnosis = upload_section(settings, k_slot)
+    elif settings.source == "paste":
+        diagnosis = paste_section(settings)
+    else:
+        log_result = logs_section(settings)
+    share_box(sync(URL_FIELDS), url_notes)
+
+    if settings.source == "example":
+        diagnosis = example_result(settings)
+    if diagnosis is not None:
+        view.show_diagnosis(diagnosis)
+    if log_result is not None:
+        view.show_log_diagnosis(log_result)
+    next_page_link("diagnose")
+
+
+main()

@@ -21,6 +21,7 @@ from core.diagnose import (
     Simulation,
     format_tol,
 )
+from core.diagnose_io import LoadError, parse_log, parse_pasted
 from core.diagnose_logs import JUMP_FACTOR, LogDiagnosis
 from ui.render import inert
 
@@ -427,3 +428,53 @@ def show_log_diagnosis(ld: LogDiagnosis) -> None:
                "heuristics (core/diagnose_logs.py).")
     for note in ld.notes:
         st.caption(f":material/info: {inert(note, line_start=False)}")
+
+
+# --------------------------------------------------------------------------- loading, with problems next to the widget
+
+
+def loaded_notes(where, loaded) -> None:
+    """What was read, and any notes about it, as captions under its widget (inert: may hold a file name)."""
+    where.caption(inert(loaded.source, line_start=False))
+    for note in loaded.notes:
+        where.caption(f":material/info: {inert(note, line_start=False)}")
+
+
+def upload(where, label: str, key: str, types, loader, fmt: str, help_text: str):
+    """(loaded, raw bytes) from an uploader, with any problem shown right under it."""
+    up = where.file_uploader(label, type=list(types), key=key, help=help_text)
+    if up is None:
+        return None, b""
+    data = up.getvalue()
+    try:
+        loaded = loader(up.name, data, fmt)
+    except LoadError as err:
+        where.error(inert(err), icon=":material/block:")  # quotes the file name
+        return None, data
+    loaded_notes(where, loaded)
+    return loaded, data
+
+
+def pasted(where, text: str, fmt: str, what: str):
+    """The pasted numbers read in ``fmt`` (None when empty or unreadable, with the reason under the box)."""
+    if not text.strip():
+        return None
+    try:
+        loaded = parse_pasted(text, fmt, f"The pasted {what}")
+    except LoadError as err:
+        where.error(inert(err), icon=":material/block:")  # quotes the pasted text
+        return None
+    loaded_notes(where, loaded)
+    return loaded
+
+
+def pasted_log(where, label: str, key: str):
+    """(log, text) from a text area of step,value lines, with any problem shown under it."""
+    text = where.text_area(label, key=key, height=140, placeholder="1,0.6931\n2,0.6904\n3,0.6875")
+    if not text.strip():
+        return None, text
+    try:
+        return parse_log(f"The pasted {label.split(':')[0]}", text), text
+    except LoadError as err:
+        where.error(inert(err), icon=":material/block:")
+        return None, text
