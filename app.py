@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.navigation import HOME_PAGE_KEY, PAGE_TABLE, ensure_app_navigation, leave_directory_mode, mark_app_navigation
-from ui.talk import SCENARIOS, apply_from_link, sidebar_toggle
+from ui.talk import SCENARIOS, apply_from_link, scroll_to_top_on_page_change, sidebar_toggle
 
 leave_directory_mode()  # before any widget: the first session's first run would give them other ids
 
@@ -107,4 +107,5 @@ apply_from_link()
 sidebar_toggle()
 PAGE = st.navigation([HOME, *(page for page, *_ in PAGES)])
 mark_app_navigation()
+scroll_to_top_on_page_change(PAGE.url_path)
 PAGE.run()

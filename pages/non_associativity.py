@@ -169,7 +169,7 @@ fmt = numbers[0].fmt
 result: TripleResult = evaluate_triple(numbers)
 cpu = cpu_device()
 with punch:
-    p_left, p_right, p_gap = st.columns([2, 2, 2])
+    p_left, p_right, p_gap = st.columns([3, 2, 2])  # room for 0.6000000000000001 on one line
     for col, g in ((p_left, result.left), (p_right, result.right)):
         col.metric(f"{g.name} in {fmt.name}", shortest_repr(g.result, fmt),
                    help=f"Error against the exact sum: {_ulps(g.error_ulps)}.")

@@ -207,7 +207,7 @@ with punch:
             nodes, edges, _ = tree_frames(tree)
             if order == "cuda":
                 col.markdown(f"**{TREE_ORDERS['cuda']}**")
-            col.altair_chart(charts.tree_chart(nodes, edges, height=240), width="stretch")
+            col.altair_chart(charts.tree_chart(nodes, edges, height=330), width="stretch")
             col.caption(f"{title}: result {shortest_repr(tree.result, fmt)}, error "
                         f"{ulps_text(error_in_ulps(tree.result, result.exact, fmt))} against the exact sum; "
                         f"{len(tree.internal())} additions, depth {tree.nodes[tree.root].depth}.")

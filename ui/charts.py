@@ -70,7 +70,7 @@ def running_error_chart(df: pd.DataFrame) -> alt.Chart:
 def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320) -> alt.LayerChart:
     """The reduction tree: leaves at the bottom, each addition coloured by its rounding error."""
     x = alt.X("x:Q", title="leaves, in summation order", axis=alt.Axis(tickMinStep=1))
-    y = alt.Y("y:Q", title="depth (additions)", axis=alt.Axis(tickMinStep=1))
+    y = alt.Y("y:Q", title="depth", axis=alt.Axis(tickMinStep=1))
     lines = alt.Chart(edges).mark_rule(color="#9ca3af").encode(x=x, y=y, x2="x2:Q", y2="y2:Q")
     points = (
         alt.Chart(nodes)

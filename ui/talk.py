@@ -77,6 +77,29 @@ def styled(chart, presenter_mode: bool | None = None):
             .configure_title(fontSize=t["title"], limit=1200))
 
 
+PAGE_KEY = "_talk_last_page"
+# Runs in the component's iframe (same origin as the app): the main area's scroll container back to the top.
+SCROLL_TOP = """<script>/* {nonce} */
+const main = window.parent.document.querySelector('[data-testid="stMain"]');
+if (main) {{ main.scrollTo(0, 0); }}
+</script>"""
+
+
+def scroll_to_top_on_page_change(page_id: str) -> None:
+    """A page opened from a link low on another page starts at its top (its punchline), not at the old offset.
+
+    Streamlit keeps the main area's scroll position across a page switch: a scenario clicked at the
+    bottom of the home page opened about 2,700 px down on a long page. Only on a switch, from the sidebar
+    (no room taken in the page)."""
+    import streamlit.components.v1 as components
+
+    if st.session_state.get(PAGE_KEY) == page_id:
+        return
+    st.session_state[PAGE_KEY] = page_id
+    with st.sidebar:
+        components.html(SCROLL_TOP.format(nonce=f"{page_id} {id(st.session_state)}"), height=0)
+
+
 def more_settings():
     """Where secondary controls go: an expander in presenter mode, the page itself otherwise."""
     return st.expander("More settings") if presenter() else st.container()
