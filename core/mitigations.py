@@ -212,14 +212,15 @@ def determinism(x: torch.Tensor, repeats: int = 5, seed: int = 0) -> Determinism
 # How it works, and why every bit of the result is independent of order, thread split
 # and device: see the docstring of reproducible_sum.
 
-_U = Fraction(1, 1 << 53)  # float64 unit roundoff
-_U32 = Fraction(1, 1 << 24)  # float32 unit roundoff
+_U = 2.0**-53  # float64 unit roundoff
+_U32 = 2.0**-24  # float32 unit roundoff
+_MARGIN = 1 + 2.0**-40  # the fast path's bounds: more than a few dozen float64 roundings (2^-53 each)
 _ROW = 256  # fast path: values per first-level float64 row sum
 _GROUP = 8  # fast path: partial sums per later-level float64 sum
 _FINAL = 4096  # fast path: at most this many partial sums go to math.fsum
 _FAST_CPU = 1 << 19  # fast path, CPU: values per piece (the piece and its float64 copy stay in cache)
 _FAST_DEVICE = 1 << 22  # fast path, accelerator; also the most values one float32 dot takes (k * 2^-24 <= 1/4)
-_DOT_UNDERFLOW = Fraction(1, 1 << 125)  # per square: more than any underflow error, flush-to-zero included
+_DOT_UNDERFLOW = 2.0**-125  # per square: more than any underflow error, flush-to-zero included
 _CHUNK_PER_THREAD = 1 << 20  # folds: elements per piece and CPU thread (a thread's share stays in cache)
 _CHUNK_CPU_MAX = 1 << 21  # folds: a piece's float64 copy stays below 32 MB: malloc reuses it (no page faults)
 _CHUNK_DEVICE = 1 << 24  # folds: elements per piece on an accelerator
@@ -341,31 +342,44 @@ def _row_sums(c: torch.Tensor) -> list[torch.Tensor]:
     return out
 
 
-def _cauchy_schwarz_bound(length: int, squares: float) -> Fraction | None:
+def _cauchy_schwarz_bound(length: int, squares: float) -> float | None:
     """An upper bound on sum|x| over a piece of ``length`` <= 2^22 float32 values whose
     float32 dot product with itself came out as ``squares``; None when that is not finite."""
     if not math.isfinite(squares):
         return None
-    q = length * (Fraction(squares) + length * _DOT_UNDERFLOW) / (1 - length * _U32)  # >= length * sum x^2
-    return Fraction(math.sqrt(float(q))) * (1 + Fraction(1, 1 << 50))  # >= sqrt(q), see reproducible_sum
+    # length * 2^-125 and 1 - length * 2^-24 are exact; three roundings, then the root's
+    q = length * (squares + length * _DOT_UNDERFLOW) / (1 - length * _U32)  # >= length * sum x^2
+    return math.sqrt(q) * _MARGIN
 
 
-def _max_bound(lengths: list[int], mins: list[float], maxs: list[float]) -> Fraction:
-    """An upper bound on sum|x|: the sum over pieces of length * max|value| (exact)."""
-    return sum((Fraction(k) * Fraction(max(-lo, hi)) for k, lo, hi in zip(lengths, mins, maxs, strict=True)),
-               Fraction(0))
+def _max_bound(lengths: list[int], mins: list[float], maxs: list[float]) -> float:
+    """An upper bound on sum|x|: the sum over pieces of length * max|value| (exact products)."""
+    return math.fsum(k * max(-lo, hi) for k, lo, hi in zip(lengths, mins, maxs, strict=True)) * _MARGIN
 
 
-def _decide(approx: float, abs_bound: Fraction | None, depth: int, fmt) -> Exact | None:
-    """The rounding of every value within eps of approx, when they all round alike (see
+def _round_float(v: float, fmt) -> float:
+    """The float64 value v rounded to fmt (nearest, ties to even, overflow to ±inf), exactly:
+    v scaled by a power of two (exact) to the format's quantum, then Python's round."""
+    e = math.frexp(v)[1] - 1  # 2^e <= |v| < 2^(e+1)
+    if v == 0 or e > fmt.emax:
+        return math.copysign(math.inf, v) if v else 0.0
+    q = max(e, fmt.emin) - fmt.precision + 1  # the quantum 2^q at |v|
+    out = math.ldexp(round(math.ldexp(abs(v), -q)), q)
+    return math.copysign(math.inf if out > fmt.max_finite else out, v)
+
+
+def _decide(approx: float, abs_bound: float | None, depth: int, fmt) -> Exact | None:
+    """The rounding of every real within eps of approx, when they all round alike (see
     reproducible_sum, "Fast path"); else None."""
     if abs_bound is None:
         return None
-    gamma = Fraction(depth) * _U / (1 - depth * _U)
-    eps = gamma * abs_bound + Fraction(abs(approx)) * _U
-    centre = Fraction(approx)
-    low, high = round_to_format(centre - eps, fmt), round_to_format(centre + eps, fmt)
-    return low if low == high else None
+    gamma = depth * _U / (1 - depth * _U)  # depth * u and 1 - depth * u are exact
+    eps = (gamma * abs_bound + abs(approx) * _U) * _MARGIN
+    low = _round_float(math.nextafter(approx - eps, -math.inf), fmt)  # the roundings of the two
+    high = _round_float(math.nextafter(approx + eps, math.inf), fmt)  # ends, widened by one ulp
+    if low != high:
+        return None
+    return low if math.isinf(low) else Fraction(low)
 
 
 def _piece_extremes(pieces: list[torch.Tensor]) -> tuple[list[float], list[float]]:
@@ -407,7 +421,7 @@ def _decided_sum(flat: torch.Tensor, fmt) -> tuple[Exact | None, float | None]:
     lengths = [c.numel() for c in pieces]
     if float32:
         per_piece = [_cauchy_schwarz_bound(k, s) for k, s in zip(lengths, values[: head.numel()], strict=True)]
-        abs_bound = None if any(b is None for b in per_piece) else sum(per_piece, Fraction(0))
+        abs_bound = None if any(b is None for b in per_piece) else math.fsum(per_piece) * _MARGIN
     else:
         abs_bound = _max_bound(lengths, values[0 : head.numel() : 2], values[1 : head.numel() : 2])
     result = _decide(approx, abs_bound, depth, fmt)
@@ -454,17 +468,20 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
       2^-126, which later roundings grow by at most (1 + u32)^k) satisfies
       s >= (1 - u32)^k * sum c^2 - k * 2^-126 * (1 + u32)^k, so with k * u32 <= 1/4,
       sum c^2 <= (s + k * 2^-125) / (1 - k * u32); by Cauchy-Schwarz,
-      sum|c| <= sqrt(k * sum c^2). s not finite: no bound. A = the sum over pieces, each
-      square root rounded up (computed in float64, times 1 + 2^-50: two roundings of
-      relative 2^-53 each). sqrt(k * sum c^2) <= k * max|c|, usually far less. Where A
-      does not decide (or s is not finite: squares beyond 2^128), the second chance takes
-      A = sum over pieces of k * max|c| (one ``torch.aminmax`` per piece), which is never
-      looser when squares under- or overflow.
+      sum|c| <= sqrt(k * sum c^2). s not finite: no bound. A = the sum over pieces
+      (sqrt(k * sum c^2) <= k * max|c|, usually far less). Where A does not decide (or s
+      is not finite: squares beyond 2^128), the second chance takes A = the sum over
+      pieces of k * max|c| (one ``torch.aminmax`` per piece): tighter where squares
+      underflow, the only bound where they overflow.
     * The bound A, float16 and bfloat16: A = sum over pieces of k * max|c|, from one
       ``torch.aminmax`` per piece (their squares under- and overflow too easily).
     * Decision. If S - eps and S + eps round to the same value, T rounds to it too
-      (rounding is monotonic): that is the result, decided in exact rational arithmetic.
-      Otherwise T lies within eps of a rounding boundary (a tie, or heavy cancellation)
+      (rounding is monotonic): that is the result. Computed in float64, every bound
+      rounded outward: A and eps times 1 + 2^-40 (more than their few dozen roundings of
+      relative 2^-53 at most; 1 - k * u32, 1 - d * u and the products k * max|c| are
+      exact), S - eps and S + eps each widened by one ulp; each end rounded to the format
+      exactly (scaled by a power of two to the format's quantum, then Python's round,
+      ties to even). Otherwise T lies within eps of a rounding boundary (a tie, or heavy cancellation)
       and the folds decide. This is the stopping test of Rump, Ogita and Oishi's AccSum
       (SIAM J. Sci. Comput. 31(1), 2008) on float64 partial sums.
 

@@ -25,6 +25,7 @@ from core.mitigations import (
     _decided_sum,
     _exact_sum,
     _exact_units,
+    _round_float,
     determinism,
     measure_throughput,
     reproducible_sum,
@@ -323,6 +324,22 @@ def test_fast_path_defers_near_a_rounding_boundary():
     assert float(reproducible_sum(above)) == 1.0 + 2.0**-23
     plain = torch.from_numpy(np.random.default_rng(0).standard_normal(100_000).astype(np.float32))
     assert _decided_sum(plain, fmt)[0] == correctly_rounded_sum(plain, fmt)  # decided on ordinary data
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), name=st.sampled_from(["float16", "bfloat16", "float32"]))
+def test_fast_path_rounding_of_a_float64_is_the_exact_rounding(data, name):
+    """The fast path's decision rounds float64 values with _round_float: the same as the
+    exact rounding, at ties, in the subnormals, at the overflow threshold and beyond."""
+    fmt = FORMATS[name]
+    near = data.draw(finite_values(fmt))  # a value of the format, then a float64 near it
+    half = fmt.min_subnormal / 2 if abs(near) < fmt.min_normal else abs(near) * fmt.unit_roundoff
+    offset = data.draw(st.sampled_from([Fraction(0), half, -half, half * 3, 2 * half]))
+    raw = data.draw(st.floats(allow_nan=False, allow_infinity=False, width=64))
+    for v in (float(near + offset), float(near + offset * Fraction(1, 3)), raw):
+        want = round_to_format(Fraction(v), fmt)
+        got = _round_float(v, fmt)
+        assert got == want
 
 
 def _exact_abs_sum(x: torch.Tensor) -> Fraction:
