@@ -120,6 +120,24 @@ class TripleResult:
             return None
         return ulp_distance(self.left.bits, self.right.bits, self.fmt)
 
+    @property
+    def correct_groupings(self) -> list[str]:
+        """The groupings whose result is the exact sum correctly rounded (bit for bit)."""
+        return [g.name for g in (self.left, self.right) if g.bits == self.correctly_rounded_bits]
+
+    @property
+    def model_mismatches(self) -> list[str]:
+        """The additions where torch's result is not IEEE round-to-nearest-even of the exact sum."""
+        return [s.expression for g in (self.left, self.right) for s in (g.inner, g.outer) if not s.matches_model]
+
+    def step_ulps(self, step: Step) -> float:
+        """How far one addition's rounded result is from its exact sum, in ULPs of the format."""
+        return error_in_ulps(step.rounded, step.exact, self.fmt)
+
+    def stored_ulps(self, number: ParsedNumber) -> float:
+        """How far a stored value is from the typed one, in ULPs of the format."""
+        return error_in_ulps(number.stored, number.exact, self.fmt)
+
 
 def _step(expression: str, x: torch.Tensor, y: torch.Tensor) -> tuple[Step, torch.Tensor]:
     fmt_result = x + y  # one rounding, in x's dtype, on x's device

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import streamlit as st
 
 from core.assoc import (
@@ -15,12 +13,13 @@ from core.assoc import (
     search_counterexamples,
 )
 from core.devices import cpu_device
-from core.exact import abbreviate, exact_decimal, shortest_repr, to_mpf
-from core.formats import FLOAT64, FORMATS, Exact, FloatFormat, error_in_ulps, floor_log2, hex_bits, ulp
-from core.parse import ParseError, parse_number
+from core.exact import shortest_repr
+from core.formats import FORMATS
+from core.parse import ParsedNumber, ParseError, parse_number
 from core.querystate import Field
 from core.sumlab import relative_error
 from ui import glossary
+from ui import non_associativity_view as view
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import bits_html, bits_legend, inert, mono, ulps_text
 from ui.urlstate import restore, share_box, sync
@@ -99,213 +98,139 @@ def _search(settings: SearchSettings):
     return search_counterexamples(settings)
 
 
-def _value_line(x: Exact, fmt: FloatFormat) -> str:
-    return f"{mono(shortest_repr(x, fmt))} &nbsp; exactly {mono(abbreviate(exact_decimal(x), 90))}"
-
-
-def _ulps(e: float, relative: float | None = None) -> str:
-    return ulps_text(e, relative)  # a huge count also gives its relative error
-
-
 URL_FIELDS = [
     Field("na_preset", "preset", "choice", (*PRESETS, CUSTOM)),
     Field("na_fmt", "format", "choice", tuple(FORMAT_NAMES)),
     Field("na_a", "a", "text"), Field("na_b", "b", "text"), Field("na_c", "c", "text"),
 ]
 
-# ------------------------------------------------------------------------------- layout
-ensure_app_navigation()
-_init_state()
-url_notes = restore("na", URL_FIELDS, {})
-if url_notes == [] and st.query_params.get("preset") in PRESETS and "a" not in st.query_params:
-    _load_preset(st.query_params["preset"])
-st.title("Non-associativity: (a + b) + c ≠ a + (b + c)")
-punch = st.container(key="punchline")  # the two groupings' results, filled below: in the first screen
-st.markdown(
-    "Every floating-point addition rounds its exact result to the nearest number the "
-    "format can hold. Grouping three numbers differently rounds different intermediate "
-    "sums, so the final bits can differ even though real addition does not care about "
-    "the order. Pick a format and three numbers, or start from a preset."
-)
 
-c_preset, c_fmt = st.columns([3, 2])
-c_preset.selectbox(
-    "Preset", [*PRESETS, CUSTOM], key="na_preset", on_change=_on_preset,
-    help="Loads a format and three numbers. Editing any field switches to Custom.",
-)
-c_fmt.selectbox("Format (dtype)", FORMAT_NAMES, key="na_fmt", on_change=_mark_custom)
-if st.session_state["na_preset"] in PRESETS:
-    st.caption(PRESETS[st.session_state["na_preset"]][4])
-
-fmt = FORMATS[st.session_state["na_fmt"]]
-parsed, errors = [], False
-for col, key, name in zip(st.columns(3), KEYS, "abc", strict=True):
-    col.text_input(name, key=key, on_change=_mark_custom, max_chars=200,
-                   help="Decimal (0.1), scientific (1e-8), fraction (1/3) or hex float (0x1.8p-3).")
-    try:
-        number = parse_number(st.session_state[key], fmt)
-    except ParseError as err:
-        col.error(inert(err), icon=":material/error:")  # quotes the typed text
-        errors = True
-        continue
-    parsed.append(number)
-    if number.underflowed:
-        col.warning(f"Underflows: the nearest {fmt.name} value is 0.", icon=":material/info:")
-
-if not errors:
-    st.session_state["na_last_good"] = tuple(parsed)
-elif "na_last_good" in st.session_state:
-    good = st.session_state["na_last_good"]
-    st.warning(
-        "Fix the highlighted input to update. Still showing the last valid numbers: "
-        f"{inert(', '.join(n.text for n in good), line_start=False)} in {good[0].fmt.name}.",
-        icon=":material/history:",
+def controls() -> tuple[ParsedNumber, ParsedNumber, ParsedNumber] | None:
+    """The preset, the format and three numbers; the last three that parsed (None before any did)."""
+    c_preset, c_fmt = st.columns([3, 2])
+    c_preset.selectbox(
+        "Preset", [*PRESETS, CUSTOM], key="na_preset", on_change=_on_preset,
+        help="Loads a format and three numbers. Editing any field switches to Custom.",
     )
-if "na_last_good" not in st.session_state:
-    st.stop()
+    c_fmt.selectbox("Format (dtype)", FORMAT_NAMES, key="na_fmt", on_change=_mark_custom)
+    if st.session_state["na_preset"] in PRESETS:
+        st.caption(PRESETS[st.session_state["na_preset"]][4])
 
-numbers = st.session_state["na_last_good"]
-fmt = numbers[0].fmt
-result: TripleResult = evaluate_triple(numbers)
-cpu = cpu_device()
-with punch:
-    p_left, p_right, p_gap = st.columns([3, 2, 2])  # room for 0.6000000000000001 on one line
-    for col, g in ((p_left, result.left), (p_right, result.right)):
-        col.metric(f"{g.name} in {fmt.name}", shortest_repr(g.result, fmt),
-                   help=f"Error against the exact sum: {_ulps(g.error_ulps)}.")
-    if not result.differ:
-        p_gap.metric("Apart", "same bits")
-    elif result.ulps_apart is None:
-        p_gap.metric("Apart", "one is not finite")
+    fmt = FORMATS[st.session_state["na_fmt"]]
+    parsed, errors = [], False
+    for col, key, name in zip(st.columns(3), KEYS, "abc", strict=True):
+        col.text_input(name, key=key, on_change=_mark_custom, max_chars=200,
+                       help="Decimal (0.1), scientific (1e-8), fraction (1/3) or hex float (0x1.8p-3).")
+        try:
+            number = parse_number(st.session_state[key], fmt)
+        except ParseError as err:
+            col.error(inert(err), icon=":material/error:")  # quotes the typed text
+            errors = True
+            continue
+        parsed.append(number)
+        if number.underflowed:
+            col.warning(f"Underflows: the nearest {fmt.name} value is 0.", icon=":material/info:")
+
+    if not errors:
+        st.session_state["na_last_good"] = tuple(parsed)
+    elif "na_last_good" in st.session_state:
+        good = st.session_state["na_last_good"]
+        st.warning(
+            "Fix the highlighted input to update. Still showing the last valid numbers: "
+            f"{inert(', '.join(n.text for n in good), line_start=False)} in {good[0].fmt.name}.",
+            icon=":material/history:",
+        )
+    return st.session_state.get("na_last_good")
+
+
+def punchline(punch, result: TripleResult) -> None:
+    fmt = result.fmt
+    with punch:
+        p_left, p_right, p_gap = st.columns([3, 2, 2])  # room for 0.6000000000000001 on one line
+        for col, g in ((p_left, result.left), (p_right, result.right)):
+            col.metric(f"{g.name} in {fmt.name}", shortest_repr(g.result, fmt),
+                       help=f"Error against the exact sum: {ulps_text(g.error_ulps)}.")
+        if not result.differ:
+            p_gap.metric("Apart", "same bits")
+        elif result.ulps_apart is None:
+            p_gap.metric("Apart", "one is not finite")
+        else:
+            p_gap.metric("Apart", f"{result.ulps_apart:,} ULP", help=glossary.help_text("ulp"))
+        st.caption("Same three numbers, two groupings: every addition rounds, and the roundings differ."
+                   if result.differ else "Same three numbers, two groupings, the same bits here.")
+    glossary.define("ulp")  # the story's first use of the term
+
+
+def what_is_stored(result: TripleResult) -> None:
+    st.subheader("1 · What the format actually stores")
+    st.markdown(bits_legend(result.fmt), unsafe_allow_html=True)
+    st.markdown(view.stored_html(result), unsafe_allow_html=True)
+
+
+def two_groupings(result: TripleResult) -> None:
+    st.subheader("2 · Two groupings, two roundings each")
+    for col, g in zip(st.columns(2), (result.left, result.right), strict=True):
+        with col.container(border=True):
+            st.markdown(f"#### {g.name}")
+            for step in (g.inner, g.outer):
+                st.markdown(view.step_html(result, step), unsafe_allow_html=True)
+            st.markdown(f"Result {bits_html(g.bits, result.fmt)}", unsafe_allow_html=True)
+            st.metric("Error against the exact sum",
+                      ulps_text(g.error_ulps, relative_error(g.result, result.exact_sum)))
+    if result.differ:
+        st.error(view.verdict_text(result), icon=":material/call_split:")
     else:
-        p_gap.metric("Apart", f"{result.ulps_apart:,} ULP", help=glossary.help_text("ulp"))
-    st.caption("Same three numbers, two groupings: every addition rounds, and the roundings differ."
-               if result.differ else "Same three numbers, two groupings, the same bits here.")
-glossary.define("ulp")  # the story's first use of the term
+        st.success(view.verdict_text(result), icon=":material/check_circle:")
 
-# -------------------------------------------------------------------- 1. what is stored
-st.subheader("1 · What the format actually stores")
-st.markdown(bits_legend(fmt), unsafe_allow_html=True)
-rows = []
-for name, n, bits in zip("abc", numbers, result.stored_bits, strict=True):
-    if n.was_rounded:
-        off = error_in_ulps(n.stored, n.exact, fmt)
-        note = f"rounded when stored ({off:+.3g} ULP of the typed value)"
-    else:
-        note = "stored exactly"
-    rows.append(
-        f"**{name}** typed {mono(n.text)} → stored {_value_line(n.stored, fmt)}<br>"
-        f"&emsp;{bits_html(bits, fmt)} &nbsp; <small>{hex_bits(bits, fmt)} · {note}</small>"
+
+def exact_answer(result: TripleResult) -> None:
+    st.subheader("3 · The exact answer")
+    st.markdown(view.exact_html(result), unsafe_allow_html=True)
+    winners = result.correct_groupings
+    st.markdown(
+        ("Correctly rounded: " + " and ".join(f"`{w}`" for w in winners))
+        if winners
+        else "Neither grouping is correctly rounded here."
     )
-st.markdown("<br>".join(rows), unsafe_allow_html=True)
+    st.caption(view.ulp_caption(result))
+    mismatches = result.model_mismatches
+    if mismatches:
+        st.warning(
+            "torch's result differs from exact round-to-nearest-even for: " + ", ".join(mismatches)
+            + ". This device does not round these additions as IEEE 754 specifies."
+        )
 
-# ------------------------------------------------------------------ 2. the two groupings
-st.subheader("2 · Two groupings, two roundings each")
-for col, g in zip(st.columns(2), (result.left, result.right), strict=True):
-    with col.container(border=True):
-        st.markdown(f"#### {g.name}")
-        for step in (g.inner, g.outer):
-            if step.was_exact:
-                verdict = "exact, no rounding"
-            elif math.isinf(float(step.rounded)):
-                verdict = f"**overflowed to {exact_decimal(step.rounded)}**"
-            else:
-                verdict = (
-                    f"**rounded here** by {mono(abbreviate(exact_decimal(step.rounding_error), 50))}"
-                    f" ({_ulps(error_in_ulps(step.rounded, step.exact, fmt))})"
-                )
-            st.markdown(
-                f"`{step.expression}` exact {mono(abbreviate(exact_decimal(step.exact), 70))}<br>"
-                f"&emsp;→ {fmt.name} {mono(shortest_repr(step.rounded, fmt))} · {verdict}",
-                unsafe_allow_html=True,
-            )
-        st.markdown(f"Result {bits_html(g.bits, fmt)}", unsafe_allow_html=True)
-        st.metric("Error against the exact sum", _ulps(g.error_ulps, relative_error(g.result, result.exact_sum)))
 
-if result.differ:
-    apart = result.ulps_apart
-    if apart is None:
-        gap = "one is not finite"
-    else:
-        gap = f"{apart:,} representable value{'s' if apart != 1 else ''} apart"
-    st.error(
-        f"The groupings differ in {fmt.name}: {shortest_repr(result.left.result, fmt)} versus "
-        f"{shortest_repr(result.right.result, fmt)} ({gap}).",
-        icon=":material/call_split:",
+def on_each_device(result: TripleResult) -> None:
+    st.subheader("4 · The same additions on each device")
+    st.dataframe(view.devices_table(result), hide_index=True, width="stretch")
+    if len(result.devices) == 1:
+        st.caption(
+            "No GPU is visible to this server, so only the CPU ran live. A single IEEE 754 "
+            "addition is correctly rounded on every device, so a GPU gives the same bits for "
+            "the same grouping; devices disagree on large sums because they choose "
+            "different groupings."
+        )
+
+
+def search(fmt_name: str) -> None:
+    st.subheader("5 · Find a counterexample")
+    st.markdown(
+        f"Draw random {fmt_name} triples, add each both ways, and count how often the bits differ."
     )
-else:
-    st.success(
-        f"Both groupings give the same {fmt.name} bits for these numbers. Try another "
-        "preset, or let the search below find a triple where they differ.",
-        icon=":material/check_circle:",
-    )
+    with st.form("na_search_form"):
+        s1, s2, s3 = st.columns(3)
+        dist = s1.selectbox("Distribution", list(DISTRIBUTIONS), format_func=DISTRIBUTIONS.get, key="na_dist")
+        n_triples = s2.number_input("Triples", min_value=1, max_value=MAX_TRIPLES, value=100_000, step=10_000,
+                                    key="na_n", help=f"At most {MAX_TRIPLES:,}.")
+        seed = s3.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="na_seed")
+        submitted = st.form_submit_button("Search random triples", type="primary")
+    if submitted:
+        st.session_state["na_search"] = _search(SearchSettings(fmt_name, int(n_triples), int(seed), dist))
 
-# ----------------------------------------------------------------------- 3. exact answer
-st.subheader("3 · The exact answer")
-exact_mpf = to_mpf(result.exact_sum)
-st.markdown(
-    f"Exact a + b + c of the stored values (an `mpmath.mpf` of {exact_mpf._mpf_[3]} bits, "
-    f"no rounding): {mono(exact_decimal(result.exact_sum))}<br>"
-    f"Correctly rounded to {fmt.name}: {_value_line(result.correctly_rounded, fmt)} "
-    f"{bits_html(result.correctly_rounded_bits, fmt)}",
-    unsafe_allow_html=True,
-)
-winners = [g.name for g in (result.left, result.right) if g.bits == result.correctly_rounded_bits]
-st.markdown(
-    ("Correctly rounded: " + " and ".join(f"`{w}`" for w in winners))
-    if winners
-    else "Neither grouping is correctly rounded here."
-)
-unit = ulp(result.exact_sum, fmt)
-st.caption(
-    f"One ULP at the exact sum in {fmt.name} is 2^{floor_log2(unit)} = "
-    f"{shortest_repr(unit, FLOAT64)}; errors on this page are stated in these units."
-)
-mismatches = [s.expression for g in (result.left, result.right) for s in (g.inner, g.outer) if not s.matches_model]
-if mismatches:
-    st.warning(
-        "torch's result differs from exact round-to-nearest-even for: " + ", ".join(mismatches)
-        + ". This device does not round these additions as IEEE 754 specifies."
-    )
-
-# --------------------------------------------------------------------------- 4. devices
-st.subheader("4 · The same additions on each device")
-table = []
-for o in result.devices:
-    table.append({
-        "device": o.device.name,
-        "(a + b) + c": hex_bits(o.left_bits, fmt) if o.left_bits is not None else "—",
-        "a + (b + c)": hex_bits(o.right_bits, fmt) if o.right_bits is not None else "—",
-        "same bits as CPU": "" if o.message else ("yes" if result.agrees_with_cpu(o) else "NO"),
-        "note": o.message or o.device.label,
-    })
-st.dataframe(table, hide_index=True, width="stretch")
-if len(result.devices) == 1:
-    st.caption(
-        "No GPU is visible to this server, so only the CPU ran live. A single IEEE 754 "
-        "addition is correctly rounded on every device, so a GPU gives the same bits for "
-        "the same grouping; devices disagree on large sums because they choose "
-        "different groupings."
-    )
-
-# ------------------------------------------------------------------------ 5. the search
-st.subheader("5 · Find a counterexample")
-st.markdown(
-    f"Draw random {fmt.name} triples, add each both ways, and count how often the bits differ."
-)
-with st.form("na_search_form"):
-    s1, s2, s3 = st.columns(3)
-    dist = s1.selectbox("Distribution", list(DISTRIBUTIONS), format_func=DISTRIBUTIONS.get, key="na_dist")
-    n_triples = s2.number_input("Triples", min_value=1, max_value=MAX_TRIPLES, value=100_000, step=10_000,
-                                key="na_n", help=f"At most {MAX_TRIPLES:,}.")
-    seed = s3.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="na_seed")
-    submitted = st.form_submit_button("Search random triples", type="primary")
-if submitted:
-    settings = SearchSettings(fmt.name, int(n_triples), int(seed), dist)
-    st.session_state["na_search"] = _search(settings)
-
-found = st.session_state.get("na_search")
-if found is not None:
+    found = st.session_state.get("na_search")
+    if found is None:
+        return
     s = found.settings
     lo, hi = found.ci95
     st.markdown(
@@ -322,12 +247,40 @@ if found is not None:
     else:
         st.info("No triple differed in this sample. Try more triples or another distribution.")
 
-share_box(sync(URL_FIELDS), url_notes)
-st.caption(
-    f"Provenance: sums computed live by torch {cpu.label.split('torch ')[-1]} on {cpu.name}; "
-    "exact values by rational arithmetic (fractions.Fraction), shown through mpmath "
-    "without rounding; every rounding is also checked against an exact IEEE "
-    "round-to-nearest-even model."
-)
 
-next_page_link("non_associativity")
+def main() -> None:
+    ensure_app_navigation()
+    _init_state()
+    url_notes = restore("na", URL_FIELDS, {})
+    if url_notes == [] and st.query_params.get("preset") in PRESETS and "a" not in st.query_params:
+        _load_preset(st.query_params["preset"])
+    st.title("Non-associativity: (a + b) + c ≠ a + (b + c)")
+    punch = st.container(key="punchline")  # the two groupings' results, filled below: in the first screen
+    st.markdown(
+        "Every floating-point addition rounds its exact result to the nearest number the "
+        "format can hold. Grouping three numbers differently rounds different intermediate "
+        "sums, so the final bits can differ even though real addition does not care about "
+        "the order. Pick a format and three numbers, or start from a preset."
+    )
+    numbers = controls()
+    if numbers is None:
+        st.stop()
+    result = evaluate_triple(numbers)
+    punchline(punch, result)
+    what_is_stored(result)
+    two_groupings(result)
+    exact_answer(result)
+    on_each_device(result)
+    search(result.fmt.name)
+    share_box(sync(URL_FIELDS), url_notes)
+    cpu = cpu_device()
+    st.caption(
+        f"Provenance: sums computed live by torch {cpu.label.split('torch ')[-1]} on {cpu.name}; "
+        "exact values by rational arithmetic (fractions.Fraction), shown through mpmath "
+        "without rounding; every rounding is also checked against an exact IEEE "
+        "round-to-nearest-even model."
+    )
+    next_page_link("non_associativity")
+
+
+main()

@@ -1,0 +1,86 @@
+"""Text and tables for the Non-associativity page, built from core.assoc's TripleResult (no numerics here)."""
+
+from __future__ import annotations
+
+import math
+
+from core.assoc import Step, TripleResult
+from core.exact import abbreviate, exact_decimal, shortest_repr, to_mpf
+from core.formats import FLOAT64, Exact, FloatFormat, floor_log2, hex_bits, ulp
+from ui.render import bits_html, mono, ulps_text
+
+
+def value_line(x: Exact, fmt: FloatFormat) -> str:
+    """The shortest decimal that round-trips, and every digit of the exact value."""
+    return f"{mono(shortest_repr(x, fmt))} &nbsp; exactly {mono(abbreviate(exact_decimal(x), 90))}"
+
+
+def stored_html(result: TripleResult) -> str:
+    """What each typed number became in the format, with its bits (HTML: typed text goes through mono)."""
+    fmt, rows = result.fmt, []
+    for name, n, bits in zip("abc", result.numbers, result.stored_bits, strict=True):
+        if n.was_rounded:
+            note = f"rounded when stored ({result.stored_ulps(n):+.3g} ULP of the typed value)"
+        else:
+            note = "stored exactly"
+        rows.append(
+            f"**{name}** typed {mono(n.text)} → stored {value_line(n.stored, fmt)}<br>"
+            f"&emsp;{bits_html(bits, fmt)} &nbsp; <small>{hex_bits(bits, fmt)} · {note}</small>"
+        )
+    return "<br>".join(rows)
+
+
+def step_html(result: TripleResult, step: Step) -> str:
+    """One addition: its exact sum, what it rounded to, and whether (and by how much) it rounded."""
+    fmt = result.fmt
+    if step.was_exact:
+        verdict = "exact, no rounding"
+    elif math.isinf(float(step.rounded)):
+        verdict = f"**overflowed to {exact_decimal(step.rounded)}**"
+    else:
+        verdict = (
+            f"**rounded here** by {mono(abbreviate(exact_decimal(step.rounding_error), 50))}"
+            f" ({ulps_text(result.step_ulps(step))})"
+        )
+    return (f"`{step.expression}` exact {mono(abbreviate(exact_decimal(step.exact), 70))}<br>"
+            f"&emsp;→ {fmt.name} {mono(shortest_repr(step.rounded, fmt))} · {verdict}")
+
+
+def verdict_text(result: TripleResult) -> str:
+    fmt = result.fmt
+    if not result.differ:
+        return (f"Both groupings give the same {fmt.name} bits for these numbers. Try another "
+                "preset, or let the search below find a triple where they differ.")
+    apart = result.ulps_apart
+    if apart is None:
+        gap = "one is not finite"
+    else:
+        gap = f"{apart:,} representable value{'s' if apart != 1 else ''} apart"
+    return (f"The groupings differ in {fmt.name}: {shortest_repr(result.left.result, fmt)} versus "
+            f"{shortest_repr(result.right.result, fmt)} ({gap}).")
+
+
+def exact_html(result: TripleResult) -> str:
+    fmt = result.fmt
+    return (f"Exact a + b + c of the stored values (an `mpmath.mpf` of {to_mpf(result.exact_sum)._mpf_[3]} bits, "
+            f"no rounding): {mono(exact_decimal(result.exact_sum))}<br>"
+            f"Correctly rounded to {fmt.name}: {value_line(result.correctly_rounded, fmt)} "
+            f"{bits_html(result.correctly_rounded_bits, fmt)}")
+
+
+def ulp_caption(result: TripleResult) -> str:
+    fmt, unit = result.fmt, ulp(result.exact_sum, result.fmt)
+    return (f"One ULP at the exact sum in {fmt.name} is 2^{floor_log2(unit)} = "
+            f"{shortest_repr(unit, FLOAT64)}; errors on this page are stated in these units.")
+
+
+def devices_table(result: TripleResult) -> list[dict]:
+    """Each device's bits for both groupings, and whether they are the CPU's."""
+    fmt = result.fmt
+    return [{
+        "device": o.device.name,
+        "(a + b) + c": hex_bits(o.left_bits, fmt) if o.left_bits is not None else "—",
+        "a + (b + c)": hex_bits(o.right_bits, fmt) if o.right_bits is not None else "—",
+        "same bits as CPU": "" if o.message else ("yes" if result.agrees_with_cpu(o) else "NO"),
+        "note": o.message or o.device.label,
+    } for o in result.devices]
