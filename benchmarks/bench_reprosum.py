@@ -5,12 +5,18 @@ shows (warm-up; interleaved repeats in rotating order, each the fastest of 3 cal
 median of the per-repeat ratios and their quartiles). For information, also: the exact
 folds alone (the path for the rare sums the fast path's error bound leaves undecided),
 and both sums on one thread in CPU time, which other processes on a busy machine disturb
-far less than wall time with several threads (those wait for each other's turns).
+far less than wall time with several threads (those wait for each other's turns); and the
+floor: the fast path's two passes over the data timed alone, measured the same way (one
+float32 dot product per piece for the bound on sum|x|, and the widening to float64 with
+the row sums), which no bookkeeping can go below. The load average is printed before and
+after: on a shared machine, a ratio measured under load is not the cost.
 Usage: python -m benchmarks.bench_reprosum [n]
 """
 
 from __future__ import annotations
 
+import math
+import os
 import statistics
 import sys
 import time
@@ -22,7 +28,7 @@ from benchmarks.timing import median_time
 from core.exact import correctly_rounded_sum
 from core.formats import FLOAT32
 from core.globalstate import torch_threads
-from core.mitigations import _exact_sum, reproducible_sum, reproducible_sum_cost
+from core.mitigations import _FAST_CPU, _exact_sum, _row_sums, reproducible_sum, reproducible_sum_cost
 
 
 def one_thread_cpu_ratio(t: torch.Tensor, repeats: int) -> float:
@@ -40,18 +46,50 @@ def one_thread_cpu_ratio(t: torch.Tensor, repeats: int) -> float:
     return statistics.median(ratios)
 
 
+def pass_ratios(t: torch.Tensor, repeats: int, inner: int = 3) -> dict[str, float]:
+    """The fast path's passes alone, each against torch.sum: median over interleaved repeats
+    (rotating order, each the fastest of ``inner`` calls) of the per-repeat ratio."""
+    pieces = [t[s : s + _FAST_CPU] for s in range(0, t.numel(), _FAST_CPU)]
+    fns = {
+        "torch.sum": lambda: t.sum(),
+        "bound (float32 dot per piece)": lambda: [torch.dot(c, c) for c in pieces],
+        "widening + float64 row sums": lambda: [_row_sums(c) for c in pieces],
+        "both passes": lambda: [(torch.dot(c, c), _row_sums(c)) for c in pieces],
+    }
+    keys = list(fns)
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in keys}
+    for i in range(repeats):
+        for k in keys[i % len(keys) :] + keys[: i % len(keys)]:
+            best = math.inf
+            for _ in range(inner):
+                t0 = time.perf_counter()
+                fns[k]()
+                best = min(best, time.perf_counter() - t0)
+            times[k].append(best)
+    return {k: statistics.median(a / b for a, b in zip(times[k], times["torch.sum"], strict=True)) for k in keys[1:]}
+
+
 def main(n: int = 10_000_000, repeats: int = 31) -> None:
+    load_before = os.getloadavg()
     x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
     t = torch.from_numpy(x)
     assert float(reproducible_sum(t)) == float(correctly_rounded_sum(x, FLOAT32))
     t_folds, _ = median_time(lambda: _exact_sum(t), 5, warmup=1)
     cpu_ratio = one_thread_cpu_ratio(t, repeats)
+    floor = pass_ratios(t, repeats)
     c = reproducible_sum_cost(n, repeats=repeats)
+    load_after = os.getloadavg()
     print(f"reproducible_sum: {c.seconds * 1e3:8.2f} ms (median of {c.repeats}; correctly rounded, order-independent)")
     print(f"torch.sum:        {c.torch_seconds * 1e3:8.2f} ms ({c.threads} thread{'s' if c.threads > 1 else ''})")
     print(f"np.sum:           {c.numpy_seconds * 1e3:8.2f} ms")
     print(f"exact folds alone:{t_folds * 1e3:8.2f} ms (the path for sums the error bound leaves undecided)")
     print(f"one thread, CPU time: {cpu_ratio:.1f}x torch.sum (median of {repeats})")
+    print("floor, the fast path's passes alone: " + ", ".join(f"{k} {v:.1f}x" for k, v in floor.items())
+          + " torch.sum")
+    print(f"load average (1 min) before / after: {load_before[0]:.2f} / {load_after[0]:.2f} "
+          f"on {os.cpu_count()} CPUs")
     print(f"ratio quartiles:  {c.vs_torch_iqr[0]:.1f}-{c.vs_torch_iqr[1]:.1f}x torch.sum, "
           f"{c.vs_numpy_iqr[0]:.1f}-{c.vs_numpy_iqr[1]:.1f}x np.sum")
     print(f"reproducible sum: {c.vs_torch:.1f}x the time of torch.sum, {c.vs_numpy:.1f}x the time of np.sum "
