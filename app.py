@@ -22,8 +22,7 @@ PAGES = [(st.Page(f"pages/{stem}.py", title=title, icon=icon, url_path=stem), ti
          for stem, title, icon, blurb in PAGE_TABLE]
 
 
-def home() -> None:
-    ensure_app_navigation()
+def introduction() -> None:
     st.title("Same model, same seed, different numbers")
     st.markdown(
         """
@@ -34,6 +33,8 @@ Nothing is broken. This app shows, with exact numbers, where the difference come
 """
     )
 
+
+def three_causes() -> None:
     st.header("Three causes")
     c1, c2, c3 = st.columns(3)
     with c1.container(border=True):
@@ -71,6 +72,8 @@ both learn equally well.
         icon=":material/lightbulb:",
     )
 
+
+def what_to_do() -> None:
     st.header("What you can do about it, and what it costs")
     st.markdown(
         """
@@ -82,9 +85,14 @@ both learn equally well.
 """
     )
 
+
+def explore() -> None:
     st.header("Explore")
     for page, title, icon, blurb in PAGES:
         st.page_link(page, label=f"{title}: {blurb}", icon=icon)
+
+
+def talk_mode() -> None:
     st.header("Talk mode")
     st.markdown("Prepared scenarios for a talk: each opens a page with its settings in the link. Switch on "
                 "**Presenter mode** in the sidebar for larger type and fewer controls (or add `?talk=1` to a link).")
@@ -98,6 +106,16 @@ both learn equally well.
         "(which device, how many threads), recorded on real hardware (which device, versions, date), a model of a "
         "library's or device's order (labelled as such), or exact rational arithmetic."
     )
+
+
+def home() -> None:
+    """The story in four sections: the three causes, what to do, the pages, and the talk's scenarios."""
+    ensure_app_navigation()
+    introduction()
+    three_causes()
+    what_to_do()
+    explore()
+    talk_mode()
 
 
 HOME = st.Page(home, title="Overview", icon=":material/home:", default=True)
