@@ -109,7 +109,7 @@ def talk_mode() -> None:
 
 
 def home() -> None:
-    """The story in four sections: the three causes, what to do, the pages, and the talk's scenarios."""
+    """The story: why runs differ, the three causes, what to do, the pages, and the talk's scenarios."""
     ensure_app_navigation()
     introduction()
     three_causes()
