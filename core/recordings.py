@@ -368,6 +368,11 @@ class ThroughputEntry:
     rate_float64: float
     unit: str
 
+    @property
+    def ratio(self) -> float:
+        """float64 speed as a fraction of float32's, per value (as core.mitigations.Throughput.ratio)."""
+        return self.seconds_float32 / self.seconds_float64
+
 
 @dataclass(frozen=True)
 class Recording:
