@@ -1,15 +1,27 @@
-"""Tables and Altair charts for the training-divergence page (no numerics here)."""
+"""Drawing for the training-divergence page: tables, Altair charts, the pair's live view, the
+progress bar and the Play loop (no numerics here; core.divergence says what is shown)."""
 
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
 
 import altair as alt
 import numpy as np
 import pandas as pd
+import streamlit as st
 
+from core.divergence import PairSnapshot, frame_steps, snapshot
+from core.exact import exact_decimal
+from core.formats import FORMATS
+from core.querystate import Field, decode
 from core.runner import PairOutcome
-from core.training import DivergenceSummary, SeedStudy, StepRecord
+from core.training import SOURCES, DivergenceSummary, PairedRun, SeedStudy, StepRecord, TrainSettings
+from ui.export import download_buttons
+from ui.render import bits_html
 from ui.talk import styled
 
 RUN_COLOURS = alt.Scale(domain=["A", "B"], range=["#1f5fa8", "#d97706"])
@@ -177,3 +189,151 @@ def seed_chart(df: pd.DataFrame, field: str) -> alt.LayerChart:
         x="side:N", y=f"{field}:Q", color=alt.Color("side:N", scale=RUN_COLOURS, legend=None),
         tooltip=["seed", "side", alt.Tooltip(f"{field}:Q", format=".5g")])
     return styled(alt.layer(box, dots).properties(height=300, title=field))
+
+
+# ------------------------------------------------------------------------ the live pair
+
+FRAMES = 10  # chart redraws during one Play of the whole run (fewer redraws keep it fast)
+PLAY_CHUNK = 10  # steps applied at once while playing: tens of milliseconds between yield points (idle core)
+YIELD_EVERY = 0.1  # seconds between two progress updates (each is where a click or a closed tab stops a run)
+
+
+def apply_preset_link(fields: list[Field], preset_values: Callable[[str], dict]) -> bool:
+    """A link that names a preset sets every setting of that preset; True when one was applied.
+
+    Settings named in the same link win over the preset's. A link that already carries every
+    setting is one this page wrote itself (``sync``) and is left to ``restore``.
+    """
+    params = dict(st.query_params)
+    if "preset" not in params or all(f.param in params for f in fields):
+        return False
+    values, _ = decode(params, fields)
+    if "td_preset" not in values:
+        return False  # a rejected preset name: restore's note says so
+    st.session_state.update({**preset_values(values["td_preset"]), **values})
+    return True
+
+
+class Progress:
+    """A progress bar updated at most every YIELD_EVERY seconds.
+
+    Every update sends a message, which is where Streamlit stops this script run when the
+    visitor clicked something else or closed the tab: long work calls ``update`` between chunks.
+    """
+
+    def __init__(self, where, text: str) -> None:
+        self.bar = where.progress(0.0, text=text)
+        self.text = text
+        self.last = time.monotonic()
+
+    def update(self, done: int, total: int, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self.last >= YIELD_EVERY:
+            self.bar.progress(min(1.0, done / total), text=f"{self.text} {done:,} of {total:,} steps")
+            self.last = now
+
+
+def value_and_bits(v: float, bits: int, dtype: str) -> str:
+    """A loss and its bit pattern, as the record carries them (core.training reads the bits)."""
+    fmt = FORMATS[dtype]
+    digits = f"{v:.9g}" if dtype == "float32" else repr(v)
+    return f"<code>{digits}</code> {bits_html(bits, fmt)}<br><small>exactly {exact_decimal(Fraction(v))}</small>"
+
+
+@dataclass
+class PairSlots:
+    """Where the pair is drawn: the progress bar and key numbers (in the punchline), the charts below."""
+
+    progress: object
+    numbers: object
+    charts: object
+
+    def show_progress(self, done: int, steps: int) -> None:
+        self.progress.progress(done / steps, text=f"step {done:,} of {steps:,}")
+
+
+def _key_numbers(snap: PairSnapshot, where) -> None:
+    summary, last = snap.summary, snap.last
+    m1, m2, m3, m4 = where.container().columns(4)
+    m1.metric("First step that differs", summary.first_difference or "none yet")
+    m2.metric("Loss gap above 1% from step", summary.first_rel_1pct or "not yet")
+    m3.metric("‖Δθ‖ doubles every", f"{summary.doubling_steps:.1f} steps" if summary.doubling_steps else "—",
+              help="A least-squares line through ln‖θA − θB‖ over its growth phase "
+              f"(steps {summary.fit_range[0]}–{summary.fit_range[1]})" if summary.fit_range else None)
+    m4.metric("Parameter bits that differ", f"{last.differing_bits / last.total_bits:.1%}")
+
+
+def _boundaries(snap: PairSnapshot, run: PairedRun) -> None:
+    gx, gy, pa, pb = snap.grid
+    left, right = st.columns(2)
+    grid_a, pts = boundary_frame(gx, gy, pa, run.x64, run.y)
+    grid_b, _ = boundary_frame(gx, gy, pb, run.x64, run.y)
+    left.altair_chart(boundary_chart(grid_a, pts, f"Run A at step {snap.last.step}"), width="content")
+    right.altair_chart(boundary_chart(grid_b, pts, f"Run B at step {snap.last.step}"), width="content")
+    st.caption("Decision boundaries: the pale cells are the class each run predicts there, the dots are the "
+               "data points in their true class (both runs saw the same points).")
+
+
+def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: bool = False) -> None:
+    """Everything below the buttons, from one atomic snapshot of the pair."""
+    snap = snapshot(run, settings, None if live else 50)
+    slots.show_progress(len(snap.records), settings.steps)
+    with slots.charts.container():
+        if not snap.records:
+            slots.numbers.info("Press Play to train both runs live, or Step to apply one update at a time.")
+            return
+        last = snap.last
+        if not snap.finite:
+            st.warning("The losses have overflowed to inf or NaN: this learning rate makes training blow up. "
+                       "Lower it to see a meaningful comparison.", icon=":material/warning:")
+        where_b = {"device": f"B ran on {snap.b_device_name}",
+                   "stand-in": "both ran live on this CPU (B is a reordered stand-in for another device)",
+                   "cpu": "both ran live on this CPU"}[snap.b_kind]
+        st.markdown(f"**After step {last.step}** · B differs by: {SOURCES[settings.source].lower()} · {where_b}.")
+        a_col, b_col = st.columns(2)
+        a_col.markdown("Loss A " + value_and_bits(last.loss_a, last.loss_a_bits, snap.loss_a_dtype),
+                       unsafe_allow_html=True)
+        b_col.markdown("Loss B " + value_and_bits(last.loss_b, last.loss_b_bits, snap.loss_b_dtype),
+                       unsafe_allow_html=True)
+        _key_numbers(snap, slots.numbers)
+        df = records_frame(list(snap.records))
+        what = SOURCES[settings.source].split(":")[0].lower()
+        kind = {"device": "real GPU", "stand-in": "reordered stand-in", "cpu": "live on this CPU"}[snap.b_kind]
+        st.altair_chart(loss_chart(df, f"Training loss of A and B (B: {what}; {kind})"), width="stretch")
+        st.altair_chart(gap_chart(df, snap.summary, f"How far apart: |Δ loss| and ‖θA − θB‖, dashed: fitted "
+                                  f"growth (B: {what}; {kind})"), width="stretch")
+        st.altair_chart(bits_strip(df), width="stretch")
+        if live or snap.grid is None:
+            st.caption("Decision boundaries are drawn when the run pauses or ends.")
+            return
+        download_buttons(df, {"difference": settings.source, "format": settings.dtype,
+                              "optimizer": settings.optimizer, "lr": settings.lr, "steps": settings.steps,
+                              "seed": settings.seed}, "training-pair", "td")
+        _boundaries(snap, run)
+
+
+def play_requested(run: PairedRun, settings: TrainSettings, slots: PairSlots) -> None:
+    """Apply what was asked for (Play: the whole run) in chunks, with a yield point between them.
+
+    A click or a closed tab stops this loop within one chunk; the next script run carries on with
+    what is still asked for. The charts are redrawn FRAMES times over a whole run; at the end the
+    page is drawn again from the top, with Play and Step disabled.
+    """
+    if not run.requested:
+        return
+    frame = frame_steps(settings.steps, FRAMES)
+    next_frame = run.done + frame
+    last_yield = time.monotonic()
+    while run.requested:
+        run.advance_requested(PLAY_CHUNK)
+        done = run.done
+        if done >= next_frame and run.requested:
+            draw_pair(run, settings, slots, live=True)
+            next_frame = done + frame
+            last_yield = time.monotonic()
+        elif time.monotonic() - last_yield >= YIELD_EVERY:
+            slots.show_progress(done, settings.steps)  # a yield point: raises here when a newer script run took over
+            last_yield = time.monotonic()
+    if run.finished:
+        slots.show_progress(run.done, settings.steps)  # a yield point first: only the current script run may rerun
+        st.rerun()

@@ -1,0 +1,75 @@
+"""core.divergence: the pair's snapshot and labels, settings changed from a preset, the seed verdict."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from core.divergence import PairSnapshot, changed_settings, frame_steps, seed_verdict, snapshot
+from core.training import STAND_IN, PairedRun, SeedStudy, TrainSettings, summarize
+
+
+def test_changed_settings_names_what_differs_in_field_order():
+    base = TrainSettings()
+    assert changed_settings(base, base) == ()
+    assert changed_settings(replace(base, seed=3, dtype="float64"), base) == ("dtype", "seed")
+
+
+def test_snapshot_of_a_fresh_and_a_stepped_pair():
+    s = TrainSettings(steps=20)
+    run = PairedRun(s)
+    empty = snapshot(run, s, None)
+    assert empty.records == () and empty.last is None and empty.summary is None and empty.finite
+    run.request(5)
+    run.advance_requested(5)
+    snap = snapshot(run, s, 8)
+    assert len(snap.records) == 5 and snap.last.step == 5
+    assert snap.summary == summarize(list(snap.records))
+    gx, gy, pa, pb = snap.grid
+    assert len(gx) == len(gy) == len(pa) == len(pb) == 64
+    assert snap.b_device_name == run.b_device_name
+
+
+def test_loss_formats_and_where_b_ran():
+    def snap(**kw) -> PairSnapshot:
+        return PairSnapshot(replace(TrainSettings(), **kw), (), None, "CPU")
+
+    assert (snap().loss_a_dtype, snap().loss_b_dtype) == ("float32", "float32")
+    assert (snap(dtype="float64").loss_a_dtype, snap(dtype="float64").loss_b_dtype) == ("float64", "float64")
+    assert snap(source="float64").loss_b_dtype == "float64" and snap(source="float64").loss_a_dtype == "float32"
+    assert snap(source="device").b_kind == "device"
+    assert snap(source=next(iter(STAND_IN))).b_kind == "stand-in"
+    assert snap(source="none").b_kind == "cpu"
+
+
+def test_an_overflowing_pair_is_not_finite():
+    s = TrainSettings(lr=10.0, steps=60)
+    run = PairedRun(s)
+    run.request(60)
+    run.advance_requested(60)
+    snap = snapshot(run, s, None)
+    last = snap.last
+    assert snap.finite == (math.isfinite(last.loss_a) and math.isfinite(last.loss_b))
+
+
+@pytest.mark.parametrize(("steps", "frames", "expected"), [(500, 10, 50), (5, 10, 1), (501, 10, 51), (1, 10, 1)])
+def test_frame_steps_draws_a_whole_run_in_at_most_the_given_frames(steps, frames, expected):
+    assert frame_steps(steps, frames) == expected
+    assert -(-steps // frame_steps(steps, frames)) <= frames
+
+
+def test_seed_verdict_matches_the_table_the_page_shows():
+    study = SeedStudy((0, 1, 2), (0.5, 0.7, 0.6), (0.52, 0.69, 0.9), (0.9,) * 3, (0.8,) * 3)
+    v = seed_verdict(study)
+    table = pd.DataFrame({"side": ["A"] * 3 + ["B"] * 3, "final loss": study.final_loss_a + study.final_loss_b})
+    agg = table.groupby("side")["final loss"].agg(["mean", "std"])
+    assert v.gap == pytest.approx(abs(agg.loc["A", "mean"] - agg.loc["B", "mean"]))
+    assert v.spread == pytest.approx(max(agg["std"]))
+    assert v.spread == max(statistics.stdev(study.final_loss_a), statistics.stdev(study.final_loss_b))
+    assert v.inside == (v.gap <= v.spread)
+    far = seed_verdict(SeedStudy((0, 1), (0.5, 0.51), (0.9, 0.91), (1.0,) * 2, (1.0,) * 2))
+    assert not far.inside
