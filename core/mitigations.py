@@ -481,9 +481,9 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
       relative 2^-53 at most; 1 - k * u32, 1 - d * u and the products k * max|c| are
       exact), S - eps and S + eps each widened by one ulp; each end rounded to the format
       exactly (scaled by a power of two to the format's quantum, then Python's round,
-      ties to even). Otherwise T lies within eps of a rounding boundary (a tie, or heavy cancellation)
-      and the folds decide. This is the stopping test of Rump, Ogita and Oishi's AccSum
-      (SIAM J. Sci. Comput. 31(1), 2008) on float64 partial sums.
+      ties to even). Otherwise T lies within eps of a rounding boundary (a tie, or heavy
+      cancellation) and the folds decide. This is the stopping test of Rump, Ogita and
+      Oishi's AccSum (SIAM J. Sci. Comput. 31(1), 2008) on float64 partial sums.
 
     **Folds (exact; any format).** In a working precision p (24, float32, for float16,
     bfloat16 and float32 values; 53, float64, for float64 values) with every value v of a
