@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from collections.abc import Callable, Hashable
@@ -15,7 +16,19 @@ from core.bytecache import RESULTS, vector_for
 from core.exact import exact_sum_fraction, to_mpf
 from core.formats import FORMATS, Exact, FloatFormat, error_in_ulps, round_to_format, ulp
 from core.metrics import SumMetrics, a_priori_bound, evaluate, exact_value, gamma, kappa
-from core.orders import ORDERS, Order, OrderOutcome, clamp_permutations, permutation_sums, run_order, working_array
+from core.orders import (
+    DEFAULT_ORDERS,
+    ORDERS,
+    Order,
+    OrderOutcome,
+    available_threads,
+    clamp_permutations,
+    permutation_sums,
+    run_order,
+    working_array,
+)
+from core.torch_cpu_model import thread_chunks
+from core.trees import MAX_TREE_N, Tree, build_tree
 from core.vectors import Vector, VectorSpec
 
 WORKING_CHOICES = ("same", "float32", "float64")
@@ -53,6 +66,8 @@ class LabResult:
     rows: tuple[OrderRow, ...]
     permutations: PermutationStudy | None
     cast_note: str | None  # set when casting to the working dtype rounds values
+    bound_sum: Fraction | None = None  # Σ|x| of the values summed (after the cast); None: no finite bound
+    cast_error: Fraction | None = None  # exact total of the cast's rounding errors; None: no narrowing cast
 
     @property
     def fmt(self) -> FloatFormat:
@@ -63,8 +78,40 @@ class LabResult:
         return to_mpf(self.exact)
 
     @property
+    def exact_bits(self) -> int:
+        """Significant bits of the exact sum (what an mpf needs to hold it unrounded)."""
+        return self.exact_mpf._mpf_[3]
+
+    @property
     def correctly_rounded(self) -> Exact:
         return round_to_format(self.exact, self.fmt)
+
+    @property
+    def distinct_results(self) -> int:
+        """How many different bit patterns the orders gave."""
+        return len({r.metrics.bits for r in self.rows})
+
+    @property
+    def smallest_error(self) -> OrderRow | None:
+        """The order with the smallest |error| in ULPs (None when no error is finite)."""
+        finite = [r for r in self.rows if math.isfinite(r.metrics.ulps)]
+        return min(finite, key=lambda r: abs(r.metrics.ulps)) if finite else None
+
+    @property
+    def largest_error(self) -> OrderRow | None:
+        """The order with the largest finite |error| in ULPs (None when no error is finite)."""
+        finite = [r for r in self.rows if math.isfinite(r.metrics.ulps)]
+        return max(finite, key=lambda r: abs(r.metrics.ulps)) if finite else None
+
+    @property
+    def outside_bound(self) -> list[str]:
+        """Names of the orders whose error exceeds their a-priori bound (a bug if any)."""
+        return [r.order.name for r in self.rows if r.metrics.within_bound is False]
+
+    @property
+    def shows_trees(self) -> bool:
+        """Small enough, and finite, for every partial sum to be drawn."""
+        return self.n <= MAX_TREE_N and not isinstance(self.exact, float)
 
 
 def _bound(order: Order, outcome: OrderOutcome, n: int, sum_abs: Fraction, fmt: FloatFormat,
@@ -76,13 +123,12 @@ def _bound(order: Order, outcome: OrderOutcome, n: int, sum_abs: Fraction, fmt: 
     return b
 
 
-def run_lab(values: np.ndarray, storage: str, working: str, orders: tuple[str, ...],
-            permutations: int = 0, perm_seed: int = 0,
-            on_progress: Callable[[str], None] | None = None) -> LabResult:
-    """Every requested order on the stored values, with exact errors and bounds.
+def run_orders(values: np.ndarray, storage: str, working: str, orders: tuple[str, ...],
+               on_progress: Callable[[str], None] | None = None) -> LabResult:
+    """Every requested order on the stored values, with exact errors and bounds (no permutations).
 
-    ``on_progress(what)`` is called before each order and before the permutation study; it
-    may raise to stop the computation (nothing is returned then).
+    The exact sums (of x, of |x|, and of the cast's errors) are computed once and serve every order.
+    ``on_progress(what)`` is called before each order; it may raise to stop the computation.
     """
     working = resolve_working(storage, working)
     fmt = FORMATS[working]
@@ -112,20 +158,45 @@ def run_lab(values: np.ndarray, storage: str, working: str, orders: tuple[str, .
         outcome = run_order(key, values, working)
         bound = _bound(order, outcome, values.size, bound_sum, fmt, cast_error) if finite else None
         rows.append(OrderRow(order, outcome, evaluate(outcome.value, exact, sum_abs, fmt, bound)))
-    study = None
-    if permutations > 0 and values.size > 1:
-        k = clamp_permutations(min(permutations, MAX_PERMUTATIONS), values.size)
-        if on_progress is not None:
-            on_progress(f"{k:,} random permutation{'s' if k > 1 else ''}")
-        sums = permutation_sums(xw, k, perm_seed)
-        seq_bound = (_bound(ORDERS["sequential"], OrderOutcome("p", sums[0], 0, ""), values.size, bound_sum, fmt,
-                            cast_error) if finite else None)
-        lo, hi = sums[np.argmin(sums.astype(np.float64))], sums[np.argmax(sums.astype(np.float64))]
-        study = PermutationStudy(
-            k, perm_seed, sums, int(np.unique(sums).size),
-            (evaluate(lo, exact, sum_abs, fmt, seq_bound), evaluate(hi, exact, sum_abs, fmt, seq_bound)),
-        )
-    return LabResult(values.size, storage, working, exact, sum_abs, condition, tuple(rows), study, cast_note)
+    return LabResult(values.size, storage, working, exact, sum_abs, condition, tuple(rows), None, cast_note,
+                     bound_sum if finite else None, cast_error if finite else None)
+
+
+def permutation_study(values: np.ndarray, result: LabResult, permutations: int, perm_seed: int,
+                      on_progress: Callable[[str], None] | None = None) -> PermutationStudy | None:
+    """Left-to-right sums of random shuffles of the values, measured against ``result``'s exact sum
+    (None when no permutation is asked for or there is only one value)."""
+    if permutations <= 0 or values.size <= 1:
+        return None
+    fmt = result.fmt
+    xw = working_array(values, result.working)
+    k = clamp_permutations(min(permutations, MAX_PERMUTATIONS), values.size)
+    if on_progress is not None:
+        on_progress(f"{k:,} random permutation{'s' if k > 1 else ''}")
+    sums = permutation_sums(xw, k, perm_seed)
+    seq_bound = (None if result.bound_sum is None else
+                 _bound(ORDERS["sequential"], OrderOutcome("p", sums[0], 0, ""), values.size, result.bound_sum, fmt,
+                        result.cast_error))
+    lo, hi = sums[np.argmin(sums.astype(np.float64))], sums[np.argmax(sums.astype(np.float64))]
+    return PermutationStudy(
+        k, perm_seed, sums, int(np.unique(sums).size),
+        (evaluate(lo, result.exact, result.sum_abs, fmt, seq_bound),
+         evaluate(hi, result.exact, result.sum_abs, fmt, seq_bound)),
+    )
+
+
+def run_lab(values: np.ndarray, storage: str, working: str, orders: tuple[str, ...],
+            permutations: int = 0, perm_seed: int = 0,
+            on_progress: Callable[[str], None] | None = None) -> LabResult:
+    """Every requested order on the stored values, with exact errors and bounds, and the
+    permutation study (``run_orders`` then ``permutation_study``).
+
+    ``on_progress(what)`` is called before each order and before the permutation study; it
+    may raise to stop the computation (nothing is returned then).
+    """
+    result = run_orders(values, storage, working, orders, on_progress)
+    study = permutation_study(values, result, permutations, perm_seed, on_progress)
+    return result if study is None else dataclasses.replace(result, permutations=study)
 
 
 # ------------------------------------------------------------------- running error
@@ -179,14 +250,6 @@ def running_error(values: np.ndarray, working: str, points: int = 200) -> Runnin
 Source = VectorSpec | Vector
 
 
-@dataclass(frozen=True)
-class LabOutcome:
-    result: LabResult
-    running: RunningError | None  # None when the sum is not finite or n = 1
-    source: str  # the vector's provenance line
-    notes: tuple[str, ...]
-
-
 def source_storage(source: Source) -> str:
     return source.storage
 
@@ -198,50 +261,167 @@ def source_key(source: Source) -> Hashable:
     return ("data", source.storage, digest, source.source, source.notes)
 
 
-def lab_key(source: Source, working: str, orders: tuple[str, ...], k: int, seed: int) -> Hashable:
-    return ("lab", source_key(source), resolve_working(source.storage, working), tuple(orders), int(k), int(seed))
+@dataclass(frozen=True, eq=False)
+class LabRequest:
+    """The lab's settings: a vector (a recipe, or the visitor's numbers), the accumulation choice
+    ("same" or a format), the orders, and the permutation study."""
+
+    source: Source
+    working_choice: str = "same"
+    orders: tuple[str, ...] = DEFAULT_ORDERS
+    permutations: int = 0
+    perm_seed: int = 0
+
+    @property
+    def working(self) -> str:
+        return resolve_working(self.source.storage, self.working_choice)
+
+    @property
+    def generator(self) -> str | None:
+        return self.source.kind if isinstance(self.source, VectorSpec) else None
+
+    def cost(self) -> budget.Cost:
+        """What the whole request costs (generating the vector included, when it is generated)."""
+        return budget.sumlab_cost(self.source.n, self.source.storage, self.working, self.orders, self.permutations,
+                                  self.generator)
+
+    def stage_costs(self) -> tuple[budget.Cost, budget.Cost]:
+        """The cost of the orders (with the vector and its exact sums), and of the rest: the
+        permutation study and the running error. Both are held at the whole request's peak memory."""
+        whole = self.cost()
+        first = budget.sumlab_cost(self.source.n, self.source.storage, self.working, self.orders, 0, self.generator,
+                                   running=False)
+        done = dict(first.parts)
+        rest = tuple((what, work) for what, work in whole.parts if what not in done)
+        return (dataclasses.replace(first, peak_bytes=whole.peak_bytes),
+                budget.Cost(max(0.0, whole.work - first.work), whole.peak_bytes, rest))
+
+    def advice(self) -> list[budget.Suggestion]:
+        return budget.sumlab_advice(self.source.n, self.source.storage, self.working, self.orders, self.permutations,
+                                    self.generator)
+
+    def orders_key(self) -> Hashable:
+        return ("lab", source_key(self.source), self.working, tuple(self.orders))
+
+    def study_key(self) -> Hashable:
+        return ("lab-study", source_key(self.source), self.working, int(self.permutations), int(self.perm_seed))
 
 
-def lab_cost(source: Source, working: str, orders: tuple[str, ...], k: int, seed: int = 0) -> budget.Cost:
-    """What computing this request costs (generating the vector included, when it is generated)."""
-    if isinstance(source, VectorSpec):
-        return budget.sumlab_cost(source.n, source.storage, resolve_working(source.storage, working), orders, k,
-                                  source.kind)
-    return budget.sumlab_cost(source.n, source.storage, resolve_working(source.storage, working), orders, k)
+@dataclass(frozen=True)
+class LabOutcome:
+    """The orders on the vector, the first thing the page shows."""
+
+    result: LabResult  # without the permutation study (see LabStudy)
+    source: str  # the vector's provenance line
+    notes: tuple[str, ...]
 
 
-def lab_advice(source: Source, working: str, orders: tuple[str, ...], k: int) -> list[budget.Suggestion]:
-    generator = source.kind if isinstance(source, VectorSpec) else None
-    return budget.sumlab_advice(source.n, source.storage, resolve_working(source.storage, working), orders, k,
-                                generator)
+@dataclass(frozen=True)
+class LabStudy:
+    """What the page shows after the orders: the random permutations and the running error."""
+
+    permutations: PermutationStudy | None  # None when none were asked for or n = 1
+    running: RunningError | None  # None when the sum is not finite or n = 1
+
+    def applied_to(self, result: LabResult) -> LabResult:
+        """``result`` with this permutation study, as ``run_lab`` returns it."""
+        return dataclasses.replace(result, permutations=self.permutations)
 
 
-def cached_outcome(source: Source, working: str, orders: tuple[str, ...], k: int, seed: int) -> LabOutcome | None:
-    return RESULTS.get(lab_key(source, working, orders, k, seed))
+def _vector(source: Source, on_progress: Callable[[str], None] | None) -> Vector:
+    if not isinstance(source, VectorSpec):
+        return source
+    if on_progress is not None:
+        on_progress("making the vector")
+    return vector_for(source)
 
 
-def lab_outcome(source: Source, working: str, orders: tuple[str, ...], k: int, seed: int,
-                on_progress: Callable[[str], None] | None = None) -> LabOutcome:
-    """The lab's whole result for a request, computed once while it stays in RESULTS
+def cached_outcome(request: LabRequest) -> LabOutcome | None:
+    return RESULTS.get(request.orders_key())
+
+
+def lab_outcome(request: LabRequest, on_progress: Callable[[str], None] | None = None) -> LabOutcome:
+    """The orders' results for a request, computed once while they stay in RESULTS
     (simultaneous identical requests wait for one computation)."""
-    working = resolve_working(source.storage, working)
 
     def compute() -> LabOutcome:
-        if isinstance(source, VectorSpec):
-            if on_progress is not None:
-                on_progress("making the vector")
-            vector = vector_for(source)
-        else:
-            vector = source
-        result = run_lab(vector.values, vector.storage, working, tuple(orders), k, seed, on_progress)
+        vector = _vector(request.source, on_progress)
+        result = run_orders(vector.values, vector.storage, request.working, tuple(request.orders), on_progress)
+        return LabOutcome(result, vector.source, vector.notes)
+
+    return RESULTS.get_or_compute(request.orders_key(), compute)
+
+
+def cached_study(request: LabRequest) -> LabStudy | None:
+    return RESULTS.get(request.study_key())
+
+
+def lab_study(request: LabRequest, outcome: LabOutcome,
+              on_progress: Callable[[str], None] | None = None) -> LabStudy:
+    """The permutation study and the running error for a request whose orders gave ``outcome``,
+    computed once while they stay in RESULTS."""
+
+    def compute() -> LabStudy:
+        vector = _vector(request.source, on_progress)
+        result = outcome.result
+        study = permutation_study(vector.values, result, request.permutations, request.perm_seed, on_progress)
         running = None
         if not isinstance(result.exact, float) and result.n > 1:
             if on_progress is not None:
                 on_progress("the running error")
-            running = running_error(vector.values, working)
-        return LabOutcome(result, running, vector.source, vector.notes)
+            running = running_error(vector.values, result.working)
+        return LabStudy(study, running)
 
-    return RESULTS.get_or_compute(lab_key(source, working, orders, k, seed), compute)
+    return RESULTS.get_or_compute(request.study_key(), compute)
+
+
+# --------------------------------------------------------------- what the page explains
+
+
+@dataclass(frozen=True)
+class LabTree:
+    """One order's reduction tree over a small vector, measured against the exact sum."""
+
+    order: str
+    tree: Tree
+    error_ulps: float  # the tree's result against the exact sum, in ULPs of the result's format
+    additions: int
+    depth: int
+
+
+def lab_trees(request: LabRequest, result: LabResult, cpu_order: str) -> tuple[LabTree, LabTree] | None:
+    """The chosen CPU order's tree and the GPU's (the CUDA model), or None when the vector is
+    too long (or not finite) for trees (``LabResult.shows_trees``)."""
+    if not result.shows_trees:
+        return None
+    values = _vector(request.source, None).values
+
+    def one(order: str) -> LabTree:
+        tree = build_tree(values, result.working, order)
+        return LabTree(order, tree, error_in_ulps(tree.result, result.exact, result.fmt), len(tree.internal()),
+                       tree.nodes[tree.root].depth)
+
+    return one(cpu_order), one("cuda")
+
+
+@dataclass(frozen=True)
+class ThreadSplit:
+    """How torch.sum on this machine's CPU threads splits a vector of n values."""
+
+    n: int
+    threads: int
+    chunks: tuple[tuple[int, int], ...]  # (start, stop) per thread
+
+    @property
+    def serial(self) -> bool:
+        """One chunk (n at most torch's grain size, or one thread): no split to change the bits."""
+        return len(self.chunks) <= 1
+
+
+def thread_split(n: int, threads: int | None = None) -> ThreadSplit:
+    """torch's chunks for n values on ``threads`` threads (default: the threads torch uses here)."""
+    threads = available_threads() if threads is None else threads
+    return ThreadSplit(n, threads, tuple(thread_chunks(n, threads)))
 
 
 # ------------------------------------------------------------------ errors in one unit

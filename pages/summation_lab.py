@@ -6,22 +6,28 @@ import math
 
 import streamlit as st
 
-from core.bytecache import vector_for
 from core.exact import abbreviate, exact_decimal, shortest_repr
-from core.formats import FORMATS, error_in_ulps
-from core.orders import DEFAULT_ORDERS, ORDERS, available_threads
+from core.formats import FORMATS
+from core.orders import DEFAULT_ORDERS, ORDERS
 from core.querystate import LINK_TEXT_CHARS, Field
 from core.sumlab import (
     MAX_PERMUTATIONS,
     WORKING_CHOICES,
+    LabOutcome,
+    LabRequest,
+    LabResult,
+    LabStudy,
+    LabTree,
+    RunningError,
     cached_outcome,
-    lab_advice,
-    lab_cost,
+    cached_study,
     lab_outcome,
-    resolve_working,
+    lab_study,
+    lab_trees,
+    thread_split,
 )
-from core.torch_cpu_model import GRAIN_SIZE, thread_chunks
-from core.trees import MAX_TREE_N, TREE_ORDERS, build_tree
+from core.torch_cpu_model import GRAIN_SIZE
+from core.trees import MAX_TREE_N, TREE_ORDERS
 from core.vectors import (
     GENERATORS,
     MAX_N,
@@ -34,12 +40,12 @@ from core.vectors import (
     parse_pasted,
     parse_upload,
 )
-from ui import charts, glossary
-from ui.crowd import heavy_section, over_budget
+from ui import glossary
+from ui import sumlab_view as view
+from ui.crowd import over_budget
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert, ulps_text
-from ui.sumlab_view import error_frame, permutation_frames, results_table, running_frame, tree_frames
 from ui.talk import more_settings
 from ui.urlstate import restore, share_box, sync
 
@@ -48,6 +54,7 @@ UPLOAD = "upload"
 SOURCES = {**GENERATORS, PASTE: "Your numbers: paste them", UPLOAD: "Your numbers: upload a .csv or .npy file"}
 CONDITIONS = [10.0**k for k in range(2, 17, 2)]
 WORKING_LABELS = {"same": "same as storage", "float32": "float32", "float64": "float64"}
+CPU_TREE_ORDERS = [k for k in TREE_ORDERS if k != "cuda"]
 
 
 # Session state keeps the vector's recipe (a VectorSpec) or the visitor's own numbers (small by
@@ -72,38 +79,15 @@ URL_FIELDS = [
     Field("sl_k", "permutations", "int", low=0, high=MAX_PERMUTATIONS),
     Field("sl_pseed", "perm_seed", "int", low=0, high=2**32 - 1),
     Field("sl_paste", "numbers", "text", max_length=LINK_TEXT_CHARS),
-    Field("sl_tree_order", "tree", "choice", tuple(k for k in TREE_ORDERS if k != "cuda")),
+    Field("sl_tree_order", "tree", "choice", tuple(CPU_TREE_ORDERS)),
 ]
 DEFAULTS = {"sl_source": "normal", "sl_storage": "float32", "sl_working": "same", "sl_n": 1_000_000, "sl_seed": 0,
             "sl_cond": 1e8, "sl_orders": list(DEFAULT_ORDERS), "sl_k": 20, "sl_pseed": 0, "sl_paste": DEFAULT_PASTE,
             "sl_tree_order": "sequential"}
 
-ensure_app_navigation()
-url_notes = restore("sl", URL_FIELDS, DEFAULTS)
-st.title("Summation lab")
-punch = st.container(key="punchline")  # the message and its key numbers (or the two trees), filled below
-st.markdown(
-    "Pick a vector, the format it is stored in, the format the sum accumulates in, and a set "
-    "of summation orders. Each order adds the same numbers; only the grouping differs. Every "
-    "result is compared with the **exact** sum of the stored values (rational arithmetic), "
-    f"in {glossary.link('ulp', 'ULPs')} of the result's format, next to the worst case the order's error bound "
-    "allows."
-)
 
 # ------------------------------------------------------------------------------ controls
-c1, c2, c3 = st.columns([3, 1, 1])
-source = c1.selectbox("Vector", list(SOURCES), format_func=SOURCES.get, key="sl_source")
-storage = c2.selectbox("Storage format", list(FORMATS), key="sl_storage")
-working_choice = c3.selectbox(
-    "Accumulate in", WORKING_CHOICES, format_func=WORKING_LABELS.get, key="sl_working",
-    help="Like torch.sum(x, dtype=...): the stored values are cast to this format, then every addition "
-    "rounds to it.",
-)
-working = resolve_working(storage, working_choice)
-
-vector: VectorSpec | Vector | None = None  # the recipe of a generated vector, or the visitor's numbers
-error_here = None
-if source in GENERATORS:
+def generated_vector(source: str, storage: str) -> VectorSpec | None:
     g1, g2, g3 = st.columns(3)
     n = g1.number_input(f"n (1 to {MAX_N:,})", min_value=1, step=100_000, key="sl_n")
     seed = g2.number_input("Seed", min_value=0, max_value=2**32 - 1, key="sl_seed")
@@ -114,219 +98,293 @@ if source in GENERATORS:
     if n > MAX_N:
         g1.error(f"n = {int(n):,} is more than this lab allows ({MAX_N:,}): a vector that long would need "
                  f"{int(n) * 8 / 1e9:.1f} GB in float64 before rounding. Choose n ≤ {MAX_N:,}.")
-        error_here = "n"
-    else:
-        try:
-            vector = VectorSpec(source, int(n), int(seed), storage, float(condition))
-            vector.validate()
-        except VectorError as err:
-            g1.error(inert(err))
-            error_here = "n"
-elif source == PASTE:
+        return None
+    try:
+        vector = VectorSpec(source, int(n), int(seed), storage, float(condition))
+        vector.validate()
+    except VectorError as err:
+        g1.error(inert(err))
+        return None
+    return vector
+
+
+def pasted_vector(storage: str) -> Vector | None:
     text = st.text_area(f"Numbers separated by commas, spaces or new lines (at most {MAX_PASTED:,})",
                         key="sl_paste", height=100, max_chars=MAX_PASTE_CHARS)
     if len(text) >= MAX_PASTE_CHARS:
         st.error(f"This paste fills the box's limit of {MAX_PASTE_CHARS:,} characters, so the browser may have cut "
                  "off the rest: the numbers were not used. Upload them as a .csv or .npy file instead (at most "
                  f"{MAX_UPLOAD_BYTES / 2**20:.0f} MB), or paste fewer.")
-        error_here = "paste"
-    else:
-        try:
-            vector = parse_pasted(text, storage)
-        except VectorError as err:
-            st.error(inert(err))  # quotes the pasted text
-            error_here = "paste"
-else:
+        return None
+    try:
+        return parse_pasted(text, storage)
+    except VectorError as err:
+        st.error(inert(err))  # quotes the pasted text
+        return None
+
+
+def uploaded_vector(storage: str) -> Vector | None:
     up = st.file_uploader("A .csv (one column or row of numbers) or .npy (1-D array) file, at most 5 MB",
                           type=["csv", "npy", "txt"], key="sl_upload")
     if up is None:
         st.info("Upload a file to sum its numbers. Until then the lab keeps the last vector it had.")
-        error_here = "upload"
+        return None
+    try:
+        return parse_upload(up.name, up.getvalue(), storage)
+    except VectorError as err:
+        st.error(inert(err))  # names the file and quotes its content
+        return None
+
+
+def controls(url_notes: list[str]) -> LabRequest | None:
+    """The vector, its formats, the orders and the permutation study, with the share box; the
+    request to compute (the last valid vector while the input is wrong), or None when there is none."""
+    c1, c2, c3 = st.columns([3, 1, 1])
+    source = c1.selectbox("Vector", list(SOURCES), format_func=SOURCES.get, key="sl_source")
+    storage = c2.selectbox("Storage format", list(FORMATS), key="sl_storage")
+    working_choice = c3.selectbox(
+        "Accumulate in", WORKING_CHOICES, format_func=WORKING_LABELS.get, key="sl_working",
+        help="Like torch.sum(x, dtype=...): the stored values are cast to this format, then every addition "
+        "rounds to it.",
+    )
+    if source in GENERATORS:
+        vector = generated_vector(source, storage)
+    elif source == PASTE:
+        vector = pasted_vector(storage)
     else:
-        try:
-            vector = parse_upload(up.name, up.getvalue(), storage)
-        except VectorError as err:
-            st.error(inert(err))  # names the file and quotes its content
-            error_here = "upload"
+        vector = uploaded_vector(storage)
 
-advanced = more_settings()
-orders = advanced.multiselect("Summation orders", list(ORDERS), format_func=lambda k: ORDERS[k].name,
-                              key="sl_orders")
-p1, p2 = advanced.columns(2)
-k_perm = p1.number_input(f"Random permutations (0 to {MAX_PERMUTATIONS:,})", min_value=0,
-                         max_value=MAX_PERMUTATIONS, key="sl_k",
-                         help="Sequential sums of randomly shuffled copies; at most 2·10^7 elements of work in total.")
-perm_seed = p2.number_input("Permutation seed", min_value=0, max_value=2**32 - 1, key="sl_pseed")
-query = sync(URL_FIELDS)
+    advanced = more_settings()
+    orders = advanced.multiselect("Summation orders", list(ORDERS), format_func=lambda k: ORDERS[k].name,
+                                  key="sl_orders")
+    p1, p2 = advanced.columns(2)
+    k_perm = p1.number_input(f"Random permutations (0 to {MAX_PERMUTATIONS:,})", min_value=0,
+                             max_value=MAX_PERMUTATIONS, key="sl_k",
+                             help="Sequential sums of randomly shuffled copies; at most 2·10^7 elements of work in "
+                             "total.")
+    perm_seed = p2.number_input("Permutation seed", min_value=0, max_value=2**32 - 1, key="sl_pseed")
+    share_box(sync(URL_FIELDS), url_notes,
+              {"numbers": ("the pasted numbers", "numbers.txt", st.session_state["sl_paste"])})
 
-share_box(query, url_notes, {"numbers": ("the pasted numbers", "numbers.txt", st.session_state["sl_paste"])})
-if vector is not None:
-    st.session_state["sl_last"] = vector
-elif "sl_last" in st.session_state:
-    last = st.session_state["sl_last"]
-    st.warning(f"Showing the last valid vector ({inert(_described(last), line_start=False)}) until the input above is "
-               "fixed.",
-               icon=":material/history:")
-    vector = last
-if vector is None:
-    st.stop()
-if not orders:
-    st.warning("Choose at least one summation order.")
-    st.stop()
+    if vector is not None:
+        st.session_state["sl_last"] = vector
+    elif "sl_last" in st.session_state:
+        vector = st.session_state["sl_last"]
+        st.warning(f"Showing the last valid vector ({inert(_described(vector), line_start=False)}) until the input "
+                   "above is fixed.", icon=":material/history:")
+    if vector is None:
+        return None
+    if not orders:
+        st.warning("Choose at least one summation order.")
+        return None
+    return LabRequest(vector, working_choice, tuple(orders), int(k_perm), int(perm_seed))
 
-# The per-request budget (core.budget): over it, say what to reduce and keep showing the last
-# request that fit. Heavy requests run a few at a time server-wide (ui.crowd.heavy_section).
-request = (vector, working_choice, tuple(orders), int(k_perm), int(perm_seed))
-cost = lab_cost(*request)
-if not cost.fits:
-    over_budget(cost, lab_advice(*request[:4]), kept="sl_run" in st.session_state)
-    if "sl_run" not in st.session_state:
-        st.stop()
-    request = st.session_state["sl_run"]
-    cost = lab_cost(*request)
-vector, working_choice, orders, k_perm, perm_seed = request
-working = resolve_working(vector.storage, working_choice)
-outcome = cached_outcome(*request)
-if outcome is None:
-    with heavy_section(cost, "this summation"), st.spinner("Summing…"):
-        progress = st.empty()
-        outcome = lab_outcome(*request, on_progress=lambda what: progress.caption(f"Summing: {what}…"))
-        progress.empty()
-st.session_state["sl_run"] = request
-result = outcome.result
-fmt = result.fmt
-tree_here = result.n <= MAX_TREE_N and not isinstance(result.exact, float)  # the trees are the punchline
-with punch:
-    if tree_here:
-        values_here = (vector_for(vector) if isinstance(vector, VectorSpec) else vector).values
+
+def within_budget(request: LabRequest) -> LabRequest | None:
+    """The request, or over the per-request budget (core.budget) the last one that fit, if any,
+    after saying what to reduce."""
+    cost = request.cost()
+    if cost.fits:
+        return request
+    over_budget(cost, request.advice(), kept="sl_run" in st.session_state)
+    return st.session_state.get("sl_run")
+
+
+# ------------------------------------------------------------------- the two computations
+# The orders come first: the punchline and the table need only them. The permutation study and
+# the running error follow below the table, each stage through the heavy gate when it is heavy.
+def orders_outcome(request: LabRequest) -> LabOutcome:
+    outcome = cached_outcome(request)
+    if outcome is None:
+        with view.computing(request.stage_costs()[0], "this summation") as on_progress:
+            outcome = lab_outcome(request, on_progress)
+    st.session_state["sl_run"] = request
+    return outcome
+
+
+def study_of(request: LabRequest, outcome: LabOutcome) -> LabStudy:
+    study = cached_study(request)
+    if study is None:
+        with view.computing(request.stage_costs()[1], "the random orders") as on_progress:
+            study = lab_study(request, outcome, on_progress)
+    return study
+
+
+# ------------------------------------------------------------------------------ sections
+def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree] | None:
+    """The two trees for a small vector (returned), else the spread of the orders' errors."""
+    if result.shows_trees:
         cpu_col, gpu_col = st.columns(2)
-        tree_order = cpu_col.selectbox("CPU order", [k for k in TREE_ORDERS if k != "cuda"],
-                                       format_func=TREE_ORDERS.get, key="sl_tree_order")
-        for col, order, title in ((cpu_col, tree_order, "CPU"), (gpu_col, "cuda", "GPU (model)")):
-            tree = build_tree(values_here, working, order)
-            nodes, edges, _ = tree_frames(tree)
-            if order == "cuda":
+        cpu_order = cpu_col.selectbox("CPU order", CPU_TREE_ORDERS, format_func=TREE_ORDERS.get, key="sl_tree_order")
+        trees = lab_trees(request, result, cpu_order)
+        for col, tree, title in ((cpu_col, trees[0], "CPU"), (gpu_col, trees[1], "GPU (model)")):
+            if tree.order == "cuda":
                 col.markdown(f"**{TREE_ORDERS['cuda']}**")
-            col.altair_chart(charts.tree_chart(nodes, edges, height=330), width="stretch")
-            col.caption(f"{title}: result {shortest_repr(tree.result, fmt)}, error "
-                        f"{ulps_text(error_in_ulps(tree.result, result.exact, fmt))} against the exact sum; "
-                        f"{len(tree.internal())} additions, depth {tree.nodes[tree.root].depth}.")
+            col.altair_chart(view.tree_picture(tree.tree, height=330), width="stretch")
+            col.caption(f"{title}: result {shortest_repr(tree.tree.result, result.fmt)}, error "
+                        f"{ulps_text(tree.error_ulps)} against the exact sum; {tree.additions} additions, depth "
+                        f"{tree.depth}.")
+        return trees
+    q1, q2, q3 = st.columns(3)
+    q1.metric("Different results", f"{result.distinct_results} of {len(result.rows)} orders",
+              help="Orders whose sums differ in at least one bit.")
+    best, worst = result.smallest_error, result.largest_error
+    if best is not None and worst is not None:
+        q2.metric("Smallest error", ulps_text(best.metrics.ulps, best.metrics.rel_error),
+                  help=f"{best.order.name}, against the exact sum.")
+        q3.metric("Largest error", ulps_text(worst.metrics.ulps, worst.metrics.rel_error),
+                  help=f"{worst.order.name}, against the exact sum.")
+    st.caption(f"The same {result.n:,} values summed in {len(result.rows)} orders, accumulating in {result.working}: "
+               "only the grouping differs, and so do the last bits. Each error is exact (rational arithmetic).")
+    return None
+
+
+def vector_and_exact_sum(outcome: LabOutcome) -> None:
+    result = outcome.result
+    st.subheader("The vector and its exact sum")
+    for note in outcome.notes:
+        st.warning(inert(note), icon=":material/info:")  # may name an uploaded file
+    st.caption(f"Vector: {inert(outcome.source, line_start=False)}.")
+    m1, m2, m3 = st.columns(3)
+    m1.metric("n", f"{result.n:,}")
+    if math.isnan(result.kappa):
+        m2.metric("Condition number κ", "undefined")
     else:
-        shown_rows = [r for r in result.rows if math.isfinite(r.metrics.ulps)]
-        q1, q2, q3 = st.columns(3)
-        q1.metric("Different results", f"{len({r.metrics.bits for r in result.rows})} of {len(result.rows)} orders",
-                  help="Orders whose sums differ in at least one bit.")
-        if shown_rows:
-            best = min(shown_rows, key=lambda r: abs(r.metrics.ulps))
-            worst = max(shown_rows, key=lambda r: abs(r.metrics.ulps))
-            q2.metric("Smallest error", ulps_text(best.metrics.ulps, best.metrics.rel_error),
-                      help=f"{best.order.name}, against the exact sum.")
-            q3.metric("Largest error", ulps_text(worst.metrics.ulps, worst.metrics.rel_error),
-                      help=f"{worst.order.name}, against the exact sum.")
-        st.caption(f"The same {result.n:,} values summed in {len(result.rows)} orders, accumulating in {working}: only "
-                   "the grouping differs, and so do the last bits. Each error is exact (rational arithmetic).")
+        m2.metric("Condition number κ = Σ|x| / |Σx|", "∞" if math.isinf(result.kappa) else f"{result.kappa:.3g}",
+                  help=glossary.help_text("kappa"))
+    m3.metric("Accumulation format", result.working)
+    glossary.define("kappa")  # the story's first use of κ
+    if isinstance(result.exact, float):
+        st.error(
+            f"The data contain non-finite values: the IEEE sum is {exact_decimal(result.exact)}, so errors and bounds "
+            "are undefined. Only the bit patterns below are meaningful."
+        )
+    else:
+        st.markdown(
+            f"Exact sum of the stored values (`mpmath.mpf`, {result.exact_bits} bits, no rounding): "
+            f"`{abbreviate(exact_decimal(result.exact), 120)}`  \n"
+            f"Correctly rounded to {result.working}: `{shortest_repr(result.correctly_rounded, result.fmt)}`"
+        )
+        if result.exact == 0:
+            st.info("The exact sum is 0, so relative errors are undefined: errors are shown in ULPs of the "
+                    "smallest subnormal and as absolute values.")
+    if result.cast_note:
+        st.info(result.cast_note)
+    if result.working != result.storage:
+        st.caption(f"torch.sum(x, dtype=torch.{result.working}) casts the {result.storage} input to {result.working} "
+                   "before reducing; this lab does the same, so the accumulation format is also the format of every "
+                   "partial sum.")
 
-# ------------------------------------------------------------------------------ summary
-st.subheader("The vector and its exact sum")
-for note in outcome.notes:
-    st.warning(inert(note), icon=":material/info:")  # may name an uploaded file
-st.caption(f"Vector: {inert(outcome.source, line_start=False)}.")
-m1, m2, m3 = st.columns(3)
-m1.metric("n", f"{result.n:,}")
-if math.isnan(result.kappa):
-    m2.metric("Condition number κ", "undefined")
-else:
-    m2.metric("Condition number κ = Σ|x| / |Σx|", "∞" if math.isinf(result.kappa) else f"{result.kappa:.3g}",
-              help=glossary.help_text("kappa"))
-m3.metric("Accumulation format", working)
-glossary.define("kappa")  # the story's first use of κ
-if isinstance(result.exact, float):
-    st.error(
-        f"The data contain non-finite values: the IEEE sum is {exact_decimal(result.exact)}, so errors and bounds "
-        "are undefined. Only the bit patterns below are meaningful."
+
+def results(request: LabRequest, outcome: LabOutcome) -> None:
+    result = outcome.result
+    st.subheader("Results")
+    table = view.results_table(result)
+    st.dataframe(table, hide_index=True, width="stretch")
+    download_buttons(table, {"vector": outcome.source, "storage": result.storage, "accumulate": result.working,
+                             "orders": ",".join(request.orders), "permutations": request.permutations,
+                             "permutation_seed": request.perm_seed},
+                     "summation-lab", "sl")
+    if result.outside_bound:
+        st.error("Outside the a-priori bound (this would be a bug): " + ", ".join(result.outside_bound))
+    st.caption(
+        "origin — live: the real library ran on this machine; model: our reimplementation of a library's or a "
+        "device's order (the CUDA model is not checked against a GPU here); algorithm: a textbook order computed "
+        "here; exact: rational arithmetic. Bounds (Higham, ch. 4): sequential γ(n−1)·Σ|x|, pairwise "
+        "γ(⌈log2 n⌉)·Σ|x|, compensated 2u·Σ|x| + (1+u)·γ(m−1)·u·m·(1+γ(m))·Σ|x| with m values per lane (proved for "
+        "Neumaier, checked for Kahan), NumPy and the CUDA model γ(depth of their tree)·Σ|x|; for torch the "
+        "sequential bound γ(n−1)·Σ|x|, which holds for every order (its tree depth is not derived here). "
+        "The bound's column in ULPs divides it by one ULP of the exact sum, like the error's."
     )
-else:
-    mpf = result.exact_mpf
-    st.markdown(
-        f"Exact sum of the stored values (`mpmath.mpf`, {mpf._mpf_[3]} bits, no rounding): "
-        f"`{abbreviate(exact_decimal(result.exact), 120)}`  \n"
-        f"Correctly rounded to {working}: `{shortest_repr(result.correctly_rounded, fmt)}`"
-    )
-    if result.exact == 0:
-        st.info("The exact sum is 0, so relative errors are undefined: errors are shown in ULPs of the "
-                "smallest subnormal and as absolute values.")
-if result.cast_note:
-    st.info(result.cast_note)
-if working != vector.storage:
-    st.caption(f"torch.sum(x, dtype=torch.{working}) casts the {vector.storage} input to {working} before reducing; "
-               "this lab does the same, so the accumulation format is also the format of every partial sum.")
+    glossary.define("gamma")  # the story's first use of the γ bounds
+    errors = view.error_frame(result)
+    if not errors.empty:
+        st.altair_chart(view.error_bars(errors), width="stretch")
 
-# ------------------------------------------------------------------------------ results
-st.subheader("Results")
-table = results_table(result)
-st.dataframe(table, hide_index=True, width="stretch")
-download_buttons(table, {"vector": outcome.source, "storage": vector.storage, "accumulate": working,
-                         "orders": ",".join(orders), "permutations": int(k_perm), "permutation_seed": int(perm_seed)},
-                 "summation-lab", "sl")
-violations = [r.order.name for r in result.rows if r.metrics.within_bound is False]
-if violations:
-    st.error("Outside the a-priori bound (this would be a bug): " + ", ".join(violations))
-st.caption(
-    "origin — live: the real library ran on this machine; model: our reimplementation of a library's or a device's "
-    "order (the CUDA model is not checked against a GPU here); algorithm: a textbook order computed here; "
-    "exact: rational arithmetic. Bounds (Higham, ch. 4): sequential γ(n−1)·Σ|x|, pairwise γ(⌈log2 n⌉)·Σ|x|, "
-    "compensated 2u·Σ|x| + (1+u)·γ(m−1)·u·m·(1+γ(m))·Σ|x| with m values per lane (proved for "
-    "Neumaier, checked for Kahan), NumPy and the CUDA model γ(depth of their tree)·Σ|x|; for torch the "
-    "sequential bound γ(n−1)·Σ|x|, which holds for every order (its tree depth is not derived here). "
-    "The bound's column in ULPs divides it by one ULP of the exact sum, like the error's."
-)
-glossary.define("gamma")  # the story's first use of the γ bounds
 
-ef = error_frame(result)
-if not ef.empty:
-    st.altair_chart(charts.error_bars(ef), width="stretch")
+def threads_note(result: LabResult) -> None:
+    split = thread_split(result.n)
+    if split.threads == 1:
+        st.caption(f"torch.sum runs on one thread on this server, so it adds the {result.n:,} values in one chunk; "
+                   "with more threads (and n above its grain size, "
+                   f"{GRAIN_SIZE:,}) it gives each thread a contiguous chunk and adds the slots: a different grouping, "
+                   "hence possibly different bits.")
+    elif split.serial:
+        st.caption(f"With n = {result.n:,} {'below' if result.n < GRAIN_SIZE else 'at'} torch's grain size "
+                   f"({GRAIN_SIZE:,}), torch.sum runs serially, so 1 thread and {split.threads} threads give the same "
+                   "bits.")
+    else:
+        spans = ", ".join(f"[{a:,}, {b:,})" for a, b in split.chunks[:4]) + (" …" if len(split.chunks) > 4 else "")
+        st.caption(f"With {split.threads} threads torch.sum gives each thread a contiguous chunk ({spans}), sums each "
+                   "in its own slot, then adds the slots: a different grouping from one thread, hence possibly "
+                   "different bits.")
 
-threads = available_threads()
-chunks = thread_chunks(result.n, threads)
-if result.n < GRAIN_SIZE or threads == 1:
-    why = (f"With n = {result.n:,} below torch's grain size ({GRAIN_SIZE:,}), torch.sum runs serially, so 1 thread and "
-           f"{threads} threads give the same bits.")
-else:
-    spans = ", ".join(f"[{a:,}, {b:,})" for a, b in chunks[:4]) + (" …" if len(chunks) > 4 else "")
-    why = (f"With {threads} threads torch.sum gives each thread a contiguous chunk ({spans}), sums each in its own "
-           "slot, then adds the slots: a different grouping from one thread, hence possibly different bits.")
-st.caption(why)
 
-# ------------------------------------------------------------------------- permutations
-if result.permutations is not None and not isinstance(result.exact, float) and result.exact != 0:
-    st.subheader("Random orders")
+def random_orders(result: LabResult) -> None:
+    """``result`` with its permutation study (LabStudy.applied_to)."""
     study = result.permutations
-    hist, marks = permutation_frames(result)
+    if study is None or isinstance(result.exact, float) or result.exact == 0:
+        return
+    st.subheader("Random orders")
+    hist, marks = view.permutation_frames(result)
     st.markdown(f"{study.k:,} random permutations summed left to right gave **{study.distinct:,} different "
-                f"{working} results** (seed {study.seed}).")
-    st.altair_chart(charts.permutation_histogram(hist, marks), width="stretch")
+                f"{result.working} results** (seed {study.seed}).")
+    st.altair_chart(view.permutation_histogram(hist, marks), width="stretch")
 
-# -------------------------------------------------------------------------- running error
-if outcome.running is not None:
+
+def running_error(running: RunningError | None) -> None:
+    if running is None:
+        return
     st.subheader("How the left-to-right error grows")
-    re = outcome.running
-    st.altair_chart(charts.running_error_chart(running_frame(re)), width="stretch")
+    st.altair_chart(view.running_error_chart(view.running_frame(running)), width="stretch")
     st.caption("Absolute error of the running sum after k values (exact prefix sums), and the bound γ(k−1)·Σ|x|.")
 
-# --------------------------------------------------------------------------- the tree
-st.subheader("The reduction tree")
-if result.n > MAX_TREE_N:
-    st.info(f"Trees are drawn for n ≤ {MAX_TREE_N}. Set n to 32 or less (or paste a few numbers) to see every "
-            "partial sum.")
-elif tree_here:
-    st.caption("Drawn at the top of the page: the chosen CPU order's tree beside the GPU's, each addition coloured "
-               "by its rounding error.")
-    st.caption("The GPU's tree: one block of the largest power of two ≤ n threads (torch 2.13 launches that for "
-               "n < 128): thread t adds its elements t and t + T, then the lanes combine by warp shuffles with offsets "
-               "T/2, …, 1 (lane t adds lane t + offset); lane 0 holds the sum. Larger vectors add more blocks and "
-               "vector loads; the CUDA model in the table above runs them all.")
-    st.dataframe(tree_frames(build_tree(values_here, working, tree_order))[2], hide_index=True, width="stretch")
-    st.caption(f"Each addition of the CPU order: the exact sum of its two rounded inputs, and the {working} value it "
-               "rounds to (exact rational rounding, nearest even).")
 
-next_page_link("summation_lab")
+def reduction_tree(result: LabResult, trees: tuple[LabTree, LabTree] | None) -> None:
+    st.subheader("The reduction tree")
+    if result.n > MAX_TREE_N:
+        st.info(f"Trees are drawn for n ≤ {MAX_TREE_N}. Set n to 32 or less (or paste a few numbers) to see every "
+                "partial sum.")
+    elif trees is not None:
+        st.caption("Drawn at the top of the page: the chosen CPU order's tree beside the GPU's, each addition "
+                   "coloured by its rounding error.")
+        st.caption("The GPU's tree: one block of the largest power of two ≤ n threads (torch 2.13 launches that for "
+                   "n < 128): thread t adds its elements t and t + T, then the lanes combine by warp shuffles with "
+                   "offsets T/2, …, 1 (lane t adds lane t + offset); lane 0 holds the sum. Larger vectors add more "
+                   "blocks and vector loads; the CUDA model in the table above runs them all.")
+        st.dataframe(view.additions_table(trees[0].tree), hide_index=True, width="stretch")
+        st.caption(f"Each addition of the CPU order: the exact sum of its two rounded inputs, and the {result.working} "
+                   "value it rounds to (exact rational rounding, nearest even).")
+
+
+def main() -> None:
+    ensure_app_navigation()
+    url_notes = restore("sl", URL_FIELDS, DEFAULTS)
+    st.title("Summation lab")
+    punch = st.container(key="punchline")  # the message and its key numbers (or the two trees), filled below
+    st.markdown(
+        "Pick a vector, the format it is stored in, the format the sum accumulates in, and a set "
+        "of summation orders. Each order adds the same numbers; only the grouping differs. Every "
+        "result is compared with the **exact** sum of the stored values (rational arithmetic), "
+        f"in {glossary.link('ulp', 'ULPs')} of the result's format, next to the worst case the order's error bound "
+        "allows."
+    )
+    request = controls(url_notes)
+    if request is not None:
+        request = within_budget(request)
+    if request is None:
+        st.stop()
+    outcome = orders_outcome(request)
+    with punch:
+        trees = punchline(request, outcome.result)
+    vector_and_exact_sum(outcome)
+    results(request, outcome)
+    threads_note(outcome.result)
+    study = study_of(request, outcome)
+    random_orders(study.applied_to(outcome.result))
+    running_error(study.running)
+    reduction_tree(outcome.result, trees)
+    next_page_link("summation_lab")
+
+
+main()

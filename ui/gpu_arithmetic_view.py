@@ -12,7 +12,7 @@ from core.dot import AtomicsResult, BucketResult, CurvePoint, DotLab, DotRow, Tr
 from core.exact import abbreviate, exact_decimal, shortest_repr
 from core.formats import FORMATS, Exact, FloatFormat, error_in_ulps, hex_bits
 
-ORIGINS = alt.Scale(domain=["model", "live", "exact"], range=["#d97706", "#1f5fa8", "#1e8449"])  # as ui.charts
+ORIGINS = alt.Scale(domain=["model", "live", "exact"], range=["#d97706", "#1f5fa8", "#1e8449"])  # as ui.sumlab_view
 ORIGIN_DASHES = alt.Scale(domain=["model", "live"], range=[[1, 0], [6, 4]])
 ULP_TICKS = [0, 1, 10, 100, 1_000, 10_000, 100_000, 1e6, 1e7, 1e8, 1e9, 1e10, 1e12, 1e15, 1e20]  # symlog axes
 
