@@ -117,6 +117,30 @@ class SumsEverywhere:
                 tuple(tuple(ulp_distance(a.bits, b.bits, fmt) for b in self.rows) for a in self.rows))
 
 
+@dataclass(frozen=True)
+class ThreadSplit:
+    """torch.sum of the settings' vector on this CPU with one thread and with all of them: the page's
+    punchline, computed before anything slow."""
+    settings: CpuVsGpuSettings
+    threads: int
+    rows: tuple[tuple[str, int, str], ...]  # (where, bits, shortest digits that tell the rows apart)
+
+    @property
+    def apart(self) -> int | None:
+        """ULPs between the one-thread and the all-threads sums; None with a single thread."""
+        fmt = self.settings.fmt
+        return ulp_distance(self.rows[0][1], self.rows[-1][1], fmt) if len(self.rows) == 2 else None
+
+
+def thread_split(settings: CpuVsGpuSettings, cpu: Device, threads: int) -> ThreadSplit:
+    """Only the two live CPU sums (1 and ``threads`` threads): two torch.sum calls on the shared vector."""
+    fmt = settings.fmt
+    values = vector_for(settings.spec).values
+    raw = [(f"CPU, {t} thread{'s' if t > 1 else ''}", live_sum_bits(values, cpu, t)) for t in sorted({1, threads})]
+    shown = distinguishing_reprs([value_of_bits(b, fmt) for _, b in raw])
+    return ThreadSplit(settings, threads, tuple((w, b, text) for (w, b), text in zip(raw, shown, strict=True)))
+
+
 def reduction_stages(n: int, dtype, threads: int, sm_count: int = H100_SMS) -> ReductionStages:
     """The stages of both reductions for ``n`` values of NumPy ``dtype`` on ``threads`` CPU threads."""
     launch = cuda_launch(n, cuda_config_for(n, dtype, sm_count=sm_count))

@@ -14,6 +14,7 @@ from core.cpu_vs_gpu import (
     reduction_stages,
     sums_everywhere,
     tf32_product_difference,
+    thread_split,
 )
 from core.cuda_model import cuda_config_for, cuda_launch
 from core.devices import Device, cpu_device
@@ -113,3 +114,14 @@ def test_tf32_comparison_on_a_gpu():
     out = tf32_product_difference("cuda")
     assert 0 <= out.differing <= out.total == 256 * 256
     assert torch.backends.cuda.matmul.allow_tf32 == before
+
+
+def test_thread_split_is_the_live_cpu_rows_of_the_full_comparison():
+    """The punchline's two sums are exactly the full comparison's live CPU rows (same bits, same ULP gap)."""
+    s = CpuVsGpuSettings("normal", 100_000, "float32")
+    cpu = cpu_device()
+    full = sums_everywhere(s, [cpu], [], 2)
+    split = thread_split(s, cpu, 2)
+    assert [(w, b) for w, b, _ in split.rows] == [(r.where, r.bits) for r in full.live_cpu]
+    assert split.apart == full.cpu_threads_apart
+    assert thread_split(s, cpu, 1).apart is None
