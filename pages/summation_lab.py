@@ -205,7 +205,7 @@ def orders_outcome(request: LabRequest) -> LabOutcome:
 def study_of(request: LabRequest, outcome: LabOutcome) -> LabStudy:
     study = cached_study(request)
     if study is None:
-        with view.computing(request.stage_costs()[1], "the random orders") as on_progress:
+        with view.computing(request.stage_costs()[1], "the random-order study") as on_progress:
             study = lab_study(request, outcome, on_progress)
     return study
 
