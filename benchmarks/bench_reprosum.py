@@ -15,7 +15,6 @@ Usage: python -m benchmarks.bench_reprosum [n]
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import sys
@@ -28,7 +27,14 @@ from benchmarks.timing import median_time
 from core.exact import correctly_rounded_sum
 from core.formats import FLOAT32
 from core.globalstate import torch_threads
-from core.mitigations import _FAST_CPU, _exact_sum, _row_sums, reproducible_sum, reproducible_sum_cost
+from core.mitigations import (
+    _FAST_CPU,
+    _exact_sum,
+    _row_sums,
+    interleaved_times,
+    reproducible_sum,
+    reproducible_sum_cost,
+)
 
 
 def one_thread_cpu_ratio(t: torch.Tensor, repeats: int) -> float:
@@ -56,18 +62,8 @@ def pass_ratios(t: torch.Tensor, repeats: int, inner: int = 3) -> dict[str, floa
         "widening + float64 row sums": lambda: [_row_sums(c) for c in pieces],
         "both passes": lambda: [(torch.dot(c, c), _row_sums(c)) for c in pieces],
     }
+    times = interleaved_times(fns, repeats, inner, warmup=1)
     keys = list(fns)
-    for fn in fns.values():
-        fn()
-    times: dict[str, list[float]] = {k: [] for k in keys}
-    for i in range(repeats):
-        for k in keys[i % len(keys) :] + keys[: i % len(keys)]:
-            best = math.inf
-            for _ in range(inner):
-                t0 = time.perf_counter()
-                fns[k]()
-                best = min(best, time.perf_counter() - t0)
-            times[k].append(best)
     return {k: statistics.median(a / b for a, b in zip(times[k], times["torch.sum"], strict=True)) for k in keys[1:]}
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -565,6 +566,32 @@ class ReproducibleSumCost:
     vs_numpy_iqr: tuple[float, float]
 
 
+def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int, inner: int = 3,
+                      budget_s: float | None = None, warmup: int = 2) -> dict[str, list[float]]:
+    """Per repeat, the fastest of ``inner`` consecutive calls of each function, the functions
+    in an order that rotates from repeat to repeat (after ``warmup`` calls of each), so that a
+    slow phase of a busy machine slows every side of a per-repeat ratio alike. With
+    ``budget_s``, repeats stop once that many seconds have passed (after at least 5)."""
+    keys = list(fns)
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in keys}
+    start = time.perf_counter()
+    for i in range(repeats):
+        if budget_s is not None and i >= 5 and time.perf_counter() - start > budget_s:
+            break
+        r = i % len(keys)
+        for k in keys[r:] + keys[:r]:
+            best = math.inf
+            for _ in range(inner):
+                t0 = time.perf_counter()
+                fns[k]()
+                best = min(best, time.perf_counter() - t0)
+            times[k].append(best)
+    return times
+
+
 def reproducible_sum_cost(n: int = 10_000_000, repeats: int = 21, inner: int = 3, seed: int = 0,
                           budget_s: float | None = None) -> ReproducibleSumCost:
     """Time reproducible_sum, torch.sum and np.sum on one vector of n standard normal
@@ -580,23 +607,8 @@ def reproducible_sum_cost(n: int = 10_000_000, repeats: int = 21, inner: int = 3
     """
     a = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
     t = torch.from_numpy(a)
-    fns = {"repro": lambda: reproducible_sum(t), "torch": lambda: t.sum(), "numpy": lambda: np.sum(a)}
-    keys = list(fns)
-    for fn in fns.values():
-        for _ in range(2):
-            fn()
-    times: dict[str, list[float]] = {k: [] for k in keys}
-    start = time.perf_counter()
-    for i in range(repeats):
-        if budget_s is not None and i >= 5 and time.perf_counter() - start > budget_s:
-            break
-        for k in keys[i % 3 :] + keys[: i % 3]:
-            best = math.inf
-            for _ in range(inner):
-                t0 = time.perf_counter()
-                fns[k]()
-                best = min(best, time.perf_counter() - t0)
-            times[k].append(best)
+    times = interleaved_times({"repro": lambda: reproducible_sum(t), "torch": lambda: t.sum(),
+                               "numpy": lambda: np.sum(a)}, repeats, inner, budget_s)
 
     def summary(other: str) -> tuple[float, tuple[float, float]]:
         ratios = [r / o for r, o in zip(times["repro"], times[other], strict=True)]

@@ -36,6 +36,7 @@ from core.dot import (
 from core.formats import FORMATS
 from core.querystate import Field
 from core.vectors import VectorError
+from ui import glossary
 from ui import gpu_arithmetic_view as view
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation, next_page_link
@@ -134,10 +135,7 @@ def summary(pair: DotPair, lab: DotLab) -> None:
     st.caption(f"Vectors: {inert(pair.source, line_start=False)}.")
     m1, m2, m3 = st.columns(3)
     m1.metric("K", f"{pair.k:,}")
-    if math.isnan(lab.kappa):
-        m2.metric("Condition number κ", "undefined")
-    else:
-        m2.metric("Condition number κ = Σ|xᵢyᵢ| / |x·y|", "∞" if math.isinf(lab.kappa) else f"{lab.kappa:.3g}")
+    glossary.kappa_metric(m2, lab.kappa, "Σ|xᵢyᵢ| / |x·y|")
     m3.metric("Accumulation format", lab.accumulate)
     if isinstance(lab.exact, float):
         st.error(f"The data contain non-finite values: the IEEE dot product is {view.exact_text(lab)}, so errors "

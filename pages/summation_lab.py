@@ -247,11 +247,7 @@ def vector_and_exact_sum(outcome: LabOutcome) -> None:
     st.caption(f"Vector: {inert(outcome.source, line_start=False)}.")
     m1, m2, m3 = st.columns(3)
     m1.metric("n", f"{result.n:,}")
-    if math.isnan(result.kappa):
-        m2.metric("Condition number κ", "undefined")
-    else:
-        m2.metric("Condition number κ = Σ|x| / |Σx|", "∞" if math.isinf(result.kappa) else f"{result.kappa:.3g}",
-                  help=glossary.help_text("kappa"))
+    glossary.kappa_metric(m2, result.kappa, "Σ|x| / |Σx|")
     m3.metric("Accumulation format", result.working)
     glossary.define("kappa")  # the story's first use of κ
     if isinstance(result.exact, float):

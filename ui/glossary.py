@@ -8,6 +8,7 @@ same definition for tooltips (metrics, column headers).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import streamlit as st
@@ -71,3 +72,13 @@ def link(key: str, label: str | None = None) -> str:
     works under a base URL path), with the definition as the link's tooltip."""
     term = TERMS[key]
     return f"[{label or term.name}]({term.page}#{term.anchor} \"{help_text(key)}\")"
+
+
+def kappa_metric(col, kappa: float, formula: str) -> None:
+    """The condition number as a metric: 'undefined' (NaN: a zero sum of zeros), ∞ (an exact zero sum of
+    nonzero terms) or three digits, with the definition as its tooltip."""
+    if math.isnan(kappa):
+        col.metric("Condition number κ", "undefined", help=help_text("kappa"))
+    else:
+        col.metric(f"Condition number κ = {formula}", "∞" if math.isinf(kappa) else f"{kappa:.3g}",
+                   help=help_text("kappa"))
