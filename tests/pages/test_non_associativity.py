@@ -36,7 +36,8 @@ def test_exact_values_agree_with_independent_decimal_arithmetic(na):
     right = float((Fraction(0.1 + (0.2 + 0.3)) - exact) / ulp)
     metrics = [m.value for m in na.metric]
     # first the punchline (both results and how far apart), then each grouping's error
-    assert metrics == [repr((0.1 + 0.2) + 0.3), repr(0.1 + (0.2 + 0.3)), "1 ULP", f"{left:+.4g} ULP", f"{right:+.4g} ULP"]
+    assert metrics == [repr((0.1 + 0.2) + 0.3), repr(0.1 + (0.2 + 0.3)), "1 ULP",
+                       f"{left:+.4g} ULP", f"{right:+.4g} ULP"]
     assert "What is a ULP?" in text  # the story's first page defines the term
 
 
