@@ -163,8 +163,9 @@ def results(settings: DotLabSettings, pair: DotPair, lab: DotLab) -> None:
         st.altair_chart(view.error_bar_chart(bars), width="stretch")
     st.caption(
         "origin — model: the named arithmetic computed exactly on this CPU (integer arithmetic, each rounding to "
-        "nearest-even decided exactly); live: torch really ran here; exact: rational arithmetic. Errors are in ULPs "
-        "of the exact dot product in the row's format. Bounds (Higham, ch. 3): γ(d)·Σ|xᵢyᵢ| + m·η·(1 + γ(d)), with "
+        "nearest-even decided exactly); live: torch really ran here; exact: rational arithmetic. Errors are in "
+        f"{glossary.link('ulp', 'ULPs')} of the exact dot product in the row's format. Bounds (Higham, ch. 3): "
+        f"{glossary.link('gamma', 'γ')}(d)·Σ|xᵢyᵢ| + m·η·(1 + γ(d)), with "
         "d the most roundings any one product passes through (K for a chain, ⌈K/T⌉ for tiles, ⌈K/(sT)⌉ + s − 1 for "
         "split-K), m the number of roundings and η half the smallest subnormal (underflow); tensor-core models add "
         "the error of converting the inputs; torch's rows use the bound for any order with every operation "
@@ -176,7 +177,8 @@ def results(settings: DotLabSettings, pair: DotPair, lab: DotLab) -> None:
                 "of 64 rows (M = 64). On other CPUs or sizes the kernel can change with M.")
     elif batch is not None:
         st.warning(f"Batch dependence, live on this CPU: the same row x times the same column y gave different bits "
-                   f"as the only row (M = 1) and as the first of 64 rows (M = 64), {batch.ulps_apart:.4g} ULPs "
+                   f"as the only row (M = 1) and as the first of 64 rows (M = 64), {batch.ulps_apart:.4g} "
+                   f"{glossary.link('ulp', 'ULPs')} "
                    "apart: torch picks another kernel (another order) for another shape.", icon=":material/warning:")
     if gpu_device() is None:
         st.info("No GPU on this server: the GPU rows are the models above. On a machine with CUDA this page also "

@@ -26,6 +26,7 @@ from core.data_parallel import (
     study_ks,
 )
 from core.querystate import Field
+from ui import glossary
 from ui.many_devices_view import (
     EMULATIONS,
     STUDIES,
@@ -181,7 +182,8 @@ def models_section() -> None:
     st.markdown(
         "The vectors summed here are real: the training's first-step gradients on *k* ranks (rank *r*'s shard, "
         "times 1/*k*). Each model sums them in float32 in its algorithm's order; every element's exact sum "
-        "(rational arithmetic) is the reference, and the error is counted in ULPs of that exact sum. The gloo "
+        "(rational arithmetic) is the reference, and the error is counted in "
+        f"{glossary.link('ulp', 'ULPs')} of that exact sum. The gloo "
         "ring model gives torch's real gloo all-reduce bit for bit (checked with 3 and 4 processes in the app's "
         "tests); the others follow NCCL's and gloo's source code but were not run against those libraries here."
     )

@@ -30,6 +30,7 @@ from core.mitigations import ReproducibleSumCost, reproducible_sum_cost
 from core.querystate import Field
 from core.recordings import cached_recordings
 from core.training import TrainSettings, seed_study
+from ui import glossary
 from ui import mitigations_view as view
 from ui.crowd import heavy_section
 from ui.navigation import ensure_app_navigation, next_page_link
@@ -146,7 +147,8 @@ def wider_section() -> WiderStudy:
         "Still order-dependent: "
         + ("above, the wider sums with different thread counts already differ. " if study.wide_differs_across_threads
            else "above, the wider sums happen to agree across thread counts. ")
-        + f"On an ill-conditioned float32 vector (10⁵ values, κ ≈ {hard.kappa:.1e}) the same {len(hard.rows)} "
+        + f"On an ill-conditioned float32 vector (10⁵ values, {glossary.link('kappa', 'κ')} ≈ {hard.kappa:.1e}) "
+        f"the same {len(hard.rows)} "
         f"orders, all accumulating in float64, give **{distinct_results(hard)} different float64 results**."
     )
     return study
@@ -169,7 +171,8 @@ def determinism_section() -> None:
     m, k, n = det.mm_shape
     st.markdown(
         f"Batch size changes the kernel: on this CPU `mm(a[:1], b)` and `mm(a, b)[:1]` (a: {m}×{k}, b: {k}×{n}, "
-        f"float32) differ in **{det.mm_differing:,} of {n:,}** outputs (at most {det.mm_max_ulps:,} ULPs apart). "
+        f"float32) differ in **{det.mm_differing:,} of {n:,}** outputs (at most {det.mm_max_ulps:,} "
+        f"{glossary.link('ulp', 'ULPs')} apart). "
         "One row goes through a matrix-vector kernel, a batch through a blocked matrix-matrix kernel with other "
         "reduction splits (Thinking Machines, “Defeating Nondeterminism in LLM Inference”, 2025)."
     )
