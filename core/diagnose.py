@@ -72,7 +72,9 @@ gamma_K(u_A) sum|t| + K minsub_32, plus the output rounding. Typical: the roundi
 of a and b are independent with relative standard deviation about 0.42 u_P each, so
 sum_k t_k (delta_a + delta_b) has standard deviation about 0.59 u_P sqrt(sum t^2):
 T_P = (u_P + u_32 sqrt(K)) s. TF32 hardware that truncates instead of rounding doubles
-the per-input error and adds a bias of at most 2 u_P |S|, still inside Z T_P.
+the per-input error (B_P then uses 2 u_P per input) and adds a bias of about 2 u_P |S|
+(every product shrinks toward zero), which the TF32 envelope adds to Z T_P: where |S| is
+several times the scale s, the bias alone can exceed Z T_P.
 Reduced inputs move nearly every element (the median of |N(0, sigma^2)| is 0.67 sigma,
 about 0.4 T_P), so this explanation also needs the median element's difference to be at
 least ``BULK_SHARE`` = 1/16 of T_P: large differences confined to a few per cent of the
@@ -162,6 +164,7 @@ class InputFormat:
     max_finite: float
     rounds_output: bool  # autocast returns results in this format
     what: str
+    may_truncate: bool = False  # some hardware converts by truncation: twice the error, biased toward zero
 
     @property
     def u(self) -> float:
@@ -177,7 +180,7 @@ REDUCED_FORMATS: dict[str, InputFormat] = {
                            "one side ran in float32 (inputs rounded to float32, float32 accumulation)"),
     "tf32": InputFormat("tf32", "TF32", 11, -126, float((2 - 2.0**-10) * 2.0**127), False,
                         "TF32 tensor cores: float32 inputs rounded to 10 explicit mantissa bits, "
-                        "float32 accumulation, float32 result"),
+                        "float32 accumulation, float32 result", may_truncate=True),
     "float16": InputFormat("float16", "float16", 11, -14, 65504.0, True,
                            "float16 autocast: inputs rounded to float16, float32 accumulation, float16 result"),
     "bfloat16": InputFormat("bfloat16", "bfloat16", 8, -126, float(FORMATS["bfloat16"].max_finite), True,
@@ -1019,13 +1022,14 @@ def _reduced_envelope(key, d, fin, m, s, sum_abs, rows_abs, ops: Inputs | None, 
                       acc: FloatFormat, sim: Simulation | None) -> EnvelopeCheck:
     p = REDUCED_FORMATS[key]
     u_p, h = p.u, p.half_min_subnormal
+    u_in = 2 * u_p if p.may_truncate else u_p  # the largest relative change of one input's conversion
     u32, u_acc = 2.0**-24, float(acc.unit_roundoff)
     if ops is not None and ops.kind == "sum":
-        e_in = u_p * sum_abs + k * h
+        e_in = u_in * sum_abs + k * h
     elif ops is not None:
-        e_in = (2 * u_p + u_p * u_p) * sum_abs + h * (1 + u_p) * rows_abs + k * h * h
+        e_in = (2 * u_in + u_in * u_in) * sum_abs + h * (1 + u_in) * rows_abs + k * h * h
     else:
-        e_in = (2 * u_p + u_p * u_p) * sum_abs
+        e_in = (2 * u_in + u_in * u_in) * sum_abs
     bound_core = (e_in + gamma(k, u32) * (sum_abs + e_in) + gamma(k, u_acc) * sum_abs + k * 2.0**-149
                   + k * float(acc.min_subnormal))
     out = _fmt_ulp(m, fmt) if fmt.precision < acc.precision else np.zeros_like(m)
@@ -1039,8 +1043,11 @@ def _reduced_envelope(key, d, fin, m, s, sum_abs, rows_abs, ops: Inputs | None, 
     elif sim is not None:
         notes.append(f"The inputs do not fit {p.name}'s range: not simulated.")
     factor = _widened(ENVELOPE_FACTOR, core, out, spread, sim.elements if sim is not None else None)
+    # Truncation shrinks every product toward zero by 2 u_P on average: a bias of about 2 u_P |S| on top of the
+    # unbiased spread, which a large |S| against the scale s can carry beyond Z T_P (found by hypothesis).
+    bias = 2 * u_p * m if p.may_truncate else 0.0
     with np.errstate(invalid="ignore"):
-        env = np.minimum(bound_core, factor * core) + out
+        env = np.minimum(bound_core, factor * core + bias) + out
     exceed, worst = _check(d, fin, env)
     typical = core + out
     with np.errstate(divide="ignore", invalid="ignore"):

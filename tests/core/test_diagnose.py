@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from core.diagnose import (
@@ -398,6 +398,7 @@ def test_reduced_precision_inputs_are_recognised(seed, fmt, k, kind, give_inputs
 
 @SETTINGS
 @given(st.integers(0, 2**32 - 1), st.integers(16, 1024))
+@example(13303966, 73)  # found by hypothesis: a truncation bias of 2 u |S| beyond 8 typical sizes
 def test_tf32_by_truncation_is_reduced_precision_too(seed, k):
     """Some TF32 conversions truncate (twice the error, biased): still inside the 11-bit envelopes."""
     rng = np.random.default_rng(seed)
