@@ -1,10 +1,8 @@
 """The order-independent (reproducible) sum against torch.sum and np.sum, same vector.
 
 Timing: core.mitigations.reproducible_sum_cost, the measurement the Mitigations page
-shows (warm-up; interleaved repeats in rotating order, each the fastest of 3 calls). The
-last line is the ratio of the fastest calls over all repeats (other processes only ever add
-time, so the fastest call is the steadiest estimate on a busy machine); the median of the
-per-repeat ratios and their quartiles are printed above it as the spread. For information, also: the exact
+shows (warm-up; interleaved repeats in rotating order, each the fastest of 3 calls; the
+median of the per-repeat ratios and their quartiles). For information, also: the exact
 folds alone (the path for the rare sums the fast path's error bound leaves undecided),
 and both sums on one thread in CPU time, which other processes on a busy machine disturb
 far less than wall time with several threads (those wait for each other's turns); and the
@@ -88,12 +86,10 @@ def main(n: int = 10_000_000, repeats: int = 31) -> None:
           + " torch.sum")
     print(f"load average (1 min) before / after: {load_before[0]:.2f} / {load_after[0]:.2f} "
           f"on {os.cpu_count()} CPUs")
-    print(f"per-repeat ratios: median {c.vs_torch:.1f}x torch.sum (quartiles {c.vs_torch_iqr[0]:.1f}-"
-          f"{c.vs_torch_iqr[1]:.1f}x), median {c.vs_numpy:.1f}x np.sum ({c.vs_numpy_iqr[0]:.1f}-"
-          f"{c.vs_numpy_iqr[1]:.1f}x)")
-    print(f"headline below: the fastest call against the fastest call over {c.repeats} interleaved repeats")
-    print(f"reproducible sum: {c.best_vs_torch:.1f}x the time of torch.sum, {c.best_vs_numpy:.1f}x the time of "
-          f"np.sum (n={n} float32)")
+    print(f"ratio quartiles:  {c.vs_torch_iqr[0]:.1f}-{c.vs_torch_iqr[1]:.1f}x torch.sum, "
+          f"{c.vs_numpy_iqr[0]:.1f}-{c.vs_numpy_iqr[1]:.1f}x np.sum")
+    print(f"reproducible sum: {c.vs_torch:.1f}x the time of torch.sum, {c.vs_numpy:.1f}x the time of np.sum "
+          f"(n={n} float32)")
 
 
 if __name__ == "__main__":

@@ -564,8 +564,6 @@ class ReproducibleSumCost:
     vs_torch_iqr: tuple[float, float]  # quartiles of that ratio over the repeats
     vs_numpy: float
     vs_numpy_iqr: tuple[float, float]
-    best_vs_torch: float  # fastest reproducible_sum call over fastest torch.sum call, over all repeats
-    best_vs_numpy: float  # the same against np.sum
 
 
 def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int, inner: int = 3,
@@ -603,10 +601,7 @@ def reproducible_sum_cost(n: int = 10_000_000, repeats: int = 21, inner: int = 3
     from repeat to repeat, each as the fastest of ``inner`` consecutive calls (a call that
     another process preempted does not count), and forms the two ratios within the
     repeat, so a slow phase of the machine slows both sides of a ratio alike. Reported:
-    the median ratio over the repeats and its quartiles (the spread), and the ratio of the
-    fastest calls over all repeats (``best_vs_*``): other processes only ever add time to a
-    call, so the fastest is the steadiest estimate of what each costs on a busy machine
-    (the headline of benchmarks/bench_reprosum.py and of the page). With ``budget_s``, repeats stop
+    the median ratio over the repeats and its quartiles. With ``budget_s``, repeats stop
     once that many seconds have passed (after at least 5): a page must not hang on a busy
     machine; ``repeats`` then says how many were made.
     """
@@ -622,10 +617,8 @@ def reproducible_sum_cost(n: int = 10_000_000, repeats: int = 21, inner: int = 3
 
     (vs_torch, torch_iqr), (vs_numpy, numpy_iqr) = summary("torch"), summary("numpy")
     med = {k: statistics.median(v) for k, v in times.items()}
-    best = {k: min(v) for k, v in times.items()}
     return ReproducibleSumCost(n, len(times["repro"]), torch.get_num_threads(), med["repro"], med["torch"],
-                               med["numpy"], vs_torch, torch_iqr, vs_numpy, numpy_iqr,
-                               best["repro"] / best["torch"], best["repro"] / best["numpy"])
+                               med["numpy"], vs_torch, torch_iqr, vs_numpy, numpy_iqr)
 
 
 def reproducible_sum_devices(x: torch.Tensor) -> list[tuple[str, int]]:

@@ -206,12 +206,10 @@ def order_independent_section() -> ReproducibleSumCost:
     )
     cost = _repro_cost(n=1_000_000, budget_s=3.0)  # 10^6 on the page (bounded memory); the benchmark: 10^7
     st.caption(f"Cost, measured live on this server ({cost.threads} thread{'s' if cost.threads > 1 else ''}, "
-               f"10⁶ float32, {cost.repeats} interleaved repeats, measured as benchmarks/bench_reprosum.py "
-               f"measures 10⁷): {cost.best_vs_torch:.1f}x the time of torch.sum and {cost.best_vs_numpy:.1f}x "
-               "np.sum, fastest call against fastest call (other visitors only ever add time); per repeat, the "
-               f"ratio's median and quartiles were {cost.vs_torch:.1f}x ({cost.vs_torch_iqr[0]:.1f}–"
-               f"{cost.vs_torch_iqr[1]:.1f}x) and {cost.vs_numpy:.1f}x ({cost.vs_numpy_iqr[0]:.1f}–"
-               f"{cost.vs_numpy_iqr[1]:.1f}x). A sum within the error "
+               f"10⁶ float32; the median of {cost.repeats} interleaved repeats, quartiles in brackets, measured "
+               f"as benchmarks/bench_reprosum.py measures 10⁷): {cost.vs_torch:.1f}x the time of torch.sum "
+               f"({cost.vs_torch_iqr[0]:.1f}–{cost.vs_torch_iqr[1]:.1f}x) and {cost.vs_numpy:.1f}x "
+               f"np.sum ({cost.vs_numpy_iqr[0]:.1f}–{cost.vs_numpy_iqr[1]:.1f}x). A sum within the error "
                "bound of a rounding boundary (rare, except under heavy cancellation) takes the exact folds and costs "
                "more.")
     return cost
@@ -241,7 +239,7 @@ def summary(run: ThroughputRun | None, wider: WiderStudy, cost: ReproducibleSumC
     mm = run.first("matmul") if run else None
     float64_cost = (f"matmul at {mm.ratio:.2f}x float32 speed on {mm.device} (measured, section 1)" if mm
                     else f"{cited_ratio('x86 CPU (SIMD)')} on x86 CPUs (cited; measure it here in section 1)")
-    view.summary_table(float64_cost, wider, cost.best_vs_torch)
+    view.summary_table(float64_cost, wider, cost.vs_torch)
 
 
 def main() -> None:

@@ -462,5 +462,3 @@ def test_reproducible_sum_cost_is_measured_by_interleaved_repeats():
     assert min(c.seconds, c.torch_seconds, c.numpy_seconds) > 0
     for median, (q1, q3) in ((c.vs_torch, c.vs_torch_iqr), (c.vs_numpy, c.vs_numpy_iqr)):
         assert 0 < q1 <= median <= q3
-    # the fastest-to-fastest ratios are ratios of the reported kind of time: positive, finite
-    assert 0 < c.best_vs_torch < math.inf and 0 < c.best_vs_numpy < math.inf
