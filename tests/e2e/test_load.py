@@ -41,8 +41,14 @@ async def lab_session(browser, url, storage, n):
     await page.goto(f"{url}/summation_lab?storage={storage}&n={n}")  # settings from a shared link
     await page.get_by_text(f"n = {n:,}, seed 0, float64 rounded to {storage}", exact=False).wait_for(timeout=180_000)
     await _wait(page)
+    button = page.get_by_role("button", name="Download the table as CSV")
+    try:  # with ten viewers on two cores a rerun can still be queued behind the heavy gate
+        await button.wait_for(timeout=180_000)
+    except Exception as err:
+        main = await page.locator('[data-testid="stMain"]').inner_text()
+        raise AssertionError(f"{storage} n={n}: no download button; the page read: {main[:1500]!r}") from err
     async with page.expect_download() as dl:
-        await page.get_by_role("button", name="Download the table as CSV").click()
+        await button.click(timeout=180_000)
     path = await (await dl.value).path()
     text = pathlib.Path(path).read_text(encoding="utf-8")
     rows = list(csv.DictReader(io.StringIO("\n".join(x for x in text.splitlines() if not x.startswith("#")))))
