@@ -132,11 +132,16 @@ class ThreadSplit:
         return ulp_distance(self.rows[0][1], self.rows[-1][1], fmt) if len(self.rows) == 2 else None
 
 
+def _live_cpu_bits(values, cpu: Device, threads: int) -> list[tuple[str, int]]:
+    """(where, bits) of torch.sum on this CPU with one thread and with ``threads`` (one row when that is 1)."""
+    return [(f"CPU, {t} thread{'s' if t > 1 else ''}", live_sum_bits(values, cpu, t)) for t in sorted({1, threads})]
+
+
 def thread_split(settings: CpuVsGpuSettings, cpu: Device, threads: int) -> ThreadSplit:
     """Only the two live CPU sums (1 and ``threads`` threads): two torch.sum calls on the shared vector."""
     fmt = settings.fmt
     values = vector_for(settings.spec).values
-    raw = [(f"CPU, {t} thread{'s' if t > 1 else ''}", live_sum_bits(values, cpu, t)) for t in sorted({1, threads})]
+    raw = _live_cpu_bits(values, cpu, threads)
     shown = distinguishing_reprs([value_of_bits(b, fmt) for _, b in raw])
     return ThreadSplit(settings, threads, tuple((w, b, text) for (w, b), text in zip(raw, shown, strict=True)))
 
@@ -175,9 +180,7 @@ def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: lis
     raw: list[tuple[str, str, int, str]] = []  # (where, tier, bits, note)
     notices: list[Notice] = []
     cpu = next(d for d in devices if d.kind == "cpu")
-    for t in sorted({1, threads}):
-        raw.append((f"CPU, {t} thread{'s' if t > 1 else ''}", "live", live_sum_bits(values, cpu, t),
-                    f"torch {torch.__version__}"))
+    raw += [(where, "live", bits, f"torch {torch.__version__}") for where, bits in _live_cpu_bits(values, cpu, threads)]
     for d in (d for d in devices if d.kind != "cpu"):
         if not d.supports(fmt.torch_dtype):
             notices.append(Notice("warning", f"{d.name} has no {s.dtype}: no live GPU result for this format."))

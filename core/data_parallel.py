@@ -420,26 +420,21 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
+def _proc_kib(path: str, field: str) -> int | None:
+    """The value of a ``field:  N kB`` line of a /proc file, in bytes; None when unreadable or absent."""
+    try:
+        with open(path) as f:
+            return next((int(line.split()[1]) * 1024 for line in f if line.startswith(field)), None)
+    except OSError:
+        return None
+
+
 def _proc_memory(pid: int) -> tuple[int, int | None]:
     """(RSS, PSS or None) of a process in bytes, from /proc; (0, None) when it cannot be read."""
-    rss, pss = 0, None
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1]) * 1024
-                    break
-    except OSError:
+    rss = _proc_kib(f"/proc/{pid}/status", "VmRSS:")
+    if rss is None:
         return 0, None
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    pss = int(line.split()[1]) * 1024
-                    break
-    except OSError:
-        pss = None
-    return rss, pss
+    return rss, _proc_kib(f"/proc/{pid}/smaps_rollup", "Pss:")
 
 
 def memory_room() -> Room:
