@@ -235,7 +235,9 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
         q3.metric("Largest error", ulps_text(worst.metrics.ulps, worst.metrics.rel_error),
                   help=f"{worst.order.name}, against the exact sum.")
     st.caption(f"The same {result.n:,} values summed in {len(result.rows)} orders, accumulating in {result.working}: "
-               "only the grouping differs, and so do the last bits. Each error is exact (rational arithmetic).")
+               + ("only the grouping differs, and so do the last bits." if result.distinct_results > 1 else
+                  "only the grouping differs; here every order gives the same bits.")
+               + " Each error is exact (rational arithmetic).")
     return None
 
 
