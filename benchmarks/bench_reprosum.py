@@ -5,11 +5,11 @@ shows (warm-up; interleaved repeats in rotating order, each the fastest of 3 cal
 median of the per-repeat ratios and their quartiles). For information, also: the exact
 folds alone (the path for the rare sums the fast path's error bound leaves undecided),
 and both sums on one thread in CPU time, which other processes on a busy machine disturb
-far less than wall time with several threads (those wait for each other's turns); and the
-floor: the fast path's two passes over the data timed alone, measured the same way (one
-float32 dot product per piece for the bound on sum|x|, and the widening to float64 with
-the row sums), which no bookkeeping can go below. The load average is printed before and
-after: on a shared machine, a ratio measured under load is not the cost.
+far less than wall time with several threads (those wait for each other's turns); the
+floor, core.widesum's one pass over the data timed alone (which no bookkeeping can go
+below); and the fast path through torch reductions instead (the path on a GPU, and on a
+CPU without numba), measured the same way. The load average is printed before and after:
+on a shared machine, a ratio measured under load is not the cost.
 Usage: python -m benchmarks.bench_reprosum [n]
 """
 
@@ -26,11 +26,11 @@ import torch
 from benchmarks.timing import median_time
 from core.exact import correctly_rounded_sum
 from core.formats import FLOAT32
-from core.globalstate import torch_threads
+from core.globalstate import PROCESS_THREADS, torch_threads
 from core.mitigations import (
-    _FAST_CPU,
+    _decided_sum,
     _exact_sum,
-    _row_sums,
+    _widesum,
     interleaved_times,
     reproducible_sum,
     reproducible_sum_cost,
@@ -53,14 +53,15 @@ def one_thread_cpu_ratio(t: torch.Tensor, repeats: int) -> float:
 
 
 def pass_ratios(t: torch.Tensor, repeats: int, inner: int = 3) -> dict[str, float]:
-    """The fast path's passes alone, each against torch.sum: median over interleaved repeats
-    (rotating order, each the fastest of ``inner`` calls) of the per-repeat ratio."""
-    pieces = [t[s : s + _FAST_CPU] for s in range(0, t.numel(), _FAST_CPU)]
+    """core.widesum's pass alone, and the fast path through torch reductions, each against
+    torch.sum: median over interleaved repeats (rotating order, each the fastest of ``inner``
+    calls) of the per-repeat ratio."""
+    a = t.numpy()
     fns = {
         "torch.sum": lambda: t.sum(),
-        "bound (float32 dot per piece)": lambda: [torch.dot(c, c) for c in pieces],
-        "widening + float64 row sums": lambda: [_row_sums(c) for c in pieces],
-        "both passes": lambda: [(torch.dot(c, c), _row_sums(c)) for c in pieces],
+        "core.widesum's one pass (the floor)": lambda: _widesum().block_sums(a, torch.get_num_threads(),
+                                                                              PROCESS_THREADS),
+        "fast path through torch reductions (GPU path)": lambda: _decided_sum(t, FLOAT32, kernel=False),
     }
     times = interleaved_times(fns, repeats, inner, warmup=1)
     keys = list(fns)
@@ -82,8 +83,7 @@ def main(n: int = 10_000_000, repeats: int = 31) -> None:
     print(f"np.sum:           {c.numpy_seconds * 1e3:8.2f} ms")
     print(f"exact folds alone:{t_folds * 1e3:8.2f} ms (the path for sums the error bound leaves undecided)")
     print(f"one thread, CPU time: {cpu_ratio:.1f}x torch.sum (median of {repeats})")
-    print("floor, the fast path's passes alone: " + ", ".join(f"{k} {v:.1f}x" for k, v in floor.items())
-          + " torch.sum")
+    print("alone: " + ", ".join(f"{k} {v:.1f}x" for k, v in floor.items()) + " torch.sum")
     print(f"load average (1 min) before / after: {load_before[0]:.2f} / {load_after[0]:.2f} "
           f"on {os.cpu_count()} CPUs")
     print(f"ratio quartiles:  {c.vs_torch_iqr[0]:.1f}-{c.vs_torch_iqr[1]:.1f}x torch.sum, "

@@ -13,6 +13,7 @@ Only core.globalstate.torch_threads changes a global setting (locked and restore
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -221,6 +222,7 @@ _GROUP = 8  # fast path: partial sums per later-level float64 sum
 _FINAL = 4096  # fast path: at most this many partial sums go to math.fsum
 _FAST_CPU = 1 << 19  # fast path, CPU: values per piece (the piece and its float64 copy stay in cache)
 _FAST_DEVICE = 1 << 22  # fast path, accelerator; also the most values one float32 dot takes (k * 2^-24 <= 1/4)
+_KERNEL_MIN = 1 << 15  # fast path, CPU float32: from this many values, core.widesum's compiled pass
 _DOT_UNDERFLOW = 2.0**-125  # per square: more than any underflow error, flush-to-zero included
 _CHUNK_PER_THREAD = 1 << 20  # folds: elements per piece and CPU thread (a thread's share stays in cache)
 _CHUNK_CPU_MAX = 1 << 21  # folds: a piece's float64 copy stays below 32 MB: malloc reuses it (no page faults)
@@ -389,14 +391,58 @@ def _piece_extremes(pieces: list[torch.Tensor]) -> tuple[list[float], list[float
     return values[0::2], values[1::2]
 
 
-def _decided_sum(flat: torch.Tensor, fmt) -> tuple[Exact | None, float | None]:
+@functools.cache
+def _widesum():
+    """core.widesum, imported on first use: it loads numba (about 0.3 s and 100 MB), which
+    only a server that sums large float32 vectors needs. None where numba is not installed:
+    the torch reductions then serve (slower, same result)."""
+    try:
+        import core.widesum as widesum  # deferred on purpose, see above
+    except ModuleNotFoundError as err:
+        if err.name not in ("numba", "llvmlite"):
+            raise
+        return None
+    return widesum
+
+
+def _kernel_applies(flat: torch.Tensor, kernel: bool | None) -> bool:
+    """Whether the fast path reads flat with core.widesum (contiguous float32 on a CPU; by
+    default from _KERNEL_MIN values) rather than with torch reductions."""
+    if kernel is False or flat.device.type != "cpu" or flat.dtype != torch.float32 or not flat.is_contiguous():
+        return False
+    return (kernel or flat.numel() >= _KERNEL_MIN) and _widesum() is not None
+
+
+def _nonfinite_result(partials: list[float]) -> float:
+    """The IEEE sum from float64 partial sums of which some are not finite: nan where one is
+    nan or both infinities occur, else that infinity."""
+    signs = {v for v in partials if not math.isfinite(v)}
+    return math.nan if any(map(math.isnan, signs)) or len(signs) > 1 else signs.pop()
+
+
+def _decided_by_kernel(flat: torch.Tensor, fmt) -> tuple[Exact | None, float | None]:
+    """The fast path on a CPU for float32: core.widesum's block sums and absolute block sums
+    in one pass (see reproducible_sum, "Fast path")."""
+    widesum = _widesum()
+    sums, abs_sums = widesum.block_sums(flat.numpy(), torch.get_num_threads(), PROCESS_THREADS)
+    if not np.isfinite(sums).all():
+        return None, _nonfinite_result(sums[~np.isfinite(sums)].tolist())
+    approx = math.fsum(sums.tolist())  # correctly rounded: error <= |approx| * u
+    abs_bound = math.fsum(abs_sums.tolist()) * _MARGIN  # >= sum|x|: see reproducible_sum
+    return _decide(approx, abs_bound, widesum.DEPTH, fmt), None
+
+
+def _decided_sum(flat: torch.Tensor, fmt, kernel: bool | None = None) -> tuple[Exact | None, float | None]:
     """The fast path (float16, bfloat16, float32): float64 partial sums with a proven
     error bound, rounded both ways.
 
     Returns (the correctly rounded sum, or None when the bound does not decide it or some
     value is not finite; the IEEE result, nan, +inf or -inf, when some value is not
-    finite, else None).
+    finite, else None). ``kernel``: None picks core.widesum for large contiguous float32
+    on a CPU, else torch reductions; True or False forces the choice (tests).
     """
+    if _kernel_applies(flat, kernel):
+        return _decided_by_kernel(flat, fmt)
     step = _FAST_CPU if flat.device.type == "cpu" else _FAST_DEVICE
     pieces = [flat[s : s + step] for s in range(0, flat.numel(), step)]
     float32 = flat.dtype == torch.float32
@@ -416,8 +462,7 @@ def _decided_sum(flat: torch.Tensor, fmt) -> tuple[Exact | None, float | None]:
     values = torch.cat((head, p)).tolist()  # the only host synchronization of the fast path
     partials = values[head.numel() :]
     if not all(map(math.isfinite, partials)):  # some value is not finite (float64 sums cannot overflow)
-        signs = {v for v in partials if not math.isfinite(v)}
-        return None, (math.nan if any(map(math.isnan, signs)) or len(signs) > 1 else signs.pop())
+        return None, _nonfinite_result(partials)
     approx = math.fsum(partials)  # correctly rounded: error <= |approx| * u
     lengths = [c.numel() for c in pieces]
     if float32:
