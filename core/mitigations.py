@@ -3,9 +3,10 @@
 * float64 versus float32 throughput (matrix product and a large sum), timed side by side;
 * wider accumulation (``torch.sum(x, dtype=...)``): errors and cost;
 * determinism is not reproducibility: run-to-run, thread count, batch size;
-* an order-independent sum in torch (the correctly rounded sum: float64 partial sums with
-  a proven error bound, or exact folds where that bound does not decide the rounding)
-  that gives the same bits for every order, thread count and device.
+* an order-independent sum (the correctly rounded sum: float64 partial sums with a proven
+  error bound, or exact folds where that bound does not decide the rounding) that gives
+  the same bits for every order, thread count and device: torch reductions on any device,
+  and one compiled pass (core.widesum) for large float32 vectors on a CPU.
 
 Timings use ``time.perf_counter`` medians after a warm-up; on a GPU they synchronize.
 Only core.globalstate.torch_threads changes a global setting (locked and restored).
@@ -491,11 +492,23 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
     float16, bfloat16 and float32 try the fast path first; float64, and any sum the fast
     path leaves undecided, take the exact folds.
 
-    **Fast path (float16, bfloat16, float32).** Pieces of k values (2^19 on a CPU, 2^22
-    on an accelerator). Per piece, one pass for a bound on sum|x| (below), then one
-    reduction that widens rows of 256 values to float64 and sums each row; then sums of 8
-    partial sums, level by level, until at most 4096 are left, which ``math.fsum`` adds
-    with one rounding (one host synchronization in all).
+    **Fast path (float16, bfloat16, float32).** Two ways to the same float64 partial
+    sums and bound, both covered by the proof below:
+
+    * Contiguous float32 on a CPU, from 2^15 values: core.widesum's one compiled pass
+      (numba) gives, per block of 16,384 values, the float64 sum of the values and of
+      their absolute values; each value takes part in at most d = 255 + 63 additions
+      (any tree inside a row of 256, then the row sums in order). ``math.fsum`` adds the
+      block sums with one rounding; A = fsum(absolute block sums) * (1 + 2^-40) >= sum|x|
+      (a computed sum of nonnegative terms is at least (1 - u)^d times the exact one, and
+      fsum is correctly rounded: together less than (d + 2) * u < 2^-44 below).
+    * Otherwise (an accelerator, float16 and bfloat16, small or strided inputs, or no
+      numba), torch reductions: pieces of k values (2^19 on a CPU, 2^22 on an
+      accelerator). Per piece, one pass for a bound on sum|x| (below), then one
+      reduction that widens rows of 256 values to float64 and sums each row; then sums
+      of 8 partial sums, level by level, until at most 4096 are left, which
+      ``math.fsum`` adds with one rounding (one host synchronization in all); here
+      d = 255 + 7 * levels.
 
     * Specials. The float64 sums cannot overflow (|partial sums| <= n * 2^128 < 2^1024),
       so a partial sum is not finite only where a value is not: NaN where a NaN or both
@@ -503,11 +516,11 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
       NaN if any is NaN or both signs occur, else that infinity.
     * Error. Each float64 addition has a relative error of at most u = 2^-53 (no
       underflow: every partial sum is a multiple of 2^-149), and each value takes part in
-      at most d = 255 + 7 * levels of them, whatever order, thread split or reduction
-      tree torch uses on any device (any algorithm made of float64 additions). So the
+      at most d of them (above), whatever order, thread split or reduction tree torch or
+      the compiler uses on any device (any algorithm made of float64 additions). So the
       result S satisfies |S - T| <= eps = gamma_d * A + |S| * u, with
       gamma_d = d*u / (1 - d*u) and A >= sum|x| (the last term is fsum's rounding).
-    * The bound A, float32: the float32 dot product s = fl(c . c) of each piece c with
+    * The bound A, float32 through torch reductions: the float32 dot product s = fl(c . c) of each piece c with
       itself (any order, FMA or not: each square passes through at most k roundings, its
       product and at most k - 1 additions, each of relative error at most u32 = 2^-24;
       a product that underflows, flushed to zero or not, also an absolute error below
@@ -564,7 +577,8 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
     passes (any nonzero value, every sign bit) for its sign. Assumes IEEE arithmetic
     without flush-to-zero of subnormals in the sums (torch's default on CPUs and GPUs).
 
-    **Devices.** Only torch operations on whole pieces, no per-element Python. The fast
+    **Devices.** Only torch operations on whole pieces, or core.widesum's compiled pass
+    over a CPU tensor's memory; no per-element Python. Through torch reductions, the fast
     path synchronizes with the host once per call (twice with the second chance); the
     folds (pieces of 2^20 values per CPU thread, at most 2^21; 2^24 on an accelerator)
     twice per fold and piece (the max and the sum).

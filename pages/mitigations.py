@@ -194,7 +194,9 @@ def order_independent_section() -> ReproducibleSumCost:
         "power of two into a high part and a remainder: the high parts are multiples of that power with few enough "
         "bits that float64 adds them **exactly in any order**; repeat on the remainders, combine the exact totals "
         "and round once. The result is the correctly rounded sum: the same bits for every order, thread count and "
-        "device. It is written in torch, so a GPU runs the same code."
+        "device. A GPU computes the float64 partial sums with torch reductions; on this CPU, large float32 "
+        "vectors take one compiled pass (numba) that widens each value as it reads it. Either way the same "
+        "error bound decides, so both give the same bits."
     )
     study = _reproducible()
     view.reproducible_table(study)
