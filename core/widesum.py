@@ -35,6 +35,7 @@ ROW = 256  # values per row: the additions the compiler may reorder
 GROUP = 64  # rows per block, added in order
 BLOCK = ROW * GROUP
 DEPTH = (ROW - 1) + (GROUP - 1)  # float64 additions a value takes part in, at most
+PER_THREAD = 1 << 19  # values a helper thread must get to be worth waking (about 80 us of work)
 
 
 @numba.njit(nogil=True, fastmath={"reassoc"}, boundscheck=False)
@@ -81,12 +82,13 @@ def _helpers(workers: int) -> ThreadPoolExecutor:
 
 def block_sums(x: np.ndarray, threads: int = 1, max_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(sums, abs_sums) of the 1-D float32 array x in blocks of BLOCK values (see the module
-    docstring), computed by ``min(threads, max_threads)`` threads."""
+    docstring), computed by ``min(threads, max_threads)`` threads, fewer where a thread would
+    get under PER_THREAD values (waking it would cost more than it saves)."""
     if x.dtype != np.float32 or x.ndim != 1:
         raise TypeError("block_sums takes a 1-D float32 array")
     blocks = -(-x.size // BLOCK)
     sums, abs_sums = np.empty(blocks), np.empty(blocks)
-    k = max(1, min(threads, max_threads, blocks))
+    k = max(1, min(threads, max_threads, blocks, x.size // PER_THREAD))
     cuts = [blocks * i // k for i in range(k + 1)]
     pending = [_helpers(max(1, max_threads - 1)).submit(_blocks, x, cuts[i], cuts[i + 1], sums, abs_sums)
                for i in range(1, k)]
