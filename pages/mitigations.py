@@ -212,9 +212,9 @@ def order_independent_section() -> ReproducibleSumCost:
                f"as benchmarks/bench_reprosum.py measures 10⁷): {cost.vs_torch:.1f}x the time of torch.sum "
                f"({cost.vs_torch_iqr[0]:.1f}–{cost.vs_torch_iqr[1]:.1f}x) and {cost.vs_numpy:.1f}x "
                f"np.sum ({cost.vs_numpy_iqr[0]:.1f}–{cost.vs_numpy_iqr[1]:.1f}x). The ratio depends on the size: "
-               "10⁶ float32 (4 MB) usually fit in a CPU's caches, where arithmetic sets the pace, and a vector "
-               "instruction adds twice as many float32 values as it widens to float64 and adds; from about 10⁷ "
-               "values both sums wait for memory and the gap narrows. A sum within the error bound of a rounding "
+               "10⁶ float32 (4 MB) usually fit in a CPU's caches, where arithmetic sets the pace, and one vector "
+               "instruction adds twice as many float32 values as float64 values; from about 10⁷ values both sums "
+               "wait for memory and the gap narrows. A sum within the error bound of a rounding "
                "boundary (rare, except under heavy cancellation) takes the exact folds and costs more.")
     return cost
 
