@@ -80,15 +80,16 @@ def _helpers(workers: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def block_sums(x: np.ndarray, threads: int = 1, max_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def block_sums(x: np.ndarray, threads: int = 1, max_threads: int = 1,
+               per_thread: int = PER_THREAD) -> tuple[np.ndarray, np.ndarray]:
     """(sums, abs_sums) of the 1-D float32 array x in blocks of BLOCK values (see the module
     docstring), computed by ``min(threads, max_threads)`` threads, fewer where a thread would
-    get under PER_THREAD values (waking it would cost more than it saves)."""
+    get under ``per_thread`` values (waking it would cost more than it saves)."""
     if x.dtype != np.float32 or x.ndim != 1:
         raise TypeError("block_sums takes a 1-D float32 array")
     blocks = -(-x.size // BLOCK)
     sums, abs_sums = np.empty(blocks), np.empty(blocks)
-    k = max(1, min(threads, max_threads, blocks, x.size // PER_THREAD))
+    k = max(1, min(threads, max_threads, blocks, x.size // per_thread))
     cuts = [blocks * i // k for i in range(k + 1)]
     pending = [_helpers(max(1, max_threads - 1)).submit(_blocks, x, cuts[i], cuts[i + 1], sums, abs_sums)
                for i in range(1, k)]

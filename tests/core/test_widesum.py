@@ -66,7 +66,7 @@ def test_block_sums_are_within_the_bound_for_any_tree_and_every_thread_count(kin
     sums, abs_sums = widesum.block_sums(x, 1, 1)
     _check_blocks(x, sums, abs_sums)
     for threads in (2, 3, 5):  # whole blocks per thread: the same bits
-        s, a = widesum.block_sums(x, threads, threads)
+        s, a = widesum.block_sums(x, threads, threads, per_thread=1)
         assert s.tobytes() == sums.tobytes() and a.tobytes() == abs_sums.tobytes()
 
 
@@ -84,11 +84,24 @@ def test_block_sums_at_the_edges_of_float32():
 def test_block_sums_carry_infinities_and_nan_into_their_block():
     x = np.ones(3 * widesum.BLOCK, dtype=np.float32)
     x[5], x[widesum.BLOCK + 9], x[2 * widesum.BLOCK] = np.inf, -np.inf, np.nan
-    sums, abs_sums = widesum.block_sums(x, 2, 2)
+    sums, abs_sums = widesum.block_sums(x, 2, 2, per_thread=1)
     assert sums[0] == math.inf and sums[1] == -math.inf and math.isnan(sums[2])
     assert abs_sums[0] == abs_sums[1] == math.inf and math.isnan(abs_sums[2])
     both = np.array([np.inf, 1.0, -np.inf], dtype=np.float32)
     assert math.isnan(widesum.block_sums(both)[0][0])
+
+
+def test_block_sums_wake_helper_threads_only_for_enough_values(monkeypatch):
+    calls = []
+    real = widesum._blocks
+    monkeypatch.setattr(widesum, "_blocks", lambda x, first, last, s, a: calls.append((first, last)) or real(
+        x, first, last, s, a))
+    x = np.ones(4 * widesum.BLOCK, dtype=np.float32)
+    widesum.block_sums(x, 2, 2, per_thread=x.size)
+    assert sorted(calls) == [(0, 4)]
+    calls.clear()
+    widesum.block_sums(x, 3, 3, per_thread=widesum.BLOCK)
+    assert sorted(calls) == [(0, 1), (1, 2), (2, 4)]  # whole blocks, every one exactly once
 
 
 def test_block_sums_refuse_what_they_were_not_written_for():
