@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -67,13 +68,54 @@ class Server:
             self.proc.kill()
         self._log_file.close()
 
-    def rss_mb(self) -> tuple[float, float]:
-        """(current, peak) resident memory of the server process in MB, from /proc."""
+    def _status_mb(self) -> dict[str, float]:
+        """The server process's memory fields from /proc/PID/status, in MB."""
         fields = {}
         for line in pathlib.Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             key, _, value = line.partition(":")
-            fields[key] = value.strip()
-        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+            if value.strip().endswith(" kB"):
+                fields[key] = int(value.split()[0]) / 1024
+        return fields
+
+    def rss_mb(self) -> tuple[float, float]:
+        """(current, peak) resident memory of the server process in MB, from /proc."""
+        f = self._status_mb()
+        return f["VmRSS"], f["VmHWM"]
+
+    def private_mb(self) -> float:
+        """Memory the kernel cannot take back without killing the server, in MB: anonymous
+        pages (heap, and library pages written by relocation) and shared memory. Resident
+        file pages (the mapped parts of torch's and LLVM's libraries) are left out: they are
+        clean copies of files that the kernel drops under memory pressure, and how many are
+        mapped depends on the page cache (two installs of the same packages on one machine
+        differed by 100 MB of them, and by 20 MB of private memory)."""
+        f = self._status_mb()
+        return f["RssAnon"] + f.get("RssShmem", 0.0)
+
+
+class MemoryWatch:
+    """Samples the server's private memory every 50 ms in a thread; ``peak_mb`` is the largest."""
+
+    def __init__(self, server: Server) -> None:
+        self.server, self.peak_mb = server, server.private_mb()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            try:
+                self.peak_mb = max(self.peak_mb, self.server.private_mb())
+            except (FileNotFoundError, ProcessLookupError):  # the server has exited
+                return
+
+    def __enter__(self) -> MemoryWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_mb = max(self.peak_mb, self.server.private_mb())
 
 
 def wait_for_app(page, timeout: float = 60_000) -> None:
@@ -96,8 +138,6 @@ def run_in_own_thread(fn, timeout: float):
     Playwright's sync API (and asyncio.run) refuse to start inside a running event loop,
     which browser test fixtures keep in pytest's thread.
     """
-    import threading
-
     box: dict = {}
 
     def work():
