@@ -683,9 +683,15 @@ def reproducible_sum_cost(n: int = 10_000_000, repeats: int = 21, inner: int = 3
 def reproducible_sum_devices(x: torch.Tensor) -> list[tuple[str, int]]:
     """The reproducible sum on every available device (and CPU thread count): (where, bits)."""
     out = []
+    flat = x.detach().reshape(-1)
     for t in sorted({1, PROCESS_THREADS}):
+        where = f"CPU, {t} thread{'s' if t > 1 else ''}"
+        if _kernel_applies(flat, None):
+            used = _widesum().threads_for(flat.numel(), t, PROCESS_THREADS)
+            if used != t:  # say so: the thread count did not change how the work was split
+                where += f" (its one pass used {used}: too few values to share)"
         with torch_threads(t):
-            out.append((f"CPU, {t} thread{'s' if t > 1 else ''}", bits_of(reproducible_sum(x))))
+            out.append((where, bits_of(reproducible_sum(x))))
     for d in available_devices():
         if d.kind != "cpu" and d.supports(x.dtype):
             out.append((d.name, bits_of(reproducible_sum(x.to(d.torch_device)))))

@@ -80,6 +80,13 @@ def _helpers(workers: int) -> ThreadPoolExecutor:
         return _pool
 
 
+def threads_for(size: int, threads: int, max_threads: int, per_thread: int = PER_THREAD) -> int:
+    """How many threads block_sums uses for ``size`` values: at most ``threads`` and
+    ``max_threads``, one per block at most, and only as many as get ``per_thread`` values each."""
+    blocks = -(-size // BLOCK)
+    return max(1, min(threads, max_threads, blocks, size // per_thread))
+
+
 def block_sums(x: np.ndarray, threads: int = 1, max_threads: int = 1,
                per_thread: int = PER_THREAD) -> tuple[np.ndarray, np.ndarray]:
     """(sums, abs_sums) of the 1-D float32 array x in blocks of BLOCK values (see the module
@@ -89,7 +96,7 @@ def block_sums(x: np.ndarray, threads: int = 1, max_threads: int = 1,
         raise TypeError("block_sums takes a 1-D float32 array")
     blocks = -(-x.size // BLOCK)
     sums, abs_sums = np.empty(blocks), np.empty(blocks)
-    k = max(1, min(threads, max_threads, blocks, x.size // per_thread))
+    k = threads_for(x.size, threads, max_threads, per_thread)
     cuts = [blocks * i // k for i in range(k + 1)]
     pending = [_helpers(max(1, max_threads - 1)).submit(_blocks, x, cuts[i], cuts[i + 1], sums, abs_sums)
                for i in range(1, k)]

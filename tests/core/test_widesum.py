@@ -168,3 +168,16 @@ def test_the_kernel_decides_ordinary_data_and_defers_at_a_tie():
     tie[0], tie[-1] = 1.0, 2.0**-24  # exactly halfway between 1 and 1 + 2^-23
     assert _decided_sum(tie, F32) == (None, None)
     assert float(reproducible_sum(tie)) == 1.0  # ties to even, by the exact folds
+
+
+def test_devices_list_says_when_the_pass_did_not_split_between_threads():
+    small = torch.ones(widesum.PER_THREAD + 1)  # one thread's worth: never split
+    large = torch.ones(2 * widesum.PER_THREAD)  # enough for two
+    rows_small, rows_large = mitigations.reproducible_sum_devices(small), mitigations.reproducible_sum_devices(large)
+    assert {b for _, b in rows_small} == {bits_of(torch.tensor(float(small.numel())))}
+    assert rows_small[0][0] == rows_large[0][0] == "CPU, 1 thread"
+    if PROCESS_THREADS > 1:  # the all-threads row: said when the pass split the work fewer ways
+        assert rows_small[1][0].endswith("(its one pass used 1: too few values to share)")
+        expected = "" if PROCESS_THREADS == 2 else " (its one pass used 2: too few values to share)"
+        assert rows_large[1][0] == f"CPU, {PROCESS_THREADS} threads{expected}"
+    assert widesum.threads_for(large.numel(), 2, 2) == 2 and widesum.threads_for(small.numel(), 2, 2) == 1
