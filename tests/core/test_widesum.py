@@ -181,3 +181,14 @@ def test_devices_list_says_when_the_pass_did_not_split_between_threads():
         expected = "" if PROCESS_THREADS == 2 else " (its one pass used 2: too few values to share)"
         assert rows_large[1][0] == f"CPU, {PROCESS_THREADS} threads{expected}"
     assert widesum.threads_for(large.numel(), 2, 2) == 2 and widesum.threads_for(small.numel(), 2, 2) == 1
+
+
+def test_block_sums_at_the_largest_size_a_call_takes():
+    """2^29 - 1 values (reproducible_sum's limit), all 2 - 2^-23, as a zero-stride view (no
+    memory): 32,768 blocks, every block sum and their fsum exact, split between two threads."""
+    n = (1 << 29) - 1
+    v = np.float32(2 - 2.0**-23)
+    sums, abs_sums = widesum.block_sums(np.broadcast_to(v, (n,)), 2, 2)
+    assert sums.size == 32_768 and (sums[:-1] == float(v) * widesum.BLOCK).all()
+    assert float(sums[-1]) == float(v) * (n % widesum.BLOCK)
+    assert math.fsum(sums.tolist()) == float(v) * n == math.fsum(abs_sums.tolist())  # 24 + 29 bits: exact
