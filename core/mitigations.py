@@ -395,13 +395,12 @@ def _piece_extremes(pieces: list[torch.Tensor]) -> tuple[list[float], list[float
 @functools.cache
 def _widesum():
     """core.widesum, imported on first use: it loads numba (about 0.3 s and 100 MB), which
-    only a server that sums large float32 vectors needs. None where numba is not installed:
-    the torch reductions then serve (slower, same result)."""
+    only a server that sums large float32 vectors needs. None where numba cannot be imported
+    (not installed, or built for another NumPy): the torch reductions then serve (slower,
+    same result), and nothing on a page breaks."""
     try:
         import core.widesum as widesum  # deferred on purpose, see above
-    except ModuleNotFoundError as err:
-        if err.name not in ("numba", "llvmlite"):
-            raise
+    except ImportError:
         return None
     return widesum
 
