@@ -4,6 +4,7 @@ of the order-independent sum that reads them."""
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -192,3 +193,16 @@ def test_block_sums_at_the_largest_size_a_call_takes():
     assert sums.size == 32_768 and (sums[:-1] == float(v) * widesum.BLOCK).all()
     assert float(sums[-1]) == float(v) * (n % widesum.BLOCK)
     assert math.fsum(sums.tolist()) == float(v) * n == math.fsum(abs_sums.tolist())  # 24 + 29 bits: exact
+
+
+def test_a_failed_numba_import_falls_back_to_torch_reductions(monkeypatch):
+    x = torch.from_numpy(_vector("cancel", 100_000, 5))
+    bits = bits_of(reproducible_sum(x))
+    monkeypatch.setitem(sys.modules, "numba", None)  # "import numba" now raises ImportError
+    monkeypatch.delitem(sys.modules, "core.widesum")
+    mitigations._widesum.cache_clear()
+    try:
+        assert mitigations._widesum() is None and not _kernel_applies(x, None)
+        assert bits_of(reproducible_sum(x)) == bits
+    finally:
+        mitigations._widesum.cache_clear()
