@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from fractions import Fraction
+from unittest import mock
 
 import ml_dtypes
 import numpy as np
@@ -12,6 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core import mitigations
 from core.devices import cpu_device
 from core.exact import correctly_rounded_sum, exact_sum_fraction
 from core.formats import FORMATS, bits_of, round_to_format, value_of_bits
@@ -246,17 +249,25 @@ def _finite_bits_vector(rng: np.random.Generator, fmt, n: int, kind: str) -> tor
     return torch.from_numpy(v).to(fmt.torch_dtype)
 
 
+def torch_reductions_only():
+    """Within it, the fast path takes torch reductions for every size (the path a GPU takes),
+    not core.widesum's compiled pass."""
+    return mock.patch.object(mitigations, "_KERNEL_MIN", 1 << 62)
+
+
 @settings(max_examples=12, deadline=None)
-@given(name=st.sampled_from(list(FORMATS)), kind=st.sampled_from(["raw", "normal", "cancel"]),
-       n=st.integers(1, 300_000), seed=st.integers(0, 2**32 - 1))
+@given(name=st.sampled_from([*FORMATS, "float32 through torch reductions"]),
+       kind=st.sampled_from(["raw", "normal", "cancel"]), n=st.integers(1, 300_000), seed=st.integers(0, 2**32 - 1))
 def test_reproducible_sum_of_large_vectors_across_pieces_threads_and_permutations(name, kind, n, seed):
     """Vectors longer than one cache-sized piece (several pieces, thread splits inside
-    each reduction): the correctly rounded sum, invariant under permutation and threads."""
-    fmt = FORMATS[name]
+    each reduction): the correctly rounded sum, invariant under permutation and threads;
+    float32 both through core.widesum (from 2^15 values) and through torch reductions."""
+    fmt = FORMATS[name.split()[0]]
     rng = np.random.default_rng(seed)
     x = _finite_bits_vector(rng, fmt, n, kind)
-    bits = _check_reproducible(x, fmt)
-    assert bits_of(reproducible_sum(x[torch.from_numpy(rng.permutation(n))])) == bits
+    with torch_reductions_only() if name != fmt.name else contextlib.nullcontext():
+        bits = _check_reproducible(x, fmt)
+        assert bits_of(reproducible_sum(x[torch.from_numpy(rng.permutation(n))])) == bits
     assert _exact_sum(x) == exact_sum_fraction(x)
 
 
@@ -402,11 +413,16 @@ def test_fast_path_second_chance_where_squares_underflow_or_overflow(value, n):
     assert decided is not None and decided == correctly_rounded_sum(x, fmt)
 
 
-@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float32 through torch reductions"])
 def test_fast_path_specials_and_zeros_across_pieces(name):
     """Infinities and NaN in different pieces (found from the float64 partial sums), and
-    the sign of an exact zero sum over several pieces."""
-    fmt = FORMATS[name]
+    the sign of an exact zero sum over several pieces (float32 also in core.widesum's blocks)."""
+    fmt = FORMATS[name.split()[0]]
+    with torch_reductions_only() if name != fmt.name else contextlib.nullcontext():
+        _specials_and_zeros_across_pieces(fmt)
+
+
+def _specials_and_zeros_across_pieces(fmt) -> None:
     dt = fmt.torch_dtype
     n = 2 * _FAST_CPU + 5
     nan_bits = bits_of(torch.tensor(math.nan, dtype=dt))
