@@ -405,6 +405,11 @@ def _widesum():
     return widesum
 
 
+def compiled_pass_available() -> bool:
+    """Whether large float32 sums on this CPU take core.widesum's compiled pass (numba imports)."""
+    return _widesum() is not None
+
+
 def _kernel_applies(flat: torch.Tensor, kernel: bool | None) -> bool:
     """Whether the fast path reads flat with core.widesum (contiguous float32 on a CPU; by
     default from _KERNEL_MIN values) rather than with torch reductions."""

@@ -26,7 +26,7 @@ from core.mitigation_studies import (
     training_pair,
     wider_study,
 )
-from core.mitigations import ReproducibleSumCost, reproducible_sum_cost
+from core.mitigations import ReproducibleSumCost, compiled_pass_available, reproducible_sum_cost
 from core.querystate import Field
 from core.recordings import cached_recordings
 from core.training import TrainSettings, seed_study
@@ -194,9 +194,11 @@ def order_independent_section() -> ReproducibleSumCost:
         "power of two into a high part and a remainder: the high parts are multiples of that power with few enough "
         "bits that float64 adds them **exactly in any order**; repeat on the remainders, combine the exact totals "
         "and round once. The result is the correctly rounded sum: the same bits for every order, thread count and "
-        "device. A GPU computes the float64 partial sums with torch reductions; on this CPU, large float32 "
-        "vectors take one compiled pass (numba) that widens each value as it reads it. Either way the same "
-        "error bound decides, so both give the same bits."
+        "device. A GPU computes the float64 partial sums with torch reductions; "
+        + ("on this CPU, large float32 vectors take one compiled pass (numba) that widens each value as it reads it. "
+           "Either way the same error bound decides, so both give the same bits." if compiled_pass_available() else
+           "so does this CPU here (numba, which would read large float32 vectors in one compiled pass, could not "
+           "be imported on this server).")
     )
     study = _reproducible()
     view.reproducible_table(study)

@@ -76,3 +76,14 @@ def test_recorded_throughput_is_shown_with_its_provenance(monkeypatch, tmp_path)
     rec_table = next(d.value for d in at.dataframe if d.value.columns[0] == "device"
                      and d.value["device"].astype(str).str.startswith("recorded on ").any())
     assert rec_table["device"].str.contains("recorded on ").all()
+
+
+def test_the_order_independent_sum_says_which_path_this_cpu_takes(monkeypatch, mi):
+    import core.mitigations
+
+    assert "one compiled pass (numba)" in all_text(mi) and "could not be imported" not in all_text(mi)
+    monkeypatch.setattr(core.mitigations, "_widesum", lambda: None)  # as where numba cannot be imported
+    at = AppTest.from_file(str(ROOT / "pages" / "mitigations.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert "could not be imported on this server" in all_text(at) and "the order-independent sum gave **1 value**" in (
+        all_text(at))
