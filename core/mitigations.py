@@ -430,8 +430,9 @@ def _decided_by_kernel(flat: torch.Tensor, fmt) -> tuple[Exact | None, float | N
     in one pass (see reproducible_sum, "Fast path")."""
     widesum = _widesum()
     sums, abs_sums = widesum.block_sums(flat.numpy(), torch.get_num_threads(), PROCESS_THREADS)
-    if not np.isfinite(sums).all():
-        return None, _nonfinite_result(sums[~np.isfinite(sums)].tolist())
+    finite = np.isfinite(sums)
+    if not finite.all():
+        return None, _nonfinite_result(sums[~finite].tolist())
     approx = math.fsum(sums.tolist())  # correctly rounded: error <= |approx| * u
     abs_bound = math.fsum(abs_sums.tolist()) * _MARGIN  # >= sum|x|: see reproducible_sum
     return _decide(approx, abs_bound, widesum.DEPTH, fmt), None
