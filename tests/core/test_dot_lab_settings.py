@@ -1,4 +1,4 @@
-"""core.dot's page-facing helpers: DotLabSettings runs the lab and the curves as run_lab and
+"""core.kernels.dot's page-facing helpers: DotLabSettings runs the lab and the curves as run_lab and
 error_curves do, and the small questions the GPU arithmetic page asks of a lab (bound violations,
 which models applied, batch dependence, the correctly rounded result) are answered from its rows."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from core.dot import (
+from core.kernels.dot import (
     MODELS,
     BatchDependence,
     DotLabSettings,
