@@ -6,7 +6,6 @@ see: a third-party package that core imports pulling streamlit in at run time.""
 
 from __future__ import annotations
 
-import ast
 import pathlib
 import subprocess
 import sys
