@@ -12,29 +12,31 @@ from core.arith.formats import FORMATS
 from core.arith.vectors import VectorError
 from core.crowd.querystate import Field
 from core.kernels.dot import (
-    ATOMIC_FORMATS,
-    DOT_GENERATORS,
     MAX_K,
     MAX_TRACE_K,
     MODELS,
     TENSOR_CORE_NOTE,
     TF32_ROUNDINGS,
     TF32_SOURCES,
+    ModelNotApplicable,
+    check_formats,
+    trace,
+)
+from core.studies.gpu_arithmetic import (
+    ATOMIC_FORMATS,
+    DOT_GENERATORS,
     AtomicsResult,
     AtomicsSpec,
     DotLab,
     DotLabSettings,
     DotPair,
     DotSpec,
-    ModelNotApplicable,
     applicable_models,
     batch_dependence,
     bound_violations,
-    check_formats,
     gpu_device,
     make_pair,
     simulate_atomics,
-    trace,
 )
 from ui import glossary
 from ui import gpu_arithmetic_view as view

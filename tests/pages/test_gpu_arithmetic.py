@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.arith.exact import exact_decimal, exact_dot_fraction
-from core.kernels.dot import DotSpec, make_pair
+from core.studies.gpu_arithmetic import DotSpec, make_pair
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 
 PAGE = str(ROOT / "pages" / "gpu_arithmetic.py")
