@@ -95,7 +95,8 @@ def main(n: int = 1_000_000) -> dict:
 
             report(f"lab request {gen} {storage}->{working}, {len(orders)} orders, k={k}", cost.work, cpu(request),
                    cost.peak_bytes, peak(request))
-        from core.training.pair import TrainSettings, train_seed
+        from core.training.mlp import TrainSettings
+        from core.training.seeds import train_seed
 
         steps = max(20, min(200, n // 5000))
         train_seed(TrainSettings(steps=2))  # warm-up: the data set, first-call costs

@@ -31,7 +31,8 @@ from core.studies.mitigations import (
     training_pair,
     wider_study,
 )
-from core.training.pair import TrainSettings, seed_study
+from core.training.mlp import TrainSettings
+from core.training.seeds import seed_study
 from ui import glossary
 from ui import mitigations_view as view
 from ui.crowd import heavy_section

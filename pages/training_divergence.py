@@ -12,17 +12,9 @@ from core.crowd.runner import PAIR_MEMO, SEED_MEMO, current_run, pair_outcome
 from core.machines.devices import available_devices, cpu_device
 from core.recordings.store import cached_recordings, recorded_outcomes
 from core.training.divergence import changed_settings, seed_verdict
-from core.training.pair import (
-    DEFAULT_PRESET,
-    DTYPES,
-    MAX_STEPS,
-    OPTIMIZERS,
-    PRESETS,
-    SOURCES,
-    PairedRun,
-    TrainSettings,
-    seed_study,
-)
+from core.training.mlp import DEFAULT_PRESET, DTYPES, MAX_STEPS, OPTIMIZERS, PRESETS, TrainSettings
+from core.training.pair import SOURCES, PairedRun
+from core.training.seeds import seed_study
 from ui.crowd import heavy_section, over_budget
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert

@@ -19,7 +19,9 @@ from core.arith.formats import FORMATS
 from core.crowd.querystate import Field, decode
 from core.crowd.runner import PairOutcome
 from core.training.divergence import PairSnapshot, frame_steps, snapshot
-from core.training.pair import SOURCES, DivergenceSummary, PairedRun, SeedStudy, StepRecord, TrainSettings
+from core.training.mlp import TrainSettings
+from core.training.pair import SOURCES, PairedRun, StepRecord
+from core.training.seeds import DivergenceSummary, SeedStudy
 from ui.export import download_buttons
 from ui.render import bits_html
 from ui.talk import styled

@@ -17,7 +17,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass
 
-from core.training.pair import SEED_CHUNK, PairedRun, TrainSettings, summarize
+from core.training.mlp import TrainSettings
+from core.training.pair import PairedRun
+from core.training.seeds import SEED_CHUNK, summarize
 
 _SLOT_LOCK = threading.Lock()  # held only for a lookup and a store, never while computing
 

@@ -17,7 +17,7 @@ Rules (thresholds are heuristics, stated here and on the page):
 * first differing step k0: a relative gap above rounding size there is "a jump at k0";
 * growth: least squares of ln(gap) against the step over the growth phase, from k0 until the
   running maximum of the gap first reaches ``SATURATION`` (10 %) of its largest value (the
-  fit of ``core.training.pair.summarize``, applied to the loss gap);
+  fit of ``core.training.seeds.summarize``, applied to the loss gap);
 * a later jump: a logged interval in which the running maximum of the gap grows by
   ``JUMP_FACTOR`` (100) times more than the fitted growth predicts, to at least ``JUMP_MIN``
   (1e-3 relative); NaN or inf in one log only is a jump too.

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
-from core.training.pair import TrainSettings, train_params
+from core.training.mlp import TrainSettings, train_params
 
 HASH_DIGITS = 16
 FINGERPRINT_DIGITS = 12

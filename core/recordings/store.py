@@ -38,7 +38,9 @@ from core.machines.globalstate import torch_threads
 from core.machines.timing import measure_throughput
 from core.recordings.fingerprint import OpComparison, compare_ops, first_differing_group, op_fingerprint
 from core.recordings.schema import RECORDING
-from core.training.pair import PRESETS, PairedRun, summarize
+from core.training.mlp import PRESETS
+from core.training.pair import PairedRun
+from core.training.seeds import summarize
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -281,7 +283,7 @@ class TrainingEntry:
 
     @property
     def first_rel_1pct(self) -> int | None:
-        """First step with |loss A - loss B| / |loss A| > 1% (as core.training.pair.summarize defines it)."""
+        """First step with |loss A - loss B| / |loss A| > 1% (as core.training.seeds.summarize defines it)."""
         for i, (a, b) in enumerate(zip(self.losses_a, self.losses_b, strict=True)):
             rel = abs(a - b) / abs(a) if a else (0.0 if a == b else math.inf)
             if rel > 0.01:

@@ -31,7 +31,9 @@ from core.machines.devices import Device
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
 from core.machines.timing import Throughput, interleaved_times, median_seconds
 from core.studies.sumlab import LabResult, run_lab
-from core.training.pair import PairedRun, SeedStudy, TrainSettings, summarize
+from core.training.mlp import TrainSettings
+from core.training.pair import PairedRun
+from core.training.seeds import SeedStudy, summarize
 
 # Vendor peak FP64:FP32 ratios as cited in the project's reference notes (not measured here).
 VENDOR_RATIOS: tuple[tuple[str, str, str], ...] = (

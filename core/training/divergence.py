@@ -8,7 +8,9 @@ import math
 import statistics
 from dataclasses import dataclass, fields
 
-from core.training.pair import STAND_IN, DivergenceSummary, PairedRun, SeedStudy, StepRecord, TrainSettings, summarize
+from core.training.mlp import TrainSettings
+from core.training.pair import STAND_IN, PairedRun, StepRecord
+from core.training.seeds import DivergenceSummary, SeedStudy, summarize
 
 
 def changed_settings(settings: TrainSettings, preset: TrainSettings) -> tuple[str, ...]:

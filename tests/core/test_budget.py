@@ -14,7 +14,7 @@ from core.crowd.gate import HEAVY_SLOTS
 from core.kernels.orders import DEFAULT_ORDERS, ORDERS, clamp_permutations
 from core.recordings.store import SUITE_DTYPES, SUITE_GENERATORS, SUITE_SIZES
 from core.studies.sumlab import MAX_PERMUTATIONS
-from core.training.pair import MAX_STEPS
+from core.training.mlp import MAX_STEPS
 
 ALL_ORDERS = tuple(ORDERS)
 ISSUE_LINK = dict(n=10_000_000, storage="float64", working="same", orders=ALL_ORDERS, permutations=1000,

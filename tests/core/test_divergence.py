@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 
 from core.training.divergence import PairSnapshot, changed_settings, frame_steps, seed_verdict, snapshot
-from core.training.pair import STAND_IN, PairedRun, SeedStudy, TrainSettings, summarize
+from core.training.mlp import TrainSettings
+from core.training.pair import STAND_IN, PairedRun
+from core.training.seeds import SeedStudy, summarize
 
 
 def test_changed_settings_names_what_differs_in_field_order():

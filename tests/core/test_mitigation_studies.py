@@ -28,7 +28,7 @@ from core.studies.mitigations import (
     training_pair,
     wider_study,
 )
-from core.training.pair import SeedStudy
+from core.training.seeds import SeedStudy
 
 SMALL = VectorSpec("normal", 2_000, 0, "float32")
 HARD = VectorSpec("ill_conditioned", 2_000, 0, "float32", 1e12)

@@ -148,7 +148,9 @@ def test_comparison_counts_agreements_and_finds_where_machines_part(quick):
 def test_recorded_one_percent_step_matches_core_summarize(quick):
     from dataclasses import replace
 
-    from core.training.pair import PRESETS, PairedRun, summarize
+    from core.training.mlp import PRESETS
+    from core.training.pair import PairedRun
+    from core.training.seeds import summarize
 
     rec = Recording.from_dict("a.json", quick)
     for t in rec.training:

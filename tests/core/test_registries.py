@@ -83,7 +83,8 @@ def test_a_new_generator_is_one_entry(monkeypatch):
 
 
 def test_a_new_difference_source_is_one_entry(monkeypatch):
-    from core.training.pair import DIFFERENCES, Difference, PairedRun, TrainSettings
+    from core.training.mlp import TrainSettings
+    from core.training.pair import DIFFERENCES, Difference, PairedRun
 
     def swap_classes_of_w3(s, rng, plan):  # B starts with its output rows 0 and 1 swapped: a real difference
         plan.params["w3"] = plan.params["w3"][[1, 0, *range(2, s.classes)]]

@@ -6,7 +6,6 @@ Run with ``-s`` to see the measured match-rate table.
 from __future__ import annotations
 
 import itertools
-import time
 
 import ml_dtypes
 import numpy as np
@@ -113,10 +112,7 @@ def test_ten_million_float32_matches_and_depends_on_thread_count():
     x = make_input("uniform", 10**7, np.dtype(np.float32), seed=99)
     results = {}
     for threads in (1, 2):
-        start = time.perf_counter()
-        model = torch_cpu_sum_model(x, threads)
-        elapsed = time.perf_counter() - start
-        assert elapsed < 1.0, f"model took {elapsed:.3f} s for n=1e7"
+        model = torch_cpu_sum_model(x, threads)  # its speed: benchmarks/bench_models.py
         assert bits(model) == bits(real_torch_sum(x, threads))
         results[threads] = bits(model)
     assert results[1] != results[2]  # one vs two threads: different chunks, different roundings

@@ -18,25 +18,19 @@ from hypothesis import strategies as st
 from core.machines.devices import available_devices
 from core.machines.globalstate import PROCESS_THREADS, GlobalState, torch_threads
 from core.recordings.fingerprint import _compute as fingerprint_ops
-from core.training.pair import (
+from core.training.mlp import (
     MAX_HIDDEN,
     MAX_STEPS,
     PARAM_NAMES,
-    SOURCES,
-    STAND_IN,
-    PairedRun,
-    StepRecord,
     TrainSettings,
-    _permute,
-    _unpermute,
     bare_training_loop,
     batch_schedule,
     forward,
     init_params,
-    seed_study,
     spirals,
-    summarize,
 )
+from core.training.pair import SOURCES, STAND_IN, PairedRun, StepRecord, _permute, _unpermute
+from core.training.seeds import seed_study, summarize
 
 CPU_SOURCES = tuple(s for s in SOURCES if s != "device")
 NO_DIFFERENCE = ("none", "threads")
@@ -465,16 +459,16 @@ def test_a_paired_run_changes_no_process_global_state(source):
 
 
 def test_threads_source_runs_b_with_one_thread_and_restores(monkeypatch):
-    import core.training.pair as training
+    import core.training.mlp as mlp
 
     seen: list[tuple[int | None, int]] = []
-    real = training._train_step
+    real = mlp._train_step
 
     def spy(run, idx):
         seen.append((run.threads, torch.get_num_threads()))
         return real(run, idx)
 
-    monkeypatch.setattr(training, "_train_step", spy)
+    monkeypatch.setattr(mlp, "_train_step", spy)  # _step (core.training.mlp) looks it up there
     before = torch.get_num_threads()
     PairedRun(TrainSettings(source="threads", steps=3)).run(3)
     assert torch.get_num_threads() == before

@@ -20,7 +20,8 @@ from benchmarks.harness import CHROMIUM, CHROMIUM_ARGS, run_in_own_thread
 from core.arith.vectors import VectorSpec, generate
 from core.kernels.orders import DEFAULT_ORDERS
 from core.studies.sumlab import run_lab
-from core.training.pair import PairedRun, TrainSettings
+from core.training.mlp import TrainSettings
+from core.training.pair import PairedRun
 from ui.sumlab_view import results_table
 
 LAB_SESSIONS = [("float32", 1000), ("float16", 50_000), ("bfloat16", 20_000), ("float64", 200_000),

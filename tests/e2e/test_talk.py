@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from core.arith.vectors import GENERATORS
 from core.kernels.trees import TREE_ORDERS
-from core.training.pair import PRESETS
+from core.training.mlp import PRESETS
 from tests.e2e.conftest import Server, screenshot, wait_for_app
 from ui.talk import SCENARIOS
 

@@ -15,7 +15,9 @@ import pytest
 from playwright.sync_api import expect
 
 from core.crowd.budget import training_cost
-from core.training.pair import DEFAULT_PRESET, PRESETS, PairedRun, TrainSettings, summarize
+from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings
+from core.training.pair import PairedRun
+from core.training.seeds import summarize
 from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
 
 CLOCK = os.sysconf("SC_CLK_TCK")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.training.pair import DEFAULT_PRESET, PRESETS, PairedRun, TrainSettings, seed_study, summarize
+from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings
+from core.training.pair import PairedRun
+from core.training.seeds import seed_study, summarize
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
 
 
