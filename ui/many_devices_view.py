@@ -14,8 +14,10 @@ import streamlit as st
 from core.crowd.gate import HEAVY
 from core.crowd.runner import Memo
 from core.kernels.collectives import MODELS, Comparison
-from core.training.data_parallel import DataParallelResult, EmulatedRun, Progress, emulate_run
-from core.training.pair import DivergenceSummary, StepRecord
+from core.training.emulate import EmulatedRun, emulate_run
+from core.training.gloo import DataParallelResult, Progress
+from core.training.pair import StepRecord
+from core.training.seeds import DivergenceSummary
 
 # Finished work shared by every visitor of this server (deterministic for its key, so never stale).
 EMULATIONS = Memo(24)  # (ranks, model, steps) -> EmulatedRun

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from core.arith.formats import FLOAT32, error_in_ulps, round_to_format
 from core.arith.formats import ulp_distance as exact_ulp_distance
 from core.kernels import collectives as C
-from core.training.data_parallel import gloo_allreduce, rank_gradients
+from core.training.emulate import rank_gradients
+from core.training.gloo import gloo_allreduce
 
 F32 = np.float32
 
