@@ -628,21 +628,6 @@ def compare_recordings(left: Recording, right: Recording) -> MachineComparison:
     )
 
 
-def default_pair(recs: list[Recording]) -> tuple[int, int]:
-    """Indices of two recordings to set side by side first: two different machines in their plain
-    configuration (no numeric environment variables) where there are such, else the first two."""
-    def machine(r: Recording) -> tuple:
-        p = r.provenance
-        return p.cpu_model, p.cpu_capability, p.device_name, p.host
-
-    plain = [i for i, r in enumerate(recs) if not r.provenance.environment]
-    for a in plain:
-        for b in plain:
-            if a < b and machine(recs[a]) != machine(recs[b]):
-                return a, b
-    return (0, 1) if len(recs) > 1 else (0, 0)
-
-
 def live_training_1pct(preset: str, steps: int) -> int | None:
     """This server's own A/B pair for a recorded preset: the first step more than 1% apart."""
     run = PairedRun(replace(PRESETS[preset].settings, steps=steps))
