@@ -25,10 +25,8 @@ from core.recordings import (
     vector_sha256,
     write_recording,
 )
-from core.torch_cpu_model import cpu_capability
 from core.vectors import VectorSpec, generate
-
-X86_SUM_KERNEL = cpu_capability().upper() in {"AVX2", "AVX512", "DEFAULT"}
+from tests.machine import X86_SUM_KERNEL
 
 
 @pytest.fixture(scope="module")
