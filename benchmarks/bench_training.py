@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from benchmarks.timing import median_time
-from core.training import PairedRun, TrainSettings, bare_training_loop
+from core.training.pair import PairedRun, TrainSettings, bare_training_loop
 
 
 def main(steps: int = 500) -> None:

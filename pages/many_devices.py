@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.collectives import MODELS
-from core.data_parallel import (
+from core.crowd.querystate import Field
+from core.kernels.collectives import MODELS
+from core.training.data_parallel import (
     DP_SETTINGS,
     EMULATED_KS,
     GLOO_ALGORITHM,
@@ -25,7 +26,6 @@ from core.data_parallel import (
     run_pairs,
     study_ks,
 )
-from core.querystate import Field
 from ui import glossary
 from ui.many_devices_view import (
     EMULATIONS,

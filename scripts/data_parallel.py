@@ -22,7 +22,7 @@ import pathlib
 import sys
 from dataclasses import asdict
 
-from core.data_parallel import (
+from core.training.data_parallel import (
     DP_SETTINGS,
     GLOO_ALGORITHM,
     MAX_LIVE_STEPS,

@@ -2,7 +2,7 @@
 
     python -m scripts.fingerprint            # compares with data/recordings/ (or FP_RECORDINGS_DIR)
 
-It hashes the result bits of the 27 fixed operations of core.fingerprint on this CPU with torch's
+It hashes the result bits of the 27 fixed operations of core.recordings.fingerprint on this CPU with torch's
 configured thread count and prints, for each recording, how many operations give the same bits
 here and which give other bits. Nothing is written; ``python -m scripts.capture`` makes a full
 recording (sums, matrix products, 500 training steps) to commit.
@@ -14,10 +14,10 @@ import argparse
 import pathlib
 import sys
 
-from core.devices import machine_facts
-from core.fingerprint import compare_ops, fingerprint, group_fingerprints, op_fingerprint
-from core.globalstate import PROCESS_THREADS
-from core.recordings import load_recordings, recordings_dir
+from core.machines.devices import machine_facts
+from core.machines.globalstate import PROCESS_THREADS
+from core.recordings.fingerprint import compare_ops, fingerprint, group_fingerprints, op_fingerprint
+from core.recordings.store import load_recordings, recordings_dir
 
 
 def main(argv: list[str] | None = None) -> int:

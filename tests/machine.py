@@ -2,13 +2,13 @@
 
 No test compares with a number measured on one CPU. Where a test checks something that holds
 only on some machines (a bit-exact model of one library's kernel, which library does the matrix
-products), it asks the live facts of ``core.devices.machine_facts`` (the facts every recording
+products), it asks the live facts of ``core.machines.devices.machine_facts`` (the facts every recording
 and fingerprint is filed under) and skips elsewhere with a reason that names this machine.
 """
 
 from __future__ import annotations
 
-from core.devices import machine_facts
+from core.machines.devices import machine_facts
 
 FACTS = machine_facts()
 ARCHITECTURE = str(FACTS["architecture"])
@@ -16,7 +16,7 @@ CAPABILITY = str(FACTS["cpu_capability"]).upper()
 BLAS = str(FACTS.get("blas") or "unknown")
 THIS_MACHINE = f"this machine is {ARCHITECTURE} with torch capability {CAPABILITY} and BLAS {BLAS}"
 
-# The bit-exact model of torch's CPU sum (core.torch_cpu_model) was measured on x86-64 with AVX2,
+# The bit-exact model of torch's CPU sum (core.kernels.torch_cpu_model) was measured on x86-64 with AVX2,
 # AVX512 and the generic kernels. aarch64 reports "DEFAULT" too, with other vector widths, so the
 # architecture is part of the guard.
 X86_SUM_KERNEL = ARCHITECTURE in ("x86_64", "AMD64") and CAPABILITY in {"AVX2", "AVX512", "DEFAULT"}

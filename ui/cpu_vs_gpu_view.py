@@ -7,10 +7,9 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.cpu_vs_gpu import Notice, ReductionStages, SumsEverywhere
-from core.fingerprint import GROUPS, OpComparison, compare_ops, fingerprint, group_fingerprints
-from core.formats import hex_bits
-from core.recordings import (
+from core.arith.formats import hex_bits
+from core.recordings.fingerprint import GROUPS, OpComparison, compare_ops, fingerprint, group_fingerprints
+from core.recordings.store import (
     RESULT_GROUPS,
     ConfigurationEffect,
     Fidelity,
@@ -22,6 +21,7 @@ from core.recordings import (
     Recording,
     TrainingEntry,
 )
+from core.studies.cpu_vs_gpu import Notice, ReductionStages, SumsEverywhere
 from ui.render import inert
 
 FACT_ROWS = (

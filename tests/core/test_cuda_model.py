@@ -1,4 +1,4 @@
-"""core.cuda_model: the vectorised model against a slow loop-by-loop reference, error bounds and properties.
+"""core.kernels.cuda_model: the vectorised model against a slow loop-by-loop reference, error bounds and properties.
 
 No GPU is involved: these tests check that the model computes the algorithm it describes (the
 kernel of torch 2.13 and the older kernel versions in ``KERNELS``). Whether that algorithm is
@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.cuda_model import (
+from core.arith.exact import exact_sum_fraction
+from core.kernels.cuda_model import (
     KERNELS,
     PINNED_KERNEL,
     CudaReduceConfig,
@@ -30,7 +31,6 @@ from core.cuda_model import (
     kernel_differences,
     tree_depth,
 )
-from core.exact import exact_sum_fraction
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BF16]

@@ -1,4 +1,4 @@
-"""core.data_parallel: a real gloo process group trains beside one process, is supervised and torn
+"""core.training.data_parallel: a real gloo process group trains beside one process, is supervised and torn
 down cleanly, and the one-process emulation of k devices combines gradients in the models' orders.
 
 The live runs start real worker processes (each imports torch), so they are few and short: two
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-import core.data_parallel as dp
-from core import collectives
-from core.globalstate import GlobalState, torch_threads
-from core.training import summarize
+import core.training.data_parallel as dp
+from core.kernels import collectives
+from core.machines.globalstate import GlobalState, torch_threads
+from core.training.pair import summarize
 from scripts import data_parallel as cli
 
 LINE = re.compile(r"data-parallel \(gloo, world size \d+\): (first differs from one process at step \d+, more than 1% "

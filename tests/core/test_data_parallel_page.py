@@ -1,4 +1,4 @@
-"""core.data_parallel's page-facing helpers: which k the order study covers, the emulation
+"""core.training.data_parallel's page-facing helpers: which k the order study covers, the emulation
 settings' keys, every pair of runs compared by their weight digests, and the run that parts first.
 Built from hand-made runs: no process group, no training."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import core.data_parallel as dp
-from core.training import DivergenceSummary
+import core.training.data_parallel as dp
+from core.training.pair import DivergenceSummary
 
 
 def _summary(rel: int | None) -> DivergenceSummary:

@@ -1,4 +1,4 @@
-"""core.numpy_model: NumPy's pairwise summation, reproduced bit for bit against the real np.sum."""
+"""core.kernels.numpy_model: NumPy's pairwise summation, reproduced bit for bit against the real np.sum."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from core.numpy_model import PW_BLOCKSIZE, numpy_leaf_blocks, numpy_pairwise_model
+from core.kernels.numpy_model import PW_BLOCKSIZE, numpy_leaf_blocks, numpy_pairwise_model
 
 DTYPES = [np.float16, np.float32, np.float64]
 UINT = {np.dtype(np.float16): np.uint16, np.dtype(np.float32): np.uint32, np.dtype(np.float64): np.uint64}

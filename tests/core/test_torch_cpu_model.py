@@ -1,4 +1,4 @@
-"""core.torch_cpu_model: the NumPy model of torch's CPU sum order, compared bit for bit with the real torch.sum.
+"""core.kernels.torch_cpu_model: the NumPy model of torch's CPU sum order, compared bit for bit with the real torch.sum.
 
 Run with ``-s`` to see the measured match-rate table.
 """
@@ -12,8 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from core.globalstate import GlobalState
-from core.torch_cpu_model import (
+from core.kernels.torch_cpu_model import (
     GRAIN_SIZE,
     MEASURED_MATCH,
     default_lanes,
@@ -21,6 +20,7 @@ from core.torch_cpu_model import (
     thread_chunks,
     torch_cpu_sum_model,
 )
+from core.machines.globalstate import GlobalState
 from tests.machine import X86_SUM_KERNEL, X86_SUM_REASON
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

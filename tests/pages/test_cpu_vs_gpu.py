@@ -7,8 +7,8 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.fingerprint import fingerprint, op_fingerprint
-from core.recordings import (
+from core.recordings.fingerprint import fingerprint, op_fingerprint
+from core.recordings.store import (
     INTEL_MKL_NOTE,
     TRAINING_PRESETS,
     capture,

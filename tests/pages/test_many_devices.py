@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import core.data_parallel as dp
-from core.collectives import MODELS
+import core.training.data_parallel as dp
+from core.kernels.collectives import MODELS
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
 from ui.many_devices_view import short_step, step_text
 

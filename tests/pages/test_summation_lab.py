@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.exact import exact_decimal, exact_sum_fraction
-from core.globalstate import PROCESS_THREADS
-from core.vectors import VectorSpec, generate
+from core.arith.exact import exact_decimal, exact_sum_fraction
+from core.arith.vectors import VectorSpec, generate
+from core.machines.globalstate import PROCESS_THREADS
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 
 
