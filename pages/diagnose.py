@@ -6,6 +6,7 @@ import streamlit as st
 
 from core.crowd.querystate import Field
 from core.diagnose.examples import EXAMPLES, LOG_EXAMPLES, make_example, make_log_example
+from core.diagnose.inputs import prepare_inputs
 from core.diagnose.loaders import (
     ARRAY_TYPES,
     LOG_TYPES,
@@ -20,7 +21,8 @@ from core.diagnose.loaders import (
     reduction_length_problem,
 )
 from core.diagnose.logs import LogDiagnosis, diagnose_logs
-from core.diagnose.verdict import MAX_ELEMENTS, Diagnosis, diagnose, prepare_inputs
+from core.diagnose.results import Diagnosis
+from core.diagnose.verdict import MAX_ELEMENTS, diagnose
 from ui import diagnose_view as view
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert

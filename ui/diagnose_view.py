@@ -11,18 +11,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from core.diagnose.envelopes import ENVELOPE_FACTOR, OUTLIER_FACTOR
 from core.diagnose.loaders import LoadError, parse_log, parse_pasted
 from core.diagnose.logs import JUMP_FACTOR, LogDiagnosis
-from core.diagnose.verdict import (
-    ALLCLOSE_DEFAULT,
-    ENVELOPE_FACTOR,
-    MARGIN,
-    OUTLIER_FACTOR,
-    VERDICT_HEADS,
-    Diagnosis,
-    Simulation,
-    format_tol,
-)
+from core.diagnose.results import Diagnosis, Simulation
+from core.diagnose.tolerances import ALLCLOSE_DEFAULT, MARGIN, format_tol
+from core.diagnose.verdict import VERDICT_HEADS
 from ui.render import inert
 
 VERDICT_ICONS = {"identical": ":material/check_circle:", "reordering": ":material/check_circle:",
@@ -327,7 +321,7 @@ def show_diagnosis(d: Diagnosis) -> None:
     st.caption(f"Envelope = min(a-priori bound, factor × typical size), element by element; the factor is "
                f"{ENVELOPE_FACTOR:g} unless the simulation saw the inputs' own orders spread further. Typical sizes: "
                "u·√K·scale for reordering, (u_in + u_32·√K)·scale for reduced-precision inputs; derivations "
-               "in core/diagnose/verdict.py. The typical sizes are heuristics; the bounds are rigorous only with the "
+               "in core/diagnose/envelopes.py. The typical sizes are heuristics; the bounds are rigorous only with the "
                "inputs.")
     c1, c2 = st.columns(2)
     with c1:

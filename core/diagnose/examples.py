@@ -21,7 +21,7 @@ import torch
 
 from core.arith.vectors import VectorSpec, generate
 from core.diagnose.loaders import LossLog
-from core.diagnose.verdict import round_to
+from core.diagnose.rounding import round_to
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
 
 EXAMPLES: dict[str, str] = {

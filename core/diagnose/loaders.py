@@ -28,7 +28,8 @@ import torch
 
 from core.arith.formats import FORMATS, NUMPY_DTYPES, to_numpy
 from core.arith.vectors import round_array
-from core.diagnose.verdict import MAX_ELEMENTS, MAX_INPUT_ELEMENTS, Inputs
+from core.diagnose.inputs import MAX_INPUT_ELEMENTS, Inputs
+from core.diagnose.verdict import MAX_ELEMENTS
 
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024  # the server's upload limit (.streamlit/config.toml maxUploadSize = 5 MB)
 MAX_PASTE_CHARS = 100_000

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.diagnose.inputs import prepare_inputs
 from core.diagnose.loaders import DiagnoseSettings, Loaded, pair_problem, parse_pasted, reduction_length_problem
-from core.diagnose.verdict import prepare_inputs
 
 
 def _loaded(shape, dtype=np.float32, fmt="float32") -> Loaded:
