@@ -17,15 +17,22 @@ from core.machines.devices import Device, available_devices, device_info
 from core.machines.globalstate import PROCESS_THREADS, current_settings
 from core.recordings.fingerprint import op_fingerprint
 from core.recordings.store import (
+    INTEL_MKL_NOTE,
     SUITE_DTYPES,
     SUITE_GENERATORS,
     SUITE_SIZES,
+    TRAINING_PRESETS,
     Recording,
     cached_recordings,
     compare_recordings,
+    configuration_effects,
     default_pair,
+    machine_partings,
     model_fidelity,
+    most_different_pair,
+    pair_differences,
     recordings_dir,
+    same_dispatch_differences,
 )
 from core.studies.cpu_vs_gpu import (
     CpuVsGpuSettings,
@@ -167,6 +174,7 @@ def two_machines(recs: list[Recording]) -> None:
     if len(recs) < 2:
         st.info("Fewer than two recordings are bundled, so there is nothing to set side by side.")
         return
+    view.most_different_line(most_different_pair(recs), recs)  # the pair the section opens on, and why
     names = [r.label for r in recs]
     c1, c2 = st.columns(2)
     first, second = default_pair(recs)
@@ -178,6 +186,7 @@ def two_machines(recs: list[Recording]) -> None:
         return
     cmp = compare_recordings(left, right)
     st.markdown(view.verdict(cmp, left.machine, right.machine))
+    view.differing_results(pair_differences(cmp))  # every differing result, named with its group
     view.comparison_summary(cmp)
     view.facts_table({f"{r.machine} ({r.name})": r.provenance.as_dict() for r in (left, right)})
     for r in (left, right):
@@ -194,6 +203,13 @@ def two_machines(recs: list[Recording]) -> None:
                 st.caption(f"{inert(r.label)}; {inert(entry.note)}.")
     st.caption("Each chart is one machine's own A/B pair (B differs from A as the preset says); the red rule marks "
                "the first step at which the pair's losses are more than 1% apart on that machine.")
+    st.markdown("Where each training pair parts, on every recorded machine:")
+    view.partings_table({p: machine_partings(recs, p) for p in TRAINING_PRESETS})
+
+
+def library_choice(recs: list[Recording]) -> None:
+    st.subheader("Same wheel, other code: libraries choose by the CPU")
+    view.library_choice(configuration_effects(recs), same_dispatch_differences(recs), INTEL_MKL_NOTE)
 
 
 def training_on_a_gpu(recs: list[Recording], devices: list[Device]) -> None:
@@ -239,6 +255,7 @@ def main() -> None:
     model_fidelity_section(recs)
     reduction_order(result)
     two_machines(recs)
+    library_choice(recs)
     training_on_a_gpu(recs, devices)
     next_page_link("cpu_vs_gpu")
 

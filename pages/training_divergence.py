@@ -10,14 +10,13 @@ from core.crowd.budget import training_advice, training_cost
 from core.crowd.querystate import Field
 from core.crowd.runner import PAIR_MEMO, SEED_MEMO, current_run, pair_outcome
 from core.machines.devices import available_devices, cpu_device
-from core.recordings.store import cached_recordings, recorded_outcomes
+from core.recordings.store import cached_recordings, machine_partings
 from core.training.divergence import changed_settings, seed_verdict
 from core.training.mlp import DEFAULT_PRESET, DTYPES, MAX_STEPS, OPTIMIZERS, PRESETS, TrainSettings
 from core.training.pair import SOURCES, PairedRun
 from core.training.seeds import seed_study
 from ui.crowd import heavy_section, over_budget
 from ui.navigation import ensure_app_navigation, next_page_link
-from ui.render import inert
 from ui.talk import more_settings
 from ui.training_view import (
     PairSlots,
@@ -26,6 +25,7 @@ from ui.training_view import (
     draw_pair,
     play_requested,
     precision_overlay,
+    recorded_partings,
     seed_chart,
     seed_frame,
 )
@@ -111,10 +111,7 @@ def controls(url_notes) -> TrainSettings:
     st.selectbox("Preset", list(PRESETS), key="td_preset", on_change=_load_preset)
     preset = PRESETS[st.session_state["td_preset"]]
     st.caption(preset.note)
-    for label, step, steps in recorded_outcomes(cached_recordings()[0], preset.name):
-        who = inert(label[:1].upper() + label[1:])
-        st.caption(f"{who}: this pair more than 1% apart from step {step}" if step else
-                   f"{who}: this pair never more than 1% apart within {steps} steps")
+    recorded_partings(machine_partings(cached_recordings()[0], preset.name))  # each recorded machine's step
     note_slot = st.empty()
     c1, c2, c3 = st.columns([3, 1, 1])
     c1.selectbox("What differs in run B", SOURCE_KEYS, format_func=SOURCES.get, key="td_source")

@@ -18,12 +18,13 @@ from core.arith.exact import exact_decimal
 from core.arith.formats import FORMATS
 from core.crowd.querystate import Field, decode
 from core.crowd.runner import PairOutcome
+from core.recordings.store import Parting
 from core.training.divergence import PairSnapshot, frame_steps, snapshot
 from core.training.mlp import TrainSettings
 from core.training.pair import SOURCES, PairedRun, StepRecord
 from core.training.seeds import DivergenceSummary, SeedStudy
 from ui.export import download_buttons
-from ui.render import bits_html
+from ui.render import bits_html, inert
 from ui.talk import styled
 
 RUN_COLOURS = alt.Scale(domain=["A", "B"], range=["#1f5fa8", "#d97706"])
@@ -339,3 +340,21 @@ def play_requested(run: PairedRun, settings: TrainSettings, slots: PairSlots) ->
     if run.finished:
         slots.show_progress(run.done, settings.steps)  # a yield point first: only the current script run may rerun
         st.rerun()
+
+
+def recorded_partings(partings: tuple[Parting, ...]) -> None:
+    """Where this preset's pair parted on each recorded real machine (one caption, each with its recording's
+    provenance), and on the same hardware in other numeric configurations (folded away)."""
+    def cell(p: Parting) -> str:
+        when = f"from step {p.step}" if p.step else f"never within {p.steps} steps"
+        return f"{when}, {inert(p.label, line_start=False)}"
+
+    machines = [p for p in partings if p.configuration is None]
+    tuned = [p for p in partings if p.configuration is not None]
+    if machines:
+        st.caption(f"On {len(machines)} recorded machine{'s' if len(machines) > 1 else ''}, this pair is more than "
+                   "1% apart " + "; ".join(cell(p) for p in machines) + ".")
+    if tuned:
+        with st.expander(f"The same hardware in other numeric configurations ({len(tuned)})"):
+            for p in tuned:
+                st.caption(cell(p)[:1].upper() + cell(p)[1:] + ".")

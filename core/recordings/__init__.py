@@ -4,6 +4,6 @@ schema (the declared JSON Schema, checked with jsonschema), fingerprint (machine
 single operations' result bits), store (capture, write, upgrade, load and validate recordings, and the
 CUDA/CPU model's fidelity to them), compare (what two machines' recordings share and where they part).
 
-May import: core.training, core.kernels, core.machines, core.arith, torch, NumPy, jsonschema.
+May import: core.training.pair, core.kernels, core.machines, core.arith, torch, NumPy, jsonschema.
 Never core.crowd: scripts.capture runs this package in a bare GPU image.
 """

@@ -30,12 +30,13 @@ from core.kernels.reprosum import (
     reproducible_sum,
     reproducible_sum_devices,
 )
-from core.kernels.torch_cpu_model import cpu_capability, torch_cpu_sum_model
+from core.kernels.torch_cpu_model import torch_cpu_sum_model
 from core.machines.devices import cpu_device
 from core.machines.globalstate import GlobalState, torch_threads
 from core.machines.timing import measure_throughput
 from core.studies.mitigations import VENDOR_RATIOS, determinism, reproducible_sum_cost, wider_accumulation
 from core.studies.sumlab import run_lab
+from tests.machine import X86_SUM_KERNEL
 from tests.strategies import bit_patterns, finite_values
 
 TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
@@ -116,7 +117,7 @@ def test_determinism_measurements():
     d = determinism(x, repeats=3)
     assert GlobalState.capture() == before
     assert all(v == 1 for v in d.distinct_by_threads.values())  # run to run: repeatable
-    if cpu_capability().upper() in {"AVX2", "AVX512", "DEFAULT"}:  # where the CPU sum model is established
+    if X86_SUM_KERNEL:  # where the CPU sum model is established (tests.machine: from the live facts)
         # each thread count's sum is the one the bit-exact model of torch's CPU reduction predicts for it
         values = generate(VectorSpec("normal", 1_000_000, 0, "float32")).values
         for t, bits in d.values_by_threads.items():

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from core.arith.vectors import VectorSpec, generate
-from core.kernels.torch_cpu_model import cpu_capability
 from core.machines.devices import available_devices, cpu_device, device_info
 from core.machines.globalstate import GlobalState, cuda_tf32
 from core.recordings.store import (
@@ -27,8 +26,7 @@ from core.recordings.store import (
     write_recording,
 )
 from core.studies.cpu_vs_gpu import replay
-
-X86_SUM_KERNEL = cpu_capability().upper() in {"AVX2", "AVX512", "DEFAULT"}
+from tests.machine import X86_SUM_KERNEL
 
 
 @pytest.fixture(scope="module")
