@@ -15,24 +15,26 @@ from core.kernels.cuda_published import published_evidence_sentence
 from core.kernels.torch_cpu_model import GRAIN_SIZE
 from core.machines.devices import Device, available_devices, device_info
 from core.machines.globalstate import PROCESS_THREADS, current_settings
+from core.recordings.compare import (
+    INTEL_MKL_NOTE,
+    compare_recordings,
+    configuration_effects,
+    default_pair,
+    machine_partings,
+    most_different_pair,
+    pair_differences,
+    same_dispatch_differences,
+)
 from core.recordings.fingerprint import op_fingerprint
 from core.recordings.store import (
-    INTEL_MKL_NOTE,
     SUITE_DTYPES,
     SUITE_GENERATORS,
     SUITE_SIZES,
     TRAINING_PRESETS,
     Recording,
     cached_recordings,
-    compare_recordings,
-    configuration_effects,
-    default_pair,
-    machine_partings,
     model_fidelity,
-    most_different_pair,
-    pair_differences,
     recordings_dir,
-    same_dispatch_differences,
 )
 from core.studies.cpu_vs_gpu import (
     CpuVsGpuSettings,

@@ -10,7 +10,8 @@ from core.crowd.budget import training_advice, training_cost
 from core.crowd.querystate import Field
 from core.crowd.runner import PAIR_MEMO, SEED_MEMO, current_run, pair_outcome
 from core.machines.devices import available_devices, cpu_device
-from core.recordings.store import cached_recordings, machine_partings
+from core.recordings.compare import machine_partings
+from core.recordings.store import cached_recordings
 from core.training.divergence import changed_settings, seed_verdict
 from core.training.mlp import DEFAULT_PRESET, DTYPES, MAX_STEPS, OPTIMIZERS, PRESETS, TrainSettings
 from core.training.pair import SOURCES, PairedRun

@@ -8,19 +8,17 @@ import pandas as pd
 import streamlit as st
 
 from core.arith.formats import hex_bits
-from core.recordings.fingerprint import GROUPS, OpComparison, compare_ops, fingerprint, group_fingerprints
-from core.recordings.store import (
+from core.recordings.compare import (
     RESULT_GROUPS,
     ConfigurationEffect,
-    Fidelity,
     MachineComparison,
     MostDifferent,
     PairDifferences,
     Parting,
     RecordedNote,
-    Recording,
-    TrainingEntry,
 )
+from core.recordings.fingerprint import GROUPS, OpComparison, compare_ops, fingerprint, group_fingerprints
+from core.recordings.store import Fidelity, Recording, TrainingEntry
 from core.studies.cpu_vs_gpu import Notice, ReductionStages, SumsEverywhere
 from ui.render import inert
 

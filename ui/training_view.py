@@ -18,7 +18,7 @@ from core.arith.exact import exact_decimal
 from core.arith.formats import FORMATS
 from core.crowd.querystate import Field, decode
 from core.crowd.runner import PairOutcome
-from core.recordings.store import Parting
+from core.recordings.compare import Parting
 from core.training.divergence import PairSnapshot, frame_steps, snapshot
 from core.training.mlp import TrainSettings
 from core.training.pair import SOURCES, PairedRun, StepRecord

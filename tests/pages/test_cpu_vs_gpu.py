@@ -7,21 +7,18 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.recordings.fingerprint import fingerprint, op_fingerprint
-from core.recordings.store import (
+from core.recordings.compare import (
     INTEL_MKL_NOTE,
-    TRAINING_PRESETS,
-    capture,
     compare_recordings,
     configuration_effects,
     default_pair,
-    load_recordings,
     machine_key,
     machine_partings,
     most_different_pair,
     pair_differences,
-    write_recording,
 )
+from core.recordings.fingerprint import fingerprint, op_fingerprint
+from core.recordings.store import TRAINING_PRESETS, capture, load_recordings, write_recording
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 from ui.cpu_vs_gpu_view import CAPTURE_COMMAND, CHECK_COMMAND
 

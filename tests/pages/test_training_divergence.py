@@ -244,7 +244,8 @@ def test_every_chart_has_axis_titles_a_legend_for_its_series_and_room_to_plot():
 def test_the_preset_cites_each_recorded_machine_with_its_provenance(td):
     """The step at which a pair parts depends on the machine: the page cites recordings, never one number.
     Every real machine bundled is listed (issue 25: all three), the configuration captures folded away."""
-    from core.recordings.store import cached_recordings, machine_partings, real_machines
+    from core.recordings.compare import machine_partings, real_machines
+    from core.recordings.store import cached_recordings
 
     recs = cached_recordings()[0]
     rows = machine_partings(recs, DEFAULT_PRESET)

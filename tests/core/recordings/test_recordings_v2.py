@@ -11,30 +11,32 @@ import pytest
 from core.arith.vectors import VectorSpec, generate
 from core.machines.devices import cpu_device
 from core.machines.globalstate import PROCESS_THREADS
-from core.recordings.fingerprint import OPS, compare_ops, op_fingerprint
-from core.recordings.store import (
-    DEFAULT_DIR,
+from core.recordings.compare import (
     INTEL_MKL_NOTE,
-    Recording,
-    RecordingError,
-    capture,
     compare_recordings,
     configuration_effects,
-    decode_hex,
-    live_sum_bits,
-    load_recordings,
     machine_key,
     machine_partings,
     most_different_pair,
     pair_differences,
     real_machines,
     same_dispatch_differences,
+)
+from core.recordings.fingerprint import OPS, compare_ops, op_fingerprint
+from core.recordings.store import (
+    DEFAULT_DIR,
+    Recording,
+    RecordingError,
+    capture,
+    decode_hex,
+    live_sum_bits,
+    load_recordings,
     upgrade_v1,
     validate,
     vector_sha256,
 )
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 SHARED_V1 = ROOT.parent / "shared" / "recordings" / "v1-cpu-amd-epyc-2vcpu-20261130T081337.json"
 RESULT_KEYS = ("sums", "matmuls", "training", "throughput")
 
@@ -237,7 +239,7 @@ def _other_bits(quick: dict, *names: str) -> dict[str, str]:
 def test_default_pair_is_the_two_real_machines_that_differ_most(quick):
     """Issue 25: "another machine" was this machine with capability AVX512, which is this machine on an
     AVX512 CPU. Now it is derived from this machine's facts (another vendor and model), on every CPU."""
-    from core.recordings.store import default_pair
+    from core.recordings.compare import default_pair
 
     here = _variant(quick)
     tuned = _variant(quick, _other_bits(quick, *[op.name for op in OPS]), environment={"MKL_CBWR": "COMPATIBLE"})

@@ -30,7 +30,7 @@ from core.recordings.fingerprint import (
 )
 from tests.machine import ONEMKL, ONEMKL_REASON
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 SHARED_SCRIPT = ROOT.parent / "shared" / "recordings" / "op_fingerprint.py"
 
 
