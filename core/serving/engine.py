@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+from core.budget import MB, Cost
 from core.globalstate import torch_threads
 from core.serving import corpus
 from core.serving.kernels import KERNELS, Kernels
@@ -182,6 +183,30 @@ def fork_study(s: ServeSettings, progress: Callable[[float, str], None] | None =
     return ForkStudy(ordinary, invariant)
 
 
+# The budget's units (core.budget): value operations, one float32 value through one cheap pass.
+# A generated token of this model, at the batch sizes the page uses, costs the CPU time of roughly
+# this many such passes (measured with benchmarks/bench_serving.py; rounded up).
+TOKEN_WORK = {"default": 2.5e5, "gpu_model": 4e5, "batch_invariant": 5e5}
+BF16_FACTOR = 1.5
+CACHE_BYTES = 2 * 2 * 160 * 96 * 4  # one request's KV cache in float32 (layers x keys/values x context x width)
+
+
+def workload_tokens(s: ServeSettings) -> int:
+    """Tokens the schedule generates (identical requests: all of theirs; others: their seeded lengths)."""
+    return sum(r.new_tokens for r in schedule(s))
+
+
+def serving_cost(s: ServeSettings) -> Cost:
+    """The fork study's cost (ordinary and batch-invariant serving of the same schedule), in budget units."""
+    tokens = workload_tokens(s)
+    factor = BF16_FACTOR if s.dtype == "bfloat16" else 1.0
+    ordinary = tokens * TOKEN_WORK[s.kernels] * factor
+    invariant = tokens * TOKEN_WORK["batch_invariant"] * factor
+    peak = 16 * MB + s.max_batch * CACHE_BYTES + s.max_batch * 1.5 * MB
+    return Cost(ordinary + invariant, peak, ((f"{tokens:,} tokens, batch-invariant", invariant),
+                                             (f"{tokens:,} tokens, ordinary kernels", ordinary)), long=True)
+
+
 def schedule(s: ServeSettings) -> list[Request]:
     """The seeded arrival schedule: identical and other requests, interleaved at random times."""
     rng = random.Random(s.seed)
@@ -219,7 +244,7 @@ def _top2(row: torch.Tensor) -> tuple[float, float]:
 @dataclass
 class _Live:
     req: Request
-    cache: KVCache
+    cache: KVCache | None
     out: list[int] = field(default_factory=list)
     agrees: bool = True
     fork: Fork | None = None
@@ -314,8 +339,12 @@ def serve(s: ServeSettings, progress: Callable[[float, str], None] | None = None
                 running.extend(admitted)
             still = []
             for a in running:
-                (done if len(a.out) >= a.req.new_tokens else still).append(a)
                 produced += 1
+                if len(a.out) >= a.req.new_tokens:
+                    a.cache = None  # a finished request's KV cache is freed at once
+                    done.append(a)
+                else:
+                    still.append(a)
             running = still
             step += 1
             if progress and step % 25 == 0:

@@ -101,13 +101,16 @@ def attention_default(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: 
 # ---------------------------------------------------------------- the batch-invariant kernels
 
 def linear_invariant(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """x [M, K] @ w.T, in tiles of TILE_ROWS rows: one product shape for every batch size."""
+    """x [M, K] @ w.T, in tiles of TILE_ROWS rows: one product shape for every batch size. bfloat16
+    operands are multiplied in float32 (exact: a bfloat16 product fits in float32) and the float32
+    result rounded once."""
     m, k = x.shape
     tiles = max(1, math.ceil(m / TILE_ROWS))
-    padded = x.new_zeros(tiles * TILE_ROWS, k)
+    padded = torch.zeros(tiles * TILE_ROWS, k, dtype=torch.float32)
     padded[:m] = x
-    out = [F.linear(padded[i * TILE_ROWS:(i + 1) * TILE_ROWS], w) for i in range(tiles)]
-    return (out[0] if tiles == 1 else torch.cat(out))[:m]
+    wf = _wide(w)
+    out = [F.linear(padded[i * TILE_ROWS:(i + 1) * TILE_ROWS], wf) for i in range(tiles)]
+    return (out[0] if tiles == 1 else torch.cat(out))[:m].to(x.dtype)
 
 
 def rmsnorm_invariant(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:

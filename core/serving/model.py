@@ -110,36 +110,41 @@ class TinyLM:
     def forward(self, kern: Kernels, new_tokens: list[list[int]], caches: list[KVCache]) -> torch.Tensor:
         """Run each request's new tokens (a prompt to prefill, or one token to decode) through the
         model as one batch, appending their keys and values to the requests' caches. Returns the
-        logits after each request's last new token, [B, vocab], in float32."""
+        logits after each request's last new token, [B, vocab], in float32.
+
+        The batch is padded to its longest new-token list (prefill) and its keys to the longest
+        request (the padding is masked); every row goes through the kernels together."""
         cfg, p = self.cfg, self.p
         b = len(new_tokens)
-        t = max(len(x) for x in new_tokens)
+        lens = [len(x) for x in new_tokens]
+        t = max(lens)
         starts = [c.length for c in caches]
-        if any(s + len(x) > cfg.context for s, x in zip(starts, new_tokens, strict=True)):
+        length = max(s + n for s, n in zip(starts, lens, strict=True))
+        if length > cfg.context:
             raise ValueError(f"a request would pass the model's context of {cfg.context} tokens")
-        tok = torch.zeros(b, t, dtype=torch.long)
-        pos = torch.zeros(b, t, dtype=torch.long)
-        for i, (toks, s) in enumerate(zip(new_tokens, starts, strict=True)):
-            tok[i, :len(toks)] = torch.tensor(toks)
-            pos[i] = torch.arange(s, s + t).clamp(max=cfg.context - 1)
-            pos[i, len(toks):] = s  # padding rows: valid positions, results thrown away
+        tok = torch.tensor([x + [0] * (t - len(x)) for x in new_tokens])
+        # padding rows take their request's first new position: valid, masked like it, thrown away
+        pos = torch.tensor([[s + j if j < n else s for j in range(t)] for s, n in zip(starts, lens, strict=True)])
+        rows_b = torch.tensor([i for i, n in enumerate(lens) for _ in range(n)])
+        rows_t = torch.tensor([j for n in lens for j in range(n)])
+        rows_p = torch.tensor([s + j for s, n in zip(starts, lens, strict=True) for j in range(n)])
+        keys = torch.stack([c.k[:, :length] for c in caches])  # [B, layers, L, H, D]
+        values = torch.stack([c.v[:, :length] for c in caches])
         x = (p["tok_emb"][tok] + p["pos_emb"][pos]).reshape(b * t, cfg.d_model)
-        length = max(s + len(x_) for s, x_ in zip(starts, new_tokens, strict=True))
         for layer in range(cfg.layers):
             h = kern.rmsnorm(x, p[f"l{layer}.ln1"], EPS)
             qkv = kern.linear(h, p[f"l{layer}.wqkv"]).reshape(b, t, 3, cfg.heads, cfg.head_dim)
-            for i, (toks, s, c) in enumerate(zip(new_tokens, starts, caches, strict=True)):
-                c.k[layer, s:s + len(toks)] = qkv[i, :len(toks), 1]
-                c.v[layer, s:s + len(toks)] = qkv[i, :len(toks), 2]
-            keys = torch.stack([c.k[layer, :length] for c in caches])
-            values = torch.stack([c.v[layer, :length] for c in caches])
-            att = kern.attention(qkv[:, :, 0], keys, values, pos)
+            keys[rows_b, layer, rows_p] = qkv[rows_b, rows_t, 1]
+            values[rows_b, layer, rows_p] = qkv[rows_b, rows_t, 2]
+            att = kern.attention(qkv[:, :, 0], keys[:, layer], values[:, layer], pos)
             x = x + kern.linear(att.reshape(b * t, cfg.d_model), p[f"l{layer}.wo"])
             h = kern.rmsnorm(x, p[f"l{layer}.ln2"], EPS)
             x = x + kern.linear(torch.relu(kern.linear(h, p[f"l{layer}.w1"])), p[f"l{layer}.w2"])
-        for toks, c in zip(new_tokens, caches, strict=True):
-            c.length += len(toks)
-        last = torch.tensor([i * t + len(toks) - 1 for i, toks in enumerate(new_tokens)])
+        for i, (s, n, c) in enumerate(zip(starts, lens, caches, strict=True)):
+            c.k[:, s:s + n] = keys[i, :, s:s + n]
+            c.v[:, s:s + n] = values[i, :, s:s + n]
+            c.length = s + n
+        last = torch.tensor([i * t + n - 1 for i, n in enumerate(lens)])
         h = kern.rmsnorm(x[last], p["ln_f"], EPS)
         return kern.linear(h, p["head"]).float()
 
