@@ -16,7 +16,11 @@ for a row never depends on the batch ("batch-invariant") stop it.
   configuration for every batch size, as Thinking Machines' fix does (one matmul
   configuration, no split-K chosen by size). A row's products are then reduced in the order
   that configuration fixes, whatever its position in the tile and whatever the other rows
-  hold: the tests check that bit for bit (hypothesis, batch sizes 1 to 64, every position).
+  hold. K is padded with zeros to a multiple of ``PAD_K``: on this CPU's MKL, with K=17 and 5
+  outputs a row's bits depended on its position inside the tile (measured), and with K a
+  multiple of 16 they did not for any shape tried. This rests on the library computing every
+  row of one product shape alike, which is what the tests check bit for bit (hypothesis,
+  batch sizes 1 to 64, every position, many shapes).
 * **RMSNorm**: the mean of squares is a fixed pairwise tree over the row (``tree_sum``):
   element i is added to element i + h at each halving level, elementwise adds only, so the
   order is fixed by the row's length alone.
@@ -44,6 +48,7 @@ import torch
 import torch.nn.functional as F
 
 TILE_ROWS = 16
+PAD_K = 16
 SPLIT_SIZE = 16
 
 
@@ -101,14 +106,18 @@ def attention_default(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: 
 # ---------------------------------------------------------------- the batch-invariant kernels
 
 def linear_invariant(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """x [M, K] @ w.T, in tiles of TILE_ROWS rows: one product shape for every batch size. bfloat16
+    """x [M, K] @ w.T, in tiles of TILE_ROWS rows: one product shape for every batch size. K is
+    padded with zeros to a multiple of PAD_K (adding zero products changes no sum). bfloat16
     operands are multiplied in float32 (exact: a bfloat16 product fits in float32) and the float32
     result rounded once."""
     m, k = x.shape
+    kp = math.ceil(k / PAD_K) * PAD_K
     tiles = max(1, math.ceil(m / TILE_ROWS))
-    padded = torch.zeros(tiles * TILE_ROWS, k, dtype=torch.float32)
-    padded[:m] = x
+    padded = torch.zeros(tiles * TILE_ROWS, kp, dtype=torch.float32)
+    padded[:m, :k] = x
     wf = _wide(w)
+    if kp != k:
+        wf = torch.cat([wf, wf.new_zeros(wf.shape[0], kp - k)], dim=1)
     out = [F.linear(padded[i * TILE_ROWS:(i + 1) * TILE_ROWS], wf) for i in range(tiles)]
     return (out[0] if tiles == 1 else torch.cat(out))[:m].to(x.dtype)
 
@@ -197,28 +206,30 @@ def attention_gpu_model(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos
     length = k.shape[1]
     splits = kv_splits_for(b, h, length)
     size = math.ceil(length / splits)
+    splits = math.ceil(length / size)
+    padded = splits * size
     qf, kf, vf = q.float().transpose(1, 2), k.float().transpose(1, 2), v.float().transpose(1, 2)  # [B,H,T|L,D]
-    scores = torch.matmul(qf, kf.transpose(-1, -2)) * (1.0 / math.sqrt(d))  # [B, H, T, L]
-    keys = torch.arange(length)
+    if padded != length:
+        pad = kf.new_zeros(b, h, padded - length, d)
+        kf, vf = torch.cat([kf, pad], 2), torch.cat([vf, pad], 2)
+    scores = torch.matmul(qf, kf.transpose(-1, -2)) * (1.0 / math.sqrt(d))  # [B, H, T, P]
+    keys = torch.arange(padded)
     scores = scores.masked_fill(keys[None, None, None, :] > q_pos[:, None, :, None], float("-inf"))
-    m = l_ = o = None
-    for j in range(splits):
-        s = scores[..., j * size:(j + 1) * size]
-        if s.shape[-1] == 0:
-            break
-        mj = s.amax(-1, keepdim=True)
-        safe = torch.where(torch.isfinite(mj), mj, torch.zeros_like(mj))
-        pj = torch.exp(s - safe)
-        lj = pj.sum(-1, keepdim=True)
-        oj = torch.matmul(pj.to(q.dtype).float(), vf[..., j * size:(j + 1) * size, :])
-        if m is None:
-            m, l_, o = mj, lj, oj
-            continue
-        new = torch.maximum(m, mj)
-        a = torch.exp(torch.where(torch.isfinite(m), m - new, torch.full_like(m, float("-inf"))))
-        c = torch.exp(torch.where(torch.isfinite(mj), mj - new, torch.full_like(mj, float("-inf"))))
-        m, l_, o = new, l_ * a + lj * c, o * a + oj * c
-    return (o / l_).transpose(1, 2).to(q.dtype)
+    s = scores.reshape(b, h, t, splits, size)
+    m_j = s.amax(-1, keepdim=True)  # each split's own maximum: -inf for a split with no visible key
+    p_j = torch.exp(s - torch.where(torch.isfinite(m_j), m_j, torch.zeros_like(m_j)))
+    l_j = p_j.sum(-1)  # [B, H, T, splits]
+    p_round = p_j.to(q.dtype).float()  # the weights as the kernel stores them for the PV product
+    o_j = torch.matmul(p_round.unsqueeze(-2), vf.reshape(b, h, 1, splits, size, d).expand(b, h, t, splits, size, d)
+                       ).squeeze(-2)  # [B, H, T, splits, D]
+    m = m_j.squeeze(-1).amax(-1, keepdim=True)  # [B, H, T, 1]
+    scale = torch.exp(m_j.squeeze(-1) - m)  # 0 for empty splits
+    total = l_j[..., 0] * scale[..., 0]
+    out = o_j[..., 0, :] * scale[..., 0, None]
+    for j in range(1, splits):  # combined in split order
+        total = total + l_j[..., j] * scale[..., j]
+        out = out + o_j[..., j, :] * scale[..., j, None]
+    return (out / total[..., None]).transpose(1, 2).to(q.dtype)
 
 
 @dataclass(frozen=True)
