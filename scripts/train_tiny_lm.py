@@ -22,8 +22,16 @@ import torch
 import torch.nn.functional as F
 
 from core.serving import corpus
-from core.serving.model import RECORD, WEIGHTS, ModelConfig, encode, init_params, parameter_count, \
-    sequence_logits, sha256_of
+from core.serving.model import (
+    RECORD,
+    WEIGHTS,
+    ModelConfig,
+    encode,
+    init_params,
+    parameter_count,
+    sequence_logits,
+    sha256_of,
+)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,7 +26,7 @@ def punchline(punch, study: ForkStudy, invariant_on: bool) -> None:
     c1.metric(f"Distinct completions, {where.removeprefix('with ')}", k)
     c2.metric(f"The same schedule with {other_where}", other.distinct)
     top = next((c for c in shown.completions if c.fork), None)
-    c3.metric("First fork: token", top and f"{top.fork.position + 1} (“{top.fork.token}” vs “{top.fork.alone_token}”)"
+    c3.metric("First fork: token", (top and f"{top.fork.position + 1} (“{top.fork.token}” vs “{top.fork.alone_token}”)")
               or "none", help="Counted from the first generated token; in quotes what the batched request produced "
               "and what the request served alone produced there.")
     punch.caption(f"Served live on this server {where}: {inert(shown.kernels_label)}; "

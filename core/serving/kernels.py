@@ -22,8 +22,8 @@ for a row never depends on the batch ("batch-invariant") stop it.
   row of one product shape alike, which is what the tests check bit for bit (hypothesis,
   batch sizes 1 to 64, every position, many shapes).
 * **RMSNorm**: the mean of squares is a fixed pairwise tree over the row (``tree_sum``):
-  element i is added to element i + h at each halving level, elementwise adds only, so the
-  order is fixed by the row's length alone.
+  element i is added to element i + h at each halving level, elementwise adds only (each add
+  rounds once, whatever the vector width), so the order is fixed by the row's length alone.
 * **softmax**: per row: the maximum (exact in any order), elementwise exp, the same fixed tree
   for the sum, an elementwise division.
 * **attention over the KV cache**: keys are split into chunks of a fixed *size*
@@ -41,8 +41,8 @@ bfloat16 inputs are reduced in float32 and rounded once, as bfloat16 kernels do.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -53,19 +53,23 @@ SPLIT_SIZE = 16
 
 
 def tree_sum(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Sum along ``dim`` by a fixed pairwise tree: pad with zeros to a power of two, then add the
-    upper half onto the lower half until one element is left. Padding to a larger power of two
-    only adds zeros first, so the result depends on the values and their count, nothing else."""
+    """Sum along ``dim`` by a fixed pairwise tree: element i is added to element i + h, h the largest
+    power of two below the length, then the same on the first h elements, until one is left (the
+    tree of padding with zeros to a power of two, without the zeros). The order depends on the
+    length alone; a zero result comes out +0."""
     dim = dim % x.dim()
     n = x.shape[dim]
-    size = 1 << max(0, math.ceil(math.log2(max(n, 1))))
-    if size != n:
-        pad_shape = list(x.shape)
-        pad_shape[dim] = size - n
-        x = torch.cat([x, x.new_zeros(pad_shape)], dim=dim)
-    while size > 1:
-        size //= 2
-        x = x.narrow(dim, 0, size) + x.narrow(dim, size, size)
+    if n == 0:
+        return x.sum(dim)
+    while n > 1:
+        h = 1 << ((n - 1).bit_length() - 1)  # the largest power of two below n
+        if n == 2 * h:
+            x = x.narrow(dim, 0, h) + x.narrow(dim, h, h)
+        else:
+            folded = x.narrow(dim, 0, h).clone()
+            folded.narrow(dim, 0, n - h).add_(x.narrow(dim, h, n - h))
+            x = folded
+        n = h
     return x.squeeze(dim) + 0.0
 
 

@@ -5,8 +5,17 @@ from __future__ import annotations
 import torch
 
 from core.serving.kernels import KERNELS
-from core.serving.model import RECORD, WEIGHTS, ModelConfig, TinyLM, load_params, load_record, \
-    parameter_count, sequence_logits, sha256_of
+from core.serving.model import (
+    RECORD,
+    WEIGHTS,
+    ModelConfig,
+    TinyLM,
+    load_params,
+    load_record,
+    parameter_count,
+    sequence_logits,
+    sha256_of,
+)
 
 
 def test_the_weights_match_their_record():
