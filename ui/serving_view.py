@@ -23,8 +23,8 @@ def punchline(punch, study: ForkStudy, invariant_on: bool) -> None:
     where = "with batch-invariant kernels" if invariant_on else "with the server's ordinary kernels"
     other_where = "ordinary kernels" if invariant_on else "batch-invariant kernels"
     c1, c2, c3 = punch.columns(3)
-    c1.metric(f"Distinct completions, {where.removeprefix('with ')}", k)
-    c2.metric(f"The same schedule with {other_where}", other.distinct)
+    c1.metric("Distinct completions", k, help=f"Served {where}.")
+    c2.metric(f"With {other_where}", other.distinct, help="The same schedule, served again.")
     top = next((c for c in shown.completions if c.fork), None)
     c3.metric("First fork: token", (top and f"{top.fork.position + 1} (“{top.fork.token}” vs “{top.fork.alone_token}”)")
               or "none", help="Counted from the first generated token; in quotes what the batched request produced "
