@@ -6,23 +6,17 @@ import os
 
 import streamlit as st
 
-from core.budget import cpu_vs_gpu_cost
-from core.bytecache import VECTORS
-from core.cpu_vs_gpu import (
-    CpuVsGpuSettings,
-    SumsEverywhere,
-    ThreadSplit,
-    sums_everywhere,
-    tf32_product_difference,
-    thread_split,
-)
-from core.cuda_published import published_evidence_sentence
-from core.devices import Device, available_devices, device_info
-from core.fingerprint import op_fingerprint
-from core.formats import hex_bits
-from core.globalstate import PROCESS_THREADS, current_settings
-from core.querystate import Field
-from core.recordings import (
+from core.arith.formats import hex_bits
+from core.arith.vectors import GENERATORS
+from core.crowd.budget import cpu_vs_gpu_cost
+from core.crowd.bytecache import VECTORS
+from core.crowd.querystate import Field
+from core.kernels.cuda_published import published_evidence_sentence
+from core.kernels.torch_cpu_model import GRAIN_SIZE
+from core.machines.devices import Device, available_devices, device_info
+from core.machines.globalstate import PROCESS_THREADS, current_settings
+from core.recordings.fingerprint import op_fingerprint
+from core.recordings.store import (
     SUITE_DTYPES,
     SUITE_GENERATORS,
     SUITE_SIZES,
@@ -33,8 +27,14 @@ from core.recordings import (
     model_fidelity,
     recordings_dir,
 )
-from core.torch_cpu_model import GRAIN_SIZE
-from core.vectors import GENERATORS
+from core.studies.cpu_vs_gpu import (
+    CpuVsGpuSettings,
+    SumsEverywhere,
+    ThreadSplit,
+    sums_everywhere,
+    tf32_product_difference,
+    thread_split,
+)
 from ui import cpu_vs_gpu_view as view
 from ui import glossary
 from ui.crowd import heavy_section

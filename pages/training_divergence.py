@@ -6,23 +6,15 @@ from dataclasses import replace
 
 import streamlit as st
 
-from core.budget import training_advice, training_cost
-from core.devices import available_devices, cpu_device
-from core.divergence import changed_settings, seed_verdict
-from core.querystate import Field
-from core.recordings import cached_recordings, recorded_outcomes
-from core.runner import PAIR_MEMO, SEED_MEMO, current_run, pair_outcome
-from core.training import (
-    DEFAULT_PRESET,
-    DTYPES,
-    MAX_STEPS,
-    OPTIMIZERS,
-    PRESETS,
-    SOURCES,
-    PairedRun,
-    TrainSettings,
-    seed_study,
-)
+from core.crowd.budget import training_advice, training_cost
+from core.crowd.querystate import Field
+from core.crowd.runner import PAIR_MEMO, SEED_MEMO, current_run, pair_outcome
+from core.machines.devices import available_devices, cpu_device
+from core.recordings.store import cached_recordings, recorded_outcomes
+from core.training.divergence import changed_settings, seed_verdict
+from core.training.mlp import DEFAULT_PRESET, DTYPES, MAX_STEPS, OPTIMIZERS, PRESETS, TrainSettings
+from core.training.pair import SOURCES, PairedRun
+from core.training.seeds import seed_study
 from ui.crowd import heavy_section, over_budget
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
@@ -72,7 +64,7 @@ def _settings() -> TrainSettings:
 
 
 def _session_run(fresh: bool = False) -> PairedRun | None:
-    """This session's pair for the current settings (core.runner owns creating and replacing it)."""
+    """This session's pair for the current settings (core.crowd.runner owns creating and replacing it)."""
     try:
         s = _settings()
         s.validate()
@@ -207,7 +199,7 @@ def accept_divergence(settings: TrainSettings) -> None:
     st.markdown("Single trajectories part ways, but the *distribution* of outcomes does not depend on which side "
                 "you are on. Train several seeds per side and compare what matters: final loss and accuracy.")
     k = int(st.number_input("Seeds per side", min_value=2, max_value=16, value=6, key="td_k"))
-    cost = training_cost(settings.steps, k, settings.dtype, settings.optimizer)  # core.budget
+    cost = training_cost(settings.steps, k, settings.dtype, settings.optimizer)  # core.crowd.budget
     if not cost.fits:
         over_budget(cost, training_advice(settings.steps, k, settings.dtype, settings.optimizer), kept=False)
     if st.button("Train the seeds", key="td_seeds", disabled=not cost.fits):

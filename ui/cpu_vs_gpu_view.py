@@ -7,10 +7,10 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.cpu_vs_gpu import Notice, ReductionStages, SumsEverywhere
-from core.fingerprint import GROUPS, OpComparison, compare_ops, fingerprint, group_fingerprints
-from core.formats import hex_bits
-from core.recordings import Fidelity, MachineComparison, Recording, TrainingEntry
+from core.arith.formats import hex_bits
+from core.recordings.fingerprint import GROUPS, OpComparison, compare_ops, fingerprint, group_fingerprints
+from core.recordings.store import Fidelity, MachineComparison, Recording, TrainingEntry
+from core.studies.cpu_vs_gpu import Notice, ReductionStages, SumsEverywhere
 from ui.render import inert
 
 FACT_ROWS = (

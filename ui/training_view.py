@@ -1,5 +1,5 @@
 """Drawing for the training-divergence page: tables, Altair charts, the pair's live view, the
-progress bar and the Play loop (no numerics here; core.divergence says what is shown)."""
+progress bar and the Play loop (no numerics here; core.training.divergence says what is shown)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.divergence import PairSnapshot, frame_steps, snapshot
-from core.exact import exact_decimal
-from core.formats import FORMATS
-from core.querystate import Field, decode
-from core.runner import PairOutcome
-from core.training import SOURCES, DivergenceSummary, PairedRun, SeedStudy, StepRecord, TrainSettings
+from core.arith.exact import exact_decimal
+from core.arith.formats import FORMATS
+from core.crowd.querystate import Field, decode
+from core.crowd.runner import PairOutcome
+from core.training.divergence import PairSnapshot, frame_steps, snapshot
+from core.training.mlp import TrainSettings
+from core.training.pair import SOURCES, PairedRun, StepRecord
+from core.training.seeds import DivergenceSummary, SeedStudy
 from ui.export import download_buttons
 from ui.render import bits_html
 from ui.talk import styled
@@ -234,7 +236,7 @@ class Progress:
 
 
 def value_and_bits(v: float, bits: int, dtype: str) -> str:
-    """A loss and its bit pattern, as the record carries them (core.training reads the bits)."""
+    """A loss and its bit pattern, as the record carries them (core.training.pair reads the bits)."""
     fmt = FORMATS[dtype]
     digits = f"{v:.9g}" if dtype == "float32" else repr(v)
     return f"<code>{digits}</code> {bits_html(bits, fmt)}<br><small>exactly {exact_decimal(Fraction(v))}</small>"

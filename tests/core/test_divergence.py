@@ -1,4 +1,4 @@
-"""core.divergence: the pair's snapshot and labels, settings changed from a preset, the seed verdict."""
+"""core.training.divergence: the pair's snapshot and labels, settings changed from a preset, the seed verdict."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from core.divergence import PairSnapshot, changed_settings, frame_steps, seed_verdict, snapshot
-from core.training import STAND_IN, PairedRun, SeedStudy, TrainSettings, summarize
+from core.training.divergence import PairSnapshot, changed_settings, frame_steps, seed_verdict, snapshot
+from core.training.mlp import TrainSettings
+from core.training.pair import STAND_IN, PairedRun
+from core.training.seeds import SeedStudy, summarize
 
 
 def test_changed_settings_names_what_differs_in_field_order():

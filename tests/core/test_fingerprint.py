@@ -1,4 +1,5 @@
-"""core.fingerprint and the machine facts of core.devices: stable, comparable, and able to tell machines apart."""
+"""core.recordings.fingerprint and the machine facts of core.machines.devices: stable, comparable, and able
+to tell machines apart."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import sys
 import pytest
 import torch
 
-from core.devices import machine_facts
-from core.fingerprint import (
+from core.machines.devices import machine_facts
+from core.machines.globalstate import GlobalState, torch_threads
+from core.recordings.fingerprint import (
     GROUPS,
     OPS,
     SHARED_OPS,
@@ -26,7 +28,6 @@ from core.fingerprint import (
     group_fingerprints,
     op_fingerprint,
 )
-from core.globalstate import GlobalState, torch_threads
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHARED_SCRIPT = ROOT.parent / "shared" / "recordings" / "op_fingerprint.py"
@@ -103,7 +104,7 @@ def test_machine_facts_are_plain_and_name_the_dispatch():
 
 
 def _fingerprint_in_subprocess(env: dict[str, str]) -> dict[str, str]:
-    code = "import json; from core.fingerprint import op_fingerprint; print(json.dumps(op_fingerprint()))"
+    code = "import json; from core.recordings.fingerprint import op_fingerprint; print(json.dumps(op_fingerprint()))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, **env}, capture_output=True,
                          text=True, timeout=300, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,4 +1,4 @@
-"""core.orders: every order against a slow, obvious reference and against its error bound."""
+"""core.kernels.orders: every order against a slow, obvious reference and against its error bound."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.exact import exact_sum_fraction
-from core.formats import FORMATS, NUMPY_DTYPES
-from core.globalstate import GlobalState
-from core.metrics import a_priori_bound, exact_value
-from core.orders import (
+from core.arith.exact import exact_sum_fraction
+from core.arith.formats import FORMATS, NUMPY_DTYPES
+from core.arith.metrics import a_priori_bound, exact_value
+from core.arith.vectors import GENERATORS, VectorSpec, generate
+from core.kernels.orders import (
     ORDERS,
     clamp_permutations,
     compensated,
@@ -26,7 +26,7 @@ from core.orders import (
     tree_depth_numpy,
     working_array,
 )
-from core.vectors import GENERATORS, VectorSpec, generate
+from core.machines.globalstate import GlobalState
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
 
@@ -128,7 +128,7 @@ def test_every_order_stays_within_its_a_priori_bound(kind, storage, working, n, 
 
 @pytest.mark.parametrize("name", list(NP))
 def test_correctly_rounded_is_the_rounding_of_the_exact_sum(name):
-    from core.formats import round_to_format
+    from core.arith.formats import round_to_format
 
     x = (np.random.default_rng(2).standard_normal(3000)).astype(NP[name])
     out = run_order("correct", x, name)

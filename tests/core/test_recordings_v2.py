@@ -8,10 +8,11 @@ import re
 
 import pytest
 
-from core.devices import cpu_device
-from core.fingerprint import OPS, compare_ops, op_fingerprint
-from core.globalstate import PROCESS_THREADS
-from core.recordings import (
+from core.arith.vectors import VectorSpec, generate
+from core.machines.devices import cpu_device
+from core.machines.globalstate import PROCESS_THREADS
+from core.recordings.fingerprint import OPS, compare_ops, op_fingerprint
+from core.recordings.store import (
     DEFAULT_DIR,
     Recording,
     RecordingError,
@@ -24,7 +25,6 @@ from core.recordings import (
     validate,
     vector_sha256,
 )
-from core.vectors import VectorSpec, generate
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHARED_V1 = ROOT.parent / "shared" / "recordings" / "v1-cpu-amd-epyc-2vcpu-20261130T081337.json"
@@ -148,7 +148,9 @@ def test_comparison_counts_agreements_and_finds_where_machines_part(quick):
 def test_recorded_one_percent_step_matches_core_summarize(quick):
     from dataclasses import replace
 
-    from core.training import PRESETS, PairedRun, summarize
+    from core.training.mlp import PRESETS
+    from core.training.pair import PairedRun
+    from core.training.seeds import summarize
 
     rec = Recording.from_dict("a.json", quick)
     for t in rec.training:
@@ -175,7 +177,7 @@ def test_replay_is_bit_exact_where_the_fingerprint_matches(bundled):
 
 
 def test_cached_loading_rereads_only_changed_folders(quick, tmp_path):
-    from core.recordings import cached_recordings, write_recording
+    from core.recordings.store import cached_recordings, write_recording
 
     assert cached_recordings(tmp_path) == ([], [])
     path = write_recording(quick, tmp_path)
@@ -187,7 +189,7 @@ def test_cached_loading_rereads_only_changed_folders(quick, tmp_path):
 
 
 def test_recorded_outcomes_cite_each_recording(bundled):
-    from core.recordings import recorded_outcomes
+    from core.recordings.store import recorded_outcomes
 
     name = bundled[0].training[0].preset
     rows = recorded_outcomes(bundled, name)
@@ -200,7 +202,7 @@ def test_recorded_outcomes_cite_each_recording(bundled):
 
 
 def test_default_pair_prefers_two_plain_machines(quick):
-    from core.recordings import default_pair
+    from core.recordings.store import default_pair
 
     def variant(**prov):
         d = json.loads(json.dumps(quick))

@@ -1,4 +1,4 @@
-"""core.torch_cpu_model: the NumPy model of torch's CPU sum order, compared bit for bit with the real torch.sum.
+"""core.kernels.torch_cpu_model: the NumPy model of torch's CPU sum order, compared bit for bit with the real torch.sum.
 
 Run with ``-s`` to see the measured match-rate table.
 """
@@ -6,14 +6,12 @@ Run with ``-s`` to see the measured match-rate table.
 from __future__ import annotations
 
 import itertools
-import time
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from core.globalstate import GlobalState
-from core.torch_cpu_model import (
+from core.kernels.torch_cpu_model import (
     GRAIN_SIZE,
     MEASURED_MATCH,
     cpu_capability,
@@ -22,6 +20,7 @@ from core.torch_cpu_model import (
     thread_chunks,
     torch_cpu_sum_model,
 )
+from core.machines.globalstate import GlobalState
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BF16]
@@ -113,10 +112,7 @@ def test_ten_million_float32_matches_and_depends_on_thread_count():
     x = make_input("uniform", 10**7, np.dtype(np.float32), seed=99)
     results = {}
     for threads in (1, 2):
-        start = time.perf_counter()
-        model = torch_cpu_sum_model(x, threads)
-        elapsed = time.perf_counter() - start
-        assert elapsed < 1.0, f"model took {elapsed:.3f} s for n=1e7"
+        model = torch_cpu_sum_model(x, threads)  # its speed: benchmarks/bench_models.py
         assert bits(model) == bits(real_torch_sum(x, threads))
         results[threads] = bits(model)
     assert results[1] != results[2]  # one vs two threads: different chunks, different roundings

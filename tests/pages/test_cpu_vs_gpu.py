@@ -7,8 +7,8 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.fingerprint import fingerprint, op_fingerprint
-from core.recordings import capture, compare_recordings, default_pair, load_recordings, write_recording
+from core.recordings.fingerprint import fingerprint, op_fingerprint
+from core.recordings.store import capture, compare_recordings, default_pair, load_recordings, write_recording
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.exact import exact_decimal, exact_sum_fraction
-from core.vectors import VectorSpec, generate
+from core.arith.exact import exact_decimal, exact_sum_fraction
+from core.arith.vectors import VectorSpec, generate
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.training import DEFAULT_PRESET, PRESETS, PairedRun, TrainSettings, seed_study, summarize
+from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings
+from core.training.pair import PairedRun
+from core.training.seeds import seed_study, summarize
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
 
 
@@ -241,7 +243,7 @@ def test_every_chart_has_axis_titles_a_legend_for_its_series_and_room_to_plot():
 
 def test_the_preset_cites_each_recorded_machine_with_its_provenance(td):
     """The step at which a pair parts depends on the machine: the page cites recordings, never one number."""
-    from core.recordings import cached_recordings, recorded_outcomes
+    from core.recordings.store import cached_recordings, recorded_outcomes
 
     text = all_text(td)
     rows = recorded_outcomes(cached_recordings()[0], DEFAULT_PRESET)
