@@ -7,8 +7,8 @@ from collections import OrderedDict
 
 import streamlit as st
 
-from core.budget import Cost
-from core.querystate import Field
+from core.crowd.budget import Cost
+from core.crowd.querystate import Field
 from core.serving.engine import (
     DEFAULT_DTYPE,
     DEFAULT_KERNELS,

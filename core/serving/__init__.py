@@ -6,7 +6,8 @@ character-level causal transformer with a KV cache, its weights and tokenizer),
 whose result for a row never depends on the batch around it) and ``engine`` (a server that
 batches whatever requests are waiting, and the measurement of how identical requests fork).
 
-May import: the standard library, torch, numpy and core's arithmetic-level helpers
-(``core.formats``, ``core.globalstate``, ``core.devices``). Never streamlit, ``ui`` or ``pages``.
-(While core/ is being moved into packages these are imported from their flat paths.)
+May import: the standard library, torch, numpy, core's arithmetic and machine helpers
+(``core.arith``, ``core.machines``: formats, the global-state lock) and ``core.crowd.budget``
+(the cost of a serving run). Never streamlit, ``ui`` or ``pages``; nothing in core imports it
+but its own modules (it sits beside ``core.studies`` in .importlinter's layers).
 """

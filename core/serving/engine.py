@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from core.budget import MB, Cost
-from core.globalstate import torch_threads
+from core.crowd.budget import MB, Cost
+from core.machines.globalstate import torch_threads
 from core.serving import corpus
 from core.serving.kernels import KERNELS, Kernels
 from core.serving.model import KVCache, ModelConfig, TinyLM, decode, encode, load_params
@@ -36,7 +36,7 @@ from core.serving.model import KVCache, ModelConfig, TinyLM, decode, encode, loa
 DEFAULT_PROMPT = "the baker painted"
 DEFAULT_DTYPE = "bfloat16"
 DEFAULT_KERNELS = "gpu_model"
-SERVE_THREADS = 1  # one torch thread per forward (under core.globalstate's lock, restored after each)
+SERVE_THREADS = 1  # one torch thread per forward (under core.machines.globalstate's lock, restored after each)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 MAX_REQUESTS = 2000
 MAX_BATCH = 64
@@ -189,7 +189,7 @@ def fork_study(s: ServeSettings, progress: Callable[[float, str], None] | None =
     return ForkStudy(ordinary, invariant, baseline)
 
 
-# The budget's units (core.budget): value operations, one float32 value through one cheap pass.
+# The budget's units (core.crowd.budget): value operations, one float32 value through one cheap pass.
 # A generated token of this model, at the batch sizes the page uses, costs the CPU time of roughly
 # this many such passes (measured with benchmarks/bench_serving.py; rounded up).
 TOKEN_WORK = {"default": 2e5, "gpu_model": 3e5, "batch_invariant": 4.5e5}

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.globalstate import GlobalState
+from core.machines.globalstate import GlobalState
 from core.serving import corpus
 from core.serving.engine import (
     MAX_PROMPT,

@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.formats import FORMATS
+from core.arith.formats import FORMATS
 from core.serving import kernels as K
 
 DTYPES = [torch.float32, torch.bfloat16]
