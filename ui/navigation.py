@@ -42,6 +42,9 @@ PAGE_TABLE = [
      "train a tiny network twice and watch the runs drift apart, step by step"),
     ("many_devices", "Many devices", ":material/hub:",
      "data-parallel training on a real gloo process group, and the all-reduce orders of 2 to 1,024 devices"),
+    ("serving", "Serving an LLM", ":material/chat:",
+     "identical requests to a tiny language model at temperature 0 fork when a server batches them with others, "
+     "until batch-invariant kernels"),
     ("mitigations", "Mitigations", ":material/build:",
      "float64, wider accumulation, determinism and an order-independent sum, with costs measured here"),
     ("diagnose", "Diagnose a mismatch", ":material/troubleshoot:",
