@@ -37,7 +37,7 @@ URL_FIELDS = [Field("sv_n", "requests", "int", low=1, high=MAX_REQUESTS),
               Field("sv_dtype", "format", "choice", tuple(DTYPES)),
               Field("sv_kernels", "kernels", "choice", tuple(KERNEL_CHOICES)),
               Field("sv_invariant", "invariant", "choice", (False, True))]
-DEFAULTS = {"sv_n": 100, "sv_batch": 16, "sv_prompt": DEFAULT_PROMPT, "sv_dtype": DEFAULT_DTYPE,
+DEFAULTS = {"sv_n": 40, "sv_batch": 16, "sv_prompt": DEFAULT_PROMPT, "sv_dtype": DEFAULT_DTYPE,
             "sv_kernels": DEFAULT_KERNELS, "sv_invariant": False}
 KEPT = 8  # finished studies kept for every visitor (a few kB each)
 
@@ -68,7 +68,7 @@ def _keep(s: ServeSettings, study: ForkStudy) -> None:
 def controls() -> tuple[ServeSettings, dict[str, str]]:
     st.subheader("The server")
     c1, c2, c3 = st.columns(3)
-    n = int(c1.number_input("Identical requests", min_value=1, max_value=MAX_REQUESTS, step=50, key="sv_n",
+    n = int(c1.number_input("Identical requests", min_value=1, max_value=MAX_REQUESTS, step=10, key="sv_n",
                             help="How many times the same prompt is sent; half as many other requests arrive too."))
     batch = int(c2.slider("Server load: maximum batch", 1, MAX_BATCH, key="sv_batch",
                           help="At each step the server decodes every running request in one batch, up to this many."))
