@@ -67,17 +67,51 @@ def frame_steps(steps: int, frames: int) -> int:
     return max(1, -(-steps // frames))
 
 
+DEFAULT_SEEDS = 6  # seeds per side that both pages (Training divergence, Mitigations) train by default
+
+# The one rule both pages state and apply (issue 23: the two pages gave opposite verdicts on the same
+# question because each used its own statistic): train the same k seeds on side A and side B; the A-B
+# difference is "inside the seed spread" when the gap between the two sides' MEAN final losses is no
+# larger than the LARGER of the two sides' SAMPLE standard deviations of the final loss over the seeds.
+# The same rule is applied to the accuracy and reported beside it.
+SEED_RULE = ("Rule: the A-B difference counts as seed noise when |mean final loss of A − mean final loss of B| "
+             "is no larger than the larger sample standard deviation of the final loss over one side's seeds "
+             "(the same k seeds on both sides; the same test for the accuracy).")
+
+
 @dataclass(frozen=True)
 class SeedVerdict:
     gap: float  # |mean final loss of A − mean final loss of B|
     spread: float  # the larger sample standard deviation of the final loss over one side's seeds
+    acc_gap: float = 0.0  # the same two numbers for the accuracy
+    acc_spread: float = 0.0
+    seeds: int = 0
 
     @property
     def inside(self) -> bool:
         """The gap is no larger than the spread between seeds: which side matters less than the seed."""
         return self.gap <= self.spread
 
+    @property
+    def acc_inside(self) -> bool:
+        return self.acc_gap <= self.acc_spread
+
+    def words(self) -> str:
+        """The verdict in words, for both pages."""
+        if self.inside:
+            return ("inside the spread between seeds: which side a run is on matters less than its seed")
+        return ("larger than the spread between seeds: here the difference between A and B is systematic, "
+                "not just a different trajectory")
+
+
+def _gap_and_spread(a, b) -> tuple[float, float]:
+    return abs(statistics.mean(a) - statistics.mean(b)), max(statistics.stdev(a), statistics.stdev(b))
+
 
 def seed_verdict(study: SeedStudy) -> SeedVerdict:
-    a, b = study.final_loss_a, study.final_loss_b
-    return SeedVerdict(abs(statistics.mean(a) - statistics.mean(b)), max(statistics.stdev(a), statistics.stdev(b)))
+    """SEED_RULE applied to a seed study (at least 2 seeds: a standard deviation needs two)."""
+    if len(study.seeds) < 2:
+        raise ValueError("a seed verdict needs at least 2 seeds per side")
+    gap, spread = _gap_and_spread(study.final_loss_a, study.final_loss_b)
+    acc_gap, acc_spread = _gap_and_spread(study.final_acc_a, study.final_acc_b)
+    return SeedVerdict(gap, spread, acc_gap, acc_spread, len(study.seeds))

@@ -8,7 +8,6 @@ inputs and turns the outcomes into small results.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -33,7 +32,7 @@ from core.mitigations import (
 )
 from core.orders import ORDERS, run_order
 from core.sumlab import LabResult, run_lab
-from core.training import PairedRun, SeedStudy, TrainSettings, summarize
+from core.training import PairedRun, TrainSettings, summarize
 from core.vectors import VectorSpec, generate
 
 DEFAULT_VECTOR = VectorSpec("normal", 1_000_000, 0, "float32")  # the Summation lab's default vector
@@ -201,24 +200,3 @@ def reproducible_study(spec: VectorSpec = DEFAULT_VECTOR, shuffles: int = 5, see
             bits.append(b)
     return ReproducibleStudy(ordinary, shuffles, tuple(bits),
                              tuple(reproducible_sum_devices(torch.from_numpy(v.copy()))))
-
-
-# --------------------------------------------------------------- accept divergence
-
-
-@dataclass(frozen=True)
-class SeedSpread:
-    """Seed-to-seed spread against the A-to-B gap of one seed, for final loss and accuracy."""
-
-    loss_spread: float  # population standard deviation of A's final losses over the seeds
-    loss_gap: float  # mean |loss A − loss B| over the seeds
-    acc_spread: float
-    acc_gap: float
-
-
-def seed_spread(study: SeedStudy) -> SeedSpread:
-    def gap(a, b) -> float:
-        return statistics.mean(abs(x - y) for x, y in zip(a, b, strict=True))
-
-    return SeedSpread(statistics.pstdev(study.final_loss_a), gap(study.final_loss_a, study.final_loss_b),
-                      statistics.pstdev(study.final_acc_a), gap(study.final_acc_a, study.final_acc_b))

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from core.divergence import PairSnapshot, changed_settings, frame_steps, seed_verdict, snapshot
+from core.divergence import DEFAULT_SEEDS, SEED_RULE, PairSnapshot, changed_settings, frame_steps, seed_verdict, snapshot
 from core.training import STAND_IN, PairedRun, SeedStudy, TrainSettings, summarize
 
 
@@ -73,3 +73,23 @@ def test_seed_verdict_matches_the_table_the_page_shows():
     assert v.inside == (v.gap <= v.spread)
     far = seed_verdict(SeedStudy((0, 1), (0.5, 0.51), (0.9, 0.91), (1.0,) * 2, (1.0,) * 2))
     assert not far.inside
+
+
+def test_seed_verdict_applies_one_rule_to_loss_and_accuracy():
+    # the case issue 23 found: a gap of means larger than one side's spread but not the other's
+    study = SeedStudy((0, 1, 2, 3), (1.0, 1.2, 1.1, 1.3), (1.05, 1.0, 1.4, 1.2), (0.9, 0.8, 0.85, 0.95),
+                      (0.9, 0.9, 0.9, 0.9))
+    v = seed_verdict(study)
+    assert v.seeds == 4
+    assert v.gap == pytest.approx(abs(statistics.mean(study.final_loss_a) - statistics.mean(study.final_loss_b)))
+    assert v.spread == max(statistics.stdev(study.final_loss_a), statistics.stdev(study.final_loss_b))
+    assert v.acc_gap == pytest.approx(abs(statistics.mean(study.final_acc_a) - statistics.mean(study.final_acc_b)))
+    assert v.acc_spread == max(statistics.stdev(study.final_acc_a), statistics.stdev(study.final_acc_b))
+    assert v.inside == (v.gap <= v.spread) and v.acc_inside == (v.acc_gap <= v.acc_spread)
+    assert ("inside" in v.words()) == v.inside
+    assert "sample standard deviation" in SEED_RULE and DEFAULT_SEEDS >= 2
+
+
+def test_seed_verdict_needs_two_seeds():
+    with pytest.raises(ValueError, match="at least 2"):
+        seed_verdict(SeedStudy((0,), (1.0,), (1.0,), (1.0,), (1.0,)))

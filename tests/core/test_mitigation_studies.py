@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from fractions import Fraction
 
 import pytest
@@ -21,12 +20,10 @@ from core.mitigation_studies import (
     lab,
     measure_devices,
     reproducible_study,
-    seed_spread,
     training_pair,
     wider_study,
 )
 from core.mitigations import Throughput
-from core.training import SeedStudy
 from core.vectors import VectorSpec, generate
 
 SMALL = VectorSpec("normal", 2_000, 0, "float32")
@@ -96,13 +93,6 @@ def test_the_order_independent_sum_is_the_correctly_rounded_sum_for_every_shuffl
 def test_determinism_study_runs_on_the_given_vector():
     det = determinism_study(SMALL)
     assert 1 in det.distinct_by_threads and all(d >= 1 for d in det.distinct_by_threads.values())
-
-
-def test_seed_spread_is_the_spread_over_seeds_and_the_mean_gap_within_a_seed():
-    study = SeedStudy((0, 1, 2), (1.0, 2.0, 3.0), (1.5, 2.0, 2.0), (0.9, 0.8, 0.7), (0.9, 0.9, 0.9))
-    s = seed_spread(study)
-    assert s.loss_spread == statistics.pstdev([1.0, 2.0, 3.0]) and s.loss_gap == pytest.approx(0.5)
-    assert s.acc_spread == statistics.pstdev([0.9, 0.8, 0.7]) and s.acc_gap == pytest.approx(0.1)
 
 
 def test_training_pair_in_float64_ends_closer_than_in_float32():
