@@ -139,8 +139,14 @@ class WiderStudy:
 
     @property
     def slowdown(self) -> float:
-        """The wider sum's time over the plain one's (one thread)."""
-        return self.wide.seconds / self.base.seconds
+        """The wider sum's time over the plain one's (one thread): the median of the per-repeat ratios."""
+        return self.wide.vs_base
+
+    @property
+    def threads_slower(self) -> tuple[AccumulationRow, ...]:
+        """Rows on more than one thread that took longer than the same sum on one thread (median ratio)."""
+        one = {r.accumulate: r.vs_base for r in self.rows if r.threads == 1}
+        return tuple(r for r in self.rows if r.threads > 1 and r.vs_base > one[r.accumulate])
 
     @property
     def wide_differs_across_threads(self) -> bool:

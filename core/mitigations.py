@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -72,11 +73,16 @@ class Throughput:
     repeats: int = 1
     # Quartiles of the per-repeat ratio t32 / t64 (each repeat times both formats back to back).
     ratio_quartiles: tuple[float, float] = (float("nan"), float("nan"))
+    # The median of the same per-repeat ratios (NaN: not given, then the ratio of the median times).
+    ratio_median: float = float("nan")
 
     @property
     def ratio(self) -> float:
-        """float64 speed as a fraction of float32's, per value (0.5 means half speed): the same work in both."""
-        return self.seconds32 / self.seconds64
+        """float64 speed as a fraction of float32's, per value (0.5 means half speed): the same work in both.
+
+        The median of the per-repeat ratios, the sample its quartiles come from (issue 23: the ratio of the
+        median times could lie outside the quartiles of the per-repeat ratios, "0.50 (0.51–0.75)")."""
+        return self.ratio_median if math.isfinite(self.ratio_median) else self.seconds32 / self.seconds64
 
     def verdict(self) -> str:
         """What the ratio says, in words: a ratio above 1 is never shown bare."""
@@ -130,12 +136,11 @@ def measure_throughput(
     work = {"matmul": ((2 * matmul_n**3,) * 2, matmul_n, "GFLOP/s"), "sum": ((4 * sum_n, 8 * sum_n), sum_n, "GB/s")}
     for op in ops:
         t32, t64 = times[(op, torch.float32)], times[(op, torch.float64)]
-        ratios = [a / b for a, b in zip(t32, t64, strict=True)]
-        q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+        med, iqr = _median_and_quartiles([a / b for a, b in zip(t32, t64, strict=True)])
         s32, s64 = statistics.median(t32), statistics.median(t64)
         (amount32, amount64), size, unit = work[op]
         out.append(Throughput(device.name, op, size, s32, s64, amount32 / s32 / 1e9, amount64 / s64 / 1e9, unit,
-                              repeats, (q[0], q[2])))
+                              repeats, iqr, med))
     return out
 
 
@@ -149,24 +154,74 @@ class AccumulationRow:
     threads: int
     value: Exact
     abs_error: Exact
-    seconds: float
+    seconds: float  # median over the repeats of the fastest of ``inner`` calls
+    # time / the plain one-thread sum's time, per repeat: median and quartiles of the same per-repeat ratios
+    vs_base: float = 1.0
+    vs_base_iqr: tuple[float, float] = (1.0, 1.0)
 
 
-def wider_accumulation(x: torch.Tensor, wider: torch.dtype, repeats: int = 5) -> list[AccumulationRow]:
-    """torch.sum(x) and torch.sum(x, dtype=wider), each with 1 and all threads, against the exact sum."""
+def _median_and_quartiles(xs: list[float]) -> tuple[float, tuple[float, float]]:
+    """The median and the quartiles of one sample (inclusive method: the median always lies between them)."""
+    if len(xs) == 1:
+        return xs[0], (xs[0], xs[0])
+    q1, med, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+    return med, (q1, q3)
+
+
+def wider_accumulation(x: torch.Tensor, wider: torch.dtype, repeats: int = 7, inner: int = 3) -> list[AccumulationRow]:
+    """torch.sum(x) and torch.sum(x, dtype=wider), each with 1 and all threads, against the exact sum.
+
+    Timed interleaved: each repeat times every row once, in an order that rotates from repeat to
+    repeat, each as the fastest of ``inner`` consecutive calls, so a slow phase of a shared machine
+    hits every row alike; a row's time is the median over the repeats, and its ratio to the plain
+    one-thread sum is the median and quartiles of the per-repeat ratios (one statistic, one sample).
+    A thread count above 1 still pays when another process holds a core: the sum waits at its end for
+    its slowest thread (see ``cpu_load``)."""
     exact = exact_sum_fraction(x)
     threads_all = PROCESS_THREADS
-    rows = []
-    for dt in (x.dtype, wider):
-        for threads in sorted({1, threads_all}):
+    keys = [(dt, threads) for dt in (x.dtype, wider) for threads in sorted({1, threads_all})]
+
+    def call(dt):
+        return x.sum() if dt == x.dtype else x.sum(dtype=dt)
+
+    results = {}
+    for dt, threads in keys:  # the values, and a warm-up of each row
+        with torch_threads(threads):
+            results[(dt, threads)] = call(dt)
+            call(dt)
+    times: dict[tuple, list[float]] = {k: [] for k in keys}
+    for i in range(repeats):
+        r = i % len(keys)
+        for k in keys[r:] + keys[:r]:
+            dt, threads = k
             with torch_threads(threads):
-                r = x.sum() if dt == x.dtype else x.sum(dtype=dt)
-                secs = median_seconds(lambda dt=dt: x.sum() if dt == x.dtype else x.sum(dtype=dt), repeats)
-            fmt = format_of(r.dtype)
-            value = _exact(r)
-            err = abs(value - exact) if not isinstance(value, float) else float("inf")
-            rows.append(AccumulationRow(format_of(x.dtype).name, fmt.name, threads, value, err, secs))
+                best = math.inf
+                for _ in range(inner):
+                    t0 = time.perf_counter()
+                    call(dt)
+                    best = min(best, time.perf_counter() - t0)
+            times[k].append(best)
+    base = times[keys[0]]
+    rows = []
+    for k in keys:
+        dt, threads = k
+        r = results[k]
+        fmt = format_of(r.dtype)
+        value = _exact(r)
+        err = abs(value - exact) if not isinstance(value, float) else float("inf")
+        med, iqr = _median_and_quartiles([a / b for a, b in zip(times[k], base, strict=True)])
+        rows.append(AccumulationRow(format_of(x.dtype).name, fmt.name, threads, value, err,
+                                    statistics.median(times[k]), med, iqr))
     return rows
+
+
+def cpu_load() -> tuple[int, float | None]:
+    """(CPU cores this process may use, the 1-minute load average or None where the OS has none)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        return cores, os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return cores, None
 
 
 def _exact(t: torch.Tensor) -> Exact:
@@ -675,9 +730,7 @@ def reproducible_sum_cost(n: int = 10_000_000, repeats: int = 21, inner: int = 3
                                "numpy": lambda: np.sum(a)}, repeats, inner, budget_s)
 
     def summary(other: str) -> tuple[float, tuple[float, float]]:
-        ratios = [r / o for r, o in zip(times["repro"], times[other], strict=True)]
-        q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else (ratios[0],) * 3
-        return statistics.median(ratios), (q1, q3)
+        return _median_and_quartiles([r / o for r, o in zip(times["repro"], times[other], strict=True)])
 
     (vs_torch, torch_iqr), (vs_numpy, numpy_iqr) = summary("torch"), summary("numpy")
     med = {k: statistics.median(v) for k, v in times.items()}

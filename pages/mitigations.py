@@ -8,8 +8,8 @@ import time
 import streamlit as st
 
 from core.budget import training_cost
-from core.divergence import DEFAULT_SEEDS, SEED_RULE, seed_verdict
 from core.devices import available_devices, cpu_device
+from core.divergence import DEFAULT_SEEDS, SEED_RULE, seed_verdict
 from core.formats import FORMATS, hex_bits
 from core.mitigation_studies import (
     HARD_VECTOR,
@@ -26,7 +26,7 @@ from core.mitigation_studies import (
     training_pair,
     wider_study,
 )
-from core.mitigations import ReproducibleSumCost, compiled_pass_available, reproducible_sum_cost
+from core.mitigations import ReproducibleSumCost, compiled_pass_available, cpu_load, reproducible_sum_cost
 from core.querystate import Field
 from core.recordings import cached_recordings
 from core.training import TrainSettings, seed_study
@@ -73,7 +73,8 @@ def _measure(bar) -> None:
 
 def intro() -> None:
     st.markdown(
-        "Three ways to live with floating-point non-determinism, plus a fourth that removes the order dependence of sums altogether. "
+        "Three ways to live with floating-point non-determinism, plus a fourth that removes the order "
+        "dependence of sums altogether. "
         "Every timing below is **measured live on this server** (and may be disturbed by other visitors); "
         "the vendor ratios are **cited**, not measured."
     )
@@ -141,7 +142,21 @@ def wider_section() -> WiderStudy:
     storage = st.selectbox("Stored format", list(STORAGE_FORMATS), key="mi_storage")
     study = _wider(storage)
     view.wider_table(study)
-    st.caption(f"Live on {cpu_device().name}: 10⁶ normal values stored as {storage}. Times are medians of 5.")
+    st.caption(f"Live on {cpu_device().name}: 10⁶ normal values stored as {storage}. Each of 7 repeats times every "
+               "row back to back (rotating the order), each row as the fastest of 3 calls; a time is the median over "
+               "the repeats, a ratio the median of the per-repeat ratios with their quartiles in brackets.")
+    slow = study.threads_slower
+    if slow:
+        cores, load = cpu_load()
+        st.caption(
+            "Why more threads are slower here: "
+            + ", ".join(f"{r.accumulate} on {r.threads} threads takes {r.vs_base:.1f}x" for r in slow)
+            + f" the plain one-thread time. This server has {cores} core{'s' if cores > 1 else ''} for "
+            + (f"a load of {load:.1f} runnable processes (1-minute average, read live)" if load is not None
+               else "every visitor and process")
+            + ": a multi-threaded sum waits at its end for its slowest thread, and a thread that finds no free "
+            "core waits for one (milliseconds) while the one-thread sum of 10⁶ values takes well under one. "
+            "On an idle machine with free cores the extra threads help instead.")
     hard = _lab("float64", HARD_VECTOR)
     st.markdown(
         "Still order-dependent: "
@@ -218,6 +233,13 @@ def order_independent_section() -> ReproducibleSumCost:
                "instruction adds twice as many float32 values as float64 values; from about 10⁷ values both sums "
                "wait for memory and the gap narrows. A sum within the error bound of a rounding "
                "boundary (rare, except under heavy cancellation) takes the exact folds and costs more.")
+    if cost.threads > 1 and cost.vs_torch_iqr[1] > 2 * cost.vs_torch_iqr[0]:
+        cores, load = cpu_load()
+        st.caption(f"The quartiles are wide because torch.sum runs on {cost.threads} threads here and this server "
+                   f"has {cores} core{'s' if cores > 1 else ''}"
+                   + (f" for a load of {load:.1f} runnable processes (1-minute average, read live)" if load is not None
+                      else "") + ": in some repeats a thread of torch.sum waited for a core another process held, "
+                   "which makes that repeat's ratio small. The median is the typical repeat.")
     return cost
 
 

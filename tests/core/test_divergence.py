@@ -9,7 +9,15 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from core.divergence import DEFAULT_SEEDS, SEED_RULE, PairSnapshot, changed_settings, frame_steps, seed_verdict, snapshot
+from core.divergence import (
+    DEFAULT_SEEDS,
+    SEED_RULE,
+    PairSnapshot,
+    changed_settings,
+    frame_steps,
+    seed_verdict,
+    snapshot,
+)
 from core.training import STAND_IN, PairedRun, SeedStudy, TrainSettings, summarize
 
 

@@ -73,7 +73,9 @@ def test_wider_study_compares_plain_and_wider_sums(storage):
     assert {r.accumulate for r in study.rows} == {storage, WIDER[storage]}
     assert study.base.accumulate == storage and study.base.threads == 1
     assert study.wide.accumulate == WIDER[storage] and study.wide.threads == 1
-    assert study.slowdown == study.wide.seconds / study.base.seconds
+    assert study.slowdown == study.wide.vs_base
+    one = {r.accumulate: r.vs_base for r in study.rows if r.threads == 1}
+    assert all(r.threads > 1 and r.vs_base > one[r.accumulate] for r in study.threads_slower)
     assert study.wide.abs_error <= study.base.abs_error  # one format wider: never a larger error here
     with pytest.raises(ValueError):
         wider_study("float64")
