@@ -387,6 +387,8 @@ class LabTree:
     error_ulps: float  # the tree's result against the exact sum, in ULPs of the result's format
     additions: int
     depth: int
+    abs_error: Exact = Fraction(0)  # |tree result − exact sum| (ULPs mislead after cancellation: shown beside them)
+    rel_error: float | None = None  # abs_error / |exact sum|; None when the exact sum is 0
 
 
 def lab_trees(request: LabRequest, result: LabResult, cpu_order: str) -> tuple[LabTree, LabTree] | None:
@@ -398,8 +400,10 @@ def lab_trees(request: LabRequest, result: LabResult, cpu_order: str) -> tuple[L
 
     def one(order: str) -> LabTree:
         tree = build_tree(values, result.working, order)
+        finite = not isinstance(tree.result, float) and not isinstance(result.exact, float)
+        err = abs(tree.result - result.exact) if finite else float("inf")
         return LabTree(order, tree, error_in_ulps(tree.result, result.exact, result.fmt), len(tree.internal()),
-                       tree.nodes[tree.root].depth)
+                       tree.nodes[tree.root].depth, err, relative_error(tree.result, result.exact))
 
     return one(cpu_order), one("cuda")
 
