@@ -227,8 +227,9 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
                 col.markdown(f"**{TREE_ORDERS['cuda']}**")
             col.altair_chart(view.tree_picture(tree.tree, height=330), width="stretch")
             col.caption(f"{title}: result {shortest_repr(tree.tree.result, result.fmt)}, error "
-                        f"{ulps_text(tree.error_ulps)} against the exact sum ({abs_rel_text(tree.abs_error, tree.rel_error)}); "
-                        f"{tree.additions} additions, depth {tree.depth}.")
+                        f"{ulps_text(tree.error_ulps)} against the exact sum "
+                        f"({abs_rel_text(tree.abs_error, tree.rel_error)}); {tree.additions} additions, depth "
+                        f"{tree.depth}.")
         return trees
     q1, q2, q3 = st.columns(3)
     q1.metric("Different results", f"{result.distinct_results} of {len(result.rows)} orders",

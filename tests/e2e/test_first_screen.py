@@ -16,7 +16,8 @@ from ui.navigation import PAGE_TABLE
 
 PAGES = [("", "Overview"), *((stem, title) for stem, title, *_ in PAGE_TABLE)]
 
-CUT_METRICS = """() => Array.from(document.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricValue"] *'))
+CUT_METRICS = """() => Array.from(document.querySelectorAll(
+    '[data-testid="stMetricValue"], [data-testid="stMetricValue"] *'))
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)"""
 
 
