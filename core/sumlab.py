@@ -29,7 +29,7 @@ from core.orders import (
 )
 from core.torch_cpu_model import thread_chunks
 from core.trees import MAX_TREE_N, Tree, build_tree
-from core.vectors import Vector, VectorSpec
+from core.vectors import Vector, VectorSpec, generate
 
 WORKING_CHOICES = ("same", "float32", "float64")
 MAX_PERMUTATIONS = 1000
@@ -449,3 +449,16 @@ def relative_error(computed: Exact, exact: Exact) -> float | None:
     if isinstance(computed, float):
         return math.inf
     return float(abs(Fraction(computed) - exact) / abs(exact))
+
+
+def differing_tree_seed(n: int = 32, cpu_order: str = "pairwise", storage: str = "float32",
+                        generator: str = "normal", limit: int = 1000) -> int:
+    """The first seed whose generated vector makes the CPU order's tree and the GPU's (the CUDA model's
+    block reduction) give different sums, found by computation (both trees are exact models, so the seed
+    holds on every machine). For the talk's "GPU block tree" scenario: a tree beside a tree that gives
+    the same bits undercuts the point (issue 23)."""
+    for seed in range(limit):
+        values = generate(VectorSpec(generator, n, seed, storage)).values
+        if build_tree(values, storage, cpu_order).result != build_tree(values, storage, "cuda").result:
+            return seed
+    raise ValueError(f"no seed below {limit} makes the {cpu_order} and CUDA trees of {n} values differ")

@@ -222,10 +222,11 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
         cpu_col, gpu_col = st.columns(2)
         cpu_order = cpu_col.selectbox("CPU order", CPU_TREE_ORDERS, format_func=TREE_ORDERS.get, key="sl_tree_order")
         trees = lab_trees(request, result, cpu_order)
+        scale = view.largest_rounding(trees[0].tree, trees[1].tree)  # one colour scale for both trees
         for col, tree, title in ((cpu_col, trees[0], "CPU"), (gpu_col, trees[1], "GPU (model)")):
             if tree.order == "cuda":
                 col.markdown(f"**{TREE_ORDERS['cuda']}**")
-            col.altair_chart(view.tree_picture(tree.tree, height=330), width="stretch")
+            col.altair_chart(view.tree_picture(tree.tree, height=330, max_abs_ulps=scale), width="stretch")
             col.caption(f"{title}: result {shortest_repr(tree.tree.result, result.fmt)}, error "
                         f"{ulps_text(tree.error_ulps)} against the exact sum "
                         f"({abs_rel_text(tree.abs_error, tree.rel_error)}); {tree.additions} additions, depth "

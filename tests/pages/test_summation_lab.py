@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -157,6 +158,16 @@ def test_small_vectors_open_with_the_cpu_and_gpu_trees():
     for side in ("CPU: result", "GPU (model): result"):
         assert any(c.startswith(side) for c in captions), side
     assert len(at.get("vega_lite_chart")) + len(at.get("arrow_vega_lite_chart")) >= 3  # two trees, error bars
+    # issue 23: both trees on one colour scale, leaves labelled by their values
+    specs = [json.loads(c.proto.spec) for c in [*at.get("vega_lite_chart"), *at.get("arrow_vega_lite_chart")]]
+    trees = [sp for sp in specs if any(layer.get("mark", {}).get("type") == "circle" for layer in sp.get("layer", []))]
+    assert len(trees) == 2
+    domains = [next(layer["encoding"]["color"]["scale"]["domain"] for layer in t["layer"]
+                    if "color" in layer.get("encoding", {})) for t in trees]
+    assert domains[0] == domains[1] and domains[0][1] > 0
+    for t in trees:
+        text = next(layer for layer in t["layer"] if layer.get("mark", {}).get("type") == "text")
+        assert text["encoding"]["text"]["field"] == "rounded"
 
 
 def test_a_capped_permutation_count_says_what_it_used_next_to_the_control(lab):
@@ -188,3 +199,17 @@ def test_error_metrics_are_short_and_come_with_absolute_and_relative_errors(lab)
     values = [m.value for m in lab.metric if m.label in ("Smallest error", "Largest error")]
     assert len(values) == 2 and all(len(v) <= 12 for v in values), values  # "-6.26e7 ULP" fits a metric
     assert sum("absolute error" in c.value and "relative error" in c.value for c in lab.caption) == 2
+
+
+def test_the_gpu_block_tree_scenario_shows_two_trees_with_different_sums():
+    from core.sumlab import differing_tree_seed
+    from ui.talk import SCENARIOS
+
+    params = next(p for title, _, p, _ in SCENARIOS if title == "GPU block tree")
+    assert params["seed"] == str(differing_tree_seed(int(params["n"]), params["tree"]))
+    at = AppTest.from_file(str(ROOT / "pages" / "summation_lab.py"), default_timeout=TIMEOUT)
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception
+    results = [c.value.split(",")[0] for c in at.caption if c.value.startswith(("CPU: result", "GPU (model): result"))]
+    assert len(results) == 2 and results[0].split("result ")[1] != results[1].split("result ")[1], results
