@@ -260,6 +260,7 @@ def punchline(lab: DotLab) -> None:
                        help="The same row x times the same column y, as the only row of a product (M = 1) and as the "
                             "first of 64 rows (M = 64), run by torch on this CPU: another shape, another kernel.")
     k = lab.pair.k
-    st.caption(f"The dot product of K = {k:,} terms ({inert(lab.pair.source, line_start=False)}), against its exact value: the models' "
+    source = inert(lab.pair.source, line_start=False)
+    st.caption(f"The dot product of K = {k:,} terms ({source}), against its exact value: the models' "
                "errors in ULPs, and whether torch's own matrix product on this server depends on how many rows it "
                "is given. Details, every model and the bounds below.")
