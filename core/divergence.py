@@ -8,6 +8,10 @@ import math
 import statistics
 from dataclasses import dataclass, fields
 
+import torch
+
+from core.globalstate import PROCESS_THREADS, torch_threads
+from core.torch_cpu_model import GRAIN_SIZE
 from core.training import STAND_IN, DivergenceSummary, PairedRun, SeedStudy, StepRecord, TrainSettings, summarize
 
 
@@ -115,3 +119,49 @@ def seed_verdict(study: SeedStudy) -> SeedVerdict:
     gap, spread = _gap_and_spread(study.final_loss_a, study.final_loss_b)
     acc_gap, acc_spread = _gap_and_spread(study.final_acc_a, study.final_acc_b)
     return SeedVerdict(gap, spread, acc_gap, acc_spread, len(study.seeds))
+
+
+@dataclass(frozen=True)
+class ThreadsNote:
+    """Why the "one thread vs all threads" pair gives identical bits on this server (computed live)."""
+
+    threads: int  # this process's torch threads (A's)
+    largest: int  # elements of the largest tensor one training step makes (batch × hidden)
+    products_agree: bool  # the step's largest matrix products gave the same bits on 1 and on all threads, here
+
+    def text(self) -> str:
+        """What this server's numbers say about the pair, computed live (shown beside the preset)."""
+        if self.threads == 1:
+            return ("On this server torch has one thread, so A (all threads) and B (one thread) run the same "
+                    "computation: identical bits, by construction.")
+        if self.largest < GRAIN_SIZE:
+            size = (f"the largest tensor of one step has {self.largest:,} elements, below torch's grain size of "
+                    f"{GRAIN_SIZE:,} from which its CPU kernels split an element-wise operation or a sum across "
+                    "threads")
+        else:
+            size = (f"the largest tensor of one step has {self.largest:,} elements, at or above torch's grain size "
+                    f"of {GRAIN_SIZE:,}, so torch splits some operations across threads")
+        products = ("gave the same bits" if self.products_agree else "gave different bits")
+        return (f"On this server (live): A has {self.threads} threads, B one; {size}; this step's largest matrix "
+                f"products, run just now on 1 and on {self.threads} threads, {products}. So the pair "
+                + ("can stay bit-identical here (the first step that differs, below, says whether it does); a "
+                   "larger batch or hidden width can make it part." if self.largest < GRAIN_SIZE and
+                   self.products_agree else "may part: the first step that differs, below, says whether it does."))
+
+
+def threads_note(settings: TrainSettings, threads: int = PROCESS_THREADS) -> ThreadsNote:
+    """Live on this CPU: the forward and weight-gradient products of one step (shapes of ``settings``), with
+    one thread and with ``threads``, compared bit for bit (under core.globalstate's lock and restore)."""
+    g = torch.Generator().manual_seed(settings.seed)
+    dt = torch.float64 if settings.dtype == "float64" else torch.float32
+    h = torch.randn(settings.batch, settings.hidden, generator=g, dtype=dt)
+    w = torch.randn(settings.hidden, settings.hidden, generator=g, dtype=dt)
+
+    def products() -> tuple[bytes, bytes]:
+        return ((h @ w.T).numpy().tobytes(), (h.T @ h).numpy().tobytes())  # forward, and a weight gradient
+
+    with torch_threads(1):
+        one = products()
+    with torch_threads(max(1, threads)):
+        many = products()
+    return ThreadsNote(threads, settings.batch * settings.hidden, one == many)

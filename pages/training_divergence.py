@@ -8,7 +8,7 @@ import streamlit as st
 
 from core.budget import training_advice, training_cost
 from core.devices import available_devices, cpu_device
-from core.divergence import DEFAULT_SEEDS, SEED_RULE, changed_settings, seed_verdict
+from core.divergence import DEFAULT_SEEDS, SEED_RULE, changed_settings, seed_verdict, threads_note
 from core.querystate import Field
 from core.recordings import cached_recordings, recorded_outcomes
 from core.runner import PAIR_MEMO, SEED_MEMO, current_run, pair_outcome
@@ -119,6 +119,8 @@ def controls(url_notes) -> TrainSettings:
     st.selectbox("Preset", list(PRESETS), key="td_preset", on_change=_load_preset)
     preset = PRESETS[st.session_state["td_preset"]]
     st.caption(preset.note)
+    if preset.settings.source == "threads":  # why the pair can stay identical here, computed live (issue 23)
+        st.caption(threads_note(preset.settings).text())
     for label, step, steps in recorded_outcomes(cached_recordings()[0], preset.name):
         who = inert(label[:1].upper() + label[1:])
         st.caption(f"{who}: this pair more than 1% apart from step {step}" if step else

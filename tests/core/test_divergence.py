@@ -101,3 +101,18 @@ def test_seed_verdict_applies_one_rule_to_loss_and_accuracy():
 def test_seed_verdict_needs_two_seeds():
     with pytest.raises(ValueError, match="at least 2"):
         seed_verdict(SeedStudy((0,), (1.0,), (1.0,), (1.0,), (1.0,)))
+
+
+def test_threads_note_says_why_one_thread_and_all_can_agree():
+    """Issue 23: the one-thread preset showed no difference without saying why."""
+    from core.divergence import threads_note
+    from core.torch_cpu_model import GRAIN_SIZE
+
+    s = TrainSettings(source="threads")
+    note = threads_note(s, 2)
+    assert note.threads == 2 and note.largest == s.batch * s.hidden < GRAIN_SIZE
+    assert ("gave the same bits" in note.text()) == note.products_agree
+    assert "by construction" in threads_note(s, 1).text()
+    big = threads_note(replace(s, batch=600, hidden=128), 2)  # 76,800 elements: above the grain size
+    assert big.largest >= GRAIN_SIZE and "at or above torch's grain size" in big.text()
+    assert "may part" in big.text()
