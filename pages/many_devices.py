@@ -295,7 +295,7 @@ def punchline() -> None:
         ring = next(o for o in c.outcomes if o.model == "ring_gloo")
         tree = next(o for o in c.outcomes if o.model == "tree_nccl")
         m1, m2, m3 = st.columns(3)
-        m1.metric(f"Gradient elements with other bits, ring vs tree (k = {c.ranks})", f"{pair.differing:.0%}",
+        m1.metric(f"Ring vs tree, k = {c.ranks}: elements apart", f"{pair.differing:.0%}",
                   help=f"{MODELS['ring_gloo'].name} against {MODELS['tree_nccl'].name}, element by element.")
         m2.metric("Largest gap between the two", f"{pair.max_ulp_distance:,} ULP")
         m3.metric("Equal to the exact sum rounded once",

@@ -80,11 +80,11 @@ def intro() -> None:
     )
 
 
-def float64_section() -> ThroughputRun | None:
+def float64_section(punch) -> ThroughputRun | None:
+    """Section 1; its two trainings fill ``punch``, the page's first screen (above the introduction)."""
     st.header("1 · Compute in float64")
     st.markdown("Each float64 rounding is 2²⁹ times finer than float32's. What it costs depends on the hardware: "
                 "the vendors' peak ratios below, and a measurement on this server when you ask for one.")
-    punch = st.container(key="punchline")  # the talk scenario's message: in the first screen
     # The first screen shows at once; the two trainings (seconds on a fresh server, cached afterwards) fill it in.
     bar = punch.progress(0.0, "Training the pair (hidden units reordered) in float32, live on this server…")
     p32 = _training_pair("float32")
@@ -96,7 +96,9 @@ def float64_section() -> ThroughputRun | None:
               p32.first_rel_1pct or "never")
     t2.metric("The same pair in float64", p64.first_rel_1pct or f"not within {p64.steps} steps",
               help=f"Final ‖θA − θB‖: {p32.final_distance:.3g} in float32, {p64.final_distance:.3g} in float64.")
-    punch.caption("Both pairs trained live here with the Training divergence page's default settings.")
+    punch.caption("The first mitigation, float64, on the Training divergence page's default pair (hidden units "
+                  "reordered), both pairs trained live here: the same reordering, roundings 2²⁹ times finer. "
+                  "What it costs, and the other mitigations, below.")
     run, at = _measured()
     if st.button("Measure float32 against float64 on this server" + (" again" if run else ""), key="mi_measure",
                  icon=":material/speed:", help="A 1024² matrix product and a sum of 2²⁴ values in both formats, "
@@ -276,8 +278,9 @@ def main() -> None:
     ensure_app_navigation()
     url_notes = restore("mi", URL_FIELDS, {"mi_storage": "float32", "mi_k": DEFAULT_SEEDS})
     st.title("Mitigations and what they cost")
+    punch = st.container(key="punchline")  # the talk scenario's message: filled by section 1, in the first screen
     intro()
-    run = float64_section()
+    run = float64_section(punch)
     wider = wider_section()
     determinism_section()
     cost = order_independent_section()
