@@ -226,11 +226,10 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
         for col, tree, title in ((cpu_col, trees[0], "CPU"), (gpu_col, trees[1], "GPU (model)")):
             if tree.order == "cuda":
                 col.markdown(f"**{TREE_ORDERS['cuda']}**")
-            col.altair_chart(view.tree_picture(tree.tree, height=330, max_abs_ulps=scale), width="stretch")
+            col.altair_chart(view.tree_picture(tree.tree, height=300, max_abs_ulps=scale), width="stretch")
             col.caption(f"{title}: result {shortest_repr(tree.tree.result, result.fmt)}, error "
-                        f"{ulps_text(tree.error_ulps)} against the exact sum "
-                        f"({abs_rel_text(tree.abs_error, tree.rel_error)}); {tree.additions} additions, depth "
-                        f"{tree.depth}.")
+                        f"{ulps_text(tree.error_ulps)} ({abs_rel_text(tree.abs_error, tree.rel_error)}); "
+                        f"{tree.additions} additions, depth {tree.depth}.")
         return trees
     q1, q2, q3 = st.columns(3)
     q1.metric("Different results", f"{result.distinct_results} of {len(result.rows)} orders",

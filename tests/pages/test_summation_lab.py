@@ -167,7 +167,7 @@ def test_small_vectors_open_with_the_cpu_and_gpu_trees():
     assert domains[0] == domains[1] and domains[0][1] > 0
     for t in trees:
         text = next(layer for layer in t["layer"] if layer.get("mark", {}).get("type") == "text")
-        assert text["encoding"]["text"]["field"] == "rounded"
+        assert text["encoding"]["text"]["field"] == "short"
 
 
 def test_a_capped_permutation_count_says_what_it_used_next_to_the_control(lab):
