@@ -2,20 +2,20 @@
 first screen shows the app's point with numbers rather than prose.
 
 * ``(0.1 + 0.2) + 0.3`` against ``0.1 + (0.2 + 0.3)`` in float64, added by torch on this CPU
-  (core.assoc.evaluate_triple), with how many representable values apart they are;
+  (core.studies.assoc.evaluate_triple), with how many representable values apart they are;
 * ``torch.sum`` of the CPU vs GPU page's default vector (10^6 standard normal float32 values,
-  seed 0) with one thread and with all of this server's threads (core.cpu_vs_gpu.thread_split).
+  seed 0) with one thread and with all of this server's threads (core.studies.cpu_vs_gpu.thread_split).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.assoc import TripleResult, evaluate_triple
-from core.cpu_vs_gpu import CpuVsGpuSettings, ThreadSplit, thread_split
-from core.devices import cpu_device
-from core.formats import FORMATS
-from core.parse import parse_number
+from core.arith.formats import FORMATS
+from core.arith.parse import parse_number
+from core.machines.devices import cpu_device
+from core.studies.assoc import TripleResult, evaluate_triple
+from core.studies.cpu_vs_gpu import CpuVsGpuSettings, ThreadSplit, thread_split
 
 HOOK_NUMBERS = ("0.1", "0.2", "0.3")
 HOOK_FORMAT = "float64"

@@ -1,4 +1,5 @@
-"""Tables and charts for the GPU arithmetic page, built from core.dot's result objects."""
+"""Tables and charts for the GPU arithmetic page, built from core.studies.gpu_arithmetic's result objects
+and core.kernels.dot's operation trace."""
 
 from __future__ import annotations
 
@@ -9,18 +10,18 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.dot import (
+from core.arith.exact import abbreviate, exact_decimal, shortest_repr
+from core.arith.formats import FORMATS, Exact, FloatFormat, error_in_ulps, hex_bits
+from core.kernels.dot import TraceOp
+from core.studies.gpu_arithmetic import (
     AtomicsResult,
     BucketResult,
     CurvePoint,
     DotLab,
     DotRow,
-    TraceOp,
     batch_dependence,
     correctly_rounded,
 )
-from core.exact import abbreviate, exact_decimal, shortest_repr
-from core.formats import FORMATS, Exact, FloatFormat, error_in_ulps, hex_bits
 from ui.render import inert, ulps_short
 
 ORIGINS = alt.Scale(domain=["model", "live", "exact"], range=["#d97706", "#1f5fa8", "#1e8449"])  # as ui.sumlab_view

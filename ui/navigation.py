@@ -16,6 +16,8 @@ reruns once, so the first visitor gets the real navigation. (Measured with strea
 
 from __future__ import annotations
 
+import pathlib
+
 import streamlit as st
 
 # Each page's URL path is its file name. Streamlit decides once per process, on the first
@@ -45,6 +47,16 @@ PAGE_TABLE = [
     ("diagnose", "Diagnose a mismatch", ":material/troubleshoot:",
      "your own CPU-vs-GPU difference: rounding noise, reduced precision or a bug, and the tolerance to use"),
 ]
+
+APP_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def page_file(path: str) -> str:
+    """A page script (``"pages/x.py"``) as an absolute path. st.Page and st.page_link resolve a relative
+    path against the entrypoint's folder, which is ``deploy/`` for the Community Cloud entrypoint
+    (deploy/streamlit_app.py), so every page is named from the repository root instead."""
+    return str(APP_ROOT / path)
+
 
 APP_NAV_KEY = "_app_navigation_ran"
 HOME_PAGE_KEY = "_app_home_page"  # app.py's overview page object, for the story's last link
@@ -97,7 +109,7 @@ def next_page_link(stem: str) -> None:
     try:
         if i + 1 < len(stems):
             _, title, icon, blurb = PAGE_TABLE[i + 1]
-            st.page_link(f"pages/{stems[i + 1]}.py", label=f"Next: {title} — {blurb}", icon=icon)
+            st.page_link(page_file(f"pages/{stems[i + 1]}.py"), label=f"Next: {title} — {blurb}", icon=icon)
         elif st.session_state.get(HOME_PAGE_KEY) is not None:
             st.page_link(st.session_state[HOME_PAGE_KEY], label="Back to the overview", icon=":material/home:")
         else:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.devices import available_devices
-from core.exact import shortest_repr
-from core.globalstate import PROCESS_THREADS
+from core.arith.exact import shortest_repr
+from core.machines.devices import available_devices
+from core.machines.globalstate import PROCESS_THREADS
 from core.overview import OverviewHook, overview_hook
-from core.recordings import cached_recordings, recordings_dir
+from core.recordings.store import cached_recordings, recordings_dir
 from ui.cpu_vs_gpu_view import gpu_status
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.sumlab import differing_tree_seed
+from core.studies.sumlab import differing_tree_seed
 
 KEY = "presenter"
 
@@ -16,7 +16,7 @@ SCENARIOS: list[tuple[str, str, dict, str]] = [
      "Eight summation orders of the same vector against the exact sum."),
     ("1 vs all threads", "pages/cpu_vs_gpu.py", {"vector": "normal", "n": "1000000", "format": "float32"},
      "torch.sum on this server's CPU with one thread and with all of them: the bits depend on the split."),
-    # the seed is chosen by computation (core.sumlab.differing_tree_seed): the two trees give different sums
+    # the seed is chosen by computation (core.studies.sumlab.differing_tree_seed): the two trees give different sums
     ("GPU block tree", "pages/summation_lab.py",
      {"n": "32", "seed": str(differing_tree_seed(32, "pairwise")),
       "orders": "sequential,pairwise,torch_all,cuda_model,correct", "permutations": "0", "tree": "pairwise"},

@@ -1,5 +1,5 @@
 """Drawing for the training-divergence page: tables, Altair charts, the pair's live view, the
-progress bar and the Play loop (no numerics here; core.divergence says what is shown)."""
+progress bar and the Play loop (no numerics here; core.training.divergence says what is shown)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.divergence import PairSnapshot, frame_steps, snapshot
-from core.exact import exact_decimal
-from core.formats import FORMATS
-from core.querystate import Field, decode
-from core.runner import PairOutcome
-from core.training import SOURCES, DivergenceSummary, PairedRun, SeedStudy, StepRecord, TrainSettings
+from core.arith.exact import exact_decimal
+from core.arith.formats import FORMATS
+from core.crowd.querystate import Field, decode
+from core.crowd.runner import PairOutcome
+from core.recordings.store import Parting
+from core.training.divergence import PairSnapshot, frame_steps, snapshot
+from core.training.mlp import TrainSettings
+from core.training.pair import SOURCES, PairedRun, StepRecord
+from core.training.seeds import DivergenceSummary, SeedStudy
 from ui.export import download_buttons
-from ui.render import bits_html
+from ui.render import bits_html, inert
 from ui.talk import styled
 
 RUN_COLOURS = alt.Scale(domain=["A", "B"], range=["#1f5fa8", "#d97706"])
@@ -234,7 +237,7 @@ class Progress:
 
 
 def value_and_bits(v: float, bits: int, dtype: str) -> str:
-    """A loss and its bit pattern, as the record carries them (core.training reads the bits)."""
+    """A loss and its bit pattern, as the record carries them (core.training.pair reads the bits)."""
     fmt = FORMATS[dtype]
     digits = f"{v:.9g}" if dtype == "float32" else repr(v)
     return f"<code>{digits}</code> {bits_html(bits, fmt)}<br><small>exactly {exact_decimal(Fraction(v))}</small>"
@@ -337,3 +340,21 @@ def play_requested(run: PairedRun, settings: TrainSettings, slots: PairSlots) ->
     if run.finished:
         slots.show_progress(run.done, settings.steps)  # a yield point first: only the current script run may rerun
         st.rerun()
+
+
+def recorded_partings(partings: tuple[Parting, ...]) -> None:
+    """Where this preset's pair parted on each recorded real machine (one caption, each with its recording's
+    provenance), and on the same hardware in other numeric configurations (folded away)."""
+    def cell(p: Parting) -> str:
+        when = f"from step {p.step}" if p.step else f"never within {p.steps} steps"
+        return f"{when}, {inert(p.label, line_start=False)}"
+
+    machines = [p for p in partings if p.configuration is None]
+    tuned = [p for p in partings if p.configuration is not None]
+    if machines:
+        st.caption(f"On {len(machines)} recorded machine{'s' if len(machines) > 1 else ''}, this pair is more than "
+                   "1% apart " + "; ".join(cell(p) for p in machines) + ".")
+    if tuned:
+        with st.expander(f"The same hardware in other numeric configurations ({len(tuned)})"):
+            for p in tuned:
+                st.caption(cell(p)[:1].upper() + cell(p)[1:] + ".")

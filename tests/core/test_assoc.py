@@ -1,4 +1,4 @@
-"""core.assoc: both groupings, checked against independent arithmetic and Fractions."""
+"""core.studies.assoc: both groupings, checked against independent arithmetic and Fractions."""
 
 from __future__ import annotations
 
@@ -12,7 +12,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.assoc import (
+from core.arith.formats import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, FORMATS, bits_of_value, value_of_bits
+from core.arith.parse import ParsedNumber, parse_number
+from core.machines.devices import available_devices, cpu_device
+from core.machines.globalstate import GlobalState
+from core.studies.assoc import (
     MAX_TRIPLES,
     SearchSettings,
     add_exact,
@@ -20,10 +24,6 @@ from core.assoc import (
     random_triples,
     search_counterexamples,
 )
-from core.devices import available_devices, cpu_device
-from core.formats import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, FORMATS, bits_of_value, value_of_bits
-from core.globalstate import GlobalState
-from core.parse import ParsedNumber, parse_number
 from tests.strategies import finite_values
 
 
@@ -41,7 +41,7 @@ def _bf16_round_float32(x: np.float32) -> Fraction:
 
 
 def reference_groupings(fmt, a: Fraction, b: Fraction, c: Fraction):
-    """Both groupings by arithmetic independent of torch and of core.formats rounding."""
+    """Both groupings by arithmetic independent of torch and of core.arith.formats rounding."""
     if fmt is FLOAT64:
         fa, fb, fc = float(a), float(b), float(c)
         return (fa + fb) + fc, fa + (fb + fc)

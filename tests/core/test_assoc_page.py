@@ -1,4 +1,4 @@
-"""core.assoc's answers for the Non-associativity page: which grouping is correctly rounded, where
+"""core.studies.assoc's answers for the Non-associativity page: which grouping is correctly rounded, where
 torch departs from the IEEE model, and each rounding's size in ULPs."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction
 
-from core.assoc import evaluate_triple
-from core.devices import cpu_device
-from core.formats import FLOAT16, FLOAT32, FLOAT64
-from core.parse import parse_number
+from core.arith.formats import FLOAT16, FLOAT32, FLOAT64
+from core.arith.parse import parse_number
+from core.machines.devices import cpu_device
+from core.studies.assoc import evaluate_triple
 
 
 def _triple(fmt, *texts):

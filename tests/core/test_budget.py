@@ -1,4 +1,4 @@
-"""core.budget: every page's cost model, the per-request budget and how it is sized."""
+"""core.crowd.budget: every page's cost model, the per-request budget and how it is sized."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import itertools
 
 import pytest
 
-from core import budget
-from core.bytecache import RESULTS, VECTORS
-from core.formats import NUMPY_DTYPES
-from core.gate import HEAVY_SLOTS
-from core.orders import DEFAULT_ORDERS, ORDERS, clamp_permutations
-from core.recordings import SUITE_DTYPES, SUITE_GENERATORS, SUITE_SIZES
-from core.sumlab import MAX_PERMUTATIONS
-from core.training import MAX_STEPS
-from core.vectors import GENERATORS, MAX_N
+from core.arith.formats import NUMPY_DTYPES
+from core.arith.vectors import GENERATORS, MAX_N
+from core.crowd import budget
+from core.crowd.bytecache import RESULTS, VECTORS
+from core.crowd.gate import HEAVY_SLOTS
+from core.kernels.orders import DEFAULT_ORDERS, ORDERS, clamp_permutations
+from core.recordings.store import SUITE_DTYPES, SUITE_GENERATORS, SUITE_SIZES
+from core.studies.sumlab import MAX_PERMUTATIONS
+from core.training.mlp import MAX_STEPS
 
 ALL_ORDERS = tuple(ORDERS)
 ISSUE_LINK = dict(n=10_000_000, storage="float64", working="same", orders=ALL_ORDERS, permutations=1000,

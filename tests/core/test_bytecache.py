@@ -1,4 +1,4 @@
-"""core.bytecache: a cache bounded in bytes, safe under many threads, computing each value once."""
+"""core.crowd.bytecache: a cache bounded in bytes, safe under many threads, computing each value once."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from core.bytecache import VECTORS, ByteLRU, approx_nbytes, vector_for
-from core.vectors import VectorSpec, generate
+from core.arith.vectors import VectorSpec, generate
+from core.crowd.bytecache import VECTORS, ByteLRU, approx_nbytes, vector_for
 
 
 def _size(v) -> int:

@@ -1,4 +1,4 @@
-"""core.collectives: the all-reduce order models against independent slow references, exact sums
+"""core.kernels.collectives: the all-reduce order models against independent slow references, exact sums
 against Fractions, and the gloo ring model against torch's real gloo all-reduce.
 
 The references here do not reuse the models' shortcuts: the rings are simulated message by
@@ -15,10 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import collectives as C
-from core.data_parallel import gloo_allreduce, rank_gradients
-from core.formats import FLOAT32, error_in_ulps, round_to_format
-from core.formats import ulp_distance as exact_ulp_distance
+from core.arith.formats import FLOAT32, error_in_ulps, round_to_format
+from core.arith.formats import ulp_distance as exact_ulp_distance
+from core.kernels import collectives as C
+from core.training.emulate import rank_gradients
+from core.training.gloo import gloo_allreduce
 
 F32 = np.float32
 

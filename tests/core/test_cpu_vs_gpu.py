@@ -1,4 +1,4 @@
-"""core.cpu_vs_gpu: one sum on every source, its notices, the reduction stages, the TF32 comparison."""
+"""core.studies.cpu_vs_gpu: one sum on every source, its notices, the reduction stages, the TF32 comparison."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from core.cpu_vs_gpu import (
+from core.arith.exact import correctly_rounded_sum
+from core.arith.formats import FORMATS, bits_of_value, ulp_distance
+from core.arith.vectors import VectorSpec, generate
+from core.kernels.cuda_model import cuda_config_for, cuda_launch
+from core.kernels.torch_cpu_model import GRAIN_SIZE
+from core.machines.devices import Device, cpu_device
+from core.recordings.store import Recording, capture
+from core.studies.cpu_vs_gpu import (
     H100_SMS,
     CpuVsGpuSettings,
     reduction_stages,
@@ -16,13 +23,6 @@ from core.cpu_vs_gpu import (
     tf32_product_difference,
     thread_split,
 )
-from core.cuda_model import cuda_config_for, cuda_launch
-from core.devices import Device, cpu_device
-from core.exact import correctly_rounded_sum
-from core.formats import FORMATS, bits_of_value, ulp_distance
-from core.recordings import Recording, capture
-from core.torch_cpu_model import GRAIN_SIZE
-from core.vectors import VectorSpec, generate
 
 
 @pytest.fixture(scope="module")

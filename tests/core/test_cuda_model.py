@@ -1,4 +1,4 @@
-"""core.cuda_model: the vectorised model against a slow loop-by-loop reference, error bounds and properties.
+"""core.kernels.cuda_model: the vectorised model against a slow loop-by-loop reference, error bounds and properties.
 
 No GPU is involved: these tests check that the model computes the algorithm it describes (the
 kernel of torch 2.13 and the older kernel versions in ``KERNELS``). Whether that algorithm is
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from fractions import Fraction
 
 import ml_dtypes
@@ -17,7 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.cuda_model import (
+from core.arith.exact import exact_sum_fraction
+from core.arith.formats import bits_of
+from core.kernels.cuda_model import (
     KERNELS,
     PINNED_KERNEL,
     CudaReduceConfig,
@@ -30,7 +31,6 @@ from core.cuda_model import (
     kernel_differences,
     tree_depth,
 )
-from core.exact import exact_sum_fraction
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BF16]
@@ -455,8 +455,7 @@ def test_special_values_and_edge_cases():
         cuda_sum_model(np.ones(1000, dtype=np.float32), CudaReduceConfig(threads_per_block=2, blocks=1))
 
 
-def test_ten_million_is_fast():
+def test_ten_million_runs_and_is_deterministic():
+    # its speed is measured against np.sum by benchmarks/bench_models.py, not asserted here
     x = np.random.default_rng(0).standard_normal(10**7).astype(np.float32)
-    start = time.perf_counter()
-    cuda_sum_model(x)
-    assert time.perf_counter() - start < 1.0
+    assert np.isfinite(cuda_sum_model(x)) and bits_of(cuda_sum_model(x)) == bits_of(cuda_sum_model(x))

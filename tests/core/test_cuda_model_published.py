@@ -1,12 +1,12 @@
 """The CUDA model against results people printed from real GPUs in public threads.
 
 Every row of TABLE was read in the thread at its URL; the input is rebuilt bit for bit on this CPU
-(core/cuda_published.py says how), the model runs with the launch rules of the torch release that
+(core/kernels/cuda_published.py says how), the model runs with the launch rules of the torch release that
 printed the result and with that GPU's SM count, and the printed digits are compared with what each
 candidate summation order would print. "discriminates" means the candidate orders do not all print
 the same digits at the printed precision; "rules out" lists the orders whose digits differ from the
 published ones. The model must reproduce every row; a row it could not reproduce would be marked
-with an expected-failure reason in core/cuda_published.py (none is, at present).
+with an expected-failure reason in core/kernels/cuda_published.py (none is, at present).
 
 The table (TABLE below holds the same rows in checkable form):
 
@@ -32,8 +32,8 @@ import re
 import numpy as np
 import pytest
 
-from core.cuda_model import KERNELS, PINNED_KERNEL
-from core.cuda_published import (
+from core.kernels.cuda_model import KERNELS, PINNED_KERNEL
+from core.kernels.cuda_published import (
     CASES,
     UNUSABLE_THREADS,
     candidate_results,

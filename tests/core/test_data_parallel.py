@@ -1,5 +1,6 @@
-"""core.data_parallel: a real gloo process group trains beside one process, is supervised and torn
-down cleanly, and the one-process emulation of k devices combines gradients in the models' orders.
+"""core.training.gloo (with gloo_worker and data_parallel): a real gloo process group trains beside one process,
+is supervised and torn down cleanly; core.training.emulate: the one-process emulation of k devices combines
+gradients in the models' orders.
 
 The live runs start real worker processes (each imports torch), so they are few and short: two
 workers for 30 steps, one worker for 3, and three runs that are made to fail.
@@ -15,10 +16,14 @@ import numpy as np
 import pytest
 import torch
 
-import core.data_parallel as dp
-from core import collectives
-from core.globalstate import GlobalState, torch_threads
-from core.training import summarize
+import core.machines.memory as memory
+import core.training.data_parallel as dp
+import core.training.emulate as emulate
+import core.training.gloo as gloo
+import core.training.gloo_worker as gloo_worker
+from core.kernels import collectives
+from core.machines.globalstate import GlobalState, torch_threads
+from core.training.seeds import summarize
 from scripts import data_parallel as cli
 
 LINE = re.compile(r"data-parallel \(gloo, world size \d+\): (first differs from one process at step \d+, more than 1% "
@@ -75,12 +80,12 @@ def two_workers():
     seen: dict = {}
     before = GlobalState.capture()
 
-    def progress(p: dp.Progress) -> None:
+    def progress(p: gloo.Progress) -> None:
         if p.phase == "starting" and p.done == p.total and "listen" not in seen:
             seen["listen"] = {pid: listening_addresses(pid) for pid in p.pids}
         seen.setdefault("phases", []).append(p.phase)
 
-    r = dp.run_data_parallel(2, 30, on_progress=progress)
+    r = gloo.run_data_parallel(2, 30, on_progress=progress)
     return r, seen, before, GlobalState.capture()
 
 
@@ -107,11 +112,11 @@ def test_workers_listen_on_loopback_only(two_workers):
 def test_memory_is_measured_and_within_the_cap(two_workers):
     r, _, _, _ = two_workers
     assert len(r.worker_max_rss) == 2
-    assert all(0 < m <= dp.WORKER_MEMORY_CAP for m in r.worker_max_rss)
+    assert all(0 < m <= gloo.WORKER_MEMORY_CAP for m in r.worker_max_rss)
     assert r.peak_rss_bytes >= max(r.worker_max_rss) * 0.5
     if r.peak_pss_bytes is not None:
         assert 0 < r.peak_pss_bytes <= r.peak_rss_bytes
-    per, why = dp.worker_memory_estimate()
+    per, why = gloo.worker_memory_estimate()
     assert per >= max(r.worker_max_rss) and "measured" in why
 
 
@@ -126,7 +131,7 @@ def test_the_ring_model_replays_the_live_run_bit_for_bit(two_workers):
     gloo ring model's order: the same weights as the real process group after every step."""
     r = two_workers[0]
     with torch_threads(1):
-        emu = dp.emulate_run(2, "ring_gloo", len(r.records), per_shard="loop")
+        emu = emulate.emulate_run(2, "ring_gloo", len(r.records), per_shard="loop")
     assert dp.first_divergence(r.digests, emu.digests) is None
     assert [x.loss_b_bits for x in emu.records] == [x.loss_b_bits for x in r.records]
 
@@ -136,21 +141,21 @@ def test_no_process_is_left_after_a_run(two_workers):
 
 
 def test_one_worker_is_bit_identical_to_one_process():
-    r = dp.run_data_parallel(1, 3)
+    r = gloo.run_data_parallel(1, 3)
     assert r.summary.first_difference is None
     assert r.line() == "data-parallel (gloo, world size 1): bit-identical to one process for 3 steps"
     assert_no_process_left(r.pids)
 
 
 def test_a_failing_worker_stops_the_whole_group():
-    with pytest.raises(dp.DataParallelError, match=r"Worker 1 stopped .*injected failure at step 2") as err:
-        dp.run_data_parallel(2, 5, fault={"rank": 1, "step": 2, "kind": "raise"})
+    with pytest.raises(gloo.DataParallelError, match=r"Worker 1 stopped .*injected failure at step 2") as err:
+        gloo.run_data_parallel(2, 5, fault={"rank": 1, "step": 2, "kind": "raise"})
     assert_no_process_left(err.value.pids)
 
 
 def test_a_hanging_worker_times_out_and_is_killed():
-    with pytest.raises(dp.DataParallelError) as err:
-        dp.run_data_parallel(2, 5, step_timeout=4, fault={"rank": 1, "step": 1, "kind": "hang"})
+    with pytest.raises(gloo.DataParallelError) as err:
+        gloo.run_data_parallel(2, 5, step_timeout=4, fault={"rank": 1, "step": 1, "kind": "hang"})
     assert re.search(r"progress|stopped|took longer", str(err.value)), err.value
     assert_no_process_left(err.value.pids)
 
@@ -162,34 +167,35 @@ class Cancelled(Exception):
 def test_cancelling_while_starting_kills_the_workers():
     seen = {}
 
-    def progress(p: dp.Progress) -> None:
+    def progress(p: gloo.Progress) -> None:
         seen["pids"] = p.pids
         raise Cancelled
 
     with pytest.raises(Cancelled):
-        dp.run_data_parallel(2, 5, on_progress=progress)
+        gloo.run_data_parallel(2, 5, on_progress=progress)
     assert_no_process_left(seen["pids"])
 
 
 def test_workers_that_cannot_start_give_a_clear_message():
-    with pytest.raises(dp.DataParallelError, match="could not be started"):
-        dp.run_data_parallel(2, 3, python="/nonexistent/bin/python3")
+    with pytest.raises(gloo.DataParallelError, match="could not be started"):
+        gloo.run_data_parallel(2, 3, python="/nonexistent/bin/python3")
 
 
 def test_a_second_run_waits_or_is_refused():
-    assert dp._RUN_LOCK.acquire(blocking=False)
+    assert gloo._RUN_LOCK.acquire(blocking=False)
     try:
-        with pytest.raises(dp.Busy, match="in progress"):
-            dp.run_data_parallel(1, 2, wait=False)
+        with pytest.raises(gloo.Busy, match="in progress"):
+            gloo.run_data_parallel(1, 2, wait=False)
     finally:
-        dp._RUN_LOCK.release()
+        gloo._RUN_LOCK.release()
 
 
 def test_no_room_means_no_start(monkeypatch):
-    monkeypatch.setattr(dp, "memory_room", lambda: dp.Room(10 << 20, "a tiny test limit"))
-    with pytest.raises(dp.NoRoom, match=r"Not enough free memory.*a tiny test limit"):
-        dp.run_data_parallel(2, 3)
-    ok, why = dp.room_for(1)
+    # room_for looks memory_room up in core.training.gloo, so that is where it is replaced
+    monkeypatch.setattr(gloo, "memory_room", lambda: memory.Room(10 << 20, "a tiny test limit"))
+    with pytest.raises(gloo.NoRoom, match=r"Not enough free memory.*a tiny test limit"):
+        gloo.run_data_parallel(2, 3)
+    ok, why = gloo.room_for(1)
     assert not ok and "MB" in why
 
 
@@ -197,16 +203,21 @@ def test_no_room_means_no_start(monkeypatch):
     (3, 5, "split evenly"), (2, 0, "steps must be"), (16, 5, "at most"), (0, 5, "between 1"),
 ])
 def test_bad_runs_are_refused_with_a_reason(world, steps, message):
-    with pytest.raises(dp.DataParallelError, match=message):
-        dp.run_data_parallel(world, steps)
+    with pytest.raises(gloo.DataParallelError, match=message):
+        gloo.run_data_parallel(world, steps)
 
 
 def test_worker_environment():
-    env = dp._worker_env()
+    env = gloo._worker_env()
     assert env["OMP_NUM_THREADS"] == "1" and env["GLOO_SOCKET_IFNAME"]
     assert not {"LOCAL_WORLD_SIZE", "PMI_SIZE", "MASTER_PORT"} & set(env)  # gloo's shared-memory path stays off
-    room = dp.memory_room()
+    room = memory.memory_room()
     assert room.available_bytes is None or room.available_bytes > 0
+
+
+def test_the_worker_entry_starts_the_module_that_defines_the_worker():
+    assert f"from {gloo_worker._worker_main.__module__} import _worker_main;" in gloo_worker.WORKER_ENTRY
+    assert gloo.WORKER_ENTRY is gloo_worker.WORKER_ENTRY
 
 
 def test_command_line(capsys):
@@ -224,20 +235,20 @@ def test_command_line(capsys):
 
 
 def test_emulated_devices_combine_shard_gradients_in_the_models_order():
-    run = dp.emulate_run(8, "ring_gloo", 3)
+    run = emulate.emulate_run(8, "ring_gloo", 3)
     assert [r.step for r in run.records] == [1, 2, 3] and len(run.digests) == 3
     assert run.records[0].loss_a_bits == run.records[0].loss_b_bits
     # step 1 by hand: shard gradients at the initial weights, times 1/8, ring-summed, one SGD step
     s = dp.DP_SETTINGS
     x, y, schedule = dp._data(s, 1)
     replica = dp._Replica(s)
-    g = dp.shard_gradients(replica.params, x, y, dp.shards(schedule[0], 8)) * np.float32(1 / 8)
+    g = emulate.shard_gradients(replica.params, x, y, dp.shards(schedule[0], 8)) * np.float32(1 / 8)
     replica.apply(torch.from_numpy(collectives.ring_gloo(g)))
     assert dp.weights_digest(replica.flat()) == run.digests[0]
 
 
 def test_a_thousand_emulated_devices():
-    run = dp.emulate_run(1024, "tree_nccl", 1)
+    run = emulate.emulate_run(1024, "tree_nccl", 1)
     assert run.records[0].step == 1 and run.summary.first_difference in (None, 1)
 
 
@@ -249,11 +260,11 @@ def test_first_divergence():
 
 def test_emulation_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="split evenly"):
-        dp.emulate_run(3, "ring_gloo", 2)
+        emulate.emulate_run(3, "ring_gloo", 2)
     with pytest.raises(ValueError, match="unknown collective model"):
-        dp.emulate_run(8, "mesh", 2)
+        emulate.emulate_run(8, "mesh", 2)
     with pytest.raises(ValueError, match="steps must be"):
-        dp.emulate_run(8, "ring_gloo", dp.MAX_EMULATED_STEPS + 1)
+        emulate.emulate_run(8, "ring_gloo", dp.MAX_EMULATED_STEPS + 1)
 
 
 def test_rank_gradients_are_shards_of_the_full_batch_gradient():
@@ -261,15 +272,15 @@ def test_rank_gradients_are_shards_of_the_full_batch_gradient():
     x, y, schedule = dp._data(s, 1)
     full = dp._Replica(s).local_gradient(x[schedule[0]], y[schedule[0]]).numpy()
     for k in (4, 100):  # 100 does not divide 1,024: shards of 11 and 10 examples, as DistributedSampler without padding
-        g = dp.rank_gradients(k)
+        g = emulate.rank_gradients(k)
         assert g.shape == (k, full.size) and g.dtype == np.float32
         if s.batch % k == 0:
             np.testing.assert_allclose(g.astype(np.float64).sum(0), full, rtol=1e-4, atol=1e-7)
     with pytest.raises(ValueError, match="ranks"):
-        dp.rank_gradients(s.batch + 1)
+        emulate.rank_gradients(s.batch + 1)
 
 
 def test_order_study_small():
-    study = dp.order_study((2, 5))
+    study = emulate.order_study((2, 5))
     assert [c.ranks for c in study] == [2, 5]
     assert all(p.differing == 0 for p in study[0].pairs)

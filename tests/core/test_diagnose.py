@@ -1,7 +1,8 @@
-"""core.diagnose: verdicts, envelopes, tolerances and the simulation, against independent references.
+"""core.diagnose (verdict, envelopes, tolerances, simulate, rounding, inputs): verdicts, envelopes, tolerances and
+the simulation, against independent references.
 
-References: Fraction arithmetic (core.formats.round_to_format) for every rounding, torch's and
-NumPy's own casts, exact sums (core.exact.exact_sum_fraction). Reorderings are real: NumPy and
+References: Fraction arithmetic (core.arith.formats.round_to_format) for every rounding, torch's and
+NumPy's own casts, exact sums (core.arith.exact.exact_sum_fraction). Reorderings are real: NumPy and
 torch sums and products in other orders, blocked and split sums, the correctly rounded
 result. Reduced precision is emulated by rounding the inputs. Nothing here depends on a
 number measured on one machine: every assertion is a verdict, a bound or an invariant.
@@ -19,29 +20,15 @@ import torch
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from core.diagnose import (
-    ASSUMED_K,
-    BULK_SHARE,
-    ENVELOPE_FACTOR,
-    MARGIN,
-    MAX_ELEMENTS,
-    MIN_MEDIAN,
-    REDUCED_FORMATS,
-    SIM_ORDERS,
-    VERDICTS,
-    _sum_orders,
-    as_float_array,
-    diagnose,
-    fma_sequential,
-    gamma,
-    nice_up,
-    prepare_inputs,
-    round_precision,
-    round_to,
-    ulp_array,
-)
-from core.exact import exact_sum_fraction
-from core.formats import FLOAT32, FLOAT64, FORMATS, FloatFormat, round_to_format, ulp, value_of_bits
+from core.arith.exact import exact_sum_fraction
+from core.arith.formats import FLOAT32, FLOAT64, FORMATS, FloatFormat, round_to_format, ulp, value_of_bits
+from core.diagnose.envelopes import ENVELOPE_FACTOR, MIN_MEDIAN
+from core.diagnose.inputs import prepare_inputs
+from core.diagnose.results import BULK_SHARE
+from core.diagnose.rounding import REDUCED_FORMATS, as_float_array, gamma, round_precision, round_to, ulp_array
+from core.diagnose.simulate import SIM_ORDERS, _sum_orders, fma_sequential
+from core.diagnose.tolerances import MARGIN, nice_up
+from core.diagnose.verdict import ASSUMED_K, MAX_ELEMENTS, VERDICTS, diagnose
 from tests.strategies import bit_patterns
 
 TF32 = FloatFormat("tf32", 11, 8, 127, torch.float32, torch.int32)
@@ -322,7 +309,7 @@ def test_matrix_products_in_other_orders_are_reordering(seed, m, k, n, how, kind
     else:
         actual = a.flip(1) @ b.flip(0)
     # without the inputs, a result with few columns whose rows differ in scale by decades has no
-    # scale model to learn from (core.diagnose's docstring): those are judged with the inputs only
+    # scale model to learn from (core.diagnose.envelopes' docstring): those are judged with the inputs only
     with_and_without = ((a, b),) if kind == "rows" and n < MIN_MEDIAN else ((a, b), None)
     for inputs in with_and_without:
         d = diagnose(actual, expected, inputs=inputs, reduction_length=k)

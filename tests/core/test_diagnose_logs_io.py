@@ -1,4 +1,4 @@
-"""core.diagnose_io (safe loading within limits) and core.diagnose_logs (chaos or a jump)."""
+"""core.diagnose.loaders (safe loading within limits) and core.diagnose.logs (chaos or a jump)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.diagnose import MAX_ELEMENTS
-from core.diagnose_examples import EXAMPLES, JUMP_STEP, make_example, make_log_example, toy_training
-from core.diagnose_io import (
+from core.diagnose.examples import EXAMPLES, JUMP_STEP, make_example, make_log_example, toy_training
+from core.diagnose.loaders import (
     MAX_LOG_ROWS,
     MAX_PASTED_NUMBERS,
     MAX_UPLOAD_BYTES,
@@ -24,7 +23,8 @@ from core.diagnose_io import (
     parse_log,
     parse_pasted,
 )
-from core.diagnose_logs import TINY_ULPS, diagnose_logs
+from core.diagnose.logs import TINY_ULPS, diagnose_logs
+from core.diagnose.verdict import MAX_ELEMENTS
 
 
 def npy(arr) -> bytes:

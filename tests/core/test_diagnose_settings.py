@@ -1,12 +1,12 @@
-"""core.diagnose_io's page-facing pieces: DiagnoseSettings' derived options, and the checks that
+"""core.diagnose.loaders's page-facing pieces: DiagnoseSettings' derived options, and the checks that
 say why two results (or a K and the inputs) cannot be diagnosed together."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from core.diagnose import prepare_inputs
-from core.diagnose_io import DiagnoseSettings, Loaded, pair_problem, parse_pasted, reduction_length_problem
+from core.diagnose.inputs import prepare_inputs
+from core.diagnose.loaders import DiagnoseSettings, Loaded, pair_problem, parse_pasted, reduction_length_problem
 
 
 def _loaded(shape, dtype=np.float32, fmt="float32") -> Loaded:

@@ -1,4 +1,4 @@
-"""core.divergence: the pair's snapshot and labels, settings changed from a preset, the seed verdict."""
+"""core.training.divergence: the pair's snapshot and labels, settings changed from a preset, the seed verdict."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from core.divergence import (
+from core.training.divergence import (
     DEFAULT_SEEDS,
     SEED_RULE,
     PairSnapshot,
@@ -18,7 +18,9 @@ from core.divergence import (
     seed_verdict,
     snapshot,
 )
-from core.training import STAND_IN, PairedRun, SeedStudy, TrainSettings, summarize
+from core.training.mlp import TrainSettings
+from core.training.pair import STAND_IN, PairedRun
+from core.training.seeds import SeedStudy, summarize
 
 
 def test_changed_settings_names_what_differs_in_field_order():
@@ -105,8 +107,8 @@ def test_seed_verdict_needs_two_seeds():
 
 def test_threads_note_says_why_one_thread_and_all_can_agree():
     """Issue 23: the one-thread preset showed no difference without saying why."""
-    from core.divergence import threads_note
-    from core.torch_cpu_model import GRAIN_SIZE
+    from core.kernels.torch_cpu_model import GRAIN_SIZE
+    from core.training.divergence import threads_note
 
     s = TrainSettings(source="threads")
     note = threads_note(s, 2)

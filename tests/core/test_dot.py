@@ -1,5 +1,6 @@
-"""core.dot: every arithmetic model bit for bit against a slow pure-Fraction reference written here,
-and against torch where torch exposes the same arithmetic."""
+"""core.kernels.dot: every arithmetic model bit for bit against a slow pure-Fraction reference written here,
+and against torch where torch exposes the same arithmetic; and core.studies.gpu_arithmetic's lab, error
+curves and atomics built on them."""
 
 from __future__ import annotations
 
@@ -14,30 +15,32 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.dot import (
+from core.arith.exact import exact_dot_fraction, exact_sum_fraction
+from core.arith.formats import FORMATS, bits_of_value, round_to_format, value_of_bits
+from core.arith.vectors import VectorError, ill_conditioned_dot
+from core.kernels.dot import (
     MODELS,
     TF32,
-    AtomicsSpec,
-    DotSpec,
     ModelNotApplicable,
     check_formats,
-    error_curves,
     exact_products,
-    k_grid,
-    make_pair,
     make_rounder,
     model_inputs,
-    run_lab,
     run_model,
-    simulate_atomics,
     slice_bounds,
     to_tf32,
-    torch_results,
     trace,
 )
-from core.exact import exact_dot_fraction, exact_sum_fraction
-from core.formats import FORMATS, bits_of_value, round_to_format, value_of_bits
-from core.vectors import VectorError, ill_conditioned_dot
+from core.studies.gpu_arithmetic import (
+    AtomicsSpec,
+    DotSpec,
+    error_curves,
+    k_grid,
+    make_pair,
+    run_lab,
+    simulate_atomics,
+    torch_results,
+)
 from tests.strategies import bit_patterns
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
@@ -430,7 +433,7 @@ def test_atomics_simulation():
 
 def test_atomics_fixed_order_is_the_index_order_sum():
     spec = AtomicsSpec(buckets=2, values=300, runs=5, seed=4, storage="float16")
-    from core.dot import atomic_inputs
+    from core.studies.gpu_arithmetic import atomic_inputs
 
     values, index = atomic_inputs(spec)
     res = simulate_atomics(spec)
@@ -450,7 +453,7 @@ def test_atomics_refuses_too_much_work():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_gpu_rows_when_present():  # pragma: no cover - runs only on a machine with CUDA
-    from core.dot import torch_gpu_results
+    from core.studies.gpu_arithmetic import torch_gpu_results
 
     rows = torch_gpu_results(make_pair(DotSpec("normal", 1000, 0, "float32")))
     assert {r.key for r in rows} >= {"gpu_torch_dot_ieee", "gpu_torch_dot_tf32"}

@@ -1,4 +1,4 @@
-"""core.dot's page-facing helpers: DotLabSettings runs the lab and the curves as run_lab and
+"""core.studies.gpu_arithmetic's page-facing helpers: DotLabSettings runs the lab and the curves as run_lab and
 error_curves do, and the small questions the GPU arithmetic page asks of a lab (bound violations,
 which models applied, batch dependence, the correctly rounded result) are answered from its rows."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from core.dot import (
-    MODELS,
+from core.kernels.dot import MODELS, model_name
+from core.studies.gpu_arithmetic import (
     BatchDependence,
     DotLabSettings,
     DotSpec,
@@ -18,7 +18,6 @@ from core.dot import (
     correctly_rounded,
     error_curves,
     make_pair,
-    model_name,
     run_lab,
 )
 

@@ -1,4 +1,4 @@
-"""Errors and bounds in one unit (core.sumlab.bound_in_ulps, relative_error), and the glossary's anchors."""
+"""Errors and bounds in one unit (core.studies.sumlab.bound_in_ulps, relative_error), and the glossary's anchors."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from core.formats import FORMATS, error_in_ulps, ulp
-from core.sumlab import HUGE_ULPS, bound_in_ulps, relative_error, run_lab
+from core.arith.formats import FORMATS, error_in_ulps, ulp
+from core.studies.sumlab import HUGE_ULPS, bound_in_ulps, relative_error, run_lab
 
 F32, F64 = FORMATS["float32"], FORMATS["float64"]
 

@@ -1,4 +1,4 @@
-"""core.exact: exact mpf values and decimal expansions, independent of mpmath's precision."""
+"""core.arith.exact: exact mpf values and decimal expansions, independent of mpmath's precision."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.exact import abbreviate, exact_decimal, mpf_to_fraction, shortest_repr, to_mpf
-from core.formats import FLOAT16, FLOAT32, FLOAT64, FORMATS, round_to_format
+from core.arith.exact import abbreviate, exact_decimal, mpf_to_fraction, shortest_repr, to_mpf
+from core.arith.formats import FLOAT16, FLOAT32, FLOAT64, FORMATS, round_to_format
 from tests.strategies import finite_values
 
 
@@ -94,7 +94,7 @@ def test_abbreviate():
 
 
 def test_distinguishing_reprs_use_the_fewest_common_digits():
-    from core.exact import distinguishing_reprs
+    from core.arith.exact import distinguishing_reprs
 
     a = 998.5706787109375
     b = math.nextafter(a, math.inf)
@@ -109,7 +109,7 @@ def test_distinguishing_reprs_use_the_fewest_common_digits():
 
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), min_size=1, max_size=8))
 def test_distinguishing_reprs_tell_distinct_values_apart(values):
-    from core.exact import distinguishing_reprs
+    from core.arith.exact import distinguishing_reprs
 
     out = distinguishing_reprs(values)
     for i, x in enumerate(values):

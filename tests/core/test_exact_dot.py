@@ -1,4 +1,4 @@
-"""core.exact.exact_dot: exact against Fraction for every format pair, with IEEE specials."""
+"""core.arith.exact.exact_dot: exact against Fraction for every format pair, with IEEE specials."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import core.exact as exact_mod
-from core.exact import exact_dot, exact_dot_fraction, mpf_to_fraction
-from core.formats import FORMATS, value_of_bits
+import core.arith.exact as exact_mod
+from core.arith.exact import exact_dot, exact_dot_fraction, mpf_to_fraction
+from core.arith.formats import FORMATS, value_of_bits
 from tests.strategies import bit_patterns, is_nan
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}

@@ -1,4 +1,4 @@
-"""core.exact.exact_sum: exact against Fraction and mpmath at ample precision, every format."""
+"""core.arith.exact.exact_sum: exact against Fraction and mpmath at ample precision, every format."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import core.exact as exact_mod
-from core.exact import correctly_rounded_sum, exact_sum, exact_sum_fraction, mpf_to_fraction
-from core.formats import FORMATS, bits_of_value, round_to_format
+import core.arith.exact as exact_mod
+from core.arith.exact import correctly_rounded_sum, exact_sum, exact_sum_fraction, mpf_to_fraction
+from core.arith.formats import FORMATS, bits_of_value, round_to_format
 from tests.strategies import any_values, finite_values, is_nan
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
@@ -65,7 +65,7 @@ def test_exact_sum_matches_mpmath_fsum_at_ample_precision(data, name):
 def test_torch_tensors_and_numpy_arrays_agree(name):
     rng = np.random.default_rng(1)
     x = torch.from_numpy(rng.standard_normal(5000) * 100).to(FORMATS[name].torch_dtype)
-    from core.exact import as_numpy
+    from core.arith.exact import as_numpy
 
     assert exact_sum_fraction(x) == exact_sum_fraction(as_numpy(x))
     assert exact_sum_fraction(x) == sum(map(Fraction, x.to(torch.float64).tolist()), Fraction(0))

@@ -1,4 +1,5 @@
-"""core.fingerprint and the machine facts of core.devices: stable, comparable, and able to tell machines apart."""
+"""core.recordings.fingerprint and the machine facts of core.machines.devices: stable, comparable, and able
+to tell machines apart."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import sys
 import pytest
 import torch
 
-from core.devices import machine_facts
-from core.fingerprint import (
+from core.machines.devices import machine_facts
+from core.machines.globalstate import GlobalState, torch_threads
+from core.recordings.fingerprint import (
     GROUPS,
     OPS,
     SHARED_OPS,
@@ -26,7 +28,7 @@ from core.fingerprint import (
     group_fingerprints,
     op_fingerprint,
 )
-from core.globalstate import GlobalState, torch_threads
+from tests.machine import ONEMKL, ONEMKL_REASON
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHARED_SCRIPT = ROOT.parent / "shared" / "recordings" / "op_fingerprint.py"
@@ -103,7 +105,7 @@ def test_machine_facts_are_plain_and_name_the_dispatch():
 
 
 def _fingerprint_in_subprocess(env: dict[str, str]) -> dict[str, str]:
-    code = "import json; from core.fingerprint import op_fingerprint; print(json.dumps(op_fingerprint()))"
+    code = "import json; from core.recordings.fingerprint import op_fingerprint; print(json.dumps(op_fingerprint()))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, **env}, capture_output=True,
                          text=True, timeout=300, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -117,4 +119,24 @@ def test_a_fresh_process_reproduces_the_fingerprint_and_other_kernels_change_it(
     generic = _fingerprint_in_subprocess({"ATEN_CPU_CAPABILITY": "default"})
     differ = [c for c in compare_ops(op_fingerprint(), generic) if c.verdict == "other bits"]
     assert differ, "the generic kernels gave the same bits in every operation"
+    if not ONEMKL:
+        pytest.skip(f"the rest checks that matrix products are not torch's own kernels: {ONEMKL_REASON}")
     assert all(c.group != "matrix products" for c in differ)  # matrix products are oneMKL's, not ATen's kernels
+
+
+def test_the_quick_fingerprint_script_compares_this_machine_with_each_recording(tmp_path, capsys):
+    """`python -m scripts.fingerprint`: the command the CPU vs GPU page offers a visitor for their own machine."""
+    from scripts import fingerprint as script
+
+    ops = op_fingerprint()
+    src = sorted((ROOT / "data" / "recordings").glob("*.json"))[0]
+    data = json.loads(src.read_text())
+    data["op_fingerprint"] = dict(ops, **{"exp 100000": "0" * 16 if ops["exp 100000"] != "0" * 16 else "1" * 16})
+    (tmp_path / "other.json").write_text(json.dumps(data))
+    (tmp_path / "broken.json").write_text("{}")
+    assert script.main(["--recordings", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"fingerprint {fingerprint(ops)}" in out
+    assert all(f"  {h}  {name}" in out for name, h in ops.items())
+    assert f"other.json: {len(OPS) - 1} of {len(OPS)} operations with the same bits; other bits in: exp 100000" in out
+    assert "not read: broken.json" in out

@@ -1,4 +1,4 @@
-"""core.formats: decoding, correct rounding and ULPs, against independent references."""
+"""core.arith.formats: decoding, correct rounding and ULPs, against independent references."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.formats import (
+from core.arith.formats import (
     BFLOAT16,
     FLOAT16,
     FLOAT32,

@@ -1,4 +1,4 @@
-"""core.gate: at most N heavy computations at once, FIFO, reporting the queue, never leaking a slot."""
+"""core.crowd.gate: at most N heavy computations at once, FIFO, reporting the queue, never leaking a slot."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from core.gate import HEAVY, HEAVY_SLOTS, Gate
+from core.crowd.gate import HEAVY, HEAVY_SLOTS, Gate
 
 
 @pytest.mark.parametrize("slots", [1, 2, 3])

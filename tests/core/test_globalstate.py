@@ -1,4 +1,4 @@
-"""core.globalstate: settings changes are exclusive and always restored."""
+"""core.machines.globalstate: settings changes are exclusive and always restored."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from core.globalstate import (
+from core.machines.globalstate import (
     GLOBAL_SETTINGS_LOCK,
     PROCESS_THREADS,
     GlobalState,

@@ -1,4 +1,5 @@
-"""core.metrics, core.trees and core.sumlab, checked against Fractions and the orders themselves."""
+"""core.arith.metrics, core.kernels.trees and core.studies.sumlab, checked against Fractions and the orders
+themselves."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from core.exact import exact_sum_fraction
-from core.formats import FLOAT16, FLOAT32, FLOAT64, FORMATS, NUMPY_DTYPES, round_to_format
-from core.formats import bits_of as bits_of_scalar
-from core.metrics import a_priori_bound, evaluate, exact_value, gamma
-from core.orders import DEFAULT_ORDERS, ORDERS, pairwise, sequential
-from core.sumlab import run_lab, running_error
-from core.trees import MAX_TREE_N, TREE_ORDERS, Tree, build_tree
-from core.vectors import VectorSpec, generate
+from core.arith.exact import exact_sum_fraction
+from core.arith.formats import FLOAT16, FLOAT32, FLOAT64, FORMATS, NUMPY_DTYPES, round_to_format
+from core.arith.formats import bits_of as bits_of_scalar
+from core.arith.metrics import a_priori_bound, evaluate, exact_value, gamma
+from core.arith.vectors import VectorSpec, generate
+from core.kernels.orders import DEFAULT_ORDERS, ORDERS, pairwise, sequential
+from core.kernels.trees import MAX_TREE_N, TREE_ORDERS, Tree, build_tree
+from core.studies.sumlab import run_lab, running_error
 
 
 def exact_total(tree: Tree) -> Fraction:
@@ -88,8 +89,8 @@ def test_tree_limits():
 
 @pytest.mark.parametrize("working", ["float32", "float64"])
 def test_cuda_tree_is_the_cuda_models_sum_addition_by_addition(working):
-    """Issue 13: the GPU block tree. Its root is core.cuda_model's torch 2.13 result for every small n."""
-    from core.cuda_model import cuda_launch, cuda_sum_model
+    """Issue 13: the GPU block tree. Its root is core.kernels.cuda_model's torch 2.13 result for every small n."""
+    from core.kernels.cuda_model import cuda_launch, cuda_sum_model
 
     fmt = FORMATS[working]
     rng = np.random.default_rng(5)
@@ -144,7 +145,7 @@ def test_running_error_ends_at_the_sequential_error():
 
 def test_regressions_from_review():
     """Inputs a reviewer found: each once crashed or raised a false bound alarm."""
-    from core.formats import error_in_ulps
+    from core.arith.formats import error_in_ulps
 
     # a nonzero result for an exact sum of 0 is infinitely many ULPs of 0 away, not an OverflowError
     assert error_in_ulps(Fraction(-1), Fraction(0), FLOAT64) == -math.inf
@@ -167,9 +168,9 @@ def test_regressions_from_review():
 @pytest.mark.parametrize(("n", "order"), [(32, "pairwise"), (32, "sequential"), (20, "pairwise")])
 def test_differing_tree_seed_makes_the_cpu_and_gpu_trees_differ(n, order):
     """Issue 23: the talk's "GPU block tree" scenario showed two trees with the same sum."""
-    from core.sumlab import differing_tree_seed
-    from core.trees import build_tree
-    from core.vectors import VectorSpec, generate
+    from core.arith.vectors import VectorSpec, generate
+    from core.kernels.trees import build_tree
+    from core.studies.sumlab import differing_tree_seed
 
     seed = differing_tree_seed(n, order)
     values = generate(VectorSpec("normal", n, seed, "float32")).values

@@ -1,4 +1,4 @@
-"""core.mitigation_studies: the Mitigations page's studies, on small inputs."""
+"""core.studies.mitigations: the Mitigations page's studies, on small inputs."""
 
 from __future__ import annotations
 
@@ -6,11 +6,14 @@ from fractions import Fraction
 
 import pytest
 
-from core import mitigations
-from core.devices import Device, cpu_device
-from core.exact import correctly_rounded_sum, shortest_repr
-from core.formats import FORMATS, bits_of_value
-from core.mitigation_studies import (
+from core.arith.exact import correctly_rounded_sum, shortest_repr
+from core.arith.formats import FORMATS, bits_of_value
+from core.arith.vectors import VectorSpec, generate
+from core.machines import timing
+from core.machines.devices import Device, cpu_device
+from core.machines.timing import Throughput
+from core.studies import mitigations
+from core.studies.mitigations import (
     LAB_ORDERS,
     WIDER,
     accumulation_errors,
@@ -23,8 +26,6 @@ from core.mitigation_studies import (
     training_pair,
     wider_study,
 )
-from core.mitigations import Throughput
-from core.vectors import VectorSpec, generate
 
 SMALL = VectorSpec("normal", 2_000, 0, "float32")
 HARD = VectorSpec("ill_conditioned", 2_000, 0, "float32", 1e12)
@@ -44,7 +45,7 @@ def test_a_failing_device_is_reported_and_the_others_still_measured(monkeypatch)
         progress(1.0, "done")
         return [Throughput(device.name, "matmul", 8, 1.0, 2.0, 1.0, 0.5, "GFLOP/s")]
 
-    monkeypatch.setattr(mitigations, "measure_throughput", fake)
+    monkeypatch.setattr(timing, "measure_throughput", fake)
     seen = []
     run = measure_devices([cpu_device(), Device("cuda", 9, "gone")], lambda f, text: seen.append(f))
     assert [t.device for t in run.rows] == [cpu_device().name] and run.failures == ("gone: device disappeared",)

@@ -1,4 +1,4 @@
-"""core.mitigations: wider formats help, the reproducible sum is order-independent and exact."""
+"""core.studies.mitigations: wider formats help, the reproducible sum is order-independent and exact."""
 
 from __future__ import annotations
 
@@ -15,33 +15,29 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import mitigations
-from core.devices import cpu_device
-from core.exact import correctly_rounded_sum, exact_sum_fraction
-from core.formats import FORMATS, bits_of, round_to_format, value_of_bits
-from core.formats import bits_of as bits_of_scalar
-from core.globalstate import GlobalState, torch_threads
-from core.mitigations import (
+from core.arith.exact import correctly_rounded_sum, exact_sum_fraction
+from core.arith.formats import FORMATS, bits_of, round_to_format, value_of_bits
+from core.arith.formats import bits_of as bits_of_scalar
+from core.arith.vectors import VectorSpec, generate
+from core.kernels import reprosum
+from core.kernels.reprosum import (
     _FAST_CPU,
     _FAST_DEVICE,
-    VENDOR_RATIOS,
-    Throughput,
     _cauchy_schwarz_bound,
     _decided_sum,
     _exact_sum,
     _exact_units,
-    _median_and_quartiles,
     _round_float,
-    determinism,
-    measure_throughput,
     reproducible_sum,
-    reproducible_sum_cost,
     reproducible_sum_devices,
-    wider_accumulation,
 )
-from core.sumlab import run_lab
-from core.torch_cpu_model import cpu_capability, torch_cpu_sum_model
-from core.vectors import VectorSpec, generate
+from core.kernels.torch_cpu_model import torch_cpu_sum_model
+from core.machines.devices import cpu_device
+from core.machines.globalstate import GlobalState, torch_threads
+from core.machines.timing import Throughput, measure_throughput, median_and_quartiles
+from core.studies.mitigations import VENDOR_RATIOS, determinism, reproducible_sum_cost, wider_accumulation
+from core.studies.sumlab import run_lab
+from tests.machine import X86_SUM_KERNEL
 from tests.strategies import bit_patterns, finite_values
 
 TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
@@ -49,7 +45,7 @@ NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float
 
 
 def as_tensor(vals, name):
-    from core.formats import bits_of_value
+    from core.arith.formats import bits_of_value
 
     fmt = FORMATS[name]
     bits = [bits_of_value(v, fmt) for v in vals]
@@ -125,7 +121,7 @@ def test_determinism_measurements():
     d = determinism(x, repeats=3)
     assert GlobalState.capture() == before
     assert all(v == 1 for v in d.distinct_by_threads.values())  # run to run: repeatable
-    if cpu_capability().upper() in {"AVX2", "AVX512", "DEFAULT"}:  # where the CPU sum model is established
+    if X86_SUM_KERNEL:  # where the CPU sum model is established (tests.machine: from the live facts)
         # each thread count's sum is the one the bit-exact model of torch's CPU reduction predicts for it
         values = generate(VectorSpec("normal", 1_000_000, 0, "float32")).values
         for t, bits in d.values_by_threads.items():
@@ -155,13 +151,13 @@ def test_a_throughput_without_per_repeat_ratios_falls_back_to_the_median_times()
 
 @pytest.mark.parametrize("xs", [[1.0], [3.0, 1.0], [0.1, 5.9, 6.0, 6.1, 0.2], [0.51, 0.5, 0.75, 0.6, 0.52, 0.49]])
 def test_median_lies_inside_its_own_quartiles(xs):
-    med, (q1, q3) = _median_and_quartiles(xs)
+    med, (q1, q3) = median_and_quartiles(xs)
     assert q1 <= med <= q3 and med == statistics.median(xs)
     assert {name for name, _, _ in VENDOR_RATIOS} >= {"NVIDIA RTX 4090", "NVIDIA T4", "Apple GPU (MPS)"}
 
 
 def test_a_float64_ratio_above_one_is_explained_not_shown_bare():
-    from core.mitigations import Throughput
+    from core.machines.timing import Throughput
 
     def row(op, s32, s64, q):
         return Throughput("cpu", op, 10, s32, s64, 1 / s32, 1 / s64, "x", 7, q)
@@ -271,8 +267,8 @@ def _finite_bits_vector(rng: np.random.Generator, fmt, n: int, kind: str) -> tor
 
 def torch_reductions_only():
     """Within it, the fast path takes torch reductions for every size (the path a GPU takes),
-    not core.widesum's compiled pass."""
-    return mock.patch.object(mitigations, "_KERNEL_MIN", 1 << 62)
+    not core.kernels.widesum's compiled pass."""
+    return mock.patch.object(reprosum, "_KERNEL_MIN", 1 << 62)
 
 
 @settings(max_examples=12, deadline=None)
@@ -281,7 +277,7 @@ def torch_reductions_only():
 def test_reproducible_sum_of_large_vectors_across_pieces_threads_and_permutations(name, kind, n, seed):
     """Vectors longer than one cache-sized piece (several pieces, thread splits inside
     each reduction): the correctly rounded sum, invariant under permutation and threads;
-    float32 both through core.widesum (from 2^15 values) and through torch reductions."""
+    float32 both through core.kernels.widesum (from 2^15 values) and through torch reductions."""
     fmt = FORMATS[name.split()[0]]
     rng = np.random.default_rng(seed)
     x = _finite_bits_vector(rng, fmt, n, kind)
@@ -292,7 +288,7 @@ def test_reproducible_sum_of_large_vectors_across_pieces_threads_and_permutation
 
 
 def _tensor(vals, fmt) -> torch.Tensor:
-    from core.formats import bits_of_value
+    from core.arith.formats import bits_of_value
 
     return _bits_tensor([bits_of_value(v, fmt) for v in vals], fmt)
 
@@ -436,7 +432,7 @@ def test_fast_path_second_chance_where_squares_underflow_or_overflow(value, n):
 @pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float32 through torch reductions"])
 def test_fast_path_specials_and_zeros_across_pieces(name):
     """Infinities and NaN in different pieces (found from the float64 partial sums), and
-    the sign of an exact zero sum over several pieces (float32 also in core.widesum's blocks)."""
+    the sign of an exact zero sum over several pieces (float32 also in core.kernels.widesum's blocks)."""
     fmt = FORMATS[name.split()[0]]
     with torch_reductions_only() if name != fmt.name else contextlib.nullcontext():
         _specials_and_zeros_across_pieces(fmt)

@@ -1,14 +1,14 @@
-"""core.numpy_model: NumPy's pairwise summation, reproduced bit for bit against the real np.sum."""
+"""core.kernels.numpy_model: NumPy's pairwise summation, reproduced bit for bit against the real np.sum."""
 
 from __future__ import annotations
 
 import itertools
-import time
 
 import numpy as np
 import pytest
 
-from core.numpy_model import PW_BLOCKSIZE, numpy_leaf_blocks, numpy_pairwise_model
+from core.arith.formats import bits_of
+from core.kernels.numpy_model import PW_BLOCKSIZE, numpy_leaf_blocks, numpy_pairwise_model
 
 DTYPES = [np.float16, np.float32, np.float64]
 UINT = {np.dtype(np.float16): np.uint16, np.dtype(np.float32): np.uint32, np.dtype(np.float64): np.uint64}
@@ -143,12 +143,11 @@ def test_float16_accumulates_in_float32():
     assert half_steps == 2048
 
 
-def test_ten_million_float32_is_fast():
+def test_ten_million_float32_is_np_sum_twice():
+    # its speed is measured against np.sum by benchmarks/bench_models.py, not asserted here
     x = np.random.default_rng(1).standard_normal(10**7).astype(np.float32)
-    numpy_pairwise_model(x)  # builds the cached tree for this n
-    start = time.perf_counter()
-    numpy_pairwise_model(x)
-    assert time.perf_counter() - start < 1.0
+    first = numpy_pairwise_model(x)  # builds the cached tree for this n
+    assert bits_of(first) == bits_of(numpy_pairwise_model(x)) == bits_of(np.sum(x))
 
 
 # --------------------------------------------------------------------------- an independent transcription of the C

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from core.cpu_vs_gpu import thread_split
-from core.devices import cpu_device
-from core.formats import FORMATS, value_of_bits
+from core.arith.formats import FORMATS, value_of_bits
+from core.machines.devices import cpu_device
 from core.overview import HOOK_SUM, overview_hook
+from core.studies.cpu_vs_gpu import thread_split
 
 
 def test_the_hook_adds_the_classic_triple_both_ways_and_sums_on_one_and_all_threads():

@@ -1,4 +1,4 @@
-"""core.parse: exact parsing, clear messages, and no path to eval."""
+"""core.arith.parse: exact parsing, clear messages, and no path to eval."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.formats import FLOAT16, FLOAT32, FLOAT64, round_to_format
-from core.parse import MAX_TEXT_LENGTH, ParseError, parse_exact, parse_number
+from core.arith.formats import FLOAT16, FLOAT32, FLOAT64, round_to_format
+from core.arith.parse import MAX_TEXT_LENGTH, ParseError, parse_exact, parse_number
 
 CASES = [
     ("0.1", Fraction(1, 10)),

@@ -1,11 +1,11 @@
-"""core.querystate: untrusted link parameters decode strictly, never raise, and round-trip."""
+"""core.crowd.querystate: untrusted link parameters decode strictly, never raise, and round-trip."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.querystate import MAX_PARAM_LENGTH, Field, decode, encode, encode_bounded, query_string
+from core.crowd.querystate import MAX_PARAM_LENGTH, Field, decode, encode, encode_bounded, query_string
 
 FIELDS = [
     Field("k_choice", "c", "choice", ("float32", "float64", 1_000_000)),

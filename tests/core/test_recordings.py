@@ -1,4 +1,4 @@
-"""core.recordings and scripts.capture: format, bit-exact storage, replay checks, refusals."""
+"""core.recordings.store and scripts.capture: format, bit-exact storage, replay checks, refusals."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import json
 import pytest
 import torch
 
-from core.devices import available_devices, cpu_device, device_info
-from core.globalstate import GlobalState, cuda_tf32
-from core.recordings import (
+from core.arith.vectors import VectorSpec, generate
+from core.machines.devices import available_devices, cpu_device, device_info
+from core.machines.globalstate import GlobalState, cuda_tf32
+from core.recordings.store import (
     DEFAULT_DIR,
     FORMAT_VERSION,
     REQUIRED_PROVENANCE,
@@ -20,15 +21,12 @@ from core.recordings import (
     live_sum_bits,
     load_recordings,
     model_fidelity,
-    replay,
     validate,
     vector_sha256,
     write_recording,
 )
-from core.torch_cpu_model import cpu_capability
-from core.vectors import VectorSpec, generate
-
-X86_SUM_KERNEL = cpu_capability().upper() in {"AVX2", "AVX512", "DEFAULT"}
+from core.studies.cpu_vs_gpu import replay
+from tests.machine import X86_SUM_KERNEL
 
 
 @pytest.fixture(scope="module")

@@ -8,23 +8,31 @@ import re
 
 import pytest
 
-from core.devices import cpu_device
-from core.fingerprint import OPS, compare_ops, op_fingerprint
-from core.globalstate import PROCESS_THREADS
-from core.recordings import (
+from core.arith.vectors import VectorSpec, generate
+from core.machines.devices import cpu_device
+from core.machines.globalstate import PROCESS_THREADS
+from core.recordings.fingerprint import OPS, compare_ops, op_fingerprint
+from core.recordings.store import (
     DEFAULT_DIR,
+    INTEL_MKL_NOTE,
     Recording,
     RecordingError,
     capture,
     compare_recordings,
+    configuration_effects,
     decode_hex,
     live_sum_bits,
     load_recordings,
+    machine_key,
+    machine_partings,
+    most_different_pair,
+    pair_differences,
+    real_machines,
+    same_dispatch_differences,
     upgrade_v1,
     validate,
     vector_sha256,
 )
-from core.vectors import VectorSpec, generate
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHARED_V1 = ROOT.parent / "shared" / "recordings" / "v1-cpu-amd-epyc-2vcpu-20261130T081337.json"
@@ -97,10 +105,12 @@ def test_version_1_upgrades_losslessly_and_attached_facts_need_a_note(quick):
     assert Recording.from_dict("v1.json", v1).format_version == 1
 
 
-def test_bundled_recordings_come_from_at_least_two_machines_with_full_provenance(bundled):
-    assert len(bundled) >= 2
-    machines = {(r.provenance["cpu_model"], r.provenance["cpu_capability"], r.provenance["host"]) for r in bundled}
-    assert len(machines) >= 2
+def test_bundled_recordings_come_from_at_least_three_machines_with_full_provenance(bundled):
+    """Distinct by CPU model, vendor, family/model/stepping and capability, each with a plain capture
+    (captures with numeric environment variables are the same hardware in another configuration)."""
+    machines = {machine_key(r) for r in bundled if not r.provenance["environment"]}
+    assert len(machines) >= 3 and len(real_machines(bundled)) == len(machines)
+    assert any(key[2] == "GenuineIntel" for key in machines) and any("AMD" in key[1] for key in machines)
     for r in bundled:
         p = r.provenance
         assert p["cpu_model"] and p["cpu_capability"] and p["blas"] and p["numpy_version"] and p["logical_cores"]
@@ -148,7 +158,9 @@ def test_comparison_counts_agreements_and_finds_where_machines_part(quick):
 def test_recorded_one_percent_step_matches_core_summarize(quick):
     from dataclasses import replace
 
-    from core.training import PRESETS, PairedRun, summarize
+    from core.training.mlp import PRESETS
+    from core.training.pair import PairedRun
+    from core.training.seeds import summarize
 
     rec = Recording.from_dict("a.json", quick)
     for t in rec.training:
@@ -175,7 +187,7 @@ def test_replay_is_bit_exact_where_the_fingerprint_matches(bundled):
 
 
 def test_cached_loading_rereads_only_changed_folders(quick, tmp_path):
-    from core.recordings import cached_recordings, write_recording
+    from core.recordings.store import cached_recordings, write_recording
 
     assert cached_recordings(tmp_path) == ([], [])
     path = write_recording(quick, tmp_path)
@@ -187,7 +199,7 @@ def test_cached_loading_rereads_only_changed_folders(quick, tmp_path):
 
 
 def test_recorded_outcomes_cite_each_recording(bundled):
-    from core.recordings import recorded_outcomes
+    from core.recordings.store import recorded_outcomes
 
     name = bundled[0].training[0].preset
     rows = recorded_outcomes(bundled, name)
@@ -199,17 +211,141 @@ def test_recorded_outcomes_cite_each_recording(bundled):
     assert recorded_outcomes(bundled, "no such preset") == []
 
 
-def test_default_pair_prefers_two_plain_machines(quick):
-    from core.recordings import default_pair
+def _other_vendor(vendor: str | None) -> str:
+    """A CPU vendor this machine does not have (derived from its own facts, so on every CPU another one)."""
+    return next(v for v in ("GenuineIntel", "AuthenticAMD", "HygonGenuine") if v != vendor)
 
-    def variant(**prov):
-        d = json.loads(json.dumps(quick))
-        d["provenance"].update(prov)
-        return Recording.from_dict("x.json", d)
 
-    here = variant()
-    tuned = variant(environment={"MKL_CBWR": "COMPATIBLE"})
-    other = variant(cpu_capability="AVX512")
-    assert default_pair([here, tuned, other]) == (0, 2)
-    assert default_pair([tuned, here]) == (0, 1)  # no two plain machines: the first two
+def _variant(quick: dict, ops: dict | None = None, **prov) -> Recording:
+    d = json.loads(json.dumps(quick))
+    d["provenance"].update(prov)
+    d["op_fingerprint"].update(ops or {})
+    return Recording.from_dict(f"{len(prov)}-{sorted(prov)}.json", d)
+
+
+def _another_machine(quick: dict, ops: dict | None = None) -> Recording:
+    """The same results with the CPU facts of a machine that is not this one: another vendor and model."""
+    p = quick["provenance"]
+    return _variant(quick, ops, cpu_vendor=_other_vendor(p["cpu_vendor"]), cpu_model=f"not {p['cpu_model']}",
+                    cpu_family_model_stepping="0/0/0" if p["cpu_family_model_stepping"] != "0/0/0" else "1/1/1")
+
+
+def _other_bits(quick: dict, *names: str) -> dict[str, str]:
+    return {n: ("0" * 16 if quick["op_fingerprint"][n] != "0" * 16 else "1" * 16) for n in names}
+
+
+def test_default_pair_is_the_two_real_machines_that_differ_most(quick):
+    """Issue 25: "another machine" was this machine with capability AVX512, which is this machine on an
+    AVX512 CPU. Now it is derived from this machine's facts (another vendor and model), on every CPU."""
+    from core.recordings.store import default_pair
+
+    here = _variant(quick)
+    tuned = _variant(quick, _other_bits(quick, *[op.name for op in OPS]), environment={"MKL_CBWR": "COMPATIBLE"})
+    near = _another_machine(quick, _other_bits(quick, "tanh 100000"))
+    far = _variant(quick, _other_bits(quick, "tanh 100000", "exp 100000"),
+                   cpu_vendor=_other_vendor(quick["provenance"]["cpu_vendor"]), cpu_model="a third CPU")
+    assert machine_key(near) != machine_key(here) != machine_key(far) != machine_key(near)
+    # the configuration capture differs in every operation but is this machine: never a machine of its own
+    assert default_pair([here, tuned, near]) == (0, 2)
+    assert default_pair([here, tuned, near, far]) == (0, 3)  # 2 operations apart beat 1
+    assert default_pair([near, here, far]) == (1, 2)
+    assert default_pair([tuned, here]) == (0, 1)  # no two real machines: the first two
+    assert default_pair([here, _variant(quick)]) == (0, 1)  # one machine twice is one machine
     assert default_pair([here]) == (0, 0)
+
+
+def test_configuration_captures_join_their_machine(quick):
+    here = _variant(quick)
+    tuned = _variant(quick, environment={"MKL_CBWR": "COMPATIBLE"})
+    generic = _variant(quick, environment={"ATEN_CPU_CAPABILITY": "default"}, cpu_capability="DEFAULT")
+    stray = _variant(quick, environment={"MKL_CBWR": "AVX2"}, cpu_capability="not this one")
+    other = _another_machine(quick)
+    machines = real_machines([tuned, here, generic, stray, other])
+    assert [m.plain for m in machines] == [here, other]
+    # a forced capability is still this machine; a capability the variable did not force is not
+    assert machines[0].configurations == (tuned, generic) and machines[1].configurations == ()
+    assert machines[0].name == here.machine
+
+
+def test_pair_differences_name_every_differing_result_with_its_group(quick):
+    rec = Recording.from_dict("a.json", quick)
+    assert pair_differences(compare_recordings(rec, rec)).differing == ()
+
+    def edit(d):
+        d["sums"][0]["sum_hex"] = "0" * len(d["sums"][0]["sum_hex"])
+        wide = next(e for e in d["sums"] if "sum_dtype_float64_hex" in e)
+        wide["sum_dtype_float64_hex"] = "0" * 16
+        d["matmuls"][2]["result_sha256"] = "0" * 64
+        d["op_fingerprint"].update(_other_bits(quick, "exp 100000", "Adam update (2 steps, 64x64)"))
+        d["training"][1]["loss_a_hex"][40] = "00000000"
+
+    diff = pair_differences(compare_recordings(rec, Recording.from_dict("b.json", _broken(quick, edit))))
+    assert [d.group for d in diff.differing] == ["sums", "sums", "matrix products", "fingerprint operations",
+                                                 "fingerprint operations", "training"]
+    e0 = quick["sums"][0]
+    assert diff.in_group("sums")[0].name == f"torch.sum: {e0['generator']}, n = {e0['n']:,}, {e0['dtype']}"
+    assert diff.in_group("sums")[1].name.startswith("torch.sum(dtype=float64): ")
+    m, k, n = quick["matmuls"][2]["shape"]
+    assert diff.in_group("matrix products")[0].name == f"{m}x{k} @ {k}x{n}"
+    assert [(d.name, d.detail) for d in diff.in_group("fingerprint operations")] == [
+        ("exp 100000", "elementwise"), ("Adam update (2 steps, 64x64)", "training step")]
+    assert diff.in_group("training")[0].detail == "run A has other bits from step 41"
+    assert diff.count == 5 and diff.compared == diff.comparison.sums_compared + diff.comparison.wider_compared + 3 \
+        + len(OPS)
+
+
+def test_machine_partings_list_each_machine_then_its_configurations(quick):
+    here = _variant(quick)
+    tuned = _variant(quick, environment={"MKL_CBWR": "COMPATIBLE"})
+    other = _another_machine(quick)
+    preset = quick["training"][0]["preset"]
+    rows = machine_partings([tuned, here, other], preset)
+    assert [r.label for r in rows] == [here.label, other.label, tuned.label]
+    assert [r.configuration for r in rows] == [None, None, "MKL_CBWR=COMPATIBLE"]
+    assert all(r.step == here.training[0].first_rel_1pct and r.steps == here.training[0].steps for r in rows)
+    assert machine_partings([here], "no such preset") == ()
+
+
+def test_configuration_effects_say_what_a_variable_changed_and_which_library_it_steers(quick):
+    here = _variant(quick)
+    tuned = _variant(quick, _other_bits(quick, "mm 128x64 @ 64x64"), environment={"MKL_CBWR": "COMPATIBLE"})
+    (effect,) = configuration_effects([here, tuned])
+    assert effect.setting == "MKL_CBWR=COMPATIBLE" and effect.library == "oneMKL"
+    assert [d.name for d in effect.changed.differing] == ["mm 128x64 @ 64x64"]
+    assert effect.machine.plain is here and effect.configuration is tuned
+
+
+def test_same_dispatch_differences_need_the_same_torch_dispatch(quick):
+    here = _variant(quick)
+    same_dispatch = _another_machine(quick, _other_bits(quick, "tanh 100000"))
+    other_dispatch = _variant(quick, _other_bits(quick, "exp 100000"), cpu_model="a third CPU",
+                              cpu_capability=f"not {quick['provenance']['cpu_capability']}")
+    twin = _variant(quick, cpu_model="a fourth CPU")  # same dispatch, same bits: nothing to show
+    found = same_dispatch_differences([here, same_dispatch, other_dispatch, twin])
+    # here and twin give the same bits; other_dispatch differs, but torch dispatched other kernels there
+    assert [(d.comparison.left, d.comparison.right) for d in found] == [(here, same_dispatch), (same_dispatch, twin)]
+    assert all([x.name for x in d.differing] == ["tanh 100000"] for d in found)
+
+
+def test_bundled_machines_named_most_different_and_library_evidence(bundled):
+    """What the page says is computed from the bundled files; these are invariants of that computation
+    (which pair, ops and steps the files give is in the README, not asserted here as a constant)."""
+    most = most_different_pair(bundled)
+    machines = real_machines(bundled)
+    assert most is not None and most.machines == len(machines) >= 3
+    for a in machines:
+        for b in machines:
+            if a is not b:
+                assert pair_differences(compare_recordings(a.plain, b.plain)).count <= most.differences.count
+    assert {bundled[most.left].provenance.cpu_vendor, bundled[most.right].provenance.cpu_vendor} >= {"GenuineIntel"}
+    effects = configuration_effects(bundled)
+    assert {e.setting for e in effects} >= {"MKL_CBWR=COMPATIBLE", "ATEN_CPU_CAPABILITY=default"}
+    for e in effects:
+        assert e.machine.plain.provenance.cpu_vendor == "AuthenticAMD" and e.changed.count > 0
+    # the notes' operations are ones that the bundled Intel and AMD AVX512 captures really differ in
+    intel = next(m.plain for m in machines if m.plain.provenance.cpu_vendor == "GenuineIntel")
+    amd512 = next(m.plain for m in machines if m.plain.provenance.cpu_model == "AMD EPYC"
+                  and m.plain.provenance.cpu_capability == "AVX512")
+    differ = {d.name for d in pair_differences(compare_recordings(intel, amd512)).in_group("fingerprint operations")}
+    assert set(INTEL_MKL_NOTE.operations) <= differ <= {op.name for op in OPS}
+    assert any(intel in (d.comparison.left, d.comparison.right) for d in same_dispatch_differences(bundled))

@@ -2,7 +2,7 @@
 
 The new order here ("sorted by magnitude, largest first") is registered with one entry and
 nothing else; run_order runs it, the summation lab measures it against its a-priori bound,
-the budget prices it, and core.trees writes it out as a tree of additions.
+the budget prices it, and core.kernels.trees writes it out as a tree of additions.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core import budget
-from core.exact import exact_sum_fraction
-from core.formats import FORMATS, bits_of, round_to_format
-from core.metrics import exact_value
-from core.orders import ORDERS, Order, Ran, TreeShape, run_order, sequential
-from core.sumlab import run_lab
-from core.trees import build_tree, tree_shapes
-from core.vectors import VectorSpec, generate
+from core.arith.exact import exact_sum_fraction
+from core.arith.formats import FORMATS, bits_of, round_to_format
+from core.arith.metrics import exact_value
+from core.arith.vectors import VectorSpec, generate
+from core.crowd import budget
+from core.kernels.orders import ORDERS, Order, Ran, TreeShape, run_order, sequential
+from core.kernels.trees import build_tree, tree_shapes
+from core.studies.sumlab import run_lab
 
 
 def _largest_first(x: np.ndarray) -> np.ndarray:
@@ -71,7 +71,7 @@ def test_without_the_entry_the_order_is_unknown():
 
 
 def test_a_new_generator_is_one_entry(monkeypatch):
-    from core.vectors import GENERATOR_REGISTRY, Generator
+    from core.arith.vectors import GENERATOR_REGISTRY, Generator
 
     monkeypatch.setitem(GENERATOR_REGISTRY, "powers_of_two", Generator(
         "powers_of_two", "Powers of two, 2^0 .. 2^(n-1)", lambda rng, spec, fmt, notes: np.exp2(np.arange(spec.n)),
@@ -83,7 +83,8 @@ def test_a_new_generator_is_one_entry(monkeypatch):
 
 
 def test_a_new_difference_source_is_one_entry(monkeypatch):
-    from core.training import DIFFERENCES, Difference, PairedRun, TrainSettings
+    from core.training.mlp import TrainSettings
+    from core.training.pair import DIFFERENCES, Difference, PairedRun
 
     def swap_classes_of_w3(s, rng, plan):  # B starts with its output rows 0 and 1 swapped: a real difference
         plan.params["w3"] = plan.params["w3"][[1, 0, *range(2, s.classes)]]

@@ -1,4 +1,4 @@
-"""core.sumlab's page-facing pieces: the two stages (orders, then the permutation study and the running
+"""core.studies.sumlab's page-facing pieces: the two stages (orders, then the permutation study and the running
 error) give what run_lab gives; the request's costs; the punchline's spread, trees and thread split."""
 
 from __future__ import annotations
@@ -9,13 +9,16 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from core import budget
-from core.bytecache import RESULTS
-from core.exact import exact_sum_fraction
-from core.formats import FORMATS, error_in_ulps
-from core.metrics import exact_value
-from core.orders import DEFAULT_ORDERS, ORDERS
-from core.sumlab import (
+from core.arith.exact import exact_sum_fraction
+from core.arith.formats import FORMATS, error_in_ulps
+from core.arith.metrics import exact_value
+from core.arith.vectors import Vector, VectorSpec, generate
+from core.crowd import budget
+from core.crowd.bytecache import RESULTS
+from core.kernels.orders import DEFAULT_ORDERS, ORDERS
+from core.kernels.torch_cpu_model import GRAIN_SIZE
+from core.kernels.trees import MAX_TREE_N
+from core.studies.sumlab import (
     LabRequest,
     cached_outcome,
     cached_study,
@@ -28,9 +31,6 @@ from core.sumlab import (
     running_error,
     thread_split,
 )
-from core.torch_cpu_model import GRAIN_SIZE
-from core.trees import MAX_TREE_N
-from core.vectors import Vector, VectorSpec, generate
 
 CASES = [
     (VectorSpec("normal", 3000, 1, "float32"), "same", 7),

@@ -1,4 +1,4 @@
-"""core.training: the paired run isolates one source of difference and measures the drift honestly.
+"""core.training.pair: the paired run isolates one source of difference and measures the drift honestly.
 
 The default-settings divergence tests share one 300-step run per source (module fixture);
 everything else uses short runs, so the whole file takes a few seconds on two CPU cores.
@@ -15,28 +15,22 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.devices import available_devices
-from core.fingerprint import _compute as fingerprint_ops
-from core.globalstate import PROCESS_THREADS, GlobalState, torch_threads
-from core.training import (
+from core.machines.devices import available_devices
+from core.machines.globalstate import PROCESS_THREADS, GlobalState, torch_threads
+from core.recordings.fingerprint import _compute as fingerprint_ops
+from core.training.mlp import (
     MAX_HIDDEN,
     MAX_STEPS,
     PARAM_NAMES,
-    SOURCES,
-    STAND_IN,
-    PairedRun,
-    StepRecord,
     TrainSettings,
-    _permute,
-    _unpermute,
     bare_training_loop,
     batch_schedule,
     forward,
     init_params,
-    seed_study,
     spirals,
-    summarize,
 )
+from core.training.pair import SOURCES, STAND_IN, PairedRun, StepRecord, _permute, _unpermute
+from core.training.seeds import seed_study, summarize
 
 CPU_SOURCES = tuple(s for s in SOURCES if s != "device")
 NO_DIFFERENCE = ("none", "threads")
@@ -465,16 +459,16 @@ def test_a_paired_run_changes_no_process_global_state(source):
 
 
 def test_threads_source_runs_b_with_one_thread_and_restores(monkeypatch):
-    import core.training as training
+    import core.training.mlp as mlp
 
     seen: list[tuple[int | None, int]] = []
-    real = training._train_step
+    real = mlp._train_step
 
     def spy(run, idx):
         seen.append((run.threads, torch.get_num_threads()))
         return real(run, idx)
 
-    monkeypatch.setattr(training, "_train_step", spy)
+    monkeypatch.setattr(mlp, "_train_step", spy)  # _step (core.training.mlp) looks it up there
     before = torch.get_num_threads()
     PairedRun(TrainSettings(source="threads", steps=3)).run(3)
     assert torch.get_num_threads() == before
@@ -717,7 +711,7 @@ def test_a_step_that_raises_leaves_the_pair_refusing_to_continue(monkeypatch):
 
 
 def test_one_pair_per_session_whatever_threads_ask_for_it():
-    from core.runner import current_run
+    from core.crowd.runner import current_run
 
     state: dict = {}
     s = TrainSettings(steps=5)
@@ -732,7 +726,7 @@ def test_one_pair_per_session_whatever_threads_ask_for_it():
 
 
 def test_memo_keeps_the_most_recent_entries_only():
-    from core.runner import Memo
+    from core.crowd.runner import Memo
 
     memo = Memo(2)
     memo.put("a", 1)
@@ -743,7 +737,7 @@ def test_memo_keeps_the_most_recent_entries_only():
 
 
 def test_seed_study_with_a_memo_trains_only_new_seeds_and_reports_progress():
-    from core.runner import Memo
+    from core.crowd.runner import Memo
 
     s = TrainSettings(steps=20)
     memo = Memo(8)
@@ -758,7 +752,7 @@ def test_seed_study_with_a_memo_trains_only_new_seeds_and_reports_progress():
 
 
 def test_pair_outcome_matches_the_records_of_a_clean_run():
-    from core.runner import Memo, pair_outcome
+    from core.crowd.runner import Memo, pair_outcome
 
     s = TrainSettings(steps=60)
     recs = PairedRun(s).run(60)

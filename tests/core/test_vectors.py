@@ -1,4 +1,4 @@
-"""core.vectors: seeded generators, correct rounding to the storage format, and the user's data.
+"""core.arith.vectors: seeded generators, correct rounding to the storage format, and the user's data.
 
 Every value that reaches the lab must be the exact real (a float64 draw, or the decimal
 text the user typed) rounded *once* to the storage format; every input that cannot
@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import core.vectors as vectors
-from core.exact import exact_decimal, exact_sum_fraction
-from core.formats import FORMATS, NUMPY_DTYPES, FloatFormat, round_to_format, ulp
-from core.metrics import kappa
-from core.vectors import (
+import core.arith.vectors as vectors
+from core.arith.exact import exact_decimal, exact_sum_fraction
+from core.arith.formats import FORMATS, NUMPY_DTYPES, FloatFormat, round_to_format, ulp
+from core.arith.metrics import kappa
+from core.arith.vectors import (
     GENERATORS,
     MAX_N,
     MAX_PASTED,
@@ -39,7 +39,7 @@ from tests.strategies import finite_values
 
 
 def condition_number(values: np.ndarray) -> float:
-    """κ of a vector from its exact sums, through core.metrics.kappa (the one place κ is computed)."""
+    """κ of a vector from its exact sums, through core.arith.metrics.kappa (the one place κ is computed)."""
     return kappa(exact_sum_fraction(values), exact_sum_fraction(np.abs(values)))
 
 

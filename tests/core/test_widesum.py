@@ -1,4 +1,4 @@
-"""core.widesum: float64 block sums of float32 values in one compiled pass, and the fast path
+"""core.kernels.widesum: float64 block sums of float32 values in one compiled pass, and the fast path
 of the order-independent sum that reads them."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import mitigations, widesum
-from core.exact import correctly_rounded_sum, exact_sum_fraction
-from core.formats import FORMATS, bits_of, value_of_bits
-from core.globalstate import PROCESS_THREADS, torch_threads
-from core.mitigations import _KERNEL_MIN, _decided_sum, _kernel_applies, reproducible_sum
+from core.arith.exact import correctly_rounded_sum, exact_sum_fraction
+from core.arith.formats import FORMATS, bits_of, value_of_bits
+from core.kernels import reprosum, widesum
+from core.kernels.reprosum import _KERNEL_MIN, _decided_sum, _kernel_applies, reproducible_sum
+from core.machines.globalstate import PROCESS_THREADS, torch_threads
 from tests.strategies import bit_patterns
 
 F32 = FORMATS["float32"]
@@ -157,7 +157,7 @@ def test_reproducible_sum_through_the_kernel_matches_the_torch_path(kind, monkey
     for threads in sorted({1, 2, PROCESS_THREADS}):
         with torch_threads(threads):
             assert bits_of(reproducible_sum(x)) == bits_of(reproducible_sum(shuffled)) == bits
-    monkeypatch.setattr(mitigations, "_widesum", lambda: None)  # as where numba is not installed
+    monkeypatch.setattr(reprosum, "_widesum", lambda: None)  # as where numba is not installed
     assert not _kernel_applies(x, None)
     assert bits_of(reproducible_sum(x)) == bits
 
@@ -174,7 +174,7 @@ def test_the_kernel_decides_ordinary_data_and_defers_at_a_tie():
 def test_devices_list_says_when_the_pass_did_not_split_between_threads():
     small = torch.ones(widesum.PER_THREAD + 1)  # one thread's worth: never split
     large = torch.ones(2 * widesum.PER_THREAD)  # enough for two
-    rows_small, rows_large = mitigations.reproducible_sum_devices(small), mitigations.reproducible_sum_devices(large)
+    rows_small, rows_large = reprosum.reproducible_sum_devices(small), reprosum.reproducible_sum_devices(large)
     assert {b for _, b in rows_small} == {bits_of(torch.tensor(float(small.numel())))}
     assert rows_small[0][0] == rows_large[0][0] == "CPU, 1 thread"
     if PROCESS_THREADS > 1:  # the all-threads row: said when the pass split the work fewer ways
@@ -199,10 +199,10 @@ def test_a_failed_numba_import_falls_back_to_torch_reductions(monkeypatch):
     x = torch.from_numpy(_vector("cancel", 100_000, 5))
     bits = bits_of(reproducible_sum(x))
     monkeypatch.setitem(sys.modules, "numba", None)  # "import numba" now raises ImportError
-    monkeypatch.delitem(sys.modules, "core.widesum")
-    mitigations._widesum.cache_clear()
+    monkeypatch.delitem(sys.modules, "core.kernels.widesum")
+    reprosum._widesum.cache_clear()
     try:
-        assert mitigations._widesum() is None and not _kernel_applies(x, None)
+        assert reprosum._widesum() is None and not _kernel_applies(x, None)
         assert bits_of(reproducible_sum(x)) == bits
     finally:
-        mitigations._widesum.cache_clear()
+        reprosum._widesum.cache_clear()

@@ -16,9 +16,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from core.training import PRESETS
-from core.trees import TREE_ORDERS
-from core.vectors import GENERATORS
+from core.arith.vectors import GENERATORS
+from core.kernels.trees import TREE_ORDERS
+from core.training.mlp import PRESETS
 from tests.e2e.conftest import Server, screenshot, wait_for_app
 from ui.talk import SCENARIOS
 

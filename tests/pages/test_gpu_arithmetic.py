@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.dot import DotSpec, make_pair
-from core.exact import exact_decimal, exact_dot_fraction
+from core.arith.exact import exact_decimal, exact_dot_fraction
+from core.studies.gpu_arithmetic import DotSpec, make_pair
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 from ui.render import ulps_short
 
@@ -122,7 +122,7 @@ def test_reached_from_the_app_navigation():
 
 def test_the_numbers_come_first_and_the_terms_are_defined(defaults):
     """Issue 23: TF32's ~1.2e4 ULP and mm's batch dependence sat on the third screen."""
-    from core.dot import DotLabSettings, batch_dependence
+    from core.studies.gpu_arithmetic import DotLabSettings, batch_dependence
 
     at = defaults
     metrics = {m.label: m.value for m in at.metric}

@@ -64,7 +64,7 @@ def test_every_page_opens_through_navigation(app):
 
 def test_the_first_screen_has_a_live_hook_and_honest_gpu_text(app):
     """Issue 23: the Overview's first screen was text only, and spoke of GPU results none of which is bundled."""
-    from core.recordings import cached_recordings, recordings_dir
+    from core.recordings.store import cached_recordings, recordings_dir
 
     text = all_text(app)
     assert "`(0.1 + 0.2) + 0.3` = **0.6000000000000001**" in text and "`0.1 + (0.2 + 0.3)` = **0.6**" in text
