@@ -46,7 +46,8 @@ def test_glossary_anchor_is_streamlits_heading_anchor():
 
     assert TERMS["ulp"].anchor == "what-is-a-ulp"
     assert TERMS["kappa"].anchor == "what-is-the-condition-number-κ"
-    assert {t.page for t in TERMS.values()} <= {"non_associativity", "summation_lab"}
+    assert {t.page for t in TERMS.values()} <= {"non_associativity", "summation_lab", "gpu_arithmetic"}
+    assert TERMS["split_k"].anchor == "what-is-split-k" and TERMS["eta"].anchor == "what-is-η"
 
 
 def test_metric_ulps_are_short_and_abs_rel_text_reads_the_cancelled_answer():
