@@ -46,7 +46,7 @@ def test_a_computed_result_is_on_the_first_screen_without_a_button():
     """Issue 23: Many devices showed nothing until a button was pressed."""
     at = page()
     assert not at.exception
-    c = dp.order_study((8,))[0]
+    c = emulate.order_study((8,))[0]
     pair = next(p for p in c.pairs if {p.a, p.b} == {"ring_gloo", "tree_nccl"})
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Ring vs tree, k = 8: elements apart"] == f"{pair.differing:.0%}"
