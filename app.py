@@ -12,6 +12,7 @@ from ui.navigation import (
     mark_app_navigation,
     page_file,
 )
+from ui.overview_view import live_hook
 from ui.talk import SCENARIOS, apply_from_link, scroll_to_top_on_page_change, sidebar_toggle
 
 leave_directory_mode()  # before any widget: the first session's first run would give them other ids
@@ -31,12 +32,14 @@ PAGES = [(st.Page(page_file(f"pages/{stem}.py"), title=title, icon=icon, url_pat
 
 def introduction() -> None:
     st.title("Same model, same seed, different numbers")
+    live_hook()
     st.markdown(
         """
 Train one model twice, with the same data, the same seed and the same code, once on a
-CPU and once on a GPU. The losses agree to many digits for the first steps, then slowly
-drift apart, and after a few hundred steps the two runs follow different trajectories.
-Nothing is broken. This app shows, with exact numbers, where the difference comes from.
+CPU and once on a GPU (or just on another thread count, as above). The losses agree to many
+digits for the first steps, then slowly drift apart, and after a few hundred steps the two
+runs follow different trajectories. Nothing is broken. This app shows, with exact numbers,
+where the difference comes from.
 """
     )
 
@@ -88,7 +91,7 @@ def what_to_do() -> None:
 | --- | --- | --- |
 | Compute in float64 | Each rounding is about 2^29 times smaller than in float32, so visible divergence often disappears for the length of a run | About half the float32 speed per value on x86 CPUs (arithmetic: half as many float64 per SIMD register; large sums: twice the bytes; the Mitigations page measures both on this server) and on data-centre GPUs (A100, H100); 1/32 to 1/64 on consumer and inference GPUs (T4, RTX 4090); Apple's MPS has no float64 at all |
 | Accumulate in higher precision, e.g. `torch.sum(x, dtype=torch.float64)` | The reduction's own rounding errors shrink sharply; the order still matters, but far less | torch casts the input to that dtype before reducing, so it costs the memory traffic and arithmetic of the wider type for that one operation |
-| Accept the divergence | Nothing to pay at run time | Compare runs only through aggregate metrics (final loss, accuracy, their spread over seeds), never step by step |
+| Accept the divergence | Runs still differ bit for bit, but judged by aggregate metrics (final loss, accuracy, their spread over seeds) they agree within the seed-to-seed spread | Nothing at run time; several seeds per configuration to measure that spread, and no step-by-step comparison of two runs |
 """
     )
 

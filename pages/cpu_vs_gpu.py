@@ -66,17 +66,18 @@ def _fidelity(path: str, mtime: float):
     return model_fidelity(rec, max_n=100_000)  # sizes up to 10^5 on the page: bounded memory for every visitor
 
 
-def intro() -> None:
-    st.markdown(
-        "The same vector summed by `torch.sum` on every device this server can reach, next to results **recorded** "
-        "on real GPUs and a **model** of how a GPU orders the reduction. Three honest tiers: live on a GPU when one "
-        "is present; recorded on a GPU (replayed only after the vector is regenerated bit for bit); and the model, "
-        "with its measured match rate."
-    )
+def intro(recs: list[Recording], devices: list[Device]) -> None:
+    st.markdown(view.gpu_status(recs, [d.name for d in devices if d.kind != "cpu"]))
 
 
 def this_server(devices: list[Device], recs: list[Recording], problems: list[str]) -> None:
-    st.subheader("What this server has")
+    for p in problems:
+        st.warning(f"Recording refused: {inert(p)}")
+    with st.expander("What this server has: its facts, fingerprint and hashes"):
+        server_facts(devices, recs)
+
+
+def server_facts(devices: list[Device], recs: list[Recording]) -> None:
     view.facts_table({f"this server: {d.name}": device_info(d) for d in devices})
     with st.spinner("Fingerprinting this server: 27 fixed operations, once per server start…"):
         live_ops = op_fingerprint()
@@ -94,8 +95,6 @@ def this_server(devices: list[Device], recs: list[Recording], problems: list[str
     if not any(d.kind != "cpu" for d in devices):
         st.info("No GPU is visible to torch on this server: GPU results below can only be recorded ones or the "
                 "model.", icon=":material/info:")
-    for p in problems:
-        st.warning(f"Recording refused: {inert(p)}")
 
 
 def controls(url_notes) -> CpuVsGpuSettings:
@@ -122,9 +121,10 @@ def punchline(punch, split: ThreadSplit) -> None:
                        "compares the recorded machines and the GPU model.")
         else:
             cols[2].metric("Apart", f"{apart:,} ULP" if apart else "same bits", help=glossary.help_text("ulp"))
+            why = split.why_same()
             st.caption(f"The same {s.n:,} {s.dtype} values, summed live on this server's CPU with one thread and "
                        f"with {split.threads}: each thread sums its own contiguous chunk, so the split decides the "
-                       f"grouping ({'different' if apart else 'here the same'} bits; "
+                       f"grouping ({'different bits' if apart else 'here the same bits: ' + why}; "
                        f"{glossary.link('ulp', 'what is a ULP?')}).")
 
 
@@ -149,6 +149,10 @@ def model_fidelity_section(recs: list[Recording]) -> None:
         rate = fid.matched / fid.compared if fid.compared else float("nan")
         st.markdown(f"**{inert(rec.label)}**: {fid.matched} of {fid.compared} sums bit-identical ({rate:.0%}); "
                     f"{inert(fid.conditions)}.")
+        if fid.above_max_n:
+            st.caption(f"{fid.above_max_n} recorded sum{'s' if fid.above_max_n > 1 else ''} with n above "
+                       f"{fid.max_n:,} not replayed here: regenerating those vectors for every visitor would take "
+                       "too much memory on a shared server.")
         if fid.mismatches:
             view.mismatch_table(fid)
             st.caption("Where the model misses, it is missing a detail of the real kernel or of its launch rules "
@@ -235,10 +239,9 @@ def main() -> None:
     url_notes = restore("cg", URL_FIELDS, {"cg_gen": "normal", "cg_n": 1_000_000, "cg_dtype": "float32"})
     st.title("CPU vs GPU")
     punch = st.container(key="punchline")  # one CPU thread against all of them: filled first, in the first screen
-    intro()
-    server = st.container()  # drawn after the punchline: the fingerprint takes seconds on a fresh server
     devices = available_devices()
     recs, problems = cached_recordings(recordings_dir())
+    intro(recs, devices)
     settings = controls(url_notes)
     cost = cpu_vs_gpu_cost(settings.n, settings.dtype, settings.generator, len(recs),
                            sum(d.kind != "cpu" for d in devices),
@@ -247,13 +250,12 @@ def main() -> None:
     with heavy_section(cost, "these sums"):  # a large uncached vector is made here: through the gate
         split = thread_split(settings, cpu, PROCESS_THREADS)
     punchline(punch, split)
-    with server:
-        this_server(devices, recs, problems)
     with heavy_section(cost, "these sums"):  # a few heavy computations at once, server-wide
         result = sums_everywhere(settings, devices, recs, PROCESS_THREADS)
     for n in result.notices:
         view.notice(n)
     the_same_sum(result)
+    this_server(devices, recs, problems)  # facts and hashes: below the comparison, folded
     model_fidelity_section(recs)
     reduction_order(result)
     two_machines(recs)

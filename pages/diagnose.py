@@ -22,7 +22,7 @@ from core.diagnose.loaders import (
 )
 from core.diagnose.logs import LogDiagnosis, diagnose_logs
 from core.diagnose.results import Diagnosis
-from core.diagnose.verdict import MAX_ELEMENTS, diagnose
+from core.diagnose.verdict import ASSUMED_K, MAX_ELEMENTS, diagnose
 from ui import diagnose_view as view
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
@@ -89,6 +89,9 @@ def controls():
                                 step=1, key="dg_k",
                                 help="The inner dimension of a matrix product, or the length of the summed axis.")
             k_slot = o1.empty()
+            if not k:
+                o1.caption(f"K = 0 means unknown: without the inputs the envelopes assume K = {ASSUMED_K:,}, "
+                           "which the results say. Give K when you know it.")
             o2.selectbox("The format the computation ran in", FORMAT_CHOICES, format_func=FORMAT_LABELS.get,
                          key="dg_format")
     settings = DiagnoseSettings(source, bool(reduced), (int(k) or None) if k is not None else None,
@@ -219,6 +222,7 @@ def main() -> None:
     ensure_app_navigation()
     url_notes = restore("dg", URL_FIELDS, DEFAULTS)
     st.title("Diagnose a mismatch")
+    punch = st.container(key="punchline")  # the verdict and its numbers, filled once the diagnosis is made
     st.markdown(
         "`torch.allclose` failed between a CPU and a GPU run, two GPUs, or two batch sizes. Is the difference the "
         "ordinary rounding noise of another summation order, the expected effect of reduced precision (TF32, "
@@ -241,9 +245,13 @@ def main() -> None:
     if settings.source == "example":
         diagnosis = example_result(settings)
     if diagnosis is not None:
-        view.show_diagnosis(diagnosis)
+        with punch:
+            view.headline(diagnosis)
+        view.show_diagnosis(diagnosis, with_headline=False)
+    elif log_result is None:
+        punch.caption("The verdict appears here once both results are given (or choose a bundled example).")
     if log_result is not None:
-        view.show_log_diagnosis(log_result)
+        view.show_log_diagnosis(log_result, punch)
     next_page_link("diagnose")
 
 

@@ -121,8 +121,10 @@ def controls() -> tuple[DotLabSettings, str | None, DeltaGenerator]:
     tile = a1.select_slider("Tile width T", TILES, key="ga_tile",
                             help="Terms added per step by the tile model (an idealised matrix instruction); also "
                                  "used inside each split-K slice.")
-    slices = a2.number_input("Split-K slices s (1 to 64)", min_value=1, max_value=64, key="ga_slices")
-    tf32 = a3.selectbox("TF32 conversion", list(TF32_ROUNDINGS), key="ga_tf32", format_func=TF32_LABELS.get)
+    slices = a2.number_input("Split-K slices s (1 to 64)", min_value=1, max_value=64, key="ga_slices",
+                             help=glossary.help_text("split_k"))
+    tf32 = a3.selectbox("TF32 conversion", list(TF32_ROUNDINGS), key="ga_tf32", format_func=TF32_LABELS.get,
+                        help=glossary.help_text("rna"))
     if slices > k:
         a2.warning(f"s = {int(slices)} is more than K = {int(k):,}: {int(slices) - int(k)} slices get no terms "
                    "and add +0.")
@@ -169,7 +171,8 @@ def results(settings: DotLabSettings, pair: DotPair, lab: DotLab) -> None:
         f"{glossary.link('ulp', 'ULPs')} of the exact dot product in the row's format. Bounds (Higham, ch. 3): "
         f"{glossary.link('gamma', 'γ')}(d)·Σ|xᵢyᵢ| + m·η·(1 + γ(d)), with "
         "d the most roundings any one product passes through (K for a chain, ⌈K/T⌉ for tiles, ⌈K/(sT)⌉ + s − 1 for "
-        "split-K), m the number of roundings and η half the smallest subnormal (underflow); tensor-core models add "
+        f"{glossary.link('split_k')}), m the number of roundings and {glossary.link('eta', 'η')} half the smallest "
+        "subnormal (underflow); tensor-core models add "
         "the error of converting the inputs; torch's rows use the bound for any order with every operation "
         "possibly rounded twice, γ(2K)."
     )
@@ -190,7 +193,8 @@ def results(settings: DotLabSettings, pair: DotPair, lab: DotLab) -> None:
         st.markdown(
             "The **TF32** model cuts each float32 input to 10 explicit mantissa bits. Three conversions exist:\n\n"
             + "\n".join(f"- **{key}**: {inert(text, line_start=False)}." for key, text in TF32_ROUNDINGS.items())
-            + f"\n\nThe default here is **rna**. Sources: {inert(TF32_SOURCES, line_start=False)}\n\n"
+            + f"\n\nThe default here is **{glossary.link('rna')}** (ties away from zero). Sources: "
+            f"{inert(TF32_SOURCES, line_start=False)}\n\n"
             + inert(TENSOR_CORE_NOTE)  # C++ template names hold < and >: shown as text, not taken for HTML
         )
 
@@ -271,17 +275,21 @@ def main() -> None:
     ensure_app_navigation()
     url_notes = restore("ga", URL_FIELDS, DEFAULTS)
     st.title("GPU arithmetic")
-    st.markdown(
-        "Most CPU-vs-GPU differences that people report come from **matrix products**, and every entry of a matrix "
-        "product is a dot product x·y = x₁y₁ + x₂y₂ + …, one term for each of the K entries. A GPU computes it "
-        "with other arithmetic than a CPU loop: "
-        "a **fused multiply-add** rounds a·b + c once instead of twice, tensor cores first cut float32 inputs to "
-        "**TF32** (10 mantissa bits) or take **float16/bfloat16** inputs and accumulate in float32, the inner "
-        "dimension K is cut into **tiles** and **split-K slices**, and **atomic adds** sum in whatever order "
-        "threads arrive. Each is computed below as a *model*: the named arithmetic, done exactly on this CPU "
-        "(integer arithmetic, every rounding to nearest-even decided exactly), next to torch's real result here and "
-        "the **exact** dot product."
-    )
+    punch = st.container(key="punchline")  # the key numbers at the page's settings: filled once the lab has run
+    st.markdown("Every entry of a matrix product is a dot product x·y = x₁y₁ + … + x_Ky_K. GPUs compute it with "
+                "other arithmetic than a CPU loop; each kind is computed below exactly on this CPU (a *model*), next "
+                "to torch's real result here and the **exact** dot product.")
+    with st.expander("What a GPU does differently, and the terms used here"):
+        st.markdown(
+            "Most CPU-vs-GPU differences that people report come from **matrix products**. A **fused multiply-add** "
+            "rounds a·b + c once instead of twice; tensor cores first cut float32 inputs to **TF32** (10 mantissa "
+            "bits) or take **float16/bfloat16** inputs and accumulate in float32; the inner dimension K is cut into "
+            "**tiles** and **split-K slices**; and **atomic adds** sum in whatever order threads arrive. Each model "
+            "is the named arithmetic done exactly on this CPU (integer arithmetic, every rounding to nearest-even "
+            "decided exactly)."
+        )
+        for key in ("split_k", "rna", "eta"):
+            glossary.define(key)
     settings, format_error, k_slot = controls()
     share_box(sync(URL_FIELDS), url_notes)
 
@@ -302,6 +310,8 @@ def main() -> None:
             st.error(inert(err))
             st.stop()
 
+    with punch:
+        view.punchline(lab)
     summary(pair, lab)
     results(settings, pair, lab)
     error_against_k(settings, pair)

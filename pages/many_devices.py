@@ -270,10 +270,40 @@ def emulation_results(settings: EmulationSettings, runs: list, live: DataParalle
                    f"{worst.summary.first_rel_1pct}.")
 
 
+PUNCH_RANKS = 8  # the first screen's all-reduce: 8 ranks, every model (about 0.3 s once the data exist)
+
+
+@st.cache_resource(max_entries=1, ttl=3600, show_spinner=False)
+def _punch_study():
+    return order_study((PUNCH_RANKS,))[0]  # frozen, shared by every visitor
+
+
+def punchline() -> None:
+    """A computed result without a button: the first-step gradients on 8 ranks summed in each all-reduce order."""
+    with st.container(key="punchline"):
+        with st.spinner(f"Summing the first-step gradients of {PUNCH_RANKS} ranks in every all-reduce order…"):
+            c = _punch_study()
+        pair = next(p for p in c.pairs if {p.a, p.b} == {"ring_gloo", "tree_nccl"})
+        ring = next(o for o in c.outcomes if o.model == "ring_gloo")
+        tree = next(o for o in c.outcomes if o.model == "tree_nccl")
+        m1, m2, m3 = st.columns(3)
+        m1.metric(f"Ring vs tree, k = {c.ranks}: elements apart", f"{pair.differing:.0%}",
+                  help=f"{MODELS['ring_gloo'].name} against {MODELS['tree_nccl'].name}, element by element.")
+        m2.metric("Largest gap between the two", f"{pair.max_ulp_distance:,} ULP")
+        m3.metric("Equal to the exact sum rounded once",
+                  f"{ring.correctly_rounded:.0%} vs {tree.correctly_rounded:.0%}",
+                  help="Share of the elements each order gets correctly rounded: ring, then tree.")
+        st.caption(f"Models of the all-reduce's order, computed on this server: the training's {c.elements:,} "
+                   f"first-step gradient elements on {c.ranks} ranks, summed in float32 by the ring and by the tree, "
+                   "each against the exact sum (rational arithmetic). The same gradients, the same additions, "
+                   "another order: other bits. The real gloo process group runs below, when you start it.")
+
+
 def main() -> None:
     ensure_app_navigation()
     url_notes = restore("md", URL_FIELDS, DEFAULTS)
     st.title("Many devices")
+    punchline()
     st.markdown(
         f"""
 Large models are trained **data-parallel**: every device holds a copy of the model, computes the

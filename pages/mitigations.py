@@ -12,6 +12,7 @@ from core.crowd.budget import training_cost
 from core.crowd.querystate import Field
 from core.kernels.reprosum import compiled_pass_available
 from core.machines.devices import available_devices, cpu_device
+from core.machines.timing import cpu_load
 from core.recordings.store import cached_recordings
 from core.studies.mitigations import (
     HARD_VECTOR,
@@ -27,10 +28,10 @@ from core.studies.mitigations import (
     measure_devices,
     reproducible_study,
     reproducible_sum_cost,
-    seed_spread,
     training_pair,
     wider_study,
 )
+from core.training.divergence import DEFAULT_SEEDS, SEED_RULE, seed_verdict
 from core.training.mlp import TrainSettings
 from core.training.seeds import seed_study
 from ui import glossary
@@ -76,17 +77,18 @@ def _measure(bar) -> None:
 
 def intro() -> None:
     st.markdown(
-        "Three ways to live with floating-point non-determinism, plus one that goes further than the brief. "
+        "Three ways to live with floating-point non-determinism, plus a fourth that removes the order "
+        "dependence of sums altogether. "
         "Every timing below is **measured live on this server** (and may be disturbed by other visitors); "
         "the vendor ratios are **cited**, not measured."
     )
 
 
-def float64_section() -> ThroughputRun | None:
+def float64_section(punch) -> ThroughputRun | None:
+    """Section 1; its two trainings fill ``punch``, the page's first screen (above the introduction)."""
     st.header("1 · Compute in float64")
     st.markdown("Each float64 rounding is 2²⁹ times finer than float32's. What it costs depends on the hardware: "
                 "the vendors' peak ratios below, and a measurement on this server when you ask for one.")
-    punch = st.container(key="punchline")  # the talk scenario's message: in the first screen
     # The first screen shows at once; the two trainings (seconds on a fresh server, cached afterwards) fill it in.
     bar = punch.progress(0.0, "Training the pair (hidden units reordered) in float32, live on this server…")
     p32 = _training_pair("float32")
@@ -98,7 +100,9 @@ def float64_section() -> ThroughputRun | None:
               p32.first_rel_1pct or "never")
     t2.metric("The same pair in float64", p64.first_rel_1pct or f"not within {p64.steps} steps",
               help=f"Final ‖θA − θB‖: {p32.final_distance:.3g} in float32, {p64.final_distance:.3g} in float64.")
-    punch.caption("Both pairs trained live here with the Training divergence page's default settings.")
+    punch.caption("The first mitigation, float64, on the Training divergence page's default pair (hidden units "
+                  "reordered), both pairs trained live here: the same reordering, roundings 2²⁹ times finer. "
+                  "What it costs, and the other mitigations, below.")
     run, at = _measured()
     if st.button("Measure float32 against float64 on this server" + (" again" if run else ""), key="mi_measure",
                  icon=":material/speed:", help="A 1024² matrix product and a sum of 2²⁴ values in both formats, "
@@ -144,7 +148,21 @@ def wider_section() -> WiderStudy:
     storage = st.selectbox("Stored format", list(STORAGE_FORMATS), key="mi_storage")
     study = _wider(storage)
     view.wider_table(study)
-    st.caption(f"Live on {cpu_device().name}: 10⁶ normal values stored as {storage}. Times are medians of 5.")
+    st.caption(f"Live on {cpu_device().name}: 10⁶ normal values stored as {storage}. Each of 7 repeats times every "
+               "row back to back (rotating the order), each row as the fastest of 3 calls; a time is the median over "
+               "the repeats, a ratio the median of the per-repeat ratios with their quartiles in brackets.")
+    slow = study.threads_slower
+    if slow:
+        cores, load = cpu_load()
+        st.caption(
+            "Why more threads are slower here: "
+            + ", ".join(f"{r.accumulate} on {r.threads} threads takes {r.vs_base:.1f}x" for r in slow)
+            + f" the plain one-thread time. This server has {cores} core{'s' if cores > 1 else ''} for "
+            + (f"a load of {load:.1f} runnable processes (1-minute average, read live)" if load is not None
+               else "every visitor and process")
+            + ": a multi-threaded sum waits at its end for its slowest thread, and a thread that finds no free "
+            "core waits for one (milliseconds) while the one-thread sum of 10⁶ values takes well under one. "
+            "On an idle machine with free cores the extra threads help instead.")
     hard = _lab("float64", HARD_VECTOR)
     st.markdown(
         "Still order-dependent: "
@@ -189,7 +207,7 @@ def determinism_section() -> None:
 
 
 def order_independent_section() -> ReproducibleSumCost:
-    st.header("4 · An order-independent sum (beyond the brief)")
+    st.header("4 · An order-independent sum")
     st.markdown(
         "Sum the values in float64 rows, in whatever order the hardware likes, and bound the error that any such "
         "order can make. If both ends of that error interval round to the same float32, so does the exact sum: that "
@@ -221,6 +239,13 @@ def order_independent_section() -> ReproducibleSumCost:
                "instruction adds twice as many float32 values as float64 values; from about 10⁷ values both sums "
                "wait for memory and the gap narrows. A sum within the error bound of a rounding "
                "boundary (rare, except under heavy cancellation) takes the exact folds and costs more.")
+    if cost.threads > 1 and cost.vs_torch_iqr[1] > 2 * cost.vs_torch_iqr[0]:
+        cores, load = cpu_load()
+        st.caption(f"The quartiles are wide because torch.sum runs on {cost.threads} threads here and this server "
+                   f"has {cores} core{'s' if cores > 1 else ''}"
+                   + (f" for a load of {load:.1f} runnable processes (1-minute average, read live)" if load is not None
+                      else "") + ": in some repeats a thread of torch.sum waited for a core another process held, "
+                   "which makes that repeat's ratio small. The median is the typical repeat.")
     return cost
 
 
@@ -232,15 +257,17 @@ def accept_divergence_section(url_notes) -> None:
     share_box(sync(URL_FIELDS), url_notes)
     if st.button("Train the seeds (300 steps each, both sides)", key="mi_seeds"):
         with heavy_section(training_cost(300, k), "this training"), st.spinner("Training…"):
-            spread = seed_spread(_seeds(k))
+            verdict = seed_verdict(_seeds(k))
         c1, c2, c3, c4 = st.columns(4)
-        c1.metric("Seed-to-seed spread of final loss (std, A)", f"{spread.loss_spread:.2e}")
-        c2.metric("Mean |loss A − loss B| (same seed)", f"{spread.loss_gap:.2e}")
-        c3.metric("Seed-to-seed spread of accuracy (std, A)", f"{spread.acc_spread:.2%}")
-        c4.metric("Mean |accuracy A − accuracy B|", f"{spread.acc_gap:.2%}")
-        st.caption("Live on this CPU; B is the hidden-unit reordering of A (a stand-in for another device). Summers "
-                   "and Dinneen (ICML 2021) found every source of nondeterminism gives about the same spread as "
-                   "seeds.")
+        c1.metric("|mean loss A − mean loss B|", f"{verdict.gap:.2e}")
+        c2.metric("Seed spread of final loss (larger std)", f"{verdict.spread:.2e}")
+        c3.metric("|mean accuracy A − mean accuracy B|", f"{verdict.acc_gap:.2%}")
+        c4.metric("Seed spread of accuracy (larger std)", f"{verdict.acc_spread:.2%}")
+        st.markdown(f"**Verdict ({verdict.seeds} seeds per side):** the gap between the mean final losses of A and B "
+                    f"is {verdict.words()}.")
+        st.caption(f"{SEED_RULE} The Training divergence page's seed study applies the same rule. Live on this CPU; "
+                   "B is the hidden-unit reordering of A (a stand-in for another device). Summers and Dinneen (ICML "
+                   "2021) found every source of nondeterminism gives about the same spread as seeds.")
 
 
 def summary(run: ThroughputRun | None, wider: WiderStudy, cost: ReproducibleSumCost) -> None:
@@ -253,10 +280,11 @@ def summary(run: ThroughputRun | None, wider: WiderStudy, cost: ReproducibleSumC
 
 def main() -> None:
     ensure_app_navigation()
-    url_notes = restore("mi", URL_FIELDS, {"mi_storage": "float32", "mi_k": 4})
+    url_notes = restore("mi", URL_FIELDS, {"mi_storage": "float32", "mi_k": DEFAULT_SEEDS})
     st.title("Mitigations and what they cost")
+    punch = st.container(key="punchline")  # the talk scenario's message: filled by section 1, in the first screen
     intro()
-    run = float64_section()
+    run = float64_section(punch)
     wider = wider_section()
     determinism_section()
     cost = order_independent_section()

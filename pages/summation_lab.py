@@ -20,6 +20,7 @@ from core.arith.vectors import (
     parse_pasted,
     parse_upload,
 )
+from core.crowd.budget import permutations_note
 from core.crowd.querystate import LINK_TEXT_CHARS, Field
 from core.kernels.orders import DEFAULT_ORDERS, ORDERS
 from core.kernels.torch_cpu_model import GRAIN_SIZE
@@ -45,7 +46,7 @@ from ui import sumlab_view as view
 from ui.crowd import over_budget
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation, next_page_link
-from ui.render import inert, ulps_text
+from ui.render import abs_rel_text, inert, ulps_short, ulps_text
 from ui.talk import more_settings
 from ui.urlstate import restore, share_box, sync
 
@@ -162,6 +163,7 @@ def controls(url_notes: list[str]) -> LabRequest | None:
                              max_value=MAX_PERMUTATIONS, key="sl_k",
                              help="Sequential sums of randomly shuffled copies; at most 2·10^7 elements of work in "
                              "total.")
+    perm_note = p1.empty()  # what the lab really sums, when the work budget caps the count: filled below
     perm_seed = p2.number_input("Permutation seed", min_value=0, max_value=2**32 - 1, key="sl_pseed")
     share_box(sync(URL_FIELDS), url_notes,
               {"numbers": ("the pasted numbers", "numbers.txt", st.session_state["sl_paste"])})
@@ -174,6 +176,9 @@ def controls(url_notes: list[str]) -> LabRequest | None:
                    "above is fixed.", icon=":material/history:")
     if vector is None:
         return None
+    note = permutations_note(int(k_perm), vector.n)
+    if note:
+        perm_note.caption(note)
     if not orders:
         st.warning("Choose at least one summation order.")
         return None
@@ -217,23 +222,23 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
         cpu_col, gpu_col = st.columns(2)
         cpu_order = cpu_col.selectbox("CPU order", CPU_TREE_ORDERS, format_func=TREE_ORDERS.get, key="sl_tree_order")
         trees = lab_trees(request, result, cpu_order)
+        scale = view.largest_rounding(trees[0].tree, trees[1].tree)  # one colour scale for both trees
         for col, tree, title in ((cpu_col, trees[0], "CPU"), (gpu_col, trees[1], "GPU (model)")):
             if tree.order == "cuda":
                 col.markdown(f"**{TREE_ORDERS['cuda']}**")
-            col.altair_chart(view.tree_picture(tree.tree, height=330), width="stretch")
+            col.altair_chart(view.tree_picture(tree.tree, height=300, max_abs_ulps=scale), width="stretch")
             col.caption(f"{title}: result {shortest_repr(tree.tree.result, result.fmt)}, error "
-                        f"{ulps_text(tree.error_ulps)} against the exact sum; {tree.additions} additions, depth "
-                        f"{tree.depth}.")
+                        f"{ulps_text(tree.error_ulps)} ({abs_rel_text(tree.abs_error, tree.rel_error)}); "
+                        f"{tree.additions} additions, depth {tree.depth}.")
         return trees
     q1, q2, q3 = st.columns(3)
     q1.metric("Different results", f"{result.distinct_results} of {len(result.rows)} orders",
               help="Orders whose sums differ in at least one bit.")
     best, worst = result.smallest_error, result.largest_error
     if best is not None and worst is not None:
-        q2.metric("Smallest error", ulps_text(best.metrics.ulps, best.metrics.rel_error),
-                  help=f"{best.order.name}, against the exact sum.")
-        q3.metric("Largest error", ulps_text(worst.metrics.ulps, worst.metrics.rel_error),
-                  help=f"{worst.order.name}, against the exact sum.")
+        for col, label, row in ((q2, "Smallest error", best), (q3, "Largest error", worst)):
+            col.metric(label, ulps_short(row.metrics.ulps), help=f"{row.order.name}, against the exact sum.")
+            col.caption(f"{row.order.name}: {abs_rel_text(row.metrics.abs_error, row.metrics.rel_error)}.")
     st.caption(f"The same {result.n:,} values summed in {len(result.rows)} orders, accumulating in {result.working}: "
                + ("only the grouping differs, and so do the last bits." if result.distinct_results > 1 else
                   "only the grouping differs; here every order gives the same bits.")
@@ -318,8 +323,8 @@ def threads_note(result: LabResult) -> None:
                    "different bits.")
 
 
-def random_orders(result: LabResult) -> None:
-    """``result`` with its permutation study (LabStudy.applied_to)."""
+def random_orders(result: LabResult, requested: int) -> None:
+    """``result`` with its permutation study (LabStudy.applied_to); ``requested``: the count asked for."""
     study = result.permutations
     if study is None or isinstance(result.exact, float) or result.exact == 0:
         return
@@ -327,6 +332,8 @@ def random_orders(result: LabResult) -> None:
     hist, marks = view.permutation_frames(result)
     st.markdown(f"{study.k:,} random permutations summed left to right gave **{study.distinct:,} different "
                 f"{result.working} results** (seed {study.seed}).")
+    if requested > study.k:
+        st.caption(permutations_note(requested, result.n))
     st.altair_chart(view.permutation_histogram(hist, marks), width="stretch")
 
 
@@ -379,7 +386,7 @@ def main() -> None:
     results(request, outcome)
     threads_note(outcome.result)
     study = study_of(request, outcome)
-    random_orders(study.applied_to(outcome.result))
+    random_orders(study.applied_to(outcome.result), request.permutations)
     running_error(study.running)
     reduction_tree(outcome.result, trees)
     next_page_link("summation_lab")

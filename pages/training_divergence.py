@@ -12,7 +12,7 @@ from core.crowd.runner import PAIR_MEMO, SEED_MEMO, current_run, pair_outcome
 from core.machines.devices import available_devices, cpu_device
 from core.recordings.compare import machine_partings
 from core.recordings.store import cached_recordings
-from core.training.divergence import changed_settings, seed_verdict
+from core.training.divergence import DEFAULT_SEEDS, SEED_RULE, changed_settings, seed_verdict, threads_note
 from core.training.mlp import DEFAULT_PRESET, DTYPES, MAX_STEPS, OPTIMIZERS, PRESETS, TrainSettings
 from core.training.pair import SOURCES, PairedRun
 from core.training.seeds import seed_study
@@ -112,6 +112,8 @@ def controls(url_notes) -> TrainSettings:
     st.selectbox("Preset", list(PRESETS), key="td_preset", on_change=_load_preset)
     preset = PRESETS[st.session_state["td_preset"]]
     st.caption(preset.note)
+    if preset.settings.source == "threads":  # why the pair can stay identical here, computed live (issue 23)
+        st.caption(threads_note(preset.settings).text())
     recorded_partings(machine_partings(cached_recordings()[0], preset.name))  # each recorded machine's step
     note_slot = st.empty()
     c1, c2, c3 = st.columns([3, 1, 1])
@@ -196,7 +198,7 @@ def accept_divergence(settings: TrainSettings) -> None:
     st.subheader("Accept the divergence")
     st.markdown("Single trajectories part ways, but the *distribution* of outcomes does not depend on which side "
                 "you are on. Train several seeds per side and compare what matters: final loss and accuracy.")
-    k = int(st.number_input("Seeds per side", min_value=2, max_value=16, value=6, key="td_k"))
+    k = int(st.number_input("Seeds per side", min_value=2, max_value=16, value=DEFAULT_SEEDS, key="td_k"))
     cost = training_cost(settings.steps, k, settings.dtype, settings.optimizer)  # core.crowd.budget
     if not cost.fits:
         over_budget(cost, training_advice(settings.steps, k, settings.dtype, settings.optimizer), kept=False)
@@ -216,11 +218,9 @@ def accept_divergence(settings: TrainSettings) -> None:
     cr.altair_chart(seed_chart(sdf, "accuracy"), width="stretch")
     st.dataframe(sdf.groupby("side")[["final loss", "accuracy"]].agg(["mean", "std", "min", "max"]), width="stretch")
     verdict = seed_verdict(study)
-    words = ("inside the spread between seeds: which side a run is on matters less than its seed" if verdict.inside
-             else "larger than the spread between seeds: here the difference between A and B is systematic, "
-                  "not just a different trajectory")
-    st.markdown(f"**Verdict:** the gap between the mean final losses of A and B ({verdict.gap:.3g}) is {words} "
-                f"(largest standard deviation over seeds on one side: {verdict.spread:.3g}).")
+    st.markdown(f"**Verdict:** the gap between the mean final losses of A and B ({verdict.gap:.3g}) is "
+                f"{verdict.words()} (largest standard deviation over seeds on one side: {verdict.spread:.3g}).")
+    st.caption(SEED_RULE)
     st.caption(f"Seeds {study.seeds[0]}–{study.seeds[-1]}, each trained for {settings.steps} steps on both sides; "
                "accuracy on the whole data set.")
 

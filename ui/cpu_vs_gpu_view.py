@@ -179,6 +179,28 @@ def mismatch_table(fid: Fidelity) -> None:
     st.dataframe(pd.DataFrame(fid.mismatches, columns=["vector", "n", "format", "ULPs apart"]), hide_index=True)
 
 
+CAPTURE_HOWTO = ("To add yours: in a checkout of this app on a machine with a GPU, run `python -m scripts.capture` "
+                 "(it writes one JSON file to data/recordings/; the README's “Live, recorded, modelled” section has "
+                 "the details), then commit the file or point `FP_RECORDINGS_DIR` at its folder. The app replays "
+                 "it with its provenance.")
+
+
+def gpu_status(recs: list[Recording], live_gpus: list[str]) -> str:
+    """What GPU results this server can show, computed from the recordings present and the devices torch sees
+    (issue 23: pages promised results "recorded on real GPUs" with none bundled)."""
+    gpu = [r for r in recs if r.is_gpu]
+    parts = []
+    if live_gpus:
+        parts.append(f"Live on this server's GPU: {', '.join(live_gpus)}.")
+    if gpu:
+        parts.append("Recorded on real GPUs: " + "; ".join(inert(r.label, line_start=False) for r in gpu) + ".")
+    else:
+        parts.append("**No GPU recording is bundled yet**" + ("" if live_gpus else " and this server has no GPU")
+                     + ": the GPU results here are a **model** of a GPU's reduction order, labelled as such. "
+                     + CAPTURE_HOWTO)
+    return " ".join(parts)
+
+
 # ------------------------------------------------ which machines differ most, in what, and why
 
 GROUP_NOUNS = {"sums": "sums", "matrix products": "matrix products", "fingerprint operations": "single operations",

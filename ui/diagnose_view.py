@@ -66,8 +66,11 @@ def metrics_row(d: Diagnosis) -> None:
                 f"{d.fmt}. Near zero an ULP is tiny, so this can be large for harmless elements.")
     c[2].metric("Median difference (ULPs)", _num(d.ulp_stats.p50))
     c[3].metric("Largest relative difference", _num(d.rel_stats.max))
-    c[4].metric("K (terms per element)", f"{d.k:,}", help={"given": "as you gave it", "inputs": "from the inputs",
-                                                         "assumed": "unknown: assumed"}[d.k_source])
+    # an assumed K says so in its label, not only in a tooltip (issue 23: K = 0 read silently as 65,536)
+    c[4].metric("K (terms per element), assumed" if d.k_source == "assumed" else "K (terms per element)", f"{d.k:,}",
+                help={"given": "as you gave it", "inputs": "from the inputs",
+                      "assumed": "unknown (0 or not given): assumed, since neither K nor the inputs were given; give K "
+                                 "for envelopes that fit your computation"}[d.k_source])
 
 
 def tolerance_section(d: Diagnosis) -> None:
@@ -300,9 +303,15 @@ def simulation_section(d: Diagnosis) -> None:
 # ------------------------------------------------------------------------ the whole page
 
 
-def show_diagnosis(d: Diagnosis) -> None:
+def headline(d: Diagnosis) -> None:
+    """The verdict and its key numbers: the page's punchline."""
     verdict_box(d)
     metrics_row(d)
+
+
+def show_diagnosis(d: Diagnosis, with_headline: bool = True) -> None:
+    if with_headline:
+        headline(d)
     st.subheader("The tolerance to use")
     tolerance_section(d)
     st.subheader("Why the default allclose failed" if d.allclose.failing else "The default allclose")
@@ -399,14 +408,16 @@ def log_gap_chart(ld: LogDiagnosis) -> alt.LayerChart:
     return alt.layer(*layers).resolve_scale(color="independent").properties(height=240)
 
 
-def show_log_diagnosis(ld: LogDiagnosis) -> None:
+def show_log_diagnosis(ld: LogDiagnosis, where=None) -> None:
+    """The logs' verdict and key numbers (in ``where``, the page's punchline, when given), then the rest."""
     head, _, rest = ld.sentence.partition(":")
     text = f"**{inert(head, line_start=False)}:**{inert(rest, line_start=False)}"
+    top = where if where is not None else st.container()
     if ld.verdict == "jump":
-        st.error(text, icon=":material/error:")
+        top.error(text, icon=":material/error:")
     else:
-        st.success(text, icon=":material/check_circle:")
-    c = st.columns(4)
+        top.success(text, icon=":material/check_circle:")
+    c = top.columns(4)
     c[0].metric("First differing step", "none" if ld.first_step is None else f"{ld.first_step:,}")
     c[1].metric("Gap there (relative)", _num(ld.first_gap) if ld.first_gap is not None else "–")
     c[2].metric("Gap doubles every", f"{ld.doubling_steps:,.3g} steps" if ld.doubling_steps else "–")

@@ -1,4 +1,4 @@
-"""The app's three technical terms, each defined once where the story first uses it, and linked from elsewhere.
+"""The app's technical terms, each defined once where the story first uses it, and linked from elsewhere.
 
 ULP first appears on the Non-associativity page (the first page of the story); the condition
 number κ and the γ(n) bounds first appear in the Summation lab. ``define`` draws the definition
@@ -51,6 +51,24 @@ TERMS: dict[str, Term] = {
         "deep (its tree depth) has |error| ≤ γ(n)·Σ|x| (Higham, *Accuracy and Stability of Numerical "
         "Algorithms*, ch. 4): left to right n − 1 deep, pairwise only ⌈log₂ n⌉ deep. The lab states each bound "
         "in ULPs beside the error it bounds.",
+    ),
+    "split_k": Term(
+        "split-K", "What is split-K", "gpu_arithmetic",
+        "**Split-K**: a matrix product's inner dimension K (the length of each dot product) is cut into s slices "
+        "that run in parallel (on different thread blocks); each slice's partial dot product is rounded on its "
+        "own, and the s partials are added at the end. Another s, another grouping, other bits.",
+    ),
+    "rna": Term(
+        "rna", "What is rna", "gpu_arithmetic",
+        "**rna** (round to nearest, ties away from zero): how CUTLASS converts a float32 input to TF32 by default, "
+        "keeping 10 of its 23 mantissa bits; a value exactly half-way between two TF32 values goes to the one "
+        "farther from zero. **rne** sends ties to the even one (IEEE's default), **rz** simply truncates.",
+    ),
+    "eta": Term(
+        "η", "What is η", "gpu_arithmetic",
+        "**η**: half the smallest positive subnormal number of the format (2⁻¹⁵⁰ in float32, 2⁻¹⁰⁷⁵ in float64), "
+        "the most that one rounding can be off in absolute terms when its result underflows. Error bounds add "
+        "m·η for m roundings so they also hold for tiny products.",
     ),
 }
 

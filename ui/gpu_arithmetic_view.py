@@ -8,11 +8,21 @@ from fractions import Fraction
 
 import altair as alt
 import pandas as pd
+import streamlit as st
 
 from core.arith.exact import abbreviate, exact_decimal, shortest_repr
 from core.arith.formats import FORMATS, Exact, FloatFormat, error_in_ulps, hex_bits
 from core.kernels.dot import TraceOp
-from core.studies.gpu_arithmetic import AtomicsResult, BucketResult, CurvePoint, DotLab, DotRow, correctly_rounded
+from core.studies.gpu_arithmetic import (
+    AtomicsResult,
+    BucketResult,
+    CurvePoint,
+    DotLab,
+    DotRow,
+    batch_dependence,
+    correctly_rounded,
+)
+from ui.render import inert, ulps_short
 
 ORIGINS = alt.Scale(domain=["model", "live", "exact"], range=["#d97706", "#1f5fa8", "#1e8449"])  # as ui.sumlab_view
 ORIGIN_DASHES = alt.Scale(domain=["model", "live"], range=[[1, 0], [6, 4]])
@@ -230,3 +240,28 @@ def exact_text(lab: DotLab, chars: int | None = None) -> str:
 def correctly_rounded_text(lab: DotLab) -> str:
     fmt = FORMATS[lab.accumulate]
     return shortest_repr(correctly_rounded(lab), fmt)
+
+
+PUNCH_MODELS = ("fma", "tf32", "bf16", "fp16", "split_k")  # the first two present are shown, in this order
+
+
+def punchline(lab: DotLab) -> None:
+    """The page's numbers first: two models' errors (exact on this CPU) and torch.mm's batch dependence (live)."""
+    rows = {r.key: r for r in lab.rows if r.result is not None}
+    shown = [rows[k] for k in PUNCH_MODELS if k in rows][:2]
+    batch = batch_dependence(lab)
+    cols = st.columns(3)
+    for col, row in zip(cols, shown, strict=False):
+        col.metric(f"{row.name} (model)", ulps_short(row.ulps),
+                   help=f"Error against the exact dot product, in ULPs of the exact result in {row.result.fmt.name}; "
+                        "computed exactly on this CPU.")
+    if batch is not None:
+        cols[2].metric("torch.mm, 1 row vs 64 rows (live)",
+                       "same bits" if batch.same_bits else f"{batch.ulps_apart:.4g} ULP apart",
+                       help="The same row x times the same column y, as the only row of a product (M = 1) and as the "
+                            "first of 64 rows (M = 64), run by torch on this CPU: another shape, another kernel.")
+    k = lab.pair.k
+    source = inert(lab.pair.source, line_start=False)
+    st.caption(f"The dot product of K = {k:,} terms ({source}), against its exact value: the models' "
+               "errors in ULPs, and whether torch's own matrix product on this server depends on how many rows it "
+               "is given. Details, every model and the bounds below.")

@@ -89,7 +89,8 @@ def gap_chart(df: pd.DataFrame, title: str, field: str = "‖Δθ‖") -> alt.Ch
     return alt.Chart(shown, title=title, height=HEIGHT).mark_line(strokeWidth=2).encode(
         x=alt.X("step:Q", title="training step", axis=alt.Axis(format="d", tickMinStep=1)),
         y=alt.Y(f"{field}:Q", title=f"{field} (log scale)", scale=alt.Scale(type="log")),
-        color=alt.Color("run:N", title=None, scale=colours, legend=alt.Legend(orient="bottom")),
+        color=alt.Color("run:N", title=None, scale=colours,
+                        legend=alt.Legend(orient="bottom", labelLimit=0, columns=2)),  # labels never cut
         tooltip=["run", "step", alt.Tooltip(f"{field}:Q", format=".3e")],
     )
 
@@ -129,7 +130,8 @@ def study_chart(df: pd.DataFrame, field: str, title: str, log_y: bool) -> alt.Ch
         x=alt.X("ranks k:Q", title="ranks k (log scale)", scale=alt.Scale(type="log", base=2)),
         y=alt.Y(f"{field}:Q", title=field, scale=y_scale,
                 axis=alt.Axis(format="%") if not log_y else alt.Axis()),
-        color=alt.Color("model:N", title=None, scale=MODEL_COLOURS, legend=alt.Legend(orient="bottom")),
+        color=alt.Color("model:N", title=None, scale=MODEL_COLOURS,
+                        legend=alt.Legend(orient="bottom", labelLimit=0, columns=2)),  # "Double binary tree (…)" whole
         tooltip=["ranks k", "model", alt.Tooltip(f"{field}:Q", format=".3~g")],
     )
 

@@ -44,11 +44,11 @@ def error_table(errors: tuple[AccumulationError, ...]) -> None:
 
 
 def wider_table(study: WiderStudy) -> None:
-    base = study.base
     _table([{"torch.sum accumulates in": r.accumulate, "threads": r.threads,
              "result": shortest_repr(r.value, FORMATS[r.accumulate]), "|error|": f"{float(r.abs_error):.3e}",
              "time (ms)": f"{r.seconds * 1e3:.3f}",
-             "time vs plain torch.sum, 1 thread": f"{r.seconds / base.seconds:.1f}x"} for r in study.rows])
+             "time vs plain torch.sum, 1 thread (quartiles)":
+                 f"{r.vs_base:.1f}x ({r.vs_base_iqr[0]:.1f}–{r.vs_base_iqr[1]:.1f}x)"} for r in study.rows])
 
 
 def reproducible_table(study: ReproducibleStudy) -> None:

@@ -34,7 +34,7 @@ PAGE_TABLE = [
      "one vector, many summation orders (NumPy, torch on 1 and all threads, a GPU model), each error measured "
      "exactly against its bound"),
     ("cpu_vs_gpu", "CPU vs GPU", ":material/memory:",
-     "the same sum on every device here, recorded GPU results, and a model of a GPU reduction"),
+     "the same sum on every device here, recordings from other machines, and a model of a GPU reduction"),
     ("gpu_arithmetic", "GPU arithmetic", ":material/calculate:",
      "dot products as GPUs compute them (FMA, TF32, float16/bfloat16 inputs, tiles, split-K, atomic adds), each "
      "exact on this CPU against the exact result"),

@@ -11,8 +11,15 @@ from ui.render import bits_html, mono, ulps_text
 
 
 def value_line(x: Exact, fmt: FloatFormat) -> str:
-    """The shortest decimal that round-trips, and every digit of the exact value."""
-    return f"{mono(shortest_repr(x, fmt))} &nbsp; exactly {mono(abbreviate(exact_decimal(x), 90))}"
+    """Every digit of the stored value first, then the shortest decimal that reads back to it when that differs.
+
+    (Issue 23: bfloat16 1e8 read "stored 100000000 … exactly 100139008": the shortest decimal that rounds back
+    looked like the stored value.)"""
+    exact, short = exact_decimal(x), shortest_repr(x, fmt)
+    if short == exact:
+        return f"{mono(exact)} exactly"
+    return (f"{mono(abbreviate(exact, 90))} exactly &nbsp; <small>(shortest decimal that reads back to it: "
+            f"{mono(short)})</small>")
 
 
 def stored_html(result: TripleResult) -> str:

@@ -95,3 +95,32 @@ def ulps_text(ulps: float, relative: float | None = None) -> str:
     if abs(ulps) >= HUGE_ULPS and relative is not None:
         text += f" (relative error {relative:.3g})"
     return text
+
+
+def ulps_short(ulps: float) -> str:
+    """An error in ULPs short enough for a metric (issue 23: "-6.264e+07 UL…" was cut): 4 significant digits
+    below 10^5, else three with a bare exponent ("-6.26e7 ULP")."""
+    import math
+
+    if math.isnan(ulps):
+        return "undefined"
+    if math.isinf(ulps):
+        return "∞ (overflowed)"
+    if abs(ulps) < 1e5:
+        return f"{ulps:+.4g} ULP"
+    mantissa, exponent = f"{ulps:+.2e}".split("e")
+    return f"{mantissa}e{int(exponent)} ULP"
+
+
+def abs_rel_text(abs_error, rel_error: float | None) -> str:
+    """The absolute and the relative error, shown beside ULPs: after cancellation one ULP of the result is tiny,
+    so an answer off by 1 reads "-1.05e6 ULP" and says little without these two."""
+    import math
+
+    a = float(abs_error)
+    if math.isinf(a):
+        return "absolute error ∞"
+    text = f"absolute error {a:.3g}"
+    if rel_error is None:
+        return text + ", relative error undefined (the exact sum is 0)"
+    return text + (f", relative error {rel_error:.3g}" if math.isfinite(rel_error) else ", relative error undefined")

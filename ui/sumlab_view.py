@@ -135,7 +135,8 @@ def tree_frames(tree: Tree) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         label = f"x[{node.leaf_index}]" if is_leaf else f"node {node.id}"
         nodes.append({"id": node.id, "x": x[node.id], "y": node.depth, "label": label,
                       "exact": shortest_repr(node.exact, fmt) if is_leaf else _exact_text(node.exact),
-                      "rounded": shortest_repr(node.rounded, fmt), "ulps": u, "abs_ulps": abs(u)})
+                      "rounded": shortest_repr(node.rounded, fmt), "ulps": u, "abs_ulps": abs(u),
+                      "short": f"{float(node.rounded):.3g}"})  # a leaf's label: 3 digits (the tooltip has all)
         if not is_leaf:
             for child in (node.left, node.right):
                 edges.append({"x": x[node.id], "y": node.depth, "x2": x[child], "y2": tree.nodes[child].depth})
@@ -145,10 +146,16 @@ def tree_frames(tree: Tree) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(nodes), pd.DataFrame(edges), pd.DataFrame(table)
 
 
-def tree_picture(tree: Tree, height: int = 320) -> alt.LayerChart:
-    """The tree as a chart (``tree_chart`` of its ``tree_frames``)."""
+def tree_picture(tree: Tree, height: int = 320, max_abs_ulps: float | None = None) -> alt.LayerChart:
+    """The tree as a chart (``tree_chart`` of its ``tree_frames``); trees drawn side by side pass the same
+    ``max_abs_ulps`` so that one colour means one rounding error in both."""
     nodes, edges, _ = tree_frames(tree)
-    return tree_chart(nodes, edges, height)
+    return tree_chart(nodes, edges, height, max_abs_ulps)
+
+
+def largest_rounding(*trees: Tree) -> float:
+    """The largest |rounding error| in ULPs over the additions of the given trees (0 if all exact)."""
+    return max((abs(n.error_ulps(t.fmt)) for t in trees for n in t.internal()), default=0.0)
 
 
 def additions_table(tree: Tree) -> pd.DataFrame:
@@ -232,17 +239,23 @@ def running_error_chart(df: pd.DataFrame) -> alt.Chart:
         .encode(
             x=alt.X("values summed:Q"),
             y=alt.Y("value:Q", scale=alt.Scale(type="log"), title="absolute error"),
-            color=alt.Color("series:N", title=None),
-            strokeDash=alt.StrokeDash("series:N", legend=None),
+            color=alt.Color("series:N", title=None, legend=alt.Legend(orient="top", labelLimit=400)),
+            strokeDash=alt.StrokeDash("series:N", title=None, legend=alt.Legend(orient="top", labelLimit=400)),
         )
         .properties(height=260)
     )
 
 
-def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320) -> alt.LayerChart:
-    """The reduction tree: leaves at the bottom, each addition coloured by its rounding error."""
-    x = alt.X("x:Q", title="leaves, in summation order", axis=alt.Axis(tickMinStep=1))
-    y = alt.Y("y:Q", title="depth", axis=alt.Axis(tickMinStep=1))
+def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320,
+               max_abs_ulps: float | None = None) -> alt.LayerChart:
+    """The reduction tree: leaves at the bottom labelled by their values, each addition coloured by its rounding
+    error (on the scale 0 to ``max_abs_ulps`` when given, so that two trees side by side share it)."""
+    depth = int(nodes["y"].max()) if len(nodes) else 0
+    x = alt.X("x:Q", title=None, axis=alt.Axis(labels=False, ticks=False))  # the leaves carry their values
+    # room under the leaves for their values, written upwards
+    y = alt.Y("y:Q", title="depth", scale=alt.Scale(domain=[-max(1.0, 0.3 * depth + 0.5), depth + 0.3], nice=False),
+              axis=alt.Axis(values=list(range(depth + 1))))
+    top = max_abs_ulps if max_abs_ulps and max_abs_ulps > 0 else max(float(nodes["abs_ulps"].max() or 0), 0.5)
     lines = alt.Chart(edges).mark_rule(color="#9ca3af").encode(x=x, y=y, x2="x2:Q", y2="y2:Q")
     points = (
         alt.Chart(nodes)
@@ -250,9 +263,16 @@ def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320) -> a
         .encode(
             x=x,
             y=y,
-            color=alt.Color("abs_ulps:Q", scale=alt.Scale(scheme="orangered"), title="|rounding error| (ULP)",
-                            legend=alt.Legend(orient="bottom")),  # under the tree: a half-width column keeps its room
+            color=alt.Color("abs_ulps:Q", scale=alt.Scale(scheme="orangered", domain=[0, top]),
+                            title="|rounding error| (ULP)",
+                            # under the tree: a half-width column keeps its room
+                            legend=alt.Legend(orient="bottom", gradientLength=140, gradientThickness=10)),
             tooltip=["label", "exact", "rounded", alt.Tooltip("ulps:Q", format="+.3g")],
         )
     )
-    return styled(alt.layer(lines, points).properties(height=height))
+    leaves = (
+        alt.Chart(nodes[nodes["label"].str.startswith("x[")])
+        .mark_text(angle=270, align="right", baseline="middle", dx=-10, fontSize=10, color="#374151")
+        .encode(x=x, y=y, text="short:N")
+    )
+    return styled(alt.layer(lines, points, leaves).properties(height=height))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.studies.sumlab import differing_tree_seed
+
 KEY = "presenter"
 
 # (title, page file, link parameters, what the audience sees)
@@ -14,8 +16,10 @@ SCENARIOS: list[tuple[str, str, dict, str]] = [
      "Eight summation orders of the same vector against the exact sum."),
     ("1 vs all threads", "pages/cpu_vs_gpu.py", {"vector": "normal", "n": "1000000", "format": "float32"},
      "torch.sum on this server's CPU with one thread and with all of them: the bits depend on the split."),
+    # the seed is chosen by computation (core.studies.sumlab.differing_tree_seed): the two trees give different sums
     ("GPU block tree", "pages/summation_lab.py",
-     {"n": "32", "orders": "sequential,pairwise,torch_all,cuda_model,correct", "permutations": "0", "tree": "pairwise"},
+     {"n": "32", "seed": str(differing_tree_seed(32, "pairwise")),
+      "orders": "sequential,pairwise,torch_all,cuda_model,correct", "permutations": "0", "tree": "pairwise"},
      "32 values: the GPU's block reduction (threads, warp shuffles) drawn beside the CPU's pairwise tree."),
     ("Watch two runs diverge", "pages/training_divergence.py", {"preset": "Hidden units reordered (SGD, lr 0.5)"},
      "Same network, reordered sums: press Play."),

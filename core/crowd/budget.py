@@ -162,6 +162,19 @@ def permutations_done(k: int, n: int) -> int:
     return max(1, min(k, MAX_PERMUTATION_VALUES // max(n, 1)))
 
 
+def permutations_note(k: int, n: int) -> str | None:
+    """What the lab says next to its permutation control when the work budget sums fewer than asked
+    (None when it sums them all): how many, and why (issue 23: 1,000 asked, 20 used, no word)."""
+    done = permutations_done(k, n)
+    if k <= 0 or done >= k:
+        return None
+    if n <= 1:
+        return f"With n = {n} there is only one order: no permutations are summed (a link keeps {k:,})."
+    return (f"At n = {n:,} the lab sums {done:,} of the {k:,} permutations asked for: at most "
+            f"{MAX_PERMUTATION_VALUES:,} values of work in all (permutations × n). A link keeps {k:,}; "
+            f"n ≤ {MAX_PERMUTATION_VALUES // k:,} sums them all.")
+
+
 def vector_cost(generator: str, n: int, storage: str) -> tuple[float, float]:
     """(work, peak bytes) of generating a vector."""
     if generator == "large_one_minus_large":

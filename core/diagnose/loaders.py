@@ -93,12 +93,26 @@ def load_input(name: str, data: bytes, text_format: str = "float32") -> Loaded:
     return load_array(name, data, text_format, MAX_INPUT_ELEMENTS)
 
 
+NPY_MAGIC = b"\x93NUMPY"  # the first six bytes of every .npy file (NumPy's format specification, NEP 1)
+
+
 def _load_npy(name: str, data: bytes, limit: int) -> Loaded:
+    """The reason given is the real one (issue 23: a file of random bytes was refused as an object array)."""
+    if not data.startswith(NPY_MAGIC):
+        raise LoadError(f"{_clip(name)} is not a .npy file: it does not start with the .npy header (the bytes "
+                        "\\x93NUMPY that np.save writes first). Save the array with np.save, or upload it as .pt or "
+                        ".csv.")
     try:
         arr = np.load(io.BytesIO(data), allow_pickle=False)
-    except Exception:  # numpy raises several kinds for malformed or pickled content
-        raise LoadError(f"{_clip(name)} is not a readable .npy file (object arrays, which need unpickling, are not "
-                        "accepted).") from None
+    except ValueError as err:
+        if "pickle" in str(err).lower():  # NumPy: "Object arrays cannot be loaded when allow_pickle=False"
+            raise LoadError(f"{_clip(name)} holds an object array, which would need unpickling: not accepted. Save "
+                            "a numeric array (e.g. np.save(path, t.cpu().numpy())).") from None
+        raise LoadError(f"{_clip(name)} starts like a .npy file but its header or data is damaged or cut short.") \
+            from None
+    except Exception:  # numpy raises several kinds (EOFError, OSError, SyntaxError) for a damaged header or body
+        raise LoadError(f"{_clip(name)} starts like a .npy file but its header or data is damaged or cut short.") \
+            from None
     if not isinstance(arr, np.ndarray):
         raise LoadError(f"{_clip(name)} is not a single array (.npz archives are not accepted).")
     fmt = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float32",

@@ -7,6 +7,7 @@ On a GPU every timing synchronizes. Only core.machines.globalstate changes a glo
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -48,11 +49,16 @@ class Throughput:
     repeats: int = 1
     # Quartiles of the per-repeat ratio t32 / t64 (each repeat times both formats back to back).
     ratio_quartiles: tuple[float, float] = (float("nan"), float("nan"))
+    # The median of the same per-repeat ratios (NaN: not given, then the ratio of the median times).
+    ratio_median: float = float("nan")
 
     @property
     def ratio(self) -> float:
-        """float64 speed as a fraction of float32's, per value (0.5 means half speed): the same work in both."""
-        return self.seconds32 / self.seconds64
+        """float64 speed as a fraction of float32's, per value (0.5 means half speed): the same work in both.
+
+        The median of the per-repeat ratios, the sample its quartiles come from (issue 23: the ratio of the
+        median times could lie outside the quartiles of the per-repeat ratios, "0.50 (0.51–0.75)")."""
+        return self.ratio_median if math.isfinite(self.ratio_median) else self.seconds32 / self.seconds64
 
     def verdict(self) -> str:
         """What the ratio says, in words: a ratio above 1 is never shown bare."""
@@ -106,12 +112,11 @@ def measure_throughput(
     work = {"matmul": ((2 * matmul_n**3,) * 2, matmul_n, "GFLOP/s"), "sum": ((4 * sum_n, 8 * sum_n), sum_n, "GB/s")}
     for op in ops:
         t32, t64 = times[(op, torch.float32)], times[(op, torch.float64)]
-        ratios = [a / b for a, b in zip(t32, t64, strict=True)]
-        q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+        med, iqr = median_and_quartiles([a / b for a, b in zip(t32, t64, strict=True)])
         s32, s64 = statistics.median(t32), statistics.median(t64)
         (amount32, amount64), size, unit = work[op]
         out.append(Throughput(device.name, op, size, s32, s64, amount32 / s32 / 1e9, amount64 / s64 / 1e9, unit,
-                              repeats, (q[0], q[2])))
+                              repeats, iqr, med))
     return out
 
 
@@ -139,3 +144,20 @@ def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int, inner:
                 best = min(best, time.perf_counter() - t0)
             times[k].append(best)
     return times
+
+
+def median_and_quartiles(xs: list[float]) -> tuple[float, tuple[float, float]]:
+    """The median and the quartiles of one sample (inclusive method: the median always lies between them)."""
+    if len(xs) == 1:
+        return xs[0], (xs[0], xs[0])
+    q1, med, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+    return med, (q1, q3)
+
+
+def cpu_load() -> tuple[int, float | None]:
+    """(CPU cores this process may use, the 1-minute load average or None where the OS has none)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        return cores, os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return cores, None

@@ -486,6 +486,8 @@ class Fidelity:
     matched: int
     mismatches: tuple[tuple[str, int, str, int], ...]  # (generator, n, dtype, ulps apart)
     conditions: str
+    above_max_n: int = 0  # recorded sums not replayed because n > max_n (said next to the result)
+    max_n: int = 10_000_000
 
 
 def model_fidelity(rec: Recording, max_n: int = 10_000_000) -> Fidelity:
@@ -495,8 +497,12 @@ def model_fidelity(rec: Recording, max_n: int = 10_000_000) -> Fidelity:
     sizes, dtypes = set(), set()
     p = rec.provenance
     cuda = p.device_kind == "cuda"
+    above = 0
     for e in rec.sums:
-        if e.n > max_n or (cuda and not p.sm_count):
+        if e.n > max_n:
+            above += 1
+            continue
+        if cuda and not p.sm_count:
             continue
         values = generate(VectorSpec(e.generator, e.n, e.seed, e.dtype)).values
         if vector_sha256(values) != e.vector_sha256:
@@ -520,7 +526,7 @@ def model_fidelity(rec: Recording, max_n: int = 10_000_000) -> Fidelity:
         which = f"CPU cascade-sum model ({p.threads} threads) vs {rec.machine}"
     cond = (f"{which}; sizes "
             f"{', '.join(f'{s:,}' for s in sorted(sizes))}; {', '.join(sorted(dtypes))}")
-    return Fidelity(compared, matched, tuple(mismatches), cond)
+    return Fidelity(compared, matched, tuple(mismatches), cond, above, max_n)
 
 
 def live_sum_bits(values: np.ndarray, device: Device, threads: int | None = None) -> int:

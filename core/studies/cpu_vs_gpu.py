@@ -165,6 +165,21 @@ class ThreadSplit:
         fmt = self.settings.fmt
         return ulp_distance(self.rows[0][1], self.rows[-1][1], fmt) if len(self.rows) == 2 else None
 
+    @property
+    def chunks(self) -> int:
+        """How many contiguous chunks torch gives its threads for this n (torch_cpu_model.thread_chunks)."""
+        return len(thread_chunks(self.settings.n, self.threads))
+
+    def why_same(self) -> str | None:
+        """Why one thread and all threads gave the same bits here (None when they differ or there is one thread)."""
+        if self.apart != 0:
+            return None
+        if self.chunks == 1:
+            return (f"with n = {self.settings.n:,} at or below torch's grain size ({GRAIN_SIZE:,} values) torch.sum "
+                    "runs on one thread whatever the thread count, so the grouping is the same")
+        return (f"torch split the values into {self.chunks} chunks, a different grouping from one thread, but for "
+                "this vector every partial sum happened to round to the same bits; another vector or size differs")
+
 
 def _live_cpu_bits(values, cpu: Device, threads: int) -> list[tuple[str, int]]:
     """(where, bits) of torch.sum on this CPU with one thread and with ``threads`` (one row when that is 1)."""

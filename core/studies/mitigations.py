@@ -12,7 +12,9 @@ Only core.machines.globalstate.torch_threads changes a global setting (locked an
 
 from __future__ import annotations
 
+import math
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -29,11 +31,11 @@ from core.kernels.reprosum import reproducible_sum, reproducible_sum_devices
 from core.machines import timing
 from core.machines.devices import Device
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
-from core.machines.timing import Throughput, interleaved_times, median_seconds
+from core.machines.timing import Throughput, interleaved_times, median_and_quartiles
 from core.studies.sumlab import LabResult, run_lab
 from core.training.mlp import TrainSettings
 from core.training.pair import PairedRun
-from core.training.seeds import SeedStudy, summarize
+from core.training.seeds import summarize
 
 # Vendor peak FP64:FP32 ratios as cited in the project's reference notes (not measured here).
 VENDOR_RATIOS: tuple[tuple[str, str, str], ...] = (
@@ -57,23 +59,56 @@ class AccumulationRow:
     threads: int
     value: Exact
     abs_error: Exact
-    seconds: float
+    seconds: float  # median over the repeats of the fastest of ``inner`` calls
+    # time / the plain one-thread sum's time, per repeat: median and quartiles of the same per-repeat ratios
+    vs_base: float = 1.0
+    vs_base_iqr: tuple[float, float] = (1.0, 1.0)
 
 
-def wider_accumulation(x: torch.Tensor, wider: torch.dtype, repeats: int = 5) -> list[AccumulationRow]:
-    """torch.sum(x) and torch.sum(x, dtype=wider), each with 1 and all threads, against the exact sum."""
+def wider_accumulation(x: torch.Tensor, wider: torch.dtype, repeats: int = 7, inner: int = 3) -> list[AccumulationRow]:
+    """torch.sum(x) and torch.sum(x, dtype=wider), each with 1 and all threads, against the exact sum.
+
+    Timed interleaved: each repeat times every row once, in an order that rotates from repeat to
+    repeat, each as the fastest of ``inner`` consecutive calls, so a slow phase of a shared machine
+    hits every row alike; a row's time is the median over the repeats, and its ratio to the plain
+    one-thread sum is the median and quartiles of the per-repeat ratios (one statistic, one sample).
+    A thread count above 1 still pays when another process holds a core: the sum waits at its end for
+    its slowest thread (see ``cpu_load``)."""
     exact = exact_sum_fraction(x)
     threads_all = PROCESS_THREADS
-    rows = []
-    for dt in (x.dtype, wider):
-        for threads in sorted({1, threads_all}):
+    keys = [(dt, threads) for dt in (x.dtype, wider) for threads in sorted({1, threads_all})]
+
+    def call(dt):
+        return x.sum() if dt == x.dtype else x.sum(dtype=dt)
+
+    results = {}
+    for dt, threads in keys:  # the values, and a warm-up of each row
+        with torch_threads(threads):
+            results[(dt, threads)] = call(dt)
+            call(dt)
+    times: dict[tuple, list[float]] = {k: [] for k in keys}
+    for i in range(repeats):
+        r = i % len(keys)
+        for k in keys[r:] + keys[:r]:
+            dt, threads = k
             with torch_threads(threads):
-                r = x.sum() if dt == x.dtype else x.sum(dtype=dt)
-                secs = median_seconds(lambda dt=dt: x.sum() if dt == x.dtype else x.sum(dtype=dt), repeats)
-            fmt = format_of(r.dtype)
-            value = _exact(r)
-            err = abs(value - exact) if not isinstance(value, float) else float("inf")
-            rows.append(AccumulationRow(format_of(x.dtype).name, fmt.name, threads, value, err, secs))
+                best = math.inf
+                for _ in range(inner):
+                    t0 = time.perf_counter()
+                    call(dt)
+                    best = min(best, time.perf_counter() - t0)
+            times[k].append(best)
+    base = times[keys[0]]
+    rows = []
+    for k in keys:
+        dt, threads = k
+        r = results[k]
+        fmt = format_of(r.dtype)
+        value = _exact(r)
+        err = abs(value - exact) if not isinstance(value, float) else float("inf")
+        med, iqr = median_and_quartiles([a / b for a, b in zip(times[k], base, strict=True)])
+        rows.append(AccumulationRow(format_of(x.dtype).name, fmt.name, threads, value, err,
+                                    statistics.median(times[k]), med, iqr))
     return rows
 
 
@@ -153,9 +188,7 @@ def reproducible_sum_cost(n: int = 10_000_000, repeats: int = 21, inner: int = 3
                                "numpy": lambda: np.sum(a)}, repeats, inner, budget_s)
 
     def summary(other: str) -> tuple[float, tuple[float, float]]:
-        ratios = [r / o for r, o in zip(times["repro"], times[other], strict=True)]
-        q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else (ratios[0],) * 3
-        return statistics.median(ratios), (q1, q3)
+        return median_and_quartiles([r / o for r, o in zip(times["repro"], times[other], strict=True)])
 
     (vs_torch, torch_iqr), (vs_numpy, numpy_iqr) = summary("torch"), summary("numpy")
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -269,8 +302,14 @@ class WiderStudy:
 
     @property
     def slowdown(self) -> float:
-        """The wider sum's time over the plain one's (one thread)."""
-        return self.wide.seconds / self.base.seconds
+        """The wider sum's time over the plain one's (one thread): the median of the per-repeat ratios."""
+        return self.wide.vs_base
+
+    @property
+    def threads_slower(self) -> tuple[AccumulationRow, ...]:
+        """Rows on more than one thread that took longer than the same sum on one thread (median ratio)."""
+        one = {r.accumulate: r.vs_base for r in self.rows if r.threads == 1}
+        return tuple(r for r in self.rows if r.threads > 1 and r.vs_base > one[r.accumulate])
 
     @property
     def wide_differs_across_threads(self) -> bool:
@@ -330,24 +369,3 @@ def reproducible_study(spec: VectorSpec = DEFAULT_VECTOR, shuffles: int = 5, see
             bits.append(b)
     return ReproducibleStudy(ordinary, shuffles, tuple(bits),
                              tuple(reproducible_sum_devices(torch.from_numpy(v.copy()))))
-
-
-# --------------------------------------------------------------- accept divergence
-
-
-@dataclass(frozen=True)
-class SeedSpread:
-    """Seed-to-seed spread against the A-to-B gap of one seed, for final loss and accuracy."""
-
-    loss_spread: float  # population standard deviation of A's final losses over the seeds
-    loss_gap: float  # mean |loss A − loss B| over the seeds
-    acc_spread: float
-    acc_gap: float
-
-
-def seed_spread(study: SeedStudy) -> SeedSpread:
-    def gap(a, b) -> float:
-        return statistics.mean(abs(x - y) for x, y in zip(a, b, strict=True))
-
-    return SeedSpread(statistics.pstdev(study.final_loss_a), gap(study.final_loss_a, study.final_loss_b),
-                      statistics.pstdev(study.final_acc_a), gap(study.final_acc_a, study.final_acc_b))

@@ -14,7 +14,7 @@ import numpy as np
 from core.arith.exact import exact_sum_fraction, to_mpf
 from core.arith.formats import FORMATS, Exact, FloatFormat, error_in_ulps, round_to_format, ulp
 from core.arith.metrics import SumMetrics, a_priori_bound, evaluate, exact_value, gamma, kappa
-from core.arith.vectors import Vector, VectorSpec
+from core.arith.vectors import Vector, VectorSpec, generate
 from core.crowd import budget
 from core.crowd.bytecache import RESULTS, vector_for
 from core.kernels.orders import (
@@ -387,6 +387,8 @@ class LabTree:
     error_ulps: float  # the tree's result against the exact sum, in ULPs of the result's format
     additions: int
     depth: int
+    abs_error: Exact = Fraction(0)  # |tree result − exact sum| (ULPs mislead after cancellation: shown beside them)
+    rel_error: float | None = None  # abs_error / |exact sum|; None when the exact sum is 0
 
 
 def lab_trees(request: LabRequest, result: LabResult, cpu_order: str) -> tuple[LabTree, LabTree] | None:
@@ -398,8 +400,10 @@ def lab_trees(request: LabRequest, result: LabResult, cpu_order: str) -> tuple[L
 
     def one(order: str) -> LabTree:
         tree = build_tree(values, result.working, order)
+        finite = not isinstance(tree.result, float) and not isinstance(result.exact, float)
+        err = abs(tree.result - result.exact) if finite else float("inf")
         return LabTree(order, tree, error_in_ulps(tree.result, result.exact, result.fmt), len(tree.internal()),
-                       tree.nodes[tree.root].depth)
+                       tree.nodes[tree.root].depth, err, relative_error(tree.result, result.exact))
 
     return one(cpu_order), one("cuda")
 
@@ -445,3 +449,16 @@ def relative_error(computed: Exact, exact: Exact) -> float | None:
     if isinstance(computed, float):
         return math.inf
     return float(abs(Fraction(computed) - exact) / abs(exact))
+
+
+def differing_tree_seed(n: int = 32, cpu_order: str = "pairwise", storage: str = "float32",
+                        generator: str = "normal", limit: int = 1000) -> int:
+    """The first seed whose generated vector makes the CPU order's tree and the GPU's (the CUDA model's
+    block reduction) give different sums, found by computation (both trees are exact models, so the seed
+    holds on every machine). For the talk's "GPU block tree" scenario: a tree beside a tree that gives
+    the same bits undercuts the point (issue 23)."""
+    for seed in range(limit):
+        values = generate(VectorSpec(generator, n, seed, storage)).values
+        if build_tree(values, storage, cpu_order).result != build_tree(values, storage, "cuda").result:
+            return seed
+    raise ValueError(f"no seed below {limit} makes the {cpu_order} and CUDA trees of {n} values differ")

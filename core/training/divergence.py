@@ -8,6 +8,10 @@ import math
 import statistics
 from dataclasses import dataclass, fields
 
+import torch
+
+from core.kernels.torch_cpu_model import GRAIN_SIZE
+from core.machines.globalstate import PROCESS_THREADS, torch_threads
 from core.training.mlp import TrainSettings
 from core.training.pair import STAND_IN, PairedRun, StepRecord
 from core.training.seeds import DivergenceSummary, SeedStudy, summarize
@@ -69,17 +73,97 @@ def frame_steps(steps: int, frames: int) -> int:
     return max(1, -(-steps // frames))
 
 
+DEFAULT_SEEDS = 6  # seeds per side that both pages (Training divergence, Mitigations) train by default
+
+# The one rule both pages state and apply (issue 23: the two pages gave opposite verdicts on the same
+# question because each used its own statistic): train the same k seeds on side A and side B; the A-B
+# difference is "inside the seed spread" when the gap between the two sides' MEAN final losses is no
+# larger than the LARGER of the two sides' SAMPLE standard deviations of the final loss over the seeds.
+# The same rule is applied to the accuracy and reported beside it.
+SEED_RULE = ("Rule: the A-B difference counts as seed noise when |mean final loss of A − mean final loss of B| "
+             "is no larger than the larger sample standard deviation of the final loss over one side's seeds "
+             "(the same k seeds on both sides; the same test for the accuracy).")
+
+
 @dataclass(frozen=True)
 class SeedVerdict:
     gap: float  # |mean final loss of A − mean final loss of B|
     spread: float  # the larger sample standard deviation of the final loss over one side's seeds
+    acc_gap: float = 0.0  # the same two numbers for the accuracy
+    acc_spread: float = 0.0
+    seeds: int = 0
 
     @property
     def inside(self) -> bool:
         """The gap is no larger than the spread between seeds: which side matters less than the seed."""
         return self.gap <= self.spread
 
+    @property
+    def acc_inside(self) -> bool:
+        return self.acc_gap <= self.acc_spread
+
+    def words(self) -> str:
+        """The verdict in words, for both pages."""
+        if self.inside:
+            return ("inside the spread between seeds: which side a run is on matters less than its seed")
+        return ("larger than the spread between seeds: here the difference between A and B is systematic, "
+                "not just a different trajectory")
+
+
+def _gap_and_spread(a, b) -> tuple[float, float]:
+    return abs(statistics.mean(a) - statistics.mean(b)), max(statistics.stdev(a), statistics.stdev(b))
+
 
 def seed_verdict(study: SeedStudy) -> SeedVerdict:
-    a, b = study.final_loss_a, study.final_loss_b
-    return SeedVerdict(abs(statistics.mean(a) - statistics.mean(b)), max(statistics.stdev(a), statistics.stdev(b)))
+    """SEED_RULE applied to a seed study (at least 2 seeds: a standard deviation needs two)."""
+    if len(study.seeds) < 2:
+        raise ValueError("a seed verdict needs at least 2 seeds per side")
+    gap, spread = _gap_and_spread(study.final_loss_a, study.final_loss_b)
+    acc_gap, acc_spread = _gap_and_spread(study.final_acc_a, study.final_acc_b)
+    return SeedVerdict(gap, spread, acc_gap, acc_spread, len(study.seeds))
+
+
+@dataclass(frozen=True)
+class ThreadsNote:
+    """Why the "one thread vs all threads" pair gives identical bits on this server (computed live)."""
+
+    threads: int  # this process's torch threads (A's)
+    largest: int  # elements of the largest tensor one training step makes (batch × hidden)
+    products_agree: bool  # the step's largest matrix products gave the same bits on 1 and on all threads, here
+
+    def text(self) -> str:
+        """What this server's numbers say about the pair, computed live (shown beside the preset)."""
+        if self.threads == 1:
+            return ("On this server torch has one thread, so A (all threads) and B (one thread) run the same "
+                    "computation: identical bits, by construction.")
+        if self.largest < GRAIN_SIZE:
+            size = (f"the largest tensor of one step has {self.largest:,} elements, below torch's grain size of "
+                    f"{GRAIN_SIZE:,} from which its CPU kernels split an element-wise operation or a sum across "
+                    "threads")
+        else:
+            size = (f"the largest tensor of one step has {self.largest:,} elements, at or above torch's grain size "
+                    f"of {GRAIN_SIZE:,}, so torch splits some operations across threads")
+        products = ("gave the same bits" if self.products_agree else "gave different bits")
+        return (f"On this server (live): A has {self.threads} threads, B one; {size}; this step's largest matrix "
+                f"products, run just now on 1 and on {self.threads} threads, {products}. So the pair "
+                + ("can stay bit-identical here (the first step that differs, below, says whether it does); a "
+                   "larger batch or hidden width can make it part." if self.largest < GRAIN_SIZE and
+                   self.products_agree else "may part: the first step that differs, below, says whether it does."))
+
+
+def threads_note(settings: TrainSettings, threads: int = PROCESS_THREADS) -> ThreadsNote:
+    """Live on this CPU: the forward and weight-gradient products of one step (shapes of ``settings``), with
+    one thread and with ``threads``, compared bit for bit (under core.machines.globalstate's lock and restore)."""
+    g = torch.Generator().manual_seed(settings.seed)
+    dt = torch.float64 if settings.dtype == "float64" else torch.float32
+    h = torch.randn(settings.batch, settings.hidden, generator=g, dtype=dt)
+    w = torch.randn(settings.hidden, settings.hidden, generator=g, dtype=dt)
+
+    def products() -> tuple[bytes, bytes]:
+        return ((h @ w.T).numpy().tobytes(), (h.T @ h).numpy().tobytes())  # forward, and a weight gradient
+
+    with torch_threads(1):
+        one = products()
+    with torch_threads(max(1, threads)):
+        many = products()
+    return ThreadsNote(threads, settings.batch * settings.hidden, one == many)

@@ -120,7 +120,9 @@ def test_upload_torch_matrix_product_and_csv():
 def test_bad_uploads_are_refused_with_a_reason():
     at = open_page(source="upload")
     at.file_uploader(key="dg_up_actual").upload("bad.npy", b"\x93NUMPY garbage").run()
-    assert not at.exception and any("not a readable .npy" in e.value for e in at.error)
+    assert not at.exception and any("damaged or cut short" in e.value for e in at.error)
+    at.file_uploader(key="dg_up_actual").upload("random.npy", b"PK\x03\x04 not numpy at all").run()
+    assert any("is not a .npy file" in e.value and "object array" not in e.value for e in at.error)
     at.file_uploader(key="dg_up_actual").upload("a.npy", npy(np.ones(4, np.float32))).run()
     at.file_uploader(key="dg_up_expected").upload("e.npy", npy(np.ones(4, np.float64))).run()
     assert any("actual is float32 but expected is float64" in e.value for e in at.error)
@@ -214,3 +216,17 @@ def test_link_values_and_file_names_are_inert():
     at = open_page(source="paste")
     at.text_area(key="dg_paste_actual").input(f"1 2 https://{HOST}/x").run()
     assert_nothing_live(at)
+
+
+def test_the_default_examples_verdict_is_the_punchline_and_an_assumed_k_says_so():
+    """Issue 23: the verdict started below the first screen; K = 0 was read as 65,536 without a word."""
+    at = open_page()
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    assert labels[0].startswith("Elements that differ")
+    at = open_page(source="paste")
+    at.text_area(key="dg_paste_actual").set_value("1.0, 2.0000002, 3.0").run()
+    at.text_area(key="dg_paste_expected").set_value("1.0, 2.0, 3.0").run()
+    assert not at.exception
+    assert "K (terms per element), assumed" in [m.label for m in at.metric]
+    assert any("K = 0 means unknown" in c.value and "65,536" in c.value for c in at.caption)

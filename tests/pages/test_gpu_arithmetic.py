@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 from core.arith.exact import exact_decimal, exact_dot_fraction
 from core.studies.gpu_arithmetic import DotSpec, make_pair
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
+from ui.render import ulps_short
 
 PAGE = str(ROOT / "pages" / "gpu_arithmetic.py")
 
@@ -117,3 +118,27 @@ def test_reached_from_the_app_navigation():
     assert any("GPU arithmetic" in str(getattr(p, "label", "")) for p in app.get("page_link"))
     app.switch_page("pages/gpu_arithmetic.py").run()
     assert not app.exception and app.title[0].value == "GPU arithmetic"
+
+
+def test_the_numbers_come_first_and_the_terms_are_defined(defaults):
+    """Issue 23: TF32's ~1.2e4 ULP and mm's batch dependence sat on the third screen."""
+    from core.studies.gpu_arithmetic import DotLabSettings, batch_dependence
+
+    at = defaults
+    metrics = {m.label: m.value for m in at.metric}
+    lab = DotLabSettings().run(make_pair(DotSpec()))
+    rows = {r.key: r for r in lab.rows}
+    assert metrics["Sequential FMA (model)"] == ulps_short(rows["fma"].ulps)
+    tf32 = next(v for k, v in metrics.items() if k.startswith("TF32 inputs"))
+    assert tf32 == ulps_short(rows["tf32"].ulps) and abs(rows["tf32"].ulps) > 1000  # 10 mantissa bits: far off
+    batch = batch_dependence(lab)
+    assert metrics["torch.mm, 1 row vs 64 rows (live)"] == (
+        "same bits" if batch.same_bits else f"{batch.ulps_apart:.4g} ULP apart")
+    assert list(metrics)[:3] == ["Sequential FMA (model)", tf32_label(metrics), "torch.mm, 1 row vs 64 rows (live)"]
+    text = all_text(at)
+    for heading in ("What is split-K?", "What is rna?", "What is η?"):
+        assert heading in text
+
+
+def tf32_label(metrics: dict) -> str:
+    return next(k for k in metrics if k.startswith("TF32 inputs"))

@@ -60,3 +60,22 @@ def test_every_page_opens_through_navigation(app):
     app.switch_page("pages/mitigations.py").run()
     assert not app.exception
     assert app.title[0].value == "Mitigations and what they cost"
+
+
+def test_the_first_screen_has_a_live_hook_and_honest_gpu_text(app):
+    """Issue 23: the Overview's first screen was text only, and spoke of GPU results none of which is bundled."""
+    from core.recordings.store import cached_recordings, recordings_dir
+
+    text = all_text(app)
+    assert "`(0.1 + 0.2) + 0.3` = **0.6000000000000001**" in text and "`0.1 + (0.2 + 0.3)` = **0.6**" in text
+    assert "live on this server's CPU" in text and "torch.sum, CPU, 1 thread = **" in text
+    recs, _ = cached_recordings(recordings_dir())
+    if not any(r.is_gpu for r in recs):
+        assert "No GPU recording is bundled yet" in text and "python -m scripts.capture" in text
+    assert "recorded GPU results" not in text
+
+
+def test_accept_the_divergence_row_has_effect_then_cost(app):
+    row = next(line for line in all_text(app).splitlines() if line.startswith("| Accept the divergence"))
+    effect, cost = [c.strip() for c in row.strip("|").split("|")][1:3]
+    assert "aggregate metrics" in effect and cost.startswith("Nothing at run time")

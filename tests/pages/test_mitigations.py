@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.training.divergence import DEFAULT_SEEDS, SEED_RULE
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
 
 
@@ -62,7 +63,17 @@ def test_seed_study_button(mi):
     mi.button(key="mi_seeds").click().run()
     assert not mi.exception
     labels = [m.label for m in mi.metric]
-    assert "Seed-to-seed spread of final loss (std, A)" in labels
+    assert "Seed spread of final loss (larger std)" in labels
+    text = all_text(mi)
+    assert "**Verdict (2 seeds per side):**" in text and SEED_RULE in text  # the Training page's rule, stated
+
+
+def test_seed_study_defaults_to_the_training_pages_number_of_seeds(mi):
+    assert mi.number_input(key="mi_k").value == DEFAULT_SEEDS
+
+
+def test_no_internal_wording(mi):
+    assert "brief" not in all_text(mi)
 
 
 def test_recorded_throughput_is_shown_with_its_provenance(monkeypatch, tmp_path):

@@ -145,3 +145,13 @@ def test_search_distribution_and_seed_change_the_result(na):
     second = na.session_state["na_search"]
     assert (second.settings.distribution, second.settings.seed) == ("wide", 9)
     assert second.n_differ != first.n_differ or second.example != first.example
+
+
+def test_a_stored_value_is_shown_exactly_before_its_shortest_decimal(na):
+    """Issue 23: bfloat16 1e8 read "stored 100000000" next to "exactly 100139008"."""
+    na.selectbox(key="na_fmt").select("bfloat16").run()
+    na.text_input(key="na_a").set_value("1e8").run()
+    assert not na.exception
+    text = all_text(na)
+    assert "100139008</code> exactly" in text  # the bfloat16 value nearest 1e8 (8 significant bits)
+    assert "shortest decimal that reads back to it" in text

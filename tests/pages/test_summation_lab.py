@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -159,3 +160,58 @@ def test_small_vectors_open_with_the_cpu_and_gpu_trees():
     for side in ("CPU: result", "GPU (model): result"):
         assert any(c.startswith(side) for c in captions), side
     assert len(at.get("vega_lite_chart")) + len(at.get("arrow_vega_lite_chart")) >= 3  # two trees, error bars
+    # issue 23: both trees on one colour scale, leaves labelled by their values
+    specs = [json.loads(c.proto.spec) for c in [*at.get("vega_lite_chart"), *at.get("arrow_vega_lite_chart")]]
+    trees = [sp for sp in specs if any(layer.get("mark", {}).get("type") == "circle" for layer in sp.get("layer", []))]
+    assert len(trees) == 2
+    domains = [next(layer["encoding"]["color"]["scale"]["domain"] for layer in t["layer"]
+                    if "color" in layer.get("encoding", {})) for t in trees]
+    assert domains[0] == domains[1] and domains[0][1] > 0
+    for t in trees:
+        text = next(layer for layer in t["layer"] if layer.get("mark", {}).get("type") == "text")
+        assert text["encoding"]["text"]["field"] == "short"
+
+
+def test_a_capped_permutation_count_says_what_it_used_next_to_the_control(lab):
+    """Issue 23: 1,000 permutations asked at n = 10^6, 20 used, no word."""
+    lab.number_input(key="sl_k").set_value(1000).run()
+    assert not lab.exception
+    notes = [c.value for c in lab.caption if "permutations asked for" in c.value]
+    assert notes and "sums 20 of the 1,000 permutations asked for" in notes[0] and "A link keeps 1,000" in notes[0]
+    assert "20 random permutations summed left to right" in all_text(lab)
+    lab.number_input(key="sl_k").set_value(20).run()  # within the budget: nothing to say
+    assert not [c.value for c in lab.caption if "permutations asked for" in c.value]
+
+
+def test_cancellation_shows_absolute_and_relative_error_beside_ulps(lab):
+    """Issue 23: 1e8, 1, -1e8, 3, 4 in float32 gives 7 for 8: "-1.049e+06 ULP" alone says little."""
+    lab.selectbox(key="sl_source").select("paste").run()
+    lab.text_area(key="sl_paste").set_value("1e8, 1, -1e8, 3, 4").run()
+    assert not lab.exception
+    trees = [c.value for c in lab.caption if c.value.startswith(("CPU: result", "GPU (model): result"))]
+    assert len(trees) == 2
+    assert any("-1.049e+06 ULP" in t and "absolute error 1, relative error 0.125" in t for t in trees), trees
+
+
+def test_error_metrics_are_short_and_come_with_absolute_and_relative_errors(lab):
+    lab.selectbox(key="sl_source").select("ill_conditioned").run()
+    lab.number_input(key="sl_n").set_value(1000).run()
+    lab.select_slider(key="sl_cond").set_value(1e16).run()
+    assert not lab.exception
+    values = [m.value for m in lab.metric if m.label in ("Smallest error", "Largest error")]
+    assert len(values) == 2 and all(len(v) <= 12 for v in values), values  # "-6.26e7 ULP" fits a metric
+    assert sum("absolute error" in c.value and "relative error" in c.value for c in lab.caption) == 2
+
+
+def test_the_gpu_block_tree_scenario_shows_two_trees_with_different_sums():
+    from core.studies.sumlab import differing_tree_seed
+    from ui.talk import SCENARIOS
+
+    params = next(p for title, _, p, _ in SCENARIOS if title == "GPU block tree")
+    assert params["seed"] == str(differing_tree_seed(int(params["n"]), params["tree"]))
+    at = AppTest.from_file(str(ROOT / "pages" / "summation_lab.py"), default_timeout=TIMEOUT)
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception
+    results = [c.value.split(",")[0] for c in at.caption if c.value.startswith(("CPU: result", "GPU (model): result"))]
+    assert len(results) == 2 and results[0].split("result ")[1] != results[1].split("result ")[1], results

@@ -259,3 +259,14 @@ def test_the_preset_cites_each_recorded_machine_with_its_provenance(td):
     inside = shown(" ".join(c.value for c in folded.caption)).lower()
     assert all(f"from step {r.step}, {r.label}".lower() in inside for r in rows if r.configuration)
     assert "113" not in PRESETS[DEFAULT_PRESET].note and "135" not in PRESETS[DEFAULT_PRESET].note
+
+
+def test_the_one_thread_preset_says_why_it_can_stay_identical(td):
+    """Issue 23: the one-thread preset showed no difference without saying why."""
+    from core.training.divergence import threads_note
+
+    td.selectbox(key="td_preset").select("One thread vs all threads").run()
+    assert not td.exception
+    expected = threads_note(PRESETS["One thread vs all threads"].settings).text()
+    assert expected in [c.value for c in td.caption]
+    assert "On this server" in expected

@@ -62,13 +62,19 @@ def test_npy_round_trip(dt):
 def test_npy_refusals_never_unpickle():
     obj = np.empty(2, dtype=object)
     obj[0] = Payload()
-    with pytest.raises(LoadError, match="object arrays"):
+    with pytest.raises(LoadError, match="holds an object array"):
         load_array("evil.npy", npy(obj))
     assert TRIGGERED == []
     with pytest.raises(LoadError, match="int64"):
         load_array("i.npy", npy(np.arange(3)))
-    with pytest.raises(LoadError, match="not a readable"):
+    with pytest.raises(LoadError, match="damaged or cut short"):  # the header's magic, then nothing readable
         load_array("g.npy", b"\x93NUMPY garbage")
+    # issue 23: random bytes were refused as an object array; the reason is that they are no .npy at all
+    with pytest.raises(LoadError, match=r"does not start with the \.npy header") as err:
+        load_array("r.npy", bytes(range(256)) * 4)
+    assert "object array" not in str(err.value)
+    with pytest.raises(LoadError, match="damaged or cut short"):
+        load_array("cut.npy", npy(np.arange(100, dtype=np.float32))[:-40])
     with pytest.raises(LoadError, match="empty"):
         load_array("e.npy", b"")
     with pytest.raises(LoadError, match="bytes"):

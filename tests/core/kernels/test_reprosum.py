@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import statistics
 from fractions import Fraction
 from unittest import mock
 
@@ -33,7 +34,7 @@ from core.kernels.reprosum import (
 from core.kernels.torch_cpu_model import torch_cpu_sum_model
 from core.machines.devices import cpu_device
 from core.machines.globalstate import GlobalState, torch_threads
-from core.machines.timing import measure_throughput
+from core.machines.timing import Throughput, measure_throughput, median_and_quartiles
 from core.studies.mitigations import VENDOR_RATIOS, determinism, reproducible_sum_cost, wider_accumulation
 from core.studies.sumlab import run_lab
 from tests.machine import X86_SUM_KERNEL
@@ -105,6 +106,9 @@ def test_wider_accumulation_beats_storage_accumulation(storage, wider):
     narrow = [r for r in rows if r.accumulate == storage]
     wide = [r for r in rows if r.accumulate != storage]
     assert narrow and wide and all(r.seconds > 0 for r in rows)
+    assert rows[0].threads == 1 and rows[0].accumulate == storage and rows[0].vs_base_iqr == (1.0, 1.0)
+    for r in rows:  # one statistic: the median per-repeat ratio lies inside the same ratios' quartiles
+        assert r.vs_base_iqr[0] <= r.vs_base <= r.vs_base_iqr[1]
     assert max(r.abs_error for r in wide) < min(r.abs_error for r in narrow)
     exact = exact_sum_fraction(x)
     for r in rows:
@@ -131,10 +135,24 @@ def test_throughput_is_measured_for_both_formats():
     assert [r.op for r in rows] == ["matmul", "sum"]
     for r in rows:
         assert r.rate32 > 0 and r.rate64 > 0 and r.seconds32 > 0 and r.seconds64 > 0
-        assert math.isclose(r.ratio, r.seconds32 / r.seconds64)  # per value: the same work in both formats
-        assert r.repeats == 2 and r.ratio_quartiles[0] <= r.ratio_quartiles[1]
-    assert math.isclose(rows[0].ratio, rows[0].rate64 / rows[0].rate32)  # FLOP/s: per value too
-    assert rows[1].unit == "GB/s" and math.isclose(rows[1].ratio, rows[1].rate64 / rows[1].rate32 / 2)
+        # one statistic (issue 23: "0.50 (0.51–0.75)"): the median of the per-repeat ratios, inside their quartiles
+        assert r.repeats == 2 and r.ratio_quartiles[0] <= r.ratio <= r.ratio_quartiles[1]
+        assert math.isfinite(r.ratio_median) and r.ratio == r.ratio_median
+    assert math.isclose(rows[0].seconds32 / rows[0].seconds64, rows[0].rate64 / rows[0].rate32)  # FLOP/s per value
+    assert rows[1].unit == "GB/s"
+    assert math.isclose(rows[1].seconds32 / rows[1].seconds64, rows[1].rate64 / rows[1].rate32 / 2)
+
+
+def test_a_throughput_without_per_repeat_ratios_falls_back_to_the_median_times():
+    t = Throughput("cpu", "matmul", 8, 1.0, 2.0, 1.0, 0.5, "GFLOP/s")
+    assert t.ratio == 0.5
+    assert Throughput("cpu", "matmul", 8, 1.0, 2.0, 1.0, 0.5, "GFLOP/s", 3, (0.4, 0.6), 0.55).ratio == 0.55
+
+
+@pytest.mark.parametrize("xs", [[1.0], [3.0, 1.0], [0.1, 5.9, 6.0, 6.1, 0.2], [0.51, 0.5, 0.75, 0.6, 0.52, 0.49]])
+def test_median_lies_inside_its_own_quartiles(xs):
+    med, (q1, q3) = median_and_quartiles(xs)
+    assert q1 <= med <= q3 and med == statistics.median(xs)
     assert {name for name, _, _ in VENDOR_RATIOS} >= {"NVIDIA RTX 4090", "NVIDIA T4", "Apple GPU (MPS)"}
 
 

@@ -132,6 +132,17 @@ def test_model_fidelity_on_a_cpu_recording(recorded):
     assert fid.compared == len(rec["sums"])
     if rec["provenance"]["device_kind"] == "cpu" and X86_SUM_KERNEL:  # where the CPU model is established
         assert fid.matched == fid.compared and not fid.mismatches  # the CPU cascade model is bit-exact here
+    assert fid.above_max_n == 0
+
+
+def test_model_fidelity_counts_the_sums_it_leaves_out(recorded):
+    """No silent caps (issue 23): sums above max_n are counted, so the page can say so."""
+    rec, path, _ = recorded
+    largest = max(e["n"] for e in rec["sums"])
+    fid = model_fidelity(Recording.from_dict(str(path), rec), max_n=largest - 1)
+    above = sum(e["n"] > largest - 1 for e in rec["sums"])
+    assert fid.above_max_n == above >= 1 and fid.max_n == largest - 1
+    assert fid.compared == len(rec["sums"]) - above
 
 
 def test_device_layer_on_the_cpu():

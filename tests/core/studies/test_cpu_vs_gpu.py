@@ -125,3 +125,16 @@ def test_thread_split_is_the_live_cpu_rows_of_the_full_comparison():
     assert [(w, b) for w, b, _ in split.rows] == [(r.where, r.bits) for r in full.live_cpu]
     assert split.apart == full.cpu_threads_apart
     assert thread_split(s, cpu, 1).apart is None
+
+
+def test_identical_bits_across_threads_come_with_the_reason():
+    """Issue 23: the one-thread comparison showed no difference without saying why."""
+    cpu = cpu_device()
+    small = thread_split(CpuVsGpuSettings("normal", 1_000, "float32"), cpu, 2)  # below the grain size: serial
+    assert small.chunks == 1 and small.apart == 0 and "grain size" in small.why_same()
+    big = thread_split(CpuVsGpuSettings("normal", 100_000, "float32"), cpu, 2)
+    assert big.chunks == 2
+    assert (big.why_same() is None) == (big.apart != 0)
+    if big.apart == 0:
+        assert "happened to round to the same bits" in big.why_same()
+    assert thread_split(CpuVsGpuSettings("normal", 1_000, "float32"), cpu, 1).why_same() is None

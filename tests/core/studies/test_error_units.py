@@ -46,4 +46,18 @@ def test_glossary_anchor_is_streamlits_heading_anchor():
 
     assert TERMS["ulp"].anchor == "what-is-a-ulp"
     assert TERMS["kappa"].anchor == "what-is-the-condition-number-κ"
-    assert {t.page for t in TERMS.values()} <= {"non_associativity", "summation_lab"}
+    assert {t.page for t in TERMS.values()} <= {"non_associativity", "summation_lab", "gpu_arithmetic"}
+    assert TERMS["split_k"].anchor == "what-is-split-k" and TERMS["eta"].anchor == "what-is-η"
+
+
+def test_metric_ulps_are_short_and_abs_rel_text_reads_the_cancelled_answer():
+    from ui.render import abs_rel_text, ulps_short
+
+    assert ulps_short(-62_640_000.0) == "-6.26e7 ULP" and ulps_short(3.5) == "+3.5 ULP"
+    assert ulps_short(-104.7) == "-104.7 ULP" and ulps_short(math.nan) == "undefined"
+    assert all(len(ulps_short(x)) <= 13 for x in (-1.23456e300, 9.99e99, -99_999.0, 1e5, -4.5e15))
+    # 1e8 + 1 − 1e8 + 3 + 4 in float32: 7 for the exact 8
+    exact, got = Fraction(8), Fraction(7)
+    rel = relative_error(got, exact)
+    assert abs_rel_text(abs(got - exact), rel) == "absolute error 1, relative error 0.125"
+    assert "undefined" in abs_rel_text(Fraction(1), None)

@@ -162,3 +162,19 @@ def test_regressions_from_review():
     if big.permutations is not None and not isinstance(big.exact, float) and big.exact != 0:
         hist, _marks = permutation_frames(big)
         assert hist.empty or hist["ulps"].notna().all()
+
+
+
+@pytest.mark.parametrize(("n", "order"), [(32, "pairwise"), (32, "sequential"), (20, "pairwise")])
+def test_differing_tree_seed_makes_the_cpu_and_gpu_trees_differ(n, order):
+    """Issue 23: the talk's "GPU block tree" scenario showed two trees with the same sum."""
+    from core.arith.vectors import VectorSpec, generate
+    from core.kernels.trees import build_tree
+    from core.studies.sumlab import differing_tree_seed
+
+    seed = differing_tree_seed(n, order)
+    values = generate(VectorSpec("normal", n, seed, "float32")).values
+    assert build_tree(values, "float32", order).result != build_tree(values, "float32", "cuda").result
+    for earlier in range(seed):  # the first such seed: every earlier one gives equal sums
+        v = generate(VectorSpec("normal", n, earlier, "float32")).values
+        assert build_tree(v, "float32", order).result == build_tree(v, "float32", "cuda").result

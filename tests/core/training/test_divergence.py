@@ -9,7 +9,15 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from core.training.divergence import PairSnapshot, changed_settings, frame_steps, seed_verdict, snapshot
+from core.training.divergence import (
+    DEFAULT_SEEDS,
+    SEED_RULE,
+    PairSnapshot,
+    changed_settings,
+    frame_steps,
+    seed_verdict,
+    snapshot,
+)
 from core.training.mlp import TrainSettings
 from core.training.pair import STAND_IN, PairedRun
 from core.training.seeds import SeedStudy, summarize
@@ -75,3 +83,38 @@ def test_seed_verdict_matches_the_table_the_page_shows():
     assert v.inside == (v.gap <= v.spread)
     far = seed_verdict(SeedStudy((0, 1), (0.5, 0.51), (0.9, 0.91), (1.0,) * 2, (1.0,) * 2))
     assert not far.inside
+
+
+def test_seed_verdict_applies_one_rule_to_loss_and_accuracy():
+    # the case issue 23 found: a gap of means larger than one side's spread but not the other's
+    study = SeedStudy((0, 1, 2, 3), (1.0, 1.2, 1.1, 1.3), (1.05, 1.0, 1.4, 1.2), (0.9, 0.8, 0.85, 0.95),
+                      (0.9, 0.9, 0.9, 0.9))
+    v = seed_verdict(study)
+    assert v.seeds == 4
+    assert v.gap == pytest.approx(abs(statistics.mean(study.final_loss_a) - statistics.mean(study.final_loss_b)))
+    assert v.spread == max(statistics.stdev(study.final_loss_a), statistics.stdev(study.final_loss_b))
+    assert v.acc_gap == pytest.approx(abs(statistics.mean(study.final_acc_a) - statistics.mean(study.final_acc_b)))
+    assert v.acc_spread == max(statistics.stdev(study.final_acc_a), statistics.stdev(study.final_acc_b))
+    assert v.inside == (v.gap <= v.spread) and v.acc_inside == (v.acc_gap <= v.acc_spread)
+    assert ("inside" in v.words()) == v.inside
+    assert "sample standard deviation" in SEED_RULE and DEFAULT_SEEDS >= 2
+
+
+def test_seed_verdict_needs_two_seeds():
+    with pytest.raises(ValueError, match="at least 2"):
+        seed_verdict(SeedStudy((0,), (1.0,), (1.0,), (1.0,), (1.0,)))
+
+
+def test_threads_note_says_why_one_thread_and_all_can_agree():
+    """Issue 23: the one-thread preset showed no difference without saying why."""
+    from core.kernels.torch_cpu_model import GRAIN_SIZE
+    from core.training.divergence import threads_note
+
+    s = TrainSettings(source="threads")
+    note = threads_note(s, 2)
+    assert note.threads == 2 and note.largest == s.batch * s.hidden < GRAIN_SIZE
+    assert ("gave the same bits" in note.text()) == note.products_agree
+    assert "by construction" in threads_note(s, 1).text()
+    big = threads_note(replace(s, batch=600, hidden=128), 2)  # 76,800 elements: above the grain size
+    assert big.largest >= GRAIN_SIZE and "at or above torch's grain size" in big.text()
+    assert "may part" in big.text()

@@ -1,0 +1,45 @@
+"""Every page's insight on its first screen (issue 23): at 1280x720, in normal and in presenter mode
+(``?talk=1``), for the Overview and every page of ``ui.navigation.PAGE_TABLE``, the page's
+``st.container(key="punchline")`` holds text and lies inside the first screen with the page at its
+top, no exception box is shown, and no metric value is cut (``scrollWidth <= clientWidth``).
+
+A screenshot of each first screen is kept under artifacts/screenshots/first-<mode>-<page>.png.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import screenshot, wait_for_app
+from tests.e2e.test_talk import HEIGHT, SLOW, WIDTH, assert_healthy, assert_punchline_in_first_screen
+from ui.navigation import PAGE_TABLE
+
+PAGES = [("", "Overview"), *((stem, title) for stem, title, *_ in PAGE_TABLE)]
+
+CUT_METRICS = """() => Array.from(document.querySelectorAll(
+    '[data-testid="stMetricValue"], [data-testid="stMetricValue"] *'))
+    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)"""
+
+
+@pytest.fixture(scope="module")
+def contexts(browser):
+    made = {mode: browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}) for mode in ("normal", "talk")}
+    yield made
+    for c in made.values():
+        c.close()
+
+
+@pytest.mark.parametrize("mode", ["normal", "talk"])
+@pytest.mark.parametrize(("stem", "title"), PAGES, ids=[s or "overview" for s, _ in PAGES])
+def test_punchline_in_first_screen(server, contexts, mode, stem, title):
+    page = contexts[mode].new_page()
+    try:
+        page.goto(f"{server.url}/{stem}" + ("?talk=1" if mode == "talk" else ""))
+        wait_for_app(page, timeout=SLOW)
+        screenshot(page, f"first-{mode}-{stem or 'overview'}")
+        assert_healthy(page, title)
+        assert_punchline_in_first_screen(page, f"{title} ({mode})")
+        cut = page.evaluate(CUT_METRICS)
+        assert cut == [], f"{title} ({mode}): metric values cut: {cut}"
+    finally:
+        page.close()
