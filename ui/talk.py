@@ -63,15 +63,33 @@ def sidebar_toggle() -> None:
         st.html(CSS)
 
 
+# Presenter mode keeps every chart at least this tall (its whole height: title, axes and legend
+# included), so the plotting area stays readable with presenter-sized text (issue 23: a 260 px chart
+# kept a strip of about 20 px for its data).
+PRESENTER_MIN_HEIGHT = 280
+
+
 def styled(chart, presenter_mode: bool | None = None):
     """An Altair chart with presenter-sized axes, legends and title in presenter mode (unchanged otherwise).
+
+    In presenter mode the chart also keeps PRESENTER_MIN_HEIGHT, its tick labels give way to each
+    other (a label that would overlap its neighbour is left out, fewer ticks), and the left axis
+    title is written horizontally above the axis: a vertical title longer than the plot made Vega's
+    "fit" sizing shrink the plot until the title fitted, down to a thin strip.
 
     Call it on the chart handed to ``st.altair_chart`` (a top-level chart: Altair refuses a chart
     with its own config inside a layer or a concatenation)."""
     if not (presenter() if presenter_mode is None else presenter_mode):
         return chart
     t = PRESENTER_CHART_TEXT
-    return (chart.configure_axis(labelFontSize=t["axis_label"], titleFontSize=t["axis_title"], labelLimit=360)
+    height = getattr(chart, "height", None)
+    if isinstance(height, int | float) and height < PRESENTER_MIN_HEIGHT:
+        chart = chart.properties(height=PRESENTER_MIN_HEIGHT)
+    return (chart.configure_axis(labelFontSize=t["axis_label"], titleFontSize=t["axis_title"], labelLimit=360,
+                                 labelOverlap="greedy", labelSeparation=8, titleLimit=900)
+            .configure_axisQuantitative(tickCount=5)
+            .configure_axisLeft(titleAngle=0, titleAlign="left", titleAnchor="end", titleBaseline="bottom",
+                                titleX=0, titleY=-10, titlePadding=0)
             .configure_legend(labelFontSize=t["legend_label"], titleFontSize=t["legend_title"], labelLimit=360,
                               titleLimit=600)
             .configure_title(fontSize=t["title"], limit=1200))
@@ -102,4 +120,16 @@ def scroll_to_top_on_page_change(page_id: str) -> None:
 
 def more_settings():
     """Where secondary controls go: an expander in presenter mode, the page itself otherwise."""
-    return st.expander("More settings") if presenter() else st.container()
+    return folded("More settings")
+
+
+def folded(label: str):
+    """Where secondary prose or controls go: an expander named ``label`` in presenter mode (the room
+    sees the result, the speaker opens it when needed), the page itself otherwise."""
+    return st.expander(label) if presenter() else st.container()
+
+
+def sidebar_state() -> str:
+    """The sidebar's state for st.set_page_config: folded away in presenter mode (the slide gets the
+    whole width; the sidebar's arrow opens it again), open otherwise."""
+    return "collapsed" if presenter() else "expanded"
