@@ -102,7 +102,7 @@ def first_differences(records) -> FirstDifferences:
 # Play draws the pair every ``speed`` steps: 1 shows each update (slow to watch, a few frames a
 # second), 100 runs 500 steps in 5 frames. Only these values are offered (the link field reads them).
 SPEEDS = (1, 2, 5, 10, 25, 50, 100)
-DEFAULT_SPEED = 5
+DEFAULT_SPEED = 10
 
 
 def check_speed(speed: int) -> int:

@@ -66,35 +66,47 @@ def _line(df: pd.DataFrame, title=None):
 
 
 def _message(text: str) -> alt.Chart:
-    """A line of text in the middle of a chart's plotting area (a chart with nothing to plot yet says why)."""
+    """A line of text inside a chart's plotting area, a third down (a chart with nothing to plot yet says why)."""
     return (alt.Chart(pd.DataFrame({"text": [text]}))
             .mark_text(fontSize=15, color="#374151", align="center", baseline="middle")
-            .encode(text="text:N", x=alt.value(alt.expr("width / 2")), y=alt.value(alt.expr("height / 2"))))
+            .encode(text="text:N", x=alt.value(alt.expr("width / 2")), y=alt.value(alt.expr("height / 3"))))
 
 
 def loss_chart(df: pd.DataFrame, title: str | None = None, height: int = LINE_HEIGHT,
-               x_title: bool = True) -> alt.Chart:
+               x_title: bool = True) -> alt.LayerChart:
     """A blue and wide, B orange, dashed and on top: where the losses agree both stay visible.
 
-    ``x_title=False`` for the chart stacked on the relative gap, whose step axis says it."""
+    While the run is short every step is a point too, A's larger than B's, so that a single step
+    (two equal losses) still shows both runs. ``x_title=False`` for the chart stacked on the relative
+    gap, whose step axis says it."""
     long = df.melt(id_vars=["step"], value_vars=["loss A", "loss B"], var_name="run", value_name="loss")
     long["run"] = long["run"].str[-1]
-    legend = None
-    where = alt.Legend(orient="top-right", fillColor="#ffffffd0", padding=4)
-    return styled(
-        _line(long, title)
+    where = alt.Legend(orient="top-right", fillColor="#ffffffd0", padding=4, title=None)
+    x = STEP_AXIS if x_title else STEP_AXIS.title(None)
+    y = alt.Y("loss:Q", scale=alt.Scale(type="log"), title="loss A and B (log)")
+    colour = alt.Color("run:N", scale=RUN_COLOURS, legend=where)
+    lines = (
+        (alt.Chart(long) if title is None else alt.Chart(long, title=title))
+        .mark_line()
         .encode(
-            x=STEP_AXIS if x_title else STEP_AXIS.title(None),
-            y=alt.Y("loss:Q", scale=alt.Scale(type="log"), title="loss of A and B (nats, log scale)"),
-            color=alt.Color("run:N", scale=RUN_COLOURS, title=legend, legend=where),
+            x=x, y=y, color=colour,
             strokeDash=alt.StrokeDash("run:N", scale=alt.Scale(domain=["A", "B"], range=[[1, 0], [6, 4]]),
-                                      title=legend, legend=where),
+                                      legend=where),
             strokeWidth=alt.StrokeWidth("run:N", scale=alt.Scale(domain=["A", "B"], range=[3.5, 2.0]),
-                                        title=legend, legend=where),
+                                        legend=where),
             order=alt.Order("run:N", sort="ascending"),
         )
-        .properties(height=height)
     )
+    layers = [lines]
+    if not len(df):
+        layers.append(_message("press Play or Step: the losses of A and B appear here"))
+    elif df["step"].nunique() <= POINTS_UP_TO:
+        layers.append(alt.Chart(long).mark_circle(opacity=1).encode(
+            x=x, y=y, color=alt.Color("run:N", scale=RUN_COLOURS, legend=None),
+            size=alt.Size("run:N", scale=alt.Scale(domain=["A", "B"], range=[130, 35]), legend=None),
+            order=alt.Order("run:N", sort="ascending"),
+            tooltip=["step", "run", alt.Tooltip("loss:Q", format=".9g")]))
+    return styled(alt.layer(*layers).properties(height=height))
 
 
 def relative_gap_chart(df: pd.DataFrame, height: int = LIVE_HEIGHT) -> alt.LayerChart:
@@ -103,20 +115,23 @@ def relative_gap_chart(df: pd.DataFrame, height: int = LIVE_HEIGHT) -> alt.Layer
     On a linear scale the gap stays flat on zero while the runs agree and lifts off when they part:
     what the log chart below shows as a steady climb, this one shows as the moment it matters."""
     data = df[["step", "relative gap"]]
-    scale = alt.Scale(domainMin=0, domainMax=max(0.02, float(data["relative gap"].max()) if len(data) else 0.02))
+    finite = data["relative gap"][np.isfinite(data["relative gap"])]
+    scale = alt.Scale(domainMin=0, domainMax=max(0.02, float(finite.max()) if len(finite) else 0.02))
     gap = (
         _line(data)
         .encode(x=STEP_AXIS,
                 y=alt.Y("relative gap:Q", scale=scale, axis=alt.Axis(format="%"),
-                        title="|loss A − loss B| / loss A (linear)"),
+                        title="relative loss gap (linear)"),
                 color=alt.value(GAP_COLOURS[0]))
     )
     rule = pd.DataFrame({"y": [0.01], "label": ["1%"]})
     line = alt.Chart(rule).mark_rule(strokeDash=[4, 4], color="#6b7280").encode(y="y:Q")
-    label = alt.Chart(rule).mark_text(align="left", dx=4, dy=-7, color="#374151").encode(
+    label = alt.Chart(rule).mark_text(align="left", dx=4, dy=-8, fontSize=13, color="#374151").encode(
         y="y:Q", x=alt.value(0), text="label:N")
     layers = [gap, line, label]
-    if len(data) and not (data["relative gap"] > 0).any():
+    if not len(data):
+        layers.append(_message("press Play or Step: the gap between the losses appears here"))
+    elif not (data["relative gap"] > 0).any():
         layers.append(_message(f"losses bit-identical so far ({len(data)} step{'s' if len(data) != 1 else ''})"))
     return styled(alt.layer(*layers).properties(height=height))
 
@@ -309,6 +324,8 @@ NUMBERS_CSS = """<style>
 .st-key-td_numbers [data-testid="stMetricValue"] { font-size: 1.45rem !important; }
 .st-key-td_numbers [data-testid="stMetricLabel"] p { font-size: 0.8rem !important; }
 .st-key-td_numbers [data-testid="stVerticalBlock"] { gap: 0.4rem; }
+.st-key-td_numbers [data-testid="stMetricLabel"], .st-key-td_numbers [data-testid="stMetricLabel"] * {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
 </style>"""
 
 
