@@ -12,6 +12,7 @@ from core.fingerprint import GROUPS, OpComparison, compare_ops, fingerprint, gro
 from core.formats import hex_bits
 from core.recordings import Fidelity, MachineComparison, Recording, TrainingEntry
 from ui.render import inert
+from ui.talk import styled
 
 FACT_ROWS = (
     ("device_name", "device"), ("cpu_model", "CPU model"), ("cpu_vendor", "CPU vendor"),
@@ -103,7 +104,7 @@ def training_chart(entry: TrainingEntry, title: str) -> None:
         layers.append(alt.Chart(rule).mark_rule(color="#d62728").encode(x="step:Q", tooltip=["label"]))
         layers.append(alt.Chart(rule).mark_text(align="left", dx=4, dy=-6, color="#d62728").encode(
             x="step:Q", y=alt.value(12), text="label"))
-    st.altair_chart(alt.layer(*layers).properties(height=260, title=title), width="stretch")
+    st.altair_chart(styled(alt.layer(*layers).properties(height=260, title=title)), width="stretch")
 
 
 def verdict(cmp: MachineComparison, left: str, right: str) -> str:
@@ -152,7 +153,7 @@ def stages_chart(stages: ReductionStages) -> alt.Chart:
         + [{"device": f"GPU model ({stages.sm_count} SMs)", "stage": i, "what happens": s.what,
             "values left": s.values_left} for i, s in enumerate(stages.gpu)]
     )
-    return (
+    return styled(
         alt.Chart(df)
         .mark_line(point=alt.OverlayMarkDef(size=70))
         .encode(

@@ -11,6 +11,7 @@ import pandas as pd
 from core.dot import AtomicsResult, BucketResult, CurvePoint, DotLab, DotRow, TraceOp, correctly_rounded
 from core.exact import abbreviate, exact_decimal, shortest_repr
 from core.formats import FORMATS, Exact, FloatFormat, error_in_ulps, hex_bits
+from ui.talk import styled
 
 ORIGINS = alt.Scale(domain=["model", "live", "exact"], range=["#d97706", "#1f5fa8", "#1e8449"])  # as ui.sumlab_view
 ORIGIN_DASHES = alt.Scale(domain=["model", "live"], range=[[1, 0], [6, 4]])
@@ -70,7 +71,7 @@ def error_bars(lab: DotLab) -> pd.DataFrame:
 
 
 def error_bar_chart(df: pd.DataFrame) -> alt.Chart:
-    return (
+    return styled(
         alt.Chart(df)
         .mark_bar()
         .encode(
@@ -92,7 +93,7 @@ def curve_frame(points: list[CurvePoint]) -> pd.DataFrame:
 
 def error_vs_k_chart(df: pd.DataFrame) -> alt.Chart:
     """|error| in ULPs against the number of terms K (both axes logarithmic; exact results at 0)."""
-    return (
+    return styled(
         alt.Chart(df)
         .mark_line(point=True)
         .encode(
@@ -152,7 +153,7 @@ def trace_chart(nodes: pd.DataFrame, edges: pd.DataFrame) -> alt.LayerChart:
             tooltip=["label", "exact", "rounded", alt.Tooltip("ulps:Q", format="+.3g")],
         )
     )
-    return alt.layer(lines, points).properties(height=360)
+    return styled(alt.layer(lines, points).properties(height=360))
 
 
 # --------------------------------------------------------------------------- atomics
@@ -213,7 +214,7 @@ def atomics_chart(hist: pd.DataFrame, marks: pd.DataFrame) -> alt.LayerChart:
         .encode(x="ulps:Q", strokeDash=alt.StrokeDash("label:N", title="marked"),
                 tooltip=["label", alt.Tooltip("ulps:Q", format="+.4g")])
     )
-    return alt.layer(bars, rules).resolve_scale(color="independent").properties(height=280)
+    return styled(alt.layer(bars, rules).resolve_scale(color="independent").properties(height=280))
 
 
 # --------------------------------------------------------------------------- summary

@@ -67,6 +67,23 @@ def sidebar_toggle() -> None:
 # included), so the plotting area stays readable with presenter-sized text (issue 23: a 260 px chart
 # kept a strip of about 20 px for its data).
 PRESENTER_MIN_HEIGHT = 280
+# A chart with one band per label on its y axis (bars named by row) gets this much more height in
+# presenter mode: its labels are about 1.5 times as tall (18 px against Streamlit's 12), and rows sized
+# for the small labels printed them on top of each other (issue 23, the Summation lab's error bars).
+PRESENTER_BAND_SCALE = 1.5
+
+
+def _band_rows(chart) -> bool:
+    """True when the chart's y axis (of its first layer) is nominal or ordinal: one band per row label."""
+    first = chart.layer[0] if getattr(chart, "layer", None) else chart
+    enc = getattr(first, "encoding", None)
+    y = getattr(enc, "y", None) if enc is not None else None
+    kind = getattr(y, "type", None)
+    if not isinstance(kind, str):
+        shorthand = getattr(y, "shorthand", None)
+        kind = {"N": "nominal", "O": "ordinal"}.get(shorthand.rsplit(":", 1)[-1], "") if isinstance(
+            shorthand, str) and ":" in shorthand else ""
+    return kind in ("nominal", "ordinal")
 
 
 def styled(chart, presenter_mode: bool | None = None):
@@ -83,8 +100,10 @@ def styled(chart, presenter_mode: bool | None = None):
         return chart
     t = PRESENTER_CHART_TEXT
     height = getattr(chart, "height", None)
-    if isinstance(height, int | float) and height < PRESENTER_MIN_HEIGHT:
-        chart = chart.properties(height=PRESENTER_MIN_HEIGHT)
+    if isinstance(height, int | float):
+        wanted = max(PRESENTER_MIN_HEIGHT, round(height * PRESENTER_BAND_SCALE) if _band_rows(chart) else height)
+        if wanted != height:
+            chart = chart.properties(height=wanted)
     return (chart.configure_axis(labelFontSize=t["axis_label"], titleFontSize=t["axis_title"], labelLimit=360,
                                  labelOverlap="greedy", labelSeparation=8, titleLimit=900)
             .configure_axisQuantitative(tickCount=5)

@@ -53,7 +53,7 @@ LINE_HEIGHT = 340
 STRIP_HEIGHT = 300
 # The two live charts beside the controls, both on the first screen at 1280x720: stacked in the
 # normal layout, side by side (and taller) in presenter mode.
-LIVE_HEIGHT, LIVE_HEIGHT_SIDE_BY_SIDE = 215, 380
+LIVE_HEIGHT, LIVE_HEIGHT_SIDE_BY_SIDE = 215, 360
 BOUNDARY_WIDTH, BOUNDARY_HEIGHT = 420, 480  # a square plotting area once axes and legend are placed
 CLASS_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"]
 
@@ -65,10 +65,11 @@ def _line(df: pd.DataFrame, title=None):
     return chart.mark_line(point=few)
 
 
-def _message(text: str) -> alt.Chart:
-    """A line of text inside a chart's plotting area, a third down (a chart with nothing to plot yet says why)."""
+def _message(text: str, colour: str) -> alt.Chart:
+    """A line of text inside a chart's plotting area, a third down (a chart with nothing to plot yet says
+    why), in the colour of the series that will appear there."""
     return (alt.Chart(pd.DataFrame({"text": [text]}))
-            .mark_text(fontSize=15, color="#374151", align="center", baseline="middle")
+            .mark_text(fontSize=15, color=colour, align="center", baseline="middle")
             .encode(text="text:N", x=alt.value(alt.expr("width / 2")), y=alt.value(alt.expr("height / 3"))))
 
 
@@ -99,7 +100,7 @@ def loss_chart(df: pd.DataFrame, title: str | None = None, height: int = LINE_HE
     )
     layers = [lines]
     if not len(df):
-        layers.append(_message("press Play or Step: the losses of A and B appear here"))
+        layers.append(_message("press Play or Step: the losses of A and B appear here", RUN_COLOURS.range[0]))
     elif df["step"].nunique() <= POINTS_UP_TO:
         layers.append(alt.Chart(long).mark_circle(opacity=1).encode(
             x=x, y=y, color=alt.Color("run:N", scale=RUN_COLOURS, legend=None),
@@ -130,9 +131,10 @@ def relative_gap_chart(df: pd.DataFrame, height: int = LIVE_HEIGHT) -> alt.Layer
         y="y:Q", x=alt.value(0), text="label:N")
     layers = [gap, line, label]
     if not len(data):
-        layers.append(_message("press Play or Step: the gap between the losses appears here"))
+        layers.append(_message("press Play or Step: the gap between the losses appears here", GAP_COLOURS[0]))
     elif not (data["relative gap"] > 0).any():
-        layers.append(_message(f"losses bit-identical so far ({len(data)} step{'s' if len(data) != 1 else ''})"))
+        layers.append(_message(f"losses bit-identical so far ({len(data)} step{'s' if len(data) != 1 else ''})",
+                               GAP_COLOURS[0]))
     return styled(alt.layer(*layers).properties(height=height))
 
 
@@ -152,7 +154,7 @@ def gap_chart(df: pd.DataFrame, summary: DivergenceSummary, title: str) -> alt.L
     )
     layers = [lines]
     if not len(long):
-        layers.append(_message("A and B bit-identical so far: no difference to draw on a log scale"))
+        layers.append(_message("A and B bit-identical so far: no difference to draw on a log scale", GAP_COLOURS[0]))
     if summary.growth_per_step and summary.fit_range:
         a, b = summary.fit_range
         sel = df[(df["step"] >= a) & (df["step"] <= b) & (df["‖Δθ‖"] > 0)]
@@ -359,8 +361,13 @@ def _boundaries(snap: PairSnapshot, run: PairedRun) -> None:
                "data points in their true class (both runs saw the same points).")
 
 
-def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: bool = False) -> None:
-    """The pair from one atomic snapshot: key numbers and the two live charts, then the details below."""
+DETAIL_FRAMES = 10  # while playing, the charts below the first screen are redrawn about this often per run
+
+
+def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: bool = False,
+              details: bool = True) -> None:
+    """The pair from one atomic snapshot: key numbers and the two live charts, then the details below
+    (``details=False``: a live frame that leaves them as they are, to keep frames cheap)."""
     snap = snapshot(run, settings, None if live else 50)
     slots.show_progress(len(snap.records), settings.steps)
     df = records_frame(list(snap.records))
@@ -371,12 +378,15 @@ def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: b
         first, second = st.columns(2) if slots.side_by_side else (st, st)
         first.altair_chart(loss_chart(df, None, height, x_title=slots.side_by_side), width="stretch")
         second.altair_chart(relative_gap_chart(df, height), width="stretch")
+    if not snap.records:
+        slots.numbers.info("Press Play to train both runs live, or Step to apply one update at a time.")
+        slots.details.empty()
+        return
+    _key_numbers(snap, slots.numbers)
+    if not details:
+        return
     with slots.details.container():
-        if not snap.records:
-            slots.numbers.info("Press Play to train both runs live, or Step to apply one update at a time.")
-            return
         last = snap.last
-        _key_numbers(snap, slots.numbers)
         if not snap.finite:
             st.warning("The losses have overflowed to inf or NaN: this learning rate makes training blow up. "
                        "Lower it to see a meaningful comparison.", icon=":material/warning:")
@@ -413,13 +423,16 @@ def play_requested(run: PairedRun, settings: TrainSettings, slots: PairSlots, sp
     if not run.requested:
         return
     frame = check_speed(speed)
-    next_frame = run.done + frame
+    detail_every = max(frame, -(-settings.steps // DETAIL_FRAMES))
+    next_frame, next_details = run.done + frame, run.done + detail_every
     last_yield = time.monotonic()
     while run.requested:
         run.advance_requested(min(PLAY_CHUNK, next_frame - run.done))
         done = run.done
         if done >= next_frame and run.requested:
-            draw_pair(run, settings, slots, live=True)
+            draw_pair(run, settings, slots, live=True, details=done >= next_details)
+            if done >= next_details:
+                next_details = done + detail_every
             next_frame = done + frame
             last_yield = time.monotonic()
         elif time.monotonic() - last_yield >= YIELD_EVERY:

@@ -113,7 +113,7 @@ def test_frames_for_each_speed_covers_the_run(speed):
 
 
 def test_only_offered_speeds_are_accepted():
-    assert DEFAULT_SPEED in SPEEDS and SPEEDS == tuple(sorted(SPEEDS)) and SPEEDS[0] == 1
+    assert DEFAULT_SPEED in SPEEDS and tuple(sorted(SPEEDS)) == SPEEDS and SPEEDS[0] == 1
     assert check_speed(DEFAULT_SPEED) == DEFAULT_SPEED
     for bad in (0, -1, 3, 10**9):
         with pytest.raises(ValueError, match="steps per frame"):
