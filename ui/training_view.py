@@ -100,7 +100,7 @@ def loss_chart(df: pd.DataFrame, title: str | None = None, height: int = LINE_HE
     )
     layers = [lines]
     if not len(df):
-        layers.append(_message("press Play or Step: the losses of A and B appear here", RUN_COLOURS.range[0]))
+        layers.append(_message("press Play or Step to train A and B", RUN_COLOURS.range[0]))
     elif df["step"].nunique() <= POINTS_UP_TO:
         layers.append(alt.Chart(long).mark_circle(opacity=1).encode(
             x=x, y=y, color=alt.Color("run:N", scale=RUN_COLOURS, legend=None),
@@ -131,7 +131,7 @@ def relative_gap_chart(df: pd.DataFrame, height: int = LIVE_HEIGHT) -> alt.Layer
         y="y:Q", x=alt.value(0), text="label:N")
     layers = [gap, line, label]
     if not len(data):
-        layers.append(_message("press Play or Step: the gap between the losses appears here", GAP_COLOURS[0]))
+        layers.append(_message("no step yet", GAP_COLOURS[0]))
     elif not (data["relative gap"] > 0).any():
         layers.append(_message(f"losses bit-identical so far ({len(data)} step{'s' if len(data) != 1 else ''})",
                                GAP_COLOURS[0]))

@@ -440,6 +440,6 @@ def test_the_losses_part_on_the_first_screen_while_play_runs(server, browser, ta
         wait_for_app(page, timeout=120_000)
         assert_healthy_page(page)
         print(f"\n{mode}: while playing at 2 steps a frame, step {s1} then {s2}; the loss chart redrawn; "
-              f"A {a_px} blue pixels, B {b_px} orange")
+              f"A in blue {a_px}, B in orange {b_px} (canvas pixels, or SVG mark items x 100)")
     finally:
         context.close()
