@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from core.divergence import DEFAULT_SPEED
 from core.training import DEFAULT_PRESET, PRESETS, PairedRun, TrainSettings, seed_study, summarize
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
+from ui.talk import PRESENTER_MIN_HEIGHT
 from ui.training_view import LIVE_HEIGHT
 
 
@@ -312,3 +313,21 @@ def test_the_preset_cites_each_recorded_machine_with_its_provenance(td):
     for label, step, _ in rows:
         assert label.startswith("recorded on ") and f"this pair more than 1% apart from step {step}" in text
     assert "113" not in PRESETS[DEFAULT_PRESET].note and "135" not in PRESETS[DEFAULT_PRESET].note
+
+
+def test_presenter_mode_folds_the_settings_and_the_prose_and_keeps_the_live_view():
+    """Issue 23: presenter mode made the page about 30% longer; its settings and prose now fold."""
+    at = AppTest.from_file(str(ROOT / "pages" / "training_divergence.py"), default_timeout=TIMEOUT)
+    at.session_state["presenter"] = True
+    at.query_params.update({"steps": "20"})
+    at.run()
+    assert not at.exception
+    labels = [e.label for e in at.expander]
+    assert "Settings: preset, what differs, format, optimizer, steps" in labels and "About these two runs" in labels
+    at.button(key="td_step").click().run()
+    assert not at.exception
+    specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+    assert specs[0]["height"] >= PRESENTER_MIN_HEIGHT and specs[1]["height"] >= PRESENTER_MIN_HEIGHT
+    assert specs[0]["config"]["axisLeft"]["titleAngle"] == 0  # horizontal: a long title cannot squash the plot
+    normal = open_link(steps="20")
+    assert not any(e.label.startswith("Settings:") for e in normal.expander)
