@@ -171,3 +171,15 @@ def open_sidebar(page) -> None:
         page.wait_for_function(
             "() => document.querySelector('[data-testid=\"stSidebar\"]').dataset.collapsed !== 'true'")
         page.wait_for_timeout(400)  # the slide-in animation
+
+
+def close_sidebar(page) -> None:
+    """Fold the sidebar away again, as a presenter does after using it (its arrow shows on hover)."""
+    if sidebar_collapsed(page):
+        return
+    page.locator('[data-testid="stSidebar"]').hover()
+    arrow = '[data-testid="stSidebarCollapseButton"] button, [data-testid="stSidebarCollapseButton"]'
+    page.locator(arrow).first.click()
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=\"stSidebar\"]').dataset.collapsed === 'true'")
+    page.wait_for_timeout(400)  # the slide-out animation

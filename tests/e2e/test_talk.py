@@ -19,7 +19,7 @@ from playwright.sync_api import expect
 from core.training import PRESETS
 from core.trees import TREE_ORDERS
 from core.vectors import GENERATORS
-from tests.e2e.conftest import Server, drawn, open_sidebar, screenshot, sidebar_collapsed, wait_for_app
+from tests.e2e.conftest import Server, close_sidebar, drawn, open_sidebar, screenshot, sidebar_collapsed, wait_for_app
 from ui.navigation import PAGE_TABLE
 from ui.talk import SCENARIOS
 
@@ -109,6 +109,7 @@ def open_scenario(page, title: str) -> None:
     wait_for_app(page, timeout=SLOW)
     page.locator('[data-testid="stMain"] [data-testid="stPageLink"]').filter(has_text=title).click()
     wait_for_app(page, timeout=SLOW)
+    close_sidebar(page)  # the speaker folds it away again: the slide gets the whole width
 
 
 def slug(title: str) -> str:
