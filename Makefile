@@ -1,6 +1,6 @@
 # Two entry points do all set-up on a fresh machine (Python 3.11+ required):
 #   make run   - create .venv if missing, install pinned requirements, serve on localhost:8501
-#   make test  - the same, plus dev tools and Debian's chromium, then ruff and every test
+#   make test  - the same, plus dev tools and Debian's chromium, then ruff, lint-imports and every test
 # Both are idempotent: installs rerun only when a requirements file changes.
 
 SHELL := /bin/bash
@@ -17,10 +17,12 @@ run: $(VENV)/.runtime.stamp
 
 test: $(VENV)/.dev.stamp browser
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -v $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev.stamp
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 
 bootstrap: $(VENV)/.runtime.stamp
 dev: $(VENV)/.dev.stamp

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.navigation import HOME_PAGE_KEY, PAGE_TABLE, ensure_app_navigation, leave_directory_mode, mark_app_navigation
+from ui.navigation import (
+    HOME_PAGE_KEY,
+    PAGE_TABLE,
+    ensure_app_navigation,
+    leave_directory_mode,
+    mark_app_navigation,
+    page_file,
+)
 from ui.talk import SCENARIOS, apply_from_link, scroll_to_top_on_page_change, sidebar_state, sidebar_toggle
 
 leave_directory_mode()  # before any widget: the first session's first run would give them other ids
@@ -19,7 +26,7 @@ st.set_page_config(
     initial_sidebar_state=sidebar_state(),
 )
 
-PAGES = [(st.Page(f"pages/{stem}.py", title=title, icon=icon, url_path=stem), title, icon, blurb)
+PAGES = [(st.Page(page_file(f"pages/{stem}.py"), title=title, icon=icon, url_path=stem), title, icon, blurb)
          for stem, title, icon, blurb in PAGE_TABLE]
 
 
@@ -100,7 +107,7 @@ def talk_mode() -> None:
     cols = st.columns(3)
     for i, (title, page, params, what) in enumerate(SCENARIOS):
         with cols[i % 3].container(border=True):
-            st.page_link(page, label=title, icon=":material/slideshow:", query_params=params)
+            st.page_link(page_file(page), label=title, icon=":material/slideshow:", query_params=params)
             st.caption(what)
     st.caption(
         "Every number in this app says where it came from: computed live on this server "

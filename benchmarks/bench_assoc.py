@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from benchmarks.timing import median_time
-from core.assoc import SearchSettings, random_triples, search_counterexamples
+from core.studies.assoc import SearchSettings, random_triples, search_counterexamples
 
 
 def peer_count(triples: np.ndarray) -> int:

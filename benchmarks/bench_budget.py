@@ -1,4 +1,4 @@
-"""Check core.budget's cost model against this machine: work and peak memory, model vs measured.
+"""Check core.crowd.budget's cost model against this machine: work and peak memory, model vs measured.
 
 Work is measured as CPU time of the computing thread (time.thread_time, so other load on
 the machine cancels out, and torch runs with one thread) divided by the time of the unit,
@@ -19,11 +19,11 @@ import tracemalloc
 
 import numpy as np
 
-from core import budget
-from core.globalstate import torch_threads
-from core.orders import DEFAULT_ORDERS, ORDERS, permutation_sums, run_order
-from core.sumlab import run_lab, running_error
-from core.vectors import GENERATORS, VectorSpec, generate
+from core.arith.vectors import GENERATORS, VectorSpec, generate
+from core.crowd import budget
+from core.kernels.orders import DEFAULT_ORDERS, ORDERS, permutation_sums, run_order
+from core.machines.globalstate import torch_threads
+from core.studies.sumlab import run_lab, running_error
 
 
 def cpu(fn, repeats: int = 1) -> float:
@@ -95,7 +95,8 @@ def main(n: int = 1_000_000) -> dict:
 
             report(f"lab request {gen} {storage}->{working}, {len(orders)} orders, k={k}", cost.work, cpu(request),
                    cost.peak_bytes, peak(request))
-        from core.training import TrainSettings, train_seed
+        from core.training.mlp import TrainSettings
+        from core.training.seeds import train_seed
 
         steps = max(20, min(200, n // 5000))
         train_seed(TrainSettings(steps=2))  # warm-up: the data set, first-call costs

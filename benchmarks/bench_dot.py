@@ -17,8 +17,8 @@ from fractions import Fraction
 import numpy as np
 
 from benchmarks.timing import median_time
-from core.exact import exact_dot, exact_dot_fraction, mpf_to_fraction
-from core.formats import FLOAT64, round_to_format
+from core.arith.exact import exact_dot, exact_dot_fraction, mpf_to_fraction
+from core.arith.formats import FLOAT64, round_to_format
 
 
 def main(n: int = 10_000_000) -> None:

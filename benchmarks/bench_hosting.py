@@ -20,7 +20,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from benchmarks.harness import CHROMIUM, CHROMIUM_ARGS, MemoryWatch, Server, wait_for_app
 
-PAGES = ("", "non_associativity", "summation_lab", "cpu_vs_gpu", "training_divergence", "mitigations")
+PAGES = ("", "non_associativity", "summation_lab", "cpu_vs_gpu", "training_divergence", "mitigations", "serving")
 
 
 def _choose(page, label: str, option: str) -> None:

@@ -1,12 +1,12 @@
 """The order-independent (reproducible) sum against torch.sum and np.sum, same vector.
 
-Timing: core.mitigations.reproducible_sum_cost, the measurement the Mitigations page
+Timing: core.studies.mitigations.reproducible_sum_cost, the measurement the Mitigations page
 shows (warm-up; interleaved repeats in rotating order, each the fastest of 3 calls; the
 median of the per-repeat ratios and their quartiles). For information, also: the exact
 folds alone (the path for the rare sums the fast path's error bound leaves undecided),
 and both sums on one thread in CPU time, which other processes on a busy machine disturb
 far less than wall time with several threads (those wait for each other's turns); the
-floor, core.widesum's one pass over the data timed alone (which no bookkeeping can go
+floor, core.kernels.widesum's one pass over the data timed alone (which no bookkeeping can go
 below); and the fast path through torch reductions instead (the path on a GPU, and on a
 CPU without numba), measured the same way. The load average is printed before and after:
 on a shared machine, a ratio measured under load is not the cost.
@@ -24,17 +24,12 @@ import numpy as np
 import torch
 
 from benchmarks.timing import median_time
-from core.exact import correctly_rounded_sum
-from core.formats import FLOAT32
-from core.globalstate import PROCESS_THREADS, torch_threads
-from core.mitigations import (
-    _decided_sum,
-    _exact_sum,
-    _widesum,
-    interleaved_times,
-    reproducible_sum,
-    reproducible_sum_cost,
-)
+from core.arith.exact import correctly_rounded_sum
+from core.arith.formats import FLOAT32
+from core.kernels.reprosum import _decided_sum, _exact_sum, _widesum, reproducible_sum
+from core.machines.globalstate import PROCESS_THREADS, torch_threads
+from core.machines.timing import interleaved_times
+from core.studies.mitigations import reproducible_sum_cost
 
 
 def one_thread_cpu_ratio(t: torch.Tensor, repeats: int) -> float:
@@ -53,13 +48,13 @@ def one_thread_cpu_ratio(t: torch.Tensor, repeats: int) -> float:
 
 
 def pass_ratios(t: torch.Tensor, repeats: int, inner: int = 3) -> dict[str, float]:
-    """core.widesum's pass alone, and the fast path through torch reductions, each against
+    """core.kernels.widesum's pass alone, and the fast path through torch reductions, each against
     torch.sum: median over interleaved repeats (rotating order, each the fastest of ``inner``
     calls) of the per-repeat ratio."""
     a = t.numpy()
     fns = {
         "torch.sum": lambda: t.sum(),
-        "core.widesum's one pass (the floor)": lambda: _widesum().block_sums(a, torch.get_num_threads(),
+        "core.kernels.widesum's one pass (the floor)": lambda: _widesum().block_sums(a, torch.get_num_threads(),
                                                                               PROCESS_THREADS),
         "fast path through torch reductions (GPU path)": lambda: _decided_sum(t, FLOAT32, kernel=False),
     }

@@ -12,9 +12,9 @@ import sys
 import numpy as np
 
 from benchmarks.timing import median_time
-from core.orders import DEFAULT_ORDERS, ORDERS, run_order
-from core.sumlab import run_lab, running_error
-from core.vectors import VectorSpec, generate
+from core.arith.vectors import VectorSpec, generate
+from core.kernels.orders import DEFAULT_ORDERS, ORDERS, run_order
+from core.studies.sumlab import run_lab, running_error
 
 
 def main(n: int = 1_000_000) -> None:

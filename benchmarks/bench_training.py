@@ -12,7 +12,8 @@ from __future__ import annotations
 import sys
 
 from benchmarks.timing import median_time
-from core.training import PairedRun, TrainSettings, bare_training_loop
+from core.training.mlp import TrainSettings, bare_training_loop
+from core.training.pair import PairedRun
 
 
 def main(steps: int = 500) -> None:

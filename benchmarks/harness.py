@@ -32,13 +32,13 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self) -> None:
+    def __init__(self, script: str = "app.py") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = ROOT / "artifacts" / f"server-{self.port}.log"
         self.log.parent.mkdir(parents=True, exist_ok=True)
         cmd = [
-            sys.executable, "-m", "streamlit", "run", "app.py",
+            sys.executable, "-m", "streamlit", "run", script,  # from the repository root, as Community Cloud runs
             f"--server.port={self.port}", "--server.address=0.0.0.0", "--server.headless=true",
         ]
         self._log_file = self.log.open("w")

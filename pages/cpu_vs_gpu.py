@@ -6,9 +6,37 @@ import os
 
 import streamlit as st
 
-from core.budget import cpu_vs_gpu_cost
-from core.bytecache import VECTORS
-from core.cpu_vs_gpu import (
+from core.arith.formats import hex_bits
+from core.arith.vectors import GENERATORS
+from core.crowd.budget import cpu_vs_gpu_cost
+from core.crowd.bytecache import VECTORS
+from core.crowd.querystate import Field
+from core.kernels.cuda_published import published_evidence_sentence
+from core.kernels.torch_cpu_model import GRAIN_SIZE
+from core.machines.devices import Device, available_devices, device_info
+from core.machines.globalstate import PROCESS_THREADS, current_settings
+from core.recordings.compare import (
+    INTEL_MKL_NOTE,
+    compare_recordings,
+    configuration_effects,
+    default_pair,
+    machine_partings,
+    most_different_pair,
+    pair_differences,
+    same_dispatch_differences,
+)
+from core.recordings.fingerprint import op_fingerprint
+from core.recordings.store import (
+    SUITE_DTYPES,
+    SUITE_GENERATORS,
+    SUITE_SIZES,
+    TRAINING_PRESETS,
+    Recording,
+    cached_recordings,
+    model_fidelity,
+    recordings_dir,
+)
+from core.studies.cpu_vs_gpu import (
     CpuVsGpuSettings,
     SumsEverywhere,
     ThreadSplit,
@@ -16,25 +44,6 @@ from core.cpu_vs_gpu import (
     tf32_product_difference,
     thread_split,
 )
-from core.cuda_published import published_evidence_sentence
-from core.devices import Device, available_devices, device_info
-from core.fingerprint import op_fingerprint
-from core.formats import hex_bits
-from core.globalstate import PROCESS_THREADS, current_settings
-from core.querystate import Field
-from core.recordings import (
-    SUITE_DTYPES,
-    SUITE_GENERATORS,
-    SUITE_SIZES,
-    Recording,
-    cached_recordings,
-    compare_recordings,
-    default_pair,
-    model_fidelity,
-    recordings_dir,
-)
-from core.torch_cpu_model import GRAIN_SIZE
-from core.vectors import GENERATORS
 from ui import cpu_vs_gpu_view as view
 from ui import glossary
 from ui.crowd import heavy_section
@@ -167,6 +176,7 @@ def two_machines(recs: list[Recording]) -> None:
     if len(recs) < 2:
         st.info("Fewer than two recordings are bundled, so there is nothing to set side by side.")
         return
+    view.most_different_line(most_different_pair(recs), recs)  # the pair the section opens on, and why
     names = [r.label for r in recs]
     c1, c2 = st.columns(2)
     first, second = default_pair(recs)
@@ -178,6 +188,7 @@ def two_machines(recs: list[Recording]) -> None:
         return
     cmp = compare_recordings(left, right)
     st.markdown(view.verdict(cmp, left.machine, right.machine))
+    view.differing_results(pair_differences(cmp))  # every differing result, named with its group
     view.comparison_summary(cmp)
     view.facts_table({f"{r.machine} ({r.name})": r.provenance.as_dict() for r in (left, right)})
     for r in (left, right):
@@ -194,6 +205,13 @@ def two_machines(recs: list[Recording]) -> None:
                 st.caption(f"{inert(r.label)}; {inert(entry.note)}.")
     st.caption("Each chart is one machine's own A/B pair (B differs from A as the preset says); the red rule marks "
                "the first step at which the pair's losses are more than 1% apart on that machine.")
+    st.markdown("Where each training pair parts, on every recorded machine:")
+    view.partings_table({p: machine_partings(recs, p) for p in TRAINING_PRESETS})
+
+
+def library_choice(recs: list[Recording]) -> None:
+    st.subheader("Same wheel, other code: libraries choose by the CPU")
+    view.library_choice(configuration_effects(recs), same_dispatch_differences(recs), INTEL_MKL_NOTE)
 
 
 def training_on_a_gpu(recs: list[Recording], devices: list[Device]) -> None:
@@ -239,6 +257,7 @@ def main() -> None:
     model_fidelity_section(recs)
     reduction_order(result)
     two_machines(recs)
+    library_choice(recs)
     training_on_a_gpu(recs, devices)
     next_page_link("cpu_vs_gpu")
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.diagnose import MAX_ELEMENTS, Diagnosis, diagnose, prepare_inputs
-from core.diagnose_examples import EXAMPLES, LOG_EXAMPLES, make_example, make_log_example
-from core.diagnose_io import (
+from core.crowd.querystate import Field
+from core.diagnose.examples import EXAMPLES, LOG_EXAMPLES, make_example, make_log_example
+from core.diagnose.inputs import prepare_inputs
+from core.diagnose.loaders import (
     ARRAY_TYPES,
     LOG_TYPES,
     MAX_PASTED_NUMBERS,
@@ -19,8 +20,9 @@ from core.diagnose_io import (
     parse_log,
     reduction_length_problem,
 )
-from core.diagnose_logs import LogDiagnosis, diagnose_logs
-from core.querystate import Field
+from core.diagnose.logs import LogDiagnosis, diagnose_logs
+from core.diagnose.results import Diagnosis
+from core.diagnose.verdict import MAX_ELEMENTS, diagnose
 from ui import diagnose_view as view
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert

@@ -8,34 +8,36 @@ import math
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from core.dot import (
-    ATOMIC_FORMATS,
-    DOT_GENERATORS,
+from core.arith.formats import FORMATS
+from core.arith.vectors import VectorError
+from core.crowd.querystate import Field
+from core.kernels.dot import (
     MAX_K,
     MAX_TRACE_K,
     MODELS,
     TENSOR_CORE_NOTE,
     TF32_ROUNDINGS,
     TF32_SOURCES,
+    ModelNotApplicable,
+    check_formats,
+    trace,
+)
+from core.studies.gpu_arithmetic import (
+    ATOMIC_FORMATS,
+    DOT_GENERATORS,
     AtomicsResult,
     AtomicsSpec,
     DotLab,
     DotLabSettings,
     DotPair,
     DotSpec,
-    ModelNotApplicable,
     applicable_models,
     batch_dependence,
     bound_violations,
-    check_formats,
     gpu_device,
     make_pair,
     simulate_atomics,
-    trace,
 )
-from core.formats import FORMATS
-from core.querystate import Field
-from core.vectors import VectorError
 from ui import glossary
 from ui import gpu_arithmetic_view as view
 from ui.export import download_buttons
@@ -142,7 +144,7 @@ def summary(pair: DotPair, lab: DotLab) -> None:
                  "and bounds are undefined.")
     else:
         st.markdown(
-            f"Exact dot product of the stored values (exact rational arithmetic, `core.exact.exact_dot`): "
+            f"Exact dot product of the stored values (exact rational arithmetic, `core.arith.exact.exact_dot`): "
             f"`{view.exact_text(lab, 120)}`  \n"
             f"Correctly rounded to {lab.accumulate}: `{view.correctly_rounded_text(lab)}`"
         )
@@ -259,7 +261,7 @@ def atomics(seed: int) -> None:
     st.caption(
         "Simulated runs: model (random arrival orders, seeded). Fixed index order: model (one thread adding in "
         "turn). torch index_add_ on this CPU: live. Order-independent sum: the app's reproducible_sum "
-        "(core.mitigations), the same bits for every order. "
+        "(core.studies.mitigations), the same bits for every order. "
         + (f"GPU: index_add_ live on {inert(result.gpu, line_start=False)}, repeated {int(runs):,} times."
            if result.gpu else "No GPU here, so no live GPU runs; recorded ones are not part of the recordings yet.")
     )

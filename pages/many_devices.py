@@ -4,28 +4,20 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.collectives import MODELS
-from core.data_parallel import (
-    DP_SETTINGS,
-    EMULATED_KS,
+from core.crowd.querystate import Field
+from core.kernels.collectives import MODELS
+from core.training.data_parallel import DP_SETTINGS, EMULATED_KS, WORLD_SIZES, first_divergence
+from core.training.emulate import EmulationSettings, earliest_apart, emulate_run, order_study, run_pairs, study_ks
+from core.training.gloo import (
     GLOO_ALGORITHM,
-    WORLD_SIZES,
     Busy,
     DataParallelError,
     DataParallelResult,
-    EmulationSettings,
     LiveSettings,
     NoRoom,
-    earliest_apart,
-    emulate_run,
-    first_divergence,
-    order_study,
     room_for,
     run_data_parallel,
-    run_pairs,
-    study_ks,
 )
-from core.querystate import Field
 from ui import glossary
 from ui.many_devices_view import (
     EMULATIONS,

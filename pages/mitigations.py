@@ -7,12 +7,16 @@ import time
 
 import streamlit as st
 
-from core.budget import training_cost
-from core.devices import available_devices, cpu_device
-from core.formats import FORMATS, hex_bits
-from core.mitigation_studies import (
+from core.arith.formats import FORMATS, hex_bits
+from core.crowd.budget import training_cost
+from core.crowd.querystate import Field
+from core.kernels.reprosum import compiled_pass_available
+from core.machines.devices import available_devices, cpu_device
+from core.recordings.store import cached_recordings
+from core.studies.mitigations import (
     HARD_VECTOR,
     STORAGE_FORMATS,
+    ReproducibleSumCost,
     ThroughputRun,
     WiderStudy,
     accumulation_errors,
@@ -22,14 +26,13 @@ from core.mitigation_studies import (
     lab,
     measure_devices,
     reproducible_study,
+    reproducible_sum_cost,
     seed_spread,
     training_pair,
     wider_study,
 )
-from core.mitigations import ReproducibleSumCost, compiled_pass_available, reproducible_sum_cost
-from core.querystate import Field
-from core.recordings import cached_recordings
-from core.training import TrainSettings, seed_study
+from core.training.mlp import TrainSettings
+from core.training.seeds import seed_study
 from ui import glossary
 from ui import mitigations_view as view
 from ui.crowd import heavy_section

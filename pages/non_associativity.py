@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.assoc import (
+from core.arith.exact import shortest_repr
+from core.arith.formats import FORMATS
+from core.arith.parse import ParsedNumber, ParseError, parse_number
+from core.crowd.querystate import Field
+from core.machines.devices import cpu_device
+from core.studies.assoc import (
     DISTRIBUTIONS,
     MAX_TRIPLES,
     SearchSettings,
@@ -12,12 +17,7 @@ from core.assoc import (
     evaluate_triple,
     search_counterexamples,
 )
-from core.devices import cpu_device
-from core.exact import shortest_repr
-from core.formats import FORMATS
-from core.parse import ParsedNumber, ParseError, parse_number
-from core.querystate import Field
-from core.sumlab import relative_error
+from core.studies.sumlab import relative_error
 from ui import glossary
 from ui import non_associativity_view as view
 from ui.navigation import ensure_app_navigation, next_page_link

@@ -6,11 +6,25 @@ import math
 
 import streamlit as st
 
-from core.exact import abbreviate, exact_decimal, shortest_repr
-from core.formats import FORMATS
-from core.orders import DEFAULT_ORDERS, ORDERS
-from core.querystate import LINK_TEXT_CHARS, Field
-from core.sumlab import (
+from core.arith.exact import abbreviate, exact_decimal, shortest_repr
+from core.arith.formats import FORMATS
+from core.arith.vectors import (
+    GENERATORS,
+    MAX_N,
+    MAX_PASTED,
+    MAX_UPLOAD_BYTES,
+    Vector,
+    VectorError,
+    VectorSpec,
+    describe_spec,
+    parse_pasted,
+    parse_upload,
+)
+from core.crowd.querystate import LINK_TEXT_CHARS, Field
+from core.kernels.orders import DEFAULT_ORDERS, ORDERS
+from core.kernels.torch_cpu_model import GRAIN_SIZE
+from core.kernels.trees import MAX_TREE_N, TREE_ORDERS
+from core.studies.sumlab import (
     MAX_PERMUTATIONS,
     WORKING_CHOICES,
     LabOutcome,
@@ -25,20 +39,6 @@ from core.sumlab import (
     lab_study,
     lab_trees,
     thread_split,
-)
-from core.torch_cpu_model import GRAIN_SIZE
-from core.trees import MAX_TREE_N, TREE_ORDERS
-from core.vectors import (
-    GENERATORS,
-    MAX_N,
-    MAX_PASTED,
-    MAX_UPLOAD_BYTES,
-    Vector,
-    VectorError,
-    VectorSpec,
-    describe_spec,
-    parse_pasted,
-    parse_upload,
 )
 from ui import glossary
 from ui import sumlab_view as view
@@ -58,7 +58,7 @@ CPU_TREE_ORDERS = [k for k in TREE_ORDERS if k != "cuda"]
 
 
 # Session state keeps the vector's recipe (a VectorSpec) or the visitor's own numbers (small by
-# their limits), never a generated array: vectors and results live in core.bytecache's caches,
+# their limits), never a generated array: vectors and results live in core.crowd.bytecache's caches,
 # bounded in bytes and shared by every session.
 def _described(v: VectorSpec | Vector) -> str:
     return describe_spec(v) if isinstance(v, VectorSpec) else v.source
@@ -181,7 +181,7 @@ def controls(url_notes: list[str]) -> LabRequest | None:
 
 
 def within_budget(request: LabRequest) -> LabRequest | None:
-    """The request, or over the per-request budget (core.budget) the last one that fit, if any,
+    """The request, or over the per-request budget (core.crowd.budget) the last one that fit, if any,
     after saying what to reduce."""
     cost = request.cost()
     if cost.fits:

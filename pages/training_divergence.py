@@ -6,26 +6,18 @@ from dataclasses import replace
 
 import streamlit as st
 
-from core.budget import training_advice, training_cost
-from core.devices import available_devices, cpu_device
-from core.divergence import DEFAULT_SPEED, SPEEDS, changed_settings, frames_for, seed_verdict
-from core.querystate import Field
-from core.recordings import cached_recordings, recorded_outcomes
-from core.runner import PAIR_MEMO, SEED_MEMO, current_run, pair_outcome
-from core.training import (
-    DEFAULT_PRESET,
-    DTYPES,
-    MAX_STEPS,
-    OPTIMIZERS,
-    PRESETS,
-    SOURCES,
-    PairedRun,
-    TrainSettings,
-    seed_study,
-)
+from core.crowd.budget import training_advice, training_cost
+from core.crowd.querystate import Field
+from core.crowd.runner import PAIR_MEMO, SEED_MEMO, current_run, pair_outcome
+from core.machines.devices import available_devices, cpu_device
+from core.recordings.compare import machine_partings
+from core.recordings.store import cached_recordings
+from core.training.divergence import DEFAULT_SPEED, SPEEDS, changed_settings, frames_for, seed_verdict
+from core.training.mlp import DEFAULT_PRESET, DTYPES, MAX_STEPS, OPTIMIZERS, PRESETS, TrainSettings
+from core.training.pair import SOURCES, PairedRun
+from core.training.seeds import seed_study
 from ui.crowd import heavy_section, over_budget
 from ui.navigation import ensure_app_navigation, next_page_link
-from ui.render import inert
 from ui.talk import folded, presenter
 from ui.training_view import (
     NUMBERS_CSS,
@@ -35,6 +27,7 @@ from ui.training_view import (
     draw_pair,
     play_requested,
     precision_overlay,
+    recorded_partings,
     seed_chart,
     seed_frame,
 )
@@ -74,7 +67,7 @@ def _settings() -> TrainSettings:
 
 
 def _session_run(fresh: bool = False) -> PairedRun | None:
-    """This session's pair for the current settings (core.runner owns creating and replacing it)."""
+    """This session's pair for the current settings (core.crowd.runner owns creating and replacing it)."""
     try:
         s = _settings()
         s.validate()
@@ -125,10 +118,7 @@ def controls(url_notes) -> TrainSettings:
     st.selectbox("Preset", list(PRESETS), key="td_preset", on_change=_load_preset)
     preset = PRESETS[st.session_state["td_preset"]]
     st.caption(preset.note)
-    for label, step, steps in recorded_outcomes(cached_recordings()[0], preset.name):
-        who = inert(label[:1].upper() + label[1:])
-        st.caption(f"{who}: this pair more than 1% apart from step {step}" if step else
-                   f"{who}: this pair never more than 1% apart within {steps} steps")
+    recorded_partings(machine_partings(cached_recordings()[0], preset.name))  # each recorded machine's step
     note_slot = st.empty()
     c1, c2, c3 = st.columns([3, 1, 1])
     c1.selectbox("What differs in run B", SOURCE_KEYS, format_func=SOURCES.get, key="td_source")
@@ -235,7 +225,7 @@ def accept_divergence(settings: TrainSettings) -> None:
     st.markdown("Single trajectories part ways, but the *distribution* of outcomes does not depend on which side "
                 "you are on. Train several seeds per side and compare what matters: final loss and accuracy.")
     k = int(st.number_input("Seeds per side", min_value=2, max_value=16, value=6, key="td_k"))
-    cost = training_cost(settings.steps, k, settings.dtype, settings.optimizer)  # core.budget
+    cost = training_cost(settings.steps, k, settings.dtype, settings.optimizer)  # core.crowd.budget
     if not cost.fits:
         over_budget(cost, training_advice(settings.steps, k, settings.dtype, settings.optimizer), kept=False)
     if st.button("Train the seeds", key="td_seeds", disabled=not cost.fits):

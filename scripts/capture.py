@@ -3,10 +3,10 @@
     python -m scripts.capture                 # full suite, writes data/recordings/v2-<device>-<time>.json
     python -m scripts.capture --quick --out /tmp/rec   # small sizes (what CI exercises)
 
-The file (format version 2, core.recording_schema) holds a provenance object (CPU model,
+The file (format version 2, core.recordings.schema) holds a provenance object (CPU model,
 SIMD capability, BLAS/oneDNN builds, threads, NumPy, OS; for a GPU also its compute
 capability, SM count, driver, CUDA and cuBLAS versions; numeric environment variables),
-every result as the hex of its bits, and the per-operation fingerprint of core.fingerprint,
+every result as the hex of its bits, and the per-operation fingerprint of core.recordings.fingerprint,
 so a capture from another machine tells by itself in which operation it parts from this
 one. Commit recordings under data/recordings/; the app replays them with their provenance.
 """
@@ -17,8 +17,8 @@ import argparse
 import pathlib
 import sys
 
-from core.fingerprint import fingerprint, group_fingerprints
-from core.recordings import DEFAULT_DIR, Recording, capture, model_fidelity, write_recording
+from core.recordings.fingerprint import fingerprint, group_fingerprints
+from core.recordings.store import DEFAULT_DIR, Recording, capture, model_fidelity, write_recording
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,15 +22,8 @@ import pathlib
 import sys
 from dataclasses import asdict
 
-from core.data_parallel import (
-    DP_SETTINGS,
-    GLOO_ALGORITHM,
-    MAX_LIVE_STEPS,
-    MAX_WORLD_SIZE,
-    DataParallelError,
-    Progress,
-    run_data_parallel,
-)
+from core.training.data_parallel import DP_SETTINGS, MAX_LIVE_STEPS, MAX_WORLD_SIZE
+from core.training.gloo import GLOO_ALGORITHM, DataParallelError, Progress, run_data_parallel
 
 
 def _bounded(low: int, high: int, what: str):

@@ -17,12 +17,12 @@ import json
 import pathlib
 import sys
 
-from core.fingerprint import OPS
-from core.recordings import Recording, upgrade_v1, write_recording
+from core.recordings.fingerprint import OPS
+from core.recordings.store import Recording, upgrade_v1, write_recording
 
 
 def read_ops(text: str) -> dict[str, str]:
-    """``<hash>  <name>`` lines (other lines ignored); names must be operations of core.fingerprint."""
+    """``<hash>  <name>`` lines (other lines ignored); names must be operations of core.recordings.fingerprint."""
     known = {op.name for op in OPS}
     out = {}
     for line in text.splitlines():

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from hypothesis import strategies as st
 
-from core.formats import FORMATS, FloatFormat, bits_of_value, value_of_bits
+from core.arith.formats import FORMATS, FloatFormat, bits_of_value, value_of_bits
 
 FORMAT_NAMES = list(FORMATS)
 

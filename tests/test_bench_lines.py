@@ -32,3 +32,11 @@ def test_bench_reprosum(capsys):
     bench_reprosum.main(20_000, repeats=3)
     assert re.fullmatch(r"reproducible sum: [\d.]+x the time of torch\.sum, [\d.]+x the time of np\.sum "
                         r"\(n=20000 float32\)", last_line(capsys))
+
+
+def test_bench_serving(capsys):
+    from benchmarks import bench_serving
+
+    bench_serving.main(4, repeats=1, new_tokens=10)
+    assert re.fullmatch(r"batch-invariant serving: [\d.]+x the time of default serving \(4 requests, \d+ tokens\)",
+                        last_line(capsys))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from benchmarks import bench_assoc, bench_dot
+from benchmarks import bench_assoc, bench_dot, bench_models
 from benchmarks.harness import run_in_own_thread
 
 
@@ -22,6 +22,15 @@ def test_bench_dot_prints_its_ratio_last(capsys):
     assert re.fullmatch(
         r"exact_dot: \d+(\.\d+)?x faster than math\.fsum of the products, \d+(\.\d+)?x the time of np\.dot "
         r"\(n=20000 float32\)", last
+    ), last
+
+
+def test_bench_models_prints_its_ratios_last(capsys):
+    bench_models.main(100_000)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"sum models: NumPy \d+(\.\d+)?x, torch CPU \d+(\.\d+)?x, CUDA \d+(\.\d+)?x the time of np\.sum "
+        r"\(n=100000 float32\)", last
     ), last
 
 

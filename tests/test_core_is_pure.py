@@ -1,8 +1,11 @@
-"""core/ is pure numerics: it never imports streamlit, directly or through a dependency."""
+"""core/ is pure numerics: it never imports streamlit, not even through a dependency.
+
+Its own import statements are checked by the import-linter contract "core imports neither streamlit
+nor ui nor pages" (.importlinter, run by `make test`); this test covers what a static check cannot
+see: a third-party package that core imports pulling streamlit in at run time."""
 
 from __future__ import annotations
 
-import ast
 import pathlib
 import subprocess
 import sys
@@ -10,22 +13,10 @@ import sys
 CORE = pathlib.Path(__file__).resolve().parents[1] / "core"
 
 
-def test_no_streamlit_import_statement_in_core():
-    offenders = []
-    for path in sorted(CORE.glob("**/*.py")):
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                names = [node.module or ""]
-            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in {"streamlit", "ui", "pages"}]
-    assert not offenders, offenders
-
-
 def test_importing_every_core_module_loads_no_streamlit():
-    modules = [f"core.{p.stem}" for p in sorted(CORE.glob("*.py")) if p.stem != "__init__"]
+    modules = [".".join(p.relative_to(CORE.parent).with_suffix("").parts).removesuffix(".__init__")
+               for p in sorted(CORE.glob("**/*.py"))]
+    assert len(modules) > 30, modules  # every module of every package, not a glob that found nothing
     code = (
         "import importlib, sys\n"
         f"for m in {modules!r}: importlib.import_module(m)\n"

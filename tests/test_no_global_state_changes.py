@@ -1,7 +1,7 @@
 """No page, helper or core module changes process-global numeric state directly.
 
 Every viewer shares one process, so these calls are allowed only inside
-core/globalstate.py, which holds a lock and restores the previous value.
+core/machines/globalstate.py, which holds a lock and restores the previous value.
 """
 
 from __future__ import annotations

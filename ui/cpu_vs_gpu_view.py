@@ -7,10 +7,19 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.cpu_vs_gpu import Notice, ReductionStages, SumsEverywhere
-from core.fingerprint import GROUPS, OpComparison, compare_ops, fingerprint, group_fingerprints
-from core.formats import hex_bits
-from core.recordings import Fidelity, MachineComparison, Recording, TrainingEntry
+from core.arith.formats import hex_bits
+from core.recordings.compare import (
+    RESULT_GROUPS,
+    ConfigurationEffect,
+    MachineComparison,
+    MostDifferent,
+    PairDifferences,
+    Parting,
+    RecordedNote,
+)
+from core.recordings.fingerprint import GROUPS, OpComparison, compare_ops, fingerprint, group_fingerprints
+from core.recordings.store import Fidelity, Recording, TrainingEntry
+from core.studies.cpu_vs_gpu import Notice, ReductionStages, SumsEverywhere
 from ui.render import inert
 from ui.talk import styled
 
@@ -169,3 +178,100 @@ def stages_chart(stages: ReductionStages) -> alt.Chart:
 def mismatch_table(fid: Fidelity) -> None:
     """The sums where the model's bits are not the recording's."""
     st.dataframe(pd.DataFrame(fid.mismatches, columns=["vector", "n", "format", "ULPs apart"]), hide_index=True)
+
+
+# ------------------------------------------------ which machines differ most, in what, and why
+
+GROUP_NOUNS = {"sums": "sums", "matrix products": "matrix products", "fingerprint operations": "single operations",
+               "training": "training pairs"}
+CHECK_COMMAND = "python -m scripts.fingerprint"  # this machine against every bundled recording, in seconds
+CAPTURE_COMMAND = "python -m scripts.capture"  # a full recording of this machine, to commit
+
+
+def most_different_line(most: MostDifferent | None, recs: list[Recording]) -> None:
+    """Which two real machines the section opens on, and why: computed from the recordings."""
+    if most is None:
+        return
+    d = most.differences
+    st.markdown(f"Of the **{most.machines} real machines** in the recordings (captures of one machine with "
+                f"numeric environment variables set count as that machine), **{inert(recs[most.left].machine)}** "
+                f"and **{inert(recs[most.right].machine)}** differ most: {d.count} of the {d.compared} sums, "
+                "matrix products and single operations they both recorded give other bits. They are set side by "
+                "side below.")
+
+
+def differing_results(d: PairDifferences) -> None:
+    """The results with other bits on the two machines, named, group by group."""
+    cmp = d.comparison
+    totals = {"sums": cmp.sums_compared + cmp.wider_compared, "matrix products": cmp.matmuls_compared,
+              "fingerprint operations": cmp.ops_compared, "training": len(cmp.training)}
+    lines = []
+    for group in RESULT_GROUPS:
+        found = d.in_group(group)
+        if group == "fingerprint operations":
+            names = ", ".join(f"{x.name} ({x.detail})" for x in found)
+        elif group == "training":
+            names = ", ".join(f"“{x.name}”: {x.detail}" for x in found)
+        else:
+            names = ", ".join(x.name for x in found)
+        head = f"**{group}**: {len(found)} of {totals[group]} {GROUP_NOUNS[group]} with other bits"
+        lines.append(f"- {head}" + (f": {inert(names, line_start=False)}" if found else ""))
+    st.markdown("What gives other bits on the two machines, by group:\n" + "\n".join(lines))
+
+
+def partings_table(partings: dict[str, tuple[Parting, ...]]) -> None:
+    """Each recorded machine (then its configuration captures) and the step at which each training pair
+    is first more than 1% apart there (plain table text: machine names come from files)."""
+    rows: dict[str, dict] = {}
+    for preset, found in partings.items():
+        for p in found:
+            row = rows.setdefault(p.label, {"machine": p.machine, "capture": "configuration: " + p.configuration
+                                           if p.configuration else "plain (no numeric environment variable)"})
+            row[preset] = f"step {p.step}" if p.step else f"never within {p.steps}"
+    if rows:
+        st.dataframe(pd.DataFrame(list(rows.values())), hide_index=True, width="stretch")
+        st.caption("Each cell: the first step at which that machine's own A/B pair of the preset is more than 1% "
+                   "apart, recorded on that machine (500 steps each).")
+
+
+def library_choice(effects: tuple[ConfigurationEffect, ...], same_dispatch: tuple[PairDifferences, ...],
+                   note: RecordedNote) -> None:
+    """Where a library chooses its code by the CPU: what the recordings show, the cited notes, and the
+    command a visitor runs to check their own machine."""
+    st.markdown("Two x86 machines with the same torch wheel can still run other code: torch picks its "
+                "vectorized kernels by the CPU's instruction set, and oneMKL, which does torch's matrix products, "
+                "picks its own code path by the CPU it finds (the Intel machine's notes below show it choosing "
+                "for tanh and exp as well). The recordings show both, result by result:")
+    rows = []
+    for e in effects:
+        cmp = e.changed.comparison
+        totals = {"sums": cmp.sums_compared + cmp.wider_compared, "matrix products": cmp.matmuls_compared,
+                  "fingerprint operations": cmp.ops_compared, "training": len(cmp.training)}
+        for g in RESULT_GROUPS:
+            found = e.changed.in_group(g)
+            rows.append({"machine": e.machine.name, "setting": e.setting, "steers": e.library, "group": g,
+                         "other bits": f"{len(found)} of {totals[g]}",
+                         "which": ", ".join(x.name for x in found) or "none"})
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        st.caption("Each setting compares one machine's plain capture with a capture of the same hardware with that "
+                   "environment variable set. The recorded matrix products draw their inputs with torch.randn on "
+                   "the machine, and torch.randn follows ATEN_CPU_CAPABILITY too, so under the generic kernels "
+                   "their inputs already differ; the fingerprint's operations take fixed inputs drawn by NumPy.")
+    for d in same_dispatch:
+        a, b = d.comparison.left, d.comparison.right
+        ops = ", ".join(x.name for x in d.in_group("fingerprint operations"))
+        st.markdown(f"**Same torch dispatch, other bits.** {inert(a.machine)} and {inert(b.machine)} ran the same "
+                    f"torch {inert(a.provenance.torch_version)} with the same capability and BLAS "
+                    f"({inert(a.provenance.blas)}), yet {len(d.in_group('matrix products'))} matrix products and "
+                    f"these single operations give other bits: {inert(ops, line_start=False)}. torch dispatched its "
+                    "kernels for the same capability on both, so the choice that differs is made below that "
+                    "dispatch: in the libraries torch calls.")
+    st.markdown(f"**From the capturing machine's notes** (recorded as text, not as a capture file): "
+                f"{inert(note.text, line_start=False)}")
+    st.caption(f"Source: {note.source}.")
+    st.markdown("**Check your own machine** (from a clone of this app's repository, with its requirements "
+                "installed): the first command hashes the same 27 operations on your CPU and compares them with "
+                "every bundled recording in a few seconds; the second writes a full recording that you can add "
+                "to `data/recordings/`.")
+    st.code(f"{CHECK_COMMAND}\n{CAPTURE_COMMAND}", language="bash")

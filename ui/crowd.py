@@ -1,4 +1,4 @@
-"""The Streamlit side of the per-request budget (core.budget) and the heavy gate (core.gate)."""
+"""The Streamlit side of the per-request budget (core.crowd.budget) and the heavy gate (core.crowd.gate)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from core import budget
-from core.gate import HEAVY
+from core.crowd import budget
+from core.crowd.gate import HEAVY
 
 
 def over_budget(cost: budget.Cost, advice: list[budget.Suggestion], kept: bool) -> None:

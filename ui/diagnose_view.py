@@ -11,18 +11,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.diagnose import (
-    ALLCLOSE_DEFAULT,
-    ENVELOPE_FACTOR,
-    MARGIN,
-    OUTLIER_FACTOR,
-    VERDICT_HEADS,
-    Diagnosis,
-    Simulation,
-    format_tol,
-)
-from core.diagnose_io import LoadError, parse_log, parse_pasted
-from core.diagnose_logs import JUMP_FACTOR, LogDiagnosis
+from core.diagnose.envelopes import ENVELOPE_FACTOR, OUTLIER_FACTOR
+from core.diagnose.loaders import LoadError, parse_log, parse_pasted
+from core.diagnose.logs import JUMP_FACTOR, LogDiagnosis
+from core.diagnose.results import Diagnosis, Simulation
+from core.diagnose.tolerances import ALLCLOSE_DEFAULT, MARGIN, format_tol
+from core.diagnose.verdict import VERDICT_HEADS
 from ui.render import inert
 from ui.talk import styled
 
@@ -327,8 +321,9 @@ def show_diagnosis(d: Diagnosis) -> None:
     st.dataframe(envelope_frame(d), hide_index=True, width="stretch")
     st.caption(f"Envelope = min(a-priori bound, factor × typical size), element by element; the factor is "
                f"{ENVELOPE_FACTOR:g} unless the simulation saw the inputs' own orders spread further. Typical sizes: "
-               "u·√K·scale for reordering, (u_in + u_32·√K)·scale for reduced-precision inputs; derivations in "
-               "core/diagnose.py. The typical sizes are heuristics; the bounds are rigorous only with the inputs.")
+               "u·√K·scale for reordering, (u_in + u_32·√K)·scale for reduced-precision inputs; derivations "
+               "in core/diagnose/envelopes.py. The typical sizes are heuristics; the bounds are rigorous only with the "
+               "inputs.")
     c1, c2 = st.columns(2)
     with c1:
         ch = difference_histogram(d, "ulp")
@@ -426,7 +421,7 @@ def show_log_diagnosis(ld: LogDiagnosis) -> None:
     st.caption(f"Rounding size: 1024 ULPs relative, or ten times the printed resolution of the values. A jump: the "
                f"gap's running maximum grows {JUMP_FACTOR:g}× beyond the fitted trend within one logged interval, "
                "to at least 1e-3, or appears above rounding size at the first difference. These thresholds are "
-               "heuristics (core/diagnose_logs.py).")
+               "heuristics (core/diagnose/logs.py).")
     for note in ld.notes:
         st.caption(f":material/info: {inert(note, line_start=False)}")
 

@@ -10,8 +10,8 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from core.devices import cpu_device, machine_facts
-from core.globalstate import PROCESS_THREADS
+from core.machines.devices import cpu_device, machine_facts
+from core.machines.globalstate import PROCESS_THREADS
 
 
 def provenance() -> dict:

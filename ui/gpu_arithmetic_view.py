@@ -1,4 +1,5 @@
-"""Tables and charts for the GPU arithmetic page, built from core.dot's result objects."""
+"""Tables and charts for the GPU arithmetic page, built from core.studies.gpu_arithmetic's result objects
+and core.kernels.dot's operation trace."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from fractions import Fraction
 import altair as alt
 import pandas as pd
 
-from core.dot import AtomicsResult, BucketResult, CurvePoint, DotLab, DotRow, TraceOp, correctly_rounded
-from core.exact import abbreviate, exact_decimal, shortest_repr
-from core.formats import FORMATS, Exact, FloatFormat, error_in_ulps, hex_bits
+from core.arith.exact import abbreviate, exact_decimal, shortest_repr
+from core.arith.formats import FORMATS, Exact, FloatFormat, error_in_ulps, hex_bits
+from core.kernels.dot import TraceOp
+from core.studies.gpu_arithmetic import AtomicsResult, BucketResult, CurvePoint, DotLab, DotRow, correctly_rounded
 from ui.talk import styled
 
 ORIGINS = alt.Scale(domain=["model", "live", "exact"], range=["#d97706", "#1f5fa8", "#1e8449"])  # as ui.sumlab_view

@@ -11,11 +11,13 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.collectives import MODELS, Comparison
-from core.data_parallel import DataParallelResult, EmulatedRun, Progress, emulate_run
-from core.gate import HEAVY
-from core.runner import Memo
-from core.training import DivergenceSummary, StepRecord
+from core.crowd.gate import HEAVY
+from core.crowd.runner import Memo
+from core.kernels.collectives import MODELS, Comparison
+from core.training.emulate import EmulatedRun, emulate_run
+from core.training.gloo import DataParallelResult, Progress
+from core.training.pair import StepRecord
+from core.training.seeds import DivergenceSummary
 from ui.talk import styled
 
 # Finished work shared by every visitor of this server (deterministic for its key, so never stale).
@@ -28,7 +30,7 @@ HEIGHT = 320
 
 @contextmanager
 def gated(what: str) -> Iterator[None]:
-    """Run a heavy block through the server-wide gate (core.gate.HEAVY), saying whom it waits for."""
+    """Run a heavy block through the server-wide gate (core.crowd.gate.HEAVY), saying whom it waits for."""
     slot = st.empty()
 
     def waiting(k: int) -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.exact import shortest_repr
-from core.formats import FORMATS, hex_bits
-from core.mitigation_studies import AccumulationError, ReproducibleStudy, ThroughputRun, WiderStudy
-from core.mitigations import VENDOR_RATIOS
-from core.recordings import Recording
+from core.arith.exact import shortest_repr
+from core.arith.formats import FORMATS, hex_bits
+from core.recordings.store import Recording
+from core.studies.mitigations import VENDOR_RATIOS, AccumulationError, ReproducibleStudy, ThroughputRun, WiderStudy
 
 
 def _table(rows: list[dict]) -> None:

@@ -16,6 +16,8 @@ reruns once, so the first visitor gets the real navigation. (Measured with strea
 
 from __future__ import annotations
 
+import pathlib
+
 import streamlit as st
 
 # Each page's URL path is its file name. Streamlit decides once per process, on the first
@@ -40,11 +42,24 @@ PAGE_TABLE = [
      "train a tiny network twice and watch the runs drift apart, step by step"),
     ("many_devices", "Many devices", ":material/hub:",
      "data-parallel training on a real gloo process group, and the all-reduce orders of 2 to 1,024 devices"),
+    ("serving", "Serving an LLM", ":material/chat:",
+     "identical requests to a tiny language model at temperature 0 fork when a server batches them with others, "
+     "until batch-invariant kernels"),
     ("mitigations", "Mitigations", ":material/build:",
      "float64, wider accumulation, determinism and an order-independent sum, with costs measured here"),
     ("diagnose", "Diagnose a mismatch", ":material/troubleshoot:",
      "your own CPU-vs-GPU difference: rounding noise, reduced precision or a bug, and the tolerance to use"),
 ]
+
+APP_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def page_file(path: str) -> str:
+    """A page script (``"pages/x.py"``) as an absolute path. st.Page and st.page_link resolve a relative
+    path against the entrypoint's folder, which is ``deploy/`` for the Community Cloud entrypoint
+    (deploy/streamlit_app.py), so every page is named from the repository root instead."""
+    return str(APP_ROOT / path)
+
 
 APP_NAV_KEY = "_app_navigation_ran"
 HOME_PAGE_KEY = "_app_home_page"  # app.py's overview page object, for the story's last link
@@ -97,7 +112,7 @@ def next_page_link(stem: str) -> None:
     try:
         if i + 1 < len(stems):
             _, title, icon, blurb = PAGE_TABLE[i + 1]
-            st.page_link(f"pages/{stems[i + 1]}.py", label=f"Next: {title} — {blurb}", icon=icon)
+            st.page_link(page_file(f"pages/{stems[i + 1]}.py"), label=f"Next: {title} — {blurb}", icon=icon)
         elif st.session_state.get(HOME_PAGE_KEY) is not None:
             st.page_link(st.session_state[HOME_PAGE_KEY], label="Back to the overview", icon=":material/home:")
         else:

@@ -1,12 +1,12 @@
-"""Text and tables for the Non-associativity page, built from core.assoc's TripleResult (no numerics here)."""
+"""Text and tables for the Non-associativity page, built from core.studies.assoc's TripleResult (no numerics here)."""
 
 from __future__ import annotations
 
 import math
 
-from core.assoc import Step, TripleResult
-from core.exact import abbreviate, exact_decimal, shortest_repr, to_mpf
-from core.formats import FLOAT64, Exact, FloatFormat, floor_log2, hex_bits, ulp
+from core.arith.exact import abbreviate, exact_decimal, shortest_repr, to_mpf
+from core.arith.formats import FLOAT64, Exact, FloatFormat, floor_log2, hex_bits, ulp
+from core.studies.assoc import Step, TripleResult
 from ui.render import bits_html, mono, ulps_text
 
 

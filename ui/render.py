@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from core.formats import FloatFormat, hex_bits, split_bits
+from core.arith.formats import FloatFormat, hex_bits, split_bits
 
 SIGN_COLOUR = "#c0392b"
 EXPONENT_COLOUR = "#1e8449"
@@ -81,11 +81,11 @@ def inert(text: object, line_start: bool = True) -> str:
 
 
 def ulps_text(ulps: float, relative: float | None = None) -> str:
-    """An error in ULPs as text; from core.sumlab.HUGE_ULPS on, with its relative error beside it (an error of
+    """An error in ULPs as text; from core.studies.sumlab.HUGE_ULPS on, with its relative error beside it (an error of
     4.5e15 ULPs means little until it reads 'relative error 1', the whole answer)."""
     import math
 
-    from core.sumlab import HUGE_ULPS
+    from core.studies.sumlab import HUGE_ULPS
 
     if math.isnan(ulps):
         return "undefined"

@@ -11,12 +11,12 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core import budget
-from core.exact import abbreviate, exact_decimal, shortest_repr
-from core.formats import hex_bits, ulp
-from core.metrics import SumMetrics, exact_value
-from core.sumlab import LabResult, RunningError, bound_in_ulps
-from core.trees import Tree
+from core.arith.exact import abbreviate, exact_decimal, shortest_repr
+from core.arith.formats import hex_bits, ulp
+from core.arith.metrics import SumMetrics, exact_value
+from core.crowd import budget
+from core.kernels.trees import Tree
+from core.studies.sumlab import LabResult, RunningError, bound_in_ulps
 from ui.crowd import heavy_section
 from ui.talk import styled
 

@@ -1,5 +1,5 @@
 """Drawing for the training-divergence page: tables, Altair charts, the pair's live view, the
-progress bar and the Play loop (no numerics here; core.divergence says what is shown)."""
+progress bar and the Play loop (no numerics here; core.training.divergence says what is shown)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.divergence import PairSnapshot, check_speed, snapshot
-from core.exact import exact_decimal
-from core.formats import FORMATS
-from core.querystate import Field, decode
-from core.runner import PairOutcome
-from core.training import SOURCES, DivergenceSummary, PairedRun, SeedStudy, StepRecord, TrainSettings
+from core.arith.exact import exact_decimal
+from core.arith.formats import FORMATS
+from core.crowd.querystate import Field, decode
+from core.crowd.runner import PairOutcome
+from core.recordings.compare import Parting
+from core.training.divergence import PairSnapshot, check_speed, snapshot
+from core.training.mlp import TrainSettings
+from core.training.pair import SOURCES, PairedRun, StepRecord
+from core.training.seeds import DivergenceSummary, SeedStudy
 from ui.export import download_buttons
-from ui.render import bits_html
+from ui.render import bits_html, inert
 from ui.talk import styled
 
 # Okabe and Ito's colour-blind-safe palette (https://jfly.uni-koeln.de/color/): A blue, B orange; B is
@@ -299,7 +302,7 @@ class Progress:
 
 
 def value_and_bits(v: float, bits: int, dtype: str) -> str:
-    """A loss and its bit pattern, as the record carries them (core.training reads the bits)."""
+    """A loss and its bit pattern, as the record carries them (core.training.pair reads the bits)."""
     fmt = FORMATS[dtype]
     digits = f"{v:.9g}" if dtype == "float32" else repr(v)
     return f"<code>{digits}</code> {bits_html(bits, fmt)}<br><small>exactly {exact_decimal(Fraction(v))}</small>"
@@ -416,7 +419,7 @@ def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: b
 def play_requested(run: PairedRun, settings: TrainSettings, slots: PairSlots, speed: int) -> None:
     """Apply what was asked for (Play: the whole run) in chunks, with a yield point between them.
 
-    The pair is drawn every ``speed`` steps (core.divergence.SPEEDS: 1 shows every update). A click
+    The pair is drawn every ``speed`` steps (core.training.divergence.SPEEDS: 1 shows every update). A click
     or a closed tab stops this loop within one chunk; the next script run carries on with what is
     still asked for. At the end the page is drawn again from the top, with Play and Step disabled.
     """
@@ -441,3 +444,21 @@ def play_requested(run: PairedRun, settings: TrainSettings, slots: PairSlots, sp
     if run.finished:
         slots.show_progress(run.done, settings.steps)  # a yield point first: only the current script run may rerun
         st.rerun()
+
+
+def recorded_partings(partings: tuple[Parting, ...]) -> None:
+    """Where this preset's pair parted on each recorded real machine (one caption, each with its recording's
+    provenance), and on the same hardware in other numeric configurations (folded away)."""
+    def cell(p: Parting) -> str:
+        when = f"from step {p.step}" if p.step else f"never within {p.steps} steps"
+        return f"{when}, {inert(p.label, line_start=False)}"
+
+    machines = [p for p in partings if p.configuration is None]
+    tuned = [p for p in partings if p.configuration is not None]
+    if machines:
+        st.caption(f"On {len(machines)} recorded machine{'s' if len(machines) > 1 else ''}, this pair is more than "
+                   "1% apart " + "; ".join(cell(p) for p in machines) + ".")
+    if tuned:
+        with st.expander(f"The same hardware in other numeric configurations ({len(tuned)})"):
+            for p in tuned:
+                st.caption(cell(p)[:1].upper() + cell(p)[1:] + ".")

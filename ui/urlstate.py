@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import streamlit as st
 
-from core.querystate import Field, decode, encode_bounded, query_string
+from core.crowd.querystate import Field, decode, encode_bounded, query_string
 from ui.render import inert
 
 _PAGE_KEY = "_url_page"  # the page whose restore ran last in this session (sync writes for it)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import threading
 
-from core.assoc import evaluate_triple
-from core.devices import cpu_device
-from core.exact import shortest_repr
-from core.formats import get_format
-from core.parse import parse_number
+from core.arith.exact import shortest_repr
+from core.arith.formats import get_format
+from core.arith.parse import parse_number
+from core.machines.devices import cpu_device
+from core.studies.assoc import evaluate_triple
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, wait_for_app
 
 CASES = [

@@ -6,8 +6,9 @@ import re
 
 from playwright.sync_api import expect
 
-from core.fingerprint import fingerprint, op_fingerprint
-from core.recordings import compare_recordings, default_pair, load_recordings
+from core.recordings.compare import compare_recordings, default_pair
+from core.recordings.fingerprint import fingerprint, op_fingerprint
+from core.recordings.store import load_recordings
 from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from benchmarks import bench_crowd
 from benchmarks.harness import run_in_own_thread
-from core.budget import HOSTING_LARGE, MB
+from core.crowd.budget import HOSTING_LARGE, MB
 
 
 def test_five_heavy_visitors_and_a_normal_one(capsys):

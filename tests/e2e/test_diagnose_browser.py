@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from core.diagnose import VERDICT_HEADS
-from core.diagnose_examples import EXAMPLES, LOG_EXAMPLES
+from core.diagnose.examples import EXAMPLES, LOG_EXAMPLES
+from core.diagnose.verdict import VERDICT_HEADS
 from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
 
 # verdicts that do not depend on the machine (the thread-count and batch-size pairs are computed live)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from playwright.sync_api import expect
 
-from core.querystate import LINK_TEXT_CHARS
+from core.crowd.querystate import LINK_TEXT_CHARS
 from tests.e2e.conftest import assert_healthy_page, screenshot, wait_for_app
 
 

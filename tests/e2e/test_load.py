@@ -17,10 +17,11 @@ import pathlib
 import torch
 
 from benchmarks.harness import CHROMIUM, CHROMIUM_ARGS, run_in_own_thread
-from core.orders import DEFAULT_ORDERS
-from core.sumlab import run_lab
-from core.training import PairedRun, TrainSettings
-from core.vectors import VectorSpec, generate
+from core.arith.vectors import VectorSpec, generate
+from core.kernels.orders import DEFAULT_ORDERS
+from core.studies.sumlab import run_lab
+from core.training.mlp import TrainSettings
+from core.training.pair import PairedRun
 from ui.sumlab_view import results_table
 
 LAB_SESSIONS = [("float32", 1000), ("float16", 50_000), ("bfloat16", 20_000), ("float64", 200_000),

@@ -14,8 +14,10 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
-from core.budget import training_cost
-from core.training import DEFAULT_PRESET, PRESETS, PairedRun, TrainSettings, summarize
+from core.crowd.budget import training_cost
+from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings
+from core.training.pair import PairedRun
+from core.training.seeds import summarize
 from tests.e2e.conftest import (
     CANVAS_SIGNATURE,
     PIXELS_NEAR,
@@ -214,7 +216,7 @@ def test_float64_mitigation_in_the_browser(server, page):
 
 
 def _start_seed_study(server, page) -> int:
-    """Start the largest seed study the page accepts at 5000 steps (core.budget decides); return k."""
+    """Start the largest seed study the page accepts at 5000 steps (core.crowd.budget decides); return k."""
     k = max(k for k in range(2, 17) if training_cost(5000, k).fits)
     page.goto(f"{server.url}/training_divergence?steps=5000")
     wait_for_app(page)

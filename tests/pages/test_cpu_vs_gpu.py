@@ -7,9 +7,20 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.fingerprint import fingerprint, op_fingerprint
-from core.recordings import capture, compare_recordings, default_pair, load_recordings, write_recording
-from tests.pages.conftest import ROOT, TIMEOUT, all_text
+from core.recordings.compare import (
+    INTEL_MKL_NOTE,
+    compare_recordings,
+    configuration_effects,
+    default_pair,
+    machine_key,
+    machine_partings,
+    most_different_pair,
+    pair_differences,
+)
+from core.recordings.fingerprint import fingerprint, op_fingerprint
+from core.recordings.store import TRAINING_PRESETS, capture, load_recordings, write_recording
+from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
+from ui.cpu_vs_gpu_view import CAPTURE_COMMAND, CHECK_COMMAND
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +101,8 @@ def test_bundled_machines_side_by_side_with_fingerprints(monkeypatch):
     recs, _ = load_recordings()
     first, second = default_pair(recs)
     left, right = recs[first], recs[second]
-    assert left.provenance["cpu_capability"] != right.provenance["cpu_capability"]  # two machines, not one twice
+    assert machine_key(left) != machine_key(right)  # two machines, not one twice
+    assert not left.provenance.environment and not right.provenance.environment  # each in its plain configuration
     cmp = compare_recordings(left, right)
     summary = next(d.value for d in at.dataframe if "results" in d.value.columns)
     assert summary["compared"].tolist()[:4] == [cmp.sums_compared, cmp.wider_compared, cmp.matmuls_compared,
@@ -103,3 +115,39 @@ def test_bundled_machines_side_by_side_with_fingerprints(monkeypatch):
     at.selectbox(key="cg_left").select(second).run()
     at.selectbox(key="cg_right").select(first).run()
     assert not at.exception
+
+
+def test_bundled_page_opens_on_the_most_different_machines_and_names_what_differs(monkeypatch):
+    """Issue 25: the pair, the differing results, the parting steps and the library evidence are the ones
+    core computes from the bundled files (nothing here is a constant of one machine)."""
+    monkeypatch.delenv("FP_RECORDINGS_DIR", raising=False)
+    at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    recs, _ = load_recordings()
+    most = most_different_pair(recs)
+    assert (at.selectbox(key="cg_left").value, at.selectbox(key="cg_right").value) == (most.left, most.right)
+    text = shown(all_text(at))
+    assert (f"Of the **{most.machines} real machines**" in text and f"{recs[most.left].machine}** and "
+            f"**{recs[most.right].machine}** differ most: {most.differences.count} of the "
+            f"{most.differences.compared}" in text)
+    diff = pair_differences(compare_recordings(recs[most.left], recs[most.right]))
+    listing = shown(next(m.value for m in at.markdown if m.value.startswith("What gives other bits")))
+    for d in diff.differing:  # every differing result is named, in its group's line
+        line = next(x for x in listing.splitlines() if x.startswith(f"- **{d.group}**"))
+        assert d.name in line, (d.group, d.name)
+    # the parting steps: one row per recorded machine, each cell the recorded step
+    table = next(df.value for df in at.dataframe if "capture" in df.value.columns)
+    for preset in TRAINING_PRESETS:
+        rows = machine_partings(recs, preset)
+        assert table["machine"].tolist() == [r.machine for r in rows]
+        assert table[preset].tolist() == [f"step {r.step}" if r.step else f"never within {r.steps}" for r in rows]
+    # which library chose: each configuration capture against its machine, and the cited notes
+    effects = next(df.value for df in at.dataframe if "steers" in df.value.columns)
+    assert sorted(set(effects["setting"])) == sorted({e.setting for e in configuration_effects(recs)})
+    for e in configuration_effects(recs):
+        mine = effects[effects["setting"] == e.setting]
+        for _, row in mine.iterrows():
+            names = [x.name for x in e.changed.in_group(row["group"])]
+            assert row["which"] == (", ".join(names) or "none")
+    assert INTEL_MKL_NOTE.text in text and INTEL_MKL_NOTE.source in text
+    assert any(c.value == f"{CHECK_COMMAND}\n{CAPTURE_COMMAND}" for c in at.code)

@@ -8,11 +8,11 @@ import time
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from core import budget
-from core.bytecache import VECTORS, approx_nbytes
-from core.gate import HEAVY
-from core.orders import ORDERS
-from core.vectors import VectorSpec
+from core.arith.vectors import VectorSpec
+from core.crowd import budget
+from core.crowd.bytecache import VECTORS, approx_nbytes
+from core.crowd.gate import HEAVY
+from core.kernels.orders import ORDERS
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
 
 ISSUE_LINK = {"vector": "ill_conditioned", "storage": "float64", "n": "10000000", "orders": ",".join(ORDERS),
@@ -117,8 +117,8 @@ def test_a_cheap_request_never_waits_behind_heavy_ones():
 
 def test_the_results_are_those_of_the_lab_itself():
     """Going through the caches changes nothing in what is shown."""
-    from core.sumlab import run_lab
-    from core.vectors import generate
+    from core.arith.vectors import generate
+    from core.studies.sumlab import run_lab
     from ui.sumlab_view import results_table
 
     at = open_lab(n="3000", storage="float16", orders="sequential,pairwise,correct", permutations="0", seed="4")

@@ -9,9 +9,9 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from core.diagnose import VERDICT_HEADS, diagnose
-from core.diagnose_examples import EXAMPLES, LOG_EXAMPLES, make_example, make_log_example
-from core.diagnose_logs import diagnose_logs
+from core.diagnose.examples import EXAMPLES, LOG_EXAMPLES, make_example, make_log_example
+from core.diagnose.logs import diagnose_logs
+from core.diagnose.verdict import VERDICT_HEADS, diagnose
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 from tests.pages.test_hostile import HOST, PAYLOADS, assert_nothing_live, url_params
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.dot import DotSpec, make_pair
-from core.exact import exact_decimal, exact_dot_fraction
+from core.arith.exact import exact_decimal, exact_dot_fraction
+from core.studies.gpu_arithmetic import DotSpec, make_pair
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 
 PAGE = str(ROOT / "pages" / "gpu_arithmetic.py")

@@ -7,8 +7,8 @@ from urllib.parse import parse_qs
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from core.querystate import LINK_TEXT_CHARS as LINK_PASTE_CHARS
-from core.vectors import MAX_UPLOAD_BYTES
+from core.arith.vectors import MAX_UPLOAD_BYTES
+from core.crowd.querystate import LINK_TEXT_CHARS as LINK_PASTE_CHARS
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
 
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import core.data_parallel as dp
-from core.collectives import MODELS
+import core.machines.memory as memory
+import core.training.data_parallel as dp
+import core.training.emulate as emulate
+import core.training.gloo as gloo
+from core.kernels.collectives import MODELS
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
 from ui.many_devices_view import short_step, step_text
 
@@ -54,7 +57,8 @@ def test_a_live_run_from_the_page_shows_what_core_measured():
 
 
 def test_without_room_the_live_run_is_not_offered(monkeypatch):
-    monkeypatch.setattr(dp, "memory_room", lambda: dp.Room(1 << 20, "a test limit"))
+    # room_for looks memory_room up in core.training.gloo, so that is where it is replaced
+    monkeypatch.setattr(gloo, "memory_room", lambda: memory.Room(1 << 20, "a test limit"))
     at = page()
     assert not at.exception, at.exception
     assert at.button(key="md_run").disabled
@@ -66,8 +70,8 @@ def test_the_order_study_from_the_page_matches_core():
     if any(b.key == "md_study_go" for b in at.button):  # not yet computed on this server (process)
         at.button(key="md_study_go").click().run(timeout=SLOW)
     assert not at.exception, at.exception
-    ks = tuple(k for k in dp.STUDY_KS if k <= 16)
-    study = dp.order_study(ks)
+    ks = tuple(k for k in emulate.STUDY_KS if k <= 16)
+    study = emulate.order_study(ks)
     c16 = study[-1]
     shown = cells(at)
     for o in c16.outcomes:
@@ -81,7 +85,7 @@ def test_the_emulation_from_the_page_matches_core():
     if any(b.key == "md_emulate" for b in at.button):
         at.button(key="md_emulate").click().run(timeout=SLOW)
     assert not at.exception, at.exception
-    run = dp.emulate_run(8, "tree_nccl", 10)
+    run = emulate.emulate_run(8, "tree_nccl", 10)
     shown = cells(at)
     assert f"8 devices · {MODELS['tree_nccl'].name}" in shown
     assert step_text(run.summary.first_difference, 10) in shown

@@ -27,10 +27,10 @@ def test_every_section_renders_with_measured_numbers(mi):
 def test_throughput_is_measured_on_demand_per_value_with_its_spread(monkeypatch, mi):
     import functools
 
-    import core.mitigations
+    import core.machines.timing
 
-    small = functools.partial(core.mitigations.measure_throughput, matmul_n=128, sum_n=100_000, repeats=3)
-    monkeypatch.setattr(core.mitigations, "measure_throughput", small)
+    small = functools.partial(core.machines.timing.measure_throughput, matmul_n=128, sum_n=100_000, repeats=3)
+    monkeypatch.setattr(core.machines.timing, "measure_throughput", small)
     mi.button(key="mi_measure").click().run()
     assert not mi.exception
     tp = next(d.value for d in mi.dataframe if "what it means" in d.value.columns)
@@ -66,7 +66,7 @@ def test_seed_study_button(mi):
 
 
 def test_recorded_throughput_is_shown_with_its_provenance(monkeypatch, tmp_path):
-    from core.recordings import capture, write_recording
+    from core.recordings.store import capture, write_recording
 
     write_recording(capture(quick=True, log=lambda *_: None), tmp_path)
     monkeypatch.setenv("FP_RECORDINGS_DIR", str(tmp_path))
@@ -79,10 +79,10 @@ def test_recorded_throughput_is_shown_with_its_provenance(monkeypatch, tmp_path)
 
 
 def test_the_order_independent_sum_says_which_path_this_cpu_takes(monkeypatch, mi):
-    import core.mitigations
+    import core.kernels.reprosum
 
     assert "one compiled pass (numba)" in all_text(mi) and "could not be imported" not in all_text(mi)
-    monkeypatch.setattr(core.mitigations, "_widesum", lambda: None)  # as where numba cannot be imported
+    monkeypatch.setattr(core.kernels.reprosum, "_widesum", lambda: None)  # as where numba cannot be imported
     at = AppTest.from_file(str(ROOT / "pages" / "mitigations.py"), default_timeout=TIMEOUT).run()
     assert not at.exception
     assert "could not be imported on this server" in all_text(at) and "the order-independent sum gave **1 value**" in (

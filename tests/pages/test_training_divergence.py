@@ -7,9 +7,11 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.divergence import DEFAULT_SPEED
-from core.training import DEFAULT_PRESET, PRESETS, PairedRun, TrainSettings, seed_study, summarize
-from tests.pages.conftest import ROOT, TIMEOUT, all_text
+from core.training.divergence import DEFAULT_SPEED
+from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings
+from core.training.pair import PairedRun
+from core.training.seeds import seed_study, summarize
+from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 from ui.talk import PRESENTER_MIN_HEIGHT
 from ui.training_view import LIVE_HEIGHT
 
@@ -304,14 +306,22 @@ def test_every_chart_has_axis_titles_a_legend_for_its_series_and_room_to_plot():
 
 
 def test_the_preset_cites_each_recorded_machine_with_its_provenance(td):
-    """The step at which a pair parts depends on the machine: the page cites recordings, never one number."""
-    from core.recordings import cached_recordings, recorded_outcomes
+    """The step at which a pair parts depends on the machine: the page cites recordings, never one number.
+    Every real machine bundled is listed (issue 25: all three), the configuration captures folded away."""
+    from core.recordings.compare import machine_partings, real_machines
+    from core.recordings.store import cached_recordings
 
-    text = all_text(td)
-    rows = recorded_outcomes(cached_recordings()[0], DEFAULT_PRESET)
-    assert rows  # the bundled recordings hold the default preset
-    for label, step, _ in rows:
-        assert label.startswith("recorded on ") and f"this pair more than 1% apart from step {step}" in text
+    recs = cached_recordings()[0]
+    rows = machine_partings(recs, DEFAULT_PRESET)
+    machines = [r for r in rows if r.configuration is None]
+    assert len(machines) == len(real_machines(recs)) >= 3  # the bundled recordings hold the default preset
+    caption = shown(next(c.value for c in td.caption if "recorded machines, this pair is more than 1%" in c.value))
+    assert caption.startswith(f"On {len(machines)} recorded machines")
+    for r in machines:
+        assert r.label.startswith("recorded on ") and f"from step {r.step}, {r.label}" in caption
+    (folded,) = [e for e in td.expander if e.label.startswith("The same hardware in other numeric configurations")]
+    inside = shown(" ".join(c.value for c in folded.caption)).lower()
+    assert all(f"from step {r.step}, {r.label}".lower() in inside for r in rows if r.configuration)
     assert "113" not in PRESETS[DEFAULT_PRESET].note and "135" not in PRESETS[DEFAULT_PRESET].note
 
 

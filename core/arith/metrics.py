@@ -1,0 +1,116 @@
+"""Errors, condition numbers and a-priori error bounds (Higham, ch. 4) for sum results.
+
+All comparisons are exact: the result's value is decoded from its bits, the reference is
+the exact rational sum, and the bounds are Fractions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from core.arith.formats import Exact, FloatFormat, bits_of, error_in_ulps, value_of_bits
+
+
+def exact_value(v: np.generic, fmt: FloatFormat) -> Exact:
+    """The exact value of a NumPy scalar, cast to ``fmt`` first."""
+    return value_of_bits(bits_of(np.asarray(v).astype(fmt.numpy_dtype)), fmt)
+
+
+def kappa(exact: Exact, sum_abs: Exact) -> float:
+    """The condition number of a sum (or dot product), sum|x| / |sum x|, from its exact parts.
+
+    inf when the exact result is 0 and sum|x| is not; nan for 0 / 0 or non-finite data.
+    The one place κ is computed: the lab, the dot-product lab and the generators' checks use it.
+    """
+    if isinstance(exact, float) or isinstance(sum_abs, float):
+        return math.nan
+    if exact == 0:
+        return math.inf if sum_abs != 0 else math.nan
+    return float(sum_abs / abs(exact))
+
+
+def gamma(k: int, u: Fraction) -> Fraction | None:
+    """gamma_k = k u / (1 - k u); None when k u >= 1 (no bound)."""
+    if k * u >= 1:
+        return None
+    return k * u / (1 - k * u)
+
+
+def a_priori_bound(kind: str, n: int, sum_abs: Fraction, fmt: FloatFormat, depth: int | None = None) -> Fraction | None:
+    """Largest possible |computed - exact| for an algorithm (None: no finite bound).
+
+    sequential: gamma_{n-1} S;  pairwise: gamma_{ceil(log2 n)} S;  tree: gamma_depth S for
+    any summation tree whose longest root-to-leaf path has ``depth`` additions;
+    exact: one rounding, at most u |sum| <= u S.
+    compensated (``depth`` = m, values per lane; lanes combined exactly, rounded once):
+    2u S + (1 + u) * E with E = gamma_{m-1} * u * m * (1 + gamma_m) * S. For Neumaier this is
+    proved: each lane's running sums split exactly into s + sum(q_i) (error-free
+    transformations), |q_i| <= u |sigma_i| <= u (1 + gamma_m) S_lane, and the corrections
+    are summed in floating point with at most gamma_{m-1} sum|q_i| error. For Kahan it
+    is Higham's 2u + O(m u^2) with the O-term written the same way: checked by
+    property tests, not proved here.
+    """
+    u = fmt.unit_roundoff
+    if n <= 1:
+        return Fraction(0)
+    if kind == "sequential":
+        g = gamma(n - 1, u)
+    elif kind == "pairwise":
+        g = gamma(math.ceil(math.log2(n)), u)
+    elif kind == "tree":
+        g = gamma(depth if depth is not None else n - 1, u)
+    elif kind == "compensated":
+        m = depth if depth is not None else n
+        g_m1, g_m = gamma(max(m - 1, 0), u), gamma(m, u)
+        if g_m1 is None or g_m is None:
+            return None
+        g = 2 * u + (1 + u) * g_m1 * u * m * (1 + g_m)
+    elif kind == "exact":
+        g = u
+    else:
+        raise ValueError(f"unknown bound kind {kind!r}")
+    return None if g is None else g * sum_abs
+
+
+@dataclass(frozen=True)
+class SumMetrics:
+    value: Exact
+    bits: int
+    abs_error: Exact  # |computed - exact|, or inf
+    rel_error: float | None  # None when the exact sum is 0
+    ulps: float  # signed, in ULPs of the exact sum in the working format
+    correct_digits: float | None  # -log10(rel error); inf if exact; None if undefined
+    bound: Fraction | None
+    within_bound: bool | None  # None: no finite bound, or overflow
+
+    @property
+    def overflowed(self) -> bool:
+        return isinstance(self.value, float) and math.isinf(self.value)
+
+
+def evaluate(
+    v: np.generic, exact: Exact, sum_abs: Fraction, fmt: FloatFormat, bound: Fraction | None
+) -> SumMetrics:
+    """Errors of one computed sum against the exact sum of the values it was given."""
+    value = exact_value(v, fmt)
+    bits = bits_of(np.asarray(v).astype(fmt.numpy_dtype))
+    if isinstance(exact, float) or isinstance(value, float):
+        same = isinstance(exact, float) and isinstance(value, float) and (
+            value == exact or (math.isnan(value) and math.isnan(exact))
+        )
+        return SumMetrics(value, bits, 0 if same else math.inf, None, math.nan if same else math.inf,
+                          None, bound, None)
+    err = abs(value - exact)
+    rel = None if exact == 0 else float(err / abs(exact))
+    if rel is None:
+        digits = None
+    elif rel == 0:
+        digits = math.inf
+    else:
+        digits = max(0.0, -math.log10(rel))
+    within = None if bound is None else err <= bound
+    return SumMetrics(value, bits, err, rel, error_in_ulps(value, exact, fmt), digits, bound, within)

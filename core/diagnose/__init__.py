@@ -1,0 +1,12 @@
+"""Is my mismatch normal? The diagnosis of two results of one computation, and of two loss logs.
+
+Bottom to top: rounding (formats and rounding of arrays, ULPs, gamma_K, the reduced formats), inputs
+(the operands behind the results and their exact terms), tolerances (recommended tolerances, allclose
+reports), results (the result dataclasses), simulate (the inputs re-summed in several orders and in
+reduced precision), envelopes (what rounding can explain, element by element: envelopes, scale, pattern
+check, with the notation and derivations), verdict (diagnose(): the verdict, its sentence and reasons);
+loaders (a visitor's .npy, .pt and CSV files, safely), logs (two loss logs: amplified rounding or a
+jump), examples (bundled, computed live).
+
+May import: core.machines, core.arith, NumPy, torch.
+"""

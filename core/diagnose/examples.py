@@ -1,0 +1,184 @@
+"""Bundled examples for the mismatch diagnosis, each computed live on this machine.
+
+Tensors: CPU torch.sum with one thread against all threads; ``mm(a[:1], b)`` against
+``mm(a, b)[:1]``; a float32 product against the same product of bfloat16 inputs; against
+TF32-rounded inputs (each rounded to 10 explicit mantissa bits, to nearest with ties to even,
+then multiplied in float32 on the CPU: what a TF32 tensor core computes up to its own order of
+additions and its input conversion, which in some libraries rounds ties away from zero or
+truncates, within the same envelope); and a planted bug, one element changed by 1 %.
+
+Loss logs: a small tanh network trained twice in float32 with NumPy, full batch, where run B
+sees the examples in another order (so every gradient sum is reordered), and the same
+pair where B's data loader flips labels from one step on (a planted bug).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from core.arith.vectors import VectorSpec, generate
+from core.diagnose.loaders import LossLog
+from core.diagnose.rounding import round_to
+from core.machines.globalstate import PROCESS_THREADS, torch_threads
+
+EXAMPLES: dict[str, str] = {
+    "threads": "CPU: torch.sum of 10⁶ float32 values with 1 thread vs all threads",
+    "batch": "Batch size: mm(a[:1], b) vs mm(a, b)[:1]",
+    "bfloat16": "float32 product vs the same product of bfloat16 inputs",
+    "tf32": "float32 product vs the same product of TF32-rounded inputs",
+    "bug": "A planted bug: one element changed by 1 %",
+}
+LOG_EXAMPLES: dict[str, str] = {
+    "chaotic": "Two float32 trainings, the second sees each batch in another order",
+    "jump": "The same pair, but the second run's data loader flips labels from step 120",
+}
+BUG_INDEX = (17, 42)
+JUMP_STEP = 120
+
+
+@dataclass(frozen=True)
+class Example:
+    key: str
+    title: str
+    actual: torch.Tensor
+    expected: torch.Tensor
+    inputs: object  # (a, b) for a product, one tensor for a sum
+    reduction_length: int
+    code: str  # how the pair was made
+    live_note: str  # what happened on this machine
+
+
+def _factors(seed: int, m: int, k: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)
+
+
+def make_example(key: str) -> Example:
+    """Compute one bundled example now (deterministic inputs; the results are this machine's)."""
+    title = EXAMPLES[key]
+    if key == "threads":
+        x = torch.from_numpy(generate(VectorSpec("normal", 1_000_000, 0, "float32")).values.copy())
+        with torch_threads(1):
+            one = x.sum()
+        with torch_threads(PROCESS_THREADS):
+            many = x.sum()
+        same = bool((one == many).item()) and one.view(torch.int32).item() == many.view(torch.int32).item()
+        if PROCESS_THREADS == 1:
+            note = ("This server runs torch with a single thread, so both sums used the same split and cannot "
+                    "differ here; on a machine with more cores they usually do.")
+        elif same:
+            note = (f"On this server 1 and {PROCESS_THREADS} threads gave the same bits for this vector: no difference "
+                    "to explain here. With more threads (or another vector) the split changes and the bits usually "
+                    "do too.")
+        else:
+            note = f"On this server 1 and {PROCESS_THREADS} threads gave different bits for this vector."
+        return Example(key, title, one, many, x, x.numel(),
+                       "x = 10⁶ N(0, 1) float32 values (the Summation lab's default vector)\n"
+                       f"with 1 thread: actual = x.sum();  with {PROCESS_THREADS}: expected = x.sum()", note)
+    if key == "batch":
+        a, b = _factors(0, 64, 2048, 1024)
+        one, batch = torch.mm(a[:1], b), torch.mm(a, b)[:1]
+        differ = int((one != batch).sum())
+        note = (f"On this CPU {differ:,} of {one.numel():,} outputs differ." if differ else
+                "On this CPU the two give the same bits.")
+        return Example(key, title, one, batch, (a[:1], b), 2048,
+                       "a, b = randn(64, 2048), randn(2048, 1024) (seed 0; the Mitigations page's pair)\n"
+                       "actual = torch.mm(a[:1], b);  expected = torch.mm(a, b)[:1]", note)
+    a, b = _factors(1, 128, 512, 256)
+    expected = a @ b
+    if key == "bfloat16":
+        actual = torch.mm(a.bfloat16(), b.bfloat16()).float()
+        return Example(key, title, actual, expected, (a, b), 512,
+                       "a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
+                       "actual = torch.mm(a.bfloat16(), b.bfloat16()).float();  expected = a @ b",
+                       "Computed live with torch's bfloat16 matrix product on this CPU (float32 accumulation, "
+                       "bfloat16 result), as autocast would.")
+    if key == "tf32":
+        ar = torch.from_numpy(round_to(a.double().numpy(), "tf32")).float()
+        br = torch.from_numpy(round_to(b.double().numpy(), "tf32")).float()
+        return Example(key, title, ar @ br, expected, (a, b), 512,
+                       "a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
+                       "actual = tf32(a) @ tf32(b) in float32;  expected = a @ b",
+                       "TF32 emulated on this CPU: each input rounded to 10 explicit mantissa bits (to nearest, "
+                       "ties to even), then multiplied in float32: what a TF32 tensor core computes, up to its own "
+                       "order of additions and its input conversion (some libraries round ties away from zero or "
+                       "truncate; the TF32 envelope covers both).")
+    if key == "bug":
+        actual = expected.clone()
+        actual[BUG_INDEX] *= 1.01
+        return Example(key, title, actual, expected, (a, b), 512,
+                       "a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
+                       f"actual = a @ b with element {BUG_INDEX} multiplied by 1.01;  expected = a @ b",
+                       "Everything else is bit-identical: both sides ran the same kernel.")
+    raise KeyError(key)
+
+
+# ------------------------------------------------------------------------- loss logs
+
+
+def _spirals(n: int = 256, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(0, 1, n)
+    c = rng.integers(0, 3, n)
+    ang = 5 * t + c * 2 * np.pi / 3 + rng.normal(0, 0.3, n)
+    return np.stack([t * np.cos(ang), t * np.sin(ang)], 1).astype(np.float32), c
+
+
+def toy_training(order_seed: int | None = None, flip_from: int | None = None, steps: int = 300,
+                 hidden: int = 32, lr: float = 1.0) -> np.ndarray:
+    """Losses of a 2-h-h-3 tanh network trained by full-batch gradient descent in float32.
+
+    ``order_seed`` permutes the examples (every sum over the batch is then added in another
+    order: mathematically the same training); ``flip_from`` relabels a tenth of the examples
+    from that step on (a data bug).
+    """
+    x, y = _spirals()
+    rng = np.random.default_rng(1)
+    w1 = rng.normal(0, 1, (2, hidden)).astype(np.float32)
+    w2 = (rng.normal(0, 1, (hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)
+    w3 = (rng.normal(0, 1, (hidden, 3)) / np.sqrt(hidden)).astype(np.float32)
+    b1, b2, b3 = np.zeros(hidden, np.float32), np.zeros(hidden, np.float32), np.zeros(3, np.float32)
+    perm = np.arange(y.size) if order_seed is None else np.random.default_rng(order_seed).permutation(y.size)
+    x, y = x[perm], y[perm]
+    flipped = y.copy()
+    sel = np.random.default_rng(2).permutation(y.size)[: y.size // 10]
+    flipped[sel] = (flipped[sel] + 1) % 3
+    lr32, n = np.float32(lr), np.float32(y.size)
+    losses = np.empty(steps)
+    rows = np.arange(y.size)
+    for s in range(steps):
+        labels = flipped if flip_from is not None and s + 1 >= flip_from else y
+        h1 = np.tanh(x @ w1 + b1)
+        h2 = np.tanh(h1 @ w2 + b2)
+        z = h2 @ w3 + b3
+        z = z - z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        losses[s] = float(-np.mean(np.log(p[rows, labels] + np.float32(1e-12))))
+        dz = p.copy()
+        dz[rows, labels] -= 1
+        dz /= n
+        dh2 = (dz @ w3.T) * (1 - h2 * h2)
+        dh1 = (dh2 @ w2.T) * (1 - h1 * h1)
+        for param, grad in ((w3, h2.T @ dz), (b3, dz.sum(0)), (w2, h1.T @ dh2), (b2, dh2.sum(0)),
+                            (w1, x.T @ dh1), (b1, dh1.sum(0))):
+            param -= lr32 * grad
+    return losses
+
+
+def make_log_example(key: str) -> tuple[LossLog, LossLog, str]:
+    """(log A, log B, how they were made), computed now."""
+    a = toy_training()
+    if key == "chaotic":
+        b, how = toy_training(order_seed=3), "B trains on the same examples listed in another order"
+    elif key == "jump":
+        b, how = toy_training(flip_from=JUMP_STEP), f"B's data loader flips a tenth of the labels from step {JUMP_STEP}"
+    else:
+        raise KeyError(key)
+    steps = np.arange(1, a.size + 1, dtype=np.int64)
+    zero = np.zeros(a.size)
+    return (LossLog(steps, a, zero, "run A (float32, NumPy, full batch)"),
+            LossLog(steps, b, zero, f"run B: {how}"), how)

@@ -1,0 +1,376 @@
+"""Reading a visitor's tensors and loss logs for the mismatch diagnosis, safely and within limits.
+
+* ``.npy``: ``numpy.load(allow_pickle=False)``: object arrays (which would need unpickling)
+  are refused by NumPy itself.
+* ``.pt`` / ``.pth``: only PyTorch's zip format, checked with ``zipfile`` first (every entry
+  stored uncompressed, so nothing expands beyond the upload's size), then
+  ``torch.load(weights_only=True, map_location="cpu")``: PyTorch's restricted unpickler,
+  which builds tensors and plain containers only and never imports or calls arbitrary code.
+* ``.csv`` / ``.txt``: numbers as text, rounded to the chosen format. NaN and inf are kept:
+  they are part of what is compared.
+* pasted text: numbers separated by commas, spaces, semicolons or new lines; the brackets
+  and ``tensor(...)`` / ``array(...)`` wrappers of a printed tensor are ignored.
+
+Every limit is checked before the data is parsed. Error messages may quote a file name or
+pasted text: pages show them as inert text.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import zipfile
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from core.arith.formats import FORMATS, NUMPY_DTYPES, to_numpy
+from core.arith.vectors import round_array
+from core.diagnose.inputs import MAX_INPUT_ELEMENTS, Inputs
+from core.diagnose.verdict import MAX_ELEMENTS
+
+MAX_UPLOAD_BYTES = 5 * 1024 * 1024  # the server's upload limit (.streamlit/config.toml maxUploadSize = 5 MB)
+MAX_PASTE_CHARS = 100_000
+MAX_PASTED_NUMBERS = 10_000
+MAX_LOG_ROWS = 100_000
+ARRAY_TYPES = ("npy", "pt", "pth", "csv", "txt")
+LOG_TYPES = ("csv", "txt")
+_TORCH_FORMATS = {f.torch_dtype: name for name, f in FORMATS.items()}
+
+
+class LoadError(ValueError):
+    """Input that cannot be used; ``str(err)`` is the message for the visitor."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    values: np.ndarray  # in its own format (bfloat16 as ml_dtypes.bfloat16)
+    fmt: str
+    source: str  # what was read, for the page (may contain the file name: show inert)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.values.shape)
+
+
+def _clip(s: str, n: int = 40) -> str:
+    s = str(s)
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _check_size(name: str, data: bytes) -> None:
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise LoadError(f"{_clip(name)} is {len(data):,} bytes; at most {MAX_UPLOAD_BYTES:,} bytes are accepted.")
+    if not data:
+        raise LoadError(f"{_clip(name)} is empty.")
+
+
+def _check_elements(name: str, n: int, limit: int) -> None:
+    if n > limit:
+        raise LoadError(f"{_clip(name)} holds {n:,} values; at most {limit:,} are accepted.")
+    if n == 0:
+        raise LoadError(f"{_clip(name)} holds no values.")
+
+
+def load_array(name: str, data: bytes, text_format: str = "float32", limit: int = MAX_ELEMENTS) -> Loaded:
+    """A tensor from an uploaded file (see the module docstring); LoadError with the reason."""
+    _check_size(name, data)
+    low = name.lower()
+    if low.endswith(".npy"):
+        return _load_npy(name, data, limit)
+    if low.endswith((".pt", ".pth")):
+        return _load_torch(name, data, limit)
+    if low.endswith((".csv", ".txt")):
+        return _load_csv(name, data, text_format, limit)
+    raise LoadError(f"{_clip(name)}: upload a .npy, .pt, .pth or .csv file.")
+
+
+def load_input(name: str, data: bytes, text_format: str = "float32") -> Loaded:
+    """An operand (factor or summed array): the same formats, with the operands' size limit."""
+    return load_array(name, data, text_format, MAX_INPUT_ELEMENTS)
+
+
+def _load_npy(name: str, data: bytes, limit: int) -> Loaded:
+    try:
+        arr = np.load(io.BytesIO(data), allow_pickle=False)
+    except Exception:  # numpy raises several kinds for malformed or pickled content
+        raise LoadError(f"{_clip(name)} is not a readable .npy file (object arrays, which need unpickling, are not "
+                        "accepted).") from None
+    if not isinstance(arr, np.ndarray):
+        raise LoadError(f"{_clip(name)} is not a single array (.npz archives are not accepted).")
+    fmt = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float32",
+           np.dtype(np.float64): "float64"}.get(arr.dtype)
+    if fmt is None:
+        raise LoadError(f"{_clip(name)} holds {arr.dtype} data; a float16, float32 or float64 array is needed "
+                        "(save bfloat16 tensors as .pt, or convert them to float32, which is exact).")
+    _check_elements(name, arr.size, limit)
+    return Loaded(np.ascontiguousarray(arr), fmt, f"{name}: {fmt}, shape {tuple(arr.shape)}")
+
+
+def _load_torch(name: str, data: bytes, limit: int) -> Loaded:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            infos = z.infolist()
+    except zipfile.BadZipFile:
+        raise LoadError(f"{_clip(name)} is not in PyTorch's zip format (torch.save's default since 1.6); only that "
+                        "format is read.") from None
+    if any(i.compress_type != zipfile.ZIP_STORED for i in infos) or sum(i.file_size for i in infos) > 2 * len(data):
+        raise LoadError(f"{_clip(name)} holds compressed entries; torch.save never writes those, so it is refused.")
+    try:
+        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as err:  # the restricted unpickler refuses anything but tensors and plain containers
+        raise LoadError(f"{_clip(name)} could not be read with torch.load(weights_only=True): "
+                        f"{_clip(type(err).__name__, 30)}. Save a tensor (or a dict holding one) with torch.save.") \
+            from None
+    tensors = _tensors_in(obj)
+    if not tensors:
+        raise LoadError(f"{_clip(name)} holds no tensor.")
+    if len(tensors) > 1:
+        keys = ", ".join(_clip(k, 20) for k, _ in tensors[:5])
+        raise LoadError(f"{_clip(name)} holds {len(tensors)} tensors ({keys}{', …' if len(tensors) > 5 else ''}); "
+                        "save just the one to compare.")
+    key, t = tensors[0]
+    if t.layout != torch.strided:
+        raise LoadError(f"{_clip(name)} holds a {t.layout} tensor; save a dense one (t.to_dense()).")
+    fmt = _TORCH_FORMATS.get(t.dtype)
+    if fmt is None:
+        raise LoadError(f"{_clip(name)} holds a {t.dtype} tensor; float16, bfloat16, float32 or float64 is needed.")
+    _check_elements(name, t.numel(), limit)
+    t = t.detach().contiguous()
+    values = to_numpy(t)
+    where = f" (entry {_clip(key, 20)})" if key else ""
+    return Loaded(values.copy(), fmt, f"{name}{where}: {fmt}, shape {tuple(t.shape)}")
+
+
+def _tensors_in(obj, prefix: str = "", depth: int = 0) -> list[tuple[str, torch.Tensor]]:
+    if isinstance(obj, torch.Tensor):
+        return [(prefix, obj)]
+    if depth > 3:
+        return []
+    out = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += _tensors_in(v, f"{prefix}.{k}" if prefix else str(k), depth + 1)
+    elif isinstance(obj, list | tuple):
+        for i, v in enumerate(obj):
+            out += _tensors_in(v, f"{prefix}[{i}]", depth + 1)
+    return out
+
+
+# ------------------------------------------------------------------------------ text
+
+_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)$", re.I)
+_WRAPPERS = re.compile(r"(?i)\b(?:tensor|array)\s*\(|dtype\s*=\s*[\w.]+|device\s*=\s*'?[\w:]+'?|"
+                       r"requires_grad\s*=\s*\w+|grad_fn\s*=\s*<[^>]*>|[\[\]()]")
+
+
+def _significant_digits(token: str) -> int | None:
+    """Significant decimal digits written in a numeral (None for nan / inf)."""
+    t = token.lower().lstrip("+-")
+    if t in ("nan", "inf", "infinity"):
+        return None
+    mant = t.split("e")[0].replace(".", "").lstrip("0")
+    return max(len(mant), 1)
+
+
+def _values_from_tokens(tokens: list[str], fmt: str, what: str) -> tuple[np.ndarray, tuple[str, ...]]:
+    bad = next((t for t in tokens if not _NUMBER.match(t)), None)
+    if bad is not None:
+        raise LoadError(f"{what}: “{_clip(bad, 30)}” is not a number.")
+    x64 = np.array([float(t) for t in tokens], dtype=np.float64)
+    with np.errstate(over="ignore"):
+        values = round_array(x64, fmt)
+    notes = []
+    digits = [d for d in (_significant_digits(t) for t in tokens) if d is not None]
+    need = FORMATS[fmt].decimal_digits
+    if digits and max(digits) < need:
+        notes.append(f"{what} has at most {max(digits)} significant digits; {fmt} needs {need} to pin a value down. "
+                     "Differences below the last printed digit are invisible, and the printing itself rounded each "
+                     "value (print with torch.set_printoptions(precision=10), or upload the tensors).")
+    overflow = int(np.sum(np.isinf(values) & np.isfinite(x64)))
+    if overflow:
+        notes.append(f"{what}: {overflow:,} number(s) overflow {fmt} and became ±inf.")
+    return values, tuple(notes)
+
+
+def parse_pasted(text: str, fmt: str, what: str = "The pasted text") -> Loaded:
+    """A 1-D array from pasted numbers (see the module docstring)."""
+    if fmt not in NUMPY_DTYPES:
+        raise LoadError(f"unknown format {fmt!r}")
+    if len(text) > MAX_PASTE_CHARS:
+        raise LoadError(f"{what} is {len(text):,} characters long; at most {MAX_PASTE_CHARS:,} are accepted.")
+    cleaned = _WRAPPERS.sub(" ", text)
+    tokens = [t for t in re.split(r"[\s,;]+", cleaned) if t]
+    if not tokens:
+        raise LoadError(f"{what} holds no numbers. Paste numbers separated by commas, spaces or new lines.")
+    if len(tokens) > MAX_PASTED_NUMBERS:
+        raise LoadError(f"{what} holds {len(tokens):,} numbers; at most {MAX_PASTED_NUMBERS:,} can be pasted "
+                        "(upload a file for more).")
+    values, notes = _values_from_tokens(tokens, fmt, what)
+    return Loaded(values, fmt, f"{what}: {values.size:,} numbers as {fmt}", notes)
+
+
+def _rows(name: str, data: bytes) -> list[list[str]]:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise LoadError(f"{_clip(name)} is not UTF-8 text; save the CSV as UTF-8.") from None
+    try:
+        return [[c.strip() for c in r] for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    except csv.Error as err:
+        raise LoadError(f"{_clip(name)} is not a readable CSV file ({_clip(err, 60)}).") from None
+
+
+def _load_csv(name: str, data: bytes, fmt: str, limit: int) -> Loaded:
+    rows = _rows(name, data)
+    if rows and not all(_NUMBER.match(c) for c in rows[0] if c):
+        rows = rows[1:]  # a header
+    if not rows:
+        raise LoadError(f"{_clip(name)} holds no rows of numbers.")
+    width = len(rows[0])
+    if any(len(r) != width for r in rows):
+        raise LoadError(f"{_clip(name)}: the rows have different numbers of columns; a rectangular table is needed.")
+    _check_elements(name, width * len(rows), limit)
+    tokens = [c for r in rows for c in r]
+    values, notes = _values_from_tokens(tokens, fmt, _clip(name))
+    shape = (len(rows) * width,) if width == 1 or len(rows) == 1 else (len(rows), width)
+    values = values.reshape(shape)
+    return Loaded(values, fmt, f"{name}: {fmt} from text, shape {shape}", notes)
+
+
+# ------------------------------------------------------------------------------ logs
+
+
+@dataclass(frozen=True)
+class LossLog:
+    steps: np.ndarray  # int64, strictly increasing
+    values: np.ndarray  # float64 as written
+    resolution: np.ndarray  # half a unit in the last written digit, per value (0 for full precision)
+    source: str
+    notes: tuple[str, ...] = ()
+
+
+def _resolution(token: str) -> float:
+    t = token.lower().lstrip("+-")
+    if t in ("nan", "inf", "infinity"):
+        return 0.0
+    mant, _, exp = t.partition("e")
+    decimals = len(mant.split(".")[1]) if "." in mant else 0
+    return 0.5 * 10.0 ** (int(exp or 0) - decimals)
+
+
+def parse_log(name: str, data: bytes | str) -> LossLog:
+    """A loss log: TensorBoard's CSV export (Wall time, Step, Value), ``step,value`` rows, or one
+    value per line (steps 1, 2, ...). Columns are found by their header names when there is one."""
+    if isinstance(data, str):
+        if len(data) > MAX_PASTE_CHARS * 10:
+            raise LoadError(f"{name} is {len(data):,} characters long; at most {MAX_PASTE_CHARS * 10:,} are accepted.")
+        raw = data.encode()
+    else:
+        _check_size(name, data)
+        raw = data
+    rows = _rows(name, raw)
+    if not rows:
+        raise LoadError(f"{_clip(name)} holds no rows.")
+    header = None
+    if not all(_NUMBER.match(c) for c in rows[0] if c):
+        header, rows = [c.lower() for c in rows[0]], rows[1:]
+    if not rows:
+        raise LoadError(f"{_clip(name)} holds only a header row.")
+    if len(rows) > MAX_LOG_ROWS:
+        raise LoadError(f"{_clip(name)} holds {len(rows):,} rows; at most {MAX_LOG_ROWS:,} are accepted.")
+    width = len(rows[0])
+    if any(len(r) != width for r in rows):
+        raise LoadError(f"{_clip(name)}: the rows have different numbers of columns.")
+    step_col, value_col = _log_columns(name, header, width)
+    for r in rows:
+        for c in ((step_col, value_col) if step_col is not None else (value_col,)):
+            if not _NUMBER.match(r[c]):
+                raise LoadError(f"{_clip(name)}: “{_clip(r[c], 30)}” is not a number.")
+    values = np.array([float(r[value_col]) for r in rows])
+    resolution = np.array([_resolution(r[value_col]) for r in rows])
+    if step_col is None:
+        steps = np.arange(1, len(rows) + 1, dtype=np.int64)
+    else:
+        s = np.array([float(r[step_col]) for r in rows])
+        if not np.all(np.isfinite(s)) or np.any(s != np.round(s)) or np.any(np.abs(s) > 2**53):
+            raise LoadError(f"{_clip(name)}: the steps must be whole numbers.")
+        steps = s.astype(np.int64)
+        if np.any(np.diff(steps) <= 0):
+            raise LoadError(f"{_clip(name)}: the steps must increase from row to row.")
+    return LossLog(steps, values, resolution, f"{name}: {len(rows):,} steps")
+
+
+def _log_columns(name: str, header: list[str] | None, width: int) -> tuple[int | None, int]:
+    if header is not None:
+        step = next((i for i, h in enumerate(header) if h in ("step", "steps", "iteration", "iter", "global_step")),
+                    None)
+        value = next((i for i, h in enumerate(header) if h in ("value", "loss", "train_loss", "train/loss")), None)
+        if value is None:
+            value = width - 1
+        return step, value
+    if width == 1:
+        return None, 0
+    if width == 2:
+        return 0, 1
+    if width == 3:
+        return 1, 2  # TensorBoard: wall time, step, value
+    raise LoadError(f"{_clip(name)} has {width} columns and no header; give a Step and a Value column.")
+
+
+
+# --------------------------------------------------------------------------- the page's settings and checks
+
+
+@dataclass(frozen=True)
+class DiagnoseSettings:
+    """What the Diagnose page was asked: where the data come from, whether reduced precision may
+    explain the difference, K (None: unknown) and the format the computation ran in ("auto": the
+    arrays' own, float32 for text)."""
+
+    source: str = "example"
+    reduced: bool = True
+    k: int | None = None
+    format_choice: str = "auto"
+
+    @property
+    def reduced_precision(self) -> str:
+        """core.diagnose.verdict.diagnose's reduced_precision: "any" or "none"."""
+        return "any" if self.reduced else "none"
+
+    @property
+    def fmt(self) -> str | None:
+        """The format to diagnose in, None to take the arrays' own."""
+        return None if self.format_choice == "auto" else self.format_choice
+
+    @property
+    def text_format(self) -> str:
+        """The format typed or pasted numbers are read in."""
+        return self.fmt or "float32"
+
+
+def pair_problem(actual: Loaded, expected: Loaded, pasted: bool = False) -> str | None:
+    """Why two results cannot be compared element for element (None when they can)."""
+    if pasted:
+        if actual.shape != expected.shape:
+            return (f"actual holds {actual.values.size:,} numbers but expected holds {expected.values.size:,}: they "
+                    "must match one for one.")
+        return None
+    if actual.fmt != expected.fmt:
+        return (f"actual is {actual.fmt} but expected is {expected.fmt}: upload both in one dtype. A narrower "
+                "tensor converts to a wider one exactly (t.float(), t.double()); then choose the narrower "
+                "format above as the one the computation ran in.")
+    if actual.shape != expected.shape:
+        return (f"actual has shape {actual.shape} but expected has shape {expected.shape}: they must match "
+                "element for element.")
+    return None
+
+
+def reduction_length_problem(k: int | None, inputs: Inputs | None) -> str | None:
+    """Why a given K contradicts the inputs (None when it does not, or either is unknown)."""
+    if k is not None and inputs is not None and inputs.k != k:
+        return f"K = {k:,}, but the inputs sum {inputs.k:,} terms per element."
+    return None

@@ -1,0 +1,189 @@
+"""Two training loss logs: a tiny difference amplified by chaotic training, or a jump at step k?
+
+Two runs that differ only in rounding (another device, thread count or kernel) agree
+exactly, or to the last bit, for a while; their first difference is the size of a rounding
+(relative gap |a - b| / max(|a|, |b|) of a few ULPs), and the gap then grows roughly
+exponentially, because training is chaotic, until it saturates at the size of the
+step-to-step noise (the Training divergence page shows this with its own pair). A bug, a
+different batch or a different hyperparameter instead makes the gap appear *at once*: the
+first difference is far above rounding size, or the gap jumps by orders of magnitude in one
+logged interval, far faster than the fitted growth.
+
+Rules (thresholds are heuristics, stated here and on the page):
+
+* rounding size at a step: ``TINY_ULPS`` = 1024 ULPs of the format relative
+  (1024 * 2^(1-p), 1.2e-4 for float32), or ten times the printed resolution of the two
+  values (half a unit in the last written digit, relative), whichever is larger;
+* first differing step k0: a relative gap above rounding size there is "a jump at k0";
+* growth: least squares of ln(gap) against the step over the growth phase, from k0 until the
+  running maximum of the gap first reaches ``SATURATION`` (10 %) of its largest value (the
+  fit of ``core.training.seeds.summarize``, applied to the loss gap);
+* a later jump: a logged interval in which the running maximum of the gap grows by
+  ``JUMP_FACTOR`` (100) times more than the fitted growth predicts, to at least ``JUMP_MIN``
+  (1e-3 relative); NaN or inf in one log only is a jump too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.arith.formats import FORMATS
+from core.diagnose.loaders import LoadError, LossLog
+
+TINY_ULPS = 1024
+JUMP_FACTOR = 100.0
+JUMP_MIN = 1e-3
+SATURATION = 0.1
+MIN_FIT_POINTS = 5
+LOG_VERDICTS = ("identical", "tiny", "chaotic", "jump")
+
+
+@dataclass(frozen=True)
+class LogDiagnosis:
+    verdict: str  # one of LOG_VERDICTS
+    sentence: str
+    reasons: tuple[str, ...]
+    steps: np.ndarray = field(repr=False)
+    a: np.ndarray = field(repr=False)
+    b: np.ndarray = field(repr=False)
+    rel_gap: np.ndarray = field(repr=False)  # |a - b| / max(|a|, |b|); inf where one is not finite
+    tiny: np.ndarray = field(repr=False)  # rounding size per step (relative)
+    first_step: int | None
+    first_gap: float | None
+    growth_per_step: float | None  # fitted d ln(gap) / d step
+    doubling_steps: float | None
+    fit_range: tuple[int, int] | None
+    fit_intercept: float | None
+    jump_step: int | None
+    jump_factor: float | None  # gap growth in that interval beyond the fitted trend
+    notes: tuple[str, ...] = ()
+
+
+def _rel_gap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    both_nan = np.isnan(a) & np.isnan(b)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        same = (a == b) | both_nan
+        fin = np.isfinite(a) & np.isfinite(b)
+        den = np.maximum(np.abs(a), np.abs(b))
+        g = np.where(fin, np.abs(a - b) / np.where(den > 0, den, 1.0), np.inf)
+    return np.where(same, 0.0, g)
+
+
+def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDiagnosis:
+    """Compare two loss logs step by step (aligned on their common steps)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}")
+    steps, ia, ib = np.intersect1d(log_a.steps, log_b.steps, assume_unique=True, return_indices=True)
+    if steps.size < 2:
+        raise LoadError("The two logs share fewer than 2 steps; they need common step numbers.")
+    notes = []
+    dropped = log_a.steps.size + log_b.steps.size - 2 * steps.size
+    if dropped:
+        notes.append(f"{dropped:,} row(s) whose step appears in only one log were left out.")
+    a, b = log_a.values[ia], log_b.values[ib]
+    g = _rel_gap(a, b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mag = np.maximum(np.abs(a), np.abs(b))
+        printed = 10 * np.maximum(log_a.resolution[ia], log_b.resolution[ib]) / np.where(mag > 0, mag, 1.0)
+    tiny = np.maximum(TINY_ULPS * 2.0 ** (1 - FORMATS[fmt].precision), np.nan_to_num(printed, nan=0.0))
+    differ = np.flatnonzero(g > 0)
+    base = dict(steps=steps, a=a, b=b, rel_gap=g, tiny=tiny, notes=tuple(notes))
+    if differ.size == 0:
+        return LogDiagnosis("identical", f"Identical: the two logs agree at all {steps.size:,} common steps.",
+                            ("Every logged value is the same in both runs.",), first_step=None, first_gap=None,
+                            growth_per_step=None, doubling_steps=None, fit_range=None, fit_intercept=None,
+                            jump_step=None, jump_factor=None, **base)
+    i0 = int(differ[0])
+    k0, g0 = int(steps[i0]), float(g[i0])
+    reasons = []
+    if not math.isfinite(g0):
+        return _jump(base, i0, k0, g0, None, None, None, None, math.inf,
+                     [f"At step {k0:,} one log is NaN or infinite and the other is not: a run that blew up, not "
+                      "rounding."])
+    if g0 > tiny[i0]:
+        return _jump(base, i0, k0, g0, None, None, None, None, math.inf,
+                     [(f"The logs agree up to step {steps[i0 - 1]:,} and first differ at step {k0:,}" if i0 else
+                       f"The logs differ from their first common step, {k0:,},")
+                      + f" by {g0:.2g} relative: {g0 / tiny[i0]:,.3g} times the size of a rounding difference there. "
+                      "Rounding differences start at the last bit and grow step by step; a first difference this "
+                      "large comes from something else."])
+    reasons.append(f"The logs first differ at step {k0:,}, by {g0:.2g} relative: rounding-sized (below "
+                   f"{tiny[i0]:.2g}).")
+    growth, doubling, fit, intercept = _fit(steps, g, i0)
+    jump_i, jump_factor = _find_jump(steps, g, i0, growth)
+    if jump_i is not None:
+        kj = int(steps[jump_i])
+        why = (f"At step {kj:,} the gap jumps to {g[jump_i]:.2g} relative, " +
+               ("with NaN or inf in one log only." if not math.isfinite(g[jump_i]) else
+                f"{jump_factor:,.3g} times more in one logged interval than the fitted growth predicts."))
+        return _jump(base, jump_i, k0, g0, growth, doubling, fit, intercept, jump_factor, [*reasons, why])
+    gmax = float(np.max(g))
+    if gmax <= TINY_ULPS * 2.0 ** (1 - FORMATS[fmt].precision):
+        sentence = (f"A tiny difference that stays tiny: the logs differ from step {k0:,} by at most {gmax:.2g} "
+                    "relative, rounding-sized throughout; nothing amplifies it (yet).")
+        return LogDiagnosis("tiny", sentence, (*reasons, "The gap never grows beyond rounding size."), first_step=k0,
+                            first_gap=g0, growth_per_step=growth, doubling_steps=doubling, fit_range=fit,
+                            fit_intercept=intercept, jump_step=None, jump_factor=None, **base)
+    if growth is not None and growth > 0:
+        reasons.append(f"The gap then grows by a factor {math.exp(growth):.3g} per step (doubling every "
+                       f"{doubling:,.3g} steps, fitted from step {fit[0]:,} to {fit[1]:,}) up to {gmax:.2g} relative, "
+                       "with no jump beyond that trend: the signature of chaotic training amplifying rounding.")
+    else:
+        reasons.append(f"The gap grows to {gmax:.2g} relative without any single jump (too few points to fit a rate).")
+    sentence = (f"A tiny difference amplified by chaotic training: the logs first differ at step {k0:,} by a "
+                f"rounding-sized {g0:.2g}, and the gap grows smoothly"
+                + (f" (doubling every {doubling:,.3g} steps)" if doubling else "")
+                + " instead of jumping. Compare such runs by their final metrics over several seeds, not step by step.")
+    return LogDiagnosis("chaotic", sentence, tuple(reasons), first_step=k0, first_gap=g0, growth_per_step=growth,
+                        doubling_steps=doubling, fit_range=fit, fit_intercept=intercept, jump_step=None,
+                        jump_factor=None, **base)
+
+
+def _jump(base, i, k0, g0, growth, doubling, fit, intercept, factor, reasons) -> LogDiagnosis:
+    kj = int(base["steps"][i])
+    sentence = (f"A jump at step {kj:,}: look there. The gap appears at once (to {base['rel_gap'][i]:.2g} relative) "
+                "instead of growing from a rounding-sized difference, so something other than rounding changed: "
+                "the data, a random draw, a hyperparameter, or a bug.")
+    return LogDiagnosis("jump", sentence, tuple(reasons), first_step=k0, first_gap=g0, growth_per_step=growth,
+                        doubling_steps=doubling, fit_range=fit, fit_intercept=intercept, jump_step=kj,
+                        jump_factor=factor, **base)
+
+
+def _fit(steps: np.ndarray, g: np.ndarray, i0: int):
+    """Least squares of ln(gap) on the step over the growth phase (see the module docstring)."""
+    fin = np.isfinite(g)
+    tail = np.where(fin, g, 0.0)[i0:]
+    if tail.size < 2:
+        return None, None, None, None
+    running = np.maximum.accumulate(tail)
+    cap = SATURATION * float(running.max())
+    reach = np.flatnonzero(running >= cap)
+    end = i0 + int(reach[0]) if reach.size else g.size - 1
+    end = max(end, i0 + 1)
+    sel = np.arange(i0, end + 1)
+    sel = sel[fin[sel] & (g[sel] > 0)]
+    if sel.size < MIN_FIT_POINTS:
+        return None, None, None, None
+    slope, intercept = np.polyfit(steps[sel].astype(np.float64), np.log(g[sel]), 1)
+    growth = float(slope)
+    doubling = math.log(2) / growth if growth > 0 else None
+    return growth, doubling, (int(steps[sel[0]]), int(steps[sel[-1]])), float(intercept)
+
+
+def _find_jump(steps: np.ndarray, g: np.ndarray, i0: int, growth: float | None):
+    rate = max(growth or 0.0, 0.0)
+    running = np.maximum.accumulate(np.where(np.isnan(g), np.inf, g)[i0:])
+    for j in range(1, running.size):
+        i = i0 + j
+        if not math.isfinite(running[j]):
+            return i, math.inf
+        prev = running[j - 1]
+        if prev <= 0 or running[j] < JUMP_MIN:
+            continue
+        excess = math.log(running[j] / prev) - rate * float(steps[i] - steps[i - 1])
+        if excess >= math.log(JUMP_FACTOR):
+            return i, math.exp(excess)
+    return None, None

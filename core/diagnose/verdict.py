@@ -1,0 +1,397 @@
+"""Is my mismatch normal? Diagnose the difference between two results of one computation.
+
+``diagnose(actual, expected)`` takes two arrays of one shape (NumPy arrays or torch tensors,
+float16 / bfloat16 / float32 / float64), measures every element's difference, and decides
+which explanation covers it, the smallest first:
+
+``"identical"``          every element has the same value;
+``"reordering"``         the differences fit the same sums added in another order (another
+                         kernel, thread count, batch size or device) in the format that ran;
+``"reduced_precision"``  too large for that, but they fit one side having rounded its inputs
+                         to TF32, float16 or bfloat16 (float32 when the result is float64)
+                         and accumulated in float32;
+``"too_large"``          no rounding explanation covers them, or a few elements are far off
+                         while the rest agree, or NaN/Inf appear in one result only.
+
+The notation and the derivations of the envelopes, the scale and the pattern check are in
+core.diagnose.envelopes; the simulation of the inputs' own orders in core.diagnose.simulate; the
+recommended tolerances in core.diagnose.tolerances. This module decides the verdict from them and
+words it: the sentence, the reasons and the worst elements.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from core.arith.formats import FORMATS
+from core.diagnose.envelopes import (
+    envelope_tolerances,
+    median_floor,
+    pattern_check,
+    reduced_envelope,
+    reordering_envelope,
+)
+from core.diagnose.inputs import Inputs, prepare_inputs
+from core.diagnose.results import BULK_SHARE, Diagnosis, Distribution, EnvelopeCheck, Simulation, WorstElement
+from core.diagnose.rounding import (
+    REDUCED_FORMATS,
+    accumulation_format,
+    as_float_array,
+    fmt_ulp,
+    narrower,
+    reduced_candidates,
+)
+from core.diagnose.simulate import SIM_ELEMENTS, SIM_TERMS, inputs_fit, sample_elements, simulate
+from core.diagnose.tolerances import (
+    ALLCLOSE_DEFAULT,
+    ASSERT_CLOSE_DEFAULTS,
+    MARGIN,
+    allclose_report,
+    covering_tolerances,
+    format_tol,
+    nice_up,
+)
+
+VERDICTS = ("identical", "reordering", "reduced_precision", "too_large")
+# how each verdict's one-sentence summary begins
+VERDICT_HEADS = {"identical": "Identical", "reordering": "Normal rounding noise",
+                 "reduced_precision": "Expected for reduced precision", "too_large": "Too large for rounding"}
+ASSUMED_K = 65_536  # reduction length assumed when neither K nor the inputs are given
+MAX_ELEMENTS = 1_000_000  # per compared array
+REDUCED_PRECISION_CHOICES = ("any", "none", "float32", "tf32", "float16", "bfloat16")
+
+
+NEXT_CHECKS = (
+    "Same inputs? Hash the inputs of both runs (and the weights) just before the operation; a difference there "
+    "is not the operation's fault.",
+    "Randomness: dropout, data augmentation, random initialisation or sampling without a shared seed. CPU and "
+    "CUDA generators give different streams even with the same seed.",
+    "Nondeterministic operations: atomics in index_add_, scatter_add_, embedding and interpolation backward on "
+    "GPUs. torch.use_deterministic_algorithms(True) makes torch raise where one is used.",
+    "Uninitialised memory: torch.empty / empty_like / new_empty read before every element is written gives "
+    "different garbage (sometimes NaN) each run.",
+    "A real bug: a wrong axis, an off-by-one slice, an unintended broadcast, a missing mask, a stale buffer.",
+)
+
+
+def _check_k(reduction_length, inputs: Inputs | None) -> tuple[int, str]:
+    if reduction_length is not None:
+        if isinstance(reduction_length, bool) or not isinstance(reduction_length, int | np.integer) \
+                or reduction_length < 1:
+            raise ValueError(f"reduction_length must be a whole number of at least 1 (got {reduction_length!r})")
+        k = int(reduction_length)
+        if inputs is not None and inputs.k != k:
+            raise ValueError(f"reduction_length = {k:,}, but the inputs sum {inputs.k:,} terms per element")
+        return k, "given"
+    if inputs is not None:
+        return inputs.k, "inputs"
+    return ASSUMED_K, "assumed"
+
+
+def _reduced_keys(fmt: str, reduced_precision: str | None) -> tuple[str, ...]:
+    choice = "none" if reduced_precision is None else reduced_precision
+    if choice not in REDUCED_PRECISION_CHOICES:
+        raise ValueError(f"reduced_precision must be one of {', '.join(REDUCED_PRECISION_CHOICES)}")
+    if choice == "none":
+        return ()
+    cands = reduced_candidates(fmt)
+    return cands if choice == "any" else tuple(c for c in cands if c == choice) or (choice,)
+
+
+def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: str | None = None,
+             reduced_precision: str | None = "any", inputs=None, simulate_orders: bool = True) -> Diagnosis:
+    """Diagnose the difference between two results of the same computation.
+
+    ``reduction_length``: K, the number of terms summed into each element (the inner
+    dimension of a matrix product, the length of the summed axis), when known; ``dtype``:
+    the format the computation ran in (default: the arrays' own, the narrower of the two);
+    ``reduced_precision``: which reduced-precision explanations to consider ("any", "none",
+    or one of "float32", "tf32", "float16", "bfloat16"); ``inputs``: the operands, ``(a, b)``
+    of ``a @ b`` or one array whose last axis was summed (or an ``Inputs`` from
+    ``prepare_inputs``), for rigorous bounds and the simulation. Raises TypeError / ValueError
+    for inputs it cannot diagnose.
+    """
+    a, fa = as_float_array(actual, "actual")
+    e, fe = as_float_array(expected, "expected")
+    if a.shape != e.shape:
+        raise ValueError(f"actual has shape {a.shape} but expected has shape {e.shape}")
+    if a.size == 0:
+        raise ValueError("the arrays are empty")
+    if a.size > MAX_ELEMENTS:
+        raise ValueError(f"the arrays hold {a.size:,} elements; at most {MAX_ELEMENTS:,} are diagnosed")
+    fmt_name = dtype if dtype is not None else narrower(fa, fe)
+    if fmt_name not in FORMATS:
+        raise ValueError(f"unknown format {fmt_name!r}; choose one of {', '.join(FORMATS)}")
+    fmt, acc_name = FORMATS[fmt_name], accumulation_format(fmt_name)
+    acc = FORMATS[acc_name]
+    ops = inputs if isinstance(inputs, Inputs) or inputs is None else prepare_inputs(inputs, a.shape)
+    if ops is not None and ops.a.shape[0] * (ops.b.shape[1] if ops.b is not None else 1) != a.size:
+        raise ValueError("the prepared inputs do not match the compared results")
+    k, k_source = _check_k(reduction_length, ops)
+    keys = _reduced_keys(fmt_name, reduced_precision)
+    shape = a.shape
+    notes: list[str] = []
+    if fa != fe:
+        notes.append(f"actual is {fa} and expected is {fe}: differences are measured in {fmt_name}.")
+    if k_source == "assumed":
+        notes.append(f"K (terms per element) is unknown: the envelopes assume K = {ASSUMED_K:,}. Give K (or the "
+                     "inputs) for a sharper envelope.")
+
+    af, ef = a.reshape(-1), e.reshape(-1)
+    fin = np.isfinite(af) & np.isfinite(ef)
+    both_nan = np.isnan(af) & np.isnan(ef)
+    nan_mismatch = np.isnan(af) != np.isnan(ef)
+    with np.errstate(invalid="ignore"):
+        same_inf = ~fin & ~both_nan & (af == ef)
+    inf_mismatch = ~fin & ~both_nan & ~same_inf & ~nan_mismatch
+    nonfinite = np.flatnonzero(nan_mismatch | inf_mismatch)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        d = np.where(fin, np.abs(af - ef), np.nan)
+        rel = np.where(fin, np.where(ef != 0, d / np.abs(ef), np.where(d > 0, np.inf, 0.0)), np.nan)
+        unit = fmt_ulp(np.where(fin, ef, 0.0), fmt)
+        ulps = np.where(fin, d / unit, np.nan)
+    n_signed_zero = int(np.sum(fin & (af == 0) & (ef == 0) & (np.signbit(af) != np.signbit(ef))))
+    differ = fin & (d > 0)
+
+    # ---- scale and envelopes
+    m = np.where(fin, np.maximum(np.abs(af), np.abs(ef)), 0.0)
+    sum_abs = rows_abs = sq = None
+    if ops is not None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            if ops.kind == "matmul":
+                sum_abs = (np.abs(ops.a) @ np.abs(ops.b)).reshape(-1)
+                sq = np.sqrt((ops.a * ops.a) @ (ops.b * ops.b)).reshape(-1)
+                rows_abs = (np.abs(ops.a).sum(1)[:, None] + np.abs(ops.b).sum(0)[None, :]).reshape(-1)
+            else:
+                sum_abs = np.abs(ops.a).sum(1)
+                sq = np.sqrt((ops.a * ops.a).sum(1))
+                rows_abs = sum_abs
+        sum_abs = sum_abs * (1 + 4 * k * 2.0**-53)
+        good = np.isfinite(sum_abs) & np.isfinite(sq)
+        if not good.all():
+            notes.append("Some inputs are not finite or too large to square: those elements use the estimated scale.")
+    floor = median_floor(e, fin.reshape(shape)).reshape(-1)
+    if ops is not None:
+        s = np.maximum(m, np.where(good, sq, floor))
+        sum_abs_used = np.where(good, sum_abs, math.sqrt(k) * s)
+    else:
+        s = np.maximum(m, floor)
+        sum_abs_used = math.sqrt(k) * s
+    rigorous = ops is not None
+
+    sim = None
+    if ops is not None and simulate_orders:
+        cand = np.flatnonzero(fin)
+        budget = max(1, min(SIM_ELEMENTS, SIM_TERMS // max(k, 1)))
+        if cand.size:
+            score = np.where(fin, d / np.maximum(s, np.finfo(float).tiny), 0.0)
+            sim = simulate(ops, af, ef, fmt_name, sample_elements(score, cand, budget),
+                           tuple(kk for kk in keys if inputs_fit(ops, kk)))
+            notes += list(sim.notes)
+
+    envs = [reordering_envelope(d, fin, m, s, sum_abs_used, rigorous, k, fmt, acc, sim)]
+    for key in keys:
+        envs.append(reduced_envelope(key, d, fin, m, s, sum_abs_used, rows_abs, ops, k, fmt, acc, sim))
+
+    pattern = pattern_check(d, fin, s, fmt)
+
+    # ---- verdict
+    reasons: list[str] = []
+    explanation = None
+    reorder = envs[0]
+    if nonfinite.size:
+        verdict = "too_large"
+        reasons.append(f"NaN or infinity in one result but not the other at {nonfinite.size:,} element(s) "
+                       f"({int(nan_mismatch.sum()):,} NaN, {int(inf_mismatch.sum()):,} infinite): no rounding of a "
+                       "finite computation turns a finite value into NaN, and no tolerance accepts inf against a "
+                       "finite number.")
+        near = np.abs(np.where(np.isfinite(af), af, ef)[inf_mismatch]) if inf_mismatch.any() else np.array([])
+        if near.size and np.any(near > float(fmt.max_finite) / 2):
+            reasons.append(f"The finite side is within a factor of 2 of {fmt_name}'s largest value: one run may have "
+                           "overflowed where the other just did not (an order-dependent overflow).")
+    elif not differ.any():
+        verdict = "identical"
+        reasons.append(f"All {a.size:,} elements have equal values.")
+        if n_signed_zero:
+            reasons.append(f"{n_signed_zero:,} of them are +0 against -0: equal as numbers, different in the sign bit.")
+        if both_nan.any():
+            reasons.append(f"{int(both_nan.sum()):,} element(s) are NaN in both.")
+    elif pattern.localized:
+        verdict = "too_large"
+        reasons.append(
+            f"{pattern.outliers.size:,} element(s) are far off (up to {pattern.worst:,.3g} ULPs of their scale) while "
+            f"the rest agree to {pattern.level:,.3g} ULP(s) or better: rounding spreads over all elements, so "
+            "isolated large differences are not rounding, whatever their size. (Only if just those elements were "
+            "computed by another kernel, an edge tile say, could they be; their positions are listed below.)")
+    elif reorder.fits:
+        verdict = "reordering"
+        reasons.append(_fit_reason(reorder, k, acc_name))
+    else:
+        fitting = next((env for env in envs[1:] if env.fits), None)
+        reasons.append(f"{reorder.exceed:,} element(s) exceed the reordering envelope (up to "
+                       f"{reorder.worst_ratio:,.3g} times it): another summation order in {acc_name} does not "
+                       "explain them.")
+        if fitting is not None:
+            verdict, explanation = "reduced_precision", fitting.key
+            reasons.append(_fit_reason(fitting, k, acc_name))
+            reasons.append("If neither side can have used reduced precision (TF32, autocast, .half(), "
+                           "torch.set_float32_matmul_precision), treat this as too large.")
+        else:
+            verdict = "too_large"
+            for env in envs[1:]:
+                if env.exceed:
+                    reasons.append(f"{env.name}: {env.exceed:,} element(s) exceed its envelope (up to "
+                                   f"{env.worst_ratio:,.3g} times it).")
+                else:
+                    reasons.append(f"{env.name}: every element is inside its envelope, but such inputs would move "
+                                   f"most elements by about its typical size, and the median element differs by only "
+                                   f"{env.bulk_ratio:.2g} of it (at least {BULK_SHARE:.3g} expected): the large "
+                                   "differences are confined to some elements.")
+            if not envs[1:]:
+                reasons.append("Reduced precision was ruled out.")
+    if pattern.applicable and verdict in ("reordering", "reduced_precision"):
+        reasons.append(f"The pattern check found no isolated outliers (the largest difference is "
+                       f"{pattern.worst:,.3g} ULPs of its scale; the other 99 % reach {pattern.level:,.3g}).")
+    if sim is not None:
+        reasons += _simulation_reasons(sim, envs, verdict, explanation)
+
+    # ---- tolerances
+    df, efin = d[fin], ef[fin]
+    rtol = atol = margin = env_rtol = env_atol = None
+    if verdict != "too_large":
+        rtol0, atol0 = covering_tolerances(df, efin)
+        if verdict != "identical":  # another order can always move the last bit: at least one ULP, relatively
+            rtol0 = max(rtol0, 2.0 ** (1 - fmt.precision))
+        rtol, atol = nice_up(MARGIN * rtol0), nice_up(MARGIN * atol0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lim = atol + rtol * np.abs(efin)
+            margin = float(np.min(np.where(df > 0, lim / df, np.inf))) if df.size else math.inf
+        chosen = reorder if verdict in ("identical", "reordering") else next(x for x in envs if x.key == explanation)
+        env_rtol, env_atol = envelope_tolerances(chosen, fin, ef)
+    c = float(np.median(np.abs(efin))) if efin.size else 0.0
+    nan_any = np.isnan(af) | np.isnan(ef)
+    d_all = np.where(fin, d, np.where(nan_any | ~(same_inf | fin), np.inf, 0.0))
+    ac = allclose_report(d_all, np.where(np.isfinite(ef), ef, 0.0), nan_any, *ALLCLOSE_DEFAULT, shape, c * 1e-2)
+    defaults = ASSERT_CLOSE_DEFAULTS[narrower(fa, fe)]
+    acd = allclose_report(d_all, np.where(np.isfinite(ef), ef, 0.0), nan_any, *defaults, shape, c * 1e-2)
+
+    worst = _worst(af, ef, d, rel, ulps, reorder, envs, fin, nonfinite, shape)
+    sentence = _sentence(verdict, explanation, ef, rel, ulps, fin, differ, k, k_source, acc_name, fmt_name,
+                         rtol, atol, pattern, nonfinite.size, a.size)
+    return Diagnosis(
+        verdict=verdict, sentence=sentence, reasons=tuple(reasons), explanation=explanation, rtol=rtol, atol=atol,
+        equal_nan=bool(both_nan.any()), check_dtype=fa == fe, margin=margin, envelope_rtol=env_rtol,
+        envelope_atol=env_atol, shape=tuple(shape), size=int(a.size), fmt=fmt_name, acc_fmt=acc_name,
+        actual_fmt=fa, expected_fmt=fe, k=k, k_source=k_source, abs_diff=d, rel_diff=rel, ulp_diff=ulps, scale=s,
+        abs_stats=Distribution.of(d), rel_stats=Distribution.of(rel), ulp_stats=Distribution.of(ulps),
+        n_compared=int(fin.sum()), n_differ=int(differ.sum()), n_signed_zero=n_signed_zero,
+        n_both_nan=int(both_nan.sum()), nan_mismatch=int(nan_mismatch.sum()), inf_mismatch=int(inf_mismatch.sum()),
+        nonfinite_index=nonfinite, envelopes=tuple(envs), pattern=pattern, simulation=sim, allclose=ac,
+        assert_close_defaults=acd, worst=worst, next_checks=NEXT_CHECKS if verdict == "too_large" else (),
+        notes=tuple(notes),
+    )
+
+
+# -------------------------------------------------------------------------- the words
+
+
+def _fit_reason(env: EnvelopeCheck, k: int, acc: str) -> str:
+    kind = "rigorous a-priori bound (from the inputs)" if env.bound_rigorous else "estimated a-priori bound"
+    return (f"Every element is within the envelope of {env.name[0].lower() + env.name[1:]} "
+            f"(the largest difference uses {env.worst_ratio:.2g} of it): min({kind}, {env.factor:g} × typical), "
+            f"with typical = " + ("u·√K·scale" if env.key == "reordering" else "(u_in + u_32·√K)·scale")
+            + f" for K = {k:,}.")
+
+
+def _simulation_reasons(sim: Simulation, envs, verdict, explanation) -> list[str]:
+    out = []
+    n = sim.elements.size
+    p = sim.pair_diffs_ulps
+    umax = float(np.max(sim.user_ulps)) if n else 0.0
+    pmax = float(np.max(p)) if p.size else 0.0
+    out.append(f"Simulation: {len(sim.orders)} summation orders of the inputs on {n:,} sampled element(s) differ "
+               f"from each other by up to {pmax:,.3g} ULPs; your differences there reach {umax:,.3g} ULPs, and "
+               f"{sim.within:,} of {n:,} lie within their element's spread of orders.")
+    if explanation is not None and explanation in sim.reduced:
+        rd = sim.reduced_diffs_ulps(explanation)
+        u = sim.user_ulps
+        out.append(f"With the inputs rounded to {REDUCED_FORMATS[explanation].name}, the simulated results move by "
+                   f"a median {float(np.median(rd)):,.3g} ULPs (at most {float(np.max(rd)):,.3g}) from the "
+                   f"full-precision orders; your differences there: median {float(np.median(u)):,.3g}, at most "
+                   f"{float(np.max(u)):,.3g} ULPs.")
+    env_r = envs[0].envelope[sim.elements]
+    a_ok = sim.actual_err <= env_r
+    e_ok = sim.expected_err <= env_r
+    if verdict == "too_large" and e_ok.all() and not a_ok.all():
+        out.append("expected is within reordering distance of the exact result of these inputs at every sampled "
+                   f"element; actual is not at {int((~a_ok).sum()):,} of them.")
+    elif verdict == "too_large" and a_ok.all() and not e_ok.all():
+        out.append("actual is within reordering distance of the exact result of these inputs at every sampled "
+                   f"element; expected is not at {int((~e_ok).sum()):,} of them.")
+    widest = envs[-1].envelope[sim.elements] if len(envs) > 1 else env_r
+    if np.mean((sim.actual_err > widest) & (sim.expected_err > widest)) > 0.5:
+        out.append("Neither result is near the exact result of the inputs given at most sampled elements: are "
+                   "these the inputs behind them?")
+    return out
+
+
+def _worst(af, ef, d, rel, ulps, reorder: EnvelopeCheck, envs, fin, nonfinite, shape, count: int = 10):
+    rows = []
+    for i in nonfinite[:count]:
+        rows.append(WorstElement(tuple(int(v) for v in np.unravel_index(int(i), shape)), float(af[i]), float(ef[i]),
+                                 math.nan, math.nan, math.nan, math.inf, ()))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(fin, d / reorder.typical, -1.0)
+        ratio = np.where(fin & (reorder.typical == 0), np.where(d > 0, np.inf, 0.0), ratio)
+    cand = np.flatnonzero(fin & (d > 0))
+    if cand.size and len(rows) < count:
+        top = cand[np.argsort(-ratio[cand], kind="stable")[: count - len(rows)]]
+        for i in top:
+            rows.append(WorstElement(tuple(int(v) for v in np.unravel_index(int(i), shape)), float(af[i]),
+                                     float(ef[i]), float(d[i]), float(rel[i]), float(ulps[i]), float(ratio[i]),
+                                     tuple(env.key for env in envs if d[i] <= env.envelope[i])))
+    return tuple(rows)
+
+
+def _size_text(ef, rel, ulps, fin, differ) -> str:
+    """"median 3 ULPs where they differ, at most 2.1e-06 relative at ordinary magnitudes" (elements at
+    least as large as the median |expected|)."""
+    if not differ.any():
+        return "none"
+    med = float(np.median(ulps[differ]))
+    mag = np.abs(ef)
+    c = float(np.median(mag[fin])) if fin.any() else 0.0
+    ordinary = fin & (mag >= c) & (mag > 0)
+    rmax = float(np.max(rel[ordinary])) if ordinary.any() else float(np.max(rel[fin]))
+    return (f"median {_ulps(med)} where they differ, at most {rmax:.2g} relative at ordinary magnitudes")
+
+
+def _ulps(x: float) -> str:
+    return "1 ULP" if x == 1 else f"{x:,.3g} ULPs"
+
+
+def _sentence(verdict, explanation, ef, rel, ulps, fin, differ, k, k_source, acc, fmt, rtol, atol, pattern, n_nonfinite,
+              size) -> str:
+    if verdict == "identical":
+        return f"Identical: all {size:,} elements have the same value, so any tolerance passes (even rtol=0, atol=0)."
+    size_txt = _size_text(ef, rel, ulps, fin, differ)
+    kk = f"K = {k:,}" + (" (assumed)" if k_source == "assumed" else "")
+    tol = f"rtol={format_tol(rtol)}, atol={format_tol(atol)}" if rtol is not None else ""
+    if verdict == "reordering":
+        return (f"Normal rounding noise: {int(differ.sum()):,} of {size:,} elements differ ({size_txt}), as much "
+                f"as adding the same {kk} terms in another order in {acc} does; compare with {tol}.")
+    if verdict == "reduced_precision":
+        p = REDUCED_FORMATS[explanation]
+        also = " (or float16, which keeps as many bits)" if explanation == "tf32" else ""
+        return (f"Expected for reduced precision: the differences ({size_txt}) are too large for another summation "
+                f"order in {acc} but fit {p.name} inputs{also} with float32 accumulation; compare with {tol} if that "
+                "precision is intended.")
+    if n_nonfinite:
+        return f"Too large for rounding: {n_nonfinite:,} element(s) are NaN or infinite in only one of the results."
+    if pattern.localized:
+        return (f"Too large for rounding: {pattern.outliers.size:,} element(s) are far off ({size_txt}) while "
+                "the rest agree, which is the signature of a bug, not of rounding.")
+    return (f"Too large for rounding: the differences ({size_txt}) exceed what any summation order or reduced "
+            f"precision explains for {kk}; look for a bug or a different input.")

@@ -1,0 +1,459 @@
+"""Summation orders: each a named algorithm whose every rounding happens in the working dtype.
+
+The working dtype mirrors ``torch.sum(x, dtype=...)``: the stored values are first cast
+to it (exactly, when it is at least as wide), and every addition then rounds to it.
+All orders are vectorized: sequential sums use ``np.add.accumulate`` (a true left-to-right
+loop in C, unlike ``np.sum``, which is pairwise), trees are computed level by level, and
+compensated sums run across many lanes at once.
+
+``ORDERS`` is the registry: each ``Order`` carries its label, the function that runs it, its
+a-priori bound, its cost weights (for core.crowd.budget) and, for small vectors, how to write it out
+as a tree of additions (for core.kernels.trees). Adding an order is adding one entry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from core.arith.exact import correctly_rounded_sum, exact_sum_fraction
+from core.arith.formats import BFLOAT16 as BFLOAT16_FORMAT
+from core.arith.formats import FORMATS, format_of, round_to_format, to_scalar, to_torch
+from core.kernels.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model, tree_depth
+from core.kernels.numpy_model import numpy_pairwise_model
+from core.kernels.torch_cpu_model import torch_cpu_sum_model
+from core.machines.globalstate import PROCESS_THREADS, torch_threads
+
+ORIGIN_LIVE = "live"  # the real library ran on this machine
+ORIGIN_MODEL = "model"  # our reimplementation of a library's or device's order
+ORIGIN_ALGORITHM = "algorithm"  # a textbook order computed here in the working dtype
+ORIGIN_EXACT = "exact"
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What an order's function returns."""
+
+    value: np.generic  # in the working dtype (torch's result dtype for the real torch sums)
+    depth: int | None = None  # additions on the longest path, for the "tree" and "compensated" bounds
+    provenance: str | None = None  # the whole provenance line; None: the origin's line ...
+    note: str = ""  # ... followed by this
+
+
+@dataclass(frozen=True)
+class SumInput:
+    """An order's input: the stored values, the same values in the working dtype, and context."""
+
+    values: np.ndarray  # as stored
+    x: np.ndarray  # cast to the working dtype
+    working: str
+    threads: int  # torch's intra-op threads in this process
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """How an order is written out addition by addition for a small vector (core.kernels.trees).
+
+    ``leaves(x)``: the order in which the values enter (indices; None: as stored); ``combine(builder, ids)``:
+    adds them with ``builder.add(a, b)`` (or its ``chain`` and ``balanced`` helpers) and
+    returns the root. ``key`` names the tree (a link field's value), ``label`` the picker's text.
+    """
+
+    key: str
+    label: str
+    combine: Callable
+    leaves: Callable[[np.ndarray], Sequence[int]] | None = None  # None: in the stored order
+
+    def leaf_order(self, x: np.ndarray) -> Sequence[int]:
+        return range(x.size) if self.leaves is None else self.leaves(x)
+
+
+@dataclass(frozen=True)
+class Order:
+    key: str
+    name: str
+    origin: str
+    bound: str  # "sequential", "pairwise", "compensated", "tree" or "exact": which a-priori bound applies
+    description: str
+    run: Callable[[SumInput], Ran]
+    # core.crowd.budget's weights, measured by benchmarks/bench_budget.py: work per value by working format
+    # (float64, float32, float16, bfloat16), and bytes held on top of the vector per value as
+    # (multiple of the working item size, plus bytes)
+    work: tuple[float, float, float, float]
+    memory: tuple[float, float]
+    tree: TreeShape | None = None
+
+
+@dataclass(frozen=True)
+class OrderOutcome:
+    key: str
+    value: np.generic  # in the working dtype (torch's result dtype for the real torch sums)
+    seconds: float
+    provenance: str
+    tree_depth: int | None = None  # additions on the longest path, for the "tree" bound
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def working_array(values: np.ndarray, working: str) -> np.ndarray:
+    """Cast stored values to the working dtype (exact unless narrowing)."""
+    dt = FORMATS[working].numpy_dtype
+    return values if values.dtype == dt else values.astype(dt)
+
+
+def sequential(x: np.ndarray) -> np.generic:
+    """Left to right, each partial sum rounded to x's dtype."""
+    if x.size == 0:
+        return x.dtype.type(0)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is a result, not an error
+        return np.add.accumulate(x)[-1]
+
+
+
+
+def pairwise(x: np.ndarray) -> np.generic:
+    """Plain pairwise tree: add neighbours level by level, (x0+x1), (x2+x3), ...
+
+    The vector is padded with +0.0 to a power of two (adding +0 is exact), so this is
+    the balanced binary tree over the original order; depth ceil(log2 n).
+    """
+    n = x.size
+    if n == 0:
+        return x.dtype.type(0)
+    size = 1 << max(0, (n - 1).bit_length())
+    level = np.zeros(size, dtype=x.dtype)
+    level[:n] = x
+    with np.errstate(over="ignore", invalid="ignore"):
+        while level.size > 1:
+            level = level[0::2] + level[1::2]
+    return level[0]
+
+
+
+
+LANES = 1024
+
+
+def lane_length(n: int, lanes: int = LANES) -> int:
+    """Values per lane in the vectorized compensated sums."""
+    return -(-n // max(1, min(lanes, n))) if n else 0
+
+
+def compensated(x: np.ndarray, variant: str = "kahan", lanes: int = LANES) -> np.generic:
+    """Kahan or Neumaier compensated summation, vectorized across ``lanes`` lanes.
+
+    Lane j sums x[j], x[j + lanes], ... with compensation, all lanes at once (one numpy
+    step per row of the reshaped vector), every operation rounding to x's dtype. With one
+    lane this is the textbook algorithm (Kahan returns s, Neumaier s + c). With several,
+    the lanes' sums and corrections are combined exactly and rounded once.
+    """
+    n = x.size
+    if n == 0:
+        return x.dtype.type(0)
+    lanes = max(1, min(lanes, n))
+    rows = -(-n // lanes)
+    padded = np.zeros(rows * lanes, dtype=x.dtype)
+    padded[:n] = x
+    s = np.zeros(lanes, dtype=x.dtype)
+    c = np.zeros(lanes, dtype=x.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for row in padded.reshape(rows, lanes):
+            if variant == "kahan":
+                y = row - c
+                t = s + y
+                c = (t - s) - y  # minus the part of y that t lost
+                s = t
+            else:  # Neumaier: the exact error of each addition, whichever operand is larger
+                t = s + row
+                big = np.abs(s) >= np.abs(row)
+                c = c + np.where(big, (s - t) + row, (row - t) + s)
+                s = t
+    if lanes == 1:
+        return s[0] if variant == "kahan" else (s + c)[0]
+    parts = np.concatenate([s, -c if variant == "kahan" else c])
+    total = round_to_format(exact_sum_fraction(parts), format_of(x.dtype))
+    with np.errstate(over="ignore"):
+        return np.array(float(total)).astype(x.dtype)[()]
+
+
+def correctly_rounded(values: np.ndarray, working: str) -> np.generic:
+    r = correctly_rounded_sum(values, FORMATS[working])
+    with np.errstate(over="ignore"):
+        return np.array(float(r)).astype(FORMATS[working].numpy_dtype)[()]
+
+
+def permutation_sums(x: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """Left-to-right sums of k random permutations of x (a local generator; one O(n)
+    shuffle and one sequential pass per permutation)."""
+    rng = np.random.default_rng(seed)
+    out = np.empty(k, dtype=x.dtype)
+    for i in range(k):
+        out[i] = sequential(rng.permutation(x))
+    return out
+
+
+def tree_depth_numpy(n: int) -> int:
+    """Additions on the longest path of NumPy's pairwise sum (blocks of 128, 8 lanes)."""
+    if n < 8:
+        return max(n - 1, 0)
+    levels = 0
+    m = n
+    while m > 128:
+        m = m // 2 + 8  # the larger half, rounded to a multiple of 8 at most 8 larger
+        levels += 1
+    return levels + (m // 8) + 3 + 7
+
+
+# -------------------------------------------------------------------------- the orders
+
+
+def _torch_sum(values: np.ndarray, working: str, threads: int) -> np.generic:
+    t = to_torch(values)
+    dtype = FORMATS[working].torch_dtype
+    with torch_threads(threads):
+        r = t.sum() if t.dtype == dtype else t.sum(dtype=dtype)
+    return to_scalar(r)
+
+
+BFLOAT16 = BFLOAT16_FORMAT.numpy_dtype
+
+
+def available_threads() -> int:
+    return PROCESS_THREADS
+
+
+def _numpy(s: SumInput) -> Ran:
+    x, n = s.x, s.x.size
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = np.sum(x) if n else x.dtype.type(0)
+    depth = n - 1 if x.dtype == BFLOAT16 else tree_depth_numpy(n)
+    return Ran(v, depth, f"real np.sum, NumPy {np.__version__}, on this CPU")
+
+
+def _numpy_model(s: SumInput) -> Ran:
+    x, n = s.x, s.x.size
+    if x.dtype == BFLOAT16:  # NumPy's pairwise loop exists only for its own float types;
+        # for ml_dtypes' bfloat16, np.sum runs the generic loop, left to right
+        return Ran(sequential(x), n - 1, note=" (bfloat16: NumPy sums left to right)")
+    return Ran(numpy_pairwise_model(x), tree_depth_numpy(n),
+               note=" (bit-identical to np.sum in 10,151 of 10,151 tested cases)")
+
+
+def _torch(s: SumInput, k: int) -> Ran:
+    # depth n - 1: not derived; the sequential bound is valid for any order
+    return Ran(_torch_sum(s.values, s.working, k), s.x.size - 1,
+               f"real torch.sum, torch {torch.__version__}, this CPU, {k} thread{'s' if k > 1 else ''}")
+
+
+def _torch_1(s: SumInput) -> Ran:
+    return _torch(s, 1)
+
+
+def _torch_all(s: SumInput) -> Ran:
+    return _torch(s, s.threads)
+
+
+def _torch_model(s: SumInput) -> Ran:
+    return Ran(torch_cpu_sum_model(s.x, threads=s.threads), s.x.size - 1,
+               note=f" ({s.threads} threads; bit-identical to torch.sum in every case tested on torch 2.13 x86-64)")
+
+
+def _cuda_model(s: SumInput) -> Ran:
+    x, n = s.x, s.x.size
+    cfg = cuda_config_for(n, x.dtype)
+    launch = cuda_launch(n, cfg)
+    return Ran(cuda_sum_model(x, cfg), tree_depth(n, cfg, x.dtype),
+               note=(f" ({launch.blocks} blocks × {launch.threads_per_block} threads as chosen for "
+                     f"{cfg.sm_count} SMs, H100/H200-like; not checked against a GPU)"))
+
+
+# Module-level functions, not lambdas: results that hold an Order are pickled by st.cache_data.
+def _kahan(s: SumInput) -> Ran:
+    return Ran(compensated(s.x, "kahan"), lane_length(s.x.size))  # depth: values per lane
+
+
+def _neumaier(s: SumInput) -> Ran:
+    return Ran(compensated(s.x, "neumaier"), lane_length(s.x.size))
+
+
+def _sequential(s: SumInput) -> Ran:
+    return Ran(sequential(s.x))
+
+
+def _reverse(s: SumInput) -> Ran:
+    return Ran(sequential(s.x[::-1]))
+
+
+def _sorted_asc(s: SumInput) -> Ran:
+    return Ran(sequential(np.sort(s.x)))
+
+
+def _sorted_desc(s: SumInput) -> Ran:
+    return Ran(sequential(np.sort(s.x)[::-1]))
+
+
+def _by_magnitude(x: np.ndarray) -> np.ndarray:
+    return np.argsort(np.abs(x), kind="stable")
+
+
+def _sorted_abs(s: SumInput) -> Ran:
+    return Ran(sequential(s.x[_by_magnitude(s.x)]))
+
+
+def _pairwise(s: SumInput) -> Ran:
+    return Ran(pairwise(s.x))
+
+
+def _correct(s: SumInput) -> Ran:
+    return Ran(correctly_rounded(s.values, s.working))
+
+
+def _reversed(x: np.ndarray) -> Sequence[int]:
+    return range(x.size)[::-1]
+
+
+def _by_magnitude_exact(x: np.ndarray) -> np.ndarray:
+    return np.argsort(np.abs(x.astype(np.float64)), kind="stable")
+
+
+# ------------------------------------------------------------ the orders as trees of additions
+
+
+def _chain(b, ids: list[int]) -> int:
+    return b.chain(ids)
+
+
+def _balanced(b, ids: list[int]) -> int:
+    return b.balanced(ids)
+
+
+def _numpy_tree(b, ids: list[int]) -> int:
+    """NumPy's pairwise scheme for n <= 128: n < 8 sequential; else 8 strided accumulators, then the tail."""
+    n = len(ids)
+    if n < 8:
+        return b.chain(ids)
+    r = [b.chain(ids[j : n - n % 8 : 8]) for j in range(8)]
+    root = b.add(b.add(b.add(r[0], r[1]), b.add(r[2], r[3])), b.add(b.add(r[4], r[5]), b.add(r[6], r[7])))
+    for i in ids[n - n % 8 :]:
+        root = b.add(root, i)
+    return root
+
+
+def _cuda_tree(b, ids: list[int]) -> int:
+    """core.kernels.cuda_model's reduction for a small vector, addition by addition.
+
+    For n <= 32 the kernel (``cuda_launch``, torch 2.13) runs one block of ``last_pow2(n)``
+    threads without vector loads: thread t's accumulators hold elements t, t + T, ... (combined
+    left to right; their +0 padding adds nothing), then the block's lanes combine by warp
+    shuffles with decreasing offsets T/2, ..., 1: lane t adds lane t + offset.
+    """
+    n = len(ids)
+    launch = cuda_launch(n)
+    if launch.vectorized or launch.blocks != 1 or launch.threads_per_block > 32:
+        raise ValueError(f"the CUDA tree is drawn for one warp-sized block, not for n = {n}")
+    width = launch.threads_per_block
+    lanes = [b.chain([ids[t + m * width] for m in range(launch.accumulators) if t + m * width < n])
+             for t in range(width)]
+    while len(lanes) > 1:  # shfl_down, offset = width/2, ..., 1
+        half = len(lanes) // 2
+        lanes = [b.add(lanes[t], lanes[t + half]) for t in range(half)]
+    return lanes[0]
+
+
+ORDERS: dict[str, Order] = {
+    o.key: o
+    for o in [
+        Order("sequential", "Sequential, left to right", ORIGIN_ALGORITHM, "sequential",
+              "((x0 + x1) + x2) + ...: one running sum, rounded after every addition.",
+              _sequential, (1.2, 1.1, 3.2, 1.9), (1, 0),
+              tree=TreeShape("sequential", "Sequential, left to right", _chain)),
+        Order("reverse", "Sequential, right to left", ORIGIN_ALGORITHM, "sequential",
+              "The same running sum, starting from the last element.",
+              _reverse, (1.2, 1.1, 3.2, 1.9), (1, 0),
+              tree=TreeShape("reverse", "Sequential, right to left", _chain, _reversed)),
+        Order("sorted_asc", "Sorted ascending", ORIGIN_ALGORITHM, "sequential",
+              "Sequential after sorting from most negative to most positive.",
+              _sorted_asc, (8, 3.5, 24, 36), (2, 0)),
+        Order("sorted_desc", "Sorted descending", ORIGIN_ALGORITHM, "sequential",
+              "Sequential after sorting from most positive to most negative.",
+              _sorted_desc, (8, 3.5, 24, 38), (2, 0)),
+        Order("sorted_abs", "Sorted by increasing |x|", ORIGIN_ALGORITHM, "sequential",
+              "Small magnitudes first, so they meet each other before the large ones.",
+              _sorted_abs,
+              (60, 60, 55, 56), (2, 8),  # a stable argsort of |x|
+              tree=TreeShape("sorted_abs", "Sorted by increasing |x|", _chain,
+                             _by_magnitude_exact)),
+        Order("pairwise", "Pairwise tree", ORIGIN_ALGORITHM, "pairwise",
+              "Neighbours added level by level: a balanced binary tree of depth ceil(log2 n).",
+              _pairwise, (1.5, 0.7, 3.8, 1.0), (2.6, 0),
+              tree=TreeShape("pairwise", "Pairwise tree", _balanced)),
+        Order("numpy", "NumPy np.sum", ORIGIN_LIVE, "tree",
+              "The real np.sum on this machine: pairwise over blocks of 128 with 8 accumulators.",
+              _numpy, (0.2, 0.2, 0.8, 2.0), (0, 0),
+              tree=TreeShape("numpy", "NumPy's pairwise scheme (n < 8: sequential; else 8 accumulators + tail)",
+                             _numpy_tree)),
+        Order("numpy_model", "Model of NumPy's pairwise sum", ORIGIN_MODEL, "tree",
+              "Our reimplementation of numpy's 128-block, 8-accumulator pairwise sum. Measured: bit-identical to "
+              "np.sum in 10,151 of 10,151 cases per dtype (float16/32/64, n = 1 .. 10^7) on x86-64; the test "
+              "suite checks it again on every machine it runs on.",
+              _numpy_model, (5, 2.1, 3.1, 2.0), (0.5, 0)),
+        Order("torch_1", "torch.sum, CPU, 1 thread", ORIGIN_LIVE, "tree",
+              "The real torch.sum on this CPU with one intra-op thread.",
+              _torch_1, (0.7, 0.3, 0.3, 0.3), (1, 8)),
+        Order("torch_all", "torch.sum, CPU, all threads", ORIGIN_LIVE, "tree",
+              "The real torch.sum with every intra-op thread: contiguous chunks per thread, then combined.",
+              _torch_all, (0.7, 0.6, 0.3, 0.3), (1, 8)),
+        Order("torch_model", "Model of torch's CPU cascade sum", ORIGIN_MODEL, "tree",
+              "Our reimplementation of PyTorch's CPU cascade sum (SIMD lanes, 4 accumulators, chunks per thread). "
+              "Measured: bit-identical to torch.sum in every tested case (4 dtypes, 1-8 threads, n up to 10^7) "
+              "on torch 2.13 x86-64 with AVX2, AVX512 and generic kernel dispatch (the tests and the bundled "
+              "recordings); ARM builds and other versions not checked.",
+              _torch_model, (1.7, 0.6, 1.3, 0.6), (0.2, 0)),
+        Order("cuda_model", "Model of a CUDA block reduction", ORIGIN_MODEL, "tree",
+              "Per-thread strided accumulation, shared-memory tree, warp shuffles, multi-block combine; "
+              "a model of the CUDA reduce kernel torch 2.13 ships; checked against published GPU results, not yet "
+              "against a recording of a real GPU.",
+              _cuda_model, (2.1, 0.4, 1.1, 0.6), (1.3, 0),
+              tree=TreeShape("cuda", "GPU: torch 2.13's CUDA block reduction (model): threads, then warp shuffles",
+                             _cuda_tree)),
+        Order("kahan", "Kahan compensated", ORIGIN_ALGORITHM, "compensated",
+              "Carries each addition's rounding error forward; 1024 lanes at once, combined exactly, rounded once.",
+              _kahan, (1.4, 1.7, 14, 3.2), (1.1, 0)),
+        Order("neumaier", "Neumaier compensated", ORIGIN_ALGORITHM, "compensated",
+              "Kahan's improved variant that also handles terms larger than the running sum.",
+              _neumaier, (3.0, 4.2, 16, 6), (1.1, 1)),
+        Order("correct", "Correctly rounded", ORIGIN_EXACT, "exact",
+              "The exact sum, rounded once to the working dtype.",
+              _correct, (2.5, 1.1, 1.4, 0.9), (0.2, 0)),
+    ]
+}
+DEFAULT_ORDERS = ("sequential", "pairwise", "numpy", "torch_1", "torch_all", "cuda_model", "kahan", "correct")
+
+
+def run_order(key: str, values: np.ndarray, working: str) -> OrderOutcome:
+    """Run one order on the stored values, in the working dtype; time it."""
+    order = ORDERS.get(key)
+    if order is None:
+        raise ValueError(f"unknown order {key!r}")
+    given = SumInput(values, working_array(values, working), working, available_threads())
+    t0 = time.perf_counter()
+    ran = order.run(given)
+    prov = ran.provenance
+    if prov is None:
+        prov = {
+            ORIGIN_ALGORITHM: f"computed live here with NumPy in {working}",
+            ORIGIN_MODEL: f"a model of the order, computed here in {working}",
+            ORIGIN_EXACT: "exact rational sum, one rounding",
+            ORIGIN_LIVE: "computed live on this machine",
+        }[order.origin] + ran.note
+    return OrderOutcome(key, ran.value, time.perf_counter() - t0, prov, ran.depth)
+
+
+def clamp_permutations(k: int, n: int) -> int:
+    """How many random permutations fit the work budget (k * n <= 2e7) for this n."""
+    return max(1, min(k, 20_000_000 // max(n, 1)))

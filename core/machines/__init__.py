@@ -1,0 +1,9 @@
+"""This machine: its devices, its process-global numeric settings, its clock and its memory.
+
+globalstate (torch thread count, TF32 and other process-global settings, changed only under one
+lock and always restored), devices (the devices torch can compute on here, machine facts for
+provenance labels), timing (medians, interleaved repeats, float32 against float64 throughput),
+memory (free memory for new processes, a process's resident memory, from /proc and cgroups).
+
+May import: core.arith, the standard library, torch, NumPy.
+"""

@@ -1,0 +1,141 @@
+"""Timing on the machine that runs this code: medians after a warm-up, interleaved repeats, and
+float32 against float64 throughput (matrix product and a large sum).
+
+On a GPU every timing synchronizes. Only core.machines.globalstate changes a global setting.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from core.machines.devices import Device
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def median_seconds(fn, repeats: int = 5, warmup: int = 1, device: str = "cpu") -> float:
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+@dataclass(frozen=True)
+class Throughput:
+    device: str
+    op: str  # "matmul" or "sum"
+    size: int  # matrix side, or number of elements
+    seconds32: float  # median over the repeats
+    seconds64: float
+    rate32: float  # GFLOP/s for matmul, GB/s for sum (bytes read: 4 resp. 8 per value)
+    rate64: float
+    unit: str
+    repeats: int = 1
+    # Quartiles of the per-repeat ratio t32 / t64 (each repeat times both formats back to back).
+    ratio_quartiles: tuple[float, float] = (float("nan"), float("nan"))
+
+    @property
+    def ratio(self) -> float:
+        """float64 speed as a fraction of float32's, per value (0.5 means half speed): the same work in both."""
+        return self.seconds32 / self.seconds64
+
+    def verdict(self) -> str:
+        """What the ratio says, in words: a ratio above 1 is never shown bare."""
+        lo, hi = self.ratio_quartiles
+        if self.ratio > 1 or (math.isfinite(hi) and lo <= 1 <= hi):
+            return ("no measurable float64 penalty: the spread of the repeats includes 1 or the median is above "
+                    "it, which is noise (another visitor or process took the CPU during some repeats)"
+                    + ("; a sum is limited by memory bandwidth, so a penalty shows only once the data outgrow "
+                       "the caches" if self.op == "sum" else ""))
+        if self.op == "sum":
+            return "memory-bound: float64 moves twice the bytes per value, so about half the values per second"
+        return "arithmetic-bound: a SIMD register holds half as many float64 values, so about half the speed"
+
+
+def measure_throughput(
+    device: Device, matmul_n: int = 1024, sum_n: int = 1 << 24, repeats: int = 7, progress=None
+) -> list[Throughput]:
+    """float32 and float64 matrix product and sum on one device, per element, interleaved.
+
+    Each repeat times float32 and float64 back to back (alternating which goes first), so a
+    disturbance from other work on the machine hits both formats alike; the ratio is taken
+    per repeat and reported as its median and quartiles. The sum is large enough
+    (default 2^24 values, 64 MB in float32) to leave the caches, as a model's tensors do.
+    ``progress(fraction, text)`` is called as the repeats proceed.
+    """
+    out = []
+    g = torch.Generator().manual_seed(0)
+    dev = device.torch_device
+    if not device.supports(torch.float64):
+        return out
+    a64 = torch.randn(matmul_n, matmul_n, generator=g, dtype=torch.float64)
+    b64 = torch.randn(matmul_n, matmul_n, generator=g, dtype=torch.float64)
+    x64 = torch.randn(sum_n, generator=g, dtype=torch.float64)
+    data = {dt: (a64.to(dt).to(dev), b64.to(dt).to(dev), x64.to(dt).to(dev)) for dt in (torch.float32, torch.float64)}
+    del a64, b64, x64
+    ops = {"matmul": lambda a, b, x: a @ b, "sum": lambda a, b, x: x.sum()}
+    times: dict[tuple[str, torch.dtype], list[float]] = {(op, dt): [] for op in ops for dt in data}
+    for fn in ops.values():  # warm-up
+        for args in data.values():
+            fn(*args)
+    _sync(dev)
+    for i in range(repeats):
+        for op, fn in ops.items():
+            for dt in (torch.float32, torch.float64) if i % 2 == 0 else (torch.float64, torch.float32):
+                t0 = time.perf_counter()
+                fn(*data[dt])
+                _sync(dev)
+                times[(op, dt)].append(time.perf_counter() - t0)
+        if progress is not None:
+            progress((i + 1) / repeats, f"{device.name}: repeat {i + 1} of {repeats}")
+    work = {"matmul": ((2 * matmul_n**3,) * 2, matmul_n, "GFLOP/s"), "sum": ((4 * sum_n, 8 * sum_n), sum_n, "GB/s")}
+    for op in ops:
+        t32, t64 = times[(op, torch.float32)], times[(op, torch.float64)]
+        ratios = [a / b for a, b in zip(t32, t64, strict=True)]
+        q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+        s32, s64 = statistics.median(t32), statistics.median(t64)
+        (amount32, amount64), size, unit = work[op]
+        out.append(Throughput(device.name, op, size, s32, s64, amount32 / s32 / 1e9, amount64 / s64 / 1e9, unit,
+                              repeats, (q[0], q[2])))
+    return out
+
+
+def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int, inner: int = 3,
+                      budget_s: float | None = None, warmup: int = 2) -> dict[str, list[float]]:
+    """Per repeat, the fastest of ``inner`` consecutive calls of each function, the functions
+    in an order that rotates from repeat to repeat (after ``warmup`` calls of each), so that a
+    slow phase of a busy machine slows every side of a per-repeat ratio alike. With
+    ``budget_s``, repeats stop once that many seconds have passed (after at least 5)."""
+    keys = list(fns)
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in keys}
+    start = time.perf_counter()
+    for i in range(repeats):
+        if budget_s is not None and i >= 5 and time.perf_counter() - start > budget_s:
+            break
+        r = i % len(keys)
+        for k in keys[r:] + keys[:r]:
+            best = math.inf
+            for _ in range(inner):
+                t0 = time.perf_counter()
+                fns[k]()
+                best = min(best, time.perf_counter() - t0)
+            times[k].append(best)
+    return times

@@ -1,0 +1,258 @@
+"""The model's reductions, two ways: torch's ordinary ops, and batch-invariant ones.
+
+A server batches the requests that are waiting. With ordinary kernels a request's numbers
+then depend on its company: on this CPU torch's float32 ``F.linear`` takes a matrix-vector
+path for one row and blocked matrix-matrix paths for more (other blockings for 2-3 rows and
+for 4 or more), each adding the K products in another order; attention over a batch padded to
+its longest request reduces over a length set by the other requests. Thinking Machines
+("Defeating Nondeterminism in LLM Inference", 2025) showed this is why identical requests to
+an LLM server at temperature 0 come back different, and that kernels whose reduction order
+for a row never depends on the batch ("batch-invariant") stop it.
+
+``DEFAULT`` uses torch's ops as a server would. ``BATCH_INVARIANT`` achieves invariance so:
+
+* **linear**: the rows are cut into tiles of ``TILE_ROWS`` (zero rows pad the last tile) and
+  each tile is one matrix product of the same shape, so the library picks one kernel
+  configuration for every batch size, as Thinking Machines' fix does (one matmul
+  configuration, no split-K chosen by size). A row's products are then reduced in the order
+  that configuration fixes, whatever its position in the tile and whatever the other rows
+  hold. K is padded with zeros to a multiple of ``PAD_K``: on this CPU's MKL, with K=17 and 5
+  outputs a row's bits depended on its position inside the tile (measured), and with K a
+  multiple of 16 they did not for any shape tried. This rests on the library computing every
+  row of one product shape alike, which is what the tests check bit for bit (hypothesis,
+  batch sizes 1 to 64, every position, many shapes).
+* **RMSNorm**: the mean of squares is a fixed pairwise tree over the row (``tree_sum``):
+  element i is added to element i + h at each halving level, elementwise adds only (each add
+  rounds once, whatever the vector width), so the order is fixed by the row's length alone.
+* **softmax**: per row: the maximum (exact in any order), elementwise exp, the same fixed tree
+  for the sum, an elementwise division.
+* **attention over the KV cache**: keys are split into chunks of a fixed *size*
+  (``SPLIT_SIZE`` keys, not a fixed number of splits); each chunk's dot products, sum of
+  exponentials and weighted sum of values are fixed trees, and chunk partials are combined by
+  a tree in chunk order. Keys beyond a request's own length (padding to the longest request
+  of the batch) contribute exact zeros, and adding zero changes nothing, so a request's
+  result depends on its own length only. Exponentials are taken against the row's exact
+  maximum over its own keys (a two-pass form of the split-wise running maximum).
+
+Signed zeros are normalised (``+ 0.0``) where an exact zero could come out with either sign.
+bfloat16 inputs are reduced in float32 and rounded once, as bfloat16 kernels do.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+TILE_ROWS = 16
+PAD_K = 16
+SPLIT_SIZE = 16
+
+
+def tree_sum(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Sum along ``dim`` by a fixed pairwise tree: element i is added to element i + h, h the largest
+    power of two below the length, then the same on the first h elements, until one is left (the
+    tree of padding with zeros to a power of two, without the zeros). The order depends on the
+    length alone; a zero result comes out +0."""
+    dim = dim % x.dim()
+    n = x.shape[dim]
+    if n == 0:
+        return x.sum(dim)
+    while n > 1:
+        h = 1 << ((n - 1).bit_length() - 1)  # the largest power of two below n
+        if n == 2 * h:
+            x = x.narrow(dim, 0, h) + x.narrow(dim, h, h)
+        else:
+            folded = x.narrow(dim, 0, h).clone()
+            folded.narrow(dim, 0, n - h).add_(x.narrow(dim, h, n - h))
+            x = folded
+        n = h
+    return x.squeeze(dim) + 0.0
+
+
+def _wide(x: torch.Tensor) -> torch.Tensor:
+    """float32 for reductions of bfloat16/float16 values (bfloat16 kernels accumulate in float32)."""
+    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+
+
+# ---------------------------------------------------------------- the ordinary kernels (torch's)
+
+def linear_default(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """torch's F.linear on the whole batch at once: the library picks a kernel by the row count."""
+    return F.linear(x, w)
+
+
+def rmsnorm_default(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    return F.rms_norm(x, (x.shape[-1],), w, eps)
+
+
+def softmax_default(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, dim=-1)
+
+
+def attention_default(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor:
+    """Attention of q [B, T, H, D] over keys/values [B, L, H, D] padded to the batch's longest
+    request; query (b, t) sees keys 0..q_pos[b, t]. Batched matrix products over the padded
+    length L, which the other requests set."""
+    d = q.shape[-1]
+    qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, H, T|L, D]
+    scores = torch.matmul(qh, kh.transpose(-1, -2)) * (1.0 / math.sqrt(d))  # [B, H, T, L]
+    keys = torch.arange(k.shape[1])
+    mask = keys[None, None, None, :] > q_pos[:, None, :, None]
+    scores = scores.masked_fill(mask, float("-inf"))
+    p = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    return torch.matmul(p, vh).transpose(1, 2)  # [B, T, H, D]
+
+
+# ---------------------------------------------------------------- the batch-invariant kernels
+
+def linear_invariant(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x [M, K] @ w.T, in tiles of TILE_ROWS rows: one product shape for every batch size. K is
+    padded with zeros to a multiple of PAD_K (adding zero products changes no sum). bfloat16
+    operands are multiplied in float32 (exact: a bfloat16 product fits in float32) and the float32
+    result rounded once."""
+    m, k = x.shape
+    kp = math.ceil(k / PAD_K) * PAD_K
+    tiles = max(1, math.ceil(m / TILE_ROWS))
+    padded = torch.zeros(tiles * TILE_ROWS, kp, dtype=torch.float32)
+    padded[:m, :k] = x
+    wf = _wide(w)
+    if kp != k:
+        wf = torch.cat([wf, wf.new_zeros(wf.shape[0], kp - k)], dim=1)
+    out = [F.linear(padded[i * TILE_ROWS:(i + 1) * TILE_ROWS], wf) for i in range(tiles)]
+    return (out[0] if tiles == 1 else torch.cat(out))[:m].to(x.dtype)
+
+
+def rmsnorm_invariant(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    xw = _wide(x)
+    mean_square = tree_sum(xw * xw, -1) / x.shape[-1]
+    return (xw * torch.rsqrt(mean_square + eps)[..., None] * _wide(w)).to(x.dtype)
+
+
+def softmax_invariant(x: torch.Tensor) -> torch.Tensor:
+    xw = _wide(x)
+    top = xw.amax(dim=-1, keepdim=True)
+    e = torch.exp(xw - top)
+    return (e / tree_sum(e, -1)[..., None]).to(x.dtype)
+
+
+def attention_invariant(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor:
+    """The same attention with fixed-size key splits and fixed reduction trees (module docstring)."""
+    b, t, h, d = q.shape
+    length = k.shape[1]
+    chunks = max(1, math.ceil(length / SPLIT_SIZE))
+    padded = chunks * SPLIT_SIZE
+    if padded != length:
+        pad = k.new_zeros(b, padded - length, h, d)
+        k, v = torch.cat([k, pad], 1), torch.cat([v, pad], 1)
+    qw, kw, vw = _wide(q), _wide(k), _wide(v)
+    scores = tree_sum(qw[:, :, None] * kw[:, None], -1) * (1.0 / math.sqrt(d))  # [B, T, P, H]
+    keys = torch.arange(padded)
+    visible = keys[None, None, :, None] <= q_pos[:, :, None, None]
+    scores = scores.masked_fill(~visible, float("-inf"))
+    top = scores.amax(dim=2, keepdim=True)  # exact: a maximum does not depend on the order
+    e = torch.exp(scores - top).masked_fill(~visible, 0.0)  # [B, T, P, H]
+    e = e.reshape(b, t, chunks, SPLIT_SIZE, h)
+    total = tree_sum(tree_sum(e, 3), 2)  # [B, T, H]: within each split, then across splits
+    weighted = e[..., None] * vw.reshape(b, 1, chunks, SPLIT_SIZE, h, d)  # [B, T, C, S, H, D]
+    out = tree_sum(tree_sum(weighted, 3), 2)  # [B, T, H, D]
+    return (out / total[..., None] + 0.0).to(q.dtype)
+
+
+# ---------------------------------------------------------------- a MODEL of a GPU's kernel choice
+
+def split_k_for(rows: int) -> int:
+    """How many K splits the modelled GPU library picks for a product with ``rows`` rows: few rows
+    cannot fill the GPU's multiprocessors, so the K loop is split (a heuristic of the kind cuBLAS
+    and CUTLASS apply; the thresholds here are this model's, not any library's)."""
+    return 4 if rows <= 4 else 2 if rows <= 8 else 1
+
+
+def linear_gpu_model(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """A MODEL of a GPU matmul whose split-K depends on the batch: the K range is cut into
+    ``split_k_for(rows)`` equal parts, each part's float32 product computed with the batch-invariant
+    tile kernel, the float32 partials added in split order and the sum rounded once to the input
+    format (as a split-K reduction writes its output). Exact float32 arithmetic on this CPU; only
+    the choice of order is modelled."""
+    splits = split_k_for(x.shape[0])
+    k = x.shape[1]
+    while k % splits:
+        splits //= 2
+    part = k // splits
+    xf, wf = x.float(), w.float()
+    acc = linear_invariant(xf[:, :part], wf[:, :part])
+    for i in range(1, splits):
+        acc = acc + linear_invariant(xf[:, i * part:(i + 1) * part], wf[:, i * part:(i + 1) * part])
+    return acc.to(x.dtype)
+
+
+MODEL_SMS = 64  # the modelled GPU's multiprocessors: work items (rows x heads x splits) it likes to fill
+
+
+def kv_splits_for(batch: int, heads: int, length: int) -> int:
+    """How many KV splits the modelled flash-decoding kernel picks: enough (batch x heads x splits)
+    to fill ``MODEL_SMS`` multiprocessors, at least ``SPLIT_SIZE`` keys per split. A fixed split
+    COUNT chosen by the batch, which is what makes a request's attention depend on its company."""
+    return max(1, min(math.ceil(length / SPLIT_SIZE), MODEL_SMS // max(1, batch * heads)))
+
+
+def attention_gpu_model(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor:
+    """A MODEL of split-KV decoding attention (flash-decoding) with the split count chosen by the batch
+    size (``kv_splits_for``). Per split: the split's own maximum, exponentials in float32 rounded to the
+    input format before they weight the values (as FlashAttention does for bfloat16), float32 sums; the
+    splits are then rescaled to the common maximum and added in order, and the result rounded once.
+    In float32 the rounding of the weights is exact and only the order changes; in bfloat16 a split's
+    maximum decides how each weight rounds."""
+    b, t, h, d = q.shape
+    length = k.shape[1]
+    splits = kv_splits_for(b, h, length)
+    size = math.ceil(length / splits)
+    splits = math.ceil(length / size)
+    padded = splits * size
+    qf, kf, vf = q.float().transpose(1, 2), k.float().transpose(1, 2), v.float().transpose(1, 2)  # [B,H,T|L,D]
+    if padded != length:
+        pad = kf.new_zeros(b, h, padded - length, d)
+        kf, vf = torch.cat([kf, pad], 2), torch.cat([vf, pad], 2)
+    scores = torch.matmul(qf, kf.transpose(-1, -2)) * (1.0 / math.sqrt(d))  # [B, H, T, P]
+    keys = torch.arange(padded)
+    scores = scores.masked_fill(keys[None, None, None, :] > q_pos[:, None, :, None], float("-inf"))
+    s = scores.reshape(b, h, t, splits, size)
+    m_j = s.amax(-1, keepdim=True)  # each split's own maximum: -inf for a split with no visible key
+    p_j = torch.exp(s - torch.where(torch.isfinite(m_j), m_j, torch.zeros_like(m_j)))
+    l_j = p_j.sum(-1)  # [B, H, T, splits]
+    p_round = p_j.to(q.dtype).float()  # the weights as the kernel stores them for the PV product
+    o_j = torch.matmul(p_round.unsqueeze(-2), vf.reshape(b, h, 1, splits, size, d).expand(b, h, t, splits, size, d)
+                       ).squeeze(-2)  # [B, H, T, splits, D]
+    m = m_j.squeeze(-1).amax(-1, keepdim=True)  # [B, H, T, 1]
+    scale = torch.exp(m_j.squeeze(-1) - m)  # 0 for empty splits
+    total = l_j[..., 0] * scale[..., 0]
+    out = o_j[..., 0, :] * scale[..., 0, None]
+    for j in range(1, splits):  # combined in split order
+        total = total + l_j[..., j] * scale[..., j]
+        out = out + o_j[..., j, :] * scale[..., j, None]
+    return (out / total[..., None]).transpose(1, 2).to(q.dtype)
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """One set of the model's reductions."""
+
+    key: str
+    label: str
+    linear: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    rmsnorm: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
+    softmax: Callable[[torch.Tensor], torch.Tensor]
+    attention: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+DEFAULT = Kernels("default", "default kernels (torch's F.linear, rms_norm, softmax, batched attention)",
+                  linear_default, rmsnorm_default, softmax_default, attention_default)
+BATCH_INVARIANT = Kernels("batch_invariant", "batch-invariant kernels (fixed tiles, fixed trees, fixed split size)",
+                          linear_invariant, rmsnorm_invariant, softmax_invariant, attention_invariant)
+GPU_MODEL = Kernels("gpu_model", "MODEL of a GPU's batch-dependent kernel choices (split-K matmul, split-KV "
+                    "attention), computed exactly on this CPU", linear_gpu_model, rmsnorm_default,
+                    softmax_default, attention_gpu_model)
+KERNELS = {k.key: k for k in (DEFAULT, GPU_MODEL, BATCH_INVARIANT)}

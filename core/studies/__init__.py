@@ -1,0 +1,8 @@
+"""What one page computes, put together from the packages below.
+
+sumlab (Summation lab), cpu_vs_gpu (CPU vs GPU, with replays of recordings), mitigations (each fix
+measured on the Mitigations page's inputs), assoc (Non-associativity), gpu_arithmetic (GPU arithmetic's
+dot-product lab and atomics).
+
+May import: every core package below it. Nothing in core imports it.
+"""

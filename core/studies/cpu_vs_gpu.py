@@ -1,0 +1,278 @@
+"""The CPU vs GPU page's computations: one sum on every device, recorded and modelled, and how
+each device orders the reduction.
+
+``sums_everywhere`` turns the page's settings into one result: a row per source (live on this
+server's CPU with one thread and with all of them, live on each GPU, replayed from each recording
+whose vector regenerates bit for bit, the CUDA model for each recorded GPU and for an H100-like
+device, and the exact sum rounded once), every row with its bits, a value printed with just
+enough digits to tell it apart from the others, and its distance in ULPs from the correctly
+rounded sum; plus the notices the page shows for what could not be computed or compared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from core.arith.exact import correctly_rounded_sum, distinguishing_reprs
+from core.arith.formats import FORMATS, FloatFormat, bits_of, bits_of_value, ulp_distance, value_of_bits
+from core.arith.vectors import GENERATORS, VectorSpec
+from core.crowd.bytecache import RESULTS, vector_for
+from core.kernels.cuda_model import CudaLaunch, cuda_config_for, cuda_launch, cuda_sum_model
+from core.kernels.torch_cpu_model import GRAIN_SIZE, default_lanes, thread_chunks
+from core.machines.devices import Device
+from core.machines.globalstate import cuda_tf32
+from core.recordings.store import (
+    SUITE_DTYPES,
+    SUITE_GENERATORS,
+    SUITE_SIZES,
+    Recording,
+    SumEntry,
+    live_sum_bits,
+    vector_sha256,
+)
+
+H100_SMS = 132  # the SM count of an H100 SXM (and of an H200): the model's device when none is recorded
+SEED = 0  # the seed every recording uses
+
+
+@dataclass(frozen=True)
+class Replay:
+    recording: Recording
+    entry: SumEntry
+    vector_matches: bool
+    recorded_bits: int
+    recorded_wider_bits: int | None
+    model_bits: int | None  # the CUDA model's prediction for this device's SM count (GPU recordings)
+
+
+def replay(rec: Recording, generator: str, seed: int, n: int, dtype: str) -> Replay | None:
+    """The recorded result for a setting, after checking the vector regenerates bit-identically."""
+    entry = rec.find_sum(generator, seed, n, dtype)
+    if entry is None:
+        return None
+    spec = VectorSpec(generator, n, seed, dtype)
+    values = vector_for(spec).values  # one vector and one hash for every recording (core.crowd.bytecache)
+    matches = RESULTS.get_or_compute(("sha256", spec), lambda: vector_sha256(values)) == entry.vector_sha256
+    model = None
+    if matches and rec.provenance.device_kind == "cuda" and rec.provenance.sm_count:
+        cfg = cuda_config_for(n, values.dtype, sm_count=int(rec.provenance.sm_count))
+        model = bits_of(cuda_sum_model(values, cfg))
+    return Replay(rec, entry, matches, int(entry.sum_hex, 16),
+                  int(entry.wider_hex, 16) if entry.wider_hex else None, model)
+
+
+@dataclass(frozen=True)
+class CpuVsGpuSettings:
+    """The vector the page sums everywhere (seed 0, as every recording)."""
+
+    generator: str = "normal"
+    n: int = 1_000_000
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.generator not in SUITE_GENERATORS or self.n not in SUITE_SIZES or self.dtype not in SUITE_DTYPES:
+            raise ValueError(f"not one of the recorded suite's vectors: {self.generator}, n = {self.n}, {self.dtype}")
+
+    @property
+    def spec(self) -> VectorSpec:
+        return VectorSpec(self.generator, self.n, SEED, self.dtype)
+
+    @property
+    def fmt(self) -> FloatFormat:
+        return FORMATS[self.dtype]
+
+
+@dataclass(frozen=True)
+class SumRow:
+    where: str
+    tier: str  # "live", "recorded", "model" or "exact"
+    bits: int
+    note: str
+    value: str  # the fewest digits, the same count for every row, that tell apart the rows that differ
+    ulps_from_exact: int  # from the correctly rounded sum
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the page says about a source it could not use. ``subject`` is text read from a
+    recording file (its label), which the page shows inert before ``text``."""
+
+    kind: str  # "warning", "error" or "info"
+    text: str
+    subject: str | None = None
+
+
+@dataclass(frozen=True)
+class Stage:
+    what: str
+    values_left: int  # partial sums that exist after this stage
+
+
+@dataclass(frozen=True)
+class ReductionStages:
+    """How this CPU's torch.sum and the modelled GPU kernel group ``n`` values, stage by stage."""
+
+    n: int
+    threads: int  # CPU threads that take a chunk each (1 below the grain size)
+    below_grain: bool  # n below torch's grain size: one thread sums everything
+    lanes: int  # SIMD lanes of the CPU's working type
+    launch: CudaLaunch  # the modelled GPU launch
+    sm_count: int
+    cpu: tuple[Stage, ...]
+    gpu: tuple[Stage, ...]
+
+
+@dataclass(frozen=True)
+class SumsEverywhere:
+    settings: CpuVsGpuSettings
+    threads: int  # this server's configured torch threads
+    rows: tuple[SumRow, ...]
+    notices: tuple[Notice, ...]  # in the order they arose
+    exact_bits: int
+    stages: ReductionStages
+
+    @property
+    def live_cpu(self) -> tuple[SumRow, ...]:
+        """The rows summed live on this CPU: one thread, then all of them (one row when that is one)."""
+        return tuple(r for r in self.rows if r.tier == "live" and r.where.startswith("CPU"))
+
+    @property
+    def cpu_threads_apart(self) -> int | None:
+        """ULPs between the one-thread and the all-threads CPU sums; None with a single thread."""
+        cpu = self.live_cpu
+        return ulp_distance(cpu[0].bits, cpu[-1].bits, self.settings.fmt) if len(cpu) == 2 else None
+
+    def ulp_matrix(self) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
+        """Row names, and the ULP distance between every pair of rows."""
+        fmt = self.settings.fmt
+        return (tuple(r.where for r in self.rows),
+                tuple(tuple(ulp_distance(a.bits, b.bits, fmt) for b in self.rows) for a in self.rows))
+
+
+@dataclass(frozen=True)
+class ThreadSplit:
+    """torch.sum of the settings' vector on this CPU with one thread and with all of them: the page's
+    punchline, computed before anything slow."""
+    settings: CpuVsGpuSettings
+    threads: int
+    rows: tuple[tuple[str, int, str], ...]  # (where, bits, shortest digits that tell the rows apart)
+
+    @property
+    def apart(self) -> int | None:
+        """ULPs between the one-thread and the all-threads sums; None with a single thread."""
+        fmt = self.settings.fmt
+        return ulp_distance(self.rows[0][1], self.rows[-1][1], fmt) if len(self.rows) == 2 else None
+
+
+def _live_cpu_bits(values, cpu: Device, threads: int) -> list[tuple[str, int]]:
+    """(where, bits) of torch.sum on this CPU with one thread and with ``threads`` (one row when that is 1)."""
+    return [(f"CPU, {t} thread{'s' if t > 1 else ''}", live_sum_bits(values, cpu, t)) for t in sorted({1, threads})]
+
+
+def thread_split(settings: CpuVsGpuSettings, cpu: Device, threads: int) -> ThreadSplit:
+    """Only the two live CPU sums (1 and ``threads`` threads): two torch.sum calls on the shared vector."""
+    fmt = settings.fmt
+    values = vector_for(settings.spec).values
+    raw = _live_cpu_bits(values, cpu, threads)
+    shown = distinguishing_reprs([value_of_bits(b, fmt) for _, b in raw])
+    return ThreadSplit(settings, threads, tuple((w, b, text) for (w, b), text in zip(raw, shown, strict=True)))
+
+
+def reduction_stages(n: int, dtype, threads: int, sm_count: int = H100_SMS) -> ReductionStages:
+    """The stages of both reductions for ``n`` values of NumPy ``dtype`` on ``threads`` CPU threads."""
+    launch = cuda_launch(n, cuda_config_for(n, dtype, sm_count=sm_count))
+    lanes = default_lanes(dtype)
+    chunks = len(thread_chunks(n, threads))
+    cpu = (
+        Stage("values", n),
+        Stage(f"{chunks} contiguous chunk{'s' if chunks > 1 else ''}, one per thread", chunks * lanes * 4),
+        Stage("each chunk: 4 accumulators × SIMD lanes, cascade", chunks * lanes),
+        Stage("lanes added in order: one slot per thread", chunks),
+        Stage("slots added", 1),
+    )
+    gpu = (
+        Stage("values", n),
+        Stage(f"{launch.blocks} blocks × {launch.threads_per_block} threads, strided, {launch.accumulators} "
+              "accumulators", launch.threads * launch.accumulators),
+        Stage("accumulators combined per thread", launch.threads),
+        Stage("shared-memory tree per block, down to 32", launch.blocks * min(32, launch.threads_per_block)),
+        Stage("warp shuffle (offsets 16, 8, 4, 2, 1)", launch.blocks),
+        Stage("last block combines the partials", 1),
+    )
+    return ReductionStages(n, chunks, n < GRAIN_SIZE, lanes, launch, sm_count, cpu, gpu)
+
+
+def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: list[Recording],
+                    threads: int) -> SumsEverywhere:
+    """The settings' vector summed on every source (see the module docstring): ``devices`` holds the CPU
+    and any GPUs, ``threads`` is the CPU thread count to compare with one thread."""
+    s, fmt = settings, settings.fmt
+    values = vector_for(s.spec).values  # shared and bounded in bytes (core.crowd.bytecache)
+    exact_bits = bits_of_value(correctly_rounded_sum(values, fmt), fmt)
+    raw: list[tuple[str, str, int, str]] = []  # (where, tier, bits, note)
+    notices: list[Notice] = []
+    cpu = next(d for d in devices if d.kind == "cpu")
+    raw += [(where, "live", bits, f"torch {torch.__version__}") for where, bits in _live_cpu_bits(values, cpu, threads)]
+    for d in (d for d in devices if d.kind != "cpu"):
+        if not d.supports(fmt.torch_dtype):
+            notices.append(Notice("warning", f"{d.name} has no {s.dtype}: no live GPU result for this format."))
+            continue
+        try:
+            raw.append((d.name, "live", live_sum_bits(values, d), ""))
+        except torch.cuda.OutOfMemoryError:
+            notices.append(Notice("error", f"{d.name} ran out of memory for n = {s.n:,}; the CPU results are still "
+                                           "shown."))
+        except RuntimeError as err:
+            notices.append(Notice("error", f"{d.name} failed ({err}); it may have disappeared. The CPU results are "
+                                           "still shown."))
+    found = False
+    for rec in recs:  # GPU recordings, and CPU recordings from other machines (labelled as such)
+        rp = replay(rec, s.generator, SEED, s.n, s.dtype)
+        if rp is None:
+            continue
+        found = True
+        if not rp.vector_matches:
+            notices.append(Notice("error", "its vector's SHA-256 differs from the one regenerated here, so the "
+                                           "result is not comparable and is not shown.", rec.label))
+            continue
+        raw.append((rec.machine, "recorded", rp.recorded_bits, rec.label))
+        if rp.model_bits is not None:
+            raw.append((f"CUDA model, SM count {rec.provenance.sm_count}", "model", rp.model_bits,
+                        "our model of the GPU's reduction order for that device"))
+    if not found:
+        notices.append(Notice("info", f"No recording for {GENERATORS[s.generator].split(':')[0]}, n = {s.n:,}, "
+                                      f"{s.dtype}" + (" is bundled." if not recs else " among the bundled recordings.")
+                              + " Nothing is shown in its place; capture one with `python -m scripts.capture` on a "
+                                "machine with a GPU."))
+    gpu_recorded = any(r.is_gpu for r in recs)
+    raw.append((f"CUDA model, SM count {H100_SMS} (H100/H200-like)", "model",
+                bits_of(cuda_sum_model(values, cuda_config_for(s.n, values.dtype, sm_count=H100_SMS))),
+                "a model of the order, not a measurement" + ("" if gpu_recorded else
+                                                             "; not yet checked against a real GPU recording, only "
+                                                             "against published GPU results")))
+    raw.append(("Exact sum, rounded once", "exact", exact_bits, "exact rational sum, one rounding"))
+    shown = distinguishing_reprs([value_of_bits(b, fmt) for _, _, b, _ in raw])
+    rows = tuple(SumRow(where, tier, b, note, text, ulp_distance(b, exact_bits, fmt))
+                 for (where, tier, b, note), text in zip(raw, shown, strict=True))
+    return SumsEverywhere(s, threads, rows, tuple(notices), exact_bits,
+                          reduction_stages(s.n, values.dtype, threads, H100_SMS))
+
+
+@dataclass(frozen=True)
+class Tf32Difference:
+    device: str
+    differing: int  # entries of the product with other bits when TF32 is allowed
+    total: int
+
+
+def tf32_product_difference(device: str = "cuda", n: int = 256) -> Tf32Difference:
+    """An ``n``×``n`` float32 product with ``allow_tf32`` off and on (set and restored under a lock),
+    compared entry by entry. The matrix comes from a seeded generator, never the global one."""
+    a = torch.randn(n, n, generator=torch.Generator().manual_seed(0)).to(device)
+    with cuda_tf32(False):
+        exact32 = (a @ a).cpu()
+    with cuda_tf32(True):
+        tf32 = (a @ a).cpu()
+    return Tf32Difference(device, int((exact32 != tf32).sum().item()), exact32.numel())

@@ -1,0 +1,501 @@
+"""The GPU arithmetic page's study: one dot product through every model, torch on this machine, and atomics.
+
+The models themselves (FMA or not, TF32 and half-precision inputs, tiles, split-K), their exact
+engine and their a-priori bounds are core.kernels.dot. This module puts them to work on the page's
+inputs: the two vectors a ``DotSpec`` describes (``make_pair``); the real torch.dot and torch.mm
+on this CPU, and on a GPU when one is present (``torch_results``, ``torch_gpu_results``: live);
+each result against the exact dot product in ULPs and against its bound (``run_lab``, one
+``DotRow`` each, with its origin: live, model or exact); the error as K grows (``error_curves``);
+whether torch.mm's bits depend on the number of rows (``batch_dependence``); and scatter-add by
+atomic additions in random arrival orders (``simulate_atomics``), against the index order, torch's
+index_add_ and the order-independent sum.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from core.arith.exact import as_numpy, exact_dot_fraction, exact_sum_fraction
+from core.arith.formats import (
+    FORMATS,
+    Exact,
+    FloatFormat,
+    bit_view,
+    bits_of,
+    bits_of_value,
+    error_in_ulps,
+    format_of,
+    round_to_format,
+    to_torch,
+    ulp,
+    value_of_bits,
+)
+from core.arith.metrics import kappa
+from core.arith.vectors import VectorError, VectorSpec, generate, ill_conditioned_dot, round_array
+from core.kernels.dot import (
+    MAX_K,
+    MODELS,
+    TENSOR_CORE_INPUTS,
+    DotModel,
+    DotValue,
+    ModelNotApplicable,
+    a_priori_bound,
+    accumulation_of,
+    check_formats,
+    conversion_error,
+    model_inputs,
+    model_name,
+    rounding_counts,
+    run_model,
+)
+from core.kernels.reprosum import reproducible_sum
+from core.machines.globalstate import cuda_tf32, current_settings
+
+ORIGIN_LIVE = "live"  # the real library ran on this machine
+ORIGIN_MODEL = "model"  # the named arithmetic, computed exactly here
+ORIGIN_EXACT = "exact"
+
+# --------------------------------------------------------------------------- the vectors
+
+DOT_GENERATORS: dict[str, str] = {
+    "normal": "Normal: x_i, y_i ~ N(0, 1)",
+    "uniform": "Uniform on [0, 1): every product positive",
+    "lognormal": "Lognormal: wide exponent spread",
+    "ill_conditioned_dot": "Ill-conditioned dot product with a chosen condition number (GenDot, after Ogita, "
+                           "Rump and Oishi)",
+}
+
+
+@dataclass(frozen=True)
+class DotSpec:
+    kind: str = "normal"
+    k: int = 4096
+    seed: int = 0
+    storage: str = "float32"
+    condition: float = 1e8
+
+    def validate(self) -> None:
+        if self.kind not in DOT_GENERATORS:
+            raise VectorError(f"Unknown generator {self.kind!r}; choose one of {', '.join(DOT_GENERATORS)}.")
+        if self.storage not in FORMATS:
+            raise VectorError(f"Unknown input format {self.storage!r}; choose one of {', '.join(FORMATS)}.")
+        if not isinstance(self.k, int) or isinstance(self.k, bool) or not 1 <= self.k <= MAX_K:
+            raise VectorError(f"K must be a whole number between 1 and {MAX_K:,} (asked for {self.k!r}).")
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**62:
+            raise VectorError(f"The seed must be a whole number between 0 and 2^62 - 1 (got {self.seed!r}).")
+        if self.kind == "ill_conditioned_dot" and not 1 <= self.condition <= 1e300:
+            raise VectorError(f"The condition number must be between 1 and 1e300 (got {self.condition!r}).")
+
+
+@dataclass(frozen=True)
+class DotPair:
+    x: np.ndarray
+    y: np.ndarray
+    storage: str
+    source: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def k(self) -> int:
+        return int(self.x.size)
+
+
+def make_pair(spec: DotSpec) -> DotPair:
+    """The two vectors a spec describes (deterministic in the spec)."""
+    spec.validate()
+    notes: tuple[str, ...] = ()
+    if spec.kind == "ill_conditioned_dot":
+        x, y, notes = ill_conditioned_dot(spec.k, spec.condition, spec.seed, spec.storage)
+        source = f"{DOT_GENERATORS[spec.kind]}; K = {spec.k:,}, seed {spec.seed}, target condition " \
+                 f"{spec.condition:.3g}, {spec.storage}"
+    else:
+        both = generate(VectorSpec(spec.kind, 2 * spec.k, spec.seed, spec.storage))
+        x, y, notes = both.values[: spec.k], both.values[spec.k :], both.notes
+        source = f"{DOT_GENERATORS[spec.kind]}; K = {spec.k:,}, seed {spec.seed}, float64 rounded to {spec.storage}"
+    for v in (x, y):
+        v.setflags(write=False)
+    return DotPair(x, y, spec.storage, source, tuple(notes))
+
+
+def condition_number(x: np.ndarray, y: np.ndarray) -> float:
+    """kappa = sum|x_i y_i| / |sum x_i y_i| from exact dot products (inf when the dot product is 0)."""
+    return kappa(exact_dot_fraction(x, y), exact_dot_fraction(np.abs(x), np.abs(y)))
+
+
+# --------------------------------------------------------------------------- torch, live
+
+def _tensor(a: np.ndarray) -> torch.Tensor:
+    return to_torch(a, copy=True)
+
+
+def _value_of(t: torch.Tensor) -> DotValue:
+    fmt, bits = format_of(t.dtype), bits_of(t)
+    return DotValue(value_of_bits(bits, fmt), fmt, bits)
+
+
+def _companions(pair: DotPair, rows: int) -> np.ndarray:
+    """The other rows of the left matrix (seeded normals rounded to the input format)."""
+    rng = np.random.default_rng([pair.k, rows, 2024])
+    return round_array(rng.standard_normal((rows - 1) * pair.k), pair.storage).reshape(rows - 1, pair.k)
+
+
+@dataclass(frozen=True)
+class LiveResult:
+    key: str
+    name: str
+    result: DotValue
+    provenance: str
+
+
+def torch_results(pair: DotPair, device: str = "cpu", rows: int = 64) -> list[LiveResult]:
+    """torch.dot(x, y), and torch.mm with x as the only row (M = 1) and as the first of 64 rows
+    (M = 64) times y as a column: the same dot product, by whatever kernel torch picks for the shape."""
+    tx, ty = _tensor(pair.x).to(device), _tensor(pair.y).to(device)
+    big = torch.cat([tx[None], _tensor(_companions(pair, rows).reshape(-1)).reshape(rows - 1, pair.k).to(device)])
+    where = (f"live: torch {torch.__version__} on this CPU, {current_settings()[0]} threads" if device == "cpu"
+             else f"live: torch {torch.__version__} on {torch.cuda.get_device_name(device)}")
+    return [LiveResult("torch_dot", "torch.dot(x, y)", _value_of(torch.dot(tx, ty)), where),
+            LiveResult("torch_mm1", "torch.mm, M = 1 row", _value_of(torch.mm(tx[None], ty[:, None])[0, 0]),
+                       f"{where}; (1 × K) @ (K × 1)"),
+            LiveResult("torch_mm64", f"torch.mm, M = {rows} rows", _value_of(torch.mm(big, ty[:, None])[0, 0]),
+                       f"{where}; ({rows} × K) @ (K × 1), row 0 (rows 1–{rows - 1}: seeded normals)")]
+
+
+def gpu_device() -> str | None:
+    """The first CUDA device, or None on a machine without one."""
+    return "cuda:0" if torch.cuda.is_available() else None
+
+
+def torch_gpu_results(pair: DotPair) -> list[LiveResult]:
+    """The same products on the GPU, float32 with TF32 off and on (live; [] without a GPU)."""
+    device = gpu_device()
+    if device is None:
+        return []
+    out = []
+    settings = (False, True) if pair.storage == "float32" else (False,)
+    for tf32 in settings:
+        with cuda_tf32(tf32):
+            for r in torch_results(pair, device):
+                suffix = f", TF32 {'on' if tf32 else 'off'}" if pair.storage == "float32" else ""
+                out.append(LiveResult(f"gpu_{r.key}_{'tf32' if tf32 else 'ieee'}", r.name + suffix, r.result,
+                                      r.provenance + suffix))
+    return out
+
+
+# --------------------------------------------------------------------------- the lab
+
+
+@dataclass(frozen=True)
+class DotRow:
+    key: str
+    name: str
+    origin: str
+    result: DotValue | None  # None: the model does not apply (see note)
+    ulps: float  # signed, in ULPs of the exact result in the result's format
+    abs_error: Exact | None
+    bound: Fraction | None
+    within_bound: bool | None
+    provenance: str
+    note: str = ""  # why the model does not apply
+    bound_ulps: float | None = None  # the bound in ULPs of the exact result
+
+
+@dataclass(frozen=True)
+class DotLab:
+    pair: DotPair
+    accumulate: str
+    tile: int
+    slices: int
+    tf32_mode: str
+    exact: Exact
+    sum_abs: Fraction | float
+    kappa: float
+    rows: tuple[DotRow, ...]
+
+
+def _row(key, name, origin, result: DotValue, exact: Exact, bound: Fraction | None, provenance: str) -> DotRow:
+    if isinstance(exact, float) or isinstance(result.value, float):
+        same = isinstance(exact, float) and isinstance(result.value, float) and (
+            result.value == exact or (math.isnan(result.value) and math.isnan(exact)))
+        return DotRow(key, name, origin, result, math.nan if same else math.inf, None if same else math.inf,
+                      None, None, provenance)
+    err = abs(result.value - exact)
+    ulps = error_in_ulps(result.value, exact, result.fmt)
+    within = None if bound is None else err <= bound
+    bound_ulps = None if bound is None else _ratio(bound / ulp(exact, result.fmt))
+    return DotRow(key, name, origin, result, ulps, err, bound, within, provenance, bound_ulps=bound_ulps)
+
+
+def _ratio(r: Fraction) -> float:
+    try:
+        return float(r)
+    except OverflowError:
+        return math.inf
+
+
+def model_bound(model: DotModel, pair: DotPair, accumulate: str, tile: int, slices: int, tf32_mode: str,
+                sum_abs: Fraction) -> Fraction | None:
+    fmt = accumulation_of(model, accumulate)
+    depth, roundings = rounding_counts(model, pair.k, tile, slices)
+    if model.inputs == "stored":
+        return a_priori_bound(depth, roundings, sum_abs, fmt)
+    a, b = model_inputs(model, pair.x, pair.y, tf32_mode)
+    converted = exact_dot_fraction(np.abs(a), np.abs(b))
+    if isinstance(converted, float):  # an input overflowed its new format
+        return None
+    d = conversion_error(sum_abs, exact_sum_fraction(np.abs(pair.x)), exact_sum_fraction(np.abs(pair.y)), pair.k,
+                         TENSOR_CORE_INPUTS[model.inputs], truncating=(model.inputs == "tf32" and tf32_mode == "rz"))
+    return a_priori_bound(depth, roundings, converted, fmt, d)
+
+
+def live_bound(pair: DotPair, sum_abs: Fraction) -> Fraction | None:
+    """For torch's kernels, whose order is not derived here: a bound for every order, with every
+    product and every partial sum possibly rounded twice (through a wider format first)."""
+    fmt = FORMATS[pair.storage]
+    return a_priori_bound(2 * pair.k, 4 * pair.k, sum_abs, fmt)
+
+
+def run_lab(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: int = 8, slices: int = 4,
+            tf32_mode: str = "rna", live: bool = True) -> DotLab:
+    """Every chosen model, the real torch results on this CPU (and a GPU when present), and the
+    correctly rounded result, each against the exact dot product."""
+    if (why := check_formats(pair.storage, accumulate)) is not None:
+        raise ModelNotApplicable(why)
+    exact = exact_dot_fraction(pair.x, pair.y)
+    sum_abs = exact_dot_fraction(np.abs(pair.x), np.abs(pair.y))
+    kappa = condition_number(pair.x, pair.y)
+    rows = []
+    for key in models:
+        model = MODELS[key]
+        name = model_name(model, tile, slices, tf32_mode)
+        fmt = accumulation_of(model, accumulate)
+        prov = f"model, computed exactly here; accumulates in {fmt.name}"
+        try:
+            result, _ = run_model(model, pair.x, pair.y, accumulate, tile, slices, tf32_mode)
+        except ModelNotApplicable as err:
+            rows.append(DotRow(key, name, ORIGIN_MODEL, None, math.nan, None, None, None, prov, str(err)))
+            continue
+        bound = None if isinstance(sum_abs, float) else model_bound(model, pair, accumulate, tile, slices,
+                                                                    tf32_mode, sum_abs)
+        rows.append(_row(key, name, ORIGIN_MODEL, result, exact, bound, prov))
+    if live:
+        lb = None if isinstance(sum_abs, float) else live_bound(pair, sum_abs)
+        for r in torch_results(pair) + torch_gpu_results(pair):
+            rows.append(_row(r.key, r.name, ORIGIN_LIVE, r.result, exact, lb, r.provenance))
+    acc = FORMATS[accumulate]
+    rounded = round_to_format(exact, acc)
+    once = None if isinstance(exact, float) else acc.unit_roundoff * abs(exact)  # one rounding
+    rows.append(_row("correct", f"Exact, rounded once to {accumulate}", ORIGIN_EXACT,
+                     DotValue(rounded, acc, bits_of_value(rounded, acc)), exact, once,
+                     "exact rational dot product (core.arith.exact.exact_dot), rounded once"))
+    return DotLab(pair, accumulate, tile, slices, tf32_mode, exact, sum_abs, kappa, tuple(rows))
+
+
+@dataclass(frozen=True)
+class DotLabSettings:
+    """What the GPU arithmetic page asks for: the vectors, the accumulation format, the models and
+    their parameters (tile width, split-K slices, TF32 conversion)."""
+
+    spec: DotSpec = DotSpec()
+    accumulate: str = "float32"
+    models: tuple[str, ...] = ("separate", "fma", "tf32", "fp16", "bf16", "tiles", "split_k")
+    tile: int = 8
+    slices: int = 4
+    tf32_mode: str = "rna"
+
+    def run(self, pair: DotPair, live: bool = True) -> DotLab:
+        return run_lab(pair, self.accumulate, self.models, self.tile, self.slices, self.tf32_mode, live)
+
+    def curves(self, pair: DotPair, live: bool = True) -> list[CurvePoint]:
+        return error_curves(pair, self.accumulate, self.models, self.tile, self.slices, self.tf32_mode, live)
+
+    def model_name(self, key: str) -> str:
+        return model_name(MODELS[key], self.tile, self.slices, self.tf32_mode)
+
+
+def correctly_rounded(lab: DotLab) -> Exact:
+    """The exact dot product rounded once to the accumulation format."""
+    return round_to_format(lab.exact, FORMATS[lab.accumulate])
+
+
+def bound_violations(lab: DotLab) -> list[str]:
+    """The rows outside their a-priori bound (a bug if there is any)."""
+    return [r.name for r in lab.rows if r.within_bound is False]
+
+
+def applicable_models(lab: DotLab) -> list[str]:
+    """The model rows that gave a result (the ones a picture can be drawn for), in the lab's order."""
+    return [r.key for r in lab.rows if r.origin == ORIGIN_MODEL and r.result is not None]
+
+
+@dataclass(frozen=True)
+class BatchDependence:
+    """torch.mm on this device with x as the only row (M = 1) and as the first of 64 rows (M = 64)."""
+
+    same_bits: bool
+    ulps_apart: float  # |difference of their errors| in ULPs of the exact result
+
+
+def batch_dependence(lab: DotLab) -> BatchDependence | None:
+    """Whether the M = 1 and M = 64 products gave the same bits; None without both live rows."""
+    live = {r.key: r for r in lab.rows if r.origin == ORIGIN_LIVE}
+    if "torch_mm1" not in live or "torch_mm64" not in live:
+        return None
+    one, many = live["torch_mm1"], live["torch_mm64"]
+    return BatchDependence(one.result.bits == many.result.bits, abs(one.ulps - many.ulps))
+
+
+# --------------------------------------------------------------------------- error against K
+
+
+def k_grid(k: int) -> list[int]:
+    """1, 2, 4, ... below K, and K itself."""
+    out = [1 << i for i in range(max(k, 1).bit_length()) if 1 << i < k]
+    return [*out, k]
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    name: str
+    origin: str
+    k: int
+    ulps: float  # signed error in ULPs of the exact prefix dot product (nan when undefined)
+
+
+def error_curves(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: int = 8, slices: int = 4,
+                 tf32_mode: str = "rna", live: bool = True) -> list[CurvePoint]:
+    """Each model's error on the first k terms, for k = 1, 2, 4, ..., K. Sequential models give
+    every prefix in one pass; tiled and split-K models are run once per k."""
+    ks = k_grid(pair.k)
+    exacts, running, prev = {}, Fraction(0), 0
+    for k in ks:
+        part = exact_dot_fraction(pair.x[prev:k], pair.y[prev:k])
+        running = part if isinstance(part, float) or isinstance(running, float) else running + part
+        exacts[k], prev = running, k
+    out = []
+    for key in models:
+        model = MODELS[key]
+        name = model_name(model, tile, slices, tf32_mode)
+        try:
+            if model.structure == "sequential":
+                last, seen = run_model(model, pair.x, pair.y, accumulate, tile, slices, tf32_mode, tuple(ks))
+                values = {k: seen.get(k, last) for k in ks}
+            else:
+                values = {k: run_model(model, pair.x[:k], pair.y[:k], accumulate, tile, slices, tf32_mode)[0]
+                          for k in ks}
+        except ModelNotApplicable:
+            continue
+        out += [CurvePoint(name, ORIGIN_MODEL, k, error_in_ulps(v.value, exacts[k], v.fmt)) for k, v in values.items()]
+    if live:
+        for k in ks:
+            v = _value_of(torch.dot(_tensor(pair.x[:k]), _tensor(pair.y[:k])))
+            out.append(CurvePoint("torch.dot(x, y)", ORIGIN_LIVE, k, error_in_ulps(v.value, exacts[k], v.fmt)))
+    return out
+
+
+# --------------------------------------------------------------------------- atomics
+
+MAX_ATOMIC_WORK = 20_000_000  # values x simulated runs
+ATOMIC_FORMATS = ("float32", "float64", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class AtomicsSpec:
+    buckets: int = 4
+    values: int = 4096
+    runs: int = 500
+    seed: int = 0
+    storage: str = "float32"
+
+    def validate(self) -> None:
+        if not 1 <= self.buckets <= 64:
+            raise VectorError(f"Buckets must be between 1 and 64 (got {self.buckets!r}).")
+        if not 1 <= self.values <= 1_000_000:
+            raise VectorError(f"Values must be between 1 and 1,000,000 (got {self.values!r}).")
+        if not 1 <= self.runs <= 10_000:
+            raise VectorError(f"Runs must be between 1 and 10,000 (got {self.runs!r}).")
+        if self.values * self.runs > MAX_ATOMIC_WORK:
+            raise VectorError(f"{self.values:,} values × {self.runs:,} runs is more than this page simulates "
+                              f"({MAX_ATOMIC_WORK:,} additions); choose fewer runs or values.")
+        if self.storage not in ATOMIC_FORMATS:
+            raise VectorError(f"Unknown format {self.storage!r}; choose one of {', '.join(ATOMIC_FORMATS)}.")
+
+
+@dataclass(frozen=True)
+class BucketResult:
+    bucket: int
+    count: int  # values that land in it
+    exact: Exact
+    fmt: FloatFormat
+    runs: np.ndarray  # the simulated runs' results (storage dtype)
+    distinct: int  # different bit patterns among them
+    fixed: DotValue  # index order, one thread adding them in turn
+    reproducible: DotValue  # core.kernels.reprosum.reproducible_sum: the same bits for every order
+    cpu_index_add: DotValue  # torch's index_add_ on this CPU (live)
+    gpu_distinct: int | None  # different results over the GPU repeats (live), None without a GPU
+    gpu_values: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class AtomicsResult:
+    spec: AtomicsSpec
+    buckets: tuple[BucketResult, ...]
+    gpu: str | None
+
+
+def atomic_inputs(spec: AtomicsSpec) -> tuple[np.ndarray, np.ndarray]:
+    """N(0, 1) values rounded to the format, and a bucket index for each (seeded)."""
+    rng = np.random.default_rng([spec.seed, 17])
+    values = round_array(rng.standard_normal(spec.values), spec.storage)
+    index = rng.integers(0, spec.buckets, spec.values)
+    return values, index
+
+
+def _np_value(v: np.generic, fmt: FloatFormat) -> DotValue:
+    bits = bits_of(v)
+    return DotValue(value_of_bits(bits, fmt), fmt, bits)
+
+
+def simulate_atomics(spec: AtomicsSpec) -> AtomicsResult:
+    """Scatter-add (``out[index[i]] += values[i]``) as atomic adds on a GPU do it: each bucket's
+    values are added one at a time, each addition rounded, in the order the threads arrive.
+
+    Model of the arrival order: a uniformly random permutation per run (seeded). Every addition
+    is one IEEE round-to-nearest addition in the format (np.add.accumulate: a left-to-right
+    loop). Against it: the index order (one thread), torch's index_add_ on this CPU (live), the
+    app's order-independent sum, and, on a machine with a GPU, index_add_ there (live, repeated).
+    """
+    spec.validate()
+    fmt = FORMATS[spec.storage]
+    values, index = atomic_inputs(spec)
+    rng = np.random.default_rng([spec.seed, 29])
+    cpu = torch.zeros(spec.buckets, dtype=fmt.torch_dtype).index_add_(0, torch.from_numpy(index),
+                                                                     _tensor(values))
+    device = gpu_device()
+    gpu_runs = None
+    if device is not None:
+        gv, gi = _tensor(values).to(device), torch.from_numpy(index).to(device)
+        gpu_runs = torch.stack([torch.zeros(spec.buckets, dtype=fmt.torch_dtype, device=device).index_add_(0, gi, gv)
+                                for _ in range(spec.runs)]).cpu()
+    out = []
+    for bucket in range(spec.buckets):
+        w = values[index == bucket]
+        if w.size == 0:
+            w = np.zeros(1, dtype=values.dtype)  # an empty bucket stays +0
+        with np.errstate(over="ignore", invalid="ignore"):
+            fixed = np.add.accumulate(w)[-1]
+            runs = np.add.accumulate(rng.permuted(np.tile(w, (spec.runs, 1)), axis=1), axis=1)[:, -1]
+        gpu_values = gpu_distinct = None
+        if gpu_runs is not None:
+            g = as_numpy(gpu_runs[:, bucket])
+            gpu_values, gpu_distinct = g, int(np.unique(bit_view(g)).size)
+        out.append(BucketResult(
+            bucket, int((index == bucket).sum()), exact_sum_fraction(w), fmt, runs,
+            int(np.unique(bit_view(runs)).size), _np_value(fixed, fmt), _value_of(reproducible_sum(_tensor(w))),
+            _value_of(cpu[bucket]), gpu_distinct, gpu_values))
+    return AtomicsResult(spec, tuple(out), None if device is None else torch.cuda.get_device_name(device))

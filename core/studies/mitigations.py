@@ -1,0 +1,353 @@
+"""Mitigations and what they cost, measured on the machine that runs this code.
+
+* float64 versus float32 throughput (core.machines.timing), with cited vendor ratios beside it;
+* wider accumulation (``torch.sum(x, dtype=...)``): errors and cost;
+* determinism is not reproducibility: run-to-run, thread count, batch size;
+* the order-independent sum (core.kernels.reprosum) against torch.sum and np.sum;
+* the Mitigations page's studies: each fix applied to fixed vectors and a fixed training pair.
+
+Timings use ``time.perf_counter`` medians after a warm-up; on a GPU they synchronize.
+Only core.machines.globalstate.torch_threads changes a global setting (locked and restored).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from core.arith.exact import exact_sum_fraction, shortest_repr
+from core.arith.formats import FORMATS, Exact, bits_of, format_of, ulp_distance, value_of_bits
+from core.arith.metrics import exact_value
+from core.arith.vectors import VectorSpec, generate
+from core.kernels.orders import ORDERS, run_order
+from core.kernels.reprosum import reproducible_sum, reproducible_sum_devices
+from core.machines import timing
+from core.machines.devices import Device
+from core.machines.globalstate import PROCESS_THREADS, torch_threads
+from core.machines.timing import Throughput, interleaved_times, median_seconds
+from core.studies.sumlab import LabResult, run_lab
+from core.training.mlp import TrainSettings
+from core.training.pair import PairedRun
+from core.training.seeds import SeedStudy, summarize
+
+# Vendor peak FP64:FP32 ratios as cited in the project's reference notes (not measured here).
+VENDOR_RATIOS: tuple[tuple[str, str, str], ...] = (
+    ("NVIDIA H100 / H200 (SXM)", "1 : 2", "NVIDIA data sheets, as cited in the reference notes"),
+    ("NVIDIA A100", "1 : 2", "NVIDIA data sheet, as cited in the reference notes"),
+    ("NVIDIA RTX 4090", "1 : 64", "NVIDIA Ada architecture specifications, as cited in the reference notes"),
+    ("NVIDIA T4", "1 : 32", "NVIDIA Turing specifications, as cited in the reference notes"),
+    ("x86 CPU (SIMD)", "about 1 : 2", "vector width: 8 float32 vs 4 float64 per AVX2 register"),
+    ("Apple GPU (MPS)", "no float64", "PyTorch MPS backend: float64 is not supported"),
+)
+
+
+
+# ---------------------------------------------------------------- wider accumulation
+
+
+@dataclass(frozen=True)
+class AccumulationRow:
+    storage: str
+    accumulate: str
+    threads: int
+    value: Exact
+    abs_error: Exact
+    seconds: float
+
+
+def wider_accumulation(x: torch.Tensor, wider: torch.dtype, repeats: int = 5) -> list[AccumulationRow]:
+    """torch.sum(x) and torch.sum(x, dtype=wider), each with 1 and all threads, against the exact sum."""
+    exact = exact_sum_fraction(x)
+    threads_all = PROCESS_THREADS
+    rows = []
+    for dt in (x.dtype, wider):
+        for threads in sorted({1, threads_all}):
+            with torch_threads(threads):
+                r = x.sum() if dt == x.dtype else x.sum(dtype=dt)
+                secs = median_seconds(lambda dt=dt: x.sum() if dt == x.dtype else x.sum(dtype=dt), repeats)
+            fmt = format_of(r.dtype)
+            value = _exact(r)
+            err = abs(value - exact) if not isinstance(value, float) else float("inf")
+            rows.append(AccumulationRow(format_of(x.dtype).name, fmt.name, threads, value, err, secs))
+    return rows
+
+
+def _exact(t: torch.Tensor) -> Exact:
+    return value_of_bits(bits_of(t), format_of(t.dtype))
+
+
+# --------------------------------------------------------------------------- determinism
+
+
+@dataclass(frozen=True)
+class DeterminismResult:
+    repeats: int
+    distinct_by_threads: dict[int, int]  # thread count -> number of distinct results over repeats
+    values_by_threads: dict[int, int]  # thread count -> bit pattern of the result
+    mm_shape: tuple[int, int, int]
+    mm_differing: int  # elements where mm(a[:1], b) != mm(a, b)[:1]
+    mm_max_ulps: int
+
+
+def determinism(x: torch.Tensor, repeats: int = 5, seed: int = 0) -> DeterminismResult:
+    """Run-to-run (same threads), thread count, and batch size (mm of one row vs of all rows)."""
+    counts = sorted({1, PROCESS_THREADS})
+    distinct, values = {}, {}
+    for t in counts:
+        with torch_threads(t):
+            bits = {bits_of(x.sum()) for _ in range(repeats)}
+        distinct[t] = len(bits)
+        values[t] = next(iter(bits))
+    g = torch.Generator().manual_seed(seed)
+    m, k, n = 64, 2048, 1024
+    a = torch.randn(m, k, generator=g)
+    b = torch.randn(k, n, generator=g)
+    one = torch.mm(a[:1], b)[0]
+    batch = torch.mm(a, b)[0]
+    diff = one != batch
+    fmt = FORMATS["float32"]
+    ua = one.view(torch.int32).numpy().astype(np.int64) & 0xFFFFFFFF
+    ub = batch.view(torch.int32).numpy().astype(np.int64) & 0xFFFFFFFF
+    max_ulps = max((ulp_distance(int(p), int(q), fmt) for p, q in zip(ua[diff.numpy()], ub[diff.numpy()],
+                                                                      strict=True)), default=0)
+    return DeterminismResult(repeats, distinct, values, (m, k, n), int(diff.sum()), max_ulps)
+
+
+@dataclass(frozen=True)
+class ReproducibleSumCost:
+    """reproducible_sum against torch.sum and np.sum on the same float32 vector."""
+
+    n: int
+    repeats: int
+    threads: int
+    seconds: float  # median over the repeats, reproducible_sum
+    torch_seconds: float  # median over the repeats, torch.sum
+    numpy_seconds: float  # median over the repeats, np.sum
+    vs_torch: float  # median over the repeats of (reproducible_sum time / torch.sum time)
+    vs_torch_iqr: tuple[float, float]  # quartiles of that ratio over the repeats
+    vs_numpy: float
+    vs_numpy_iqr: tuple[float, float]
+
+
+def reproducible_sum_cost(n: int = 10_000_000, repeats: int = 21, inner: int = 3, seed: int = 0,
+                          budget_s: float | None = None) -> ReproducibleSumCost:
+    """Time reproducible_sum, torch.sum and np.sum on one vector of n standard normal
+    float32 values (CPU, this process's threads), robustly on a busy machine.
+
+    After a warm-up, each repeat times the three back to back, in an order that rotates
+    from repeat to repeat, each as the fastest of ``inner`` consecutive calls (a call that
+    another process preempted does not count), and forms the two ratios within the
+    repeat, so a slow phase of the machine slows both sides of a ratio alike. Reported:
+    the median ratio over the repeats and its quartiles. With ``budget_s``, repeats stop
+    once that many seconds have passed (after at least 5): a page must not hang on a busy
+    machine; ``repeats`` then says how many were made.
+    """
+    a = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+    t = torch.from_numpy(a)
+    times = interleaved_times({"repro": lambda: reproducible_sum(t), "torch": lambda: t.sum(),
+                               "numpy": lambda: np.sum(a)}, repeats, inner, budget_s)
+
+    def summary(other: str) -> tuple[float, tuple[float, float]]:
+        ratios = [r / o for r, o in zip(times["repro"], times[other], strict=True)]
+        q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else (ratios[0],) * 3
+        return statistics.median(ratios), (q1, q3)
+
+    (vs_torch, torch_iqr), (vs_numpy, numpy_iqr) = summary("torch"), summary("numpy")
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return ReproducibleSumCost(n, len(times["repro"]), torch.get_num_threads(), med["repro"], med["torch"],
+                               med["numpy"], vs_torch, torch_iqr, vs_numpy, numpy_iqr)
+
+
+# ------------------------------------------------------------------ the page's studies
+
+DEFAULT_VECTOR = VectorSpec("normal", 1_000_000, 0, "float32")  # the Summation lab's default vector
+HARD_VECTOR = VectorSpec("ill_conditioned", 100_000, 0, "float32", 1e12)
+LAB_ORDERS = ("sequential", "reverse", "sorted_abs", "pairwise", "numpy", "torch_1", "torch_all", "kahan")
+STORAGE_FORMATS = ("float32", "float16", "bfloat16")
+WIDER = {"float32": "float64", "float16": "float32", "bfloat16": "float32"}
+
+
+def cited_ratio(hardware: str) -> str:
+    """A vendor's peak float64 : float32 ratio as cited in VENDOR_RATIOS."""
+    for name, ratio, _ in VENDOR_RATIOS:
+        if name == hardware:
+            return ratio
+    raise KeyError(hardware)
+
+
+# ------------------------------------------------------------------------- float64
+
+
+@dataclass(frozen=True)
+class PrecisionPair:
+    """The training pair (default settings) in one format."""
+
+    dtype: str
+    steps: int
+    first_rel_1pct: int | None  # first step more than 1% apart; None within ``steps``
+    final_distance: float  # ‖θA − θB‖ after the last step
+
+
+def training_pair(dtype: str) -> PrecisionPair:
+    run = PairedRun(TrainSettings(dtype=dtype))
+    recs = run.run(run.settings.steps)
+    return PrecisionPair(dtype, run.settings.steps, summarize(recs).first_rel_1pct, recs[-1].param_distance)
+
+
+@dataclass(frozen=True)
+class ThroughputRun:
+    rows: tuple[Throughput, ...]
+    failures: tuple[str, ...]  # one message per device whose measurement failed
+    torch_version: str
+
+    def first(self, op: str) -> Throughput | None:
+        return next((t for t in self.rows if t.op == op), None)
+
+
+def measure_devices(devices: list[Device], progress: Callable[[float, str], None] | None = None) -> ThroughputRun:
+    """float32 against float64 on every device (core.timing.measure_throughput); a device that
+    fails is reported and does not take the others' numbers down. ``progress(fraction, text)``."""
+    rows, failures = [], []
+    for i, d in enumerate(devices):
+        def each(f, text, i=i):
+            if progress is not None:
+                progress((i + f) / len(devices), text)
+        try:
+            rows += timing.measure_throughput(d, progress=each)
+        except RuntimeError as err:
+            failures.append(f"{d.name}: {err}")
+    return ThroughputRun(tuple(rows), tuple(failures), torch.__version__)
+
+
+def lab(working: str, spec: VectorSpec = DEFAULT_VECTOR) -> LabResult:
+    """The Summation lab's orders on a float32 vector, accumulating in ``working``."""
+    return run_lab(generate(spec).values, "float32", working, LAB_ORDERS)
+
+
+@dataclass(frozen=True)
+class AccumulationError:
+    order: str
+    error32: Fraction  # |error| against the exact sum, accumulating in float32
+    error64: Fraction  # the same order accumulating in float64
+    shrink: Fraction | None  # error32 / error64; None when float64 is exact
+
+
+def accumulation_errors(in32: LabResult, in64: LabResult) -> tuple[AccumulationError, ...]:
+    """Order by order, how much smaller the error is when the same values are summed in float64."""
+    return tuple(AccumulationError(a.order.name, a.metrics.abs_error, b.metrics.abs_error,
+                                   a.metrics.abs_error / b.metrics.abs_error if b.metrics.abs_error else None)
+                 for a, b in zip(in32.rows, in64.rows, strict=True))
+
+
+def distinct_results(result: LabResult) -> int:
+    """How many different values the lab's orders gave."""
+    return len({r.metrics.value for r in result.rows})
+
+
+# ---------------------------------------------------------------- wider accumulation
+
+
+@dataclass(frozen=True)
+class WiderStudy:
+    storage: str
+    rows: tuple[AccumulationRow, ...]
+
+    @property
+    def base(self) -> AccumulationRow:
+        """Plain torch.sum on one thread."""
+        return next(r for r in self.rows if r.accumulate == self.storage and r.threads == 1)
+
+    @property
+    def wide(self) -> AccumulationRow:
+        """torch.sum with the wider dtype on one thread."""
+        return next(r for r in self.rows if r.accumulate != self.storage and r.threads == 1)
+
+    @property
+    def slowdown(self) -> float:
+        """The wider sum's time over the plain one's (one thread)."""
+        return self.wide.seconds / self.base.seconds
+
+    @property
+    def wide_differs_across_threads(self) -> bool:
+        return len({r.value for r in self.rows if r.accumulate != self.storage}) > 1
+
+
+def wider_study(storage: str, n: int = 1_000_000) -> WiderStudy:
+    """``n`` normal values stored in ``storage``, summed by torch.sum plainly and one format wider."""
+    if storage not in WIDER:
+        raise ValueError(f"storage must be one of {', '.join(WIDER)}")
+    v = generate(VectorSpec("normal", n, 0, storage))
+    t = torch.from_numpy(v.values.astype(np.float32)).to(FORMATS[storage].torch_dtype)
+    return WiderStudy(storage, tuple(wider_accumulation(t, FORMATS[WIDER[storage]].torch_dtype)))
+
+
+# --------------------------------------------------------------------- determinism
+
+
+def determinism_study(spec: VectorSpec = DEFAULT_VECTOR) -> DeterminismResult:
+    return determinism(torch.from_numpy(generate(spec).values.copy()))
+
+
+# ------------------------------------------------------------ order-independent sum
+
+
+@dataclass(frozen=True)
+class ReproducibleStudy:
+    ordinary: tuple[tuple[str, str], ...]  # (order, its float32 sum, shortest decimal)
+    shuffles: int
+    shuffled_bits: tuple[int, ...]  # distinct float32 bit patterns of the order-independent sum over the shuffles
+    devices: tuple[tuple[str, int], ...]  # (where, bits) of the order-independent sum
+
+    @property
+    def distinct_ordinary(self) -> int:
+        return len({value for _, value in self.ordinary})
+
+    @property
+    def value(self) -> str:
+        """The order-independent sum (the first shuffle's), shortest decimal."""
+        fmt = FORMATS["float32"]
+        return shortest_repr(value_of_bits(self.shuffled_bits[0], fmt), fmt)
+
+
+def reproducible_study(spec: VectorSpec = DEFAULT_VECTOR, shuffles: int = 5, seed: int = 7) -> ReproducibleStudy:
+    """The lab's ordinary orders against the order-independent sum, over ``shuffles`` orders of the
+    values (the first unshuffled; the others from a seeded generator) and on every device."""
+    fmt = FORMATS["float32"]
+    v = generate(spec).values
+    ordinary = tuple((ORDERS[key].name, shortest_repr(exact_value(run_order(key, v, "float32").value, fmt), fmt))
+                     for key in LAB_ORDERS)
+    rng = np.random.default_rng(seed)
+    bits: list[int] = []
+    for i in range(shuffles):
+        perm = v if i == 0 else v[rng.permutation(v.size)]
+        b = bits_of(reproducible_sum(torch.from_numpy(np.array(perm))))
+        if b not in bits:
+            bits.append(b)
+    return ReproducibleStudy(ordinary, shuffles, tuple(bits),
+                             tuple(reproducible_sum_devices(torch.from_numpy(v.copy()))))
+
+
+# --------------------------------------------------------------- accept divergence
+
+
+@dataclass(frozen=True)
+class SeedSpread:
+    """Seed-to-seed spread against the A-to-B gap of one seed, for final loss and accuracy."""
+
+    loss_spread: float  # population standard deviation of A's final losses over the seeds
+    loss_gap: float  # mean |loss A − loss B| over the seeds
+    acc_spread: float
+    acc_gap: float
+
+
+def seed_spread(study: SeedStudy) -> SeedSpread:
+    def gap(a, b) -> float:
+        return statistics.mean(abs(x - y) for x, y in zip(a, b, strict=True))
+
+    return SeedSpread(statistics.pstdev(study.final_loss_a), gap(study.final_loss_a, study.final_loss_b),
+                      statistics.pstdev(study.final_acc_a), gap(study.final_acc_a, study.final_acc_b))

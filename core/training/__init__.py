@@ -1,0 +1,12 @@
+"""Training the same model twice and watching the two runs part.
+
+mlp (the 2-64-64-3 MLP, its data, settings and presets), pair (the difference sources and the
+paired run that steps A and B from identical weights, and the measurement of each step's gap),
+seeds (divergence summaries and the seed study), divergence (what the Training divergence page
+says about a pair), data_parallel (what the data-parallel runs share: settings, one replica, shards,
+weight digests), gloo (a real torch.distributed gloo run over local worker processes, supervised) and
+gloo_worker (what each worker process runs), emulate (many devices emulated in one process, and the
+all-reduce order study).
+
+May import: core.kernels, core.machines, core.arith, torch, NumPy.
+"""

@@ -1,0 +1,510 @@
+"""Train a tiny model twice and record, step by step, how the two runs drift apart.
+
+Runs A and B start from bit-identical weights and see bit-identical batches. B differs
+from A by exactly one chosen source: nothing (the control), the thread count, the order
+of a reduction (hidden units, input features or examples permuted, the weights permuted
+to match, so the network is mathematically the same function), the precision, a
+one-ULP nudge of one initial weight, or a real GPU when one is present.
+
+Everything random comes from local generators (numpy.random.Generator, torch.Generator);
+the only process-global setting ever changed, torch's thread count, is changed inside
+core.machines.globalstate.torch_threads (locked and restored).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from core.arith.formats import bit_view
+from core.machines.devices import available_devices
+from core.machines.globalstate import PROCESS_THREADS
+from core.training.mlp import (
+    DTYPES,
+    FLUSH_EVERY,
+    PARAM_NAMES,
+    TrainSettings,
+    _forward_as,
+    _make_opt,
+    _Run,
+    _step,
+    batch_schedule,
+    forward,
+    init_params,
+    spirals,
+)
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step: int  # 1-based: the update just applied
+    loss_a: float
+    loss_b: float
+    loss_a_bits: int
+    loss_b_bits: int
+    abs_diff: float
+    rel_diff: float
+    param_distance: float  # ||theta_A - theta_B|| (B mapped back to A's layout, in float64)
+    differing_bits: int  # across all parameters, B rounded to A's dtype and mapped back
+    total_bits: int
+    acc_a: float  # on this step's batch
+    acc_b: float
+
+
+
+
+
+
+# ------------------------------------------------------------------ what B changes
+
+
+@dataclass
+class BPlan:
+    """How B departs from A, as a difference source's ``apply`` sets it up (defaults: B == A)."""
+
+    params: dict[str, torch.Tensor]  # B's initial parameters, in A's layout (before any permutation)
+    dtype: torch.dtype
+    device: str = "cpu"
+    device_name: str = "CPU"
+    hidden_perms: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+    feature_perm: np.ndarray | None = None
+    autocast_bf16: bool = False
+    threads_a: int | None = None  # None: leave torch's setting alone
+    threads_b: int | None = None
+    batch_perm: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One difference source: ``apply(settings, rng, plan)`` changes B's plan (rng: local, seeded)."""
+
+    key: str
+    label: str
+    apply: Callable[[TrainSettings, np.random.Generator, BPlan], None]
+    stand_in: bool = False  # a reordering that stands in for another device
+
+
+def _no_difference(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    pass
+
+
+def _permute_hidden(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    plan.hidden_perms = (rng.permutation(s.hidden), rng.permutation(s.hidden))
+
+
+def _permute_batch(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    plan.batch_perm = rng.permutation(s.batch)
+
+
+def _permute_features(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    plan.feature_perm = np.array([1, 0])
+
+
+def _threads(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    plan.threads_a, plan.threads_b = PROCESS_THREADS, 1
+
+
+def _float64(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    # B starts from A's float32 weights and sees A's float32 data, widened exactly, so
+    # the precision of the arithmetic is the only difference (not the rounding of the inputs)
+    plan.dtype = torch.float64
+    plan.params = {k: v.to(torch.float64) for k, v in plan.params.items()}
+
+
+def _bfloat16(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    plan.autocast_bf16 = True
+
+
+def _nudge(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    w = plan.params["w2"]
+    w[0, 0] = torch.nextafter(w[0, 0], torch.tensor(math.inf, dtype=w.dtype))
+
+
+def _device(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
+    gpus = [d for d in available_devices() if d.kind != "cpu" and d.supports(plan.dtype)]
+    if not gpus:
+        raise ValueError("No GPU is visible to torch here, so B cannot run on one.")
+    plan.device, plan.device_name = gpus[0].torch_device, gpus[0].name
+
+
+DIFFERENCES: dict[str, Difference] = {d.key: d for d in [
+    Difference("none", "Nothing (control): B repeats A exactly", _no_difference),
+    Difference("permute_hidden", "Reduction order: hidden units permuted (weights permuted to match)",
+               _permute_hidden, stand_in=True),
+    Difference("permute_batch", "Reduction order: examples shuffled inside each batch", _permute_batch, stand_in=True),
+    Difference("permute_features", "Reduction order: the two input features swapped", _permute_features,
+               stand_in=True),
+    Difference("threads", "CPU thread count: B runs with 1 thread, A with all", _threads),
+    Difference("float64", "Precision: A in float32, B in float64", _float64),
+    Difference("bfloat16", "Precision: B's forward pass under bfloat16 autocast", _bfloat16),
+    Difference("nudge", "Butterfly: one initial weight of B moved by one ULP", _nudge),
+    Difference("device", "A real GPU: B runs on the GPU, A on the CPU", _device),
+]}
+SOURCES: dict[str, str] = {k: d.label for k, d in DIFFERENCES.items()}
+STAND_IN = {k for k, d in DIFFERENCES.items() if d.stand_in}
+
+
+# -------------------------------------------------------------------------- the pair
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """How B's parameters map back to A's: the permutations B applied (None: not permuted)."""
+
+    hidden: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+    features: np.ndarray | None = None
+
+    @property
+    def identity(self) -> bool:
+        return all(p is None for p in self.hidden) and self.features is None
+
+    def to_b(self, p: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return _permute(p, *self.hidden, self.features)
+
+    def to_a(self, p: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return _unpermute(p, *self.hidden, self.features)
+
+    def flat_index(self, shapes: dict[str, torch.Size]) -> torch.Tensor | None:
+        """Index that puts B's flattened parameters into A's layout (None: same layout)."""
+        if self.identity:
+            return None
+        sizes = [math.prod(shapes[k]) for k in PARAM_NAMES]
+        offsets = np.cumsum([0, *sizes[:-1]])
+        ids = {k: torch.arange(n, dtype=torch.float64).reshape(shapes[k]) + o
+               for k, n, o in zip(PARAM_NAMES, sizes, offsets, strict=True)}
+        permuted = self.to_b(ids)  # where each of A's entries sits in B's layout
+        return torch.argsort(torch.cat([permuted[k].reshape(-1) for k in PARAM_NAMES]).long())
+
+
+@dataclass(frozen=True, eq=False)
+class Pair:
+    """Everything ``make_pair`` builds: the two runs, the shared data and schedule, B's layout."""
+
+    settings: TrainSettings
+    a: _Run
+    b: _Run
+    x64: np.ndarray
+    y: np.ndarray
+    schedule: np.ndarray  # every step's batch indices
+    layout: Layout
+    b_device_name: str
+
+
+def make_pair(settings: TrainSettings) -> Pair:
+    """Build A and B: the same data, schedule and initial weights; B changed by the settings' source."""
+    s = settings
+    s.validate()
+    x64, y = spirals(s.n_points, s.classes, s.seed)
+    schedule = batch_schedule(len(y), s.batch, s.steps, s.seed)
+    base = init_params(s.hidden, s.classes, s.seed)
+    dt = DTYPES[s.dtype]
+    pa = {k: v.to(dt).clone().requires_grad_(True) for k, v in base.items()}
+    plan = BPlan({k: v.to(dt).clone() for k, v in base.items()}, dt)
+    DIFFERENCES[s.source].apply(s, np.random.default_rng(s.seed + 2), plan)
+    layout = Layout(plan.hidden_perms, plan.feature_perm)
+    pb = {k: v.to(plan.device).clone().requires_grad_(True) for k, v in layout.to_b(plan.params).items()}
+    xa = torch.from_numpy(x64).to(dt)
+    xb = xa.to(plan.dtype)
+    if plan.feature_perm is not None:
+        xb = xb[:, plan.feature_perm]
+    yt = torch.from_numpy(y)
+    a = _Run(pa, _make_opt(pa, s), xa, yt, threads=plan.threads_a)
+    b = _Run(pb, _make_opt(pb, s), xb.to(plan.device), yt.to(plan.device), device=plan.device,
+             autocast_bf16=plan.autocast_bf16, threads=plan.threads_b, batch_perm=plan.batch_perm)
+    return Pair(s, a, b, x64, y, schedule, layout, plan.device_name)
+
+
+# ------------------------------------------------------------------------ measuring
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    """What one step leaves for measuring: both runs' flat parameters (B in its own layout, on
+    the CPU), losses and logits. Taken in microseconds; measured later, many at once."""
+
+    step: int  # 1-based
+    params_a: torch.Tensor
+    params_b: torch.Tensor
+    loss_a: torch.Tensor
+    loss_b: torch.Tensor
+    logits_a: torch.Tensor
+    logits_b: torch.Tensor
+
+
+@dataclass(frozen=True, eq=False)
+class Yardstick:
+    """What measuring needs besides the snapshots, fixed for a pair."""
+
+    to_a: torch.Tensor | None  # Layout.flat_index
+    total_bits: int
+    labels_a: torch.Tensor  # every step's batch labels, as A sees them
+    labels_b: torch.Tensor  # and as B sees them (reordered for permute_batch), on B's device
+    batch: int
+
+
+def yardstick(pair: Pair) -> Yardstick:
+    a, b = pair.a, pair.b
+    labels = a.y[torch.from_numpy(pair.schedule)]
+    perm = torch.from_numpy(b.batch_perm) if b.batch_perm is not None else None
+    return Yardstick(pair.layout.flat_index({k: a.params[k].shape for k in PARAM_NAMES}),
+                     sum(p.numel() for p in a.params.values()) * 8 * a.x.element_size(),
+                     labels, (labels[:, perm] if perm is not None else labels).to(b.device), pair.settings.batch)
+
+
+def measure(snapshots: Sequence[Snapshot], ys: Yardstick) -> list[StepRecord]:
+    """The records of consecutive snapshots, computed together: distances, differing bits,
+    accuracies, losses and their bit patterns. Pure: reads its arguments, changes nothing."""
+    if not snapshots:
+        return []
+    first = snapshots[0].step
+    fa = torch.stack([sn.params_a for sn in snapshots])
+    fb = torch.stack([sn.params_b for sn in snapshots])
+    if ys.to_a is not None:
+        fb = fb[:, ys.to_a]
+    fb_a = fb if fb.dtype == fa.dtype else fb.to(fa.dtype)
+    # XOR of the unsigned bit patterns (np.bitwise_count of a signed value counts the bits of |x|)
+    differing = np.bitwise_count(bit_view(fa) ^ bit_view(fb_a)).sum(axis=1).tolist()
+    dist = torch.linalg.vector_norm(fa.double() - fb.double(), dim=1).tolist()  # in float64
+    la, lb = torch.stack([sn.loss_a for sn in snapshots]), torch.stack([sn.loss_b for sn in snapshots])
+    losses_a, losses_b = la.tolist(), lb.tolist()
+    bits_a, bits_b = bit_view(la).tolist(), bit_view(lb).tolist()
+    steps = slice(first - 1, first - 1 + len(snapshots))
+    ca = (torch.stack([sn.logits_a for sn in snapshots]).argmax(2) == ys.labels_a[steps]).sum(1).tolist()
+    cb = (torch.stack([sn.logits_b for sn in snapshots]).argmax(2) == ys.labels_b[steps]).sum(1).cpu().tolist()
+    out = []
+    for i, sn in enumerate(snapshots):
+        a_, b_ = losses_a[i], losses_b[i]
+        abs_diff = abs(a_ - b_)
+        out.append(StepRecord(
+            step=sn.step, loss_a=a_, loss_b=b_, loss_a_bits=int(bits_a[i]), loss_b_bits=int(bits_b[i]),
+            abs_diff=abs_diff, rel_diff=abs_diff / abs(a_) if a_ else (0.0 if b_ == a_ else math.inf),
+            param_distance=dist[i], differing_bits=int(differing[i]), total_bits=ys.total_bits,
+            acc_a=ca[i] / ys.batch, acc_b=cb[i] / ys.batch,
+        ))
+    return out
+
+
+# ----------------------------------------------------------------------- the paired run
+
+
+class PairedRun:
+    """Two runs in lockstep, built by ``make_pair``; ``advance(n)`` applies n updates to each and
+    records the gap (each step leaves a ``Snapshot``; ``measure`` turns them into records).
+
+    A pair may be shared by several threads (Streamlit starts a new script run of a session
+    while the previous one may still be computing), so every read and every mutation holds the
+    pair's own lock: the only way a pair moves is ``advance`` (``run``, ``step`` and iteration
+    call it), a whole chunk of steps at a time, so no thread ever sees, or adds to, half a step,
+    and the state after N steps is bit for bit that of a clean run of N steps, whichever threads
+    applied them. core.crowd.runner decides which pair a session owns.
+    """
+
+    def __init__(self, settings: TrainSettings) -> None:
+        self.pair = make_pair(settings)
+        self.settings = settings
+        self.a, self.b = self.pair.a, self.pair.b
+        self.x64, self.y, self.schedule = self.pair.x64, self.pair.y, self.pair.schedule
+        self.b_device_name = self.pair.b_device_name
+        self.yardstick = yardstick(self.pair)
+        # detached flat views share storage with the parameters, so they follow every update
+        self._views_a = [self.a.params[k].detach().view(-1) for k in PARAM_NAMES]
+        self._views_b = [self.b.params[k].detach().view(-1) for k in PARAM_NAMES]
+        self._records: list[StepRecord] = []
+        self._pending: list[Snapshot] = []  # not measured yet
+        self._lock = threading.RLock()
+        self._broken: BaseException | None = None
+        # Steps asked for (Step, +10, Play) but maybe not applied yet; own lock, so asking never waits for a chunk
+        self._target = 0
+        self._applied = 0  # == done, readable without _lock
+        self._target_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"PairedRun({self.settings!r}, done={self._applied})"
+
+    # ------------------------------------------------------------------ stepping
+    @property
+    def records(self) -> list[StepRecord]:
+        """A copy of the records so far, one per step (pending snapshots are measured now)."""
+        with self._lock:
+            self._flush()
+            return list(self._records)
+
+    @property
+    def done(self) -> int:
+        with self._lock:
+            return len(self._records) + len(self._pending)
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= self.settings.steps
+
+    def advance(self, steps: int, timeout: float | None = None) -> list[StepRecord] | None:
+        """Up to ``steps`` more updates of both runs, as one atomic chunk; their records.
+
+        Waits for the pair's lock (at most ``timeout`` seconds when given; None comes back when
+        another thread still holds it, and nothing was applied). A step that raises leaves the
+        pair unusable (A may have moved and B not), so every later call raises too.
+        """
+        if not self._lock.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            return None
+        try:
+            if self._broken is not None:
+                raise RuntimeError("this pair stopped at an error and cannot continue") from self._broken
+            start = len(self._records) + len(self._pending)
+            try:
+                for _ in range(max(0, min(steps, self.settings.steps - start))):
+                    self._advance()
+                    self._applied += 1
+                    if len(self._pending) >= FLUSH_EVERY:
+                        self._flush()
+                self._flush()
+            except BaseException as err:
+                self._broken = err
+                raise
+            return self._records[start:]
+        finally:
+            self._lock.release()
+
+    # Requests: what a visitor asked for, applied later (in chunks, by whichever script run is current)
+    def request(self, steps: int) -> int:
+        """Ask for ``steps`` more updates than applied or already asked for; the step asked for."""
+        with self._target_lock:
+            self._target = min(self.settings.steps, max(self._target, self._applied) + max(0, steps))
+            return self._target
+
+    def request_to_end(self) -> None:
+        with self._target_lock:
+            self._target = self.settings.steps
+
+    def cancel_requests(self) -> None:
+        """Forget the steps asked for and not applied yet (a chunk being applied still completes)."""
+        with self._target_lock:
+            self._target = self._applied
+
+    @property
+    def requested(self) -> int:
+        """Steps asked for and not applied yet."""
+        with self._target_lock:
+            return max(0, self._target - self._applied)
+
+    def advance_requested(self, chunk: int) -> list[StepRecord]:
+        """Apply up to ``chunk`` of the steps asked for, atomically (see ``advance``)."""
+        with self._lock:
+            with self._target_lock:
+                n = min(max(0, chunk), self._target - self._applied)
+            return self.advance(n) if n > 0 else []
+
+    def _advance(self) -> None:
+        """Apply one update to A and to B and keep its snapshot. Only ``advance`` calls this, holding the lock."""
+        done = len(self._records) + len(self._pending)
+        if done >= self.settings.steps:
+            raise StopIteration
+        idx = self.schedule[done]
+        loss_a, logits_a = _step(self.a, idx)
+        loss_b, logits_b = _step(self.b, idx)
+        fb = torch.cat(self._views_b)
+        if fb.device.type != "cpu":
+            fb = fb.cpu()
+        self._pending.append(Snapshot(done + 1, torch.cat(self._views_a), fb, loss_a, loss_b.cpu(),
+                                      logits_a, logits_b))
+
+    def _flush(self) -> None:
+        """Measure every pending snapshot at once."""
+        if self._pending:
+            self._records += measure(self._pending, self.yardstick)
+            self._pending.clear()
+
+    def step(self) -> StepRecord:
+        recs = self.advance(1)
+        if not recs:
+            raise StopIteration
+        return recs[-1]
+
+    def __iter__(self) -> Iterator[StepRecord]:
+        while True:
+            recs = self.advance(1)
+            if not recs:
+                return
+            yield recs[-1]
+
+    def run(self, steps: int, on_progress: Callable[[int], None] | None = None,
+            chunk: int = FLUSH_EVERY) -> list[StepRecord]:
+        """Up to ``steps`` more updates, in chunks of ``chunk``; ``on_progress(done)`` after each.
+
+        ``on_progress`` may raise to stop early (what was applied stays applied, whole steps only).
+        """
+        applied: list[StepRecord] = []
+        while len(applied) < steps:
+            recs = self.advance(min(max(1, chunk), steps - len(applied)))
+            if not recs:
+                break
+            applied += recs
+            if on_progress is not None:
+                on_progress(recs[-1].step)
+        return applied
+
+    # ------------------------------------------------------------------ predicting
+    def b_params_in_a_layout(self) -> dict[str, torch.Tensor]:
+        """B's parameters mapped back to A's layout exactly (permutations undone), on the CPU."""
+        with self._lock:
+            pb = {k: v.detach().cpu().clone() for k, v in self.b.params.items()}
+        return self.pair.layout.to_a(pb)
+
+    def snapshot(self, resolution: int | None = None) -> tuple[list[StepRecord], tuple | None]:
+        """(records so far, decision grid at that same step or None), read atomically."""
+        with self._lock:
+            return self.records, (self.decision_grid(resolution) if resolution else None)
+
+    def decision_grid(self, resolution: int = 80) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Class predicted by A and by B on a grid over the data (for the boundary charts).
+
+        Each side is evaluated on the CPU in its own precision (B in float64 for the float64
+        source, under bfloat16 autocast for the bfloat16 source), B mapped back to A's layout.
+        """
+        lo, hi = self.x64.min(0) - 0.1, self.x64.max(0) + 0.1
+        gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], resolution), np.linspace(lo[1], hi[1], resolution))
+        pts = np.stack([gx.ravel(), gy.ravel()], axis=1)
+        return gx.ravel(), gy.ravel(), *self._predict(pts)
+
+    def full_accuracy(self) -> tuple[float, float]:
+        """Accuracy of A and of B on the whole data set (each in its own precision, see decision_grid)."""
+        pa, pb = self._predict(self.x64)
+        return float((pa == self.y).mean()), float((pb == self.y).mean())
+
+    def _predict(self, pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = torch.from_numpy(pts)
+        with self._lock, torch.no_grad():
+            pa = forward(self.a.params, x.to(self.a.x.dtype)).argmax(1).numpy()
+            pb = _forward_as(self.b, self.b_params_in_a_layout(), x.to(self.b.x.dtype)).argmax(1).numpy()
+        return pa, pb
+
+
+def _permute(p, h1, h2, f):
+    q = dict(p)
+    if f is not None:
+        q["w1"] = q["w1"][:, f]
+    if h1 is not None:
+        q["w1"], q["b1"], q["w2"] = q["w1"][h1], q["b1"][h1], q["w2"][:, h1]
+    if h2 is not None:
+        q["w2"], q["b2"], q["w3"] = q["w2"][h2], q["b2"][h2], q["w3"][:, h2]
+    return q
+
+
+def _unpermute(p, h1, h2, f):
+    q = dict(p)
+    if h2 is not None:
+        inv = np.argsort(h2)
+        q["w2"], q["b2"], q["w3"] = q["w2"][inv], q["b2"][inv], q["w3"][:, inv]
+    if h1 is not None:
+        inv = np.argsort(h1)
+        q["w1"], q["b1"], q["w2"] = q["w1"][inv], q["b1"][inv], q["w2"][:, inv]
+    if f is not None:
+        q["w1"] = q["w1"][:, np.argsort(f)]
+    return q

@@ -1,0 +1,114 @@
+"""How far apart a pair ended, and whether that gap matters: the divergence summary and the seed study.
+
+summarize turns a pair's step records into the steps at which it first differed and parted; the
+seed study trains K seeds per side so that the A/B gap can be compared with the spread that the
+seed alone causes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from core.training.mlp import TrainSettings
+from core.training.pair import PairedRun, StepRecord
+
+# ------------------------------------------------------------------------ summaries
+
+
+@dataclass(frozen=True)
+class DivergenceSummary:
+    first_difference: int | None  # first step at which anything (loss or a parameter bit) differs
+    first_rel_1pct: int | None  # first step with |loss A - loss B| / |loss A| > 1%
+    growth_per_step: float | None  # fitted d ln||dtheta|| / d step over the growth phase
+    doubling_steps: float | None
+    fit_range: tuple[int, int] | None
+
+
+def summarize(records: list[StepRecord], saturation: float = 0.1) -> DivergenceSummary:
+    """First differences and an exponential fit of ||delta theta|| over its growth phase.
+
+    The growth phase runs from the first step with a nonzero distance until the distance
+    first reaches ``saturation`` times its largest value (after that it stops growing
+    exponentially); a least-squares line is fitted to ln||delta theta|| over it.
+    """
+    first = next((r.step for r in records if r.differing_bits or r.loss_a_bits != r.loss_b_bits), None)
+    rel = next((r.step for r in records if r.rel_diff > 0.01), None)
+    dist = np.array([r.param_distance for r in records])
+    steps = np.array([r.step for r in records])
+    nz = np.flatnonzero(dist > 0)
+    growth = doubling = fit = None
+    if nz.size >= 5:
+        start = nz[0]
+        cap = saturation * dist.max()
+        end_candidates = np.flatnonzero((dist >= cap) & (np.arange(dist.size) > start))
+        end = end_candidates[0] if end_candidates.size else dist.size - 1
+        sel = np.arange(start, end + 1)
+        sel = sel[dist[sel] > 0]
+        if sel.size >= 5:
+            slope, _ = np.polyfit(steps[sel], np.log(dist[sel]), 1)
+            if slope > 0:
+                growth, doubling = float(slope), float(math.log(2) / slope)
+            fit = (int(steps[sel[0]]), int(steps[sel[-1]]))
+    return DivergenceSummary(first, rel, growth, doubling, fit)
+
+
+# ------------------------------------------------------------------------- seed study
+
+
+@dataclass(frozen=True)
+class SeedStudy:
+    seeds: tuple[int, ...]
+    final_loss_a: tuple[float, ...]
+    final_loss_b: tuple[float, ...]
+    final_acc_a: tuple[float, ...]  # on the whole data set
+    final_acc_b: tuple[float, ...]
+
+
+SEED_CHUNK = 10  # steps between two progress reports of a seed study (tens of milliseconds on an idle core)
+
+
+def train_seed(settings: TrainSettings, on_progress: Callable[[int], None] | None = None,
+               chunk: int = SEED_CHUNK) -> tuple[float, float, float, float]:
+    """One pair trained to the end: (final loss A, final loss B, accuracy A, accuracy B).
+
+    ``on_progress(steps done)`` is called after every ``chunk`` steps; it may raise to stop.
+    """
+    run = PairedRun(settings)
+    recs = run.run(settings.steps, on_progress, chunk)
+    fa, fb = run.full_accuracy()
+    return recs[-1].loss_a, recs[-1].loss_b, fa, fb
+
+
+def seed_study(settings: TrainSettings, k: int, on_progress: Callable[[int, int], None] | None = None,
+               memo=None) -> SeedStudy:
+    """Train k seeds of the pair and collect final losses and accuracies per side.
+
+    ``on_progress(steps done, steps in all)`` is called every few tens of milliseconds of work and
+    may raise to stop the study (nothing is returned then). ``memo``, when given, is a mapping-like
+    object with ``get(key)`` and ``put(key, value)`` that keeps finished seeds (keyed by the full
+    settings of that seed) so a repeated study only trains the seeds it has not seen.
+    """
+    if not 1 <= k <= 32:
+        raise ValueError("between 1 and 32 seeds")
+    la, lb, aa, ab = [], [], [], []
+    seeds = tuple(settings.seed + i for i in range(k))
+    total = k * settings.steps
+    for i, s in enumerate(seeds):
+        one = replace(settings, seed=s)
+        result = memo.get(one) if memo is not None else None
+        if result is None:
+            base = i * settings.steps
+            result = train_seed(one, None if on_progress is None else (lambda d, b=base: on_progress(b + d, total)))
+            if memo is not None:
+                memo.put(one, result)
+        elif on_progress is not None:
+            on_progress((i + 1) * settings.steps, total)
+        la.append(result[0])
+        lb.append(result[1])
+        aa.append(result[2])
+        ab.append(result[3])
+    return SeedStudy(seeds, tuple(la), tuple(lb), tuple(aa), tuple(ab))

@@ -1,0 +1,167 @@
+"""Page: Serving — identical requests to a tiny language model, batched with others, fork at temperature 0."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import streamlit as st
+
+from core.crowd.budget import Cost
+from core.crowd.querystate import Field
+from core.serving.engine import (
+    DEFAULT_DTYPE,
+    DEFAULT_KERNELS,
+    DEFAULT_PROMPT,
+    DTYPES,
+    MAX_BATCH,
+    MAX_PROMPT,
+    MAX_REQUESTS,
+    ForkStudy,
+    ServeSettings,
+    fork_study,
+    serving_cost,
+)
+from core.serving.model import load_record
+from ui import serving_view as view
+from ui.crowd import heavy_section, over_budget
+from ui.navigation import ensure_app_navigation, next_page_link
+from ui.render import inert
+from ui.urlstate import restore, share_box, sync
+
+KERNEL_CHOICES = {"gpu_model": "MODEL of a GPU's batch-dependent kernel choices",
+                  "default": "this CPU's own torch kernels"}
+URL_FIELDS = [Field("sv_n", "requests", "int", low=1, high=MAX_REQUESTS),
+              Field("sv_batch", "max_batch", "int", low=1, high=MAX_BATCH),
+              Field("sv_prompt", "prompt", "text", max_length=MAX_PROMPT),
+              Field("sv_dtype", "format", "choice", tuple(DTYPES)),
+              Field("sv_kernels", "kernels", "choice", tuple(KERNEL_CHOICES)),
+              Field("sv_invariant", "invariant", "choice", (False, True))]
+DEFAULTS = {"sv_n": 100, "sv_batch": 16, "sv_prompt": DEFAULT_PROMPT, "sv_dtype": DEFAULT_DTYPE,
+            "sv_kernels": DEFAULT_KERNELS, "sv_invariant": False}
+KEPT = 8  # finished studies kept for every visitor (a few kB each)
+
+
+@st.cache_resource(show_spinner=False)
+def _store() -> dict:
+    """Finished studies shared by every visitor (deterministic for their settings), most recent last."""
+    return {"lock": threading.Lock(), "studies": OrderedDict()}
+
+
+def _cached(s: ServeSettings) -> ForkStudy | None:
+    store = _store()
+    with store["lock"]:
+        study = store["studies"].get(s)
+        if study is not None:
+            store["studies"].move_to_end(s)
+        return study
+
+
+def _keep(s: ServeSettings, study: ForkStudy) -> None:
+    store = _store()
+    with store["lock"]:
+        store["studies"][s] = study
+        while len(store["studies"]) > KEPT:
+            store["studies"].popitem(last=False)
+
+
+def controls() -> tuple[ServeSettings, dict[str, str]]:
+    st.subheader("The server")
+    c1, c2, c3 = st.columns(3)
+    n = int(c1.number_input("Identical requests", min_value=1, max_value=MAX_REQUESTS, step=50, key="sv_n",
+                            help="How many times the same prompt is sent; half as many other requests arrive too."))
+    batch = int(c2.slider("Server load: maximum batch", 1, MAX_BATCH, key="sv_batch",
+                          help="At each step the server decodes every running request in one batch, up to this many."))
+    prompt = c3.text_input("Prompt", max_chars=MAX_PROMPT, key="sv_prompt",
+                           help="Lower-case letters, spaces, commas and full stops (the model's alphabet).")
+    c4, c5, c6 = st.columns(3)
+    dtype = c4.radio("Format", list(DTYPES), key="sv_dtype", horizontal=True)
+    kernels = c5.radio("Ordinary kernels", list(KERNEL_CHOICES), format_func=KERNEL_CHOICES.get, key="sv_kernels")
+    c6.toggle("Batch-invariant kernels", key="sv_invariant",
+              help="Show the run with kernels whose result for a request never depends on its batch.")
+    s = ServeSettings(requests=n, max_batch=batch, prompt=prompt, dtype=dtype, kernels=kernels)
+    problems = s.problems()
+    if "prompt" in problems:
+        c3.error(inert(problems["prompt"]), icon=":material/error:")
+    return s, problems
+
+
+def serve(s: ServeSettings, cost: Cost, punch) -> ForkStudy | None:
+    study = _cached(s)
+    if study is not None:
+        return study
+    if not cost.fits:
+        over_budget(cost, [], kept=False)
+        return None
+    with heavy_section(cost, "this serving run"):
+        bar = punch.progress(0.0, "Serving…")
+        study = fork_study(s, lambda f, text: bar.progress(min(1.0, f), f"Serving live on this server: {text}"))
+        bar.empty()
+    _keep(s, study)
+    return study
+
+
+def explain(study: ForkStudy, invariant_on: bool) -> None:
+    shown = study.invariant if invariant_on else study.ordinary
+    st.subheader("What came back")
+    view.completions(shown)
+    st.caption(f"Greedy decoding (the largest logit wins; an exact tie goes to the earlier character). "
+               f"{view.batch_sizes(shown)}. A gap is between the two largest logits of the lone run at the "
+               "token where a request departs from it, in ULPs of the larger one.")
+    st.subheader("How rare is a fork?")
+    st.markdown("A request's logits move by an ULP or so when its company changes; its answer changes only where "
+                "the two best tokens were about that close. Measured on the identical requests here:")
+    view.rarity(shown)
+    if shown.settings.kernels == "default" and not invariant_on:
+        st.caption("With this CPU's own kernels the bits of most rows move (one row takes a matrix-vector path, "
+                   "a batch a blocked matrix-matrix path), but a float32 logit moves by about 1e-7 of itself, and "
+                   "this small model is rarely that undecided: a fork needs a near-tie that is seldom on the path.")
+    st.subheader("What it costs")
+    view.cost(study)
+
+
+def takeaway(study: ForkStudy) -> None:
+    st.subheader("The takeaway")
+    st.markdown(
+        "Temperature 0 is deterministic only for a fixed batch. A server batches whatever is waiting, and kernels "
+        "pick other reduction orders for other batch sizes (matrix-vector against matrix-matrix paths, split-K, "
+        "the number of KV splits), so one request's logits depend on its company. Where two tokens are nearly "
+        "tied, the company decides the answer. This is the Mitigations page's *fix the reduction order*, applied "
+        "where it matters: **batch-invariant kernels** (one matmul configuration for every batch, RMSNorm and "
+        "softmax reduced per row by a fixed tree, attention with a fixed split *size*). "
+        f"Here they cost **{study.cost:.2f}×** the serving time; Thinking Machines measured 1.6× in vLLM "
+        "(42 s against 26 s) and SGLang reports 34% (cited, not measured here).")
+    record = load_record()
+    st.caption(f"The model: {record.parameters:,} parameters, character level, trained on the CPU in "
+               f"{record.train_seconds:.0f} s by `{record.command}` on {inert(record.corpus)}; weights SHA-256 "
+               f"{record.sha256[:16]}…. The GPU kernels are a MODEL (split-K and split-KV counts chosen by the batch "
+               "size, computed exactly on this CPU); the CPU kernels are this server's own.")
+
+
+def main() -> None:
+    ensure_app_navigation()
+    url_notes = restore("sv", URL_FIELDS, DEFAULTS)
+    st.title("Temperature 0, different answers")
+    punch = st.container(key="punchline")  # the count of distinct completions: first screen
+    st.markdown("A tiny language model behind a server that batches whatever requests are waiting. The same prompt "
+                "is sent many times among other requests; decoding is greedy, so every copy should come back the "
+                "same. Each is compared with the same request served alone.")
+    s, problems = controls()
+    share_box(sync(URL_FIELDS), url_notes)
+    if problems:
+        punch.info("Change the settings below to serve: " + inert("; ".join(problems.values())),
+                   icon=":material/edit:")
+        next_page_link("serving")
+        return
+    study = serve(s, serving_cost(s), punch)
+    if study is None:
+        next_page_link("serving")
+        return
+    invariant_on = bool(st.session_state.get("sv_invariant"))
+    view.punchline(punch, study, invariant_on)
+    explain(study, invariant_on)
+    takeaway(study)
+    next_page_link("serving")
+
+
+main()

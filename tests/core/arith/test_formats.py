@@ -1,0 +1,195 @@
+"""core.arith.formats: decoding, correct rounding and ULPs, against independent references."""
+
+from __future__ import annotations
+
+import math
+import struct
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.arith.formats import (
+    BFLOAT16,
+    FLOAT16,
+    FLOAT32,
+    FLOAT64,
+    FORMATS,
+    bits_of,
+    bits_of_value,
+    error_in_ulps,
+    floor_log2,
+    get_format,
+    round_to_format,
+    split_bits,
+    tensor_from_bits,
+    ulp,
+    ulp_distance,
+    value_of_bits,
+)
+from tests.strategies import any_values, bit_patterns, finite_values, is_nan
+
+NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+
+
+def test_format_constants_match_torch_finfo():
+    for fmt in FORMATS.values():
+        info = torch.finfo(fmt.torch_dtype)
+        assert float(fmt.max_finite) == info.max
+        assert float(fmt.min_normal) == info.tiny
+        assert float(fmt.unit_roundoff) * 2 == info.eps
+        assert fmt.width == info.bits
+        assert float(fmt.min_subnormal) == info.smallest_normal * info.eps  # 2^(emin-p+1)
+
+
+def test_float16_every_bit_pattern_decodes_like_torch():
+    bits = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16)
+    vals = bits.view(torch.float16).to(torch.float64).tolist()
+    for raw, v in zip(bits.tolist(), vals, strict=True):
+        mine = value_of_bits(raw & 0xFFFF, FLOAT16)
+        if math.isnan(v):
+            assert is_nan(mine)
+        else:
+            assert mine == (Fraction(v) if math.isfinite(v) else v)
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+@given(data=st.data())
+def test_decode_matches_torch_and_encode_round_trips(name, data):
+    fmt = FORMATS[name]
+    b = data.draw(bit_patterns(fmt))
+    t = tensor_from_bits(b, fmt)
+    assert bits_of(t) == b
+    v = value_of_bits(b, fmt)
+    ref = t.to(torch.float64).item()
+    if math.isnan(ref):
+        assert is_nan(v)
+        return
+    assert v == (Fraction(ref) if math.isfinite(ref) else ref)
+    negative_zero = b == 1 << (fmt.width - 1)
+    assert bits_of_value(v, fmt, negative_zero=negative_zero) == b
+
+
+@given(st.floats(allow_nan=False))
+def test_round_to_float64_is_identity_on_float64(x):
+    r = round_to_format(Fraction(x) if math.isfinite(x) else x, FLOAT64)
+    assert float(r) == x
+
+
+@given(st.fractions(max_denominator=10**30).filter(lambda q: abs(q) < 10**300))
+def test_round_to_float64_matches_python_float(q):
+    # float(Fraction) is correctly rounded (round half to even) in CPython
+    assert round_to_format(q, FLOAT64) == Fraction(float(q))
+
+
+@pytest.mark.parametrize("name", ["float16", "float32"])
+@given(x=st.floats(allow_nan=False, allow_infinity=False))
+def test_round_float64_to_smaller_matches_numpy(name, x):
+    fmt = FORMATS[name]
+    with np.errstate(over="ignore"):
+        ref = float(np.float64(x).astype(NUMPY[name]))
+    mine = round_to_format(Fraction(x), fmt)
+    if isinstance(mine, float):
+        assert mine == ref and math.isinf(ref)
+    else:
+        assert mine == Fraction(ref)
+
+
+def _bfloat16_rne_from_float32_bits(u: int) -> int:
+    """Independent reference: the classic integer trick for float32 -> bfloat16 (RNE)."""
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+@given(st.floats(width=32, allow_nan=False, allow_infinity=False))
+def test_round_float32_to_bfloat16_matches_bit_trick(x):
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    ref = value_of_bits(_bfloat16_rne_from_float32_bits(u), BFLOAT16)
+    assert round_to_format(Fraction(x), BFLOAT16) == ref
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS.values()), ids=list(FORMATS))
+def test_overflow_threshold_is_halfway_past_max(fmt):
+    half_ulp = ulp(fmt.max_finite, fmt) / 2
+    assert round_to_format(fmt.max_finite + half_ulp - fmt.min_subnormal, fmt) == fmt.max_finite
+    assert round_to_format(fmt.max_finite + half_ulp, fmt) == math.inf  # tie goes to even: 2^(emax+1)
+    assert round_to_format(-(fmt.max_finite + half_ulp), fmt) == -math.inf
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS.values()), ids=list(FORMATS))
+def test_subnormal_rounding_ties_to_even(fmt):
+    s = fmt.min_subnormal
+    assert round_to_format(s / 2, fmt) == 0  # tie between 0 (even) and s
+    assert round_to_format(s * 3 / 2, fmt) == 2 * s  # tie between s and 2s (even)
+    assert round_to_format(s / 2 + s / 1024, fmt) == s
+
+
+def test_floor_log2_exact():
+    for k in range(-1100, 1100, 7):
+        p = Fraction(2) ** k
+        assert floor_log2(p) == k
+        assert floor_log2(p * 3 / 2) == k
+        assert floor_log2(p - p / 2**60) == k - 1
+
+
+@pytest.mark.parametrize("name", ["float16", "float32", "float64"])
+@given(data=st.data())
+def test_ulp_distance_matches_nextafter(name, data):
+    fmt = FORMATS[name]
+    v = abs(data.draw(finite_values(fmt)))
+    x = NUMPY[name](float(v))
+    with np.errstate(over="ignore"):
+        up = np.nextafter(x, NUMPY[name](np.inf))
+    if not np.isfinite(up):
+        assert v == fmt.max_finite
+        return
+    b1, b2 = bits_of_value(Fraction(float(x)), fmt), bits_of_value(Fraction(float(up)), fmt)
+    assert ulp_distance(b1, b2, fmt) == 1
+    assert ulp_distance(b1 | 1 << (fmt.width - 1), b2, fmt) == 2 * ulp_distance(0, b1, fmt) + 1
+    # for x >= 0 the next value up is exactly one ulp(x) away
+    assert Fraction(float(up)) - Fraction(float(x)) == ulp(Fraction(float(x)), fmt)
+
+
+def test_ulp_distance_across_zero():
+    pos = bits_of_value(FLOAT32.min_subnormal, FLOAT32)
+    neg = bits_of_value(-FLOAT32.min_subnormal, FLOAT32)
+    assert ulp_distance(pos, neg, FLOAT32) == 2
+    assert ulp_distance(0, 1 << 31, FLOAT32) == 0  # +0 and -0
+
+
+def test_error_in_ulps():
+    one = Fraction(1)
+    assert error_in_ulps(one + 2 * FLOAT32.unit_roundoff, one, FLOAT32) == 1.0
+    assert error_in_ulps(math.inf, one, FLOAT32) == math.inf
+    assert math.isnan(error_in_ulps(one, math.inf, FLOAT32))
+    assert error_in_ulps(FLOAT16.min_subnormal, Fraction(0), FLOAT16) == 1.0
+
+
+def test_split_bits_and_unknown_format():
+    assert split_bits(bits_of_value(Fraction(-2), FLOAT16), FLOAT16) == ("1", "10000", "0000000000")
+    with pytest.raises(ValueError, match="unknown format"):
+        get_format("float8")
+    with pytest.raises(ValueError):
+        bits_of_value(Fraction(1, 3), FLOAT32)
+    with pytest.raises(ValueError):
+        tensor_from_bits(1 << 16, FLOAT16)
+
+
+@settings(max_examples=300)
+@given(data=st.data(), name=st.sampled_from(list(FORMATS)))
+def test_torch_single_addition_is_correctly_rounded(data, name):
+    """The premise of the playground: one addition = exact sum, rounded once (IEEE)."""
+    fmt = FORMATS[name]
+    x, y = data.draw(any_values(fmt)), data.draw(any_values(fmt))
+    tx, ty = (tensor_from_bits(bits_of_value(v, fmt), fmt) for v in (x, y))
+    got = value_of_bits(bits_of(tx + ty), fmt)
+    if isinstance(x, float) or isinstance(y, float):
+        expected = float(x) + float(y)
+    else:
+        expected = round_to_format(x + y, fmt)
+    if is_nan(expected):
+        assert is_nan(got)
+    else:
+        assert got == expected

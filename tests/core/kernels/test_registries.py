@@ -1,0 +1,97 @@
+"""Registries own their code: adding an order is one ORDERS entry, and every consumer sees it.
+
+The new order here ("sorted by magnitude, largest first") is registered with one entry and
+nothing else; run_order runs it, the summation lab measures it against its a-priori bound,
+the budget prices it, and core.kernels.trees writes it out as a tree of additions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.arith.exact import exact_sum_fraction
+from core.arith.formats import FORMATS, bits_of, round_to_format
+from core.arith.metrics import exact_value
+from core.arith.vectors import VectorSpec, generate
+from core.crowd import budget
+from core.kernels.orders import ORDERS, Order, Ran, TreeShape, run_order, sequential
+from core.kernels.trees import build_tree, tree_shapes
+from core.studies.sumlab import run_lab
+
+
+def _largest_first(x: np.ndarray) -> np.ndarray:
+    return np.argsort(-np.abs(x.astype(np.float64)), kind="stable")
+
+
+NEW = Order("largest_first", "Sorted by decreasing |x|", "algorithm", "sequential",
+            "Large magnitudes first: the small ones are added last, to a large running sum.",
+            lambda s: Ran(sequential(s.x[_largest_first(s.x)])), (60, 60, 55, 56), (2, 8),
+            tree=TreeShape("largest_first", "Sorted by decreasing |x|", lambda b, ids: b.chain(ids), _largest_first))
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    monkeypatch.setitem(ORDERS, NEW.key, NEW)  # the one entry
+    return NEW
+
+
+def test_a_new_order_is_one_entry_and_runs_everywhere(registered):
+    x = generate(VectorSpec("lognormal", 1000, 3, "float32")).values
+    out = run_order("largest_first", x, "float32")
+    expected = sequential(x[np.argsort(-np.abs(x.astype(np.float64)), kind="stable")])
+    assert bits_of(out.value) == bits_of(expected)
+    assert out.provenance == "computed live here with NumPy in float32"
+
+    lab = run_lab(x, "float32", "same", ("sequential", "largest_first"))
+    row = next(r for r in lab.rows if r.order.key == "largest_first")
+    assert row.metrics.within_bound  # the sequential bound gamma_(n-1) sum|x| holds for any order
+
+    cost = budget.sumlab_cost(1000, "float32", "same", ("largest_first",), 0, "lognormal")
+    assert "Sorted by decreasing |x|" in dict(cost.parts)
+
+
+def test_a_new_orders_tree_is_drawn_from_the_same_entry(registered):
+    x = np.array([1.0, -3.0, 2.0**-30, 7.0], dtype=np.float32)
+    assert "largest_first" in tree_shapes()
+    tree = build_tree(x, "float32", "largest_first")
+    leaves = [n.leaf_index for n in tree.nodes if n.leaf_index is not None]
+    assert leaves == [3, 1, 0, 2]
+    assert tree.result == round_to_format(exact_value(sequential(x[[3, 1, 0, 2]]), FORMATS["float32"]),
+                                          FORMATS["float32"])
+    assert sum(n.exact for n in tree.nodes if n.leaf_index is not None) == exact_sum_fraction(x)
+
+
+def test_without_the_entry_the_order_is_unknown():
+    assert "largest_first" not in ORDERS
+    with pytest.raises(ValueError, match="unknown order"):
+        run_order("largest_first", np.ones(3, np.float32), "float32")
+    with pytest.raises(ValueError, match="no tree"):
+        build_tree(np.ones(3, np.float32), "float32", "largest_first")
+
+
+def test_a_new_generator_is_one_entry(monkeypatch):
+    from core.arith.vectors import GENERATOR_REGISTRY, Generator
+
+    monkeypatch.setitem(GENERATOR_REGISTRY, "powers_of_two", Generator(
+        "powers_of_two", "Powers of two, 2^0 .. 2^(n-1)", lambda rng, spec, fmt, notes: np.exp2(np.arange(spec.n)),
+        1.0, 17))
+    v = generate(VectorSpec("powers_of_two", 5, 0, "float32"))
+    assert v.values.tolist() == [1.0, 2.0, 4.0, 8.0, 16.0] and v.values.dtype == np.float32
+    assert v.source.startswith("Powers of two, 2^0 .. 2^(n-1); n = 5")
+    assert budget.vector_cost("powers_of_two", 1000, "float32")[0] == 1000.0
+
+
+def test_a_new_difference_source_is_one_entry(monkeypatch):
+    from core.training.mlp import TrainSettings
+    from core.training.pair import DIFFERENCES, Difference, PairedRun
+
+    def swap_classes_of_w3(s, rng, plan):  # B starts with its output rows 0 and 1 swapped: a real difference
+        plan.params["w3"] = plan.params["w3"][[1, 0, *range(2, s.classes)]]
+
+    monkeypatch.setitem(DIFFERENCES, "swap_rows", Difference("swap_rows", "Output rows swapped", swap_classes_of_w3))
+    run = PairedRun(TrainSettings(source="swap_rows", steps=3))
+    records = run.run(3)
+    assert len(records) == 3 and records[0].differing_bits > 0
+    control = PairedRun(TrainSettings(source="none", steps=3)).run(3)
+    assert control[-1].differing_bits == 0

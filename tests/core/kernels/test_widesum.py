@@ -1,0 +1,208 @@
+"""core.kernels.widesum: float64 block sums of float32 values in one compiled pass, and the fast path
+of the order-independent sum that reads them."""
+
+from __future__ import annotations
+
+import math
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.arith.exact import correctly_rounded_sum, exact_sum_fraction
+from core.arith.formats import FORMATS, bits_of, value_of_bits
+from core.kernels import reprosum, widesum
+from core.kernels.reprosum import _KERNEL_MIN, _decided_sum, _kernel_applies, reproducible_sum
+from core.machines.globalstate import PROCESS_THREADS, torch_threads
+from tests.strategies import bit_patterns
+
+F32 = FORMATS["float32"]
+U = Fraction(1, 2**53)
+GAMMA = widesum.DEPTH * U / (1 - widesum.DEPTH * U)
+
+
+def _raw_float32(rng: np.random.Generator, n: int, finite: bool = True) -> np.ndarray:
+    """n raw float32 bit patterns: every exponent, subnormals and ±0 included; with
+    ``finite``, the all-ones exponent (inf, nan) is moved one binade down, to the largest."""
+    bits = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    if finite:
+        special = (bits & 0x7F800000) == 0x7F800000
+        bits[special] ^= np.uint32(1 << 23)
+    return bits.view(np.float32)
+
+
+def _vector(kind: str, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if kind == "raw":
+        return _raw_float32(rng, n)
+    if kind == "wide":  # magnitudes from 2^-149 to 2^127, signs mixed
+        return (rng.standard_normal(n) * np.exp2(rng.integers(-149, 127, n))).astype(np.float32)
+    v = rng.standard_normal(n).astype(np.float32)
+    return np.concatenate([v[: n // 2], -v[: n // 2], v[n // 2 * 2 :]])[rng.permutation(n)]  # "cancel"
+
+
+def _check_blocks(x: np.ndarray, sums: np.ndarray, abs_sums: np.ndarray) -> None:
+    """Every block's float64 sum within gamma_DEPTH * sum|x| of its exact sum, and its
+    absolute sum no smaller than (1 - u)^DEPTH times the exact one (the bounds the fast
+    path uses), checked exactly."""
+    assert sums.size == abs_sums.size == -(-x.size // widesum.BLOCK)
+    for b in range(sums.size):
+        block = x[b * widesum.BLOCK : (b + 1) * widesum.BLOCK]
+        exact = exact_sum_fraction(block)
+        exact_abs = exact_sum_fraction(np.abs(block))
+        assert abs(Fraction(float(sums[b])) - exact) <= GAMMA * exact_abs
+        assert exact_abs <= Fraction(float(abs_sums[b])) * (1 + GAMMA)
+
+
+@settings(max_examples=25, deadline=None)
+@given(kind=st.sampled_from(["raw", "wide", "cancel"]),
+       n=st.one_of(st.integers(1, 3 * widesum.ROW), st.integers(1, 3 * widesum.BLOCK + 7)),
+       seed=st.integers(0, 2**32 - 1))
+def test_block_sums_are_within_the_bound_for_any_tree_and_every_thread_count(kind, n, seed):
+    x = _vector(kind, n, seed)
+    sums, abs_sums = widesum.block_sums(x, 1, 1)
+    _check_blocks(x, sums, abs_sums)
+    for threads in (2, 3, 5):  # whole blocks per thread: the same bits
+        s, a = widesum.block_sums(x, threads, threads, per_thread=1)
+        assert s.tobytes() == sums.tobytes() and a.tobytes() == abs_sums.tobytes()
+
+
+def test_block_sums_at_the_edges_of_float32():
+    big, tiny = np.float32(F32.max_finite), np.float32(2.0**-149)
+    row = widesum.ROW  # one row of the largest values, one of their negatives, then the smallest:
+    x = np.array([big] * row + [-big] * row + [tiny] * 5 + [0.0, -0.0], dtype=np.float32)
+    sums, abs_sums = widesum.block_sums(x)  # every partial sum is exact in float64, in any order
+    assert float(sums[0]) == 5 * 2.0**-149  # no overflow: float64 has room for n * 2^128
+    assert float(abs_sums[0]) == 2 * row * float(big) + 5 * 2.0**-149
+    sub = np.full(widesum.BLOCK + 3, tiny, dtype=np.float32)  # subnormals are not flushed
+    assert [float(v) for v in widesum.block_sums(sub)[0]] == [widesum.BLOCK * 2.0**-149, 3 * 2.0**-149]
+
+
+def test_block_sums_carry_infinities_and_nan_into_their_block():
+    x = np.ones(3 * widesum.BLOCK, dtype=np.float32)
+    x[5], x[widesum.BLOCK + 9], x[2 * widesum.BLOCK] = np.inf, -np.inf, np.nan
+    sums, abs_sums = widesum.block_sums(x, 2, 2, per_thread=1)
+    assert sums[0] == math.inf and sums[1] == -math.inf and math.isnan(sums[2])
+    assert abs_sums[0] == abs_sums[1] == math.inf and math.isnan(abs_sums[2])
+    both = np.array([np.inf, 1.0, -np.inf], dtype=np.float32)
+    assert math.isnan(widesum.block_sums(both)[0][0])
+
+
+def test_block_sums_wake_helper_threads_only_for_enough_values(monkeypatch):
+    calls = []
+    real = widesum._blocks
+    monkeypatch.setattr(widesum, "_blocks", lambda x, first, last, s, a: calls.append((first, last)) or real(
+        x, first, last, s, a))
+    x = np.ones(4 * widesum.BLOCK, dtype=np.float32)
+    widesum.block_sums(x, 2, 2, per_thread=x.size)
+    assert sorted(calls) == [(0, 4)]
+    calls.clear()
+    widesum.block_sums(x, 3, 3, per_thread=widesum.BLOCK)
+    assert sorted(calls) == [(0, 1), (1, 2), (2, 4)]  # whole blocks, every one exactly once
+
+
+def test_block_sums_refuse_what_they_were_not_written_for():
+    with pytest.raises(TypeError):
+        widesum.block_sums(np.ones(10, dtype=np.float64))
+    with pytest.raises(TypeError):
+        widesum.block_sums(np.ones((2, 2), dtype=np.float32))
+    assert widesum.block_sums(np.ones(0, dtype=np.float32))[0].size == 0
+
+
+def test_the_kernel_serves_large_contiguous_float32_on_a_cpu_only():
+    big = torch.ones(_KERNEL_MIN)
+    assert _kernel_applies(big, None)
+    assert not _kernel_applies(torch.ones(_KERNEL_MIN - 1), None)
+    assert _kernel_applies(torch.ones(3), True)  # forced (tests)
+    assert not _kernel_applies(big, False)
+    assert not _kernel_applies(torch.ones(2 * _KERNEL_MIN)[::2], None)  # not contiguous
+    assert not _kernel_applies(big.to(torch.float16), None)
+    assert not _kernel_applies(big.to(torch.float64), None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_kernel_fast_path_over_raw_bit_patterns_with_specials(data):
+    """The kernel's fast path gives the IEEE special, or the correctly rounded sum, or defers;
+    never a wrong value, and the same answer as the torch reductions where both decide."""
+    bits = data.draw(st.lists(bit_patterns(F32), min_size=1, max_size=60))
+    x = torch.tensor(np.array(bits, dtype=np.uint32).view(np.int32)).view(torch.float32)
+    decided, special = _decided_sum(x, F32, kernel=True)
+    by_torch, special_torch = _decided_sum(x, F32, kernel=False)
+    expected = correctly_rounded_sum(x, F32)
+    if not bool(torch.isfinite(x).all()):  # a nan or an infinity among the values
+        assert decided is None and special is not None
+        assert (math.isnan(special) and math.isnan(expected)) or special == expected
+        assert (math.isnan(special) and math.isnan(special_torch)) or special == special_torch
+        return
+    assert special is None  # finite values; their rounded sum may still overflow to inf
+    assert decided is None or decided == expected
+    if decided is not None and by_torch is not None:
+        assert decided == by_torch
+
+
+@pytest.mark.parametrize("kind", ["raw", "wide", "cancel"])
+def test_reproducible_sum_through_the_kernel_matches_the_torch_path(kind, monkeypatch):
+    """Large vectors (the kernel's path by default): the correctly rounded sum, the same bits
+    in every permutation and thread count, and the same bits as without numba."""
+    x = torch.from_numpy(_vector(kind, 200_003, 11))
+    expected = correctly_rounded_sum(x, F32)
+    bits = bits_of(reproducible_sum(x))
+    assert value_of_bits(bits, F32) == expected
+    shuffled = x[torch.randperm(x.numel(), generator=torch.Generator().manual_seed(1))]
+    for threads in sorted({1, 2, PROCESS_THREADS}):
+        with torch_threads(threads):
+            assert bits_of(reproducible_sum(x)) == bits_of(reproducible_sum(shuffled)) == bits
+    monkeypatch.setattr(reprosum, "_widesum", lambda: None)  # as where numba is not installed
+    assert not _kernel_applies(x, None)
+    assert bits_of(reproducible_sum(x)) == bits
+
+
+def test_the_kernel_decides_ordinary_data_and_defers_at_a_tie():
+    plain = torch.from_numpy(np.random.default_rng(0).standard_normal(1_000_000).astype(np.float32))
+    assert _decided_sum(plain, F32) == (correctly_rounded_sum(plain, F32), None)
+    tie = torch.zeros(_KERNEL_MIN)
+    tie[0], tie[-1] = 1.0, 2.0**-24  # exactly halfway between 1 and 1 + 2^-23
+    assert _decided_sum(tie, F32) == (None, None)
+    assert float(reproducible_sum(tie)) == 1.0  # ties to even, by the exact folds
+
+
+def test_devices_list_says_when_the_pass_did_not_split_between_threads():
+    small = torch.ones(widesum.PER_THREAD + 1)  # one thread's worth: never split
+    large = torch.ones(2 * widesum.PER_THREAD)  # enough for two
+    rows_small, rows_large = reprosum.reproducible_sum_devices(small), reprosum.reproducible_sum_devices(large)
+    assert {b for _, b in rows_small} == {bits_of(torch.tensor(float(small.numel())))}
+    assert rows_small[0][0] == rows_large[0][0] == "CPU, 1 thread"
+    if PROCESS_THREADS > 1:  # the all-threads row: said when the pass split the work fewer ways
+        assert rows_small[1][0].endswith("(its one pass used 1: too few values to share)")
+        expected = "" if PROCESS_THREADS == 2 else " (its one pass used 2: too few values to share)"
+        assert rows_large[1][0] == f"CPU, {PROCESS_THREADS} threads{expected}"
+    assert widesum.threads_for(large.numel(), 2, 2) == 2 and widesum.threads_for(small.numel(), 2, 2) == 1
+
+
+def test_block_sums_at_the_largest_size_a_call_takes():
+    """2^29 - 1 values (reproducible_sum's limit), all 2 - 2^-23, as a zero-stride view (no
+    memory): 32,768 blocks, every block sum and their fsum exact, split between two threads."""
+    n = (1 << 29) - 1
+    v = np.float32(2 - 2.0**-23)
+    sums, abs_sums = widesum.block_sums(np.broadcast_to(v, (n,)), 2, 2)
+    assert sums.size == 32_768 and (sums[:-1] == float(v) * widesum.BLOCK).all()
+    assert float(sums[-1]) == float(v) * (n % widesum.BLOCK)
+    assert math.fsum(sums.tolist()) == float(v) * n == math.fsum(abs_sums.tolist())  # 24 + 29 bits: exact
+
+
+def test_a_failed_numba_import_falls_back_to_torch_reductions(monkeypatch):
+    x = torch.from_numpy(_vector("cancel", 100_000, 5))
+    bits = bits_of(reproducible_sum(x))
+    monkeypatch.setitem(sys.modules, "numba", None)  # "import numba" now raises ImportError
+    monkeypatch.delitem(sys.modules, "core.kernels.widesum")
+    reprosum._widesum.cache_clear()
+    try:
+        assert reprosum._widesum() is None and not _kernel_applies(x, None)
+        assert bits_of(reproducible_sum(x)) == bits
+    finally:
+        reprosum._widesum.cache_clear()

@@ -1,0 +1,127 @@
+"""core.studies.cpu_vs_gpu: one sum on every source, its notices, the reduction stages, the TF32 comparison."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from core.arith.exact import correctly_rounded_sum
+from core.arith.formats import FORMATS, bits_of_value, ulp_distance
+from core.arith.vectors import VectorSpec, generate
+from core.kernels.cuda_model import cuda_config_for, cuda_launch
+from core.kernels.torch_cpu_model import GRAIN_SIZE
+from core.machines.devices import Device, cpu_device
+from core.recordings.store import Recording, capture
+from core.studies.cpu_vs_gpu import (
+    H100_SMS,
+    CpuVsGpuSettings,
+    reduction_stages,
+    sums_everywhere,
+    tf32_product_difference,
+    thread_split,
+)
+
+
+@pytest.fixture(scope="module")
+def quick():
+    return capture(quick=True, log=lambda *_: None, throughput=False)
+
+
+def test_settings_accept_only_the_recorded_suite():
+    assert CpuVsGpuSettings().spec == VectorSpec("normal", 1_000_000, 0, "float32")
+    for bad in ({"n": 12}, {"dtype": "float8"}, {"generator": "ill_conditioned"}):
+        with pytest.raises(ValueError, match="suite"):
+            CpuVsGpuSettings(**bad)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+def test_without_recordings_every_row_is_live_model_or_exact_and_measured_from_the_exact_sum(dtype):
+    s = CpuVsGpuSettings("alternating", 1_000, dtype)
+    out = sums_everywhere(s, [cpu_device()], [], threads=2)
+    fmt = FORMATS[dtype]
+    assert [r.tier for r in out.rows] == ["live", "live", "model", "exact"]
+    assert [r.where for r in out.live_cpu] == ["CPU, 1 thread", "CPU, 2 threads"]
+    values = generate(s.spec).values
+    assert out.exact_bits == bits_of_value(correctly_rounded_sum(values, fmt), fmt) == out.rows[-1].bits
+    for r in out.rows:
+        assert r.ulps_from_exact == ulp_distance(r.bits, out.exact_bits, fmt)
+    assert out.rows[-1].ulps_from_exact == 0
+    # equal bits print equally, different bits differently
+    assert len({r.value for r in out.rows}) == len({r.bits for r in out.rows})
+    names, matrix = out.ulp_matrix()
+    assert names == tuple(r.where for r in out.rows)
+    assert all(matrix[i][i] == 0 and matrix[i][j] == matrix[j][i] for i in range(len(names)) for j in range(len(names)))
+    assert out.cpu_threads_apart == matrix[0][1]
+    assert [n.kind for n in out.notices] == ["info"] and out.notices[0].text.startswith("No recording for")
+    assert "not yet checked against a real GPU" in out.rows[2].note and f"SM count {H100_SMS}" in out.rows[2].where
+
+
+def test_one_thread_leaves_one_cpu_row_and_nothing_to_compare():
+    out = sums_everywhere(CpuVsGpuSettings("normal", 1_000, "float32"), [cpu_device()], [], threads=1)
+    assert len(out.live_cpu) == 1 and out.cpu_threads_apart is None
+
+
+def test_a_device_without_the_format_is_named_not_skipped_silently():
+    no_f64 = Device("mps", None, "A GPU without float64")
+    out = sums_everywhere(CpuVsGpuSettings("normal", 1_000, "float64"), [cpu_device(), no_f64], [], threads=1)
+    assert out.notices[0].kind == "warning" and out.notices[0].text.startswith("A GPU without float64 has no float64")
+    assert all(r.where != no_f64.name for r in out.rows)
+
+
+def test_a_recording_is_replayed_and_a_tampered_one_refused(quick):
+    s = CpuVsGpuSettings("normal", 1_000, "float32")
+    rec = Recording.from_dict("here.json", quick)
+    out = sums_everywhere(s, [cpu_device()], [rec], threads=1)
+    recorded = [r for r in out.rows if r.tier == "recorded"]
+    entry = rec.find_sum("normal", 0, 1_000, "float32")
+    assert len(recorded) == 1 and recorded[0].bits == int(entry.sum_hex, 16) and recorded[0].note == rec.label
+    assert not out.notices
+    tampered = json.loads(json.dumps(quick))
+    for e in tampered["sums"]:
+        e["vector_sha256"] = "f" * 64
+    bad = Recording.from_dict("tampered.json", tampered)
+    out = sums_everywhere(s, [cpu_device()], [bad], threads=1)
+    assert "recorded" not in {r.tier for r in out.rows}
+    assert [(n.kind, n.subject) for n in out.notices] == [("error", bad.label)]
+    assert "SHA-256 differs" in out.notices[0].text
+
+
+@pytest.mark.parametrize("n", [1_000, 100_000, 10_000_000])
+def test_reduction_stages_start_with_every_value_and_end_with_one(n):
+    st = reduction_stages(n, np.dtype("float32"), threads=4)
+    assert st.launch == cuda_launch(n, cuda_config_for(n, np.float32, sm_count=H100_SMS))
+    for stages in (st.cpu, st.gpu):
+        left = [s.values_left for s in stages]
+        assert left[0] == n and left[-1] == 1 and left == sorted(left, reverse=True)
+    assert st.below_grain == (n < GRAIN_SIZE)
+    assert st.threads == (1 if n <= GRAIN_SIZE else min(4, -(-n // GRAIN_SIZE)))
+    assert st.cpu[3].values_left == st.threads and st.gpu[4].values_left == st.launch.blocks
+
+
+def test_tf32_comparison_restores_the_switch_and_changes_nothing_on_the_cpu():
+    before = torch.backends.cuda.matmul.allow_tf32
+    out = tf32_product_difference("cpu", n=64)
+    assert (out.differing, out.total) == (0, 64 * 64)  # TF32 is a CUDA switch: CPU products ignore it
+    assert torch.backends.cuda.matmul.allow_tf32 == before
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="TF32 needs a CUDA GPU")
+def test_tf32_comparison_on_a_gpu():
+    before = torch.backends.cuda.matmul.allow_tf32
+    out = tf32_product_difference("cuda")
+    assert 0 <= out.differing <= out.total == 256 * 256
+    assert torch.backends.cuda.matmul.allow_tf32 == before
+
+
+def test_thread_split_is_the_live_cpu_rows_of_the_full_comparison():
+    """The punchline's two sums are exactly the full comparison's live CPU rows (same bits, same ULP gap)."""
+    s = CpuVsGpuSettings("normal", 100_000, "float32")
+    cpu = cpu_device()
+    full = sums_everywhere(s, [cpu], [], 2)
+    split = thread_split(s, cpu, 2)
+    assert [(w, b) for w, b, _ in split.rows] == [(r.where, r.bits) for r in full.live_cpu]
+    assert split.apart == full.cpu_threads_apart
+    assert thread_split(s, cpu, 1).apart is None

@@ -1,0 +1,112 @@
+"""core.studies.mitigations: the Mitigations page's studies, on small inputs."""
+
+from __future__ import annotations
+
+import statistics
+from fractions import Fraction
+
+import pytest
+
+from core.arith.exact import correctly_rounded_sum, shortest_repr
+from core.arith.formats import FORMATS, bits_of_value
+from core.arith.vectors import VectorSpec, generate
+from core.machines import timing
+from core.machines.devices import Device, cpu_device
+from core.machines.timing import Throughput
+from core.studies import mitigations
+from core.studies.mitigations import (
+    LAB_ORDERS,
+    WIDER,
+    accumulation_errors,
+    cited_ratio,
+    determinism_study,
+    distinct_results,
+    lab,
+    measure_devices,
+    reproducible_study,
+    seed_spread,
+    training_pair,
+    wider_study,
+)
+from core.training.seeds import SeedStudy
+
+SMALL = VectorSpec("normal", 2_000, 0, "float32")
+HARD = VectorSpec("ill_conditioned", 2_000, 0, "float32", 1e12)
+
+
+def test_cited_ratios_come_from_the_vendor_table():
+    assert cited_ratio("x86 CPU (SIMD)") == next(r for h, r, _ in mitigations.VENDOR_RATIOS if h.startswith("x86"))
+    with pytest.raises(KeyError):
+        cited_ratio("a machine nobody cited")
+
+
+def test_a_failing_device_is_reported_and_the_others_still_measured(monkeypatch):
+    def fake(device, progress=None):
+        if device.name == "gone":
+            raise RuntimeError("device disappeared")
+        progress(0.5, "half")
+        progress(1.0, "done")
+        return [Throughput(device.name, "matmul", 8, 1.0, 2.0, 1.0, 0.5, "GFLOP/s")]
+
+    monkeypatch.setattr(timing, "measure_throughput", fake)
+    seen = []
+    run = measure_devices([cpu_device(), Device("cuda", 9, "gone")], lambda f, text: seen.append(f))
+    assert [t.device for t in run.rows] == [cpu_device().name] and run.failures == ("gone: device disappeared",)
+    assert seen == sorted(seen) and seen[0] > 0 and seen[-1] <= 1
+    assert run.first("matmul").ratio == 0.5 and run.first("sum") is None
+
+
+def test_accumulation_errors_shrink_order_by_order():
+    in32, in64 = lab("same", SMALL), lab("float64", SMALL)
+    errors = accumulation_errors(in32, in64)
+    assert [e.order for e in errors] == [r.order.name for r in in32.rows] and len(errors) == len(LAB_ORDERS)
+    for e in errors:
+        assert (e.shrink is None) == (e.error64 == 0)
+        if e.shrink is not None:
+            assert e.shrink == Fraction(e.error32) / Fraction(e.error64)
+
+
+def test_distinct_results_counts_different_values():
+    hard = lab("float64", HARD)
+    assert distinct_results(hard) == len({r.metrics.value for r in hard.rows}) >= 1
+
+
+@pytest.mark.parametrize("storage", list(WIDER))
+def test_wider_study_compares_plain_and_wider_sums(storage):
+    study = wider_study(storage, n=10_000)
+    assert {r.accumulate for r in study.rows} == {storage, WIDER[storage]}
+    assert study.base.accumulate == storage and study.base.threads == 1
+    assert study.wide.accumulate == WIDER[storage] and study.wide.threads == 1
+    assert study.slowdown == study.wide.seconds / study.base.seconds
+    assert study.wide.abs_error <= study.base.abs_error  # one format wider: never a larger error here
+    with pytest.raises(ValueError):
+        wider_study("float64")
+
+
+def test_the_order_independent_sum_is_the_correctly_rounded_sum_for_every_shuffle_and_device():
+    study = reproducible_study(SMALL, shuffles=4)
+    fmt = FORMATS["float32"]
+    exact = bits_of_value(correctly_rounded_sum(generate(SMALL).values, fmt), fmt)
+    assert study.shuffled_bits == (exact,) and study.shuffles == 4
+    assert {b for _, b in study.devices} == {exact}
+    assert [o for o, _ in study.ordinary] == [r.order.name for r in lab("same", SMALL).rows]
+    assert study.distinct_ordinary == len({v for _, v in study.ordinary})
+    assert float(study.value) == float(shortest_repr(correctly_rounded_sum(generate(SMALL).values, fmt), fmt))
+
+
+def test_determinism_study_runs_on_the_given_vector():
+    det = determinism_study(SMALL)
+    assert 1 in det.distinct_by_threads and all(d >= 1 for d in det.distinct_by_threads.values())
+
+
+def test_seed_spread_is_the_spread_over_seeds_and_the_mean_gap_within_a_seed():
+    study = SeedStudy((0, 1, 2), (1.0, 2.0, 3.0), (1.5, 2.0, 2.0), (0.9, 0.8, 0.7), (0.9, 0.9, 0.9))
+    s = seed_spread(study)
+    assert s.loss_spread == statistics.pstdev([1.0, 2.0, 3.0]) and s.loss_gap == pytest.approx(0.5)
+    assert s.acc_spread == statistics.pstdev([0.9, 0.8, 0.7]) and s.acc_gap == pytest.approx(0.1)
+
+
+def test_training_pair_in_float64_ends_closer_than_in_float32():
+    p32, p64 = training_pair("float32"), training_pair("float64")
+    assert (p32.dtype, p64.dtype, p32.steps) == ("float32", "float64", 500)
+    assert p64.final_distance < p32.final_distance  # roundings 2^29 times finer: a far smaller gap

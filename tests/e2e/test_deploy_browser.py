@@ -1,0 +1,31 @@
+"""The Community Cloud entrypoint in a real browser: `streamlit run deploy/streamlit_app.py` from the
+repository root (as the Cloud runs it) serves the same pages, by deep link and from the sidebar."""
+
+from __future__ import annotations
+
+import re
+
+from tests.e2e.conftest import Server, assert_healthy_page, screenshot, wait_for_app
+from tests.e2e.test_browser import NAV, PAGES, h1, sidebar_labels
+
+
+def test_the_cloud_entrypoint_serves_every_page(browser):
+    deployed = Server("deploy/streamlit_app.py")
+    try:
+        context = browser.new_context(viewport={"width": 1400, "height": 1200})
+        page = context.new_page()
+        page.goto(f"{deployed.url}/non_associativity")  # the first visit of a fresh server, by deep link
+        wait_for_app(page)
+        assert_healthy_page(page)
+        assert h1(page) == PAGES[1][1] and sidebar_labels(page) == NAV
+        next_link = page.locator('[data-testid="stPageLink"]').filter(has_text="Next: ")
+        assert next_link.count() == 1  # the story's link to the next page resolved from deploy/
+        page.locator('[data-testid="stSidebarNav"]').get_by_text("Overview", exact=True).click()
+        page.wait_for_url(re.compile(rf"{re.escape(deployed.url)}/?(\?.*)?$"))
+        wait_for_app(page)
+        assert_healthy_page(page)
+        assert h1(page) == PAGES[0][1]
+        screenshot(page, "deploy-entrypoint-home")
+        context.close()
+    finally:
+        deployed.stop()

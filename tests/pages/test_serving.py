@@ -1,0 +1,55 @@
+"""Serving page in AppTest: the punchline shows what core served for the same settings; the batch-invariant
+toggle gives one completion; bad prompts and large N get messages next to the controls."""
+
+from __future__ import annotations
+
+import re
+
+from streamlit.testing.v1 import AppTest
+
+from core.serving.engine import ServeSettings, fork_study
+from tests.pages.conftest import ROOT, all_text, shown
+
+SLOW = 300  # three servings of the schedule on a shared CPU
+
+
+def page(params: dict | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "pages" / "serving.py"), default_timeout=SLOW)
+    at.query_params.update(params or {})
+    return at.run()
+
+
+def test_the_punchline_counts_what_core_served():
+    at = page({"requests": "12"})
+    assert not at.exception, at.exception
+    study = fork_study(ServeSettings(requests=12))
+    text = shown(all_text(at))
+    k = study.ordinary.distinct
+    assert f"12 identical requests at temperature 0 gave {k} different completion{'s' if k > 1 else ''}" in text
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["With batch-invariant kernels"] == "1" and metrics["Distinct completions"] == str(k)
+    assert "MODEL of a GPU" in text  # the default ordinary kernels are a model, and say so
+    assert "Served alone (a batch of one): the baker painted" in text
+    assert re.search(r"\d[\d,]* tokens/s", " ".join(f"{m.value}" for m in at.metric))
+    assert "batch-invariant kernels" in text and "takeaway" in text.lower()
+
+
+def test_batch_invariant_on_gives_one_completion():
+    at = page({"requests": "10", "invariant": "True", "format": "float32", "kernels": "default"})
+    assert not at.exception, at.exception
+    assert "10 identical requests at temperature 0 gave 1 different completion" in shown(all_text(at))
+
+
+def test_a_prompt_outside_the_alphabet_gets_a_message_not_a_traceback():
+    at = page({"requests": "5"})
+    at.text_input(key="sv_prompt").input("<b>Hi</b> https://x.y").run()
+    assert not at.exception, at.exception
+    errors = " ".join(e.value for e in at.error)
+    assert "alphabet" in errors and "<b>" not in errors  # inert: escaped, never markup
+    assert "Change the settings below to serve" in all_text(at)
+
+
+def test_large_n_is_over_the_budget_with_a_message():
+    at = page({"requests": "2000"})
+    assert not at.exception, at.exception
+    assert any("more than one request may use" in e.value for e in at.error)

@@ -1,0 +1,99 @@
+"""Drawing for the Serving page: the punchline, the completions grouped by text, the measured rarity, cost."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from core.serving.engine import Completion, ForkStudy, ServeResult
+from ui.render import inert
+
+SHOWN_GROUPS = 6  # completions drawn in full (the table lists every group)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def punchline(punch, study: ForkStudy, invariant_on: bool) -> None:
+    """'N identical requests at temperature 0 gave K different completions', and the other mode's K."""
+    shown, other = (study.invariant, study.ordinary) if invariant_on else (study.ordinary, study.invariant)
+    n, k = shown.identical_requests, shown.distinct
+    punch.markdown(f"### {n:,} identical requests at temperature 0 gave {_plural(k, 'different completion')}")
+    where = "with batch-invariant kernels" if invariant_on else "with the server's ordinary kernels"
+    other_where = "ordinary kernels" if invariant_on else "batch-invariant kernels"
+    c1, c2, c3 = punch.columns(3)
+    c1.metric("Distinct completions", k, help=f"Served {where}.")
+    c2.metric(f"With {other_where}", other.distinct, help="The same schedule, served again.")
+    top = next((c for c in shown.completions if c.fork), None)
+    c3.metric("First fork: token", (top and f"{top.fork.position + 1} (“{top.fork.token}” vs “{top.fork.alone_token}”)")
+              or "none", help="Counted from the first generated token; in quotes what the batched request produced "
+              "and what the request served alone produced there.")
+    punch.caption(f"Served live on this server {where}: {inert(shown.kernels_label)}; "
+                  f"{shown.settings.dtype}, {shown.settings.requests:,} identical requests among "
+                  f"{shown.settings.other_requests:,} others, at most {shown.settings.max_batch} per batch, "
+                  f"{shown.torch_threads} torch thread.")
+
+
+def _highlighted(prompt: str, c: Completion) -> str:
+    """The completion as inert text with its first departing character marked (a space shows as ␣)."""
+    text = c.text
+    if c.fork is None:
+        return f"{inert(prompt)}**{inert(text, line_start=False)}**"
+    i = c.fork.position
+    ch = text[i] if text[i] != " " else "␣"
+    return (f"{inert(prompt)}**{inert(text[:i], line_start=False)}**:orange-background[{inert(ch, line_start=False)}]"
+            f"{inert(text[i + 1:], line_start=False)}")
+
+
+def completions(result: ServeResult) -> None:
+    """The completions grouped by text with counts; the first token that departs from the lone run marked."""
+    prompt = result.settings.prompt
+    st.markdown(f"Served alone (a batch of one): {inert(prompt)}**{inert(result.alone, line_start=False)}**")
+    for c in result.completions[:SHOWN_GROUPS]:
+        label = "same as alone" if c.fork is None else f"departs at token {c.fork.position + 1}"
+        st.markdown(f"**{c.count:,}×** ({label}): {_highlighted(prompt, c)}")
+    if len(result.completions) > SHOWN_GROUPS:
+        st.caption(f"… and {len(result.completions) - SHOWN_GROUPS:,} more distinct completions (in the table).")
+    rows = [{"requests": c.count,
+             "departs at token": c.fork.position + 1 if c.fork else None,
+             "there": f"“{c.fork.token}” instead of “{c.fork.alone_token}”" if c.fork else "same as alone",
+             "top-2 gap alone (ULPs)": c.fork.gap_ulps if c.fork else None,
+             "top-2 gap / logit": c.fork.gap_ratio if c.fork else None,
+             "this request's own gap (ULPs)": c.fork.own_gap_ulps if c.fork else None}
+            for c in result.completions]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                 column_config={"top-2 gap / logit": st.column_config.NumberColumn(format="%.2e")})
+
+
+def rarity(result: ServeResult) -> None:
+    """How often the bits moved, and how often that flipped a token: measured on the identical requests."""
+    n = max(result.rows_compared, 1)
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Logit rows whose bits differ from the lone run", f"{result.rows_bits_differ / n:.1%}",
+              help=f"{result.rows_bits_differ:,} of {result.rows_compared:,} rows of the identical requests, "
+                   "compared while each still agreed with the lone run.")
+    c2.metric("Rows whose best token flips", f"{result.rows_argmax_flip / n:.3%}",
+              help=f"{result.rows_argmax_flip:,} of {result.rows_compared:,}.")
+    c3.metric("Smallest top-2 gap seen", f"{result.min_gap_ulps:,.0f} ULPs",
+              help=f"{result.min_gap_ratio:.2e} of the larger logit, in {result.settings.dtype}.")
+
+
+def cost(study: ForkStudy) -> None:
+    o, i = study.ordinary, study.invariant
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Ordinary kernels", f"{o.tokens_per_second:,.0f} tokens/s")
+    c2.metric("Batch-invariant kernels", f"{i.tokens_per_second:,.0f} tokens/s")
+    c3.metric("Batch-invariant cost", f"{study.cost:.2f}×", help="CPU time of the serving thread, batch-invariant "
+              "over ordinary, for the same schedule (wall time is disturbed more by other visitors).")
+    st.caption(f"Measured live on this server just now: {o.tokens:,} tokens in {o.steps:,} engine steps each way, "
+               f"one torch thread; wall-clock tokens per second, so other visitors' work slows both.")
+
+
+def batch_sizes(result: ServeResult) -> str:
+    sizes = result.batch_sizes
+    if not sizes:
+        return "no decode steps"
+    common = max(sizes, key=sizes.get)
+    return (f"decode batches of {min(sizes)} to {max(sizes)} requests, most often {common} "
+            f"({sizes[common]:,} of {sum(sizes.values()):,} steps)")
