@@ -99,7 +99,7 @@ def test_step_then_play_and_watch_it_update(server, page):
     expect(page.get_by_text("Press Play to train both runs live")).to_be_visible()
 
     page.get_by_role("button", name="Step", exact=True).click()
-    expect(page.get_by_text(re.compile(r"After step 1 · B differs by"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"After step 1 · B differs by"))).to_be_visible(timeout=60_000)
     wait_for_app(page)
     assert_charts_rendered(page, 4)
     screenshot(page, "training-step-1")
@@ -118,7 +118,7 @@ def test_step_then_play_and_watch_it_update(server, page):
         page.wait_for_timeout(50)
     assert 500 in seen, seen
     wait_for_app(page)
-    expect(page.get_by_text(re.compile(r"After step 500 · B differs by"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"After step 500 · B differs by"))).to_be_visible(timeout=60_000)
     expected = summarize(PairedRun(TrainSettings()).run(500)).first_rel_1pct  # computed here, not measured once
     gap = page.locator('[data-testid="stMetric"]').filter(has_text="Loss gap above 1% from step")
     expect(gap).to_contain_text(str(expected))
@@ -197,7 +197,8 @@ def test_a_preset_link_sets_its_settings_in_the_browser(server, page):
     assert_healthy_page(page)
     expect(page.get_by_text(PRESETS[name].note)).to_be_visible()
     page.get_by_role("button", name="+10 steps").click()
-    expect(page.get_by_text(re.compile(r"After step 10 · B differs by: cpu thread count"))).to_be_visible()
+    after_10 = page.get_by_text(re.compile(r"After step 10 · B differs by: cpu thread count"))
+    expect(after_10).to_be_visible(timeout=60_000)
     wait_for_app(page)
     for label in ("Loss differs from step", "Weights differ from step"):
         expect(page.locator('[data-testid="stMetric"]').filter(has_text=label)).to_contain_text("not yet")
