@@ -13,9 +13,10 @@ from ui.navigation import (
     page_file,
 )
 from ui.overview_view import live_hook
-from ui.talk import SCENARIOS, apply_from_link, scroll_to_top_on_page_change, sidebar_toggle
+from ui.talk import SCENARIOS, apply_from_link, scroll_to_top_on_page_change, sidebar_state, sidebar_toggle
 
 leave_directory_mode()  # before any widget: the first session's first run would give them other ids
+apply_from_link()  # before the page config: presenter mode folds the sidebar away
 
 st.set_page_config(
     page_title="Same seed, different numbers",
@@ -23,7 +24,7 @@ st.set_page_config(
     # fetch the favicon from Google's font CDN (Streamlit 1.67), which a room without network lacks.
     page_icon="🧮",
     layout="wide",
-    initial_sidebar_state="expanded",
+    initial_sidebar_state=sidebar_state(),
 )
 
 PAGES = [(st.Page(page_file(f"pages/{stem}.py"), title=title, icon=icon, url_path=stem), title, icon, blurb)
@@ -131,7 +132,6 @@ def home() -> None:
 HOME = st.Page(home, title="Overview", icon=":material/home:", default=True)
 st.session_state[HOME_PAGE_KEY] = HOME  # the last page of the story links back to it
 
-apply_from_link()
 sidebar_toggle()
 PAGE = st.navigation([HOME, *(page for page, *_ in PAGES)])
 mark_app_navigation()

@@ -12,14 +12,24 @@ from core.crowd.runner import PAIR_MEMO, SEED_MEMO, current_run, pair_outcome
 from core.machines.devices import available_devices, cpu_device
 from core.recordings.compare import machine_partings
 from core.recordings.store import cached_recordings
-from core.training.divergence import DEFAULT_SEEDS, SEED_RULE, changed_settings, seed_verdict, threads_note
+from core.training.divergence import (
+    DEFAULT_SEEDS,
+    DEFAULT_SPEED,
+    SEED_RULE,
+    SPEEDS,
+    changed_settings,
+    frames_for,
+    seed_verdict,
+    threads_note,
+)
 from core.training.mlp import DEFAULT_PRESET, DTYPES, MAX_STEPS, OPTIMIZERS, PRESETS, TrainSettings
 from core.training.pair import SOURCES, PairedRun
 from core.training.seeds import seed_study
 from ui.crowd import heavy_section, over_budget
 from ui.navigation import ensure_app_navigation, next_page_link
-from ui.talk import more_settings
+from ui.talk import folded, presenter
 from ui.training_view import (
+    NUMBERS_CSS,
     PairSlots,
     Progress,
     apply_preset_link,
@@ -45,6 +55,7 @@ URL_FIELDS = [
     Field("td_lr", "lr", "float", low=0.0, high=10.0),
     Field("td_steps", "steps", "int", low=1, high=MAX_STEPS),
     Field("td_seed", "seed", "int", low=0, high=2**31 - 1),
+    Field("td_speed", "speed", "choice", SPEEDS),
 ]
 
 
@@ -93,17 +104,21 @@ def links() -> tuple[list[str], bool]:
     """Settings from the page's link: restore's notes, and whether the link named a preset."""
     if "td_source" not in st.session_state:
         st.session_state.update(_preset_values(DEFAULT_PRESET))
-    url_notes = restore("td", URL_FIELDS, {})
+    url_notes = restore("td", URL_FIELDS, {"td_speed": DEFAULT_SPEED})
     return url_notes, apply_preset_link(URL_FIELDS, _preset_values)
 
 
 def intro(punch) -> None:
-    punch.markdown(f"Runs A and B start bit-identical and see the same batches; **B differs only in: "
+    punch.markdown(f"A and B start bit-identical and see the same batches; **B differs only in: "
                    f"{SOURCES[st.session_state['td_source']].lower()}**.")
-    st.markdown(
+
+
+def about() -> None:
+    folded("About these two runs").markdown(
         "Two training runs of the same small network on the same data, from bit-identical weights, "
         "seeing bit-identical batches. Run **B** differs from run **A** in exactly one way, chosen below. "
-        "Watch the losses agree, then drift, then go their separate ways."
+        "Watch the losses agree, then drift, then go their separate ways: the relative gap stays on zero, "
+        "then lifts off; on the log scale further down, the gap climbs steadily from the first step."
     )
 
 
@@ -120,7 +135,7 @@ def controls(url_notes) -> TrainSettings:
     c1.selectbox("What differs in run B", SOURCE_KEYS, format_func=SOURCES.get, key="td_source")
     c2.selectbox("Format", list(DTYPES), key="td_dtype")
     c3.selectbox("Optimizer", list(OPTIMIZERS), format_func=OPT_LABELS.get, key="td_opt")
-    c4, c5, c6 = more_settings().columns(3)
+    c4, c5, c6 = st.columns(3)  # the whole of controls() folds in presenter mode (main)
     c4.number_input("Learning rate", min_value=0.0, max_value=10.0, step=0.05, format="%.4g", key="td_lr")
     c5.number_input(f"Steps (at most {MAX_STEPS:,})", min_value=1, max_value=MAX_STEPS, step=50, key="td_steps")
     c6.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="td_seed")
@@ -142,27 +157,49 @@ def controls(url_notes) -> TrainSettings:
     return settings
 
 
-def buttons(punch, run: PairedRun) -> None:
-    b1, b2, b3, b4, b5 = punch.columns(5)
-    b1.button("Play", icon=":material/play_arrow:", type="primary", key="td_play", disabled=run.finished,
-              on_click=_ask, args=(PairedRun.request_to_end,))
-    b2.button("Pause", icon=":material/pause:", key="td_pause", on_click=_ask, args=(PairedRun.cancel_requests,))
-    b3.button("Step", icon=":material/skip_next:", key="td_step", disabled=run.finished, on_click=_ask,
-              args=(lambda r: r.request(1),))
-    b4.button("+10 steps", key="td_step10", disabled=run.finished, on_click=_ask, args=(lambda r: r.request(10),))
-    b5.button("Reset", icon=":material/restart_alt:", key="td_reset", on_click=_on_reset)
+def _speed_label(n: int) -> str:
+    return f"Speed: {n} step{'s' if n != 1 else ''} a frame"
+
+
+def buttons(where, run: PairedRun, settings: TrainSettings) -> None:
+    """Play, Pause, Step, +10, Reset and the speed, in rows that wrap to the width they get."""
+    row = where.container(horizontal=True, gap="small", vertical_alignment="center")
+    row.button("Play", icon=":material/play_arrow:", type="primary", key="td_play", disabled=run.finished,
+               on_click=_ask, args=(PairedRun.request_to_end,))
+    row.button("Pause", icon=":material/pause:", key="td_pause", on_click=_ask, args=(PairedRun.cancel_requests,))
+    row.button("Step", icon=":material/skip_next:", key="td_step", disabled=run.finished, on_click=_ask,
+               args=(lambda r: r.request(1),))
+    row.button("+10 steps", key="td_step10", disabled=run.finished, on_click=_ask, args=(lambda r: r.request(10),))
+    row.button("Reset", icon=":material/restart_alt:", key="td_reset", on_click=_on_reset)
+    row.selectbox("Speed: steps per frame", SPEEDS, format_func=_speed_label, key="td_speed",
+                  label_visibility="collapsed", width=230,
+                  help=f"Play draws both runs every this many steps: 1 shows each update (slow to watch), "
+                       f"{SPEEDS[-1]} draws {settings.steps:,} steps in {frames_for(settings.steps, SPEEDS[-1])} "
+                       "frames. A change while playing takes effect at once.")
 
 
 def the_pair(punch, run: PairedRun, settings: TrainSettings) -> None:
-    """Play what was asked for, then draw the pair once (live=False: widgets inside need unique keys)."""
-    slots = PairSlots(progress=punch.empty(), numbers=punch.empty(), charts=st.empty())
-    play_requested(run, settings, slots)
-    draw_pair(run, settings, slots)
+    """Controls and key numbers beside the two live charts (the first screen), the details below; Play
+    what was asked for, then draw the pair once (live=False: widgets inside need unique keys).
+
+    In presenter mode (the sidebar folded away, the whole width) the buttons take one row above,
+    and the two charts stand side by side, taller; otherwise the buttons sit in the narrow column."""
+    wide = presenter()
+    if wide:
+        buttons(punch, run, settings)
+    left, right = punch.columns([1, 2.6] if wide else [1.1, 2], gap="small")
+    if not wide:
+        buttons(left, run, settings)
+    slots = PairSlots(progress=left.empty(), numbers=left.container(key="td_numbers").empty(),
+                      charts=right.empty(), details=st.empty(), side_by_side=wide)
     st.caption(
         f"Provenance: both runs computed live by torch on {cpu_device().name}"
         + (f"; B on {run.b_device_name}" if settings.source == "device" else "")
         + ". Parameter distance and differing bits compare B mapped back to A's layout (permutations undone exactly)."
     )
+    about()
+    play_requested(run, settings, slots, int(st.session_state["td_speed"]))
+    draw_pair(run, settings, slots)
 
 
 # Results of the two buttons below are kept in the session (small summaries, with the settings
@@ -229,15 +266,16 @@ def main() -> None:
     url_notes, opened_from_link = links()
     ensure_app_navigation()
     st.title("Training divergence")
-    punch = st.container(key="punchline")  # what differs, the buttons and the key numbers: in the first screen
+    st.html(NUMBERS_CSS)
+    punch = st.container(key="punchline")  # what differs, the buttons, the key numbers and both losses: first screen
     intro(punch)
-    settings = controls(url_notes)
+    with folded("Settings: preset, what differs, format, optimizer, steps"):
+        settings = controls(url_notes)
     try:  # a scenario link makes a fresh pair: it opens ready to play
         run = current_run(st.session_state, "td_run", settings, fresh=opened_from_link)
     except (ValueError, RuntimeError) as err:
         st.error(f"Run B could not be set up: {err}")
         st.stop()
-    buttons(punch, run)
     the_pair(punch, run, settings)
     st.header("Mitigations")
     float64_mitigation(settings)

@@ -21,6 +21,7 @@ from core.recordings.fingerprint import GROUPS, OpComparison, compare_ops, finge
 from core.recordings.store import Fidelity, Recording, TrainingEntry
 from core.studies.cpu_vs_gpu import Notice, ReductionStages, SumsEverywhere
 from ui.render import inert
+from ui.talk import styled
 
 FACT_ROWS = (
     ("device_name", "device"), ("cpu_model", "CPU model"), ("cpu_vendor", "CPU vendor"),
@@ -101,8 +102,8 @@ def training_chart(entry: TrainingEntry, title: str) -> None:
     df = pd.DataFrame({"step": steps * 2, "loss": la + lb, "run": ["run A"] * len(la) + ["run B"] * len(lb)})
     lines = alt.Chart(df).mark_line().encode(
         x=alt.X("step:Q", title="training step"),
-        y=alt.Y("loss:Q", scale=alt.Scale(type="log"), title="cross-entropy loss (log scale)"),
-        color=alt.Color("run:N", title="run", legend=alt.Legend(orient="top")),
+        y=alt.Y("loss:Q", scale=alt.Scale(type="log"), title="loss (log scale)"),
+        color=alt.Color("run:N", title=None, legend=alt.Legend(orient="top-right", fillColor="#ffffffd0")),
         strokeDash=alt.StrokeDash("run:N", legend=None),
     )
     layers = [lines]
@@ -112,7 +113,7 @@ def training_chart(entry: TrainingEntry, title: str) -> None:
         layers.append(alt.Chart(rule).mark_rule(color="#d62728").encode(x="step:Q", tooltip=["label"]))
         layers.append(alt.Chart(rule).mark_text(align="left", dx=4, dy=-6, color="#d62728").encode(
             x="step:Q", y=alt.value(12), text="label"))
-    st.altair_chart(alt.layer(*layers).properties(height=260, title=title), width="stretch")
+    st.altair_chart(styled(alt.layer(*layers).properties(height=300, title=title)), width="stretch")
 
 
 def verdict(cmp: MachineComparison, left: str, right: str) -> str:
@@ -161,7 +162,7 @@ def stages_chart(stages: ReductionStages) -> alt.Chart:
         + [{"device": f"GPU model ({stages.sm_count} SMs)", "stage": i, "what happens": s.what,
             "values left": s.values_left} for i, s in enumerate(stages.gpu)]
     )
-    return (
+    return styled(
         alt.Chart(df)
         .mark_line(point=alt.OverlayMarkDef(size=70))
         .encode(

@@ -18,6 +18,7 @@ from core.diagnose.results import Diagnosis, Simulation
 from core.diagnose.tolerances import ALLCLOSE_DEFAULT, MARGIN, format_tol
 from core.diagnose.verdict import VERDICT_HEADS
 from ui.render import inert
+from ui.talk import styled
 
 VERDICT_ICONS = {"identical": ":material/check_circle:", "reordering": ":material/check_circle:",
                  "reduced_precision": ":material/info:", "too_large": ":material/error:"}
@@ -284,7 +285,7 @@ def simulation_section(d: Diagnosis) -> None:
         "element's spread of orders.")
     chart = simulation_chart(sim, d.explanation)
     if chart is not None:
-        st.altair_chart(chart, width="stretch")
+        st.altair_chart(styled(chart), width="stretch")
     err = pd.DataFrame({
         "": ["actual", "expected"],
         "median |x − exact| (ULPs)": [_num(float(np.median(sim.actual_err / sim.unit))),
@@ -336,11 +337,11 @@ def show_diagnosis(d: Diagnosis, with_headline: bool = True) -> None:
     with c1:
         ch = difference_histogram(d, "ulp")
         if ch is not None:
-            st.altair_chart(ch, width="stretch")
+            st.altair_chart(styled(ch), width="stretch")
     with c2:
         ch = difference_histogram(d, "rel")
         if ch is not None:
-            st.altair_chart(ch, width="stretch")
+            st.altair_chart(styled(ch), width="stretch")
     if d.n_differ:
         st.caption(f"Histograms of the {d.n_differ:,} differing elements ({d.n_compared - d.n_differ:,} are equal). "
                    "Dashed lines: each envelope at the median element (the envelopes differ from element to "
@@ -425,9 +426,9 @@ def show_log_diagnosis(ld: LogDiagnosis, where=None) -> None:
     st.markdown("\n".join(f"- {inert(r, line_start=False)}" for r in ld.reasons))
     c1, c2 = st.columns(2)
     with c1:
-        st.altair_chart(log_loss_chart(ld), width="stretch")
+        st.altair_chart(styled(log_loss_chart(ld)), width="stretch")
     with c2:
-        st.altair_chart(log_gap_chart(ld), width="stretch")
+        st.altair_chart(styled(log_gap_chart(ld)), width="stretch")
     st.caption(f"Rounding size: 1024 ULPs relative, or ten times the printed resolution of the values. A jump: the "
                f"gap's running maximum grows {JUMP_FACTOR:g}× beyond the fitted trend within one logged interval, "
                "to at least 1e-3, or appears above rounding size at the first difference. These thresholds are "

@@ -23,6 +23,7 @@ from core.studies.gpu_arithmetic import (
     correctly_rounded,
 )
 from ui.render import inert, ulps_short
+from ui.talk import styled
 
 ORIGINS = alt.Scale(domain=["model", "live", "exact"], range=["#d97706", "#1f5fa8", "#1e8449"])  # as ui.sumlab_view
 ORIGIN_DASHES = alt.Scale(domain=["model", "live"], range=[[1, 0], [6, 4]])
@@ -82,7 +83,7 @@ def error_bars(lab: DotLab) -> pd.DataFrame:
 
 
 def error_bar_chart(df: pd.DataFrame) -> alt.Chart:
-    return (
+    return styled(
         alt.Chart(df)
         .mark_bar()
         .encode(
@@ -104,7 +105,7 @@ def curve_frame(points: list[CurvePoint]) -> pd.DataFrame:
 
 def error_vs_k_chart(df: pd.DataFrame) -> alt.Chart:
     """|error| in ULPs against the number of terms K (both axes logarithmic; exact results at 0)."""
-    return (
+    return styled(
         alt.Chart(df)
         .mark_line(point=True)
         .encode(
@@ -164,7 +165,7 @@ def trace_chart(nodes: pd.DataFrame, edges: pd.DataFrame) -> alt.LayerChart:
             tooltip=["label", "exact", "rounded", alt.Tooltip("ulps:Q", format="+.3g")],
         )
     )
-    return alt.layer(lines, points).properties(height=360)
+    return styled(alt.layer(lines, points).properties(height=360))
 
 
 # --------------------------------------------------------------------------- atomics
@@ -225,7 +226,7 @@ def atomics_chart(hist: pd.DataFrame, marks: pd.DataFrame) -> alt.LayerChart:
         .encode(x="ulps:Q", strokeDash=alt.StrokeDash("label:N", title="marked"),
                 tooltip=["label", alt.Tooltip("ulps:Q", format="+.4g")])
     )
-    return alt.layer(bars, rules).resolve_scale(color="independent").properties(height=280)
+    return styled(alt.layer(bars, rules).resolve_scale(color="independent").properties(height=280))
 
 
 # --------------------------------------------------------------------------- summary

@@ -18,6 +18,7 @@ from core.training.emulate import EmulatedRun, emulate_run
 from core.training.gloo import DataParallelResult, Progress
 from core.training.pair import StepRecord
 from core.training.seeds import DivergenceSummary
+from ui.talk import styled
 
 # Finished work shared by every visitor of this server (deterministic for its key, so never stale).
 EMULATIONS = Memo(24)  # (ranks, model, steps) -> EmulatedRun
@@ -86,13 +87,13 @@ def gap_chart(df: pd.DataFrame, title: str, field: str = "‖Δθ‖") -> alt.Ch
     shown = df[df[field] > 0]
     runs = list(dict.fromkeys(df["run"]))
     colours = alt.Scale(domain=runs, range=RUN_COLOURS[: max(1, len(runs))])
-    return alt.Chart(shown, title=title, height=HEIGHT).mark_line(strokeWidth=2).encode(
+    return styled(alt.Chart(shown, title=title, height=HEIGHT).mark_line(strokeWidth=2).encode(
         x=alt.X("step:Q", title="training step", axis=alt.Axis(format="d", tickMinStep=1)),
         y=alt.Y(f"{field}:Q", title=f"{field} (log scale)", scale=alt.Scale(type="log")),
         color=alt.Color("run:N", title=None, scale=colours,
                         legend=alt.Legend(orient="bottom", labelLimit=0, columns=2)),  # labels never cut
         tooltip=["run", "step", alt.Tooltip(f"{field}:Q", format=".3e")],
-    )
+    ))
 
 
 def live_facts(r: DataParallelResult) -> pd.DataFrame:
@@ -126,14 +127,14 @@ def study_frame(study: tuple[Comparison, ...]) -> pd.DataFrame:
 
 def study_chart(df: pd.DataFrame, field: str, title: str, log_y: bool) -> alt.Chart:
     y_scale = alt.Scale(type="symlog", constant=0.01) if log_y else alt.Scale(domain=[0, 1])
-    return alt.Chart(df, title=title, height=HEIGHT).mark_line(point=True).encode(
+    return styled(alt.Chart(df, title=title, height=HEIGHT).mark_line(point=True).encode(
         x=alt.X("ranks k:Q", title="ranks k (log scale)", scale=alt.Scale(type="log", base=2)),
         y=alt.Y(f"{field}:Q", title=field, scale=y_scale,
                 axis=alt.Axis(format="%") if not log_y else alt.Axis()),
         color=alt.Color("model:N", title=None, scale=MODEL_COLOURS,
                         legend=alt.Legend(orient="bottom", labelLimit=0, columns=2)),  # "Double binary tree (…)" whole
         tooltip=["ranks k", "model", alt.Tooltip(f"{field}:Q", format=".3~g")],
-    )
+    ))
 
 
 def pairs_frame(c: Comparison) -> pd.DataFrame:

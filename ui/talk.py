@@ -69,15 +69,52 @@ def sidebar_toggle() -> None:
         st.html(CSS)
 
 
+# Presenter mode keeps every chart at least this tall (its whole height: title, axes and legend
+# included), so the plotting area stays readable with presenter-sized text (issue 23: a 260 px chart
+# kept a strip of about 20 px for its data).
+PRESENTER_MIN_HEIGHT = 280
+# A chart with one band per label on its y axis (bars named by row) gets this much more height in
+# presenter mode: its labels are about 1.5 times as tall (18 px against Streamlit's 12), and rows sized
+# for the small labels printed them on top of each other (issue 23, the Summation lab's error bars).
+PRESENTER_BAND_SCALE = 1.5
+
+
+def _band_rows(chart) -> bool:
+    """True when the chart's y axis (of its first layer) is nominal or ordinal: one band per row label."""
+    first = chart.layer[0] if getattr(chart, "layer", None) else chart
+    enc = getattr(first, "encoding", None)
+    y = getattr(enc, "y", None) if enc is not None else None
+    kind = getattr(y, "type", None)
+    if not isinstance(kind, str):
+        shorthand = getattr(y, "shorthand", None)
+        kind = {"N": "nominal", "O": "ordinal"}.get(shorthand.rsplit(":", 1)[-1], "") if isinstance(
+            shorthand, str) and ":" in shorthand else ""
+    return kind in ("nominal", "ordinal")
+
+
 def styled(chart, presenter_mode: bool | None = None):
     """An Altair chart with presenter-sized axes, legends and title in presenter mode (unchanged otherwise).
+
+    In presenter mode the chart also keeps PRESENTER_MIN_HEIGHT, its tick labels give way to each
+    other (a label that would overlap its neighbour is left out, fewer ticks), and the left axis
+    title is written horizontally above the axis: a vertical title longer than the plot made Vega's
+    "fit" sizing shrink the plot until the title fitted, down to a thin strip.
 
     Call it on the chart handed to ``st.altair_chart`` (a top-level chart: Altair refuses a chart
     with its own config inside a layer or a concatenation)."""
     if not (presenter() if presenter_mode is None else presenter_mode):
         return chart
     t = PRESENTER_CHART_TEXT
-    return (chart.configure_axis(labelFontSize=t["axis_label"], titleFontSize=t["axis_title"], labelLimit=360)
+    height = getattr(chart, "height", None)
+    if isinstance(height, int | float):
+        wanted = max(PRESENTER_MIN_HEIGHT, round(height * PRESENTER_BAND_SCALE) if _band_rows(chart) else height)
+        if wanted != height:
+            chart = chart.properties(height=wanted)
+    return (chart.configure_axis(labelFontSize=t["axis_label"], titleFontSize=t["axis_title"], labelLimit=360,
+                                 labelOverlap="greedy", labelSeparation=8, titleLimit=900)
+            .configure_axisQuantitative(tickCount=5)
+            .configure_axisLeft(titleAngle=0, titleAlign="left", titleAnchor="end", titleBaseline="bottom",
+                                titleX=0, titleY=-10, titlePadding=0)
             .configure_legend(labelFontSize=t["legend_label"], titleFontSize=t["legend_title"], labelLimit=360,
                               titleLimit=600)
             .configure_title(fontSize=t["title"], limit=1200))
@@ -108,4 +145,16 @@ def scroll_to_top_on_page_change(page_id: str) -> None:
 
 def more_settings():
     """Where secondary controls go: an expander in presenter mode, the page itself otherwise."""
-    return st.expander("More settings") if presenter() else st.container()
+    return folded("More settings")
+
+
+def folded(label: str):
+    """Where secondary prose or controls go: an expander named ``label`` in presenter mode (the room
+    sees the result, the speaker opens it when needed), the page itself otherwise."""
+    return st.expander(label) if presenter() else st.container()
+
+
+def sidebar_state() -> str:
+    """The sidebar's state for st.set_page_config: folded away in presenter mode (the slide gets the
+    whole width; the sidebar's arrow opens it again), open otherwise."""
+    return "collapsed" if presenter() else "expanded"

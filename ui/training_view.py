@@ -19,7 +19,7 @@ from core.arith.formats import FORMATS
 from core.crowd.querystate import Field, decode
 from core.crowd.runner import PairOutcome
 from core.recordings.compare import Parting
-from core.training.divergence import PairSnapshot, frame_steps, snapshot
+from core.training.divergence import PairSnapshot, check_speed, snapshot
 from core.training.mlp import TrainSettings
 from core.training.pair import SOURCES, PairedRun, StepRecord
 from core.training.seeds import DivergenceSummary, SeedStudy
@@ -27,7 +27,11 @@ from ui.export import download_buttons
 from ui.render import bits_html, inert
 from ui.talk import styled
 
-RUN_COLOURS = alt.Scale(domain=["A", "B"], range=["#1f5fa8", "#d97706"])
+# Okabe and Ito's colour-blind-safe palette (https://jfly.uni-koeln.de/color/): A blue, B orange; B is
+# dashed as well, so the two read apart in grey print and for every kind of colour vision.
+RUN_COLOURS = alt.Scale(domain=["A", "B"], range=["#0072B2", "#E69F00"])
+GAP_COLOURS = ["#CC79A7", "#009E73", "#111827"]  # |Δ loss| (reddish purple), ‖Δθ‖ (bluish green), the fit
+POINTS_UP_TO = 60  # steps: up to this many, every step is drawn as a point too (one Step shows one point)
 
 
 def records_frame(records: list[StepRecord]) -> pd.DataFrame:
@@ -36,6 +40,7 @@ def records_frame(records: list[StepRecord]) -> pd.DataFrame:
         "loss A": [r.loss_a for r in records],
         "loss B": [r.loss_b for r in records],
         "|Δ loss|": [r.abs_diff for r in records],
+        "relative gap": [r.rel_diff for r in records],
         "‖Δθ‖": [r.param_distance for r in records],
         "differing bits": [r.differing_bits / r.total_bits for r in records],
         "accuracy A": [r.acc_a for r in records],
@@ -49,50 +54,110 @@ STEP_AXIS = alt.X("step:Q", title="training step", axis=alt.Axis(format="d", tic
 # room for them (a 170 px strip used to keep about 15 px for its plotting area).
 LINE_HEIGHT = 340
 STRIP_HEIGHT = 300
+# The two live charts beside the controls, both on the first screen at 1280x720: stacked in the
+# normal layout, side by side (and taller) in presenter mode.
+LIVE_HEIGHT, LIVE_HEIGHT_SIDE_BY_SIDE = 215, 360
 BOUNDARY_WIDTH, BOUNDARY_HEIGHT = 420, 480  # a square plotting area once axes and legend are placed
 CLASS_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"]
 
 
-def loss_chart(df: pd.DataFrame, title: str) -> alt.Chart:
-    """A wide and pale, B thin and dashed on top: where the losses agree both stay visible."""
+def _line(df: pd.DataFrame, title=None):
+    """A line chart that also draws its points while the run is short (one record: one visible point)."""
+    few = len(df) > 0 and df["step"].nunique() <= POINTS_UP_TO
+    chart = alt.Chart(df) if title is None else alt.Chart(df, title=title)
+    return chart.mark_line(point=few)
+
+
+def _message(text: str, colour: str) -> alt.Chart:
+    """A line of text inside a chart's plotting area, a third down (a chart with nothing to plot yet says
+    why), in the colour of the series that will appear there."""
+    return (alt.Chart(pd.DataFrame({"text": [text]}))
+            .mark_text(fontSize=15, color=colour, align="center", baseline="middle")
+            .encode(text="text:N", x=alt.value(alt.expr("width / 2")), y=alt.value(alt.expr("height / 3"))))
+
+
+def loss_chart(df: pd.DataFrame, title: str | None = None, height: int = LINE_HEIGHT,
+               x_title: bool = True) -> alt.LayerChart:
+    """A blue and wide, B orange, dashed and on top: where the losses agree both stay visible.
+
+    While the run is short every step is a point too, A's larger than B's, so that a single step
+    (two equal losses) still shows both runs. ``x_title=False`` for the chart stacked on the relative
+    gap, whose step axis says it."""
     long = df.melt(id_vars=["step"], value_vars=["loss A", "loss B"], var_name="run", value_name="loss")
     long["run"] = long["run"].str[-1]
-    legend = "run (B dashed on top of A)"
-    return styled(
-        alt.Chart(long, title=title)
+    where = alt.Legend(orient="top-right", fillColor="#ffffffd0", padding=4, title=None)
+    x = STEP_AXIS if x_title else STEP_AXIS.title(None)
+    y = alt.Y("loss:Q", scale=alt.Scale(type="log"), title="loss A and B (log)")
+    colour = alt.Color("run:N", scale=RUN_COLOURS, legend=where)
+    lines = (
+        (alt.Chart(long) if title is None else alt.Chart(long, title=title))
         .mark_line()
         .encode(
-            x=STEP_AXIS,
-            y=alt.Y("loss:Q", scale=alt.Scale(type="log"), title="loss on the step's batch (nats, log scale)"),
-            color=alt.Color("run:N", scale=RUN_COLOURS, title=legend, legend=alt.Legend(orient="top")),
-            strokeDash=alt.StrokeDash("run:N", scale=alt.Scale(domain=["A", "B"], range=[[1, 0], [6, 3]]),
-                                      title=legend, legend=alt.Legend(orient="top")),
-            strokeWidth=alt.StrokeWidth("run:N", scale=alt.Scale(domain=["A", "B"], range=[3.5, 1.5]),
-                                        title=legend, legend=alt.Legend(orient="top")),
-            opacity=alt.Opacity("run:N", scale=alt.Scale(domain=["A", "B"], range=[0.45, 1.0]),
-                                title=legend, legend=alt.Legend(orient="top")),
+            x=x, y=y, color=colour,
+            strokeDash=alt.StrokeDash("run:N", scale=alt.Scale(domain=["A", "B"], range=[[1, 0], [6, 4]]),
+                                      legend=where),
+            strokeWidth=alt.StrokeWidth("run:N", scale=alt.Scale(domain=["A", "B"], range=[3.5, 2.0]),
+                                        legend=where),
             order=alt.Order("run:N", sort="ascending"),
         )
-        .properties(height=LINE_HEIGHT)
     )
+    layers = [lines]
+    if not len(df):
+        layers.append(_message("press Play or Step to train A and B", RUN_COLOURS.range[0]))
+    elif df["step"].nunique() <= POINTS_UP_TO:
+        layers.append(alt.Chart(long).mark_circle(opacity=1).encode(
+            x=x, y=y, color=alt.Color("run:N", scale=RUN_COLOURS, legend=None),
+            size=alt.Size("run:N", scale=alt.Scale(domain=["A", "B"], range=[130, 35]), legend=None),
+            order=alt.Order("run:N", sort="ascending"),
+            tooltip=["step", "run", alt.Tooltip("loss:Q", format=".9g")]))
+    return styled(alt.layer(*layers).properties(height=height))
+
+
+def relative_gap_chart(df: pd.DataFrame, height: int = LIVE_HEIGHT) -> alt.LayerChart:
+    """|loss A − loss B| / loss A on a linear axis, with the 1% line the metric beside it counts from.
+
+    On a linear scale the gap stays flat on zero while the runs agree and lifts off when they part:
+    what the log chart below shows as a steady climb, this one shows as the moment it matters."""
+    data = df[["step", "relative gap"]]
+    finite = data["relative gap"][np.isfinite(data["relative gap"])]
+    scale = alt.Scale(domainMin=0, domainMax=max(0.02, float(finite.max()) if len(finite) else 0.02))
+    gap = (
+        _line(data)
+        .encode(x=STEP_AXIS,
+                y=alt.Y("relative gap:Q", scale=scale, axis=alt.Axis(format="%"),
+                        title="relative loss gap (linear)"),
+                color=alt.value(GAP_COLOURS[0]))
+    )
+    rule = pd.DataFrame({"y": [0.01], "label": ["1%"]})
+    line = alt.Chart(rule).mark_rule(strokeDash=[4, 4], color="#6b7280").encode(y="y:Q")
+    label = alt.Chart(rule).mark_text(align="left", dx=4, dy=-8, fontSize=13, color="#374151").encode(
+        y="y:Q", x=alt.value(0), text="label:N")
+    layers = [gap, line, label]
+    if not len(data):
+        layers.append(_message("no step yet", GAP_COLOURS[0]))
+    elif not (data["relative gap"] > 0).any():
+        layers.append(_message(f"losses bit-identical so far ({len(data)} step{'s' if len(data) != 1 else ''})",
+                               GAP_COLOURS[0]))
+    return styled(alt.layer(*layers).properties(height=height))
 
 
 def gap_chart(df: pd.DataFrame, summary: DivergenceSummary, title: str) -> alt.LayerChart:
     long = df.melt(id_vars=["step"], value_vars=["|Δ loss|", "‖Δθ‖"], var_name="gap", value_name="value")
     long = long[long["value"] > 0]
     series = ["|Δ loss|", "‖Δθ‖", "fitted growth of ‖Δθ‖"]
-    colours = alt.Scale(domain=series, range=["#1f5fa8", "#7cb7e8", "#111827"])
+    colours = alt.Scale(domain=series, range=GAP_COLOURS)
     lines = (
-        alt.Chart(long, title=title)
-        .mark_line()
+        _line(long if len(long) else pd.DataFrame({"step": [], "value": [], "gap": []}), title)
         .encode(
             x=STEP_AXIS,
             y=alt.Y("value:Q", scale=alt.Scale(type="log"),
-                    title="|loss A − loss B| (nats) and ‖θA − θB‖ (log scale)"),
+                    title="|loss A − loss B| (nats) and ‖θA − θB‖ (log)"),
             color=alt.Color("gap:N", scale=colours, title="difference", legend=alt.Legend(orient="top")),
         )
     )
     layers = [lines]
+    if not len(long):
+        layers.append(_message("A and B bit-identical so far: no difference to draw on a log scale", GAP_COLOURS[0]))
     if summary.growth_per_step and summary.fit_range:
         a, b = summary.fit_range
         sel = df[(df["step"] >= a) & (df["step"] <= b) & (df["‖Δθ‖"] > 0)]
@@ -108,9 +173,10 @@ def gap_chart(df: pd.DataFrame, summary: DivergenceSummary, title: str) -> alt.L
 
 
 def bits_strip(df: pd.DataFrame) -> alt.Chart:
+    few = len(df) <= POINTS_UP_TO
     return styled(
         alt.Chart(df)
-        .mark_area(color="#c0392b", opacity=0.7)
+        .mark_area(color="#c0392b", opacity=0.7, point=alt.OverlayMarkDef(color="#c0392b") if few else False)
         .encode(
             x=STEP_AXIS,
             y=alt.Y("differing bits:Q", title="share of parameter bits (%)", axis=alt.Axis(format="%", tickCount=5),
@@ -196,7 +262,6 @@ def seed_chart(df: pd.DataFrame, field: str) -> alt.LayerChart:
 
 # ------------------------------------------------------------------------ the live pair
 
-FRAMES = 10  # chart redraws during one Play of the whole run (fewer redraws keep it fast)
 PLAY_CHUNK = 10  # steps applied at once while playing: tens of milliseconds between yield points (idle core)
 YIELD_EVERY = 0.1  # seconds between two progress updates (each is where a click or a closed tab stops a run)
 
@@ -245,25 +310,47 @@ def value_and_bits(v: float, bits: int, dtype: str) -> str:
 
 @dataclass
 class PairSlots:
-    """Where the pair is drawn: the progress bar and key numbers (in the punchline), the charts below."""
+    """Where the pair is drawn: beside the buttons the progress bar and key numbers, beside them the two
+    live charts (losses, relative gap: the first screen), and below the page's first screen the rest."""
 
     progress: object
     numbers: object
     charts: object
+    details: object
+    side_by_side: bool = False  # the two live charts beside each other (presenter mode's whole width)
 
     def show_progress(self, done: int, steps: int) -> None:
         self.progress.progress(done / steps, text=f"step {done:,} of {steps:,}")
 
 
+# Key numbers beside the live charts: smaller than Streamlit's metric type so that five fit in a
+# narrow column (presenter mode sizes them again in ui.talk.CSS; the values stay short).
+NUMBERS_CSS = """<style>
+.st-key-td_numbers [data-testid="stMetricValue"] { font-size: 1.45rem !important; }
+.st-key-td_numbers [data-testid="stMetricLabel"] p { font-size: 0.8rem !important; }
+.st-key-td_numbers [data-testid="stVerticalBlock"] { gap: 0.4rem; }
+.st-key-td_numbers [data-testid="stMetricLabel"], .st-key-td_numbers [data-testid="stMetricLabel"] * {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
+</style>"""
+
+
 def _key_numbers(snap: PairSnapshot, where) -> None:
-    summary, last = snap.summary, snap.last
-    m1, m2, m3, m4 = where.container().columns(4)
-    m1.metric("First step that differs", summary.first_difference or "none yet")
-    m2.metric("Loss gap above 1% from step", summary.first_rel_1pct or "not yet")
-    m3.metric("‖Δθ‖ doubles every", f"{summary.doubling_steps:.1f} steps" if summary.doubling_steps else "—",
+    """Which of the losses and the weights differ first (as the charts show them), and how fast it grows."""
+    summary, firsts = snap.summary, snap.firsts
+    box = where.container()  # inside the page's st.container(key="td_numbers"): NUMBERS_CSS
+    m1, m2 = box.columns(2)
+    m1.metric("Loss differs from step", firsts.loss or "not yet",
+              help="The first step whose two losses have other bits (the loss curves and the relative gap).")
+    m2.metric("Weights differ from step", firsts.weights or "not yet",
+              help="The first step after which a parameter of B (rounded to A's format, in A's layout) has "
+                   "other bits than A's (the ‖θA − θB‖ line and the bits strip below).")
+    m3, m4 = box.columns(2)
+    m3.metric("Loss gap above 1% from step", summary.first_rel_1pct or "not yet",
+              help="The first step with |loss A − loss B| / loss A above 1% (the dashed line of the relative gap).")
+    m4.metric("‖Δθ‖ doubles every", f"{summary.doubling_steps:.1f} steps" if summary.doubling_steps else "—",
               help="A least-squares line through ln‖θA − θB‖ over its growth phase "
               f"(steps {summary.fit_range[0]}–{summary.fit_range[1]})" if summary.fit_range else None)
-    m4.metric("Parameter bits that differ", f"{last.differing_bits / last.total_bits:.1%}")
+    box.caption(firsts.note)
 
 
 def _boundaries(snap: PairSnapshot, run: PairedRun) -> None:
@@ -277,14 +364,31 @@ def _boundaries(snap: PairSnapshot, run: PairedRun) -> None:
                "data points in their true class (both runs saw the same points).")
 
 
-def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: bool = False) -> None:
-    """Everything below the buttons, from one atomic snapshot of the pair."""
+DETAIL_FRAMES = 10  # while playing, the charts below the first screen are redrawn about this often per run
+
+
+def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: bool = False,
+              details: bool = True) -> None:
+    """The pair from one atomic snapshot: key numbers and the two live charts, then the details below
+    (``details=False``: a live frame that leaves them as they are, to keep frames cheap)."""
     snap = snapshot(run, settings, None if live else 50)
     slots.show_progress(len(snap.records), settings.steps)
-    with slots.charts.container():
-        if not snap.records:
-            slots.numbers.info("Press Play to train both runs live, or Step to apply one update at a time.")
-            return
+    df = records_frame(list(snap.records))
+    what = SOURCES[settings.source].split(":")[0].lower()
+    kind = {"device": "real GPU", "stand-in": "reordered stand-in", "cpu": "live on this CPU"}[snap.b_kind]
+    with slots.charts.container():  # drawn from the first Step on: a point each, or a message in the chart
+        height = LIVE_HEIGHT_SIDE_BY_SIDE if slots.side_by_side else LIVE_HEIGHT
+        first, second = st.columns(2) if slots.side_by_side else (st, st)
+        first.altair_chart(loss_chart(df, None, height, x_title=slots.side_by_side), width="stretch")
+        second.altair_chart(relative_gap_chart(df, height), width="stretch")
+    if not snap.records:
+        slots.numbers.info("Press Play to train both runs live, or Step to apply one update at a time.")
+        slots.details.empty()
+        return
+    _key_numbers(snap, slots.numbers)
+    if not details:
+        return
+    with slots.details.container():
         last = snap.last
         if not snap.finite:
             st.warning("The losses have overflowed to inf or NaN: this learning rate makes training blow up. "
@@ -298,13 +402,10 @@ def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: b
                        unsafe_allow_html=True)
         b_col.markdown("Loss B " + value_and_bits(last.loss_b, last.loss_b_bits, snap.loss_b_dtype),
                        unsafe_allow_html=True)
-        _key_numbers(snap, slots.numbers)
-        df = records_frame(list(snap.records))
-        what = SOURCES[settings.source].split(":")[0].lower()
-        kind = {"device": "real GPU", "stand-in": "reordered stand-in", "cpu": "live on this CPU"}[snap.b_kind]
-        st.altair_chart(loss_chart(df, f"Training loss of A and B (B: {what}; {kind})"), width="stretch")
-        st.altair_chart(gap_chart(df, snap.summary, f"How far apart: |Δ loss| and ‖θA − θB‖, dashed: fitted "
-                                  f"growth (B: {what}; {kind})"), width="stretch")
+        st.altair_chart(gap_chart(df, snap.summary, f"How far apart on a log scale: |Δ loss| and ‖θA − θB‖, "
+                                  f"dashed: fitted growth (B: {what}; {kind})"), width="stretch")
+        st.metric("Parameter bits that differ", f"{last.differing_bits / last.total_bits:.1%}",
+                  help="Of all parameter bits, the share that differs between A and B after this step (the strip).")
         st.altair_chart(bits_strip(df), width="stretch")
         if live or snap.grid is None:
             st.caption("Decision boundaries are drawn when the run pauses or ends.")
@@ -315,23 +416,26 @@ def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: b
         _boundaries(snap, run)
 
 
-def play_requested(run: PairedRun, settings: TrainSettings, slots: PairSlots) -> None:
+def play_requested(run: PairedRun, settings: TrainSettings, slots: PairSlots, speed: int) -> None:
     """Apply what was asked for (Play: the whole run) in chunks, with a yield point between them.
 
-    A click or a closed tab stops this loop within one chunk; the next script run carries on with
-    what is still asked for. The charts are redrawn FRAMES times over a whole run; at the end the
-    page is drawn again from the top, with Play and Step disabled.
+    The pair is drawn every ``speed`` steps (core.training.divergence.SPEEDS: 1 shows every update). A click
+    or a closed tab stops this loop within one chunk; the next script run carries on with what is
+    still asked for. At the end the page is drawn again from the top, with Play and Step disabled.
     """
     if not run.requested:
         return
-    frame = frame_steps(settings.steps, FRAMES)
-    next_frame = run.done + frame
+    frame = check_speed(speed)
+    detail_every = max(frame, -(-settings.steps // DETAIL_FRAMES))
+    next_frame, next_details = run.done + frame, run.done + detail_every
     last_yield = time.monotonic()
     while run.requested:
-        run.advance_requested(PLAY_CHUNK)
+        run.advance_requested(min(PLAY_CHUNK, next_frame - run.done))
         done = run.done
         if done >= next_frame and run.requested:
-            draw_pair(run, settings, slots, live=True)
+            draw_pair(run, settings, slots, live=True, details=done >= next_details)
+            if done >= next_details:
+                next_details = done + detail_every
             next_frame = done + frame
             last_yield = time.monotonic()
         elif time.monotonic() - last_yield >= YIELD_EVERY:

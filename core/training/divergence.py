@@ -1,5 +1,6 @@
 """What the Training divergence page says about a pair and a seed study: a snapshot of the pair
-with its summary and labels, the settings that differ from a preset, and the seed study's verdict.
+with its summary and labels, which of the losses and the weights differ first, how fast Play
+draws, the settings that differ from a preset, and the seed study's verdict.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ class PairSnapshot:
         return summarize(list(self.records)) if self.records else None
 
     @property
+    def firsts(self) -> FirstDifferences:
+        return first_differences(self.records)
+
+    @property
     def finite(self) -> bool:
         """Both last losses are finite (a too-large learning rate overflows them)."""
         last = self.last
@@ -68,9 +73,54 @@ def snapshot(run: PairedRun, settings: TrainSettings, resolution: int | None) ->
     return PairSnapshot(settings, tuple(recs), grid, run.b_device_name)
 
 
-def frame_steps(steps: int, frames: int) -> int:
-    """Steps between two redraws so that a whole run is drawn ``frames`` times (at least 1)."""
-    return max(1, -(-steps // frames))
+@dataclass(frozen=True)
+class FirstDifferences:
+    """The first step at which the two losses have other bits, and the first after which a weight does.
+
+    They need not agree: a reordered sum changes a weight's last bit at step 1 while the rounded
+    loss of the next batch can stay bit-identical for several steps (the loss is one float32 made
+    of many; a tiny weight change often rounds away in it). ``DivergenceSummary.first_difference``
+    is the earlier of the two.
+    """
+
+    loss: int | None
+    weights: int | None  # a parameter bit differs (B rounded to A's format and mapped back to A's layout)
+
+    @property
+    def note(self) -> str:
+        """One sentence saying what differs so far, in the words the metrics use."""
+        if self.loss is None and self.weights is None:
+            return "So far A and B are bit-identical: losses and weights."
+        if self.loss is None:
+            return f"Losses bit-identical so far; the weights differ since step {self.weights}."
+        if self.weights is None:
+            return f"The losses differ since step {self.loss}; the weights are bit-identical so far."
+        return f"The weights differ since step {self.weights}, the losses since step {self.loss}."
+
+
+def first_differences(records) -> FirstDifferences:
+    """Which step first shows other loss bits, and which first shows other weight bits (None: not yet)."""
+    loss = next((r.step for r in records if r.loss_a_bits != r.loss_b_bits), None)
+    weights = next((r.step for r in records if r.differing_bits), None)
+    return FirstDifferences(loss, weights)
+
+
+# Play draws the pair every ``speed`` steps: 1 shows each update (slow to watch, a few frames a
+# second), 100 runs 500 steps in 5 frames. Only these values are offered (the link field reads them).
+SPEEDS = (1, 2, 5, 10, 25, 50, 100)
+DEFAULT_SPEED = 10
+
+
+def check_speed(speed: int) -> int:
+    """A speed (steps per frame) from SPEEDS, or ValueError."""
+    if speed not in SPEEDS:
+        raise ValueError(f"steps per frame must be one of {', '.join(map(str, SPEEDS))}")
+    return int(speed)
+
+
+def frames_for(steps: int, speed: int) -> int:
+    """How many frames Play draws for ``steps`` steps at ``speed`` steps per frame."""
+    return -(-max(0, steps) // check_speed(speed))
 
 
 DEFAULT_SEEDS = 6  # seeds per side that both pages (Training divergence, Mitigations) train by default

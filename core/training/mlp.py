@@ -219,7 +219,8 @@ PRESETS: dict[str, Preset] = {
     for p in [
         Preset("Hidden units reordered (SGD, lr 0.5)", TrainSettings(),
                "The same network with its hidden units permuted: only the order of the sums changes, so the "
-               "losses differ from the first step and the gap then grows step by step."),
+               "weights differ from the first step (the rounded loss may stay bit-identical a few steps longer) "
+               "and the gap then grows step by step."),
         Preset("Butterfly: one weight moved by one ULP", TrainSettings(source="nudge"),
                "One of 4,547 initial weights is changed in its last bit; everything else is identical."),
         Preset("Examples reordered inside each batch", TrainSettings(source="permute_batch"),

@@ -8,6 +8,7 @@ The server starts with the same flags as the Docker image's ENTRYPOINT
 from __future__ import annotations
 
 import pathlib
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -87,3 +88,98 @@ def set_number(page, label: str, value: int) -> None:
     box.fill(str(value))
     box.press("Enter")
     wait_for_app(page)
+
+
+# How much a chart drew of its data: on a canvas, the clearly coloured pixels (marks, not white, grey text or
+# grid lines); in an SVG, the items of its data marks (vega's "role-mark" groups, not axes or legends;
+# a text mark inside the plotting area, such as a chart's "nothing to draw yet" message, counts).
+DRAWN = """
+el => {
+  const c = el.querySelector('canvas');
+  if (!c) { return el.querySelectorAll(
+    'g.role-mark > path, g.role-mark > line, g.role-mark > rect, g.role-mark > text').length * 100; }
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4) {
+    const mx = Math.max(d[i], d[i + 1], d[i + 2]), mn = Math.min(d[i], d[i + 1], d[i + 2]);
+    if (d[i + 3] > 0 && mx - mn > 60) n++;
+  }
+  return n;
+}
+"""
+
+# A chart's canvas as a short signature (a hash of its pixels): two samples differ when it was redrawn
+# with other data. An SVG chart signs its markup.
+CANVAS_SIGNATURE = """
+el => {
+  const c = el.querySelector('canvas');
+  const text = c ? null : (el.querySelector('svg') || el).outerHTML;
+  let h = 2166136261 >>> 0;
+  if (c) {
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    for (let i = 0; i < d.length; i += 4) { h = Math.imul(h ^ (d[i] + 7 * d[i + 1] + 13 * d[i + 2]), 16777619) >>> 0; }
+  } else { for (let i = 0; i < text.length; i++) { h = Math.imul(h ^ text.charCodeAt(i), 16777619) >>> 0; } }
+  return h;
+}
+"""
+
+# How much of a chart is drawn in one colour: on a canvas, the pixels near it (each channel within 40);
+# in an SVG, the data-mark items (not legend or axes) whose stroke or fill is that colour, 100 each.
+PIXELS_NEAR = """
+([el, rgb]) => {
+  const c = el.querySelector('canvas');
+  if (!c) {
+    const hex = '#' + rgb.map(v => v.toString(16).padStart(2, '0')).join('');
+    const want = new Set([hex, `rgb(${rgb[0]}, ${rgb[1]}, ${rgb[2]})`]);
+    return Array.from(el.querySelectorAll('g.role-mark > *')).filter(e =>
+      want.has((e.getAttribute('stroke') || '').toLowerCase()) || want.has((e.getAttribute('fill') || '').toLowerCase())
+    ).length * 100;
+  }
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4) {
+    if (d[i + 3] > 200 && Math.abs(d[i] - rgb[0]) < 40 && Math.abs(d[i + 1] - rgb[1]) < 40
+        && Math.abs(d[i + 2] - rgb[2]) < 40) n++;
+  }
+  return n;
+}
+"""
+
+
+def drawn(chart, minimum: int = 50, timeout: float = 20) -> int:
+    """How much the chart drew (DRAWN), waiting up to ``timeout`` seconds for it to reach ``minimum``
+    (vega draws on a later animation frame, late on a busy machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        n = chart.evaluate(DRAWN)
+        if n > minimum or time.monotonic() > deadline:
+            return n
+        time.sleep(0.25)
+
+
+def sidebar_collapsed(page) -> bool:
+    """The sidebar is folded away: Streamlit marks it collapsed and it takes no width of the screen."""
+    bar = page.locator('[data-testid="stSidebar"]')
+    state = bar.evaluate("e => [e.dataset.collapsed, e.getBoundingClientRect().right]")
+    return state[0] == "true" and state[1] <= 1
+
+
+def open_sidebar(page) -> None:
+    """Unfold the sidebar when presenter mode folded it (its arrow, top left)."""
+    if sidebar_collapsed(page):
+        page.locator('[data-testid="stExpandSidebarButton"]').click()
+        page.wait_for_function(
+            "() => document.querySelector('[data-testid=\"stSidebar\"]').dataset.collapsed !== 'true'")
+        page.wait_for_timeout(400)  # the slide-in animation
+
+
+def close_sidebar(page) -> None:
+    """Fold the sidebar away again, as a presenter does after using it (its arrow shows on hover)."""
+    if sidebar_collapsed(page):
+        return
+    page.locator('[data-testid="stSidebar"]').hover()
+    arrow = '[data-testid="stSidebarCollapseButton"] button, [data-testid="stSidebarCollapseButton"]'
+    page.locator(arrow).first.click()
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=\"stSidebar\"]').dataset.collapsed === 'true'")
+    page.wait_for_timeout(400)  # the slide-out animation

@@ -12,7 +12,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import Server, assert_healthy_page, choose, screenshot, wait_for_app
+from tests.e2e.conftest import Server, assert_healthy_page, choose, screenshot, sidebar_collapsed, wait_for_app
 from ui.navigation import PAGE_TABLE
 
 PAGES = [("", "Same model, same seed, different numbers"),
@@ -151,7 +151,9 @@ def test_talk_mode_on_a_1280x720_projector(browser, server):
     page.locator('[data-testid="stPageLink"]').filter(has_text="Watch two runs diverge").click()
     wait_for_app(page)
     expect(page.get_by_text("Press Play to train both runs live", exact=False)).to_be_visible()
-    assert page.get_by_text("More settings").count() == 1  # secondary controls folded away
+    # the settings folded into one expander, the sidebar folded away (issue 23)
+    assert page.get_by_text("Settings: preset, what differs", exact=False).count() == 1
+    assert sidebar_collapsed(page)
     assert_healthy_page(page)
     screenshot(page, "talk-training-1280x720")
     context.close()

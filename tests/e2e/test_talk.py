@@ -19,7 +19,8 @@ from playwright.sync_api import expect
 from core.arith.vectors import GENERATORS
 from core.kernels.trees import TREE_ORDERS
 from core.training.mlp import PRESETS
-from tests.e2e.conftest import Server, screenshot, wait_for_app
+from tests.e2e.conftest import Server, close_sidebar, drawn, open_sidebar, screenshot, sidebar_collapsed, wait_for_app
+from ui.navigation import PAGE_TABLE
 from ui.talk import SCENARIOS
 
 WIDTH, HEIGHT = 1280, 720
@@ -87,30 +88,12 @@ def assert_punchline_in_first_screen(page, title: str) -> None:
     assert punch.inner_text().strip(), title
 
 
-# How much a chart drew of its data: on a canvas, the clearly coloured pixels (marks, not white, grey text or
-# grid lines); in an SVG, the items of its data marks (vega's "role-mark" groups, not axes or legends).
-DRAWN = """
-el => {
-  const c = el.querySelector('canvas');
-  if (!c) { return el.querySelectorAll('g.role-mark > path, g.role-mark > line, g.role-mark > rect').length * 100; }
-  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-  let n = 0;
-  for (let i = 0; i < d.length; i += 4) {
-    const mx = Math.max(d[i], d[i + 1], d[i + 2]), mn = Math.min(d[i], d[i + 1], d[i + 2]);
-    if (d[i + 3] > 0 && mx - mn > 60) n++;
-  }
-  return n;
-}
-"""
-
-
 def assert_no_empty_chart(page, title: str) -> int:
     charts = page.locator('[data-testid="stVegaLiteChart"]')
     for i in range(charts.count()):
         chart = charts.nth(i)
         chart.locator("canvas, svg").first.wait_for(timeout=60_000)
-        page.wait_for_timeout(200)  # vega draws on the next animation frame
-        assert chart.evaluate(DRAWN) > 50, f"{title}: chart {i} drew no marks"
+        assert drawn(chart) > 50, f"{title}: chart {i} drew no marks"  # vega draws on a later animation frame
     return charts.count()
 
 
@@ -121,10 +104,12 @@ def assert_healthy(page, title: str) -> None:
 
 def open_scenario(page, title: str) -> None:
     """Back to the overview through the sidebar (same session), then the scenario's link."""
+    open_sidebar(page)  # presenter mode folds it away
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Overview").click()
     wait_for_app(page, timeout=SLOW)
     page.locator('[data-testid="stMain"] [data-testid="stPageLink"]').filter(has_text=title).click()
     wait_for_app(page, timeout=SLOW)
+    close_sidebar(page)  # the speaker folds it away again: the slide gets the whole width
 
 
 def slug(title: str) -> str:
@@ -147,6 +132,8 @@ def test_the_whole_talk(fresh_server, browser):
     wait_for_app(page)
     expect(page.get_by_role("switch", name="Presenter mode")).to_be_checked()
     assert page.evaluate("parseFloat(getComputedStyle(document.documentElement).fontSize)") >= 20
+    page.wait_for_timeout(500)
+    assert sidebar_collapsed(page), "presenter mode leaves the sidebar open"
     screenshot(page, "talk-0-home")
 
     order = list(range(len(SCENARIOS)))
@@ -187,3 +174,40 @@ def test_the_whole_talk(fresh_server, browser):
         .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)""")
     assert cut == [], cut
     context.close()
+
+
+MIN_CHART_HEIGHT = 150  # px: below this a chart is a strip on a projector (issue 23: about 60 px)
+
+
+def test_presenter_mode_on_every_page_folds_the_sidebar_and_keeps_every_chart_tall(server, browser):
+    """Issue 23: in presenter mode the sidebar stayed open and charts shrank to strips.
+
+    Every page of ui.navigation.PAGE_TABLE opened with ?talk=1 at 1280x720: presenter type, the
+    sidebar folded away, no exception, and every chart on the page drawn at least MIN_CHART_HEIGHT
+    tall (charts folded inside a closed expander are not drawn, so not measured). A screenshot of
+    each first screen is kept under artifacts/screenshots/presenter-*.png."""
+    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+    page = context.new_page()
+    heights = {}
+    try:
+        for stem, title, *_ in PAGE_TABLE:
+            page.goto(f"{server.url}/{stem}?talk=1")
+            wait_for_app(page, timeout=SLOW)
+            assert_healthy(page, title)
+            assert page.evaluate("parseFloat(getComputedStyle(document.documentElement).fontSize)") >= 20, title
+            page.wait_for_timeout(500)
+            assert sidebar_collapsed(page), f"{title}: the sidebar is open in presenter mode"
+            charts = page.locator('[data-testid="stVegaLiteChart"]')
+            heights[stem] = []
+            for i in range(charts.count()):
+                chart = charts.nth(i)
+                if not chart.is_visible():
+                    continue
+                chart.locator("canvas, svg").first.wait_for(timeout=60_000)
+                box = chart.locator("canvas, svg").first.bounding_box()
+                heights[stem].append(round(box["height"]))
+                assert box["height"] >= MIN_CHART_HEIGHT, f"{title}: chart {i} is {box['height']:.0f} px tall"
+            screenshot(page, f"presenter-{stem}")
+    finally:
+        context.close()
+    print(f"\nchart heights in presenter mode (px): {heights}")

@@ -18,7 +18,16 @@ from core.crowd.budget import training_cost
 from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings
 from core.training.pair import PairedRun
 from core.training.seeds import summarize
-from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
+from tests.e2e.conftest import (
+    CANVAS_SIGNATURE,
+    PIXELS_NEAR,
+    assert_charts_rendered,
+    assert_healthy_page,
+    drawn,
+    screenshot,
+    sidebar_collapsed,
+    wait_for_app,
+)
 
 CLOCK = os.sysconf("SC_CLK_TCK")
 
@@ -90,9 +99,9 @@ def test_step_then_play_and_watch_it_update(server, page):
     expect(page.get_by_text("Press Play to train both runs live")).to_be_visible()
 
     page.get_by_role("button", name="Step", exact=True).click()
-    expect(page.get_by_text(re.compile(r"After step 1 · B differs by"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"After step 1 · B differs by"))).to_be_visible(timeout=60_000)
     wait_for_app(page)
-    assert_charts_rendered(page, 5)
+    assert_charts_rendered(page, 4)
     screenshot(page, "training-step-1")
 
     page.get_by_role("button", name="Play").click()
@@ -109,7 +118,7 @@ def test_step_then_play_and_watch_it_update(server, page):
         page.wait_for_timeout(50)
     assert 500 in seen, seen
     wait_for_app(page)
-    expect(page.get_by_text(re.compile(r"After step 500 · B differs by"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"After step 500 · B differs by"))).to_be_visible(timeout=60_000)
     expected = summarize(PairedRun(TrainSettings()).run(500)).first_rel_1pct  # computed here, not measured once
     gap = page.locator('[data-testid="stMetric"]').filter(has_text="Loss gap above 1% from step")
     expect(gap).to_contain_text(str(expected))
@@ -188,10 +197,11 @@ def test_a_preset_link_sets_its_settings_in_the_browser(server, page):
     assert_healthy_page(page)
     expect(page.get_by_text(PRESETS[name].note)).to_be_visible()
     page.get_by_role("button", name="+10 steps").click()
-    expect(page.get_by_text(re.compile(r"After step 10 · B differs by: cpu thread count"))).to_be_visible()
+    after_10 = page.get_by_text(re.compile(r"After step 10 · B differs by: cpu thread count"))
+    expect(after_10).to_be_visible(timeout=60_000)
     wait_for_app(page)
-    first = page.locator('[data-testid="stMetric"]').filter(has_text="First step that differs")
-    expect(first).to_contain_text("none yet")
+    for label in ("Loss differs from step", "Weights differ from step"):
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text=label)).to_contain_text("not yet")
     assert PRESETS[name].settings != PRESETS[DEFAULT_PRESET].settings
 
 
@@ -309,12 +319,12 @@ def test_training_charts_at_1920_px(server, browser):
         assert_healthy_page(page)
         screenshot(page, "training-1920")
         charts = page.locator('[data-testid="stVegaLiteChart"]')
-        for i in (3, 4):  # the two decision boundaries
+        for i in (4, 5):  # the two decision boundaries
             gaps = _plot_columns_mostly_white(charts.nth(i).screenshot())
             assert gaps < 0.02, f"boundary chart {i}: {gaps:.0%} of its columns are gaps (stripes)"
         share = page.locator('[data-testid="stMetric"]').filter(has_text="Parameter bits that differ")
         pct = float(re.search(r"([\d.]+)%", share.inner_text()).group(1)) / 100
-        fill = _red_fill_height(charts.nth(2).screenshot())
+        fill = _red_fill_height(charts.nth(3).screenshot())
         plot_height = fill * 0.5 / pct  # the strip's y axis runs from 0 to 50%
         print(f"\nbits strip: {pct:.1%} of bits differ, fill {fill} px, plotting area about {plot_height:.0f} px")
         assert plot_height >= 120, plot_height
@@ -339,3 +349,104 @@ def test_a_scenario_reopened_from_the_home_page_is_ready_to_play(server, page):
             page.get_by_role("link", name="Overview").click()
             wait_for_app(page)
     screenshot(page, "training-scenario-reopened")
+
+
+FIRST_SCREEN = {"width": 1280, "height": 720}
+BLUE_A, ORANGE_B = (0x00, 0x72, 0xB2), (0xE6, 0x9F, 0x00)  # ui.training_view.RUN_COLOURS
+
+
+def live_charts(page):
+    """The loss chart and the relative-gap chart beside the buttons (inside the punchline container)."""
+    charts = page.locator('.st-key-punchline [data-testid="stVegaLiteChart"]')
+    expect(charts).to_have_count(2)
+    return charts.nth(0), charts.nth(1)
+
+
+def shown_progress(page) -> int:
+    text = page.locator('.st-key-punchline [data-testid="stProgress"]').inner_text()
+    return int(re.search(r"step ([\d,]+) of", text).group(1).replace(",", ""))
+
+
+def assert_on_first_screen(chart, what: str) -> None:
+    box = chart.locator("canvas, svg").first.bounding_box()
+    assert box is not None and box["height"] >= 150, (what, box)
+    assert box["y"] >= 0 and box["y"] + box["height"] <= FIRST_SCREEN["height"], (what, box)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("talk", ["0", "1"], ids=["normal", "presenter"])
+def test_the_losses_part_on_the_first_screen_while_play_runs(server, browser, talk):
+    """Issue 23: the loss chart began 1.6 screens down, and Play showed a progress bar and four metrics.
+
+    At 1280x720, normal and presenter mode: after one Step both live charts (the losses of A and B,
+    their relative gap) lie inside the first screen and neither is empty axes; the loss chart draws
+    A in blue and B in orange; the metrics say which of loss and weights differ, as the record does;
+    while Play runs, the step shown and the loss chart's pixels change between two samples, the
+    charts still on the first screen. Screenshots: training-first-screen-<mode>-*.png."""
+    mode = "presenter" if talk == "1" else "normal"
+    context = browser.new_context(viewport=FIRST_SCREEN)
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/training_divergence?steps=400&speed=2&talk={talk}")
+        wait_for_app(page, timeout=120_000)
+        assert_healthy_page(page)
+        assert sidebar_collapsed(page) == (talk == "1")
+        loss, gap = live_charts(page)
+        for chart, what in ((loss, "loss chart"), (gap, "relative gap chart")):
+            chart.locator("canvas, svg").first.wait_for(timeout=60_000)
+            assert drawn(chart) > 50, f"{what} is empty axes before the first step"
+        screenshot(page, f"training-first-screen-{mode}-fresh")
+
+        page.get_by_role("button", name="Step", exact=True).click()
+        expect(page.locator(".st-key-punchline").get_by_text(re.compile(r"step 1 of 400"))).to_be_visible()
+        wait_for_app(page)
+        page.wait_for_timeout(500)
+        first = PairedRun(TrainSettings(steps=400)).run(1)[0]
+        loss_metric = page.locator('[data-testid="stMetric"]').filter(has_text="Loss differs from step")
+        weights_metric = page.locator('[data-testid="stMetric"]').filter(has_text="Weights differ from step")
+        expect(loss_metric).to_contain_text("not yet" if first.loss_a_bits == first.loss_b_bits else "1")
+        expect(weights_metric).to_contain_text("1" if first.differing_bits else "not yet")
+        loss, gap = live_charts(page)
+        for chart, what in ((loss, "loss chart"), (gap, "relative gap chart")):
+            assert_on_first_screen(chart, what)
+            assert drawn(chart) > 50, f"{what} after one step is empty axes"
+        a_px = page.evaluate(PIXELS_NEAR, [loss.element_handle(), list(BLUE_A)])
+        b_px = page.evaluate(PIXELS_NEAR, [loss.element_handle(), list(ORANGE_B)])
+        assert a_px > 20 and b_px > 20, (a_px, b_px)  # run A's point and run B's, in their own colours
+        screenshot(page, f"training-first-screen-{mode}-step-1")
+
+        page.get_by_role("button", name="Play", exact=True).click()
+        samples = []
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and len(samples) < 2:
+            page.wait_for_timeout(1500)
+            progress = page.locator('.st-key-punchline [data-testid="stProgress"]')
+            if not progress.count():
+                continue
+            step = shown_progress(page)
+            if step <= 1 or step >= 400:
+                continue
+            loss, gap = live_charts(page)
+            samples.append((step, loss.evaluate(CANVAS_SIGNATURE)))
+            assert_on_first_screen(loss, "loss chart while playing")
+            assert_on_first_screen(gap, "relative gap chart while playing")
+            if len(samples) == 1:
+                screenshot(page, f"training-first-screen-{mode}-playing")
+        assert len(samples) == 2, f"Play never showed two intermediate steps: {samples}"
+        (s1, sig1), (s2, sig2) = samples
+        assert s2 > s1, samples
+        redrawn = time.monotonic() + 30  # the browser draws the frame after its progress bar: a busy machine lags
+        while sig2 == sig1 and time.monotonic() < redrawn:
+            page.wait_for_timeout(500)
+            s2, sig2 = shown_progress(page), live_charts(page)[0].evaluate(CANVAS_SIGNATURE)
+        assert sig1 != sig2, f"the loss chart did not change between steps {s1} and {s2}"
+        a_px = page.evaluate(PIXELS_NEAR, [live_charts(page)[0].element_handle(), list(BLUE_A)])
+        b_px = page.evaluate(PIXELS_NEAR, [live_charts(page)[0].element_handle(), list(ORANGE_B)])
+        assert a_px > 100 and b_px > 100, (a_px, b_px)
+        page.get_by_role("button", name="Pause", exact=True).click()
+        wait_for_app(page, timeout=120_000)
+        assert_healthy_page(page)
+        print(f"\n{mode}: while playing at 2 steps a frame, step {s1} then {s2}; the loss chart redrawn; "
+              f"A in blue {a_px}, B in orange {b_px} (canvas pixels, or SVG mark items x 100)")
+    finally:
+        context.close()

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.training.divergence import DEFAULT_SPEED
 from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings
 from core.training.pair import PairedRun
 from core.training.seeds import seed_study, summarize
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
+from ui.talk import PRESENTER_MIN_HEIGHT
+from ui.training_view import LIVE_HEIGHT
 
 
 @pytest.fixture
@@ -34,9 +39,64 @@ def test_step_applies_one_update_and_shows_both_losses_with_bits(td):
     assert run.done == 1
     text = all_text(td)
     assert f"{run.records[0].loss_a:.9g}" in text and "fp-bits" in text  # full float32 digits, bit pattern
-    assert metrics(td)["First step that differs"] == "1"
     td.button(key="td_step10").click().run()
     assert td.session_state["td_run"].done == 11
+
+
+def test_after_one_step_the_page_names_what_differs_as_the_record_says():
+    """Issue 23: after one Step the losses were bit-identical, yet "First step that differs" said 1 (the weights)."""
+    at = open_link(steps="20")
+    at.button(key="td_step").click().run()
+    assert not at.exception
+    first = at.session_state["td_run"].records[0]
+    m = metrics(at)
+    loss_same = first.loss_a_bits == first.loss_b_bits
+    assert m["Loss differs from step"] == ("not yet" if loss_same else "1")
+    assert m["Weights differ from step"] == ("1" if first.differing_bits else "not yet")
+    assert "First step that differs" not in m
+    text = all_text(at)
+    if loss_same and first.differing_bits:  # the default pair on the CPUs measured so far
+        assert "Losses bit-identical so far; the weights differ since step 1." in text
+    # both live charts exist after one step and neither is empty: a point each, or the message inside
+    specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")][:2]
+    loss_layers, gap_layers = specs[0]["layer"], specs[1]["layer"]
+    assert any(lay["mark"]["type"] == "circle" for lay in loss_layers)  # one step: one point per run
+    marks = [lay["mark"] for lay in gap_layers]
+    assert any(isinstance(mk, dict) and mk.get("point") for mk in marks)
+    gap_bytes = at.get("vega_lite_chart")[1].proto.SerializeToString()  # its data sets travel beside the spec
+    assert (b"losses bit-identical so far (1 step)" in gap_bytes) == loss_same
+
+
+def test_the_speed_control_sets_the_steps_per_frame_and_travels_in_the_link():
+    at = open_link(steps="30", speed="2")
+    assert not at.exception
+    assert at.session_state["td_speed"] == 2
+    at.selectbox(key="td_speed").select(25).run()
+    assert at.query_params["speed"] == "25"
+    at.button(key="td_play").click().run()
+    assert not at.exception and at.session_state["td_run"].finished
+    bad = open_link(speed="3")  # not an offered speed: the default, and a note
+    assert bad.session_state["td_speed"] == DEFAULT_SPEED
+    assert "speed" in all_text(bad)
+
+
+def test_play_draws_every_speed_steps(monkeypatch):
+    """The Play loop draws the pair every `speed` steps (each live frame is one draw_pair call)."""
+    import ui.training_view as view
+
+    frames = []
+    real = view.draw_pair
+
+    def counting(run, settings, slots, live=False, details=True):
+        if live:
+            frames.append(run.done)
+        return real(run, settings, slots, live, details)
+
+    monkeypatch.setattr(view, "draw_pair", counting)
+    at = open_link(steps="12", speed="5")
+    at.button(key="td_play").click().run()
+    assert not at.exception
+    assert frames == [5, 10]  # the last 2 steps end the run: the page is drawn again from the top
 
 
 def test_play_runs_to_the_end_and_matches_core(td):
@@ -58,7 +118,8 @@ def test_changing_a_setting_starts_a_new_pair(td):
     td.selectbox(key="td_source").select("none").run()
     assert td.session_state["td_run"].done == 0
     td.button(key="td_step10").click().run()
-    assert metrics(td)["First step that differs"] == "none yet"
+    assert metrics(td)["Loss differs from step"] == "not yet" and metrics(td)["Weights differ from step"] == "not yet"
+    assert "So far A and B are bit-identical: losses and weights." in all_text(td)
     td.number_input(key="td_lr").set_value(0.2).run()
     assert td.session_state["td_run"].settings.lr == 0.2 and td.session_state["td_run"].done == 0
 
@@ -209,8 +270,6 @@ def _layers(spec: dict) -> list[dict]:
 
 def test_every_chart_has_axis_titles_a_legend_for_its_series_and_room_to_plot():
     """Issue 13: loss lines merged with no legend, the bits strip kept about 15 px, boundaries were stripes."""
-    import json
-
     at = open_link(steps="40")
     at.button(key="td_play").click().run()
     at.button(key="td_f64").click().run()
@@ -218,25 +277,30 @@ def test_every_chart_has_axis_titles_a_legend_for_its_series_and_room_to_plot():
     at.button(key="td_seeds").click().run()
     assert not at.exception
     specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
-    assert len(specs) == 8  # loss, gaps, bits, two boundaries, float32/float64, two seed charts
-    for spec in specs:
-        # Streamlit's theme fits title, axes and legend inside the height: leave the plot room
-        assert spec["height"] >= 250, spec.get("title")
+    assert len(specs) == 9  # loss, relative gap, log gaps, bits, two boundaries, float32/float64, two seed charts
+    for i, spec in enumerate(specs):
+        # Streamlit's theme fits title, axes and legend inside the height: leave the plot room (the two
+        # live charts beside the controls are compact, with short axis titles and the legend inside)
+        assert spec["height"] >= (LIVE_HEIGHT if i < 2 else 250), spec.get("title")
         for layer in _layers(spec):
             enc = layer.get("encoding", {})
             for axis in ("x", "y"):
-                if axis in enc and enc[axis].get("axis", {}) is not None and layer is _layers(spec)[0]:
+                stacked = i == 0 and axis == "x"  # the loss chart above the relative gap, whose step axis says it
+                if axis in enc and enc[axis].get("axis", {}) is not None and layer is _layers(spec)[0] and not stacked:
                     assert enc[axis].get("title"), (spec.get("title"), axis)
             colour = enc.get("color", {})
             if "field" in colour and colour["field"] != enc.get("x", {}).get("field"):
                 legends = [lay["encoding"]["color"].get("legend", {}) for lay in _layers(spec)
                            if "field" in lay.get("encoding", {}).get("color", {})]
                 assert any(lg is not None for lg in legends), spec.get("title")
-    loss = specs[0]["encoding"]
-    # A and B differ in colour, dash and width, one legend for all three (same field, same title)
+    loss = specs[0]["layer"][0]["encoding"]
+    # A and B differ in colour, dash and width, one legend for all three (same field, same legend)
     assert {loss[c]["field"] for c in ("color", "strokeDash", "strokeWidth")} == {"run"}
-    assert len({loss[c]["title"] for c in ("color", "strokeDash", "strokeWidth")}) == 1
-    for boundary in specs[3:5]:
+    assert len({json.dumps(loss[c].get("legend")) for c in ("color", "strokeDash", "strokeWidth")}) == 1
+    assert loss["color"]["scale"]["range"] == ["#0072B2", "#E69F00"]  # blue and orange, not two blues
+    assert loss["strokeDash"]["scale"]["range"][0] != loss["strokeDash"]["scale"]["range"][1]
+    assert specs[1]["layer"][0]["encoding"]["y"]["scale"].get("type", "linear") == "linear"  # the linear view
+    for boundary in specs[4:6]:
         cells = boundary["layer"][0]
         assert cells["mark"]["type"] == "rect" and {"x2", "y2"} <= set(cells["encoding"])  # tiles, no gaps
 
@@ -270,3 +334,21 @@ def test_the_one_thread_preset_says_why_it_can_stay_identical(td):
     expected = threads_note(PRESETS["One thread vs all threads"].settings).text()
     assert expected in [c.value for c in td.caption]
     assert "On this server" in expected
+
+
+def test_presenter_mode_folds_the_settings_and_the_prose_and_keeps_the_live_view():
+    """Issue 23: presenter mode made the page about 30% longer; its settings and prose now fold."""
+    at = AppTest.from_file(str(ROOT / "pages" / "training_divergence.py"), default_timeout=TIMEOUT)
+    at.session_state["presenter"] = True
+    at.query_params.update({"steps": "20"})
+    at.run()
+    assert not at.exception
+    labels = [e.label for e in at.expander]
+    assert "Settings: preset, what differs, format, optimizer, steps" in labels and "About these two runs" in labels
+    at.button(key="td_step").click().run()
+    assert not at.exception
+    specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+    assert specs[0]["height"] >= PRESENTER_MIN_HEIGHT and specs[1]["height"] >= PRESENTER_MIN_HEIGHT
+    assert specs[0]["config"]["axisLeft"]["titleAngle"] == 0  # horizontal: a long title cannot squash the plot
+    normal = open_link(steps="20")
+    assert not any(e.label.startswith("Settings:") for e in normal.expander)

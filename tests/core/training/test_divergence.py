@@ -11,15 +11,20 @@ import pytest
 
 from core.training.divergence import (
     DEFAULT_SEEDS,
+    DEFAULT_SPEED,
     SEED_RULE,
+    SPEEDS,
+    FirstDifferences,
     PairSnapshot,
     changed_settings,
-    frame_steps,
+    check_speed,
+    first_differences,
+    frames_for,
     seed_verdict,
     snapshot,
 )
 from core.training.mlp import TrainSettings
-from core.training.pair import STAND_IN, PairedRun
+from core.training.pair import STAND_IN, PairedRun, StepRecord
 from core.training.seeds import SeedStudy, summarize
 
 
@@ -66,10 +71,59 @@ def test_an_overflowing_pair_is_not_finite():
     assert snap.finite == (math.isfinite(last.loss_a) and math.isfinite(last.loss_b))
 
 
-@pytest.mark.parametrize(("steps", "frames", "expected"), [(500, 10, 50), (5, 10, 1), (501, 10, 51), (1, 10, 1)])
-def test_frame_steps_draws_a_whole_run_in_at_most_the_given_frames(steps, frames, expected):
-    assert frame_steps(steps, frames) == expected
-    assert -(-steps // frame_steps(steps, frames)) <= frames
+def _record(step: int, loss_bits: tuple[int, int], differing_bits: int) -> StepRecord:
+    return StepRecord(step, 1.0, 1.0, loss_bits[0], loss_bits[1], 0.0, 0.0, 0.0, differing_bits, 100, 0.5, 0.5)
+
+
+def test_first_differences_names_loss_and_weights_apart():
+    """Issue 23: "first step that differs" said 1 while both losses were bit-identical (it meant the weights)."""
+    recs = [_record(1, (7, 7), 3), _record(2, (7, 7), 5), _record(3, (7, 8), 9)]
+    assert first_differences(recs[:1]) == FirstDifferences(loss=None, weights=1)
+    assert first_differences(recs) == FirstDifferences(loss=3, weights=1)
+    assert first_differences([]) == FirstDifferences(None, None)
+    assert first_differences([_record(1, (1, 2), 0)]) == FirstDifferences(loss=1, weights=None)
+    # the summary's single first difference is the earlier of the two
+    assert summarize(recs).first_difference == 1
+
+
+def test_first_differences_notes_say_what_the_metrics_say():
+    assert FirstDifferences(None, None).note == "So far A and B are bit-identical: losses and weights."
+    assert FirstDifferences(None, 1).note == "Losses bit-identical so far; the weights differ since step 1."
+    assert FirstDifferences(4, None).note == "The losses differ since step 4; the weights are bit-identical so far."
+    assert FirstDifferences(6, 1).note == "The weights differ since step 1, the losses since step 6."
+
+
+def test_one_step_of_the_default_pair_changes_weight_bits_and_the_snapshot_says_which():
+    s = TrainSettings(steps=3)
+    run = PairedRun(s)
+    run.request(1)
+    run.advance_requested(1)
+    snap = snapshot(run, s, None)
+    last = snap.last
+    firsts = snap.firsts
+    # whatever this CPU gives, the labels follow the bits of the record
+    assert firsts.weights == (1 if last.differing_bits else None)
+    assert firsts.loss == (1 if last.loss_a_bits != last.loss_b_bits else None)
+    assert snap.summary.first_difference == min([x for x in (firsts.loss, firsts.weights) if x is not None],
+                                                default=None)
+
+
+@pytest.mark.parametrize("speed", SPEEDS)
+def test_frames_for_each_speed_covers_the_run(speed):
+    for steps in (1, 5, 499, 500, 501, 5000):
+        frames = frames_for(steps, speed)
+        assert (frames - 1) * speed < steps <= frames * speed
+    assert frames_for(0, speed) == 0
+
+
+def test_only_offered_speeds_are_accepted():
+    assert DEFAULT_SPEED in SPEEDS and tuple(sorted(SPEEDS)) == SPEEDS and SPEEDS[0] == 1
+    assert check_speed(DEFAULT_SPEED) == DEFAULT_SPEED
+    for bad in (0, -1, 3, 10**9):
+        with pytest.raises(ValueError, match="steps per frame"):
+            check_speed(bad)
+        with pytest.raises(ValueError):
+            frames_for(500, bad)
 
 
 def test_seed_verdict_matches_the_table_the_page_shows():
