@@ -86,6 +86,7 @@ def two_workers():
         seen.setdefault("phases", []).append(p.phase)
 
     r = gloo.run_data_parallel(2, 30, on_progress=progress)
+    seen["estimate"] = gloo.worker_memory_estimate()  # right after this run (a later test's run may replace it)
     return r, seen, before, GlobalState.capture()
 
 
@@ -110,13 +111,13 @@ def test_workers_listen_on_loopback_only(two_workers):
 
 
 def test_memory_is_measured_and_within_the_cap(two_workers):
-    r, _, _, _ = two_workers
+    r, seen, _, _ = two_workers
     assert len(r.worker_max_rss) == 2
     assert all(0 < m <= gloo.WORKER_MEMORY_CAP for m in r.worker_max_rss)
     assert r.peak_rss_bytes >= max(r.worker_max_rss) * 0.5
     if r.peak_pss_bytes is not None:
         assert 0 < r.peak_pss_bytes <= r.peak_rss_bytes
-    per, why = gloo.worker_memory_estimate()
+    per, why = seen["estimate"]  # the next run's estimate, taken right after this run: its own peak, plus a quarter
     assert per >= max(r.worker_max_rss) and "measured" in why
 
 
