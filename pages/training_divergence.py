@@ -158,7 +158,7 @@ def controls(url_notes) -> TrainSettings:
 
 
 def _speed_label(n: int) -> str:
-    return f"Speed: {n} step{'s' if n != 1 else ''} a frame"
+    return f"Speed: {n} step{'s' if n != 1 else ''}/frame"
 
 
 def buttons(where, run: PairedRun, settings: TrainSettings) -> None:
@@ -172,7 +172,7 @@ def buttons(where, run: PairedRun, settings: TrainSettings) -> None:
     row.button("+10 steps", key="td_step10", disabled=run.finished, on_click=_ask, args=(lambda r: r.request(10),))
     row.button("Reset", icon=":material/restart_alt:", key="td_reset", on_click=_on_reset)
     row.selectbox("Speed: steps per frame", SPEEDS, format_func=_speed_label, key="td_speed",
-                  label_visibility="collapsed", width=230,
+                  label_visibility="collapsed", width=260,
                   help=f"Play draws both runs every this many steps: 1 shows each update (slow to watch), "
                        f"{SPEEDS[-1]} draws {settings.steps:,} steps in {frames_for(settings.steps, SPEEDS[-1])} "
                        "frames. A change while playing takes effect at once.")

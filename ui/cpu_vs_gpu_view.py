@@ -103,8 +103,11 @@ def training_chart(entry: TrainingEntry, title: str) -> None:
     lines = alt.Chart(df).mark_line().encode(
         x=alt.X("step:Q", title="training step"),
         y=alt.Y("loss:Q", scale=alt.Scale(type="log"), title="loss (log scale)"),
-        color=alt.Color("run:N", title=None, legend=alt.Legend(orient="top-right", fillColor="#ffffffd0")),
-        strokeDash=alt.StrokeDash("run:N", legend=None),
+        # the Training divergence page's colours: A blue, B orange and dashed (Okabe-Ito, colour-blind safe)
+        color=alt.Color("run:N", title=None, scale=alt.Scale(domain=["run A", "run B"], range=["#0072B2", "#E69F00"]),
+                        legend=alt.Legend(orient="top-right", fillColor="#ffffffd0")),
+        strokeDash=alt.StrokeDash("run:N", legend=None, scale=alt.Scale(domain=["run A", "run B"],
+                                                                        range=[[1, 0], [6, 3]])),
     )
     layers = [lines]
     part = entry.first_rel_1pct
