@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
@@ -26,7 +28,8 @@ def test_mitigations_page(server, page):
     wait_for_app(page)
 
     page.get_by_role("button", name="Train the seeds (300 steps each, both sides)").click()
-    expect(page.get_by_text("Seed-to-seed spread of final loss (std, A)")).to_be_visible(timeout=90_000)
+    expect(page.get_by_text("Seed spread of final loss (larger std)")).to_be_visible(timeout=180_000)
+    expect(page.get_by_text(re.compile(r"Verdict \(\d+ seeds per side\)"))).to_be_visible()  # the one rule (issue 23)
     wait_for_app(page)
     assert_charts_rendered(page, 0)
     assert_healthy_page(page)
