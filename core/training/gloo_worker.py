@@ -38,6 +38,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from core.machines.memory import proc_kib
 from core.training.data_parallel import _data, _record, _Replica, shards, weights_digest
 from core.training.mlp import TrainSettings
 
@@ -72,6 +73,12 @@ def _guard_worker(deadline: float) -> None:
 
 
 def _max_rss_bytes() -> int:
+    """This worker's own peak resident memory. On Linux the high-water mark of its address space
+    (VmHWM), because getrusage's ru_maxrss is preserved across execve: a worker started by a large
+    server process would report the server's size. Elsewhere ru_maxrss."""
+    hwm = proc_kib("/proc/self/status", "VmHWM:")
+    if hwm is not None:
+        return hwm
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return r if sys.platform == "darwin" else r * 1024
 

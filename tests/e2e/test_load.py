@@ -78,7 +78,8 @@ async def server_globals(browser, url):
     page = await browser.new_page()
     await page.goto(f"{url}/cpu_vs_gpu")
     await _wait(page)
-    text = await page.get_by_text("Process-wide torch settings of this server", exact=False).inner_text()
+    # in the collapsed "What this server has" expander: its text, though not rendered visible
+    text = await page.get_by_text("Process-wide torch settings of this server", exact=False).text_content()
     await page.close()
     return text
 

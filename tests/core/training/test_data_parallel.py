@@ -113,7 +113,7 @@ def test_workers_listen_on_loopback_only(two_workers):
 def test_memory_is_measured_and_within_the_cap(two_workers):
     r, seen, _, _ = two_workers
     assert len(r.worker_max_rss) == 2
-    assert all(0 < m <= gloo.WORKER_MEMORY_CAP for m in r.worker_max_rss)
+    assert all(0 < m <= gloo.WORKER_MEMORY_CAP for m in r.worker_max_rss), r.worker_max_rss
     assert r.peak_rss_bytes >= max(r.worker_max_rss) * 0.5
     if r.peak_pss_bytes is not None:
         assert 0 < r.peak_pss_bytes <= r.peak_rss_bytes
