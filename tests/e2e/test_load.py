@@ -64,7 +64,7 @@ async def train_session(browser, url, lr):
     await page.goto(f"{url}/training_divergence?lr={lr}")
     await page.get_by_text("Press Play to train both runs live", exact=False).wait_for(timeout=180_000)
     await _wait(page)
-    await page.get_by_role("button", name="+10 steps").click()
+    await page.get_by_role("button", name="+10 steps").click(timeout=180_000)  # ten viewers share two cores
     await page.get_by_text("After step 10 ·", exact=False).wait_for(timeout=180_000)
     await _wait(page)
     metric = page.locator('[data-testid="stMetric"]').filter(has_text="Parameter bits that differ")
