@@ -1,0 +1,127 @@
+"""The trace file: its declared JSON Schema, its size cap, writing, reading and uploads.
+
+A trace is JSON (never a pickle): ``format`` "op-trace", ``version`` 1, when and with what
+settings it was made, the machine (``core.machines.devices.device_info``: CPU, SIMD dispatch, BLAS,
+threads, versions; for a GPU its name, compute capability, driver, CUDA and cuBLAS), and one
+object per op (core.traces.record.OpRecord). Files are validated with ``jsonschema`` before
+anything reads them; a file over ``MAX_TRACE_BYTES`` is refused before it is parsed.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import jsonschema
+
+from core.traces.record import MAX_ARG_TEXT, MAX_OPS, SAMPLE, OpRecord
+
+FORMAT = "op-trace"
+VERSION = 1
+MAX_TRACE_BYTES = 8 * 1024 * 1024  # a trace file's cap (the bundled LM forward pass is ~0.2 MB)
+
+_SHAPE = {"type": "array", "maxItems": 16, "items": {"type": "integer", "minimum": 0}}
+_NUM_LIST = {"type": ["array", "null"], "maxItems": SAMPLE, "items": {"type": "number", "minimum": 0}}
+_TEXT = {"type": "string", "maxLength": 300}
+OP = {
+    "type": "object",
+    "required": list(OpRecord.__dataclass_fields__),
+    "additionalProperties": False,
+    "properties": {
+        "index": {"type": "integer", "minimum": 1},
+        "op": _TEXT,
+        "module": _TEXT,
+        "backward": {"type": "boolean"},
+        "in_shapes": {"type": "array", "maxItems": 64, "items": _SHAPE},
+        "in_dtypes": {"type": "array", "maxItems": 64, "items": _TEXT},
+        "in_digests": {"type": "array", "maxItems": 64, "items": {"type": "string", "pattern": "^[0-9a-f]{16}$"}},
+        "args": {"type": "string", "maxLength": MAX_ARG_TEXT},
+        "out_shape": _SHAPE,
+        "full_shape": _SHAPE,
+        "out_dtype": _TEXT,
+        "out_digest": {"type": "string", "pattern": "^([0-9a-f]{16})?$"},
+        "l1": {"type": ["number", "null"], "minimum": 0},
+        "sample_index": {"type": "array", "maxItems": SAMPLE, "items": {"type": "integer", "minimum": 0}},
+        "sample_hex": {"type": "array", "maxItems": SAMPLE, "items": {"type": "string", "maxLength": 40}},
+        "k": {"type": ["integer", "null"], "minimum": 0},
+        "terms_kind": {"enum": ["exact", "relative", "estimated", None]},
+        "sum_abs": _NUM_LIST,
+        "scale": _NUM_LIST,
+        "total_abs": {"type": ["number", "null"], "minimum": 0},
+    },
+}
+TRACE = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["format", "version", "created", "settings", "machine", "ops"],
+    "properties": {
+        "format": {"const": FORMAT},
+        "version": {"const": VERSION},
+        "created": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}"},
+        "settings": {"type": "object", "required": ["model"], "properties": {"model": _TEXT}},
+        "machine": {"type": "object", "required": ["device_name", "device_kind", "torch_version"],
+                    "properties": {"device_name": _TEXT, "device_kind": _TEXT, "torch_version": _TEXT},
+                    "additionalProperties": {"type": ["string", "number", "boolean", "null"], "maxLength": 500}},
+        "ops": {"type": "array", "maxItems": MAX_OPS, "items": OP},
+    },
+}
+_VALIDATOR = jsonschema.Draft202012Validator(TRACE)
+
+
+class TraceFileError(ValueError):
+    """A file that is not a valid trace; the message says why, in a sentence."""
+
+
+def validate(data) -> None:
+    err = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(data))
+    if err is not None:
+        where = "/".join(str(p) for p in err.absolute_path) or "the top level"
+        raise TraceFileError(f"not a valid trace file: at {where}: {err.message[:200]}")
+    indices = [op["index"] for op in data["ops"]]
+    if indices != list(range(1, len(indices) + 1)):
+        raise TraceFileError("not a valid trace file: its ops are not numbered 1, 2, 3, ...")
+
+
+def from_bytes(raw: bytes, name: str = "the file") -> dict:
+    """Parse and validate a trace from bytes (an upload): size cap first, then UTF-8, JSON, schema."""
+    if len(raw) == 0:
+        raise TraceFileError(f"{name} is empty")
+    if len(raw) > MAX_TRACE_BYTES:
+        raise TraceFileError(f"{name} is {len(raw) / 2**20:.1f} MB; a trace file may be at most "
+                             f"{MAX_TRACE_BYTES // 2**20} MB")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise TraceFileError(f"{name} is not UTF-8 text (a trace file is JSON)") from None
+    except json.JSONDecodeError as e:
+        raise TraceFileError(f"{name} is not JSON: {e.msg} at line {e.lineno}") from None
+    validate(data)
+    return data
+
+
+def read(path: pathlib.Path) -> dict:
+    path = pathlib.Path(path)
+    size = path.stat().st_size
+    if size > MAX_TRACE_BYTES:
+        raise TraceFileError(f"{path.name} is {size / 2**20:.1f} MB; a trace file may be at most "
+                             f"{MAX_TRACE_BYTES // 2**20} MB")
+    return from_bytes(path.read_bytes(), path.name)
+
+
+def dumps(trace: dict) -> str:
+    validate(trace)
+    text = json.dumps(trace, separators=(",", ":"), allow_nan=False)
+    if len(text.encode()) > MAX_TRACE_BYTES:
+        raise TraceFileError(f"the trace is {len(text) / 2**20:.1f} MB, over the {MAX_TRACE_BYTES // 2**20} MB cap")
+    return text
+
+
+def write(trace: dict, path: pathlib.Path) -> pathlib.Path:
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dumps(trace))
+    return path
+
+
+def ops_of(trace: dict) -> list[OpRecord]:
+    return [OpRecord.from_dict(o) for o in trace["ops"]]

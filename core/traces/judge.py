@@ -1,0 +1,240 @@
+"""Judge one matched pair of ops: identical, born here, or inherited; and a difference's size
+against the rounding envelope of that op.
+
+State. *identical*: the output bits are equal. *born here*: the inputs are bit-identical (every
+input tensor's digest, and the non-tensor arguments) and the output is not: this op made the
+difference. *inherited*: an input already differed.
+
+Size. Measured on the op's sampled output elements (the same flat positions in both traces):
+|a - b|, in ULPs of the output format at max(|a|, |b|). It is compared with the same envelope
+core.diagnose uses for a reordering (see core.diagnose.envelopes for the derivation), per element,
+with K the op's reduction length and u the unit roundoff of the format torch accumulates in
+(float32 for float16, bfloat16 and float32; float64 for float64):
+
+- typical size T = u sqrt(K) s + sqrt(K) minsub (s = sqrt(sum t^2), the probabilistic size of a
+  reordered sum, Higham and Mary 2019);
+- rigorous bound B = 2 gamma_K sum|t| + K minsub (Higham, eq. 3.4: two orders each within
+  gamma_K sum|t| of the exact sum);
+- envelope E = min(B, Z T) + one ULP of the output format where it is narrower than the
+  accumulation (Z = core.diagnose.envelopes.ENVELOPE_FACTOR = 8).
+
+sum|t| and s come from the recorded terms of the op's inputs where the op is a matrix product or a
+sum ("exact": B is rigorous); for a softmax or a norm the output is one row reduction and sum|t| =
+s = |y| (1 for log-softmax, whose error is absolute), plus ``ELEMENTWISE_ULPS`` for the exp, rsqrt
+and division inside; where only K is known (fused attention, convolutions, backward of softmax)
+sum|t| is estimated as sqrt(K) |y| and the judgement says "estimated".
+
+Ops that do not reduce: a correctly rounded op (``EXACT_OPS``: + - * / sqrt, comparisons, copies,
+casts, indexing) gives the same bits from the same inputs on every IEEE machine, so any born
+difference there is beyond rounding. Other elementwise functions (exp, tanh, rsqrt, pow, ...) are
+not correctly rounded: two implementations, each within 2 ULPs of the exact value (the documented
+maximum of CUDA's expf and tanhf; SLEEF's u10 functions promise 1), may differ by
+``ELEMENTWISE_ULPS`` = 4 ULPs.
+
+A difference no sampled element shows is checked over all elements through the L1 norms:
+|L1(a) - L1(b)| <= sum |a_i - b_i|, so an L1 gap larger than the op's whole-output bound (from the
+recorded total of sum|t|) is beyond rounding too. Within rounding means: every sampled element
+inside its envelope and the L1 gap inside the whole-output bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.arith.formats import FORMATS
+from core.diagnose.envelopes import ENVELOPE_FACTOR
+from core.diagnose.rounding import accumulation_format, fmt_ulp, gamma, narrower
+from core.traces.record import OpRecord, decode_hex
+
+ELEMENTWISE_ULPS = 4.0
+EXACT_OPS = frozenset({
+    "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "neg", "abs", "sqrt", "relu", "relu_",
+    "threshold_backward", "where", "maximum", "minimum", "clamp", "clamp_min", "clamp_max", "copy_", "_to_copy",
+    "clone", "index", "index_select", "embedding", "embedding_dense_backward", "cat", "stack", "gather",
+    "scatter", "scatter_add", "masked_fill", "masked_fill_", "fill_", "zero_", "zeros", "zeros_like", "ones",
+    "ones_like", "full", "full_like", "new_zeros", "new_ones", "_unsafe_view", "le", "lt", "ge", "gt", "eq", "ne",
+    "nll_loss_backward", "index_put_", "index_put", "slice_scatter", "select_backward", "slice_backward", "sign",
+    "constant_pad_nd", "expand", "argmax", "argmin", "max", "min", "amax", "amin", "logical_not", "bitwise_and",
+})
+STATES = ("identical", "born here", "inherited")
+
+
+@dataclass(frozen=True)
+class Size:
+    """A difference's size on the sampled elements, and how it compares with the op's envelope."""
+
+    differing: int  # sampled elements whose bits differ
+    sampled: int
+    max_ulps: float | None  # in ULPs of the output format (None: not a float output)
+    worst_abs: float  # the largest |a - b| on the sample
+    vs_typical: float | None  # worst |a - b| / T at that element (None: no typical size for this op)
+    vs_bound: float | None  # worst |a - b| / B
+    vs_envelope: float  # worst |a - b| / E (inf: a difference where E = 0)
+    l1_gap: float | None  # |L1(a) - L1(b)|
+    l1_bound: float | None  # the whole-output bound it is checked against
+    within: bool
+    basis: str  # what the envelope is: "reordering of K terms", "elementwise", "correctly rounded", ...
+    rigorous: bool
+
+    def text(self) -> str:
+        if self.max_ulps is None:
+            return f"{self.differing} of {self.sampled} sampled values differ (not a float output)"
+        if self.differing == 0:
+            return "no sampled element differs" + (f"; L1 gap {self.l1_gap:.3g}" if self.l1_gap else "")
+        parts = [f"{_num(self.max_ulps)} ULPs"]
+        if self.vs_typical is not None:
+            parts.append(f"{_num(self.vs_typical)}x the typical √K·u size")
+        if self.vs_bound is not None:
+            parts.append(f"{_num(self.vs_bound)}x the γ_K bound" + ("" if self.rigorous else " (estimated)"))
+        return f"{self.differing} of {self.sampled} sampled elements differ, at most " + ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    state: str  # one of STATES
+    size: Size | None  # None when identical, or when the shapes differ
+    reason: str  # one sentence: why this state
+
+    @property
+    def verdict(self) -> str | None:
+        """"within rounding" / "beyond rounding" for a difference, None when identical."""
+        if self.state == "identical":
+            return None
+        return "within rounding" if self.size is not None and self.size.within else "beyond rounding"
+
+
+def _num(x: float) -> str:
+    if not math.isfinite(x):
+        return "∞"
+    return f"{x:.3g}" if x < 100 else f"{x:,.0f}"
+
+
+def packet(op: str) -> str:
+    """aten.mm.default -> mm"""
+    parts = op.split(".")
+    return parts[1] if len(parts) >= 2 and parts[0] == "aten" else op
+
+
+def op_class(rec: OpRecord) -> str:
+    """"reduction", "exact" or "elementwise" (see the module docstring)."""
+    name = packet(rec.op)
+    if rec.k is not None:
+        return "reduction"
+    if name in ("add", "add_", "sub", "sub_") and "alpha=" in rec.args and "alpha=1," not in rec.args + ",":
+        return "elementwise"  # a + alpha b may be fused into one rounding or done in two
+    if name in EXACT_OPS or rec.out_dtype not in FORMATS:
+        return "exact"
+    return "elementwise"
+
+
+def _values(rec: OpRecord) -> np.ndarray:
+    return np.array([decode_hex(h, rec.out_dtype) for h in rec.sample_hex], dtype=np.float64)
+
+
+def size_of(a: OpRecord, b: OpRecord) -> Size | None:
+    """The difference between two outputs of the same shape and dtype, against ``a``'s envelope."""
+    if a.out_shape != b.out_shape or a.sample_index != b.sample_index:
+        return None
+    if a.out_dtype != b.out_dtype and not (a.out_dtype in FORMATS and b.out_dtype in FORMATS):
+        return None
+    n = len(a.sample_index)
+    is_float = a.out_dtype in FORMATS
+    # two formats (an autocast run against a plain one): judged in the coarser one
+    out_dtype = narrower(a.out_dtype, b.out_dtype) if is_float else a.out_dtype
+    if not is_float:
+        diff = sum(x != y for x, y in zip(a.sample_hex, b.sample_hex, strict=True))
+        exact = a.out_digest == b.out_digest
+        return Size(diff, n, None, float(diff), None, None, 0.0 if exact else math.inf, None, None, exact,
+                    "integer output", True)
+    fmt = FORMATS[out_dtype]
+    va, vb = _values(a), _values(b)
+    with np.errstate(invalid="ignore", over="ignore"):
+        same = (va == vb) | (np.isnan(va) & np.isnan(vb))
+        d = np.where(same, 0.0, np.abs(va - vb))
+        d = np.where(np.isnan(d), np.inf, d)  # NaN against a number, or inf - inf of opposite signs
+        m = np.maximum(np.abs(np.nan_to_num(va, posinf=0, neginf=0)), np.abs(np.nan_to_num(vb, posinf=0, neginf=0)))
+    ulp = fmt_ulp(m, fmt)
+    differing = int(np.sum([x != y for x, y in zip(a.sample_hex, b.sample_hex, strict=True)]))
+    kind = op_class(a)
+    acc = FORMATS[accumulation_format(out_dtype)]
+    u, minsub = float(acc.unit_roundoff), float(acc.min_subnormal)
+    out_round = ulp if fmt.precision < acc.precision else np.zeros_like(m)
+    total = None
+    numel = math.prod(a.out_shape) if a.out_shape else 1
+    if kind == "reduction":
+        k = max(1, a.k or 1)
+        if a.terms_kind == "exact" and a.sum_abs is not None and a.scale is not None and len(a.sum_abs) == n:
+            sum_abs, s, rigorous, extra = np.array(a.sum_abs), np.array(a.scale), True, np.zeros_like(m)
+            basis = f"reordering of {k:,} terms"
+            if a.total_abs is not None:
+                total = (2 * gamma(k, u) * a.total_abs + k * numel * minsub
+                         + (2 * float(fmt.unit_roundoff) * max(a.l1 or 0, b.l1 or 0)
+                            if fmt.precision < acc.precision else 0.0))
+        elif a.terms_kind == "relative":
+            one = np.ones_like(m) if packet(a.op) == "_log_softmax" else m
+            sum_abs, s, rigorous, extra = one, one, True, ELEMENTWISE_ULPS * ulp
+            basis = f"a row reduction of {k:,} terms"
+        else:
+            sum_abs, s, rigorous, extra = math.sqrt(k) * m, m, False, ELEMENTWISE_ULPS * ulp
+            basis = f"reordering of {k:,} terms (terms estimated)"
+        typical = u * math.sqrt(k) * s + math.sqrt(k) * minsub
+        bound = 2 * gamma(k, u) * sum_abs + k * minsub
+        env = np.minimum(bound, ENVELOPE_FACTOR * typical) + out_round + extra
+    elif kind == "elementwise":
+        typical, bound = ulp, ELEMENTWISE_ULPS * ulp
+        env, rigorous, basis = bound, True, "an elementwise function (not correctly rounded)"
+        # ulp(y) <= 2 u |y| for a normal y, so sum_i 4 ulp(y_i) <= 8 u L1 (plus subnormal spacing)
+        total = ELEMENTWISE_ULPS * 2 * float(fmt.unit_roundoff) * max(a.l1 or 0, b.l1 or 0) \
+            + numel * ELEMENTWISE_ULPS * float(fmt.min_subnormal)
+    else:
+        typical = bound = None
+        env, rigorous, basis = np.zeros_like(m), True, "a correctly rounded op (no rounding freedom)"
+        total = 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r_env = np.where(env > 0, d / np.where(env > 0, env, 1), np.where(d > 0, np.inf, 0.0))
+    worst_i = int(np.argmax(r_env)) if n else 0
+    worst = float(r_env[worst_i]) if n else 0.0
+
+    def ratio(ref) -> float | None:
+        if ref is None or not n:
+            return None
+        ref_v = float(np.asarray(ref)[worst_i]) if np.ndim(ref) else float(ref)
+        return float(d[worst_i] / ref_v) if ref_v > 0 else (math.inf if d[worst_i] > 0 else 0.0)
+
+    l1_gap = abs(a.l1 - b.l1) if a.l1 is not None and b.l1 is not None else None
+    l1_bound = None
+    if total is not None and l1_gap is not None:
+        # the two float64 norms carry their own rounding: at most numel 2^-53 of each
+        l1_bound = total + numel * 2.0 ** -52 * max(a.l1, b.l1)
+    within = bool(np.all(d <= env)) and (l1_bound is None or l1_gap is None or l1_gap <= l1_bound)
+    if kind == "exact" and a.out_digest != b.out_digest:
+        within = False
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ulps = np.where(d > 0, d / ulp, 0.0)
+    return Size(differing, n, float(np.max(ulps)) if n else 0.0, float(np.max(d)) if n else 0.0,
+                ratio(typical), ratio(bound), worst, l1_gap, l1_bound, within, basis, rigorous)
+
+
+def judge(a: OpRecord, b: OpRecord) -> Judgement:
+    if a.out_digest == b.out_digest and a.out_shape == b.out_shape:
+        return Judgement("identical", None, "same output bits")
+    inputs_same = a.in_digests == b.in_digests and a.in_shapes == b.in_shapes
+    size = size_of(a, b)
+    if inputs_same and a.args != b.args:
+        return Judgement("born here", _beyond(size), f"the same input bits with other arguments ({a.args} against "
+                                                        f"{b.args})")
+    if inputs_same:
+        return Judgement("born here", size, "its inputs are bit-identical in both runs and its output is not")
+    changed = [i for i, (x, y) in enumerate(zip(a.in_digests, b.in_digests, strict=False)) if x != y]
+    which = ", ".join(f"input {i + 1}" for i in changed[:4]) or "the inputs' shapes"
+    return Judgement("inherited", size, f"{which} already differed")
+
+
+def _beyond(size: Size | None) -> Size | None:
+    if size is None:
+        return None
+    return Size(size.differing, size.sampled, size.max_ulps, size.worst_abs, size.vs_typical, size.vs_bound,
+                size.vs_envelope, size.l1_gap, size.l1_bound, False, "other arguments", size.rigorous)

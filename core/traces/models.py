@@ -1,0 +1,314 @@
+"""What a trace runs: the bundled models, a user's own ``make`` function, and the run settings.
+
+Bundled models (``MODELS``), written as ``nn.Module`` trees so every op has a module path:
+
+- ``mlp-step``: one training step of the Training divergence MLP (2-64-64-3, tanh, the default
+  preset's spirals, first batch of 128, its seeded initial weights; cross-entropy, backward, and
+  SGD with momentum 0.9 at lr 0.5, as core.training.mlp). Its layers are ``nn.Linear``, which calls
+  the same ``F.linear`` as core.training.mlp.forward: the logits are the same bits
+  (tests/core/traces/test_models.py);
+- ``tiny-lm``: a decode step of the serving page's language model (core.serving.model, the bundled
+  weights), written as modules (``model.layers.<i>.attn`` ...) computing what
+  ``core.serving.model.sequence_logits`` does: each request's prompt of ``LM_TOKENS`` characters but
+  the last is prefilled alone (not traced), then the B requests' last characters go through the
+  model as one batch (traced). Request 0 is ``LM_PROMPT``; the trace follows its rows
+  (core.traces.record), so traces at batch 1 and 8 align op for op.
+
+``dtype``: ``float32``, ``float64`` (MLP only), ``bfloat16`` (the weights and data in bfloat16) or
+``autocast-bfloat16`` (float32 weights, ``torch.autocast`` to bfloat16, as the Training divergence
+page's bfloat16 preset).
+
+A user's model (``load_factory``): ``path/to/file.py:make``; ``make(**args)`` with string values
+returns ``(model, inputs)``; the trace covers ``model(*inputs)`` and, with ``backward``, the
+backward pass of the output's sum. The file is imported, i.e. run: this is for the command line
+on the user's own machine, never for the page (which only reads trace files).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+import pathlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from core.machines.globalstate import torch_threads
+from core.serving import corpus
+from core.serving.model import EPS, ModelConfig, encode, load_params
+from core.traces.record import scope
+from core.training.mlp import TrainSettings, batch_schedule, init_params, spirals
+
+MODELS = {
+    "mlp-step": "one training step of the Training divergence MLP (forward, cross-entropy, backward, SGD step)",
+    "tiny-lm": "a decode step (forward pass) of the serving page's tiny language model, request 0 of a batch",
+}
+DTYPES = ("float32", "float64", "bfloat16", "autocast-bfloat16")
+MAX_BATCH = 64
+MAX_THREADS = 256
+LM_TOKENS = 24
+LM_PROMPT = "the baker painted a blue"  # request 0 (24 characters)
+_TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
+                 "autocast-bfloat16": torch.float32}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Everything a trace of a bundled model depends on."""
+
+    model: str = "mlp-step"
+    threads: int | None = None  # None: the process's own count
+    batch: int = 1  # tiny-lm: requests in the batch (the MLP step's batch is the preset's 128)
+    dtype: str = "float32"
+    device: str = "cpu"
+    perturb_op: int | None = None  # plant a difference: multiply this op's output by (1 + perturb_size)
+    perturb_size: float = 2.0 ** -10
+    args: tuple[tuple[str, str], ...] = field(default=())  # a module file's make(**args)
+
+    def validate(self) -> None:
+        if self.model not in MODELS and ":" not in self.model:
+            raise ValueError(f"unknown model {self.model!r}: one of {', '.join(MODELS)}, or path/to/file.py:make")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}")
+        if self.model == "tiny-lm" and self.dtype == "float64":
+            raise ValueError("the tiny language model runs in float32 or bfloat16")
+        if not 1 <= self.batch <= MAX_BATCH:
+            raise ValueError(f"batch must be between 1 and {MAX_BATCH}")
+        if self.model == "mlp-step" and self.batch != 1:
+            raise ValueError("the MLP step's batch is the preset's 128 examples; --batch is for tiny-lm")
+        if self.threads is not None and not 1 <= self.threads <= MAX_THREADS:
+            raise ValueError(f"threads must be between 1 and {MAX_THREADS}")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError("device must be cpu or cuda")
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("this machine has no CUDA device")
+        if self.perturb_op is not None and self.perturb_op < 1:
+            raise ValueError("the perturbed op is counted from 1")
+        if not (math.isfinite(self.perturb_size) and 0 < abs(self.perturb_size) < 1):
+            raise ValueError("the perturbation is a relative size between 0 and 1")
+
+    def as_dict(self) -> dict:
+        return {"model": self.model, "threads": self.threads, "batch": self.batch, "dtype": self.dtype,
+                "device": self.device, "perturb_op": self.perturb_op,
+                "perturb_size": self.perturb_size if self.perturb_op is not None else None,
+                "args": {k: v for k, v in self.args}}
+
+
+# ------------------------------------------------------------------------------ the MLP step
+
+
+class MLP(nn.Module):
+    def __init__(self, p: dict[str, torch.Tensor]) -> None:
+        super().__init__()
+        hidden, classes = p["w2"].shape[0], p["w3"].shape[0]
+        self.fc1, self.act1 = nn.Linear(2, hidden), nn.Tanh()
+        self.fc2, self.act2 = nn.Linear(hidden, hidden), nn.Tanh()
+        self.fc3 = nn.Linear(hidden, classes)
+        with torch.no_grad():
+            for i, fc in enumerate((self.fc1, self.fc2, self.fc3), start=1):
+                fc.weight.copy_(p[f"w{i}"])
+                fc.bias.copy_(p[f"b{i}"])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc3(self.act2(self.fc2(self.act1(self.fc1(x)))))
+
+
+def mlp_step(s: RunSettings) -> tuple[nn.Module, tuple[torch.Tensor, ...], Callable[[], object]]:
+    cfg = TrainSettings()
+    dt = _TORCH_DTYPES[s.dtype]
+    x64, y = spirals(cfg.n_points, cfg.classes, cfg.seed)
+    idx = batch_schedule(len(y), cfg.batch, 1, cfg.seed)[0]
+    model = MLP(init_params(cfg.hidden, cfg.classes, cfg.seed)).to(dt).to(s.device)
+    xb = torch.from_numpy(x64[idx]).to(dt).to(s.device)
+    yb = torch.from_numpy(y[idx]).to(s.device)
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9, foreach=False)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with _autocast(s):
+            logits = model(xb)
+        loss = F.cross_entropy(logits.to(dt), yb)
+        loss.backward()
+        with scope("optimizer"):
+            opt.step()
+        return loss
+
+    return model, (xb,), step
+
+
+# --------------------------------------------------------------------------- the tiny LM
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, w: torch.Tensor) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(w, requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.shape[-1],), self.weight, EPS)
+
+
+class Attention(nn.Module):
+    def __init__(self, wqkv: torch.Tensor, wo: torch.Tensor, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.out = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        with torch.no_grad():
+            self.qkv.weight.copy_(wqkv)
+            self.out.weight.copy_(wo)
+
+    def forward(self, h: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None):
+        """h [B, T, d]; ``past``: keys and values of earlier positions, [B, H, P, D] each. Returns the
+        output and the keys and values of all positions."""
+        b, t, d = h.shape
+        q, k, v = (x.transpose(1, 2) for x in self.qkv(h).reshape(b, t, 3, self.cfg.heads, self.cfg.head_dim).unbind(2))
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+        # with a past, the new positions are the last ones: they see every key (t == 1 when decoding)
+        att = F.scaled_dot_product_attention(q, k, v, is_causal=past is None)
+        return self.out(att.transpose(1, 2).reshape(b, t, d)), (k, v)
+
+
+class Block(nn.Module):
+    def __init__(self, p: dict[str, torch.Tensor], i: int, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.norm1 = RMSNorm(p[f"l{i}.ln1"])
+        self.attn = Attention(p[f"l{i}.wqkv"], p[f"l{i}.wo"], cfg)
+        self.norm2 = RMSNorm(p[f"l{i}.ln2"])
+        self.up = nn.Linear(cfg.d_model, cfg.d_mlp, bias=False)
+        self.down = nn.Linear(cfg.d_mlp, cfg.d_model, bias=False)
+        with torch.no_grad():
+            self.up.weight.copy_(p[f"l{i}.w1"])
+            self.down.weight.copy_(p[f"l{i}.w2"])
+
+    def forward(self, x: torch.Tensor, past=None):
+        a, kv = self.attn(self.norm1(x), past)
+        x = x + a
+        return x + self.down(torch.relu(self.up(self.norm2(x)))), kv
+
+
+class TinyLMModule(nn.Module):
+    def __init__(self, p: dict[str, torch.Tensor], cfg: ModelConfig = ModelConfig()) -> None:
+        super().__init__()
+        self.tok_emb = nn.Parameter(p["tok_emb"].clone(), requires_grad=False)
+        self.pos_emb = nn.Parameter(p["pos_emb"].clone(), requires_grad=False)
+        self.layers = nn.ModuleList(Block(p, i, cfg) for i in range(cfg.layers))
+        self.norm_f = RMSNorm(p["ln_f"].clone())
+        self.head = nn.Linear(cfg.d_model, len(cfg.vocab), bias=False)
+        with torch.no_grad():
+            self.head.weight.copy_(p["head"])
+
+    def forward(self, tokens: torch.Tensor, past: list | None = None):
+        """Logits [B, T, V] of ``tokens`` [B, T] following ``past`` (one (keys, values) per layer, or
+        None for a prompt from position 0), and the keys and values of every position."""
+        start = 0 if past is None else past[0][0].shape[2]
+        x = self.tok_emb[tokens] + self.pos_emb[start: start + tokens.shape[1]][None]
+        cache = []
+        for i, block in enumerate(self.layers):
+            x, kv = block(x, None if past is None else past[i])
+            cache.append(kv)
+        return self.head(self.norm_f(x)), cache
+
+
+def lm_prompts(batch: int) -> list[str]:
+    """Request 0 is ``LM_PROMPT``; the others are corpus sentences cut to the same length."""
+    rng = random.Random(corpus.DEFAULT_SEED + 1)
+    out = [LM_PROMPT]
+    while len(out) < batch:
+        s = corpus.sentence(rng)
+        if len(s) >= LM_TOKENS:
+            out.append(s[:LM_TOKENS])
+    return out
+
+
+def tiny_lm(s: RunSettings) -> tuple[nn.Module, tuple[torch.Tensor, ...], Callable[[], object]]:
+    """One decode step, as a server runs it: every request's prompt but its last character is
+    prefilled alone (untraced), then the last characters of the B requests go through the model as
+    one batch (traced): B rows in every matrix product, as in a serving engine's decode step."""
+    dt = _TORCH_DTYPES[s.dtype]
+    model = TinyLMModule(load_params()).to(dt).to(s.device)
+    tokens = torch.tensor([encode(p) for p in lm_prompts(s.batch)], device=s.device)
+    with torch.no_grad(), _autocast(s):
+        caches = [model(tokens[i: i + 1, :-1])[1] for i in range(s.batch)]
+    past = [(torch.cat([c[layer][0] for c in caches]), torch.cat([c[layer][1] for c in caches]))
+            for layer in range(len(model.layers))]
+    last = tokens[:, -1:]
+
+    def forward():
+        with torch.no_grad(), _autocast(s):
+            return model(last, past)[0]
+
+    inputs = (last, *[t for kv in past for t in kv])
+    return model, inputs, forward
+
+
+# ------------------------------------------------------------------------ a user's module
+
+
+def load_factory(spec: str) -> Callable[..., tuple]:
+    """``path/to/file.py:make`` -> the function ``make`` of that file (the file is run to get it)."""
+    path_text, sep, func = spec.rpartition(":")
+    if not sep or not func.isidentifier():
+        raise ValueError("give the module as path/to/file.py:function")
+    path = pathlib.Path(path_text)
+    if path.suffix != ".py" or not path.is_file():
+        raise ValueError(f"no Python file at {path_text}")
+    mod_spec = importlib.util.spec_from_file_location(f"_traced_{path.stem}", path)
+    if mod_spec is None or mod_spec.loader is None:
+        raise ValueError(f"cannot import {path_text}")
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    make = getattr(module, func, None)
+    if not callable(make):
+        raise ValueError(f"{path_text} has no function {func}")
+    return make
+
+
+def user_model(spec: str, s: RunSettings, backward: bool):
+    model, inputs = load_factory(spec)(**dict(s.args))
+    if not isinstance(model, nn.Module) and not callable(model):
+        raise ValueError("make() must return (model, inputs) with a callable model")
+    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    if s.device != "cpu" and isinstance(model, nn.Module):
+        model = model.to(s.device)
+        inputs = tuple(i.to(s.device) if isinstance(i, torch.Tensor) else i for i in inputs)
+
+    def run():
+        with _autocast(s):
+            out = model(*inputs)
+        if backward:
+            first = out[0] if isinstance(out, (list, tuple)) else out
+            first.float().sum().backward()
+        return out
+
+    return model if isinstance(model, nn.Module) else None, inputs, run
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+def _autocast(s: RunSettings):
+    if s.dtype != "autocast-bfloat16":
+        return contextlib.nullcontext()
+    return torch.autocast(s.device, dtype=torch.bfloat16)
+
+
+def build(s: RunSettings, backward: bool = False):
+    """(root module or None, input tensors, the function to trace) for these settings."""
+    s.validate()
+    if s.model == "mlp-step":
+        return mlp_step(s)
+    if s.model == "tiny-lm":
+        return tiny_lm(s)
+    return user_model(s.model, s, backward)
+
+
+def threads_context(s: RunSettings):
+    """The thread count the run needs, set under the process-wide lock and restored after it."""
+    return torch_threads(s.threads) if s.threads is not None else contextlib.nullcontext()

@@ -1,0 +1,313 @@
+"""Record every aten op of a run: what it computed, where in the model, and the bits it made.
+
+Why a dispatch mode of our own and not torch's DebugMode
+--------------------------------------------------------
+torch 2.13 ships ``torch.utils._debug_mode.DebugMode`` (private, a prototype). It records every
+dispatched op and, with ``DebugMode.log_tensor_hashes``, a hash of each tensor, and
+``check_hash_mismatches`` compares two runs. What a trace here needs and DebugMode lacks:
+
+- *bits*: its hashes are a float64 L1 norm ("norm") or an XOR-sum of the bits ("hash_tensor"),
+  and an XOR-sum is blind to order: a result with two elements swapped hashes the same. Deciding
+  "inputs bit-identical, output not" needs a digest of the bytes in order (BLAKE2b here);
+- *the reduction length and terms*: an op's K and, for sampled elements, sum|t| need the op's live
+  inputs at the moment it runs; DebugMode keeps its arguments as strings unless
+  ``store_original_args``, which keeps every tensor of the run alive until the end;
+- *one module path per op*: ``record_nn_module`` logs module entries as separate calls;
+- *runs that differ*: ``check_hash_mismatches`` raises when the two op sequences differ in length or
+  names (pytorch/pytorch#168974), which is exactly the case of a fused kernel on one device and a
+  decomposition on the other (core.traces.align handles it).
+
+So ``TraceMode`` is a ``TorchDispatchMode`` (the mechanism DebugMode is built on) with
+``torch.utils.module_tracker.ModuleTracker`` for module paths (forward and backward).
+tests/core/traces/test_record.py checks that it sees the same compute ops, in the same order, as
+DebugMode on the bundled MLP step.
+
+What is kept per op (``OpRecord``): the op's name, the module path (the deepest module it ran in,
+the root named ``model``; ``backward`` marks the backward pass), input and output shapes and dtypes,
+digests of every input tensor's bits taken before the op runs (in-place ops change their input)
+and of its first output's bits, the output's L1 norm in float64, ``SAMPLE`` output values as the hex
+of their bits at fixed flat positions, the non-tensor arguments (bounded text), and for reductions
+K and the terms of the sampled elements (core.traces.reductions). Views and ``detach`` compute
+nothing and are not recorded.
+
+Following one request (``follow_batch``): with a batch of B requests, a tensor derived from the
+run's inputs whose first dimension is a multiple of B is cut to its first 1/B before it is hashed,
+sampled and sized, so a trace at batch 8 describes request 0's rows and aligns with a trace at
+batch 1. Parameters are never cut (they do not derive from the inputs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.module_tracker import ModuleTracker
+from torch.utils.weak import WeakTensorKeyDictionary
+
+from core.traces import reductions
+
+SAMPLE = 32  # output values kept per op, as hex bits
+MAX_OPS = 20_000  # ops recorded per trace; a run with more is refused, not truncated
+MAX_ARG_TEXT = 200  # characters of non-tensor arguments kept per op
+_SKIP = {"detach", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided",
+         "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
+_BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
+         torch.bfloat16: torch.int16}
+_HEX_WIDTH = {torch.float64: 16, torch.float32: 8, torch.float16: 4, torch.bfloat16: 4}
+DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
+               torch.bfloat16: "bfloat16"}
+
+
+# ModuleTracker installs process-global module hooks: two traces at once (two viewers) would see
+# each other's modules, so one trace runs at a time in a process.
+TRACE_LOCK = threading.Lock()
+_local = threading.local()
+
+
+class TooManyOps(RuntimeError):
+    pass
+
+
+@contextlib.contextmanager
+def scope(label: str):
+    """Ops run inside get ``label`` as their module path when no module is active (the optimizer).
+    Per thread."""
+    stack = _local.__dict__.setdefault("scope", [])
+    stack.append(label)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def _current_scope() -> str | None:
+    stack = _local.__dict__.get("scope")
+    return stack[-1] if stack else None
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    index: int  # 1-based position in the trace
+    op: str  # e.g. aten.mm.default
+    module: str  # e.g. model.layers.0.attn; "model" outside any submodule
+    backward: bool
+    in_shapes: list[list[int]]
+    in_dtypes: list[str]
+    in_digests: list[str]
+    args: str  # the non-tensor arguments, as bounded text
+    out_shape: list[int]
+    full_shape: list[int]  # before following one request (equal to out_shape otherwise)
+    out_dtype: str
+    out_digest: str
+    l1: float | None
+    sample_index: list[int]
+    sample_hex: list[str]
+    k: int | None
+    terms_kind: str | None
+    sum_abs: list[float] | None
+    scale: list[float] | None
+    total_abs: float | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict) -> OpRecord:
+        return OpRecord(**{k: d[k] for k in OpRecord.__dataclass_fields__})
+
+
+def dtype_name(dt: torch.dtype) -> str:
+    return DTYPE_NAMES.get(dt, str(dt).removeprefix("torch."))
+
+
+def digest(t: torch.Tensor) -> str:
+    """BLAKE2b-64 of the tensor's shape, dtype and bits, in row-major order."""
+    h = hashlib.blake2b(digest_size=8)
+    h.update(f"{tuple(t.shape)}{t.dtype}".encode())
+    if t.numel():
+        c = t.detach().to("cpu").contiguous().reshape(-1)
+        if c.dtype == torch.bool:
+            c = c.to(torch.uint8)
+        h.update(c.view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def sample_positions(numel: int, count: int = SAMPLE) -> list[int]:
+    """``count`` flat positions spread evenly over 0 .. numel - 1 (all of them for a small tensor)."""
+    if numel <= count:
+        return list(range(numel))
+    return sorted({round(i * (numel - 1) / (count - 1)) for i in range(count)})
+
+
+def hex_bits(t: torch.Tensor, idx: list[int]) -> list[str]:
+    flat = t.detach().to("cpu").reshape(-1)
+    if t.dtype in _BITS:
+        bits = flat[idx].contiguous().view(_BITS[t.dtype]).tolist()
+        w = _HEX_WIDTH[t.dtype]
+        return [format(b & ((1 << (4 * w)) - 1), f"0{w}x") for b in bits]
+    return [str(int(v)) if not t.is_complex() else str(complex(v)) for v in flat[idx].tolist()]
+
+
+def decode_hex(h: str, dtype: str) -> float:
+    """The float a sample's hex bits stand for (integers pass through)."""
+    import struct
+
+    if dtype == "float64":
+        return struct.unpack(">d", bytes.fromhex(h))[0]
+    if dtype == "float32":
+        return struct.unpack(">f", bytes.fromhex(h))[0]
+    if dtype == "float16":
+        return struct.unpack(">e", bytes.fromhex(h))[0]
+    if dtype == "bfloat16":
+        return struct.unpack(">f", bytes.fromhex(h + "0000"))[0]
+    return float(h)
+
+
+def _arg_text(args, kwargs) -> str:
+    def show(a):
+        if isinstance(a, torch.Tensor):
+            return "T"
+        if isinstance(a, (list, tuple)):
+            return "[" + ",".join(show(x) for x in a) + "]"
+        if isinstance(a, float):
+            return a.hex() if math.isfinite(a) else repr(a)
+        return repr(a)
+    parts = [show(a) for a in args] + [f"{k}={show(v)}" for k, v in sorted((kwargs or {}).items())]
+    return ", ".join(parts)[:MAX_ARG_TEXT]
+
+
+class TraceMode(TorchDispatchMode):
+    """Records an ``OpRecord`` for every computing aten op dispatched while it is active.
+
+    ``perturb``: (1-based op index, relative size): that op's first floating output is multiplied
+    by (1 + size) in place after it runs: a deliberately planted difference, for testing the
+    judgement (the trace says so in its settings)."""
+
+    def __init__(self, tracker: ModuleTracker, root_name: str, follow_batch: int = 1,
+                 perturb: tuple[int, float] | None = None, max_ops: int = MAX_OPS) -> None:
+        super().__init__()
+        self.tracker = tracker
+        self.root_name = root_name
+        self.follow = max(1, int(follow_batch))
+        self.perturb = perturb
+        self.max_ops = max_ops
+        self.ops: list[OpRecord] = []
+        self._derived = WeakTensorKeyDictionary()  # tensors that derive from the run's inputs
+        self._digests = WeakTensorKeyDictionary()  # tensor -> (version, digest of its followed bits)
+        self._counter = 0
+
+    def mark_inputs(self, tensors) -> None:
+        for t in tensors:
+            if isinstance(t, torch.Tensor):
+                self._derived[t] = True
+
+    def _module(self) -> str:
+        parents = [p for p in self.tracker.parents if p != "Global"]
+        if not parents:
+            return _current_scope() or "model"
+        deepest = max(parents, key=lambda p: (p.count("."), len(p)))
+        head, _, rest = deepest.partition(".")
+        return "model" + ("." + rest if rest else "") if head == self.root_name else deepest
+
+    def _followed(self, t: torch.Tensor) -> torch.Tensor:
+        if self.follow > 1 and t.dim() and t.shape[0] % self.follow == 0 and self._derived.get(t, False):
+            return t[: t.shape[0] // self.follow]
+        return t
+
+    def _digest(self, t: torch.Tensor) -> str:
+        seen = self._digests.get(t)
+        version = t._version
+        if seen is not None and seen[0] == version:
+            return seen[1]
+        d = digest(self._followed(t))
+        self._digests[t] = (version, d)
+        return d
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+        if getattr(func, "is_view", False) or name in _SKIP or not str(func).startswith("aten."):
+            out = func(*args, **kwargs)
+            flat_in, _ = tree_flatten((args, kwargs))
+            if any(isinstance(a, torch.Tensor) and self._derived.get(a, False) for a in flat_in):
+                for o in tree_flatten(out)[0]:
+                    if isinstance(o, torch.Tensor):
+                        self._derived[o] = True
+            return out
+        flat_in, _ = tree_flatten((args, kwargs))
+        tensors_in = [a for a in flat_in if isinstance(a, torch.Tensor)]
+        derived = any(self._derived.get(a, False) for a in tensors_in)
+        in_digests = [self._digest(a) for a in tensors_in]
+        in_shapes = [list(self._followed(a).shape) for a in tensors_in]
+        in_dtypes = [dtype_name(a.dtype) for a in tensors_in]
+        out = func(*args, **kwargs)
+        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        if derived:
+            for o in outs:
+                self._derived[o] = True
+        self._counter += 1
+        if self._counter > self.max_ops:
+            raise TooManyOps(f"the run dispatched more than {self.max_ops:,} ops (the cap of one trace)")
+        first = outs[0] if outs else None
+        if first is not None and self.perturb is not None and self.perturb[0] == self._counter \
+                and first.is_floating_point():
+            with torch.no_grad():
+                first.mul_(1.0 + self.perturb[1])
+        self.ops.append(self._record(func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, first))
+        return out
+
+    def _record(self, func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, first) -> OpRecord:
+        if first is None:
+            empty: list = []
+            return OpRecord(self._counter, str(func), self._module(), self.tracker.is_bw, in_shapes, in_dtypes,
+                            in_digests, _arg_text(args, kwargs), empty, empty, "none", "", None, empty, empty,
+                            None, None, None, None, None)
+        followed = self._followed(first)
+        idx = sample_positions(followed.numel())
+        l1 = None
+        if followed.numel() and not followed.is_complex():
+            with torch.no_grad():
+                l1 = float(followed.detach().to("cpu", torch.float64).abs().nansum())
+            if not math.isfinite(l1):
+                l1 = None
+        if followed is first:
+            t = reductions.terms(func, args, kwargs, first, idx)
+        else:
+            t = self._followed_terms(func, args, kwargs, first, idx)
+        self._digests[first] = (first._version, d := digest(followed))
+        return OpRecord(self._counter, str(func), self._module(), self.tracker.is_bw, in_shapes, in_dtypes,
+                        in_digests, _arg_text(args, kwargs), list(followed.shape), list(first.shape),
+                        dtype_name(first.dtype), d, l1, idx, hex_bits(followed, idx),
+                        t.k if t else None, t.kind if t else None, t.sum_abs if t else None,
+                        t.scale if t else None, t.total_abs if t else None)
+
+    def _followed_terms(self, func, args, kwargs, first, idx) -> reductions.Terms | None:
+        """Terms of a cut output: the sampled positions are leading rows, the same flat indices in
+        the whole output; the total over all elements is scaled to the followed share."""
+        t = reductions.terms(func, args, kwargs, first, idx)
+        if t is None or t.total_abs is None:
+            return t
+        return reductions.Terms(t.k, t.kind, t.sum_abs, t.scale, t.total_abs / self.follow)
+
+
+def run_traced(fn: Callable[[], object], root: torch.nn.Module | None, inputs=(), follow_batch: int = 1,
+               perturb: tuple[int, float] | None = None, max_ops: int = MAX_OPS) -> list[OpRecord]:
+    """Run ``fn()`` under a ``TraceMode`` and return its op records. ``root``: the model whose
+    submodules name the module paths (None: every op is in ``model``); ``inputs``: the tensors that
+    stand for the run's data (what ``follow_batch`` follows)."""
+    root_name = type(root).__name__ if root is not None else "model"
+    with TRACE_LOCK:
+        tracker = ModuleTracker()
+        with tracker:
+            mode = TraceMode(tracker, root_name, follow_batch, perturb, max_ops)
+            mode.mark_inputs(inputs)
+            with mode:
+                fn()
+    return mode.ops

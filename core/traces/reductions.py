@@ -1,0 +1,154 @@
+"""The reduction length K of an aten op, and the terms behind its sampled output elements.
+
+For a rounding envelope (core.traces.judge) an op's output element is a sum of K terms t_k;
+what the envelope needs per sampled element is sum|t_k| and sqrt(sum t_k^2), and for the check
+over all elements the total of sum|t_k| over the whole output. They are computed here, at record
+time, from the op's real inputs, in float64:
+
+- ``mm``, ``addmm``, ``bmm``, ``baddbmm``, ``mv``, ``dot``: t_k = a_ik b_kj (K = inner dimension;
+  addmm/baddbmm add the bias as one more term, K + 1);
+- ``sum``, ``mean`` (whole tensor or over dims), ``nansum``: t_k = the summed values (divided by K for
+  a mean);
+- ``nll_loss_forward`` (no class weights): t_n = the picked log-probabilities (K = the batch);
+- ``_softmax``, ``_log_softmax``, ``native_layer_norm``, ``_fused_rms_norm``: K = the row length;
+  each output is the result of one row reduction, so its size is relative ("relative": sum|t| is
+  taken as |y| for softmax and the norms, as 1 for log-softmax, where the error of log(sum) is
+  absolute);
+- other ops with a known K but no cheap terms (convolutions, fused attention, the backward of
+  softmax): K only; the envelope then estimates sum|t| as sqrt(K) times the element's size, as
+  core.diagnose does without inputs, and says so.
+
+Every other op has K = None: it is elementwise (or moves data) and is judged per element.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class Terms:
+    """K, and for the sampled elements sum|t| and sqrt(sum t^2) (None where not computed)."""
+
+    k: int
+    kind: str  # "exact" (terms from the inputs), "relative" (row reduction), "estimated" (K only)
+    sum_abs: list[float] | None = None
+    scale: list[float] | None = None
+    total_abs: float | None = None  # sum over all output elements of sum|t|
+
+
+def _name(func) -> str:
+    return func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+
+
+def _f64(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to("cpu", torch.float64)
+
+
+def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float = 1.0,
+                  bias: torch.Tensor | None = None, beta: float = 1.0) -> Terms:
+    """a [..., M, K] @ b [..., K, N] (batched or not), sampled at flat output indices."""
+    a64, b64 = _f64(a), _f64(b)
+    if a64.dim() == 1:
+        a64 = a64[None]
+    vec_out = b64.dim() == 1
+    if vec_out:
+        b64 = b64[:, None]
+    a3 = a64.reshape(-1, *a64.shape[-2:])
+    b3 = b64.reshape(-1, *b64.shape[-2:])
+    m, k = a3.shape[-2:]
+    n = b3.shape[-1]
+    flat = torch.tensor(idx, dtype=torch.long)
+    bi, rem = flat // (m * n), flat % (m * n)
+    i, j = rem // n, rem % n
+    bi_a = bi if a3.shape[0] > 1 else torch.zeros_like(bi)
+    bi_b = bi if b3.shape[0] > 1 else torch.zeros_like(bi)
+    t = abs(alpha) * a3[bi_a, i, :] * b3[bi_b, :, j]  # [S, K]
+    sum_abs = t.abs().sum(1)
+    sq = (t * t).sum(1)
+    kk = k
+    total = float((abs(alpha) * a3.abs().sum(-2)[:, :, None] * b3.abs().sum(-1)[:, :, None]).sum())
+    if bias is not None:
+        bias_full = torch.broadcast_to(_f64(bias), (a3.shape[0], m, n)).reshape(-1) * abs(beta)
+        bsel = bias_full[flat]
+        sum_abs = sum_abs + bsel.abs()
+        sq = sq + bsel * bsel
+        total += float(bias_full.abs().sum())
+        kk += 1
+    return Terms(kk, "exact", sum_abs.tolist(), sq.sqrt().tolist(), total)
+
+
+def _reduced_rows(x: torch.Tensor, dims) -> torch.Tensor:
+    """x with its reduced dims moved last and flattened: [out elements, K] in float64."""
+    x64 = _f64(x)
+    nd = x64.dim()
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return x64.reshape(1, -1)
+    dims = [d % nd for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
+    keep = [d for d in range(nd) if d not in dims]
+    return x64.permute(*keep, *dims).reshape(math.prod(x64.shape[d] for d in keep), -1)
+
+
+def _sum_terms(x: torch.Tensor, dims, idx: list[int], mean: bool) -> Terms:
+    rows = _reduced_rows(x, dims)
+    k = rows.shape[1]
+    if mean and k:
+        rows = rows / k
+    sel = rows[torch.tensor(idx, dtype=torch.long)]
+    sel = torch.nan_to_num(sel, nan=0.0)
+    return Terms(k, "exact", sel.abs().sum(1).tolist(), (sel * sel).sum(1).sqrt().tolist(),
+                 float(torch.nan_to_num(rows, nan=0.0).abs().sum()))
+
+
+def _row_length(x: torch.Tensor, dim: int) -> int:
+    return int(x.shape[dim % max(x.dim(), 1)]) if x.dim() else 1
+
+
+def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int]) -> Terms | None:
+    """K and the terms of the sampled elements ``idx`` (flat indices into ``out``), or None."""
+    name = _name(func)
+    kwargs = kwargs or {}
+    if not idx or not (out.is_floating_point() and out.numel()):
+        return None
+    try:
+        if name in ("mm", "bmm", "mv", "dot", "matmul"):
+            return _matmul_terms(args[0], args[1], idx)
+        if name in ("addmm", "baddbmm", "addmv"):
+            beta = float(kwargs.get("beta", args[3] if len(args) > 3 else 1.0))
+            alpha = float(kwargs.get("alpha", args[4] if len(args) > 4 else 1.0))
+            return _matmul_terms(args[1], args[2], idx, alpha, args[0] if beta != 0 else None, beta)
+        if name in ("sum", "mean", "nansum"):
+            x = args[0]
+            if not x.is_floating_point():
+                return None
+            dims = args[1] if len(args) > 1 else kwargs.get("dim")
+            return _sum_terms(x, dims, idx, name == "mean")
+        if name == "nll_loss_forward":
+            x, target, weight, reduction = args[0], args[1], args[2], int(args[3])
+            if weight is not None or reduction == 0 or x.dim() != 2:
+                return None
+            picked = _f64(x)[torch.arange(x.shape[0]), target.to("cpu").long().clamp(0, x.shape[1] - 1)]
+            if reduction == 1:
+                picked = picked / max(1, x.shape[0])
+            s = float(picked.abs().sum())
+            return Terms(int(x.shape[0]), "exact", [s] * len(idx), [float(picked.square().sum().sqrt())] * len(idx), s)
+        if name in ("_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data"):
+            forward = name in ("_softmax", "_log_softmax")
+            x, dim = args[0], int(args[1] if forward else args[2])
+            return Terms(_row_length(x, dim), "relative" if forward else "estimated")
+        if name in ("native_layer_norm", "_fused_rms_norm", "rms_norm", "layer_norm"):
+            shape = args[1]
+            return Terms(math.prod(shape) if shape else 1, "relative")
+        if name in ("convolution", "_convolution", "convolution_backward"):
+            w = args[1]
+            return Terms(int(math.prod(w.shape[1:])), "estimated")
+        if "scaled_dot_product" in name:
+            return Terms(int(args[1].shape[-2]), "estimated")
+    except (IndexError, RuntimeError, TypeError, ValueError):
+        return None
+    return None

@@ -1,0 +1,33 @@
+"""Make a trace: build the run (core.traces.models), record it (core.traces.record), add the machine."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import torch
+
+from core.machines.devices import Device, cpu_device, device_info
+from core.traces.files import FORMAT, VERSION
+from core.traces.models import RunSettings, build, threads_context
+from core.traces.record import MAX_OPS, run_traced
+
+
+def _device(s: RunSettings) -> Device:
+    if s.device == "cuda":
+        return Device("cuda", 0, torch.cuda.get_device_name(0))
+    return cpu_device()
+
+
+def make_trace(s: RunSettings, backward: bool = False, max_ops: int = MAX_OPS) -> dict:
+    """The trace of one run of ``s`` (a dict that core.traces.files validates and writes)."""
+    root, inputs, fn = build(s, backward)
+    perturb = (s.perturb_op, s.perturb_size) if s.perturb_op is not None else None
+    with threads_context(s):
+        threads = torch.get_num_threads()
+        ops = run_traced(fn, root, inputs, s.batch if s.model == "tiny-lm" else 1, perturb, max_ops)
+    machine = {k: v for k, v in device_info(_device(s)).items()}
+    machine["threads"] = threads if s.device == "cpu" else machine.get("threads")
+    settings = s.as_dict() | {"backward": backward, "threads_used": threads}
+    return {"format": FORMAT, "version": VERSION,
+            "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "settings": settings, "machine": machine, "ops": [o.to_dict() for o in ops]}
