@@ -1,8 +1,11 @@
 """Compare two traces: align them, judge every matched op, and find where they part.
 
-The answer is one line, in run A's numbering (ops counted from 1):
+The answer is one line, in run A's numbering (ops counted from 1), either
 
-    first difference: op <i> of <N>, <aten op> in <module path>: <born here|inherited>, <within rounding|beyond rounding>
+    first difference: op <i> of <N>, <aten op> in <module path>: <state>, <verdict>
+
+with <state> "born here" or "inherited" and <verdict> "within rounding" or "beyond rounding", or
+
     first difference: none in <N> ops
 
 The first difference is the first matched op, in A's order, whose output bits differ. It is

@@ -194,8 +194,9 @@ class Block(nn.Module):
 
 
 class TinyLMModule(nn.Module):
-    def __init__(self, p: dict[str, torch.Tensor], cfg: ModelConfig = ModelConfig()) -> None:
+    def __init__(self, p: dict[str, torch.Tensor], cfg: ModelConfig | None = None) -> None:
         super().__init__()
+        cfg = cfg or ModelConfig()
         self.tok_emb = nn.Parameter(p["tok_emb"].clone(), requires_grad=False)
         self.pos_emb = nn.Parameter(p["pos_emb"].clone(), requires_grad=False)
         self.layers = nn.ModuleList(Block(p, i, cfg) for i in range(cfg.layers))

@@ -29,5 +29,5 @@ def make_trace(s: RunSettings, backward: bool = False, max_ops: int = MAX_OPS) -
     machine["threads"] = threads if s.device == "cpu" else machine.get("threads")
     settings = s.as_dict() | {"backward": backward, "threads_used": threads}
     return {"format": FORMAT, "version": VERSION,
-            "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "settings": settings, "machine": machine, "ops": [o.to_dict() for o in ops]}

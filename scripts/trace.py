@@ -1,0 +1,109 @@
+"""Trace a model op by op, and find where two traces part.
+
+    python -m scripts.trace run --model mlp-step --threads 1 --out a.json
+    python -m scripts.trace run --model tiny-lm --batch 8 --out b.json
+    python -m scripts.trace run --module path/to/file.py:make --arg width=64 --backward --out c.json
+    python -m scripts.trace compare a.json b.json
+
+``run`` records every aten op of one run (core.traces.record) with the machine's facts and writes a
+JSON trace file (core.traces.files: declared schema, 8 MB cap). Bundled models: ``mlp-step`` (one
+training step of the Training divergence MLP) and ``tiny-lm`` (a decode step of the serving
+page's language model; ``--batch B`` puts the request in a batch of B). ``--module`` imports the
+file and calls ``make(**args)`` (string values), which returns ``(model, inputs)``; the trace
+covers ``model(*inputs)``, and with ``--backward`` the backward pass of its output's sum.
+``--perturb-op I`` multiplies op I's output by (1 + 2^-10): a planted difference, to see the
+judgement work. ``run`` needs torch, NumPy and jsonschema (and this repository), like
+``scripts.capture``, so it runs in a bare GPU image: copy the trace file back and compare it
+with one from your laptop, or upload both on the app's "Where two runs part" page.
+
+``compare`` aligns the two op lists, judges every matched op (identical, born here, inherited; a
+born difference against its op's rounding envelope) and ends with exactly one line:
+
+    first difference: op <i> of <N>, <aten op> in <module path>: <born here|inherited>, <within|beyond> rounding
+    first difference: none in <N> ops
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+
+def _run(args: argparse.Namespace) -> int:
+    from core.traces.files import TraceFileError, write
+    from core.traces.models import MODELS, RunSettings
+    from core.traces.record import TooManyOps
+    from core.traces.run import make_trace
+
+    if (args.model is None) == (args.module is None):
+        print(f"give exactly one of --model ({', '.join(MODELS)}) or --module path/to/file.py:make", file=sys.stderr)
+        return 2
+    pairs = []
+    for a in args.arg or []:
+        key, sep, value = a.partition("=")
+        if not sep or not key.isidentifier():
+            print(f"--arg takes key=value, not {a!r}", file=sys.stderr)
+            return 2
+        pairs.append((key, value))
+    if args.module is not None and args.batch != 1:
+        print("--batch is for the bundled models; pass your own batch size with --arg", file=sys.stderr)
+        return 2
+    s = RunSettings(model=args.model or args.module, threads=args.threads, batch=args.batch, dtype=args.dtype,
+                    device=args.device, perturb_op=args.perturb_op, args=tuple(pairs))
+    try:
+        trace = make_trace(s, backward=args.backward)
+        path = write(trace, args.out)
+    except (ValueError, TooManyOps, TraceFileError) as e:
+        print(f"trace: {e}", file=sys.stderr)
+        return 2
+    m = trace["machine"]
+    print(f"wrote {path} ({path.stat().st_size:,} bytes): {len(trace['ops'])} ops of {s.model} on "
+          f"{m['device_name']} ({trace['settings']['threads_used']} threads, torch {m['torch_version']})")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from core.traces.compare import compare, table_lines
+    from core.traces.files import TraceFileError, read
+
+    try:
+        a, b = read(args.a), read(args.b)
+    except (OSError, TraceFileError) as e:
+        print(f"trace: {e}", file=sys.stderr)
+        return 2
+    c = compare(a, b)
+    for label, t in (("A", a), ("B", b)):
+        st, m = t["settings"], t["machine"]
+        print(f"{label}: {st['model']} on {m['device_name']}, {st.get('threads_used')} threads, batch "
+              f"{st.get('batch')}, {st.get('dtype')}, torch {m['torch_version']}, {t['created']}")
+    print("\n".join(table_lines(c, limit=args.limit)))
+    print(c.line)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m scripts.trace", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="trace one run and write its trace file")
+    r.add_argument("--model", help="a bundled model: mlp-step or tiny-lm")
+    r.add_argument("--module", help="path/to/file.py:make, a function returning (model, inputs)")
+    r.add_argument("--arg", action="append", metavar="KEY=VALUE", help="passed to make() as a string; repeatable")
+    r.add_argument("--backward", action="store_true", help="also trace the backward pass of the output's sum")
+    r.add_argument("--threads", type=int, help="torch threads for this run (default: the process's)")
+    r.add_argument("--batch", type=int, default=1, help="tiny-lm: requests in the batch (default 1)")
+    r.add_argument("--dtype", default="float32", help="float32, float64, bfloat16 or autocast-bfloat16")
+    r.add_argument("--device", default="cpu", help="cpu or cuda")
+    r.add_argument("--perturb-op", type=int, help="plant a difference: multiply op I's output by 1 + 2^-10")
+    r.add_argument("--out", type=pathlib.Path, required=True, help="the trace file to write")
+    c = sub.add_parser("compare", help="compare two trace files")
+    c.add_argument("a", type=pathlib.Path)
+    c.add_argument("b", type=pathlib.Path)
+    c.add_argument("--limit", type=int, default=400, help="matched ops shown in the table (default 400)")
+    args = p.parse_args(argv)
+    return _run(args) if args.command == "run" else _compare(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
