@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import streamlit as st
@@ -36,6 +37,7 @@ from core.recordings.store import (
     model_fidelity,
     recordings_dir,
 )
+from core.recordings.upload import MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, UploadError, recording_from_upload, upload_fidelity
 from core.studies.cpu_vs_gpu import (
     CpuVsGpuSettings,
     SumsEverywhere,
@@ -57,6 +59,10 @@ URL_FIELDS = [
     Field("cg_n", "n", "choice", SUITE_SIZES),
     Field("cg_dtype", "format", "choice", SUITE_DTYPES),
 ]
+HELD = "_cg_upload"  # this session's uploaded recording: {"digest", "recording", "fidelity"}
+REFUSED = "_cg_upload_refused"  # (digest, message) of the last file refused, so it is not parsed on every rerun
+GENERATION = "_cg_upload_gen"  # part of the uploader's key: a new key empties the uploader
+PAIR_KEYS = ("cg_left", "cg_right")
 
 
 @st.cache_data(max_entries=8, ttl=3600, show_spinner=False)
@@ -95,6 +101,82 @@ def server_facts(devices: list[Device], recs: list[Recording]) -> None:
     if not any(d.kind != "cpu" for d in devices):
         st.info("No GPU is visible to torch on this server: GPU results below can only be recorded ones or the "
                 "model.", icon=":material/info:")
+
+
+def uploader_key() -> str:
+    return f"cg_upload_{st.session_state.get(GENERATION, 0)}"
+
+
+def _remove_upload() -> None:
+    """The Remove button: forget the upload, empty the uploader, and let the pair open where it did before."""
+    held = st.session_state.pop(HELD, None)
+    st.session_state.pop(REFUSED, None)
+    st.session_state[GENERATION] = st.session_state.get(GENERATION, 0) + 1
+    if held is not None and any(st.session_state.get(k) == held["index"] for k in PAIR_KEYS):
+        for k in PAIR_KEYS:
+            st.session_state.pop(k, None)
+
+
+def accept_upload(name: str, data: bytes, bundled: list[Recording]) -> str | None:
+    """Read uploaded bytes into this session's recording (one at a time: a new file replaces the last).
+    Returns the reason a file is refused (an earlier upload is kept), or None."""
+    digest = hashlib.sha256(data).hexdigest()
+    held = st.session_state.get(HELD)
+    if held is not None and held["digest"] == digest:
+        return None
+    refused = st.session_state.get(REFUSED)
+    if refused is not None and refused[0] == digest:
+        return refused[1]
+    try:
+        rec = recording_from_upload(name, data)
+    except UploadError as err:
+        st.session_state[REFUSED] = (digest, str(err))
+        return str(err)
+    index = len(bundled)  # the upload follows the bundled recordings in every list
+    st.session_state[HELD] = {"digest": digest, "recording": rec, "fidelity": None, "index": index}
+    st.session_state["cg_left"] = index  # the pair comparison opens on it
+    if st.session_state.get("cg_right") not in range(index):
+        st.session_state["cg_right"] = default_pair(bundled)[0] if bundled else 0
+    return None
+
+
+def your_recording(bundled: list[Recording]) -> Recording | None:
+    """The uploader for a visitor's own capture file, its problems right under it, and the recording this
+    session holds (its file and device, labelled unverified), with a button that removes it."""
+    held = st.session_state.get(HELD)
+    problem = None
+    with st.expander("Your own machine: upload a capture file (JSON) to compare it here",
+                     expanded=held is not None, icon=":material/upload_file:"):
+        up = st.file_uploader(
+            "Capture file, written by `python -m scripts.capture`", type=["json"], key=uploader_key(),
+            help=f"At most {MAX_UPLOAD_MB} MB ({MAX_UPLOAD_BYTES:,} bytes; a capture is about 55 kB). Read as JSON "
+                 "and checked against the same schema as the bundled recordings; nothing is run from it. This "
+                 "server has not verified what it says and keeps it for your session only, one file at a time.")
+        if up is not None:
+            problem = accept_upload(up.name, up.getvalue(), bundled)
+            held = st.session_state.get(HELD)
+            if problem:
+                st.error(inert(problem), icon=":material/block:")  # quotes the file's name and content
+                if held is not None:
+                    st.caption(f"Still using your earlier upload, {inert(held['recording'].name, line_start=False)}"
+                               ".")
+        if held is None and up is None:
+            st.caption("No GPU here? Run `python -m scripts.capture` on yours and upload the file: its sums, "
+                       "products, fingerprint and training pair appear beside this server's and the bundled "
+                       "machines'.")
+    if held is None:
+        return None
+    view.uploaded_card(held["recording"])
+    st.button("Remove your recording", key="cg_upload_remove", on_click=_remove_upload, icon=":material/delete:")
+    return held["recording"]
+
+
+def _uploaded_fidelity(rec: Recording):
+    """The models against this session's upload, measured once per upload (kept with it, per session)."""
+    held = st.session_state[HELD]
+    if held["fidelity"] is None:
+        held["fidelity"] = upload_fidelity(rec, max_n=100_000)
+    return held["fidelity"]
 
 
 def controls(url_notes) -> CpuVsGpuSettings:
@@ -139,13 +221,18 @@ def the_same_sum(result: SumsEverywhere) -> None:
 
 def model_fidelity_section(recs: list[Recording]) -> None:
     st.subheader("How faithful is the GPU model?")
-    if not any(r.is_gpu for r in recs):
+    if not any(r.is_gpu and not r.uploaded for r in recs):
         st.info("No real-GPU recording is bundled yet, so the CUDA model's match rate against a recording is "
-                "**unmeasured**. It follows the Reduce.cuh that torch 2.13.0 ships (read from the installed wheel) "
+                "**unmeasured**" + (" (the rate against your upload below is measured, but on a file this server "
+                                    "has not verified)" if any(r.is_gpu for r in recs) else "")
+                + ". It follows the Reduce.cuh that torch 2.13.0 ships (read from the installed wheel) "
                 "and is labelled a model everywhere in this app.")
     st.markdown(published_evidence_sentence())
     for rec in recs:
-        fid = _fidelity(rec.path, os.path.getmtime(rec.path))  # a replaced file is measured again
+        if rec.uploaded:
+            fid = _uploaded_fidelity(rec)
+        else:
+            fid = _fidelity(rec.path, os.path.getmtime(rec.path))  # a replaced file is measured again
         rate = fid.matched / fid.compared if fid.compared else float("nan")
         st.markdown(f"**{inert(rec.label)}**: {fid.matched} of {fid.compared} sums bit-identical ({rate:.0%}); "
                     f"{inert(fid.conditions)}.")
@@ -180,12 +267,19 @@ def two_machines(recs: list[Recording]) -> None:
     if len(recs) < 2:
         st.info("Fewer than two recordings are bundled, so there is nothing to set side by side.")
         return
-    view.most_different_line(most_different_pair(recs), recs)  # the pair the section opens on, and why
+    bundled = [r for r in recs if not r.uploaded]  # an upload, if any, comes last
+    uploaded = len(bundled) < len(recs)
+    view.most_different_line(most_different_pair(bundled), recs, uploaded)  # the pair it opens on, and why
     names = [r.label for r in recs]
     c1, c2 = st.columns(2)
-    first, second = default_pair(recs)
-    li = c1.selectbox("Machine", range(len(recs)), index=first, format_func=names.__getitem__, key="cg_left")
-    ri = c2.selectbox("against", range(len(recs)), index=second, format_func=names.__getitem__, key="cg_right")
+    first, second = default_pair(bundled)
+    if uploaded:
+        first, second = len(bundled), first  # yours against one of the two bundled machines that differ most
+    for key, default in zip(PAIR_KEYS, (first, second), strict=True):
+        if st.session_state.get(key) not in range(len(recs)):  # first visit, or the upload it showed was removed
+            st.session_state[key] = default
+    li = c1.selectbox("Machine", range(len(recs)), format_func=names.__getitem__, key="cg_left")
+    ri = c2.selectbox("against", range(len(recs)), format_func=names.__getitem__, key="cg_right")
     left, right = recs[li], recs[ri]
     if li == ri:
         st.info("Pick two different recordings.")
@@ -209,8 +303,10 @@ def two_machines(recs: list[Recording]) -> None:
                 st.caption(f"{inert(r.label)}; {inert(entry.note)}.")
     st.caption("Each chart is one machine's own A/B pair (B differs from A as the preset says); the red rule marks "
                "the first step at which the pair's losses are more than 1% apart on that machine.")
-    st.markdown("Where each training pair parts, on every recorded machine:")
-    view.partings_table({p: machine_partings(recs, p) for p in TRAINING_PRESETS})
+    st.markdown("Where each training pair parts, on every recorded machine" + (" and on yours" if uploaded else "")
+                + ":")
+    yours = [r for r in recs if r.uploaded]  # its own row, even where it is a copy of a bundled machine
+    view.partings_table({p: machine_partings(bundled, p) + machine_partings(yours, p) for p in TRAINING_PRESETS})
 
 
 def library_choice(recs: list[Recording]) -> None:
@@ -240,8 +336,10 @@ def main() -> None:
     st.title("CPU vs GPU")
     punch = st.container(key="punchline")  # one CPU thread against all of them: filled first, in the first screen
     devices = available_devices()
-    recs, problems = cached_recordings(recordings_dir())
-    intro(recs, devices)
+    bundled, problems = cached_recordings(recordings_dir())
+    intro(bundled, devices)
+    yours = your_recording(bundled)  # a visitor's own capture, for this session: it joins every list below
+    recs = bundled + ([yours] if yours is not None else [])
     settings = controls(url_notes)
     cost = cpu_vs_gpu_cost(settings.n, settings.dtype, settings.generator, len(recs),
                            sum(d.kind != "cpu" for d in devices),
@@ -259,7 +357,7 @@ def main() -> None:
     model_fidelity_section(recs)
     reduction_order(result)
     two_machines(recs)
-    library_choice(recs)
+    library_choice(bundled)  # the bundled machines' configuration captures and notes
     training_on_a_gpu(recs, devices)
     next_page_link("cpu_vs_gpu")
 

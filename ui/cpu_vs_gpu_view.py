@@ -18,7 +18,7 @@ from core.recordings.compare import (
     RecordedNote,
 )
 from core.recordings.fingerprint import GROUPS, OpComparison, compare_ops, fingerprint, group_fingerprints
-from core.recordings.store import Fidelity, Recording, TrainingEntry
+from core.recordings.store import UPLOADED, Fidelity, Recording, TrainingEntry
 from core.studies.cpu_vs_gpu import Notice, ReductionStages, SumsEverywhere
 from ui.render import inert
 from ui.talk import styled
@@ -186,7 +186,8 @@ def mismatch_table(fid: Fidelity) -> None:
 CAPTURE_HOWTO = ("To add yours: in a checkout of this app on a machine with a GPU, run `python -m scripts.capture` "
                  "(it writes one JSON file to data/recordings/; the README's “Live, recorded, modelled” section has "
                  "the details), then commit the file or point `FP_RECORDINGS_DIR` at its folder. The app replays "
-                 "it with its provenance.")
+                 "it with its provenance. Or upload the file below to set it beside this server's results for your "
+                 "session only.")
 
 
 def gpu_status(recs: list[Recording], live_gpus: list[str]) -> str:
@@ -213,16 +214,36 @@ CHECK_COMMAND = "python -m scripts.fingerprint"  # this machine against every bu
 CAPTURE_COMMAND = "python -m scripts.capture"  # a full recording of this machine, to commit
 
 
-def most_different_line(most: MostDifferent | None, recs: list[Recording]) -> None:
-    """Which two real machines the section opens on, and why: computed from the recordings."""
+def most_different_line(most: MostDifferent | None, recs: list[Recording], uploaded: bool = False) -> None:
+    """Which two real machines the section opens on, and why: computed from the recordings (``uploaded``:
+    the section opens on the visitor's upload instead)."""
     if most is None:
         return
     d = most.differences
-    st.markdown(f"Of the **{most.machines} real machines** in the recordings (captures of one machine with "
-                f"numeric environment variables set count as that machine), **{inert(recs[most.left].machine)}** "
-                f"and **{inert(recs[most.right].machine)}** differ most: {d.count} of the {d.compared} sums, "
-                "matrix products and single operations they both recorded give other bits. They are set side by "
-                "side below.")
+    st.markdown(f"Of the **{most.machines} real machines** in the bundled recordings (captures of one machine "
+                "with numeric environment variables set count as that machine), "
+                f"**{inert(recs[most.left].machine)}** and **{inert(recs[most.right].machine)}** differ most: "
+                f"{d.count} of the {d.compared} sums, matrix products and single operations they both recorded "
+                "give other bits. " + ("The comparison below opens on your upload; pick those two to set them "
+                                       "side by side." if uploaded else "They are set side by side below."))
+
+
+# ------------------------------------------------------------------ a visitor's own recording, uploaded
+
+
+def uploaded_card(rec: Recording) -> None:
+    """What the visitor's upload says it is: its file name, device and capture time, labelled as unverified
+    (every part inert: it all comes from the file)."""
+    p = rec.provenance
+    kind = {"cuda": "a CUDA GPU", "mps": "an Apple GPU", "cpu": "a CPU"}.get(p.device_kind, "a device")
+    facts = [f"torch {inert(p.torch_version, line_start=False)}"]
+    if p.is_gpu and p.sm_count:
+        facts.append(f"{p.sm_count:,} SMs")
+    st.info(f"**Your recording, {UPLOADED}**: {inert(rec.name, line_start=False)}, recorded on {kind}: "
+            f"**{inert(rec.device, line_start=False)}** ({', '.join(facts)}), captured "
+            f"{inert(p.captured_at, line_start=False)}. The sections below use it beside this server's results "
+            "and the bundled recordings, marked “uploaded by you”; this server keeps it for your session only.",
+            icon=":material/upload_file:")
 
 
 def differing_results(d: PairDifferences) -> None:

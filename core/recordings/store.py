@@ -61,6 +61,7 @@ NUMERIC_ENVIRONMENT = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIO
                        "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG",
                        "NVIDIA_TF32_OVERRIDE")
 _VALIDATOR = jsonschema.Draft202012Validator(RECORDING)
+UPLOADED = "uploaded by you, not verified by this server"  # how a visitor's own recording is labelled
 
 
 class RecordingError(ValueError):
@@ -384,6 +385,7 @@ class Recording:
     training: tuple[TrainingEntry, ...]
     throughput: tuple[ThroughputEntry, ...]
     op_fingerprint: dict[str, str]
+    uploaded: bool = False  # a visitor's own file (core.recordings.upload): ``path`` is its name, nothing verified
 
     @staticmethod
     def from_dict(path: str, data: dict) -> Recording:
@@ -414,7 +416,13 @@ class Recording:
 
     @property
     def machine(self) -> str:
-        """The device in words: a GPU's name, or a CPU's model, SIMD capability and threads."""
+        """The device in words: a GPU's name, or a CPU's model, SIMD capability and threads (and, for an
+        upload, that a visitor brought it)."""
+        return self.device + (", uploaded by you" if self.uploaded else "")
+
+    @property
+    def device(self) -> str:
+        """The device in words, as the file names it."""
         p = self.provenance
         if self.is_gpu:
             return str(p.device_name)
@@ -431,7 +439,8 @@ class Recording:
     @property
     def label(self) -> str:
         p = self.provenance
-        return f"recorded on {self.machine} with torch {p.torch_version} on {p.captured_at[:10]}"
+        text = f"recorded on {self.device} with torch {p.torch_version} on {p.captured_at[:10]}"
+        return f"{UPLOADED}: {text}" if self.uploaded else text
 
     def find_sum(self, generator: str, seed: int, n: int, dtype: str) -> SumEntry | None:
         return next((e for e in self.sums if e.key == (generator, seed, n, dtype)), None)

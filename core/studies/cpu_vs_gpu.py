@@ -254,14 +254,15 @@ def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: lis
             continue
         raw.append((rec.machine, "recorded", rp.recorded_bits, rec.label))
         if rp.model_bits is not None:
-            raw.append((f"CUDA model, SM count {rec.provenance.sm_count}", "model", rp.model_bits,
+            raw.append((f"CUDA model, SM count {rec.provenance.sm_count}" + (", for your upload" if rec.uploaded
+                                                                               else ""), "model", rp.model_bits,
                         "our model of the GPU's reduction order for that device"))
     if not found:
         notices.append(Notice("info", f"No recording for {GENERATORS[s.generator].split(':')[0]}, n = {s.n:,}, "
                                       f"{s.dtype}" + (" is bundled." if not recs else " among the bundled recordings.")
                               + " Nothing is shown in its place; capture one with `python -m scripts.capture` on a "
                                 "machine with a GPU."))
-    gpu_recorded = any(r.is_gpu for r in recs)
+    gpu_recorded = any(r.is_gpu and not r.uploaded for r in recs)  # a visitor's upload checks nothing here
     raw.append((f"CUDA model, SM count {H100_SMS} (H100/H200-like)", "model",
                 bits_of(cuda_sum_model(values, cuda_config_for(s.n, values.dtype, sm_count=H100_SMS))),
                 "a model of the order, not a measurement" + ("" if gpu_recorded else

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -21,6 +22,7 @@ from core.recordings.fingerprint import fingerprint, op_fingerprint
 from core.recordings.store import TRAINING_PRESETS, capture, load_recordings, write_recording
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 from ui.cpu_vs_gpu_view import CAPTURE_COMMAND, CHECK_COMMAND
+from ui.render import WORD_JOINER
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +169,112 @@ def test_bundled_page_opens_on_the_most_different_machines_and_names_what_differ
             assert row["which"] == (", ".join(names) or "none")
     assert INTEL_MKL_NOTE.text in text and INTEL_MKL_NOTE.source in text
     assert any(c.value == f"{CHECK_COMMAND}\n{CAPTURE_COMMAND}" for c in at.code)
+
+
+# ------------------------------------------------------------------ a visitor's own capture file, uploaded
+
+BUNDLED_FILES = sorted((ROOT / "data" / "recordings").glob("*.json"))
+HOSTILE = "<img src=x onerror=alert(1)> **bold** [link](https://example.com) :material/lock: `tick`"
+
+
+def bundled_page(monkeypatch) -> AppTest:
+    monkeypatch.delenv("FP_RECORDINGS_DIR", raising=False)
+    return AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+
+
+def upload(at: AppTest, name: str, data: bytes) -> AppTest:
+    key = next(u.key for u in at.file_uploader if u.key.startswith("cg_upload_"))
+    return at.file_uploader(key=key).upload(name, data, "application/json").run()
+
+
+def markdown_sources(at: AppTest) -> list[str]:
+    """Everything the page gave Streamlit's markdown renderer."""
+    return [str(e.value) for kind in ("markdown", "caption", "error", "warning", "success", "info")
+            for e in getattr(at, kind)]
+
+
+def test_an_uploaded_recording_joins_the_page_labelled_as_yours_until_removed(monkeypatch):
+    from core.recordings.store import UPLOADED, load_recordings
+    from core.recordings.upload import recording_from_upload
+
+    at = bundled_page(monkeypatch)
+    assert not at.exception and not any(UPLOADED in s for s in markdown_sources(at))
+    bundled, _ = load_recordings()
+    src = BUNDLED_FILES[-1]
+    mine = recording_from_upload("my-gpu.json", src.read_bytes())
+    at = upload(at, "my-gpu.json", src.read_bytes())
+    assert not at.exception
+    card = next(i.value for i in at.info if UPLOADED in i.value)
+    assert "my-gpu.json" in shown(card) and mine.device in shown(card) and mine.provenance.captured_at in shown(card)
+    t = table(at)
+    row = t[t["where"] == mine.machine]
+    assert len(row) == 1 and row.iloc[0]["tier"] == "recorded" and row.iloc[0]["note"] == mine.label
+    twin = t[t["where"] == mine.device]  # the same file, bundled: the same bits, told apart by its label
+    assert row.iloc[0]["bits"] == twin.iloc[0]["bits"] and mine.label.startswith(UPLOADED)
+    assert any(shown(m.value).startswith(f"**{mine.label}**: ") for m in at.markdown)  # the model against it
+    assert at.selectbox(key="cg_left").value == len(bundled)  # the pair opens on it
+    assert at.selectbox(key="cg_left").options[-1] == mine.label
+    facts = next(d.value for d in at.dataframe if "fact" in d.value.columns and len(d.value.columns) == 3)
+    assert f"{mine.machine} (my-gpu.json)" in facts.columns
+    partings = next(df.value for df in at.dataframe if "capture" in df.value.columns)
+    assert partings["machine"].tolist()[-1] == mine.machine
+    fingerprints = next(df.value for df in at.dataframe if "operations compared" in df.value.columns)
+    assert fingerprints["recording"].tolist()[-1] == mine.label
+    # kept across reruns; a broken file is refused next to the uploader and the earlier upload stays
+    at.selectbox(key="cg_dtype").select("float64").run()
+    assert not at.exception and mine.machine in table(at)["where"].tolist()
+    at = upload(at, "broken.json", b'{"format_version": 2, "provenance"')
+    assert not at.exception
+    assert any("broken.json is not JSON" in shown(e.value) for e in at.error)
+    assert any(shown(c.value) == "Still using your earlier upload, my-gpu.json." for c in at.caption)
+    assert mine.machine in table(at)["where"].tolist()
+    # removed: the uploader is emptied and the pair opens on the bundled machines again
+    at.button(key="cg_upload_remove").click().run()
+    assert not at.exception
+    assert mine.machine not in table(at)["where"].tolist() and not any(UPLOADED in s for s in markdown_sources(at))
+    assert [u.key for u in at.file_uploader] == ["cg_upload_1"] and at.file_uploader[0].value is None
+    assert (at.selectbox(key="cg_left").value, at.selectbox(key="cg_right").value) == default_pair(bundled)
+
+
+def test_bad_uploads_get_a_message_next_to_the_uploader_and_the_page_stays(monkeypatch):
+    from core.recordings.store import UPLOADED
+    from core.recordings.upload import MAX_UPLOAD_BYTES
+
+    at = bundled_page(monkeypatch)
+    before = table(at)["where"].tolist()
+    schema_broken = json.loads(BUNDLED_FILES[0].read_text())
+    schema_broken["provenance"]["device_kind"] = "tpu"
+    cases = [
+        ("empty.json", b"", "empty.json is empty"),
+        ("text.json", b"hello", "text.json is not JSON (line 1, column 1"),
+        ("latin1.json", '{"cpu": "caf\u00e9"}'.encode("latin-1"), "latin1.json is not UTF-8 text"),
+        ("schema.json", json.dumps(schema_broken).encode(), "schema.json is not a recording this page can use: "
+                                                            "field provenance.device_kind"),
+        ("huge.json", b" " * (MAX_UPLOAD_BYTES + 1), f"at most {MAX_UPLOAD_BYTES:,} bytes (4 MB) are accepted"),
+    ]
+    for name, data, says in cases:
+        at = upload(at, name, data)
+        assert not at.exception, name
+        errors = [shown(e.value) for e in at.error]
+        assert any(says in e for e in errors), (name, errors)
+        assert table(at)["where"].tolist() == before  # nothing joined, nothing lost
+        assert not any(UPLOADED in s for s in markdown_sources(at))
+        assert any(e.label.startswith("Your own machine: upload") for e in at.expander)
+    help_text = at.file_uploader[0].help
+    assert "At most 4 MB" in help_text and f"{MAX_UPLOAD_BYTES:,} bytes" in help_text
+
+
+def test_markup_in_an_uploaded_recording_is_shown_as_text(monkeypatch):
+    data = json.loads(BUNDLED_FILES[0].read_text())
+    data["provenance"]["cpu_model"] = HOSTILE
+    data["provenance"]["environment"] = {}
+    at = upload(bundled_page(monkeypatch), f"{HOSTILE}.json", json.dumps(data).encode())
+    assert not at.exception
+    sources = markdown_sources(at)
+    quoting = [s for s in sources if HOSTILE in shown(s)]
+    assert len(quoting) >= 3  # the card, the model's line, the pair's verdict
+    for s in sources:  # what reaches the markdown renderer is escaped: no tag, link, icon or code span
+        live = re.sub(r"\\[!-/:-@\[-`{-~]", "", s).replace(WORD_JOINER, " ")  # the source's unescaped part
+        assert "<img" not in live and "](https" not in live and "`tick`" not in live, s
+        assert ":material/lock:" not in live and "**bold**" not in live, s
+    assert any(HOSTILE in w for w in table(at)["where"])  # table cells are plain text already
