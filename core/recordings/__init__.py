@@ -2,7 +2,8 @@
 
 schema (the declared JSON Schema, checked with jsonschema), fingerprint (machine facts and hashes of
 single operations' result bits), store (capture, write, upgrade, load and validate recordings, and the
-CUDA/CPU model's fidelity to them), compare (what two machines' recordings share and where they part).
+CUDA/CPU model's fidelity to them), compare (what two machines' recordings share and where they part),
+upload (a visitor's own capture file: bytes to a validated Recording marked uploaded, within a size cap).
 
 May import: core.training.pair, core.kernels, core.machines, core.arith, torch, NumPy, jsonschema.
 Never core.crowd: scripts.capture runs this package in a bare GPU image.

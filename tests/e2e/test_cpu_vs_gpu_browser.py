@@ -37,3 +37,47 @@ def test_cpu_vs_gpu_page(server, page):
     assert_healthy_page(page)
     table = page.locator('[data-testid="stDataFrame"]').filter(has_text="recorded")
     expect(table.first).to_be_visible()
+
+
+def test_a_visitors_own_capture_file_is_shown_as_theirs(server, page):
+    """A bundled file uploaded under another name joins the page labelled as the visitor's, unverified; a broken
+    file gets its reason next to the uploader and the earlier upload stays; Remove takes it away."""
+    from core.recordings.store import DEFAULT_DIR, UPLOADED
+    from core.recordings.upload import recording_from_upload
+
+    src = sorted(DEFAULT_DIR.glob("*.json"))[-1]
+    mine = recording_from_upload("my-gpu-capture.json", src.read_bytes())
+    page.goto(f"{server.url}/cpu_vs_gpu")
+    wait_for_app(page, timeout=120_000)
+    assert_healthy_page(page)
+    page.get_by_text("Your own machine: upload a capture file").click()
+    uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]')
+    uploader.set_input_files(files=[{"name": "my-gpu-capture.json", "mimeType": "application/json",
+                                     "buffer": src.read_bytes()}])
+    wait_for_app(page, timeout=120_000)
+    card = page.locator('[data-testid="stAlert"]').filter(has_text=f"Your recording, {UPLOADED}")
+    expect(card).to_be_visible(timeout=60_000)
+    expect(card).to_contain_text("my-gpu-capture.json")
+    expect(card).to_contain_text(mine.provenance.captured_at.replace(":", ":\u2060"))
+    assert_healthy_page(page)
+    main = page.locator('[data-testid="stMain"]')
+    expect(page.locator('[data-testid="stDataFrame"]').filter(has_text="uploaded by you").first).to_be_visible()
+    assert mine.label in main.inner_text().replace("\u2060", "")  # the model's line and the pair's choice
+    screenshot(page, "cpu-vs-gpu-uploaded", full_page=True)
+
+    uploader.set_input_files(files=[{"name": "broken.json", "mimeType": "application/json",
+                                     "buffer": b'{"format_version": 2, "provenance": '}])
+    wait_for_app(page, timeout=120_000)
+    error = page.locator('[data-testid="stAlert"]').filter(has_text="broken.json is not JSON")
+    expect(error).to_be_visible(timeout=60_000)
+    expect(page.get_by_text("Still using your earlier upload, my-gpu-capture.json.")).to_be_visible()
+    expect(card).to_be_visible()
+    assert_healthy_page(page)
+    screenshot(page, "cpu-vs-gpu-upload-refused")
+
+    page.get_by_role("button", name="Remove your recording").click()
+    wait_for_app(page, timeout=120_000)
+    expect(card).to_have_count(0)
+    expect(error).to_have_count(0)
+    assert_healthy_page(page)
+    assert UPLOADED not in main.inner_text().replace("\u2060", "")
