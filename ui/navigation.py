@@ -49,6 +49,9 @@ PAGE_TABLE = [
      "float64, wider accumulation, determinism and an order-independent sum, with costs measured here"),
     ("diagnose", "Diagnose a mismatch", ":material/troubleshoot:",
      "your own CPU-vs-GPU difference: rounding noise, reduced precision or a bug, and the tolerance to use"),
+    ("traces", "Where two runs part", ":material/alt_route:",
+     "two runs of a whole model traced op by op: the first op that differs, born there or inherited, and whether "
+     "rounding explains it"),
 ]
 
 APP_ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -72,14 +72,14 @@ class TraceFileError(ValueError):
     """A file that is not a valid trace; the message says why, in a sentence."""
 
 
-def validate(data) -> None:
+def validate(data, name: str = "the trace") -> None:
     err = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(data))
     if err is not None:
         where = "/".join(str(p) for p in err.absolute_path) or "the top level"
-        raise TraceFileError(f"not a valid trace file: at {where}: {err.message[:200]}")
+        raise TraceFileError(f"{name} is not a valid trace file: at {where}: {err.message[:200]}")
     indices = [op["index"] for op in data["ops"]]
     if indices != list(range(1, len(indices) + 1)):
-        raise TraceFileError("not a valid trace file: its ops are not numbered 1, 2, 3, ...")
+        raise TraceFileError(f"{name} is not a valid trace file: its ops are not numbered 1, 2, 3, ...")
 
 
 def from_bytes(raw: bytes, name: str = "the file") -> dict:
@@ -95,7 +95,7 @@ def from_bytes(raw: bytes, name: str = "the file") -> dict:
         raise TraceFileError(f"{name} is not UTF-8 text (a trace file is JSON)") from None
     except json.JSONDecodeError as e:
         raise TraceFileError(f"{name} is not JSON: {e.msg} at line {e.lineno}") from None
-    validate(data)
+    validate(data, name)
     return data
 
 

@@ -1,0 +1,112 @@
+"""The bundled pairs of traces that the "Where two runs part" page computes live, and what the page
+shows of a comparison (the timeline, the rows, the provenance), as plain values.
+
+Every bundled pair is traced on this server when asked (nothing recorded, nothing planted but the
+one pair that says it is planted):
+
+- ``lm-batch``: the tiny language model's decode step for one request alone and in a batch of 8;
+- ``mlp-threads``: the Training divergence MLP's training step with all of this server's threads
+  and with one;
+- ``mlp-bf16``: the same step in float32 and under bfloat16 autocast;
+- ``mlp-planted``: the same step, with op ``PLANTED_OP`` (the first layer's matrix product)
+  multiplied by 1 + 2^-10 in B: a deliberately planted bug, to show what "beyond rounding" looks like.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.traces.compare import Comparison, compare
+from core.traces.judge import packet
+from core.traces.models import RunSettings
+from core.traces.run import make_trace
+
+PLANTED_OP = 1
+
+
+@dataclass(frozen=True)
+class Pair:
+    key: str
+    label: str
+    a: RunSettings
+    b: RunSettings
+    a_name: str
+    b_name: str
+    note: str
+
+
+PAIRS: dict[str, Pair] = {p.key: p for p in [
+    Pair("lm-batch", "Language model: one request alone vs in a batch of 8",
+         RunSettings(model="tiny-lm"), RunSettings(model="tiny-lm", batch=8), "batch 1", "batch 8",
+         "One decode step of the Serving page's model. B's request shares every matrix product with 7 others; "
+         "the trace follows its own rows."),
+    Pair("mlp-threads", "Training step: all threads vs one thread",
+         RunSettings(model="mlp-step"), RunSettings(model="mlp-step", threads=1), "all threads", "1 thread",
+         "One training step (forward, loss, backward, SGD) of the Training divergence MLP, with this server's "
+         "thread count and with one."),
+    Pair("mlp-bf16", "Training step: float32 vs bfloat16 autocast",
+         RunSettings(model="mlp-step"), RunSettings(model="mlp-step", dtype="autocast-bfloat16"), "float32",
+         "bfloat16 autocast",
+         "The same step with B's forward pass under torch.autocast(bfloat16): autocast adds casts that A has not."),
+    Pair("mlp-planted", "Training step with a planted bug in one op",
+         RunSettings(model="mlp-step"), RunSettings(model="mlp-step", perturb_op=PLANTED_OP), "plain",
+         "planted bug",
+         f"B multiplies the output of op {PLANTED_OP} by 1 + 2⁻¹⁰ on purpose: a bug, not rounding. The judgement "
+         "should say so."),
+]}
+DEFAULT_PAIR = "lm-batch"
+STATE_ORDER = ("identical", "born here, within rounding", "born here, beyond rounding", "inherited",
+               "only in one run")
+
+
+@dataclass(frozen=True)
+class PairResult:
+    pair: Pair
+    trace_a: dict
+    trace_b: dict
+    comparison: Comparison
+
+
+def run_pair(key: str) -> PairResult:
+    pair = PAIRS[key]
+    a, b = make_trace(pair.a), make_trace(pair.b)
+    return PairResult(pair, a, b, compare(a, b))
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    index: int  # op number in A (ops only in B: the A number of the op before them, + 0.5)
+    state: str  # one of STATE_ORDER
+    op: str
+    module: str
+    detail: str
+
+
+def timeline(c: Comparison) -> list[TimelinePoint]:
+    """Every op of both runs, in A's order, with its state for the timeline chart."""
+    pts = []
+    for r in c.rows:
+        j = r.judgement
+        state = j.state if j.state != "born here" else f"born here, {j.verdict}"
+        detail = j.size.text() if j.size is not None and j.state != "identical" else j.reason
+        pts.append(TimelinePoint(r.a.index, state, packet(r.a.op), r.a.module + (" (backward)" if r.a.backward else ""),
+                                 detail))
+    for o in c.only_a:
+        pts.append(TimelinePoint(o.index, "only in one run", packet(o.op), o.module, "only in A"))
+    b_to_a = {r.b.index: r.a.index for r in c.rows}
+    for o in c.only_b:
+        before = max((bi for bi in b_to_a if bi < o.index), default=None)
+        pts.append(TimelinePoint((b_to_a[before] if before is not None else 0) + 0.5, "only in one run",
+                                 packet(o.op), o.module, f"only in B (its op {o.index})"))
+    return sorted(pts, key=lambda p: p.index)
+
+
+def provenance(trace: dict) -> str:
+    """One line: what ran where (plain text; the page shows it inert)."""
+    s, m = trace["settings"], trace["machine"]
+    extra = [f"batch {s['batch']}" if s.get("batch", 1) != 1 else "", s.get("dtype", ""),
+             f"op {s['perturb_op']} perturbed" if s.get("perturb_op") else ""]
+    cpu = m.get("cpu_model") or ""
+    return (f"{s['model']} on {m['device_name']}" + (f" ({cpu}, {m.get('cpu_capability')})" if cpu else "")
+            + f", {s.get('threads_used')} threads, " + ", ".join(e for e in extra if e)
+            + f", torch {m['torch_version']}, traced {trace['created']}")

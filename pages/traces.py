@@ -1,0 +1,138 @@
+"""Page: Where two runs part — op-by-op traces of two runs, the first op that differs, born or inherited,
+and whether its size is what rounding explains."""
+
+from __future__ import annotations
+
+import hashlib
+
+import streamlit as st
+
+from core.traces.compare import Comparison, compare
+from core.traces.files import MAX_TRACE_BYTES, TraceFileError, dumps, from_bytes
+from core.traces.judge import ELEMENTWISE_ULPS
+from core.traces.pairs import DEFAULT_PAIR, PAIRS, PairResult, provenance, run_pair
+from ui import traces_view as view
+from ui.navigation import ensure_app_navigation, next_page_link
+from ui.render import inert
+from ui.talk import folded
+
+SOURCES = {"bundled": "A bundled pair, traced live here", "upload": "Upload two trace files"}
+MB = MAX_TRACE_BYTES // 2**20
+COMMANDS = """# on each machine (a bare GPU image needs only torch, NumPy, jsonschema and this repository)
+python -m scripts.trace run --model tiny-lm --batch 8 --device cuda --out gpu.json
+python -m scripts.trace run --model tiny-lm --out laptop.json
+# your own model: make(**args) returns (model, inputs); --backward adds the backward pass
+python -m scripts.trace run --module my_model.py:make --arg width=256 --backward --out mine.json
+# then upload both files here, or
+python -m scripts.trace compare gpu.json laptop.json"""
+
+
+@st.cache_data(max_entries=len(PAIRS), ttl=3600, show_spinner=False)
+def _pair(key: str) -> PairResult:
+    return run_pair(key)
+
+
+def _upload(where, label: str, key: str) -> dict | None:
+    """A validated trace from an uploader (None when empty or refused, with the reason under it)."""
+    up = where.file_uploader(label, type=["json"], key=key,
+                             help=f"A file written by python -m scripts.trace run, at most {MB} MB. It is read as JSON "
+                                  "and checked against the trace schema; nothing in it is run.")
+    if up is None:
+        return None
+    raw = up.getvalue()
+    digest = hashlib.sha256(raw).hexdigest()
+    held = st.session_state.get(f"_{key}_parsed")
+    if held is not None and held[0] == digest:
+        return held[1]
+    try:
+        trace = from_bytes(raw, up.name)
+    except TraceFileError as err:
+        where.error(inert(err), icon=":material/block:")  # quotes the file name
+        return None
+    st.session_state[f"_{key}_parsed"] = (digest, trace)
+    return trace
+
+
+def bundled(punch) -> tuple[Comparison, dict, dict, str, str] | None:
+    key = st.selectbox("Pair", list(PAIRS), index=list(PAIRS).index(DEFAULT_PAIR), format_func=lambda k: PAIRS[k].label,
+                       key="tr_pair")
+    pair = PAIRS[key]
+    with punch, st.spinner(f"Tracing both runs live on this server: {pair.label}"):
+        result = _pair(key)
+    st.caption(inert(pair.note))
+    return result.comparison, result.trace_a, result.trace_b, pair.a_name, pair.b_name
+
+
+def uploaded(punch) -> tuple[Comparison, dict, dict, str, str] | None:
+    u1, u2 = st.columns(2)
+    a = _upload(u1, "Trace A (say, from your GPU machine)", "tr_up_a")
+    b = _upload(u2, "Trace B (say, from your laptop)", "tr_up_b")
+    if a is None or b is None:
+        punch.info(f"Upload two trace files (each at most {MB} MB) to see where they part, or choose a bundled pair. "
+                   "Make them with the commands below.", icon=":material/upload:")
+        return None
+    return compare(a, b), a, b, "A", "B"
+
+
+def main() -> None:
+    ensure_app_navigation()
+    st.title("Where two runs part")
+    punch = st.container(key="punchline")  # the first difference: first screen
+    c1, c2 = st.columns([1, 2])
+    source = c1.radio("Traces", list(SOURCES), format_func=SOURCES.get, key="tr_source")
+    with c2:
+        got = bundled(punch) if source == "bundled" else uploaded(punch)
+    if got is None:
+        explain()
+        next_page_link("traces")
+        return
+    comparison, trace_a, trace_b, a_name, b_name = got
+    view.punchline(punch, comparison, a_name, b_name)
+    punch.altair_chart(view.timeline_chart(comparison), width="stretch")
+    view.details(st, comparison)
+    st.caption(f"A: {inert(provenance(trace_a))}.  \nB: {inert(provenance(trace_b))}.  \n"
+               + ("Traced live on this server just now." if source == "bundled" else
+                  "Uploaded by you: the server checked the files' format, not where they were made."))
+    st.subheader("Every op")
+    only = st.toggle("Only the ops that differ", value=True, key="tr_only")
+    st.dataframe(view.rows_table(comparison, only), hide_index=True, width="stretch", height=300)
+    view.unmatched(comparison)
+    counts = comparison.counts()
+    st.caption(f"{len(comparison.rows)} matched ops: {counts.get('identical', 0)} identical, "
+               f"{counts.get('born here', 0)} born here, {counts.get('inherited', 0)} inherited; "
+               f"{len(comparison.only_a)} only in A, {len(comparison.only_b)} only in B.")
+    if source == "bundled":
+        d1, d2 = st.columns(2)
+        d1.download_button(f"Download trace A ({a_name})", dumps(trace_a), "trace-a.json", "application/json",
+                           key="tr_dl_a")
+        d2.download_button(f"Download trace B ({b_name})", dumps(trace_b), "trace-b.json", "application/json",
+                           key="tr_dl_b")
+    explain()
+    next_page_link("traces")
+
+
+def explain() -> None:
+    st.subheader("Your own runs")
+    st.markdown("Trace the same model on the two machines (or thread counts, batch sizes, versions) that disagree, "
+                "then compare the two files here or on the command line:")
+    st.code(COMMANDS, language="bash")
+    with folded("How each op is judged"):
+        st.markdown(
+            "Every aten op the run dispatches is recorded with the module it ran in, digests of its input and output "
+            "bits, its L1 norm, 32 sampled output values as bits, and its reduction length K (the inner dimension "
+            "of a matrix product, the length of a summed axis or a softmax row). The two op lists are matched by "
+            "module, op and shapes, then by module and op name, then by op and output shape; what stays unmatched "
+            "exists in one run only (a fused kernel, an autocast cast).\n\n"
+            "- **identical**: the output bits are equal;\n"
+            "- **born here**: the inputs are bit-identical and the output is not: this op made the difference;\n"
+            "- **inherited**: an input already differed.\n\n"
+            "A born difference is measured on the sampled elements, in ULPs, and set against the envelope of a "
+            "reordered sum of K terms (the Diagnose page's): the typical size u·√K·‖t‖₂ and the rigorous bound "
+            "2·γ_K·Σ|t| (γ_K = Ku/(1−Ku), Higham eq. 3.4), with the terms taken from the op's real inputs for "
+            "matrix products and sums. **Within rounding**: every sampled element inside min(bound, 8 × typical) "
+            "and the L1 norms inside the bound over all elements. Ops that do not reduce: + − × ÷ √, copies and "
+            "casts are correctly rounded, so any difference from identical inputs is **beyond rounding**; exp, "
+            f"tanh and friends may differ by {ELEMENTWISE_ULPS:.0f} ULPs between two implementations.")
+
+
+main()

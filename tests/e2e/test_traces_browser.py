@@ -1,0 +1,83 @@
+"""Where two runs part, in a real browser at 1280x720: the default pair's first difference and its timeline
+are in the first screen (normal and presenter mode); a visitor picks the planted-bug pair and reads "beyond
+rounding"; uploads two trace files, one of them broken, and gets a reason next to the uploader, then a
+comparison."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from core.traces.files import dumps
+from core.traces.pairs import run_pair
+from tests.e2e.conftest import assert_healthy_page, choose, screenshot, wait_for_app
+
+WIDTH, HEIGHT = 1280, 720
+SLOW = 180_000
+HEADLINE = re.compile(r"The runs part at op \d+ of \d+|give the same bits in all \d+ matched ops")
+LINE = re.compile(r"first difference: (op \d+ of \d+, aten\.\S+ in \S+: (born here|inherited), "
+                  r"(within|beyond) rounding|none in \d+ ops)")
+
+
+@pytest.mark.parametrize("talk", ["0", "1"])
+def test_first_difference_and_timeline_in_the_first_screen(browser, server, talk):
+    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/traces?talk={talk}")
+        punch = page.locator(".st-key-punchline")
+        expect(punch).to_contain_text(HEADLINE, timeout=SLOW)
+        expect(page.locator('[data-testid="stCode"]').first).to_contain_text(LINE)
+        wait_for_app(page)
+        assert_healthy_page(page)
+        box = punch.bounding_box()
+        assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= HEIGHT, box
+        chart = punch.locator('[data-testid="stVegaLiteChart"]')
+        expect(chart).to_have_count(1)
+        cbox = chart.bounding_box()
+        assert cbox is not None and cbox["height"] > 60 and cbox["y"] + cbox["height"] <= HEIGHT, cbox
+        screenshot(page, f"traces-1280x720-talk{talk}")
+    finally:
+        context.close()
+
+
+def test_a_visitor_finds_the_planted_bug(page, server):
+    page.goto(f"{server.url}/traces")
+    expect(page.locator(".st-key-punchline")).to_contain_text(HEADLINE, timeout=SLOW)
+    wait_for_app(page)
+    choose(page, "Pair", "Training step with a planted bug in one op")
+    punch = page.locator(".st-key-punchline")
+    expect(punch).to_contain_text("The runs part at op 1 of", timeout=SLOW)
+    expect(punch).to_contain_text("beyond rounding")
+    expect(page.locator('[data-testid="stCode"]').first).to_contain_text("born here, beyond rounding")
+    assert_healthy_page(page)
+    screenshot(page, "traces-planted")
+
+
+def test_upload_two_traces_one_broken_first(page, server, tmp_path):
+    r = run_pair("mlp-planted")
+    a, b = tmp_path / "gpu.json", tmp_path / "laptop.json"
+    a.write_text(dumps(r.trace_a))
+    b.write_text(dumps(r.trace_b))
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"format": "op-trace", "version": 1}')
+    page.goto(f"{server.url}/traces")
+    wait_for_app(page, timeout=SLOW)
+    page.get_by_text("Upload two trace files", exact=True).click()
+    wait_for_app(page)
+    expect(page.locator(".st-key-punchline")).to_contain_text("Upload two trace files")
+    inputs = page.locator('[data-testid="stFileUploader"] input[type="file"]')
+    inputs.nth(0).set_input_files(str(a))
+    wait_for_app(page)
+    inputs.nth(1).set_input_files(str(broken))
+    wait_for_app(page)
+    alert = page.locator('[data-testid="stAlert"]').filter(has_text="is not a valid trace file")
+    expect(alert).to_contain_text("broken.json", timeout=SLOW)
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').nth(1).set_input_files(str(b))
+    wait_for_app(page)
+    expect(page.locator('[data-testid="stCode"]').first).to_contain_text("born here, beyond rounding", timeout=SLOW)
+    expect(page.get_by_text("Uploaded by you", exact=False)).to_be_visible()
+    assert_healthy_page(page)
+    screenshot(page, "traces-uploaded", full_page=True)

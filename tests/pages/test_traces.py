@@ -1,0 +1,104 @@
+"""Where two runs part, in AppTest: the punchline shows what core.traces computes for each bundled pair;
+uploads are validated, refused with a message next to the uploader, and compared when both are good."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.traces.files import dumps
+from core.traces.pairs import PAIRS, run_pair
+from tests.pages.conftest import ROOT, all_text, shown
+
+SLOW = 240
+
+
+def everything(at: AppTest) -> str:
+    """What the page shows, its code blocks (the one-line answer) included."""
+    return shown(all_text(at)) + "\n" + "\n".join(c.value for c in at.code)
+
+
+def page() -> AppTest:
+    return AppTest.from_file(str(ROOT / "pages" / "traces.py"), default_timeout=SLOW).run()
+
+
+@pytest.fixture(scope="module")
+def results():
+    return {k: run_pair(k) for k in PAIRS}
+
+
+def test_default_pair_opens_on_its_first_difference(results):
+    at = page()
+    assert not at.exception, at.exception
+    c = results["lm-batch"].comparison
+    text = everything(at)
+    assert c.line in text  # the one-line answer, as the command prints it
+    if c.first is None:
+        assert "give the same bits in all" in text
+    else:
+        assert f"The runs part at op {c.first.a.index} of {c.n_a}" in text
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["Born or inherited"] == c.first.judgement.state
+        assert metrics["Against rounding"] == c.first.judgement.verdict
+    assert "Traced live on this server" in text
+
+
+@pytest.mark.parametrize("key", [k for k in PAIRS if k != "lm-batch"])
+def test_every_bundled_pair_shows_its_answer(key, results):
+    at = page()
+    at.selectbox(key="tr_pair").set_value(key).run()
+    assert not at.exception, at.exception
+    c = results[key].comparison
+    assert c.line in everything(at)
+
+
+def test_the_planted_bug_is_beyond_rounding_at_its_op():
+    at = page()
+    at.selectbox(key="tr_pair").set_value("mlp-planted").run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Born or inherited"] == "born here" and metrics["Against rounding"] == "beyond rounding"
+    assert metrics["First difference"].startswith("op 1 of")
+
+
+def test_upload_mode_asks_for_two_files_and_keeps_the_page():
+    at = page()
+    at.radio(key="tr_source").set_value("upload").run()
+    assert not at.exception, at.exception
+    text = everything(at)
+    assert "Upload two trace files" in text and "python -m scripts.trace run" in text
+    assert not at.error
+
+
+def test_uploaded_traces_are_validated_and_compared(results):
+    r = results["lm-batch"]
+    good_a, good_b = dumps(r.trace_a).encode(), dumps(r.trace_b).encode()
+    at = page()
+    at.radio(key="tr_source").set_value("upload").run()
+    at.file_uploader(key="tr_up_a").upload("gpu.json", good_a, "application/json").run()
+    at.file_uploader(key="tr_up_b").upload("broken.json", b'{"format": "op-trace"}', "application/json").run()
+    assert not at.exception, at.exception
+    errors = " ".join(e.value for e in at.error)
+    assert "broken.json" in errors and "not a valid trace file" in errors
+    at.file_uploader(key="tr_up_b").upload("laptop.json", b"\xff\xfe not text", "application/json").run()
+    assert "not UTF-8" in " ".join(e.value for e in at.error)
+    at.file_uploader(key="tr_up_b").upload("laptop.json", good_b, "application/json").run()
+    assert not at.exception and not at.error
+    text = everything(at)
+    assert r.comparison.line in text and "Uploaded by you" in text
+
+
+def test_text_from_an_uploaded_trace_is_inert(results):
+    t = json.loads(dumps(results["mlp-planted"].trace_b))
+    t["machine"]["device_name"] = "**bold** <b>html</b> [link](https://example.com)"
+    for op in t["ops"]:
+        op["module"] = "<img src=x onerror=alert(1)>"
+    at = page()
+    at.radio(key="tr_source").set_value("upload").run()
+    at.file_uploader(key="tr_up_a").upload("a.json", dumps(results["mlp-planted"].trace_a).encode()).run()
+    at.file_uploader(key="tr_up_b").upload("b.json", json.dumps(t).encode()).run()
+    assert not at.exception, at.exception
+    md = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
+    assert "<b>html</b>" not in md and "](https" not in md and "<img" not in md
+    assert "\\*\\*bold\\*\\*" in md  # escaped: shown as the literal text

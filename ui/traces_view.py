@@ -1,0 +1,100 @@
+"""Drawing for the "Where two runs part" page: the punchline, the op timeline, the per-op table."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from core.traces.compare import Comparison, Row
+from core.traces.judge import packet
+from core.traces.pairs import STATE_ORDER, timeline
+from ui.render import inert
+from ui.talk import styled
+
+COLOURS = {"identical": "#b8c2cc", "born here, within rounding": "#f28e2b", "born here, beyond rounding": "#d62728",
+           "inherited": "#4e79a7", "only in one run": "#9467bd"}
+
+
+def _where(r: Row) -> str:
+    return f"{packet(r.a.op)} in {r.a.module}" + (" (backward)" if r.a.backward else "")
+
+
+def punchline(punch, c: Comparison, a_name: str, b_name: str) -> None:
+    """The first difference in one sentence, then its op, its state and its verdict."""
+    first = c.first
+    if first is None:
+        punch.markdown(f"### {inert(a_name)} and {inert(b_name)} give the same bits in all {c.n_a} matched ops")
+        return
+    j = first.judgement
+    punch.markdown(f"### The runs part at op {first.a.index} of {c.n_a}: {inert(_where(first))}")
+    c1, c2, c3 = punch.columns([1, 1, 2])
+    c1.metric("First difference", f"op {first.a.index} of {c.n_a}",
+              help="Counted in run A's ops from 1; every op before it gives the same bits in both runs.")
+    c2.metric("Born or inherited", j.state,
+              help="Born here: its inputs are bit-identical in both runs and its output is not. Inherited: an input "
+                   "already differed.")
+    c3.metric("Against rounding", j.verdict, help=_size(first))
+
+
+def _size(r: Row) -> str:
+    return r.judgement.size.text() if r.judgement.size is not None else "not comparable (other shapes or formats)"
+
+
+def details(where, c: Comparison) -> None:
+    """Why: the first difference's reason and size against its envelope, and the one-line answer."""
+    first = c.first
+    if first is None:
+        note = ""
+        if c.only_a or c.only_b:
+            note = f" ({len(c.only_a)} ops only in A and {len(c.only_b)} only in B are listed below.)"
+        where.success("No matched op differs: the two runs give bit-identical results op for op." + note,
+                      icon=":material/check_circle:")
+    else:
+        j = first.judgement
+        basis = j.size.basis if j.size is not None else ""
+        msg = f"{inert(j.reason.capitalize())}. {inert(_size(first))}" + (
+            f" (envelope: {inert(basis)})." if basis else ".")
+        if c.note:
+            msg += " " + inert(c.note)
+        (where.error if j.verdict == "beyond rounding" and j.state == "born here" else where.info)(
+            msg, icon=":material/search:")
+    where.code(c.line, language=None, wrap_lines=True)
+
+
+def timeline_chart(c: Comparison, presenter_mode: bool | None = None):
+    pts = timeline(c)
+    df = pd.DataFrame({"op": [p.index for p in pts], "state": [p.state for p in pts],
+                       "aten op": [p.op for p in pts], "module": [p.module for p in pts],
+                       "detail": [p.detail for p in pts]})
+    states = [s for s in STATE_ORDER if s in set(df["state"])]
+    chart = alt.Chart(df).mark_tick(thickness=4, size=40).encode(
+        x=alt.X("op:Q", title="op (in run A's order)", scale=alt.Scale(nice=False, padding=6)),
+        color=alt.Color("state:N", title=None, scale=alt.Scale(domain=states, range=[COLOURS[s] for s in states]),
+                        legend=alt.Legend(orient="top", labelLimit=400)),
+        tooltip=["op", "state", "aten op", "module", "detail"],
+    ).properties(height=110)
+    return styled(chart, presenter_mode)
+
+
+def rows_table(c: Comparison, only_differences: bool) -> pd.DataFrame:
+    rows = [r for r in c.rows if not only_differences or r.judgement.state != "identical"]
+    return pd.DataFrame({
+        "op A": [r.a.index for r in rows], "op B": [r.b.index for r in rows],
+        "aten op": [r.a.op.removeprefix("aten.") for r in rows],
+        "module": [r.a.module + (" (bw)" if r.a.backward else "") for r in rows],
+        "state": [r.judgement.state for r in rows],
+        "verdict": [r.judgement.verdict or "" for r in rows],
+        "K": [r.a.k if r.a.k is not None else None for r in rows],
+        "size": [r.judgement.size.text() if r.judgement.size is not None and r.judgement.state != "identical"
+                 else "" for r in rows],
+        "matched": [r.how for r in rows],
+    })
+
+
+def unmatched(c: Comparison) -> None:
+    for label, ops in (("A", c.only_a), ("B", c.only_b)):
+        if ops:
+            shown = ", ".join(f"{o.index} {packet(o.op)} ({o.module})" for o in ops[:30])
+            st.caption(f"Only in {label} ({len(ops)} ops, no partner in the other run): {inert(shown)}"
+                       + (" …" if len(ops) > 30 else ""))
