@@ -40,3 +40,11 @@ def test_bench_serving(capsys):
     bench_serving.main(4, repeats=1, new_tokens=10)
     assert re.fullmatch(r"batch-invariant serving: [\d.]+x the time of default serving \(4 requests, \d+ tokens\)",
                         last_line(capsys))
+
+
+def test_bench_trace(capsys):
+    from benchmarks import bench_trace
+
+    bench_trace.main(repeats=3)
+    assert re.fullmatch(r"trace overhead: \d+\.\d\dx the time of the untraced run \(tiny-lm decode step, \d+ ops\)",
+                        last_line(capsys))

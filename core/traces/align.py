@@ -3,8 +3,8 @@
 A fused kernel on one device and a decomposition on another, an autocast that inserts casts, a
 version that dispatches one more op: two runs of one model rarely give op lists of the same
 length. The alignment matches in passes, each inside the gaps the previous one left, keeping the
-order of both runs (``difflib.SequenceMatcher``, a longest-matching-blocks alignment, without its
-"junk" heuristic):
+order of both runs (the common head and tail, then ``difflib.SequenceMatcher``, a
+longest-matching-blocks alignment, without its "junk" heuristic, on what lies between):
 
 1. *exact*: the same module path, op, pass (forward or backward), input shapes and output shape;
 2. *fuzzy*: the same module path, op name (any overload) and pass;
@@ -49,10 +49,19 @@ def _key(op: OpRecord, how: str):
 def _pass(a: list[OpRecord], b: list[OpRecord], ia: list[int], ib: list[int], how: str) -> list[Match]:
     ka = [_key(a[i], how) for i in ia]
     kb = [_key(b[j], how) for j in ib]
-    sm = difflib.SequenceMatcher(None, ka, kb, autojunk=False)
-    out = []
+    # the common head and tail first (as diff does): difflib's longest block alone can pair a run of
+    # repeated ops with the wrong copies (x x x against x z x x: A's first two x with B's last two)
+    head = 0
+    while head < min(len(ka), len(kb)) and ka[head] == kb[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(ka), len(kb)) - head and ka[-1 - tail] == kb[-1 - tail]:
+        tail += 1
+    out = [Match(ia[t], ib[t], how) for t in range(head)]
+    sm = difflib.SequenceMatcher(None, ka[head:len(ka) - tail], kb[head:len(kb) - tail], autojunk=False)
     for blk in sm.get_matching_blocks():
-        out.extend(Match(ia[blk.a + t], ib[blk.b + t], how) for t in range(blk.size))
+        out.extend(Match(ia[head + blk.a + t], ib[head + blk.b + t], how) for t in range(blk.size))
+    out.extend(Match(ia[len(ka) - tail + t], ib[len(kb) - tail + t], how) for t in range(tail))
     return out
 
 

@@ -1,0 +1,87 @@
+"""core.traces.compare: the one-line answer on the bundled models (invariants, not this machine's answer)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from core.traces.compare import compare, compare_ops, table_lines
+from core.traces.models import RunSettings
+from core.traces.record import OpRecord
+from core.traces.run import make_trace
+
+LINE = re.compile(r"first difference: (?:op (\d+) of (\d+), (aten\.\S+) in (\S+): (born here|inherited), "
+                  r"(within rounding|beyond rounding)|none in (\d+) ops)")
+
+
+@pytest.fixture(scope="module")
+def traces() -> dict[str, dict]:
+    return {
+        "mlp": make_trace(RunSettings()),
+        "mlp-1-thread": make_trace(RunSettings(threads=1)),
+        "mlp-perturbed": make_trace(RunSettings(perturb_op=3)),
+        "lm-1": make_trace(RunSettings(model="tiny-lm")),
+        "lm-8": make_trace(RunSettings(model="tiny-lm", batch=8)),
+    }
+
+
+def test_a_trace_against_itself(traces):
+    for t in traces.values():
+        c = compare(t, t)
+        n = len(t["ops"])
+        assert c.line == f"first difference: none in {n} ops" and LINE.fullmatch(c.line)
+        assert c.counts() == {"identical": n} and not c.only_a and not c.only_b and c.first_beyond is None
+        assert table_lines(c)[-1].startswith(f"{n} matched ops: {n} identical")
+
+
+def test_the_planted_difference_is_found_born_and_beyond(traces):
+    a, b = traces["mlp"], traces["mlp-perturbed"]
+    c = compare(a, b)
+    assert c.line == (f"first difference: op 3 of {len(a['ops'])}, aten.addmm.default in model.fc2: born here, "
+                      f"beyond rounding")
+    assert c.first_beyond is c.first and c.note == ""
+    assert b["settings"]["perturb_op"] == 3 and b["settings"]["perturb_size"] == 2.0 ** -10
+    later = [r for r in c.rows if r.a.index > 3 and r.judgement.state != "identical"]
+    assert later and all(r.judgement.state == "inherited" for r in later[:3])
+
+
+def _reduction_within(c) -> None:
+    """If the two runs differ at all, the first difference is born in a reduction, within rounding."""
+    assert LINE.fullmatch(c.line), c.line
+    if c.first is None:
+        return
+    j = c.first.judgement
+    assert j.state == "born here" and c.first.a.k is not None, c.line
+    assert j.verdict == "within rounding", (c.line, j.size)
+    assert all(r.judgement.state == "identical" for r in c.rows if r.a.index < c.first.a.index)
+
+
+def test_batch_one_against_batch_eight(traces):
+    a, b = traces["lm-1"], traces["lm-8"]
+    assert len(a["ops"]) == len(b["ops"])  # following request 0, the two traces align op for op
+    c = compare(a, b)
+    assert all(r.how == "exact" for r in c.rows) and not c.only_a and not c.only_b
+    assert [o["out_shape"] for o in a["ops"]] == [o["out_shape"] for o in b["ops"]]
+    _reduction_within(c)
+
+
+def test_one_thread_against_the_process_threads(traces):
+    _reduction_within(compare(traces["mlp-1-thread"], traces["mlp"]))
+
+
+def test_an_extra_op_between_repeated_ops_is_not_a_difference():
+    """A run with one more op (a cast, say) between ops that repeat: every common op pairs with its copy,
+    so bit-identical runs have no difference (a longest-block alignment alone paired the wrong copies)."""
+    def rec(i: int, name: str, out: str, inp: str) -> OpRecord:
+        return OpRecord(i, name, "model", False, [[2]], ["float32"], [inp], "T", [2], [2], "float32", out, 2.0,
+                        [0, 1], ["3f800000", "3f800000"], None, None, None, None, None)
+
+    d = [f"{n:016x}" for n in range(6)]
+    a = [rec(1, "aten.tanh.default", d[1], d[0]), rec(2, "aten.tanh.default", d[2], d[1]),
+         rec(3, "aten.tanh.default", d[3], d[2])]
+    b = [a[0], rec(2, "aten.clone.default", d[5], d[1]), *(OpRecord.from_dict(o.to_dict() | {"index": o.index + 1})
+                                                           for o in a[1:])]
+    c = compare_ops(a, b)
+    assert c.line == "first difference: none in 3 ops"
+    assert [o.op for o in c.only_b] == ["aten.clone.default"] and not c.only_a

@@ -1,0 +1,247 @@
+"""core.traces.judge: identical / born here / inherited, and a difference's size against the op's envelope.
+
+Records are real ones (TraceMode on a small run) turned into dicts and changed field by field, as a second
+run would differ. The bounds are checked where the docstring claims them rigorous: for a sum of float32
+values in two orders the difference is always within 2 gamma_K sum|t| (Higham), checked with Fractions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from core.arith.formats import FORMATS
+from core.diagnose.envelopes import ENVELOPE_FACTOR
+from core.diagnose.rounding import gamma
+from core.traces.judge import ELEMENTWISE_ULPS, judge, op_class, size_of
+from core.traces.record import OpRecord, decode_hex, run_traced
+from tests.strategies import finite_values
+
+F32 = FORMATS["float32"]
+U32, MINSUB32 = float(F32.unit_roundoff), float(F32.min_subnormal)
+
+
+@pytest.fixture(scope="module")
+def recs() -> dict[str, OpRecord]:
+    g = torch.Generator().manual_seed(3)
+    a, b, c = torch.randn(16, 64, generator=g), torch.randn(64, 8, generator=g), torch.randn(16, 64, generator=g)
+
+    def fn():
+        torch.mm(a, b)
+        torch.mul(a, c)
+        torch.tanh(a)
+
+    mm, mul, tanh = run_traced(fn, None)
+    assert (mm.op, mul.op, tanh.op) == ("aten.mm.default", "aten.mul.Tensor", "aten.tanh.default")
+    return {"mm": mm, "mul": mul, "tanh": tanh}
+
+
+def _f32_hex(v: float) -> str:
+    return struct.pack(">f", v).hex()
+
+
+def _bits_plus(h: str, n: int) -> str:
+    return format((int(h, 16) + n) % 2**32, "08x")
+
+
+def _changed(rec: OpRecord, **fields) -> OpRecord:
+    d = rec.to_dict() | fields
+    if "sample_hex" in fields and "out_digest" not in fields:  # another output: another digest
+        d["out_digest"] = hashlib.blake2b("".join(d["sample_hex"]).encode() + b"x", digest_size=8).hexdigest()
+    return OpRecord.from_dict(d)
+
+
+def _largest(rec: OpRecord) -> int:
+    return int(np.argmax([abs(decode_hex(h, rec.out_dtype)) for h in rec.sample_hex]))
+
+
+def _with_value(rec: OpRecord, pos: int, value: float) -> OpRecord:
+    hexes = list(rec.sample_hex)
+    hexes[pos] = _f32_hex(value)
+    return _changed(rec, sample_hex=hexes)
+
+
+# ------------------------------------------------------------------------------------- states
+
+
+def test_identical(recs):
+    for r in recs.values():
+        j = judge(r, OpRecord.from_dict(r.to_dict()))
+        assert j.state == "identical" and j.verdict is None and j.size is None
+
+
+def test_born_here_and_inherited(recs):
+    mm = recs["mm"]
+    i = _largest(mm)
+    b = _changed(mm, sample_hex=[_bits_plus(h, 1) if p == i else h for p, h in enumerate(mm.sample_hex)])
+    j = judge(mm, b)
+    assert j.state == "born here" and "bit-identical" in j.reason
+    inherited = _changed(b, in_digests=[mm.in_digests[0], "0123456789abcdef"])
+    j = judge(mm, inherited)
+    assert j.state == "inherited" and j.reason == "input 2 already differed"
+    other_shape = _changed(b, in_shapes=[[16, 64], [64, 9]])
+    assert judge(mm, other_shape).state == "inherited"
+
+
+def test_same_inputs_other_arguments_is_born_beyond(recs):
+    mm = recs["mm"]
+    b = _changed(mm, args="T, T, alpha=2", sample_hex=[_bits_plus(h, 1) for h in mm.sample_hex])
+    j = judge(mm, b)
+    assert j.state == "born here" and "other arguments" in j.reason and j.verdict == "beyond rounding"
+
+
+# ---------------------------------------------------------------------------------- verdicts
+
+
+def test_mm_one_ulp_is_within_rounding(recs):
+    mm = recs["mm"]
+    i = _largest(mm)
+    for step in (1, -1):
+        b = _changed(mm, sample_hex=[_bits_plus(h, step) if p == i else h for p, h in enumerate(mm.sample_hex)])
+        j = judge(mm, b)
+        assert j.state == "born here" and j.verdict == "within rounding", j.size
+        assert j.size.differing == 1 and j.size.max_ulps == pytest.approx(1.0)
+        assert j.size.rigorous and j.size.basis == "reordering of 64 terms"
+
+
+def test_mm_relative_two_to_minus_ten_is_beyond_rounding(recs):
+    mm = recs["mm"]
+    grown = [_f32_hex(float(np.float32(decode_hex(h, "float32") * (1 + 2.0 ** -10)))) for h in mm.sample_hex]
+    j = judge(mm, _changed(mm, sample_hex=grown, l1=mm.l1 * (1 + 2.0 ** -10)))
+    assert j.state == "born here" and j.verdict == "beyond rounding"
+    assert j.size.vs_envelope > 1
+
+
+def test_exact_op_any_bit_difference_is_beyond(recs):
+    mul = recs["mul"]
+    assert op_class(mul) == "exact"
+    i = _largest(mul)
+    b = _changed(mul, sample_hex=[_bits_plus(h, 1) if p == i else h for p, h in enumerate(mul.sample_hex)])
+    j = judge(mul, b)
+    assert j.state == "born here" and j.verdict == "beyond rounding"
+    # a difference no sample shows (only the digest differs) is still beyond for a correctly rounded op
+    j = judge(mul, _changed(mul, out_digest="0123456789abcdef"))
+    assert j.state == "born here" and j.verdict == "beyond rounding" and j.size.differing == 0
+
+
+def test_elementwise_function_gets_a_few_ulps(recs):
+    tanh = recs["tanh"]
+    assert op_class(tanh) == "elementwise"
+    i = _largest(tanh)
+    for n, verdict in ((int(ELEMENTWISE_ULPS), "within rounding"), (int(ELEMENTWISE_ULPS) + 2, "beyond rounding")):
+        b = _changed(tanh, sample_hex=[_bits_plus(h, n) if p == i else h for p, h in enumerate(tanh.sample_hex)])
+        assert judge(tanh, b).verdict == verdict
+
+
+@pytest.mark.parametrize("name", ["mm", "mul", "tanh"])
+def test_nan_against_a_number_is_beyond(recs, name):
+    r = recs[name]
+    b = _changed(r, sample_hex=["7fc00000", *r.sample_hex[1:]])
+    j = judge(r, b)
+    assert j.verdict == "beyond rounding" and j.size.vs_envelope == math.inf
+    assert judge(b, b).state == "identical"  # NaN against the same NaN bits
+
+
+# ---------------------------------------------------------------------- the envelope's formula
+
+
+def _env(k: int, sum_abs: float, scale: float) -> tuple[float, float]:
+    """(rigorous bound B, envelope min(B, Z T)) of a float32 reduction of k terms (float32 output: no extra
+    output rounding)."""
+    bound = 2 * gamma(k, U32) * sum_abs + k * MINSUB32
+    typical = U32 * math.sqrt(k) * scale + math.sqrt(k) * MINSUB32
+    return bound, min(bound, ENVELOPE_FACTOR * typical)
+
+
+def test_size_is_measured_against_gamma_k(recs):
+    mm = recs["mm"]
+    i = _largest(mm)
+    y = decode_hex(mm.sample_hex[i], "float32")
+    bound, env = _env(mm.k, mm.sum_abs[i], mm.scale[i])
+    for factor, within in ((0.5, True), (2.0, False)):
+        b = _with_value(mm, i, float(np.float32(y + math.copysign(factor * env, y))))
+        s = size_of(mm, b)
+        d = abs(decode_hex(b.sample_hex[i], "float32") - y)
+        assert s.worst_abs == d and (d <= env) == within == s.within
+        assert s.vs_bound == pytest.approx(d / bound, rel=1e-12)
+        assert s.vs_envelope == pytest.approx(d / env, rel=1e-12)
+
+
+def test_the_l1_check_catches_what_no_sample_shows(recs):
+    mm = recs["mm"]
+    numel = math.prod(mm.out_shape)
+    near = _changed(mm, out_digest="0123456789abcdef", l1=mm.l1 * (1 + 2.0 ** -40))
+    s = size_of(mm, near)
+    # the whole-output bound: 2 gamma_K total sum|t| (+ subnormal spacing), plus the float64 norms' own rounding
+    expected = 2 * gamma(mm.k, U32) * mm.total_abs + mm.k * numel * MINSUB32 + numel * 2.0 ** -52 * near.l1
+    assert s.l1_bound == pytest.approx(expected, rel=1e-12)
+    assert s.within and s.differing == 0
+    far = _changed(mm, out_digest="0123456789abcdef", l1=mm.l1 + 2 * s.l1_bound)
+    j = judge(mm, far)
+    assert j.state == "born here" and j.verdict == "beyond rounding" and j.size.differing == 0
+
+
+# ------------------------------------------- two summation orders: within the rigorous bound, always
+
+
+def _sum_record(values: list[float], result: np.float32) -> OpRecord:
+    exact = [Fraction(v) for v in values]
+    sum_abs = float(sum(abs(x) for x in exact))
+    h = _f32_hex(float(result))
+    return OpRecord(1, "aten.sum.default", "model", False, [[len(values)]], ["float32"], ["00" * 8], "T", [], [],
+                    "float32", hashlib.blake2b(h.encode(), digest_size=8).hexdigest(), abs(float(result)), [0], [h],
+                    len(values), "exact", [sum_abs], [math.sqrt(float(sum(x * x for x in exact)))], sum_abs)
+
+
+def _left_to_right(v: np.ndarray) -> np.float32:
+    s = np.float32(0)
+    for x in v:
+        s = np.float32(s + x)
+    return s
+
+
+# float32 values of moderate size (64 of them cannot overflow), from the project's bit-pattern strategy
+f32_values = finite_values(F32).filter(lambda v: abs(v) <= 2**100).map(float)
+ONE_AND_CRUMBS = [1.0] + [0.4 * 2.0 ** -24] * 63  # each crumb is lost left to right, kept pairwise
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(f32_values, min_size=1, max_size=64), st.sampled_from(["pairwise", "reversed"]))
+@example(ONE_AND_CRUMBS, "pairwise")
+def test_two_orders_differ_within_the_rigorous_bound(values, other):
+    v = np.array(values, dtype=np.float32)
+    first = _left_to_right(v)
+    second = np.sum(v) if other == "pairwise" else _left_to_right(v[::-1])
+    exact = sum(Fraction(float(x)) for x in v)
+    sum_abs = sum(abs(Fraction(float(x))) for x in v)
+    g = Fraction(gamma(len(v), U32))
+    for s in (first, second):  # Higham (3.4): each order within gamma sum|t| (addition never underflows)
+        assert abs(Fraction(float(s)) - exact) <= g * sum_abs
+    a, b = _sum_record(values, first), _sum_record(values, second)
+    size = size_of(a, b)
+    assert size.vs_bound <= 1
+    _, env = _env(len(v), a.sum_abs[0], a.scale[0])
+    d = abs(float(first) - float(second))
+    assert size.worst_abs == d
+    if abs(d - env) > 1e-9 * env:
+        assert size.within == (d <= env)  # within rounding means: inside min(B, Z T), nothing else here
+    j = judge(a, b)
+    assert j.state == ("identical" if first.tobytes() == second.tobytes() else "born here")
+
+
+def test_the_typical_cap_is_not_rigorous():
+    """The envelope is min(B, Z T) with T the probabilistic size: one large term and many tiny ones lost left
+    to right but kept pairwise part by more than Z T (still well within the rigorous B). The judgement calls
+    that beyond rounding: the envelope is a typical size, as core.diagnose's, not a bound."""
+    v = np.array([1.0] + [0.4 * 2.0 ** -24] * 999, dtype=np.float32)
+    a, b = _sum_record(v.tolist(), _left_to_right(v)), _sum_record(v.tolist(), np.sum(v))
+    s = size_of(a, b)
+    assert s.vs_bound < 1 < s.vs_envelope and not s.within

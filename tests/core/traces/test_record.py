@@ -1,0 +1,256 @@
+"""core.traces.record: digests, sample positions, hex bits, and what TraceMode records (and does not)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils._debug_mode import DebugMode
+
+from core.arith.formats import FORMATS, value_of_bits
+from core.traces import record
+from core.traces.models import RunSettings, build
+from core.traces.record import (
+    SAMPLE,
+    TooManyOps,
+    decode_hex,
+    digest,
+    hex_bits,
+    run_traced,
+    sample_positions,
+)
+from tests.strategies import bit_patterns
+
+FLOAT_NAMES = ("float64", "float32", "float16", "bfloat16")
+
+
+@pytest.fixture(scope="module")
+def mlp_step():
+    """The bundled MLP step, traced once: (model before the step's weights, model, ops)."""
+    root, inputs, fn = build(RunSettings())
+    before = {n: p.detach().clone() for n, p in root.named_parameters()}
+    ops = run_traced(fn, root, inputs)
+    return before, root, ops
+
+
+# ----------------------------------------------------------------------------------- digest
+
+
+def test_digest_is_order_sensitive():
+    a = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    swapped = torch.tensor([2.0, 1.0, 3.0, 4.0])
+    assert digest(a) != digest(swapped)
+    # an XOR-sum of the bits (DebugMode's hash_tensor) cannot tell them apart
+    assert _xor(a.view(torch.int32).tolist()) == _xor(swapped.view(torch.int32).tolist())
+
+
+def _xor(xs: list[int]) -> int:
+    out = 0
+    for x in xs:
+        out ^= x
+    return out
+
+
+def test_digest_is_dtype_and_shape_sensitive_and_layout_blind():
+    z32 = torch.zeros(6, dtype=torch.float32)
+    assert digest(z32) != digest(torch.zeros(6, dtype=torch.int32))  # the same bytes, another dtype
+    assert digest(z32) != digest(torch.zeros(2, 3)) != digest(torch.zeros(3, 2))
+    assert digest(torch.zeros(0, 3)) != digest(torch.zeros(3, 0))  # empty tensors: the shape alone
+    assert digest(z32) == digest(torch.zeros(6))  # equal tensors, equal digests
+    g = torch.Generator().manual_seed(1)
+    m = torch.randn(4, 5, generator=g)
+    assert digest(m.t()) == digest(m.t().contiguous())  # row-major order, whatever the strides
+    assert digest(m.t()) != digest(m)
+    assert len(digest(m)) == 16 and int(digest(m), 16) >= 0
+    assert digest(torch.tensor([True, False])) != digest(torch.tensor([False, True]))
+
+
+# ------------------------------------------------------------------------- sample positions
+
+
+@pytest.mark.parametrize("numel", [0, 1, 2, SAMPLE - 1, SAMPLE, SAMPLE + 1, 2 * SAMPLE - 1, 1000, 10**9])
+def test_sample_positions_bounds(numel):
+    idx = sample_positions(numel)
+    assert idx == sorted(set(idx))
+    assert all(0 <= i < numel for i in idx)
+    assert len(idx) == min(numel, SAMPLE)
+    if numel:
+        assert idx[0] == 0 and idx[-1] == numel - 1
+    if numel <= SAMPLE:
+        assert idx == list(range(numel))
+
+
+@given(st.integers(0, 10**7), st.integers(2, 64))
+def test_sample_positions_any_size(numel, count):
+    idx = sample_positions(numel, count)
+    assert idx == sorted(set(idx)) and len(idx) == min(numel, count)
+    assert all(0 <= i < numel for i in idx)
+
+
+# -------------------------------------------------------------------------- hex bits round trip
+
+
+def _tensor_of_bits(bits: int, name: str) -> torch.Tensor:
+    fmt = FORMATS[name]
+    signed = bits - (1 << fmt.width) if bits >= 1 << (fmt.width - 1) else bits
+    return torch.tensor([signed], dtype=fmt.int_dtype).view(fmt.torch_dtype)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(FLOAT_NAMES).flatmap(lambda n: st.tuples(st.just(n), bit_patterns(FORMATS[n]))))
+def test_hex_bits_and_decode_hex_round_trip(case):
+    name, bits = case
+    fmt = FORMATS[name]
+    t = _tensor_of_bits(bits, name)
+    (h,) = hex_bits(t, [0])
+    assert h == format(bits, f"0{fmt.width // 4}x")  # exactly the stored bits, zero-padded
+    value = decode_hex(h, name)
+    exact = value_of_bits(bits, fmt)
+    if isinstance(exact, float) and math.isnan(exact):
+        assert math.isnan(value)
+    else:
+        assert value == exact  # every value of these formats is a float64
+        assert math.copysign(1.0, value) == (-1.0 if bits >> (fmt.width - 1) else 1.0)  # -0 keeps its sign
+    if not math.isnan(value):  # the bits come back from the value (NaN payloads aside)
+        assert hex_bits(torch.tensor([value], dtype=torch.float64).to(fmt.torch_dtype), [0]) == [h]
+
+
+@pytest.mark.parametrize("name", FLOAT_NAMES)
+def test_hex_bits_special_values(name):
+    dt = FORMATS[name].torch_dtype
+    info = torch.finfo(dt)
+    vals = [0.0, -0.0, info.tiny, info.tiny / 4, info.max, -info.max, math.inf, -math.inf]
+    t = torch.tensor(vals, dtype=torch.float64).to(dt)
+    hexes = hex_bits(t, list(range(len(vals))))
+    back = [decode_hex(h, name) for h in hexes]
+    assert back == [float(v) for v in t.to(torch.float64)]
+    assert [math.copysign(1, v) for v in back[:2]] == [1, -1]
+    assert math.isnan(decode_hex(hex_bits(torch.tensor([math.nan], dtype=dt), [0])[0], name))
+
+
+def test_hex_bits_of_integers_pass_through():
+    assert hex_bits(torch.tensor([3, -7, 0]), [0, 1, 2]) == ["3", "-7", "0"]
+    assert decode_hex("-7", "int64") == -7.0
+
+
+# ------------------------------------------------------------------------------ TraceMode
+
+
+def test_module_paths_and_backward_flags(mlp_step):
+    _, _, ops = mlp_step
+    first = ops[0]
+    assert (first.op, first.module, first.backward) == ("aten.addmm.default", "model.fc1", False)
+    assert [o.module for o in ops if o.op == "aten.addmm.default"] == ["model.fc1", "model.fc2", "model.fc3"]
+    assert not any(o.backward for o in ops if o.op in ("aten.addmm.default", "aten.tanh.default"))
+    bw_mm = [o for o in ops if o.op == "aten.mm.default"]
+    assert bw_mm and all(o.backward for o in bw_mm)
+    assert [o.module for o in bw_mm] == ["model.fc3", "model.fc3", "model.fc2", "model.fc2", "model.fc1"]
+    assert all(o.backward for o in ops if o.op == "aten.tanh_backward.default")
+    # the optimizer runs outside every module: its scope names it
+    assert {o.module for o in ops if o.op == "aten.add_.Tensor"} == {"optimizer"}
+    assert [o.index for o in ops] == list(range(1, len(ops) + 1))
+
+
+def test_in_place_ops_record_their_input_before_the_op(mlp_step):
+    before, root, ops = mlp_step
+    adds = [o for o in ops if o.op == "aten.add_.Tensor"]
+    params = dict(root.named_parameters())
+    names = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"]
+    assert len(adds) == len(names)
+    for o, n in zip(adds, names, strict=True):
+        assert o.in_digests[0] == digest(before[n])  # the weight before SGD changed it
+        assert o.out_digest == digest(params[n]) != o.in_digests[0]  # and after
+
+
+def test_in_place_chain_follows_versions():
+    x = torch.arange(4, dtype=torch.float32)
+
+    def fn():
+        y = x * 2
+        y.add_(1)
+        y.add_(1)
+        return y
+
+    mul, add1, add2 = run_traced(fn, None)
+    y0 = x * 2
+    assert add1.in_digests[0] == mul.out_digest == digest(y0)
+    assert add1.out_digest == digest(y0 + 1) == add2.in_digests[0]
+    assert add2.out_digest == digest(y0 + 2)
+    assert {mul.module, add1.module} == {"model"}
+
+
+def test_views_and_detach_are_not_recorded():
+    x = torch.arange(6, dtype=torch.float32)
+
+    def fn():
+        v = x.view(2, 3).t()
+        w = v.detach()
+        u = x.reshape(3, 2)[1:]
+        _ = x.unsqueeze(0).expand(2, 6)
+        return (w + 1, u)
+
+    ops = run_traced(fn, None)
+    assert [o.op for o in ops] == ["aten.add.Tensor"]
+    assert ops[0].in_shapes == [[3, 2]] and ops[0].out_shape == [3, 2]
+
+
+def test_too_many_ops_is_refused_and_the_lock_released():
+    x = torch.ones(3)
+
+    def fn():
+        for _ in range(5):
+            x.mul(2)
+
+    with pytest.raises(TooManyOps, match="more than 3 ops"):
+        run_traced(fn, None, max_ops=3)
+    assert not record.TRACE_LOCK.locked()
+    assert len(run_traced(fn, None, max_ops=5)) == 5
+
+
+def test_follow_batch_cuts_derived_tensors_not_parameters():
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(8, 3, generator=g)
+    w = torch.randn(3, 4, generator=g)
+    p = torch.randn(8, 5, generator=g)  # a parameter whose first dimension happens to be the batch
+
+    def fn():
+        h = x.reshape(8, 3, 1).squeeze(-1)  # views of an input stay derived
+        y = h @ w
+        z = p * 2
+        return y.tanh(), z
+
+    mm, mul, tanh = run_traced(fn, None, inputs=(x,), follow_batch=8)
+    assert mm.op == "aten.mm.default"
+    assert mm.in_shapes == [[1, 3], [3, 4]] and mm.out_shape == [1, 4] and mm.full_shape == [8, 4]
+    assert mm.in_digests == [digest(x[:1]), digest(w)] and mm.out_digest == digest((x @ w)[:1])
+    assert mm.sample_index == [0, 1, 2, 3]
+    assert mm.k == 3 and len(mm.sum_abs) == 4
+    assert mm.sum_abs == pytest.approx((x[:1].double().abs() @ w.double().abs()).reshape(-1).tolist(), rel=1e-12)
+    assert mul.out_shape == mul.full_shape == [8, 5] and mul.in_digests == [digest(p)]
+    assert tanh.out_shape == [1, 4] and tanh.in_digests == [mm.out_digest]
+    # with follow_batch 1 nothing is cut
+    mm1 = run_traced(fn, None, inputs=(x,))[0]
+    assert mm1.out_shape == [8, 4] and mm1.out_digest == digest(x @ w)
+
+
+def test_perturbation_multiplies_one_op():
+    x = torch.ones(4)
+    ops = run_traced(lambda: (x * 3).tanh(), None, perturb=(1, 2.0 ** -10))
+    assert decode_hex(ops[0].sample_hex[0], "float32") == 3 * (1 + 2.0 ** -10)
+    assert ops[1].in_digests == [ops[0].out_digest]
+
+
+def test_same_compute_ops_as_debug_mode(mlp_step):
+    """TraceMode sees exactly the compute ops torch's DebugMode logs, in the same order (the views, detach
+    and allocation-only ops that record._SKIP names left out) on the bundled MLP step."""
+    _, _, ops = mlp_step
+    _, _, fn = build(RunSettings())
+    with DebugMode() as dm:
+        fn()
+    calls = [c.op for c in dm.operators if isinstance(getattr(c, "op", None), torch._ops.OpOverload)]
+    assert len(calls) > len(ops)  # DebugMode also logs the views
+    computing = [str(op) for op in calls if not op.is_view and op.overloadpacket.__name__ not in record._SKIP]
+    assert computing == [o.op for o in ops]
