@@ -7,6 +7,7 @@ import hashlib
 
 import streamlit as st
 
+from core.crowd.querystate import Field
 from core.traces.compare import Comparison, compare
 from core.traces.files import MAX_TRACE_BYTES, TraceFileError, dumps, from_bytes
 from core.traces.judge import ELEMENTWISE_ULPS
@@ -15,9 +16,14 @@ from ui import traces_view as view
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
 from ui.talk import folded
+from ui.urlstate import restore, share_box, sync
 
 SOURCES = {"bundled": "A bundled pair, traced live here", "upload": "Upload two trace files"}
 MB = MAX_TRACE_BYTES // 2**20
+URL_FIELDS = [Field("tr_source", "source", "choice", tuple(SOURCES)),
+              Field("tr_pair", "pair", "choice", tuple(PAIRS)),
+              Field("tr_only", "only_differences", "choice", (True, False))]
+DEFAULTS = {"tr_source": "bundled", "tr_pair": DEFAULT_PAIR, "tr_only": True}
 COMMANDS = """# on each machine (a bare GPU image needs only torch, NumPy, jsonschema and this repository)
 python -m scripts.trace run --model tiny-lm --batch 8 --device cuda --out gpu.json
 python -m scripts.trace run --model tiny-lm --out laptop.json
@@ -54,8 +60,7 @@ def _upload(where, label: str, key: str) -> dict | None:
 
 
 def bundled(punch) -> tuple[Comparison, dict, dict, str, str] | None:
-    key = st.selectbox("Pair", list(PAIRS), index=list(PAIRS).index(DEFAULT_PAIR), format_func=lambda k: PAIRS[k].label,
-                       key="tr_pair")
+    key = st.selectbox("Pair", list(PAIRS), format_func=lambda k: PAIRS[k].label, key="tr_pair")
     pair = PAIRS[key]
     with punch, st.spinner(f"Tracing both runs live on this server: {pair.label}"):
         result = _pair(key)
@@ -76,12 +81,14 @@ def uploaded(punch) -> tuple[Comparison, dict, dict, str, str] | None:
 
 def main() -> None:
     ensure_app_navigation()
+    url_notes = restore("tr", URL_FIELDS, DEFAULTS)
     st.title("Where two runs part")
     punch = st.container(key="punchline")  # the first difference: first screen
     c1, c2 = st.columns([1, 2])
     source = c1.radio("Traces", list(SOURCES), format_func=SOURCES.get, key="tr_source")
     with c2:
         got = bundled(punch) if source == "bundled" else uploaded(punch)
+    share_box(sync(URL_FIELDS), url_notes)
     if got is None:
         explain()
         next_page_link("traces")
@@ -94,7 +101,7 @@ def main() -> None:
                + ("Traced live on this server just now." if source == "bundled" else
                   "Uploaded by you: the server checked the files' format, not where they were made."))
     st.subheader("Every op")
-    only = st.toggle("Only the ops that differ", value=True, key="tr_only")
+    only = st.toggle("Only the ops that differ", key="tr_only")
     st.dataframe(view.rows_table(comparison, only), hide_index=True, width="stretch", height=300)
     view.unmatched(comparison)
     counts = comparison.counts()

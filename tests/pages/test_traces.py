@@ -102,3 +102,13 @@ def test_text_from_an_uploaded_trace_is_inert(results):
     md = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
     assert "<b>html</b>" not in md and "](https" not in md and "<img" not in md
     assert "\\*\\*bold\\*\\*" in md  # escaped: shown as the literal text
+
+
+def test_a_link_reopens_the_same_pair():
+    at = AppTest.from_file(str(ROOT / "pages" / "traces.py"), default_timeout=SLOW)
+    at.query_params.update({"pair": "mlp-planted", "only_differences": "False"})
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="tr_pair").value == "mlp-planted"
+    assert at.toggle(key="tr_only").value is False
+    assert {m.label: m.value for m in at.metric}["Against rounding"] == "beyond rounding"
