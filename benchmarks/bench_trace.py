@@ -1,4 +1,10 @@
-"""What recording every op costs: the tiny language model's decode step traced and untraced.
+"""What recording every op costs: the tiny language model's forward pass traced and untraced.
+
+Two runs of the model: its forward pass over 8 passages of 160 characters (its whole context; a
+prefill, core.traces.models.tiny_lm_prefill; the last line), and the decode step below (the line
+before it). Recording costs a roughly fixed time per op (about half a millisecond here) plus hashing
+at about 1 GB/s, so the ratio is large where the ops are tiny (the decode step's ops take about 25
+microseconds each) and smaller where they compute more.
 
 The run is the one ``python -m scripts.trace run --model tiny-lm --batch 8`` traces (core.traces.models:
 eight requests' last characters through the model as one batch, after their prompts were prefilled),
@@ -22,7 +28,7 @@ import sys
 import time
 
 from core.traces.files import dumps
-from core.traces.models import RunSettings, build, threads_context
+from core.traces.models import RunSettings, build, threads_context, tiny_lm_prefill
 from core.traces.record import run_traced
 from core.traces.run import make_trace
 
@@ -35,9 +41,28 @@ def _seconds(fn) -> float:
     return time.perf_counter() - t0
 
 
+PREFILL = (8, 160)
+
+
+def _ratio(root, inputs, forward, follow: int, repeats: int) -> tuple[float, float, int]:
+    """(median untraced s, median traced s, ops), interleaved repeats alternating which goes first."""
+    n_ops = len(run_traced(forward, root, inputs, follow))  # warm-up (and the op count)
+    forward()
+    bare, traced = [], []
+    for i in range(repeats):
+        pair = ["bare", "traced"] if i % 2 == 0 else ["traced", "bare"]
+        for which in pair:
+            if which == "bare":
+                bare.append(_seconds(forward))
+            else:
+                traced.append(_seconds(lambda: run_traced(forward, root, inputs, follow)))
+    return statistics.median(bare), statistics.median(traced), n_ops
+
+
 def main(repeats: int = 30) -> None:
     root, inputs, forward = build(LM)
     with threads_context(LM):
+        pb, pt, p_ops = _ratio(*tiny_lm_prefill(*PREFILL), PREFILL[0], max(3, repeats // 3))
         n_ops = len(run_traced(forward, root, inputs, LM.batch))  # warm-up (and the op count)
         forward()
         print(f"load average before: {os.getloadavg()[0]:.1f}")
@@ -59,7 +84,12 @@ def main(repeats: int = 30) -> None:
         print(f"trace file of the {label}: {size:,} bytes, {len(trace['ops'])} ops "
               f"({size / len(trace['ops']):,.0f} bytes per op)")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
-    print(f"trace overhead: {t / b:.2f}x the time of the untraced run (tiny-lm decode step, {n_ops} ops)")
+    print(f"decode step (8 requests, one new character each): {t / b:.2f}x the time of the untraced run "
+          f"({n_ops} ops)")
+    print(f"forward pass {PREFILL[0]} x {PREFILL[1]} characters: untraced median {pb * 1e3:.2f} ms, traced "
+          f"{pt * 1e3:.2f} ms")
+    print(f"trace overhead: {pt / pb:.2f}x the time of the untraced run (tiny-lm forward pass, "
+          f"{PREFILL[0]} x {PREFILL[1]} characters, {p_ops} ops)")
 
 
 if __name__ == "__main__":

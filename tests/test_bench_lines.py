@@ -46,5 +46,6 @@ def test_bench_trace(capsys):
     from benchmarks import bench_trace
 
     bench_trace.main(repeats=3)
-    assert re.fullmatch(r"trace overhead: \d+\.\d\dx the time of the untraced run \(tiny-lm decode step, \d+ ops\)",
+    assert re.fullmatch(r"trace overhead: \d+\.\d\dx the time of the untraced run "
+                        r"\(tiny-lm forward pass, 8 x 160 characters, \d+ ops\)",
                         last_line(capsys))

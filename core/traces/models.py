@@ -249,6 +249,22 @@ def tiny_lm(s: RunSettings) -> tuple[nn.Module, tuple[torch.Tensor, ...], Callab
     return model, inputs, forward
 
 
+def tiny_lm_prefill(batch: int, tokens: int) -> tuple[nn.Module, tuple[torch.Tensor, ...], Callable[[], object]]:
+    """The model's forward pass over ``batch`` corpus passages of ``tokens`` characters from position 0
+    (a prefill; benchmarks/bench_trace.py times it traced and untraced)."""
+    if not (1 <= batch <= MAX_BATCH and 1 <= tokens <= ModelConfig().context):
+        raise ValueError(f"batch 1 to {MAX_BATCH}, tokens 1 to {ModelConfig().context}")
+    text = corpus.generate(batch * tokens + 100).replace("\n", " ")
+    model = TinyLMModule(load_params())
+    ids = torch.tensor([encode(text[i * tokens:(i + 1) * tokens]) for i in range(batch)])
+
+    def forward():
+        with torch.no_grad():
+            return model(ids)[0]
+
+    return model, (ids,), forward
+
+
 # ------------------------------------------------------------------------ a user's module
 
 

@@ -47,7 +47,6 @@ from dataclasses import asdict, dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 from torch.utils.module_tracker import ModuleTracker
 from torch.utils.weak import WeakTensorKeyDictionary
 
@@ -61,6 +60,7 @@ _SKIP = {"detach", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "
 _BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
          torch.bfloat16: torch.int16}
 _HEX_WIDTH = {torch.float64: 16, torch.float32: 8, torch.float16: 4, torch.bfloat16: 4}
+_FUNCS: dict = {}  # op overload -> (name, not recorded)
 DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
                torch.bfloat16: "bfloat16"}
 
@@ -127,15 +127,19 @@ def dtype_name(dt: torch.dtype) -> str:
     return DTYPE_NAMES.get(dt, str(dt).removeprefix("torch."))
 
 
+def _cpu(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach()
+    return t if t.device.type == "cpu" else t.to("cpu")
+
+
 def digest(t: torch.Tensor) -> str:
     """BLAKE2b-64 of the tensor's shape, dtype and bits, in row-major order."""
-    h = hashlib.blake2b(digest_size=8)
-    h.update(f"{tuple(t.shape)}{t.dtype}".encode())
+    h = hashlib.blake2b(f"{tuple(t.shape)}{t.dtype}".encode(), digest_size=8)
     if t.numel():
-        c = t.detach().to("cpu").contiguous().reshape(-1)
+        c = _cpu(t).contiguous().reshape(-1)
         if c.dtype == torch.bool:
             c = c.to(torch.uint8)
-        h.update(c.view(torch.uint8).numpy().tobytes())
+        h.update(memoryview(c.view(torch.uint8).numpy()))
     return h.hexdigest()
 
 
@@ -147,12 +151,16 @@ def sample_positions(numel: int, count: int = SAMPLE) -> list[int]:
 
 
 def hex_bits(t: torch.Tensor, idx: list[int]) -> list[str]:
-    flat = t.detach().to("cpu").reshape(-1)
+    """The sampled values' bits as big-endian hex (floats), or their decimal text (integers)."""
+    flat = _cpu(t).reshape(-1)
     if t.dtype in _BITS:
-        bits = flat[idx].contiguous().view(_BITS[t.dtype]).tolist()
         w = _HEX_WIDTH[t.dtype]
-        return [format(b & ((1 << (4 * w)) - 1), f"0{w}x") for b in bits]
-    return [str(int(v)) if not t.is_complex() else str(complex(v)) for v in flat[idx].tolist()]
+        bits = flat.view(_BITS[t.dtype]).numpy()[idx] if flat.is_contiguous() else \
+            flat[torch.tensor(idx, dtype=torch.long)].contiguous().view(_BITS[t.dtype]).numpy()
+        raw = bits.astype(f">i{w // 2}").tobytes().hex()
+        return [raw[i: i + w] for i in range(0, len(raw), w)]
+    picked = flat[torch.tensor(idx, dtype=torch.long)] if idx else flat[:0]
+    return [str(int(v)) if not t.is_complex() else str(complex(v)) for v in picked.tolist()]
 
 
 def decode_hex(h: str, dtype: str) -> float:
@@ -181,6 +189,19 @@ def _arg_text(args, kwargs) -> str:
         return repr(a)
     parts = [show(a) for a in args] + [f"{k}={show(v)}" for k, v in sorted((kwargs or {}).items())]
     return ", ".join(parts)[:MAX_ARG_TEXT]
+
+
+def _tensors(obj, out: list) -> list:
+    """The tensors in nested tuples, lists and dicts, in order (what tree_flatten gives, faster)."""
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            _tensors(x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _tensors(x, out)
+    return out
 
 
 class TraceMode(TorchDispatchMode):
@@ -232,23 +253,25 @@ class TraceMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
-        if getattr(func, "is_view", False) or name in _SKIP or not str(func).startswith("aten."):
-            out = func(*args, **kwargs)
-            flat_in, _ = tree_flatten((args, kwargs))
-            if any(isinstance(a, torch.Tensor) and self._derived.get(a, False) for a in flat_in):
-                for o in tree_flatten(out)[0]:
-                    if isinstance(o, torch.Tensor):
-                        self._derived[o] = True
-            return out
-        flat_in, _ = tree_flatten((args, kwargs))
-        tensors_in = [a for a in flat_in if isinstance(a, torch.Tensor)]
+        known = _FUNCS.get(func)
+        if known is None:
+            name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+            skip = getattr(func, "is_view", False) or name in _SKIP or not str(func).startswith("aten.")
+            known = _FUNCS[func] = (name, skip)
+        name, skip = known
+        tensors_in = _tensors(kwargs, _tensors(args, []))
         derived = any(self._derived.get(a, False) for a in tensors_in)
+        if skip:
+            out = func(*args, **kwargs)
+            if derived:
+                for o in _tensors(out, []):
+                    self._derived[o] = True
+            return out
         in_digests = [self._digest(a) for a in tensors_in]
         in_shapes = [list(self._followed(a).shape) for a in tensors_in]
         in_dtypes = [dtype_name(a.dtype) for a in tensors_in]
         out = func(*args, **kwargs)
-        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        outs = _tensors(out, [])
         if derived:
             for o in outs:
                 self._derived[o] = True
@@ -274,7 +297,11 @@ class TraceMode(TorchDispatchMode):
         l1 = None
         if followed.numel() and not followed.is_complex():
             with torch.no_grad():
-                l1 = float(followed.detach().to("cpu", torch.float64).abs().nansum())
+                x = followed.detach()
+                x = x.to(torch.uint8) if x.dtype == torch.bool else x
+                # one pass, accumulated in float64 (a NaN gives NaN: the L1 check is then not made)
+                l1 = float(torch.linalg.vector_norm(x, 1, dtype=torch.float64)) if x.is_floating_point() \
+                    else float(x.abs().sum(dtype=torch.float64))
             if not math.isfinite(l1):
                 l1 = None
         if followed is first:
@@ -290,11 +317,12 @@ class TraceMode(TorchDispatchMode):
 
     def _followed_terms(self, func, args, kwargs, first, idx) -> reductions.Terms | None:
         """Terms of a cut output: the sampled positions are leading rows, the same flat indices in
-        the whole output; the total over all elements is scaled to the followed share."""
+        the whole output; the total over all elements is the whole output's, so it is dropped (the L1
+        check is then not made)."""
         t = reductions.terms(func, args, kwargs, first, idx)
         if t is None or t.total_abs is None:
             return t
-        return reductions.Terms(t.k, t.kind, t.sum_abs, t.scale, t.total_abs / self.follow)
+        return reductions.Terms(t.k, t.kind, t.sum_abs, t.scale, None)  # the whole output's, not the cut's
 
 
 def run_traced(fn: Callable[[], object], root: torch.nn.Module | None, inputs=(), follow_batch: int = 1,

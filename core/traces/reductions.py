@@ -53,14 +53,13 @@ def _f64(t: torch.Tensor) -> torch.Tensor:
 def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float = 1.0,
                   bias: torch.Tensor | None = None, beta: float = 1.0) -> Terms:
     """a [..., M, K] @ b [..., K, N] (batched or not), sampled at flat output indices."""
-    a64, b64 = _f64(a), _f64(b)
-    if a64.dim() == 1:
-        a64 = a64[None]
-    vec_out = b64.dim() == 1
-    if vec_out:
-        b64 = b64[:, None]
-    a3 = a64.reshape(-1, *a64.shape[-2:])
-    b3 = b64.reshape(-1, *b64.shape[-2:])
+    a, b = a.detach().to("cpu"), b.detach().to("cpu")
+    if a.dim() == 1:
+        a = a[None]
+    if b.dim() == 1:
+        b = b[:, None]
+    a3 = a.reshape(-1, *a.shape[-2:])
+    b3 = b.reshape(-1, *b.shape[-2:])
     m, k = a3.shape[-2:]
     n = b3.shape[-1]
     flat = torch.tensor(idx, dtype=torch.long)
@@ -68,11 +67,15 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
     i, j = rem // n, rem % n
     bi_a = bi if a3.shape[0] > 1 else torch.zeros_like(bi)
     bi_b = bi if b3.shape[0] > 1 else torch.zeros_like(bi)
-    t = abs(alpha) * a3[bi_a, i, :] * b3[bi_b, :, j]  # [S, K]
+    t = abs(alpha) * a3[bi_a, i, :].double() * b3[bi_b, :, j].double()  # [S, K], exact products
     sum_abs = t.abs().sum(1)
     sq = (t * t).sum(1)
     kk = k
-    total = float((abs(alpha) * a3.abs().sum(-2)[:, :, None] * b3.abs().sum(-1)[:, :, None]).sum())
+    # sum over i, j of sum_k |a_ik||b_kj| = sum_k (sum_i |a_ik|)(sum_j |b_kj|); the column and row sums
+    # of |a| and |b| in their own format (fast), each raised by its own worst rounding
+    cols_a = _upper_sum(a3.abs(), -2, m)  # [Ba, K]
+    rows_b = _upper_sum(b3.abs(), -1, n)  # [Bb, K]
+    total = abs(alpha) * float((cols_a * rows_b).sum()) * (1 + 2.0 ** -50)  # broadcasting covers a shared b
     if bias is not None:
         bias_full = torch.broadcast_to(_f64(bias), (a3.shape[0], m, n)).reshape(-1) * abs(beta)
         bsel = bias_full[flat]
@@ -83,26 +86,37 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
     return Terms(kk, "exact", sum_abs.tolist(), sq.sqrt().tolist(), total)
 
 
+def _upper_sum(x: torch.Tensor, dim: int, n: int) -> torch.Tensor:
+    """An upper bound, in float64, on the exact sums of the non-negative ``x`` along ``dim`` (n terms):
+    the sums computed in float32 (exact inputs for float16 and bfloat16), divided by 1 - gamma_n: any
+    order's computed sum of n non-negative terms is at least (1 - gamma_n) times the exact one (Higham
+    3.4). Float64 inputs are summed in float64 the same way."""
+    u = 2.0 ** -53 if x.dtype == torch.float64 else 2.0 ** -24
+    if n * u >= 0.5:
+        return torch.full(x.sum(dim).shape, math.inf, dtype=torch.float64)
+    s = x.sum(dim, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32).double()
+    return s / (1 - n * u / (1 - n * u))
+
+
 def _reduced_rows(x: torch.Tensor, dims) -> torch.Tensor:
-    """x with its reduced dims moved last and flattened: [out elements, K] in float64."""
-    x64 = _f64(x)
-    nd = x64.dim()
+    """x with its reduced dims moved last and flattened: [out elements, K], in x's own dtype."""
+    x = x.detach().to("cpu")
+    nd = x.dim()
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        return x64.reshape(1, -1)
+        return x.reshape(1, -1)
     dims = [d % nd for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
     keep = [d for d in range(nd) if d not in dims]
-    return x64.permute(*keep, *dims).reshape(math.prod(x64.shape[d] for d in keep), -1)
+    return x.permute(*keep, *dims).reshape(math.prod(x.shape[d] for d in keep), -1)
 
 
 def _sum_terms(x: torch.Tensor, dims, idx: list[int], mean: bool) -> Terms:
     rows = _reduced_rows(x, dims)
     k = rows.shape[1]
+    sel = torch.nan_to_num(rows[torch.tensor(idx, dtype=torch.long)].double(), nan=0.0)
+    total = float(torch.nansum(rows.abs(), dtype=torch.float64))
     if mean and k:
-        rows = rows / k
-    sel = rows[torch.tensor(idx, dtype=torch.long)]
-    sel = torch.nan_to_num(sel, nan=0.0)
-    return Terms(k, "exact", sel.abs().sum(1).tolist(), (sel * sel).sum(1).sqrt().tolist(),
-                 float(torch.nan_to_num(rows, nan=0.0).abs().sum()))
+        sel, total = sel / k, total / k
+    return Terms(k, "exact", sel.abs().sum(1).tolist(), (sel * sel).sum(1).sqrt().tolist(), total)
 
 
 def _row_length(x: torch.Tensor, dim: int) -> int:

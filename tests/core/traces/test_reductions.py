@@ -38,7 +38,9 @@ def _check(rec: OpRecord, k: int, terms_of) -> None:
         assert rec.sum_abs[pos] == pytest.approx(float(sum(abs(x) for x in t)), rel=REL, abs=1e-300)
         assert rec.scale[pos] == pytest.approx(math.sqrt(sum(x * x for x in t)), rel=REL, abs=1e-300)
     total = sum(abs(x) for i in range(numel) for x in terms_of(i))
-    assert rec.total_abs == pytest.approx(float(total), rel=REL, abs=1e-300)
+    # the total is an upper bound: exact for sums (float64), and for matrix products the row and column sums
+    # of |a| and |b| run in float32 and are raised by their worst rounding (1 / (1 - gamma_n))
+    assert float(total) * (1 - REL) <= rec.total_abs <= float(total) * (1 + 1e-5) + 1e-300
 
 
 def _F(t: torch.Tensor):
