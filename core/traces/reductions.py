@@ -75,7 +75,8 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
     # of |a| and |b| in their own format (fast), each raised by its own worst rounding
     cols_a = _upper_sum(a3.abs(), -2, m)  # [Ba, K]
     rows_b = _upper_sum(b3.abs(), -1, n)  # [Bb, K]
-    total = abs(alpha) * float((cols_a * rows_b).sum()) * (1 + 2.0 ** -50)  # broadcasting covers a shared b
+    # broadcasting covers a shared b; the float64 products and their sum round at most numel + 1 times
+    total = abs(alpha) * float((cols_a * rows_b).sum()) * (1 + 2.0 ** -52 * (cols_a.numel() + 2))
     if bias is not None:
         bias_full = torch.broadcast_to(_f64(bias), (a3.shape[0], m, n)).reshape(-1) * abs(beta)
         bsel = bias_full[flat]
