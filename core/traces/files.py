@@ -82,15 +82,26 @@ def validate(data, name: str = "the trace") -> None:
         raise TraceFileError(f"{name} is not a valid trace file: its ops are not numbered 1, 2, 3, ...")
 
 
+class _Constant(ValueError):
+    pass
+
+
+def _no_constant(text: str):
+    raise _Constant(text)
+
+
 def from_bytes(raw: bytes, name: str = "the file") -> dict:
-    """Parse and validate a trace from bytes (an upload): size cap first, then UTF-8, JSON, schema."""
+    """Parse and validate a trace from bytes (an upload): size cap first, then UTF-8, JSON (NaN and
+    Infinity refused: they are not JSON, and a NaN would pass a schema minimum), then the schema."""
     if len(raw) == 0:
         raise TraceFileError(f"{name} is empty")
     if len(raw) > MAX_TRACE_BYTES:
         raise TraceFileError(f"{name} is {len(raw) / 2**20:.1f} MB; a trace file may be at most "
                              f"{MAX_TRACE_BYTES // 2**20} MB")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except _Constant as e:
+        raise TraceFileError(f"{name} is not standard JSON: it holds {e.args[0]}") from None
     except UnicodeDecodeError:
         raise TraceFileError(f"{name} is not UTF-8 text (a trace file is JSON)") from None
     except json.JSONDecodeError as e:

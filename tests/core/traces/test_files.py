@@ -134,3 +134,9 @@ def test_a_long_string_is_refused(trace):
 
     msg = _refused(_broken(trace, long_module), "ops/0/module")
     assert "m" * 250 not in msg  # the message quotes at most a bounded part of the value
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_standard_numbers_are_refused(constant):
+    with pytest.raises(TraceFileError, match=f"not standard JSON: it holds {constant}"):
+        from_bytes(b'{"format": "op-trace", "version": 1, "ops": [{"l1": ' + constant.encode() + b"}]}", "x.json")
