@@ -76,7 +76,17 @@ def uploaded(punch) -> tuple[Comparison, dict, dict, str, str] | None:
         punch.info(f"Upload two trace files (each at most {MB} MB) to see where they part, or choose a bundled pair. "
                    "Make them with the commands below.", icon=":material/upload:")
         return None
-    return compare(a, b), a, b, "A", "B"
+    key = (st.session_state["_tr_up_a_parsed"][0], st.session_state["_tr_up_b_parsed"][0])
+    held = st.session_state.get("_tr_compared")
+    if held is not None and held[0] == key:  # the same two files: no new alignment on a rerun
+        return held[1], a, b, "A", "B"
+    try:
+        c = compare(a, b)
+    except (ValueError, TypeError, KeyError, ArithmeticError) as err:  # a valid file with values no run makes
+        u2.error("These two traces cannot be compared: " + inert(err), icon=":material/block:")
+        return None
+    st.session_state["_tr_compared"] = (key, c)
+    return c, a, b, "A", "B"
 
 
 def main() -> None:

@@ -53,7 +53,7 @@ def details(where, c: Comparison) -> None:
     else:
         j = first.judgement
         basis = j.size.basis if j.size is not None else ""
-        msg = f"{inert(j.reason.capitalize())}. {inert(_size(first))}" + (
+        msg = f"{inert(j.reason[:1].upper() + j.reason[1:])}. {inert(_size(first))}" + (
             f" (envelope: {inert(basis)})." if basis else ".")
         if c.note:
             msg += " " + inert(c.note)

@@ -10,7 +10,8 @@ longest-matching-blocks alignment, without its "junk" heuristic, on what lies be
 2. *fuzzy*: the same module path, op name (any overload) and pass;
 3. *by shape*: the same op name and output shape, in any module.
 
-What is still unmatched is listed, never dropped: those ops exist in one run only.
+What is still unmatched is listed, never dropped: those ops exist in one run only (or lie in a
+differing stretch of more than ``MAX_GAP_CELLS`` op pairs, which is not searched: it would cost minutes).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from core.traces.judge import packet
 from core.traces.record import OpRecord
 
 PASSES = ("exact", "fuzzy", "by shape")
+MAX_GAP_CELLS = 4_000_000  # a differing stretch longer than about 2,000 x 2,000 ops stays unmatched (listed)
 
 
 @dataclass(frozen=True)
@@ -58,9 +60,11 @@ def _pass(a: list[OpRecord], b: list[OpRecord], ia: list[int], ib: list[int], ho
     while tail < min(len(ka), len(kb)) - head and ka[-1 - tail] == kb[-1 - tail]:
         tail += 1
     out = [Match(ia[t], ib[t], how) for t in range(head)]
-    sm = difflib.SequenceMatcher(None, ka[head:len(ka) - tail], kb[head:len(kb) - tail], autojunk=False)
-    for blk in sm.get_matching_blocks():
-        out.extend(Match(ia[head + blk.a + t], ib[head + blk.b + t], how) for t in range(blk.size))
+    mid_a, mid_b = ka[head:len(ka) - tail], kb[head:len(kb) - tail]
+    if len(mid_a) * len(mid_b) <= MAX_GAP_CELLS:  # difflib is quadratic on repeated keys: bound its work
+        sm = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False)
+        for blk in sm.get_matching_blocks():
+            out.extend(Match(ia[head + blk.a + t], ib[head + blk.b + t], how) for t in range(blk.size))
     out.extend(Match(ia[len(ka) - tail + t], ib[len(kb) - tail + t], how) for t in range(tail))
     return out
 

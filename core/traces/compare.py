@@ -74,8 +74,8 @@ def compare_ops(a: list[OpRecord], b: list[OpRecord]) -> Comparison:
         before_a = [a[i] for i in al.only_a if a[i].index < first.a.index]
         before_b = [b[j] for j in al.only_b if b[j].index < first.b.index]
         if before_a or before_b:
-            unmatched = ", ".join(f"{o.op} (op {o.index} of {'A' if o in before_a else 'B'})"
-                                  for o in (before_a + before_b)[:4])
+            labelled = [(o, "A") for o in before_a] + [(o, "B") for o in before_b]
+            unmatched = ", ".join(f"{o.op} (op {o.index} of {side})" for o, side in labelled[:4])
             note = (f"Its inputs differ although no earlier matched op differs: the difference enters through "
                     f"ops only one run has ({unmatched}{', ...' if len(before_a) + len(before_b) > 4 else ''}).")
         else:

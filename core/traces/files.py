@@ -20,7 +20,8 @@ FORMAT = "op-trace"
 VERSION = 1
 MAX_TRACE_BYTES = 8 * 1024 * 1024  # a trace file's cap (the bundled LM forward pass is ~0.2 MB)
 
-_SHAPE = {"type": "array", "maxItems": 16, "items": {"type": "integer", "minimum": 0}}
+MAX_DIM = 2**40  # a dimension, K, a flat index: far beyond any real tensor, small enough for exact floats
+_SHAPE = {"type": "array", "maxItems": 16, "items": {"type": "integer", "minimum": 0, "maximum": MAX_DIM}}
 _NUM_LIST = {"type": ["array", "null"], "maxItems": SAMPLE, "items": {"type": "number", "minimum": 0}}
 _TEXT = {"type": "string", "maxLength": 300}
 OP = {
@@ -41,10 +42,11 @@ OP = {
         "out_dtype": _TEXT,
         "out_digest": {"type": "string", "pattern": "^([0-9a-f]{16})?$"},
         "l1": {"type": ["number", "null"], "minimum": 0},
-        "sample_index": {"type": "array", "maxItems": SAMPLE, "items": {"type": "integer", "minimum": 0}},
+        "sample_index": {"type": "array", "maxItems": SAMPLE,
+                         "items": {"type": "integer", "minimum": 0, "maximum": MAX_DIM}},
         "sample_hex": {"type": "array", "maxItems": SAMPLE, "items": {"type": "string", "maxLength": 40}},
-        "k": {"type": ["integer", "null"], "minimum": 0},
-        "terms_kind": {"enum": ["exact", "relative", "estimated", None]},
+        "k": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_DIM},
+        "terms_kind": {"enum": ["exact", "relative", "relative-floor", "estimated", "inputs", None]},
         "sum_abs": _NUM_LIST,
         "scale": _NUM_LIST,
         "total_abs": {"type": ["number", "null"], "minimum": 0},
@@ -66,6 +68,33 @@ TRACE = {
     },
 }
 _VALIDATOR = jsonschema.Draft202012Validator(TRACE)
+_HEX_WIDTH = {"float64": 16, "float32": 8, "float16": 4, "bfloat16": 4}
+
+
+def _op_problem(op: dict) -> str | None:
+    """What the schema cannot say of one op: lists that go together have one length, and a float
+    output's samples are hex of its width (integers' are decimal text)."""
+    n = len(op["sample_index"])
+    if len(op["sample_hex"]) != n:
+        return "sample_hex and sample_index differ in length"
+    for key in ("sum_abs", "scale"):
+        if op[key] is not None and len(op[key]) != n:
+            return f"{key} and sample_index differ in length"
+    if not len(op["in_digests"]) == len(op["in_shapes"]) == len(op["in_dtypes"]):
+        return "in_digests, in_shapes and in_dtypes differ in length"
+    numel = 1
+    for d in op["out_shape"]:
+        numel *= d
+    if numel > MAX_DIM or any(i >= numel for i in op["sample_index"]):
+        return "a sampled position lies outside the output"
+    width = _HEX_WIDTH.get(op["out_dtype"])
+    for h in op["sample_hex"]:
+        if width is not None:
+            if len(h) != width or any(c not in "0123456789abcdef" for c in h):
+                return f"a sample of a {op['out_dtype']} output is not {width} hex digits"
+        elif op["out_dtype"].startswith(("int", "uint", "bool")) and not h.lstrip("-").isdigit():
+            return f"a sample of a {op['out_dtype']} output is not an integer"
+    return None
 
 
 class TraceFileError(ValueError):
@@ -80,6 +109,10 @@ def validate(data, name: str = "the trace") -> None:
     indices = [op["index"] for op in data["ops"]]
     if indices != list(range(1, len(indices) + 1)):
         raise TraceFileError(f"{name} is not a valid trace file: its ops are not numbered 1, 2, 3, ...")
+    for op in data["ops"]:
+        problem = _op_problem(op)
+        if problem:
+            raise TraceFileError(f"{name} is not a valid trace file: at ops/{op['index'] - 1}: {problem}")
 
 
 class _Constant(ValueError):
@@ -106,6 +139,9 @@ def from_bytes(raw: bytes, name: str = "the file") -> dict:
         raise TraceFileError(f"{name} is not UTF-8 text (a trace file is JSON)") from None
     except json.JSONDecodeError as e:
         raise TraceFileError(f"{name} is not JSON: {e.msg} at line {e.lineno}") from None
+    except (ValueError, RecursionError):  # an integer of thousands of digits, nesting too deep to read
+        raise TraceFileError(f"{name} is not a trace file: it holds a number or a nesting too large to read") \
+            from None
     validate(data, name)
     return data
 

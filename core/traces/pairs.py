@@ -104,9 +104,9 @@ def timeline(c: Comparison) -> list[TimelinePoint]:
 def provenance(trace: dict) -> str:
     """One line: what ran where (plain text; the page shows it inert)."""
     s, m = trace["settings"], trace["machine"]
-    extra = [f"batch {s['batch']}" if s.get("batch", 1) != 1 else "", s.get("dtype", ""),
+    extra = [f"batch {s['batch']}" if s.get("batch", 1) != 1 else "", str(s.get("dtype") or ""),
              f"op {s['perturb_op']} perturbed" if s.get("perturb_op") else ""]
     cpu = m.get("cpu_model") or ""
     return (f"{s['model']} on {m['device_name']}" + (f" ({cpu}, {m.get('cpu_capability')})" if cpu else "")
             + f", {s.get('threads_used')} threads, " + ", ".join(e for e in extra if e)
-            + f", torch {m['torch_version']}, traced {trace['created']}")
+            + f", torch {m['torch_version']}, traced {trace['created']}")[:600]

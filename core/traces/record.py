@@ -55,7 +55,8 @@ from core.traces import reductions
 SAMPLE = 32  # output values kept per op, as hex bits
 MAX_OPS = 20_000  # ops recorded per trace; a run with more is refused, not truncated
 MAX_ARG_TEXT = 200  # characters of non-tensor arguments kept per op
-_SKIP = {"detach", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided",
+_SKIP = {"detach", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided", "new_empty",
+         "new_empty_strided", "empty_permuted",
          "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
 _BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
          torch.bfloat16: torch.int16}
@@ -67,7 +68,7 @@ DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.float16
 
 # ModuleTracker installs process-global module hooks: two traces at once (two viewers) would see
 # each other's modules, so one trace runs at a time in a process.
-TRACE_LOCK = threading.Lock()
+TRACE_LOCK = threading.RLock()
 _local = threading.local()
 
 
@@ -191,6 +192,14 @@ def _arg_text(args, kwargs) -> str:
     return ", ".join(parts)[:MAX_ARG_TEXT]
 
 
+def _version(t: torch.Tensor) -> int | None:
+    """The tensor's version counter; None for an inference-mode tensor, which has none (not cached)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return None
+
+
 def _tensors(obj, out: list) -> list:
     """The tensors in nested tuples, lists and dicts, in order (what tree_flatten gives, faster)."""
     if isinstance(obj, torch.Tensor):
@@ -230,7 +239,7 @@ class TraceMode(TorchDispatchMode):
                 self._derived[t] = True
 
     def _module(self) -> str:
-        parents = [p for p in self.tracker.parents if p != "Global"]
+        parents = [p for p in list(self.tracker.parents) if p != "Global"]
         if not parents:
             return _current_scope() or "model"
         deepest = max(parents, key=lambda p: (p.count("."), len(p)))
@@ -243,12 +252,13 @@ class TraceMode(TorchDispatchMode):
         return t
 
     def _digest(self, t: torch.Tensor) -> str:
-        seen = self._digests.get(t)
-        version = t._version
+        version = _version(t)
+        seen = self._digests.get(t) if version is not None else None
         if seen is not None and seen[0] == version:
             return seen[1]
         d = digest(self._followed(t))
-        self._digests[t] = (version, d)
+        if version is not None:
+            self._digests[t] = (version, d)
         return d
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -272,6 +282,8 @@ class TraceMode(TorchDispatchMode):
         in_dtypes = [dtype_name(a.dtype) for a in tensors_in]
         out = func(*args, **kwargs)
         outs = _tensors(out, [])
+        if not outs and name.endswith("_") and args:
+            outs = _tensors(args[0], [])  # in-place ops that return nothing (_foreach_*_): what they changed
         if derived:
             for o in outs:
                 self._derived[o] = True
@@ -283,10 +295,11 @@ class TraceMode(TorchDispatchMode):
                 and first.is_floating_point():
             with torch.no_grad():
                 first.mul_(1.0 + self.perturb[1])
-        self.ops.append(self._record(func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, first))
+        self.ops.append(self._record(func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, outs))
         return out
 
-    def _record(self, func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, first) -> OpRecord:
+    def _record(self, func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, outs) -> OpRecord:
+        first = outs[0] if outs else None
         if first is None:
             empty: list = []
             return OpRecord(self._counter, str(func), self._module(), self.tracker.is_bw, in_shapes, in_dtypes,
@@ -308,11 +321,17 @@ class TraceMode(TorchDispatchMode):
             t = reductions.terms(func, args, kwargs, first, idx)
         else:
             t = self._followed_terms(func, args, kwargs, first, idx)
-        self._digests[first] = (first._version, d := digest(followed))
+        d = digest(followed)
+        if (v := _version(first)) is not None:
+            self._digests[first] = (v, d)
+        if len(outs) > 1:  # every output counts (indices of a sort, a norm's mean and rstd, ...)
+            d = hashlib.blake2b((d + "".join(self._digest(o) for o in outs[1:])).encode(), digest_size=8).hexdigest()
+        if t is None and name in reductions.FORMULA_OPS:
+            t = reductions.input_scales(tensors_in, followed, idx, self._followed)
         return OpRecord(self._counter, str(func), self._module(), self.tracker.is_bw, in_shapes, in_dtypes,
                         in_digests, _arg_text(args, kwargs), list(followed.shape), list(first.shape),
                         dtype_name(first.dtype), d, l1, idx, hex_bits(followed, idx),
-                        t.k if t else None, t.kind if t else None, t.sum_abs if t else None,
+                        t.k if t and t.kind != "inputs" else None, t.kind if t else None, t.sum_abs if t else None,
                         t.scale if t else None, t.total_abs if t else None)
 
     def _followed_terms(self, func, args, kwargs, first, idx) -> reductions.Terms | None:

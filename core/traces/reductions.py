@@ -18,7 +18,14 @@ time, from the op's real inputs, in float64:
   softmax): K only; the envelope then estimates sum|t| as sqrt(K) times the element's size, as
   core.diagnose does without inputs, and says so.
 
-Every other op has K = None: it is elementwise (or moves data) and is judged per element.
+- ops that add up duplicates (``index_put`` with ``accumulate=True``, the backward of indexing;
+  ``embedding_dense_backward``; ``scatter_add``, ``index_add``): K = the number of values added
+  (an upper bound on the duplicates of one element), "estimated".
+
+Every other op has K = None: it is elementwise (or moves data) and is judged per element. For the
+formula ops in ``FORMULA_OPS`` (backward formulas such as tanh's g (1 - y^2), erf-based functions),
+whose result can cancel, ``input_scales`` keeps the largest input magnitude at each sampled
+position ("inputs"): the envelope then allows an absolute error at that scale (core.traces.judge).
 """
 
 from __future__ import annotations
@@ -36,10 +43,21 @@ class Terms:
     """K, and for the sampled elements sum|t| and sqrt(sum t^2) (None where not computed)."""
 
     k: int
-    kind: str  # "exact" (terms from the inputs), "relative" (row reduction), "estimated" (K only)
+    kind: str  # "exact" (terms from the inputs), "relative" (row reduction), "estimated" (K only),
+    # "inputs" (a formula op: ``scale`` holds the inputs' largest magnitude at each sample, k is 0)
     sum_abs: list[float] | None = None
     scale: list[float] | None = None
     total_abs: float | None = None  # sum over all output elements of sum|t|
+
+
+FORMULA_OPS = frozenset({
+    "tanh_backward", "sigmoid_backward", "gelu", "gelu_backward", "silu", "silu_backward", "erf", "erfc",
+    "erfinv", "softplus", "softplus_backward", "mish", "mish_backward", "elu", "elu_backward", "lerp", "lerp_",
+    "addcmul", "addcmul_", "addcdiv", "addcdiv_", "log1p", "expm1", "hardswish_backward", "rsub", "logit",
+    "_log_softmax_backward_data", "_softmax_backward_data", "xlogy", "polar",
+})
+ACCUMULATING = frozenset({"index_put", "index_put_", "_index_put_impl_", "embedding_dense_backward", "scatter_add",
+                          "scatter_add_", "index_add", "index_add_", "scatter_reduce", "scatter_reduce_"})
 
 
 def _name(func) -> str:
@@ -102,7 +120,9 @@ def _upper_sum(x: torch.Tensor, dim: int, n: int) -> torch.Tensor:
 def _reduced_rows(x: torch.Tensor, dims) -> torch.Tensor:
     """x with its reduced dims moved last and flattened: [out elements, K], in x's own dtype."""
     x = x.detach().to("cpu")
-    nd = x.dim()
+    nd = max(x.dim(), 1)
+    if x.dim() == 0:
+        return x.reshape(1, 1)
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         return x.reshape(1, -1)
     dims = [d % nd for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
@@ -133,7 +153,12 @@ def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int]) ->
     try:
         if name in ("mm", "bmm", "mv", "dot", "matmul"):
             return _matmul_terms(args[0], args[1], idx)
-        if name in ("addmm", "baddbmm", "addmv"):
+        if name == "addmv":
+            beta = float(kwargs.get("beta", args[3] if len(args) > 3 else 1.0))
+            alpha = float(kwargs.get("alpha", args[4] if len(args) > 4 else 1.0))
+            bias = torch.broadcast_to(args[0], out.shape)[:, None] if beta != 0 else None
+            return _matmul_terms(args[1], args[2], idx, alpha, bias, beta)
+        if name in ("addmm", "baddbmm"):
             beta = float(kwargs.get("beta", args[3] if len(args) > 3 else 1.0))
             alpha = float(kwargs.get("alpha", args[4] if len(args) > 4 else 1.0))
             return _matmul_terms(args[1], args[2], idx, alpha, args[0] if beta != 0 else None, beta)
@@ -158,12 +183,42 @@ def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int]) ->
             return Terms(_row_length(x, dim), "relative" if forward else "estimated")
         if name in ("native_layer_norm", "_fused_rms_norm", "rms_norm", "layer_norm"):
             shape = args[1]
-            return Terms(math.prod(shape) if shape else 1, "relative")
-        if name in ("convolution", "_convolution", "convolution_backward"):
+            # a layer norm subtracts the mean: its error is absolute at the scale of the normalized values,
+            # so an output near zero is judged at the scale of the others ("relative" with a floor)
+            kind = "relative" if "rms" in name else "relative-floor"
+            return Terms(math.prod(shape) if shape else 1, kind)
+        if name in ("convolution", "_convolution"):
             w = args[1]
-            return Terms(int(math.prod(w.shape[1:])), "estimated")
+            return Terms(int(math.prod(w.shape[1:])) * (1 if not bool(args[6]) else int(w.shape[0])), "estimated")
+        if name == "convolution_backward":  # the first output may be grad_input or grad_weight: the larger K
+            g, x, w = args[0], args[1], args[2]
+            return Terms(max(int(math.prod(w.shape[:1]) * math.prod(w.shape[2:])),
+                             int(g.shape[0] * math.prod(g.shape[2:]))), "estimated")
         if "scaled_dot_product" in name:
-            return Terms(int(args[1].shape[-2]), "estimated")
-    except (IndexError, RuntimeError, TypeError, ValueError):
+            return Terms(max(int(args[1].shape[-2]), int(args[0].shape[-1])), "estimated")
+        if name in ACCUMULATING:
+            if name.startswith(("index_put", "_index_put")):
+                acc = kwargs.get("accumulate", args[3] if len(args) > 3 else False)
+                return Terms(max(1, int(args[2].numel())), "estimated") if acc else None
+            if name == "embedding_dense_backward":
+                return Terms(max(1, int(args[1].numel())), "estimated")
+            src = args[3] if len(args) > 3 and isinstance(args[3], torch.Tensor) else args[-1]
+            return Terms(max(1, int(src.numel())), "estimated") if isinstance(src, torch.Tensor) else None
+    except (IndexError, RuntimeError, TypeError, ValueError, ArithmeticError):
         return None
     return None
+
+
+def input_scales(tensors_in: list[torch.Tensor], out: torch.Tensor, idx: list[int], cut) -> Terms | None:
+    """For a formula op: the largest |input| at each sampled position, over the floating inputs shaped like
+    the output (``cut``: the recorder's cut to the followed request)."""
+    if not idx or not out.is_floating_point():
+        return None
+    flat = torch.tensor(idx, dtype=torch.long)
+    best = torch.zeros(len(idx), dtype=torch.float64)
+    for t in tensors_in:
+        t = cut(t)
+        if t.is_floating_point() and t.shape == out.shape:
+            v = t.detach().to("cpu").reshape(-1)[flat].double().abs()
+            best = torch.maximum(best, torch.nan_to_num(v, nan=0.0, posinf=0.0))
+    return Terms(0, "inputs", None, best.tolist(), None)

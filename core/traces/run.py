@@ -9,7 +9,7 @@ import torch
 from core.machines.devices import Device, cpu_device, device_info
 from core.traces.files import FORMAT, VERSION
 from core.traces.models import RunSettings, build, threads_context
-from core.traces.record import MAX_OPS, run_traced
+from core.traces.record import MAX_OPS, TRACE_LOCK, run_traced
 
 
 def _device(s: RunSettings) -> Device:
@@ -20,11 +20,14 @@ def _device(s: RunSettings) -> Device:
 
 def make_trace(s: RunSettings, backward: bool = False, max_ops: int = MAX_OPS) -> dict:
     """The trace of one run of ``s`` (a dict that core.traces.files validates and writes)."""
-    root, inputs, fn = build(s, backward)
     perturb = (s.perturb_op, s.perturb_size) if s.perturb_op is not None else None
-    with threads_context(s):
-        threads = torch.get_num_threads()
-        ops = run_traced(fn, root, inputs, s.batch if s.model == "tiny-lm" else 1, perturb, max_ops)
+    # building runs modules too (the LM's prefill): under the trace lock, so no other trace's module
+    # tracker sees them
+    with TRACE_LOCK:
+        root, inputs, fn = build(s, backward)
+        with threads_context(s):
+            threads = torch.get_num_threads()
+            ops = run_traced(fn, root, inputs, s.batch if s.model == "tiny-lm" else 1, perturb, max_ops)
     machine = {k: v for k, v in device_info(_device(s)).items()}
     machine["threads"] = threads if s.device == "cpu" else machine.get("threads")
     settings = s.as_dict() | {"backward": backward, "threads_used": threads}

@@ -153,11 +153,11 @@ def test_nan_against_a_number_is_beyond(recs, name):
 # ---------------------------------------------------------------------- the envelope's formula
 
 
-def _env(k: int, sum_abs: float, scale: float) -> tuple[float, float]:
+def _env(k: int, sum_abs: float, scale: float, m: float = 0.0) -> tuple[float, float]:
     """(rigorous bound B, envelope min(B, Z T)) of a float32 reduction of k terms (float32 output: no extra
-    output rounding)."""
+    output rounding); T is set by max(||t||_2, |y|) with m the larger |y| of the two runs."""
     bound = 2 * gamma(k, U32) * sum_abs + k * MINSUB32
-    typical = U32 * math.sqrt(k) * scale + math.sqrt(k) * MINSUB32
+    typical = U32 * math.sqrt(k) * max(scale, m) + math.sqrt(k) * MINSUB32
     return bound, min(bound, ENVELOPE_FACTOR * typical)
 
 
@@ -165,9 +165,10 @@ def test_size_is_measured_against_gamma_k(recs):
     mm = recs["mm"]
     i = _largest(mm)
     y = decode_hex(mm.sample_hex[i], "float32")
-    bound, env = _env(mm.k, mm.sum_abs[i], mm.scale[i])
     for factor, within in ((0.5, True), (2.0, False)):
+        bound, env = _env(mm.k, mm.sum_abs[i], mm.scale[i], abs(y))
         b = _with_value(mm, i, float(np.float32(y + math.copysign(factor * env, y))))
+        bound, env = _env(mm.k, mm.sum_abs[i], mm.scale[i], max(abs(y), abs(decode_hex(b.sample_hex[i], "float32"))))
         s = size_of(mm, b)
         d = abs(decode_hex(b.sample_hex[i], "float32") - y)
         assert s.worst_abs == d and (d <= env) == within == s.within
