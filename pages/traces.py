@@ -149,7 +149,15 @@ def explain() -> None:
             "matrix products and sums. **Within rounding**: every sampled element inside min(bound, 8 × typical) "
             "and the L1 norms inside the bound over all elements. Ops that do not reduce: + − × ÷ √, copies and "
             "casts are correctly rounded, so any difference from identical inputs is **beyond rounding**; exp, "
-            f"tanh and friends may differ by {ELEMENTWISE_ULPS:.0f} ULPs between two implementations.")
+            f"tanh and friends may differ by {ELEMENTWISE_ULPS:.0f} ULPs between two implementations; formulas "
+            "that can cancel (tanh's backward, erf-based functions) are judged at their inputs' scale.\n\n"
+            "The envelopes are float32's (or the coarser format of the two runs). A GPU that runs float32 matrix "
+            "products or convolutions on TF32 tensor cores, or reduces bfloat16/float16 products in reduced "
+            "precision (PyTorch's defaults for cuDNN convolutions and for half-precision matmul reductions), "
+            "goes beyond them by design: turn those off for the comparison (`torch.backends.cudnn.allow_tf32 = "
+            "False`, `torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False`, and the same for "
+            "fp16; `torch.backends.cuda.matmul.allow_tf32` is off by default) or read *beyond rounding* there as "
+            "their lower precision, which the Diagnose page tells apart.")
 
 
 main()

@@ -269,7 +269,8 @@ class TraceMode(TorchDispatchMode):
             skip = getattr(func, "is_view", False) or name in _SKIP or not str(func).startswith("aten.")
             known = _FUNCS[func] = (name, skip)
         name, skip = known
-        tensors_in = _tensors(kwargs, _tensors(args, []))
+        # an out= tensor is written, not read: it is not an input
+        tensors_in = _tensors([v for k, v in kwargs.items() if k != "out"], _tensors(args, []))
         derived = any(self._derived.get(a, False) for a in tensors_in)
         if skip:
             out = func(*args, **kwargs)

@@ -170,11 +170,14 @@ def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int]) ->
             return _sum_terms(x, dims, idx, name == "mean")
         if name == "nll_loss_forward":
             x, target, weight, reduction = args[0], args[1], args[2], int(args[3])
+            ignore = int(args[4]) if len(args) > 4 else -100
             if weight is not None or reduction == 0 or x.dim() != 2:
                 return None
-            picked = _f64(x)[torch.arange(x.shape[0]), target.to("cpu").long().clamp(0, x.shape[1] - 1)]
+            tgt = target.to("cpu").long()
+            keep = tgt != ignore  # ignored targets add nothing and do not count in the mean
+            picked = _f64(x)[torch.arange(x.shape[0])[keep], tgt[keep].clamp(0, x.shape[1] - 1)]
             if reduction == 1:
-                picked = picked / max(1, x.shape[0])
+                picked = picked / max(1, int(keep.sum()))
             s = float(picked.abs().sum())
             return Terms(int(x.shape[0]), "exact", [s] * len(idx), [float(picked.square().sum().sqrt())] * len(idx), s)
         if name in ("_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data"):
