@@ -21,6 +21,11 @@ LINE = re.compile(r"first difference: (op \d+ of \d+, aten\.\S+ in \S+: (born he
                   r"(within|beyond) rounding|none in \d+ ops)")
 
 
+def answer(page):
+    """The code block with the one-line answer (the first code block is the link box)."""
+    return page.locator('[data-testid="stCode"]').filter(has_text="first difference:").first
+
+
 @pytest.mark.parametrize("talk", ["0", "1"])
 def test_first_difference_and_timeline_in_the_first_screen(browser, server, talk):
     context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
@@ -29,7 +34,7 @@ def test_first_difference_and_timeline_in_the_first_screen(browser, server, talk
         page.goto(f"{server.url}/traces?talk={talk}")
         punch = page.locator(".st-key-punchline")
         expect(punch).to_contain_text(HEADLINE, timeout=SLOW)
-        expect(page.locator('[data-testid="stCode"]').first).to_contain_text(LINE)
+        expect(answer(page)).to_contain_text(LINE)
         wait_for_app(page)
         assert_healthy_page(page)
         box = punch.bounding_box()
@@ -51,7 +56,7 @@ def test_a_visitor_finds_the_planted_bug(page, server):
     punch = page.locator(".st-key-punchline")
     expect(punch).to_contain_text("The runs part at op 1 of", timeout=SLOW)
     expect(punch).to_contain_text("beyond rounding")
-    expect(page.locator('[data-testid="stCode"]').first).to_contain_text("born here, beyond rounding")
+    expect(answer(page)).to_contain_text("born here, beyond rounding")
     assert_healthy_page(page)
     screenshot(page, "traces-planted")
 
@@ -77,7 +82,7 @@ def test_upload_two_traces_one_broken_first(page, server, tmp_path):
     expect(alert).to_contain_text("broken.json", timeout=SLOW)
     page.locator('[data-testid="stFileUploader"] input[type="file"]').nth(1).set_input_files(str(b))
     wait_for_app(page)
-    expect(page.locator('[data-testid="stCode"]').first).to_contain_text("born here, beyond rounding", timeout=SLOW)
+    expect(answer(page)).to_contain_text("born here, beyond rounding", timeout=SLOW)
     expect(page.get_by_text("Uploaded by you", exact=False)).to_be_visible()
     assert_healthy_page(page)
     screenshot(page, "traces-uploaded", full_page=True)
