@@ -1,6 +1,7 @@
 # Two entry points do all set-up on a fresh machine (Python 3.11+ required):
 #   make run   - create .venv if missing, install pinned requirements, serve on localhost:8501
 #   make test  - the same, plus dev tools and Debian's chromium, then ruff, lint-imports and every test
+#   make test-fast - while working: ruff, lint-imports, core and AppTest tests (no browser), in about 2 minutes
 # Both are idempotent: installs rerun only when a requirements file changes.
 
 SHELL := /bin/bash
@@ -9,8 +10,11 @@ PY := $(VENV)/bin/python
 PORT ?= 8501
 CHROMIUM ?= /usr/bin/chromium
 PYTEST_ARGS ?=
+# One pytest-xdist worker per core; tests/conftest.py says how the work is split between them.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PYTEST := $(PY) -m pytest -v -n $(JOBS) --dist loadgroup --no-loadscope-reorder --durations=25
 
-.PHONY: run test lint browser bootstrap dev clean
+.PHONY: run test test-fast lint browser bootstrap dev clean
 
 run: $(VENV)/.runtime.stamp
 	$(PY) -m streamlit run app.py --server.port=$(PORT) --server.address=localhost
@@ -18,7 +22,12 @@ run: $(VENV)/.runtime.stamp
 test: $(VENV)/.dev.stamp browser
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -v $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
+
+test-fast: $(VENV)/.dev.stamp
+	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
+	$(PYTEST) -m "not browser" $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev.stamp
 	$(PY) -m ruff check .

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from benchmarks import bench_assoc, bench_dot, bench_models
 from benchmarks.harness import run_in_own_thread
 
@@ -34,6 +36,7 @@ def test_bench_models_prints_its_ratios_last(capsys):
     ), last
 
 
+@pytest.mark.browser
 def test_bench_pages_prints_the_slowest_first_render_last(capsys):
     from benchmarks import bench_pages
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks import bench_hosting
 from benchmarks.harness import run_in_own_thread
 
 
+@pytest.mark.browser
 def test_memory_and_cold_start_within_targets(capsys):
     r = run_in_own_thread(lambda: bench_hosting.main(largest=True), timeout=900)
     out = capsys.readouterr().out

@@ -8,15 +8,20 @@ The server starts with the same flags as the Docker image's ENTRYPOINT
 from __future__ import annotations
 
 import pathlib
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
+from playwright.sync_api import expect
 
 from benchmarks.harness import CHROMIUM, CHROMIUM_ARGS, ROOT, Server, free_port, wait_for_app  # noqa: F401
 
 ARTIFACTS = ROOT / "artifacts" / "screenshots"
 VIEWPORT = {"width": 1400, "height": 3200}  # tall: Streamlit scrolls inside its own container
+RERUN = 30_000  # ms: how long a check waits for what a server rerun shows, on a busy 2-core machine
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="session")
@@ -52,10 +57,47 @@ def page(browser):
 
 
 def assert_healthy_page(page) -> None:
-    assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
-        '[data-testid="stException"]'
-    ).first.inner_text()
-    assert "page not found" not in page.content().lower()
+    """No exception box and no "Page not found" dialog. Both checks pass at once when there is none; one left
+    from the previous script run gets the time a rerun takes to replace it."""
+    errors = page.locator('[data-testid="stException"]')
+    try:
+        expect(errors).to_have_count(0, timeout=RERUN)
+    except AssertionError as err:
+        raise AssertionError(errors.first.inner_text()) from err
+    expect(page.locator("html")).not_to_contain_text(re.compile("page not found", re.IGNORECASE), timeout=RERUN)
+
+
+def until(read: Callable[[], T], ok: Callable[[T], bool], timeout: float = 30) -> T:
+    """``read()`` again every quarter second until ``ok`` holds for its value or ``timeout`` seconds have passed,
+    and the last value read: the caller asserts on it, so a failure shows what the page had. For what
+    Playwright's expect cannot wait for (boxes, pixels, computed styles), which settle late on a busy machine."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = read()
+        if ok(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.25)
+
+
+def shown_loosely(text: str) -> re.Pattern:
+    """``text`` as the page shows it: inert() may put an invisible word joiner (U+2060) between any two
+    characters of what a visitor or a file sent."""
+    return re.compile("\u2060*".join(re.escape(c) for c in text))
+
+
+def expect_root_font_at_least(page, px: float, what: str = "", timeout: float = RERUN) -> None:
+    """Presenter type: the root font grows to ``px`` once the app's style for it has been applied."""
+    size = until(lambda: page.evaluate("parseFloat(getComputedStyle(document.documentElement).fontSize)"),
+                 lambda v: v >= px, timeout=timeout / 1000)
+    assert size >= px, (what, size)
+
+
+def wait_for_page_end(page, timeout: float = RERUN) -> None:
+    """Wait for the page's last element, its link to the next page of the story (ui.navigation.next_page_link ends
+    every page of PAGE_TABLE at its default settings): a script run sends its elements in order, so everything
+    above it has arrived. wait_for_app alone can return before a first run has started on a busy machine."""
+    story = page.locator('[data-testid="stPageLink"]').filter(has_text=re.compile("Next: |Back to the overview"))
+    story.last.wait_for(state="attached", timeout=timeout)
 
 
 def screenshot(page, name: str, full_page: bool = False) -> pathlib.Path:
@@ -68,11 +110,12 @@ def screenshot(page, name: str, full_page: bool = False) -> pathlib.Path:
 def assert_charts_rendered(page, minimum: int) -> None:
     """Every Altair chart drew something: vega-embed puts a canvas (or svg) of real size."""
     charts = page.locator('[data-testid="stVegaLiteChart"]')
-    assert charts.count() >= minimum, charts.count()
+    if minimum:  # at least ``minimum`` of them; the page's charts arrive one by one
+        expect(charts.nth(minimum - 1)).to_be_attached(timeout=RERUN)
     for i in range(charts.count()):
         drawn = charts.nth(i).locator("canvas, svg").first
         drawn.wait_for(timeout=30_000)
-        box = drawn.bounding_box()
+        box = until(drawn.bounding_box, lambda b: b is not None and b["height"] > 50 and b["width"] > 100)
         assert box is not None and box["height"] > 50 and box["width"] > 100, (i, box)
 
 
@@ -162,6 +205,13 @@ def sidebar_collapsed(page) -> bool:
     bar = page.locator('[data-testid="stSidebar"]')
     state = bar.evaluate("e => [e.dataset.collapsed, e.getBoundingClientRect().right]")
     return state[0] == "true" and state[1] <= 1
+
+
+def assert_sidebar_collapsed(page, collapsed: bool = True, what: str = "", timeout: float = RERUN) -> None:
+    """Wait until the sidebar is folded away (or, with ``collapsed=False``, is not): presenter mode folds it
+    after the page's first render, and the slide takes a moment on a busy machine."""
+    state = until(lambda: sidebar_collapsed(page), lambda v: v == collapsed, timeout=timeout / 1000)
+    assert state == collapsed, what or f"the sidebar is {'open' if collapsed else 'collapsed'}"
 
 
 def open_sidebar(page) -> None:

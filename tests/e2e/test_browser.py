@@ -12,7 +12,16 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import Server, assert_healthy_page, choose, screenshot, sidebar_collapsed, wait_for_app
+from tests.e2e.conftest import (
+    RERUN,
+    Server,
+    assert_healthy_page,
+    assert_sidebar_collapsed,
+    choose,
+    expect_root_font_at_least,
+    screenshot,
+    wait_for_app,
+)
 from ui.navigation import PAGE_TABLE
 
 PAGES = [("", "Same model, same seed, different numbers"),
@@ -25,13 +34,17 @@ SIDEBAR_LABELS = {"": "Overview", **{stem: title for stem, title, *_ in PAGE_TAB
 NAV = list(SIDEBAR_LABELS.values())
 
 
-def h1(page) -> str:
-    return page.locator("h1").first.inner_text().strip()
+def expect_h1(page, title: str | re.Pattern) -> None:
+    """The page's first heading reads ``title`` (waited for: it comes with the page's script run)."""
+    expect(page.locator("h1").first).to_have_text(title, use_inner_text=True, timeout=RERUN)
 
 
-def sidebar_labels(page) -> list[str]:
+def expect_sidebar_labels(page, labels: list[str]) -> None:
+    """The sidebar lists exactly ``labels``, in order; each may follow its icon, a material-symbol ligature name
+    ("swap_horiz") until the icon font draws it as a glyph."""
     items = page.locator('[data-testid="stSidebarNav"] [data-testid="stSidebarNavLink"]')
-    return [re.sub(r"^[a-z_]+\s*", "", t.strip()) for t in items.all_inner_texts()]
+    patterns = [re.compile(rf"^\s*(?:[a-z_]+\s*)?{re.escape(label)}\s*$") for label in labels]
+    expect(items).to_have_text(patterns, use_inner_text=True, timeout=RERUN)
 
 
 def test_fresh_server_first_visit_by_deep_link(browser):
@@ -44,8 +57,8 @@ def test_fresh_server_first_visit_by_deep_link(browser):
         wait_for_app(page)
         page.wait_for_timeout(1000)
         assert_healthy_page(page)
-        assert h1(page) == PAGES[1][1]
-        assert sidebar_labels(page) == NAV
+        expect_h1(page, PAGES[1][1])
+        expect_sidebar_labels(page, NAV)
         screenshot(page, "fresh-server-deep-link")
         context.close()
     finally:
@@ -57,8 +70,8 @@ def test_every_page_opens_from_its_url(server, page, path, title):
     page.goto(f"{server.url}/{path}")
     wait_for_app(page)
     assert_healthy_page(page)
-    assert h1(page) == title
-    assert sidebar_labels(page) == NAV
+    expect_h1(page, title)
+    expect_sidebar_labels(page, NAV)
     screenshot(page, f"url-{path or 'home'}")
 
 
@@ -69,58 +82,58 @@ def test_every_page_opens_from_the_sidebar(server, page):
         page.locator('[data-testid="stSidebarNav"]').get_by_text(SIDEBAR_LABELS[path], exact=True).click()
         page.wait_for_url(re.compile(rf"{re.escape(server.url)}/{path}(\?.*)?$"))
         wait_for_app(page)
-        assert h1(page) == title
+        expect_h1(page, title)
         assert_healthy_page(page)
 
 
 def test_home_link_opens_the_playground(server, page):
     page.goto(server.url)
     wait_for_app(page)
-    assert "Three causes" in page.content()
+    expect(page.locator("body")).to_contain_text("Three causes", timeout=RERUN)
     page.locator('[data-testid="stPageLink"]').first.click()
     page.wait_for_url(re.compile(r"/non_associativity(\?.*)?$"))
     wait_for_app(page)
-    assert h1(page).startswith("Non-associativity")
+    expect_h1(page, re.compile(r"^\s*Non-associativity"))
     assert_healthy_page(page)
 
 
-def _verdict(page) -> str:
-    return page.locator('[data-testid="stAlertContentError"]').last.inner_text()
+def _verdict(page):
+    return page.locator('[data-testid="stAlertContentError"]').last
 
 
 def test_playground_reacts_like_a_person_expects(server, page):
     page.goto(f"{server.url}/non_associativity")
     wait_for_app(page)
-    assert "0.6000000000000001 versus 0.6" in _verdict(page)
+    expect(_verdict(page)).to_contain_text("0.6000000000000001 versus 0.6", use_inner_text=True, timeout=RERUN)
     screenshot(page, "non-associativity-default")
 
     choose(page, "Preset", "2048 + 1 + 1 (float16)")
-    expect(page.locator('[data-testid="stAlertContentError"]').last).to_contain_text("2048 versus 2050")
-    assert page.get_by_label("a", exact=True).input_value() == "2048"
+    expect(_verdict(page)).to_contain_text("2048 versus 2050", timeout=RERUN)
+    expect(page.get_by_label("a", exact=True)).to_have_value("2048", timeout=RERUN)
     screenshot(page, "non-associativity-float16")
 
     box = page.get_by_label("b", exact=True)
     box.fill("one")
     box.press("Enter")
     wait_for_app(page)
-    expect(page.get_by_text("“one” is not a number")).to_be_visible()
-    warning = page.locator('[data-testid="stAlertContentWarning"]').first.inner_text()
-    assert "last valid numbers: 2048, 1, 1 in float16" in warning
-    assert "2048 versus 2050" in _verdict(page)  # the last good result stays
+    expect(page.get_by_text("“one” is not a number")).to_be_visible(timeout=RERUN)
+    warning = page.locator('[data-testid="stAlertContentWarning"]').first
+    expect(warning).to_contain_text("last valid numbers: 2048, 1, 1 in float16", use_inner_text=True, timeout=RERUN)
+    expect(_verdict(page)).to_contain_text("2048 versus 2050", use_inner_text=True)  # the last good result stays
     assert_healthy_page(page)
     screenshot(page, "non-associativity-bad-input")
 
     box.fill("1")
     box.press("Enter")
     wait_for_app(page)
-    assert page.locator('[data-testid="stAlertContentWarning"]').count() == 0
+    expect(page.locator('[data-testid="stAlertContentWarning"]')).to_have_count(0, timeout=RERUN)
 
     choose(page, "Format (dtype)", "float32")
     page.get_by_role("button", name="Search random triples").click()
-    expect(page.get_by_text(re.compile(r"float32 triples .* give different bits"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"float32 triples .* give different bits"))).to_be_visible(timeout=RERUN)
     wait_for_app(page)
     page.get_by_role("button", name="Load this triple into the playground").click()
-    expect(page.locator('[data-testid="stAlertContentError"]').last).to_contain_text("The groupings differ in float32")
+    expect(_verdict(page)).to_contain_text("The groupings differ in float32", timeout=RERUN)
     wait_for_app(page)
     assert_healthy_page(page)
     screenshot(page, "non-associativity-counterexample")
@@ -130,14 +143,15 @@ def test_a_shared_link_reopens_the_same_view(server, page):
     page.goto(f"{server.url}/summation_lab?n=1000&storage=float16&orders=sequential,kahan&permutations=0")
     wait_for_app(page)
     assert_healthy_page(page)
-    expect(page.get_by_text("n = 1,000, seed 0, float64 rounded to float16", exact=False)).to_be_visible()
+    expect(page.get_by_text("n = 1,000, seed 0, float64 rounded to float16", exact=False)).to_be_visible(
+        timeout=RERUN)
     page.get_by_text("Link to this view").click()
     code = page.locator('[data-testid="stCode"]').first
-    expect(code).to_contain_text("n=1000")
+    expect(code).to_contain_text("n=1000", timeout=RERUN)
     expect(code).to_contain_text("storage=float16")
     page.goto(f"{server.url}/summation_lab?n=banana")
     wait_for_app(page)
-    expect(page.get_by_text("“n=banana” was ignored", exact=False)).to_be_visible()
+    expect(page.get_by_text("“n=banana” was ignored", exact=False)).to_be_visible(timeout=RERUN)
     assert_healthy_page(page)
 
 
@@ -146,14 +160,14 @@ def test_talk_mode_on_a_1280x720_projector(browser, server):
     page = context.new_page()
     page.goto(f"{server.url}/?talk=1")
     wait_for_app(page)
-    assert page.evaluate("parseFloat(getComputedStyle(document.documentElement).fontSize)") >= 20
+    expect_root_font_at_least(page, 20)
     screenshot(page, "talk-home-1280x720")
     page.locator('[data-testid="stPageLink"]').filter(has_text="Watch two runs diverge").click()
     wait_for_app(page)
-    expect(page.get_by_text("Press Play to train both runs live", exact=False)).to_be_visible()
+    expect(page.get_by_text("Press Play to train both runs live", exact=False)).to_be_visible(timeout=RERUN)
     # the settings folded into one expander, the sidebar folded away (issue 23)
-    assert page.get_by_text("Settings: preset, what differs", exact=False).count() == 1
-    assert sidebar_collapsed(page)
+    expect(page.get_by_text("Settings: preset, what differs", exact=False)).to_have_count(1, timeout=RERUN)
+    assert_sidebar_collapsed(page)
     assert_healthy_page(page)
     screenshot(page, "talk-training-1280x720")
     context.close()

@@ -9,7 +9,14 @@ from playwright.sync_api import expect
 from core.recordings.compare import compare_recordings, default_pair
 from core.recordings.fingerprint import fingerprint, op_fingerprint
 from core.recordings.store import load_recordings
-from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
+from tests.e2e.conftest import (
+    RERUN,
+    assert_charts_rendered,
+    assert_healthy_page,
+    screenshot,
+    shown_loosely,
+    wait_for_app,
+)
 
 
 def test_cpu_vs_gpu_page(server, page):
@@ -18,14 +25,15 @@ def test_cpu_vs_gpu_page(server, page):
     assert_healthy_page(page)
     # the server's facts, fingerprint and hashes sit in an expander below the comparison (issue 23)
     page.get_by_text("What this server has: its facts, fingerprint and hashes").click()
-    expect(page.get_by_text("No GPU is visible to torch on this server", exact=False)).to_be_visible()
+    expect(page.get_by_text("No GPU is visible to torch on this server", exact=False)).to_be_visible(timeout=RERUN)
     # the server runs on the test's machine, so its fingerprint is the one computed here
-    expect(page.get_by_text(re.compile("Fingerprint of this server: " + fingerprint(op_fingerprint())))).to_be_visible()
-    expect(page.get_by_role("heading", name="Two real machines side by side")).to_be_visible()
+    expect(page.get_by_text(re.compile("Fingerprint of this server: " + fingerprint(op_fingerprint())))).to_be_visible(
+        timeout=RERUN)
+    expect(page.get_by_role("heading", name="Two real machines side by side")).to_be_visible(timeout=RERUN)
     recs, _ = load_recordings()
     cmp = compare_recordings(*(recs[i] for i in default_pair(recs)))
     verdict = page.get_by_text(re.compile(r"(gave the same bits in every result|part first in|part; run A)"))
-    expect(verdict.first).to_be_visible()
+    expect(verdict.first).to_be_visible(timeout=RERUN)
     if not cmp.ops_differing and all(t.first_step_machines_differ is None for t in cmp.training):
         expect(verdict.first).to_contain_text(f"{cmp.sums_compared} sums")
     # one chart of reduction stages, two training charts per recorded preset and machine
@@ -36,7 +44,7 @@ def test_cpu_vs_gpu_page(server, page):
     wait_for_app(page)
     assert_healthy_page(page)
     table = page.locator('[data-testid="stDataFrame"]').filter(has_text="recorded")
-    expect(table.first).to_be_visible()
+    expect(table.first).to_be_visible(timeout=RERUN)
 
 
 def test_a_visitors_own_capture_file_is_shown_as_theirs(server, page):
@@ -61,8 +69,10 @@ def test_a_visitors_own_capture_file_is_shown_as_theirs(server, page):
     expect(card).to_contain_text(mine.provenance.captured_at.replace(":", ":\u2060"))
     assert_healthy_page(page)
     main = page.locator('[data-testid="stMain"]')
-    expect(page.locator('[data-testid="stDataFrame"]').filter(has_text="uploaded by you").first).to_be_visible()
-    assert mine.label in main.inner_text().replace("\u2060", "")  # the model's line and the pair's choice
+    expect(page.locator('[data-testid="stDataFrame"]').filter(has_text="uploaded by you").first).to_be_visible(
+        timeout=RERUN)
+    # the model's line and the pair's choice
+    expect(main).to_contain_text(shown_loosely(mine.label), use_inner_text=True, timeout=RERUN)
     screenshot(page, "cpu-vs-gpu-uploaded", full_page=True)
 
     uploader.set_input_files(files=[{"name": "broken.json", "mimeType": "application/json",
@@ -70,14 +80,14 @@ def test_a_visitors_own_capture_file_is_shown_as_theirs(server, page):
     wait_for_app(page, timeout=120_000)
     error = page.locator('[data-testid="stAlert"]').filter(has_text="broken.json is not JSON")
     expect(error).to_be_visible(timeout=60_000)
-    expect(page.get_by_text("Still using your earlier upload, my-gpu-capture.json.")).to_be_visible()
+    expect(page.get_by_text("Still using your earlier upload, my-gpu-capture.json.")).to_be_visible(timeout=RERUN)
     expect(card).to_be_visible()
     assert_healthy_page(page)
     screenshot(page, "cpu-vs-gpu-upload-refused")
 
     page.get_by_role("button", name="Remove your recording").click()
     wait_for_app(page, timeout=120_000)
-    expect(card).to_have_count(0)
-    expect(error).to_have_count(0)
+    expect(card).to_have_count(0, timeout=RERUN)
+    expect(error).to_have_count(0, timeout=RERUN)
     assert_healthy_page(page)
-    assert UPLOADED not in main.inner_text().replace("\u2060", "")
+    expect(main).not_to_contain_text(shown_loosely(UPLOADED), use_inner_text=True, timeout=RERUN)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 
-from tests.e2e.conftest import Server, assert_healthy_page, screenshot, wait_for_app
-from tests.e2e.test_browser import NAV, PAGES, h1, sidebar_labels
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import RERUN, Server, assert_healthy_page, screenshot, wait_for_app
+from tests.e2e.test_browser import NAV, PAGES, expect_h1, expect_sidebar_labels
 
 
 def test_the_cloud_entrypoint_serves_every_page(browser):
@@ -17,14 +19,16 @@ def test_the_cloud_entrypoint_serves_every_page(browser):
         page.goto(f"{deployed.url}/non_associativity")  # the first visit of a fresh server, by deep link
         wait_for_app(page)
         assert_healthy_page(page)
-        assert h1(page) == PAGES[1][1] and sidebar_labels(page) == NAV
+        expect_h1(page, PAGES[1][1])
+        expect_sidebar_labels(page, NAV)
         next_link = page.locator('[data-testid="stPageLink"]').filter(has_text="Next: ")
-        assert next_link.count() == 1  # the story's link to the next page resolved from deploy/
+        # the story's link to the next page resolved from deploy/ (the page's last element: it can come late)
+        expect(next_link).to_have_count(1, timeout=RERUN)
         page.locator('[data-testid="stSidebarNav"]').get_by_text("Overview", exact=True).click()
         page.wait_for_url(re.compile(rf"{re.escape(deployed.url)}/?(\?.*)?$"))
         wait_for_app(page)
         assert_healthy_page(page)
-        assert h1(page) == PAGES[0][1]
+        expect_h1(page, PAGES[0][1])
         screenshot(page, "deploy-entrypoint-home")
         context.close()
     finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import screenshot, wait_for_app
+from tests.e2e.conftest import screenshot, until, wait_for_app
 from tests.e2e.test_talk import HEIGHT, SLOW, WIDTH, assert_healthy, assert_punchline_in_first_screen
 from ui.navigation import PAGE_TABLE
 
@@ -39,7 +39,7 @@ def test_punchline_in_first_screen(server, contexts, mode, stem, title):
         screenshot(page, f"first-{mode}-{stem or 'overview'}")
         assert_healthy(page, title)
         assert_punchline_in_first_screen(page, f"{title} ({mode})")
-        cut = page.evaluate(CUT_METRICS)
+        cut = until(lambda: page.evaluate(CUT_METRICS), lambda c: c == [])  # values take their width late
         assert cut == [], f"{title} ({mode}): metric values cut: {cut}"
     finally:
         page.close()

@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 
 from tests.e2e.conftest import (
     ARTIFACTS,
+    RERUN,
     assert_charts_rendered,
     assert_healthy_page,
     choose,
@@ -23,9 +24,10 @@ def test_gpu_arithmetic_page(server, page):
     page.goto(f"{server.url}/gpu_arithmetic?K=1024", timeout=120_000)
     wait_for_app(page, timeout=180_000)
     assert_healthy_page(page)
-    expect(page.get_by_text("Exact dot product of the stored values", exact=False)).to_be_visible()
+    expect(page.get_by_text("Exact dot product of the stored values", exact=False)).to_be_visible(timeout=RERUN)
     assert_charts_rendered(page, 3)  # errors, error against K, atomics
-    assert page.locator('[data-testid="stDataFrame"]').count() >= 2  # results, buckets
+    # at least 2: results, buckets
+    expect(page.locator('[data-testid="stDataFrame"]').nth(1)).to_be_attached(timeout=RERUN)
     screenshot(page, "gpu-arithmetic-default")
 
     with page.expect_download() as dl:
@@ -45,7 +47,7 @@ def test_gpu_arithmetic_page(server, page):
     screenshot(page, "gpu-arithmetic-small-k")
 
     choose(page, "Accumulate in", "float16")
-    expect(page.get_by_text("would round the inputs themselves", exact=False)).to_be_visible()
+    expect(page.get_by_text("would round the inputs themselves", exact=False)).to_be_visible(timeout=RERUN)
     assert_healthy_page(page)
     screenshot(page, "gpu-arithmetic-bad-format")
 

@@ -7,11 +7,13 @@ recorded, and each page of the page table (ui.navigation.PAGE_TABLE) must attemp
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 import pytest
+from playwright.sync_api import expect
 
-from tests.e2e.conftest import assert_healthy_page, screenshot, wait_for_app
+from tests.e2e.conftest import RERUN, assert_healthy_page, screenshot, until, wait_for_app, wait_for_page_end
 from ui.navigation import PAGE_TABLE
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
@@ -44,21 +46,27 @@ def test_every_page_renders_with_no_outside_request(server, offline_page, path):
     page = offline_page
     page.goto(f"{server.url}/{path}")
     wait_for_app(page, timeout=180_000)
+    if path:  # every icon of the page has arrived before they are counted (the overview has no story link)
+        wait_for_page_end(page, timeout=180_000)
     page.wait_for_timeout(1500)  # late requests: favicon, fonts, lazily loaded icons
     assert_healthy_page(page)
     title = page.locator("h1").first
-    assert title.is_visible() and title.inner_text().strip()
+    expect(title).to_be_visible(timeout=RERUN)
+    expect(title).to_have_text(re.compile(r"\S"), use_inner_text=True, timeout=RERUN)  # not empty
     assert page.outside == [], page.outside
     # the icon font is served by the app itself and loaded: icons draw as glyphs, not as their names
-    statuses = page.evaluate(
-        "Array.from(document.fonts).filter(f => f.family.includes('Material Symbols')).map(f => f.status)")
+    statuses = until(lambda: page.evaluate(
+        "Array.from(document.fonts).filter(f => f.family.includes('Material Symbols')).map(f => f.status)"),
+        lambda v: "loaded" in v)
     assert "loaded" in statuses, statuses
     icons = page.locator('[data-testid="stIconMaterial"]')
-    assert icons.count() > 0
+    expect(icons.first).to_be_attached(timeout=RERUN)  # at least one
     for i in range(icons.count()):
-        box = icons.nth(i).bounding_box()
-        if box:  # a glyph is about as wide as it is high; a ligature name ("swap_horiz") is several times wider
-            assert box["width"] <= 1.6 * box["height"], (icons.nth(i).inner_text(), box)
+        # a glyph is about as wide as it is high; a ligature name ("swap_horiz") is several times wider, until
+        # the font has been applied to it
+        box = until(icons.nth(i).bounding_box, lambda b: not b or b["width"] <= 1.6 * b["height"])
+        if box and box["width"] > 1.6 * box["height"]:  # the icon's text names which one
+            pytest.fail(f"icon {icons.nth(i).inner_text()!r} is drawn as its name: {box}")
     screenshot(page, f"offline-{path or 'home'}")
 
 

@@ -10,7 +10,15 @@ from pathlib import Path
 import numpy as np
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import assert_charts_rendered, assert_healthy_page, choose, screenshot, set_number, wait_for_app
+from tests.e2e.conftest import (
+    RERUN,
+    assert_charts_rendered,
+    assert_healthy_page,
+    choose,
+    screenshot,
+    set_number,
+    wait_for_app,
+)
 
 
 def test_lab_defaults_controls_and_download(server, page, tmp_path):
@@ -18,7 +26,7 @@ def test_lab_defaults_controls_and_download(server, page, tmp_path):
     wait_for_app(page)
     assert_healthy_page(page)
     assert_charts_rendered(page, 3)  # errors, permutations, running error
-    assert page.get_by_text("Trees are drawn for n ≤ 32").count() == 1
+    expect(page.get_by_text("Trees are drawn for n ≤ 32")).to_have_count(1, timeout=RERUN)
     screenshot(page, "summation-lab-default")
 
     with page.expect_download() as dl:
@@ -31,8 +39,9 @@ def test_lab_defaults_controls_and_download(server, page, tmp_path):
     assert rows[0]["bits"] != rows[-1]["bits"]  # sequential vs correctly rounded
 
     set_number(page, "n (1 to 10,000,000)", 20)
-    expect(page.get_by_text("Each addition of the CPU order: the exact sum of its two rounded inputs")).to_be_visible()
-    assert page.get_by_text("Trees are drawn for n ≤ 32").count() == 0
+    expect(page.get_by_text("Each addition of the CPU order: the exact sum of its two rounded inputs")).to_be_visible(
+        timeout=RERUN)
+    expect(page.get_by_text("Trees are drawn for n ≤ 32")).to_have_count(0, timeout=RERUN)
     assert_charts_rendered(page, 4)  # now with the tree
     assert_healthy_page(page)
     screenshot(page, "summation-lab-tree")
@@ -43,8 +52,9 @@ def test_lab_defaults_controls_and_download(server, page, tmp_path):
     area.press("Control+Enter")
     wait_for_app(page)
     # inert() puts an invisible word joiner after ":" (so nothing visitor-made can become a link or an icon)
-    expect(page.get_by_text(re.compile("The pasted text:\u2060? “banana” is not a number\\."))).to_be_visible()
-    expect(page.get_by_text("Showing the last valid vector")).to_be_visible()
+    expect(page.get_by_text(re.compile("The pasted text:\u2060? “banana” is not a number\\."))).to_be_visible(
+        timeout=RERUN)
+    expect(page.get_by_text("Showing the last valid vector")).to_be_visible(timeout=RERUN)
     assert_healthy_page(page)
     screenshot(page, "summation-lab-bad-paste")
 

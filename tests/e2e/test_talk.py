@@ -19,7 +19,19 @@ from playwright.sync_api import expect
 from core.arith.vectors import GENERATORS
 from core.kernels.trees import TREE_ORDERS
 from core.training.mlp import PRESETS
-from tests.e2e.conftest import Server, close_sidebar, drawn, open_sidebar, screenshot, sidebar_collapsed, wait_for_app
+from tests.e2e.conftest import (
+    RERUN,
+    Server,
+    assert_sidebar_collapsed,
+    close_sidebar,
+    drawn,
+    expect_root_font_at_least,
+    open_sidebar,
+    screenshot,
+    until,
+    wait_for_app,
+    wait_for_page_end,
+)
 from ui.navigation import PAGE_TABLE
 from ui.talk import SCENARIOS
 
@@ -42,31 +54,40 @@ def selectbox_text(page, label: str) -> str:
     return " ".join([box.text_content() or "", *values])
 
 
-def number_value(page, label: str) -> str:
-    return page.locator('[data-testid="stNumberInput"]').filter(has_text=label).first.locator("input").input_value()
+def assert_selectbox_shows(page, label: str, text: str) -> None:
+    """The select box labelled ``label`` shows ``text`` (waited for: the link's settings reach the widget with the
+    page's script run)."""
+    shown = until(lambda: selectbox_text(page, label), lambda t: text in t)
+    assert text in shown, (label, text, shown)
+
+
+def expect_number_value(page, label: str, value: str) -> None:
+    box = page.locator('[data-testid="stNumberInput"]').filter(has_text=label).first.locator("input")
+    expect(box).to_have_value(value, timeout=RERUN)
 
 
 def check_settings(page, title: str, params: dict) -> None:
     """The scenario's link settings, read back from the page's own widgets."""
     if title == "0.1 + 0.2 + 0.3":
-        assert params["preset"] in selectbox_text(page, "Preset")
-        assert [page.get_by_label(k, exact=True).input_value() for k in "abc"] == ["0.1", "0.2", "0.3"]
-        assert "float64" in selectbox_text(page, "Format (dtype)")
+        assert_selectbox_shows(page, "Preset", params["preset"])
+        for k, v in zip("abc", ["0.1", "0.2", "0.3"], strict=True):
+            expect(page.get_by_label(k, exact=True)).to_have_value(v, timeout=RERUN)
+        assert_selectbox_shows(page, "Format (dtype)", "float64")
     elif title in ("Sum of a million float32", "GPU block tree"):
-        assert number_value(page, "n (1 to") == params["n"]
-        assert params.get("storage", "float32") in selectbox_text(page, "Storage format")
+        expect_number_value(page, "n (1 to", params["n"])
+        assert_selectbox_shows(page, "Storage format", params.get("storage", "float32"))
         if "tree" in params:
-            assert TREE_ORDERS[params["tree"]] in selectbox_text(page, "CPU order")
+            assert_selectbox_shows(page, "CPU order", TREE_ORDERS[params["tree"]])
         else:  # a link that names no tree order leaves the default, and no tree is drawn for 10^6 values
-            assert page.get_by_text("Trees are drawn for n ≤").count() == 1
+            expect(page.get_by_text("Trees are drawn for n ≤")).to_have_count(1, timeout=RERUN)
     elif title == "1 vs all threads":
-        assert GENERATORS[params["vector"]] in selectbox_text(page, "Vector")
-        assert f"{int(params['n']):,}" in selectbox_text(page, "n")
-        assert params["format"] in selectbox_text(page, "Format")
+        assert_selectbox_shows(page, "Vector", GENERATORS[params["vector"]])
+        assert_selectbox_shows(page, "n", f"{int(params['n']):,}")
+        assert_selectbox_shows(page, "Format", params["format"])
     elif title == "Watch two runs diverge":
-        assert params["preset"] in selectbox_text(page, "Preset")
+        assert_selectbox_shows(page, "Preset", params["preset"])
         preset = PRESETS[params["preset"]].settings
-        assert preset.dtype in selectbox_text(page, "Format")
+        assert_selectbox_shows(page, "Format", preset.dtype)
     elif title in ("float64 saves the day", "Same prompt, different answers"):
         assert params == {}  # the page's defaults: nothing to apply
     else:
@@ -75,21 +96,28 @@ def check_settings(page, title: str, params: dict) -> None:
 
 def assert_punchline_in_first_screen(page, title: str) -> None:
     punch = page.locator(".st-key-punchline")
-    expect(punch).to_have_count(1)
+    expect(punch).to_have_count(1, timeout=RERUN)
     # the main area's scroll containers (the punchline's ancestors) sit at the top
-    scrolled = punch.evaluate("""p => { const out = [];
+    scrolled = until(lambda: punch.evaluate("""p => { const out = [];
         for (let e = p.parentElement; e; e = e.parentElement) {
             if (e.scrollTop > 0) out.push((e.dataset.testid || e.className) + ' ' + e.scrollTop); }
-        return out; }""")
+        return out; }"""), lambda v: v == [])
     assert scrolled == [], f"{title}: the page opened scrolled: {scrolled}"
-    box = punch.bounding_box()
+
+    def in_first_screen(box) -> bool:
+        return box is not None and box["height"] > 40 and box["y"] >= 0 and box["y"] + box["height"] <= HEIGHT
+
+    box = until(punch.bounding_box, in_first_screen)  # the layout settles after the page's last element
     assert box is not None and box["height"] > 40, (title, box)
     assert box["y"] >= 0 and box["y"] + box["height"] <= HEIGHT, (title, box)
-    assert punch.inner_text().strip(), title
+    expect(punch, title).to_have_text(re.compile(r"\S"), use_inner_text=True, timeout=RERUN)  # not empty
 
 
-def assert_no_empty_chart(page, title: str) -> int:
+def assert_no_empty_chart(page, title: str, minimum: int = 0) -> int:
+    """No chart of the page is empty axes; how many charts it has (at least ``minimum``, waited for)."""
     charts = page.locator('[data-testid="stVegaLiteChart"]')
+    if minimum:  # the charts of a script run arrive one by one
+        expect(charts.nth(minimum - 1), f"{title}: fewer than {minimum} charts").to_be_attached(timeout=RERUN)
     for i in range(charts.count()):
         chart = charts.nth(i)
         chart.locator("canvas, svg").first.wait_for(timeout=60_000)
@@ -98,8 +126,13 @@ def assert_no_empty_chart(page, title: str) -> int:
 
 
 def assert_healthy(page, title: str) -> None:
+    """No exception box (passes at once when there is none; one left from the previous script run gets the time a
+    rerun takes to replace it)."""
     errors = page.locator('[data-testid="stException"]')
-    assert errors.count() == 0, f"{title}: {errors.first.inner_text()}"
+    try:
+        expect(errors).to_have_count(0, timeout=RERUN)
+    except AssertionError as err:
+        raise AssertionError(f"{title}: {errors.first.inner_text()}") from err
 
 
 def open_scenario(page, title: str) -> None:
@@ -109,6 +142,7 @@ def open_scenario(page, title: str) -> None:
     wait_for_app(page, timeout=SLOW)
     page.locator('[data-testid="stMain"] [data-testid="stPageLink"]').filter(has_text=title).click()
     wait_for_app(page, timeout=SLOW)
+    wait_for_page_end(page, timeout=SLOW)  # the checks that follow count the page's charts
     close_sidebar(page)  # the speaker folds it away again: the slide gets the whole width
 
 
@@ -130,10 +164,10 @@ def test_the_whole_talk(fresh_server, browser):
 
     page.locator('[data-testid="stSidebar"] [data-testid="stCheckbox"]').filter(has_text="Presenter mode").click()
     wait_for_app(page)
-    expect(page.get_by_role("switch", name="Presenter mode")).to_be_checked()
-    assert page.evaluate("parseFloat(getComputedStyle(document.documentElement).fontSize)") >= 20
+    expect(page.get_by_role("switch", name="Presenter mode")).to_be_checked(timeout=RERUN)
+    expect_root_font_at_least(page, 20)
     page.wait_for_timeout(500)
-    assert sidebar_collapsed(page), "presenter mode leaves the sidebar open"
+    assert_sidebar_collapsed(page, what="presenter mode leaves the sidebar open")
     screenshot(page, "talk-0-home")
 
     order = list(range(len(SCENARIOS)))
@@ -148,30 +182,32 @@ def test_the_whole_talk(fresh_server, browser):
             screenshot(page, f"talk-{i + 1}-{slug(title)}")
         if title == "Watch two runs diverge":
             # a scenario opens ready to play, also the second time (issue 13: it showed the old run)
-            expect(page.get_by_role("button", name="Play", exact=True)).to_be_enabled()
+            expect(page.get_by_role("button", name="Play", exact=True)).to_be_enabled(timeout=RERUN)
             if visit >= len(order):
                 continue  # played, reset and played again on the first visit
             play_to_the_end(page)
             punch = page.locator(".st-key-punchline")
-            expect(punch.get_by_text("Loss gap above 1% from step")).to_be_visible()
+            expect(punch.get_by_text("Loss gap above 1% from step")).to_be_visible(timeout=RERUN)
             assert_punchline_in_first_screen(page, title)
-            assert assert_no_empty_chart(page, title) >= drawn + 3  # loss, "How far apart", bits: none empty
+            # loss, "How far apart", bits: none empty
+            assert assert_no_empty_chart(page, title, minimum=drawn + 3) >= drawn + 3
             assert_healthy(page, title)
             screenshot(page, f"talk-{i + 1}-{slug(title)}-played")
             page.get_by_role("button", name="Reset", exact=True).click()
             wait_for_app(page, timeout=SLOW)
-            expect(page.get_by_role("button", name="Play", exact=True)).to_be_enabled()
-            expect(page.get_by_role("button", name="Step", exact=True)).to_be_enabled()
+            expect(page.get_by_role("button", name="Play", exact=True)).to_be_enabled(timeout=RERUN)
+            expect(page.get_by_role("button", name="Step", exact=True)).to_be_enabled(timeout=RERUN)
             play_to_the_end(page)
             assert_healthy(page, title)
             assert_no_empty_chart(page, title)
     # presenter type reached what the room reads: code, bits and metric values, none cut short
-    sizes = page.evaluate("""() => ['code', '.fp-bits', '[data-testid="stMetricValue"]'].map(s => {
-        const e = document.querySelector(s); return e ? parseFloat(getComputedStyle(e).fontSize) : null; })""")
+    sizes = until(lambda: page.evaluate("""() => ['code', '.fp-bits', '[data-testid="stMetricValue"]'].map(s => {
+        const e = document.querySelector(s); return e ? parseFloat(getComputedStyle(e).fontSize) : null; })"""),
+        lambda v: all(s is None or s >= 19 for s in v))
     assert all(s is None or s >= 19 for s in sizes), sizes
-    cut = page.evaluate("""() => Array.from(document.querySelectorAll(
+    cut = until(lambda: page.evaluate("""() => Array.from(document.querySelectorAll(
         '[data-testid="stMetricValue"] *, [data-testid="stMetricLabel"] *'))
-        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)""")
+        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)"""), lambda v: v == [])
     assert cut == [], cut
     context.close()
 
@@ -193,18 +229,22 @@ def test_presenter_mode_on_every_page_folds_the_sidebar_and_keeps_every_chart_ta
         for stem, title, *_ in PAGE_TABLE:
             page.goto(f"{server.url}/{stem}?talk=1")
             wait_for_app(page, timeout=SLOW)
+            wait_for_page_end(page, timeout=SLOW)  # every chart of the page has arrived before they are counted
             assert_healthy(page, title)
-            assert page.evaluate("parseFloat(getComputedStyle(document.documentElement).fontSize)") >= 20, title
+            expect_root_font_at_least(page, 20, title)
             page.wait_for_timeout(500)
-            assert sidebar_collapsed(page), f"{title}: the sidebar is open in presenter mode"
+            assert_sidebar_collapsed(page, what=f"{title}: the sidebar is open in presenter mode")
             charts = page.locator('[data-testid="stVegaLiteChart"]')
             heights[stem] = []
             for i in range(charts.count()):
                 chart = charts.nth(i)
                 if not chart.is_visible():
                     continue
-                chart.locator("canvas, svg").first.wait_for(timeout=60_000)
-                box = chart.locator("canvas, svg").first.bounding_box()
+                drawing = chart.locator("canvas, svg").first
+                drawing.wait_for(timeout=60_000)
+                # vega sizes its canvas to the container after a frame or two, late on a busy machine
+                box = until(drawing.bounding_box, lambda b: b is not None and b["height"] >= MIN_CHART_HEIGHT)
+                assert box is not None, f"{title}: chart {i} has no box"
                 heights[stem].append(round(box["height"]))
                 assert box["height"] >= MIN_CHART_HEIGHT, f"{title}: chart {i} is {box['height']:.0f} px tall"
             screenshot(page, f"presenter-{stem}")

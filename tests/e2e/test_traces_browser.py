@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from core.traces.files import dumps
 from core.traces.pairs import run_pair
-from tests.e2e.conftest import assert_healthy_page, choose, screenshot, wait_for_app
+from tests.e2e.conftest import RERUN, assert_healthy_page, choose, screenshot, until, wait_for_app
 
 WIDTH, HEIGHT = 1280, 720
 SLOW = 180_000
@@ -34,15 +34,23 @@ def test_first_difference_and_timeline_in_the_first_screen(browser, server, talk
         page.goto(f"{server.url}/traces?talk={talk}")
         punch = page.locator(".st-key-punchline")
         expect(punch).to_contain_text(HEADLINE, timeout=SLOW)
-        expect(answer(page)).to_contain_text(LINE)
+        expect(answer(page)).to_contain_text(LINE, timeout=RERUN)
         wait_for_app(page)
         assert_healthy_page(page)
-        box = punch.bounding_box()
-        assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= HEIGHT, box
+
+        # the layout settles after the page's last element arrived
+        def in_first_screen(b) -> bool:
+            return b is not None and b["y"] >= 0 and b["y"] + b["height"] <= HEIGHT
+
+        box = until(punch.bounding_box, in_first_screen)
+        assert in_first_screen(box), box
         chart = punch.locator('[data-testid="stVegaLiteChart"]')
-        expect(chart).to_have_count(1)
-        cbox = chart.bounding_box()
-        assert cbox is not None and cbox["height"] > 60 and cbox["y"] + cbox["height"] <= HEIGHT, cbox
+        expect(chart).to_have_count(1, timeout=RERUN)
+        def chart_in_first_screen(b) -> bool:
+            return b is not None and b["height"] > 60 and b["y"] + b["height"] <= HEIGHT
+
+        cbox = until(chart.bounding_box, chart_in_first_screen)
+        assert chart_in_first_screen(cbox), cbox
         screenshot(page, f"traces-1280x720-talk{talk}")
     finally:
         context.close()
@@ -55,8 +63,8 @@ def test_a_visitor_finds_the_planted_bug(page, server):
     choose(page, "Pair", "Training step with a planted bug in one op")
     punch = page.locator(".st-key-punchline")
     expect(punch).to_contain_text("The runs part at op 1 of", timeout=SLOW)
-    expect(punch).to_contain_text("beyond rounding")
-    expect(answer(page)).to_contain_text("born here, beyond rounding")
+    expect(punch).to_contain_text("beyond rounding", timeout=RERUN)
+    expect(answer(page)).to_contain_text("born here, beyond rounding", timeout=RERUN)
     assert_healthy_page(page)
     screenshot(page, "traces-planted")
 
@@ -72,7 +80,7 @@ def test_upload_two_traces_one_broken_first(page, server, tmp_path):
     wait_for_app(page, timeout=SLOW)
     page.get_by_text("Upload two trace files", exact=True).click()
     wait_for_app(page)
-    expect(page.locator(".st-key-punchline")).to_contain_text("Upload two trace files")
+    expect(page.locator(".st-key-punchline")).to_contain_text("Upload two trace files", timeout=RERUN)
     inputs = page.locator('[data-testid="stFileUploader"] input[type="file"]')
     inputs.nth(0).set_input_files(str(a))
     wait_for_app(page)
@@ -83,6 +91,6 @@ def test_upload_two_traces_one_broken_first(page, server, tmp_path):
     page.locator('[data-testid="stFileUploader"] input[type="file"]').nth(1).set_input_files(str(b))
     wait_for_app(page)
     expect(answer(page)).to_contain_text("born here, beyond rounding", timeout=SLOW)
-    expect(page.get_by_text("Uploaded by you", exact=False)).to_be_visible()
+    expect(page.get_by_text("Uploaded by you", exact=False)).to_be_visible(timeout=RERUN)
     assert_healthy_page(page)
     screenshot(page, "traces-uploaded", full_page=True)

@@ -21,11 +21,13 @@ from core.training.seeds import summarize
 from tests.e2e.conftest import (
     CANVAS_SIGNATURE,
     PIXELS_NEAR,
+    RERUN,
     assert_charts_rendered,
     assert_healthy_page,
+    assert_sidebar_collapsed,
     drawn,
     screenshot,
-    sidebar_collapsed,
+    until,
     wait_for_app,
 )
 
@@ -39,10 +41,21 @@ def cpu_seconds(pid: int) -> float:
 
 
 def shown_step_and_bits(page) -> tuple[int, str, str]:
-    """The step the page says it ran and the hex bit patterns of the losses it shows."""
-    head = page.get_by_text(re.compile(r"After step \d+ · B differs by")).inner_text()
-    step = int(re.search(r"After step (\d+)", head).group(1))
-    titles = page.locator(".fp-bits").evaluate_all("els => els.map(e => e.getAttribute('title'))")
+    """The step the page says it ran and the hex bit patterns of the losses it shows, read once the page shows
+    both and two readings a quarter second apart agree (no script run is still repainting it)."""
+    head = page.get_by_text(re.compile(r"After step \d+ · B differs by"))
+    bits = page.locator(".fp-bits")
+    expect(head).to_be_visible(timeout=RERUN)
+    expect(bits).to_have_count(2, timeout=RERUN)
+    previous: list = [None]
+
+    def same_as_before(reading) -> bool:
+        same, previous[0] = reading == previous[0], reading
+        return same
+
+    text, titles = until(lambda: (head.inner_text(), bits.evaluate_all("els => els.map(e => e.getAttribute('title'))")),
+                         same_as_before)
+    step = int(re.search(r"After step (\d+)", text).group(1))
     hexes = [t.split()[-1] for t in titles]
     assert len(hexes) == 2, titles
     return step, hexes[0], hexes[1]
@@ -96,7 +109,7 @@ def test_step_then_play_and_watch_it_update(server, page):
     page.goto(f"{server.url}/training_divergence")
     wait_for_app(page)
     assert_healthy_page(page)
-    expect(page.get_by_text("Press Play to train both runs live")).to_be_visible()
+    expect(page.get_by_text("Press Play to train both runs live")).to_be_visible(timeout=RERUN)
 
     page.get_by_role("button", name="Step", exact=True).click()
     expect(page.get_by_text(re.compile(r"After step 1 · B differs by"))).to_be_visible(timeout=60_000)
@@ -121,18 +134,18 @@ def test_step_then_play_and_watch_it_update(server, page):
     expect(page.get_by_text(re.compile(r"After step 500 · B differs by"))).to_be_visible(timeout=60_000)
     expected = summarize(PairedRun(TrainSettings()).run(500)).first_rel_1pct  # computed here, not measured once
     gap = page.locator('[data-testid="stMetric"]').filter(has_text="Loss gap above 1% from step")
-    expect(gap).to_contain_text(str(expected))
-    expect(page.get_by_role("button", name="Play")).to_be_disabled()
+    expect(gap).to_contain_text(str(expected), timeout=RERUN)
+    expect(page.get_by_role("button", name="Play")).to_be_disabled(timeout=RERUN)
     assert_charts_rendered(page, 5)
     assert_healthy_page(page)
     screenshot(page, "training-played")
     assert len(seen) >= 2, f"the page never showed an intermediate step: {sorted(seen)}"
 
     page.get_by_role("button", name="Reset").click()  # issue 13: one Reset enables Play and Step again
-    expect(page.get_by_text("Press Play to train both runs live")).to_be_visible()
+    expect(page.get_by_text("Press Play to train both runs live")).to_be_visible(timeout=RERUN)
     wait_for_app(page)
-    expect(page.get_by_role("button", name="Play")).to_be_enabled()
-    expect(page.get_by_role("button", name="Step", exact=True)).to_be_enabled()
+    expect(page.get_by_role("button", name="Play")).to_be_enabled(timeout=RERUN)
+    expect(page.get_by_role("button", name="Step", exact=True)).to_be_enabled(timeout=RERUN)
 
 
 FAST_CLICKS = 40
@@ -195,13 +208,14 @@ def test_a_preset_link_sets_its_settings_in_the_browser(server, page):
     page.goto(f"{server.url}/training_divergence?preset={quote(name)}")
     wait_for_app(page)
     assert_healthy_page(page)
-    expect(page.get_by_text(PRESETS[name].note)).to_be_visible()
+    expect(page.get_by_text(PRESETS[name].note)).to_be_visible(timeout=RERUN)
     page.get_by_role("button", name="+10 steps").click()
     after_10 = page.get_by_text(re.compile(r"After step 10 · B differs by: cpu thread count"))
     expect(after_10).to_be_visible(timeout=60_000)
     wait_for_app(page)
     for label in ("Loss differs from step", "Weights differ from step"):
-        expect(page.locator('[data-testid="stMetric"]').filter(has_text=label)).to_contain_text("not yet")
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text=label)).to_contain_text("not yet",
+                                                                                            timeout=RERUN)
     assert PRESETS[name].settings != PRESETS[DEFAULT_PRESET].settings
 
 
@@ -323,6 +337,7 @@ def test_training_charts_at_1920_px(server, browser):
             gaps = _plot_columns_mostly_white(charts.nth(i).screenshot())
             assert gaps < 0.02, f"boundary chart {i}: {gaps:.0%} of its columns are gaps (stripes)"
         share = page.locator('[data-testid="stMetric"]').filter(has_text="Parameter bits that differ")
+        expect(share).to_contain_text(re.compile(r"[\d.]+%"), use_inner_text=True, timeout=RERUN)  # then read it
         pct = float(re.search(r"([\d.]+)%", share.inner_text()).group(1)) / 100
         fill = _red_fill_height(charts.nth(3).screenshot())
         plot_height = fill * 0.5 / pct  # the strip's y axis runs from 0 to 50%
@@ -341,7 +356,7 @@ def test_a_scenario_reopened_from_the_home_page_is_ready_to_play(server, page):
         expect(page.get_by_text("Press Play to train both runs live")).to_be_visible(timeout=60_000)
         wait_for_app(page)
         assert_healthy_page(page)
-        expect(page.get_by_role("button", name="Play")).to_be_enabled()
+        expect(page.get_by_role("button", name="Play")).to_be_enabled(timeout=RERUN)
         if attempt == 0:
             page.get_by_role("button", name="+10 steps").click()
             expect(page.get_by_text(re.compile(r"After step 10 · B differs by"))).to_be_visible(timeout=60_000)
@@ -358,17 +373,29 @@ BLUE_A, ORANGE_B = (0x00, 0x72, 0xB2), (0xE6, 0x9F, 0x00)  # ui.training_view.RU
 def live_charts(page):
     """The loss chart and the relative-gap chart beside the buttons (inside the punchline container)."""
     charts = page.locator('.st-key-punchline [data-testid="stVegaLiteChart"]')
-    expect(charts).to_have_count(2)
+    expect(charts).to_have_count(2, timeout=RERUN)
     return charts.nth(0), charts.nth(1)
 
 
 def shown_progress(page) -> int:
-    text = page.locator('.st-key-punchline [data-testid="stProgress"]').inner_text()
-    return int(re.search(r"step ([\d,]+) of", text).group(1).replace(",", ""))
+    bar = page.locator('.st-key-punchline [data-testid="stProgress"]')
+    expect(bar).to_contain_text(re.compile(r"step [\d,]+ of"), use_inner_text=True, timeout=RERUN)  # then read it
+    return int(re.search(r"step ([\d,]+) of", bar.inner_text()).group(1).replace(",", ""))
+
+
+def colour_pixels(chart) -> tuple[int, int]:
+    """How much of the chart is drawn in run A's blue and in run B's orange (PIXELS_NEAR)."""
+    handle = chart.element_handle()
+    return (chart.page.evaluate(PIXELS_NEAR, [handle, list(BLUE_A)]),
+            chart.page.evaluate(PIXELS_NEAR, [handle, list(ORANGE_B)]))
 
 
 def assert_on_first_screen(chart, what: str) -> None:
-    box = chart.locator("canvas, svg").first.bounding_box()
+    def in_first_screen(box) -> bool:
+        return (box is not None and box["height"] >= 150 and box["y"] >= 0
+                and box["y"] + box["height"] <= FIRST_SCREEN["height"])
+
+    box = until(chart.locator("canvas, svg").first.bounding_box, in_first_screen)  # the layout settles late
     assert box is not None and box["height"] >= 150, (what, box)
     assert box["y"] >= 0 and box["y"] + box["height"] <= FIRST_SCREEN["height"], (what, box)
 
@@ -390,7 +417,7 @@ def test_the_losses_part_on_the_first_screen_while_play_runs(server, browser, ta
         page.goto(f"{server.url}/training_divergence?steps=400&speed=2&talk={talk}")
         wait_for_app(page, timeout=120_000)
         assert_healthy_page(page)
-        assert sidebar_collapsed(page) == (talk == "1")
+        assert_sidebar_collapsed(page, talk == "1")
         loss, gap = live_charts(page)
         for chart, what in ((loss, "loss chart"), (gap, "relative gap chart")):
             chart.locator("canvas, svg").first.wait_for(timeout=60_000)
@@ -398,20 +425,21 @@ def test_the_losses_part_on_the_first_screen_while_play_runs(server, browser, ta
         screenshot(page, f"training-first-screen-{mode}-fresh")
 
         page.get_by_role("button", name="Step", exact=True).click()
-        expect(page.locator(".st-key-punchline").get_by_text(re.compile(r"step 1 of 400"))).to_be_visible()
+        expect(page.locator(".st-key-punchline").get_by_text(re.compile(r"step 1 of 400"))).to_be_visible(
+            timeout=RERUN)
         wait_for_app(page)
         page.wait_for_timeout(500)
         first = PairedRun(TrainSettings(steps=400)).run(1)[0]
         loss_metric = page.locator('[data-testid="stMetric"]').filter(has_text="Loss differs from step")
         weights_metric = page.locator('[data-testid="stMetric"]').filter(has_text="Weights differ from step")
-        expect(loss_metric).to_contain_text("not yet" if first.loss_a_bits == first.loss_b_bits else "1")
-        expect(weights_metric).to_contain_text("1" if first.differing_bits else "not yet")
+        expect(loss_metric).to_contain_text("not yet" if first.loss_a_bits == first.loss_b_bits else "1",
+                                            timeout=RERUN)
+        expect(weights_metric).to_contain_text("1" if first.differing_bits else "not yet", timeout=RERUN)
         loss, gap = live_charts(page)
         for chart, what in ((loss, "loss chart"), (gap, "relative gap chart")):
             assert_on_first_screen(chart, what)
             assert drawn(chart) > 50, f"{what} after one step is empty axes"
-        a_px = page.evaluate(PIXELS_NEAR, [loss.element_handle(), list(BLUE_A)])
-        b_px = page.evaluate(PIXELS_NEAR, [loss.element_handle(), list(ORANGE_B)])
+        a_px, b_px = until(lambda: colour_pixels(loss), lambda px: px[0] > 20 and px[1] > 20)  # drawn late
         assert a_px > 20 and b_px > 20, (a_px, b_px)  # run A's point and run B's, in their own colours
         screenshot(page, f"training-first-screen-{mode}-step-1")
 
@@ -440,8 +468,7 @@ def test_the_losses_part_on_the_first_screen_while_play_runs(server, browser, ta
             page.wait_for_timeout(500)
             s2, sig2 = shown_progress(page), live_charts(page)[0].evaluate(CANVAS_SIGNATURE)
         assert sig1 != sig2, f"the loss chart did not change between steps {s1} and {s2}"
-        a_px = page.evaluate(PIXELS_NEAR, [live_charts(page)[0].element_handle(), list(BLUE_A)])
-        b_px = page.evaluate(PIXELS_NEAR, [live_charts(page)[0].element_handle(), list(ORANGE_B)])
+        a_px, b_px = until(lambda: colour_pixels(live_charts(page)[0]), lambda px: px[0] > 100 and px[1] > 100)
         assert a_px > 100 and b_px > 100, (a_px, b_px)
         page.get_by_role("button", name="Pause", exact=True).click()
         wait_for_app(page, timeout=120_000)

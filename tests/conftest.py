@@ -1,0 +1,60 @@
+"""Suite-wide settings: hypothesis profiles, the browser marker, and an order for pytest-xdist.
+
+`make test` runs one pytest-xdist worker per core with `--dist loadgroup --no-loadscope-reorder`:
+a worker that runs low on tests is handed the next unit of work in collection order. Each browser
+test module is one unit (`xdist_group`), so its tests keep their order and share the warm caches of
+the worker's one Streamlit server (the session-scoped `server` fixture: one per worker, each viewer
+still in its own browser context); every other test is a unit of its own. The longest units go
+first, so that the short core tests fill in around them instead of a long module starting last.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# Per-example deadlines measure the machine's load, not the code: on a busy 2-core machine (two
+# workers, a browser and a server) an example that takes 20 ms alone can take 400 ms. The example
+# counts stay as each test sets them.
+settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Units that hold the machine for a minute or more (a crowd of browsers, the whole talk, memory
+# at the largest inputs): they start first, so nothing long is left for the end of the run.
+LONGEST = (
+    "tests/e2e/test_crowd.py",
+    "tests/test_hosting.py",
+    "tests/e2e/test_talk.py",
+    "tests/e2e/test_training_browser.py",
+    "tests/e2e/test_browser.py",
+    "tests/e2e/test_offline_browser.py",
+    "tests/e2e/test_first_screen.py",
+)
+
+
+def _path(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def _rank(item: pytest.Item) -> tuple[int, int]:
+    path = _path(item)
+    if path in LONGEST:
+        return 0, LONGEST.index(path)
+    if path.startswith("tests/e2e/") or item.get_closest_marker("browser"):
+        return 1, 0
+    if path.startswith("tests/pages/") or path.startswith("tests/test_"):
+        return 2, 0
+    return 3, 0
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns xdist_group marks into scopes
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = _path(item)
+        if path.startswith("tests/e2e/"):
+            item.add_marker(pytest.mark.browser)  # every test there drives a real server and Chromium
+            item.add_marker(pytest.mark.xdist_group(path))
+    items.sort(key=_rank)  # stable: within a rank, the collection order
