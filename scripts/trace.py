@@ -55,7 +55,16 @@ def _run(args: argparse.Namespace) -> int:
         trace = make_trace(s, backward=args.backward)
         path = write(trace, args.out)
     except (ValueError, TooManyOps, TraceFileError) as e:
+        if args.debug:
+            raise
         print(f"trace: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # the user's make() or model failed: say what, in one line (--debug: the traceback)
+        if args.debug:
+            raise
+        first = (str(e).strip().splitlines() or [""])[0]
+        print(f"trace: the run failed with {type(e).__name__}: {first} (--debug shows the traceback)",
+              file=sys.stderr)
         return 2
     m = trace["machine"]
     print(f"wrote {path} ({path.stat().st_size:,} bytes): {len(trace['ops'])} ops of {s.model} on "
@@ -97,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--device", default="cpu", help="cpu or cuda")
     r.add_argument("--perturb-op", type=int, help="plant a difference: multiply op I's output by 1 + 2^-10")
     r.add_argument("--out", type=pathlib.Path, required=True, help="the trace file to write")
+    r.add_argument("--debug", action="store_true", help="show the full traceback when the run fails")
     c = sub.add_parser("compare", help="compare two trace files")
     c.add_argument("a", type=pathlib.Path)
     c.add_argument("b", type=pathlib.Path)

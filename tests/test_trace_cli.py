@@ -42,6 +42,33 @@ def trace(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "scripts.trace", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
 
+FAILING_FILE = textwrap.dedent('''
+    import torch
+
+
+    class Fails(torch.nn.Module):
+        def forward(self, x):
+            raise RuntimeError("in forward")
+
+
+    def make(where="make"):
+        if where == "make":
+            return 1 / 0
+        return Fails(), (torch.ones(2),)
+''')
+LAST_COLUMN_FILE = textwrap.dedent('''
+    import torch
+
+
+    class Last(torch.nn.Module):
+        def forward(self, x):
+            return x[:, -1] * 2.0
+
+
+    def make():
+        return Last(), (torch.arange(16, dtype=torch.float32).reshape(1, 16),)
+''')
+
 
 def last_line(p: subprocess.CompletedProcess) -> str:
     return p.stdout.strip().splitlines()[-1]
@@ -90,12 +117,17 @@ def test_bad_input(tmp_path):
     out = str(tmp_path / "x.json")
     other = tmp_path / "other.json"
     other.write_text('{"hello": "world"}')
+    failing = tmp_path / "failing.py"
+    failing.write_text(FAILING_FILE)
     cases = [
         (["run", "--out", out], ["--model", "--module"]),
         (["run", "--model", "mlp-step", "--arg", "nokey", "--out", out], ["key=value"]),
         (["compare", str(tmp_path / "missing.json"), str(other)], ["missing.json"]),
         (["compare", str(other), str(other)], ["not a valid trace file"]),
         (["run", "--module", f"{tmp_path / 'nofile.py'}:make", "--out", out], ["no Python file"]),
+        (["run", "--module", f"{failing}:make", "--out", out], ["ZeroDivisionError", "division by zero"]),
+        (["run", "--module", f"{failing}:make", "--arg", "where=forward", "--out", out],
+         ["RuntimeError", "in forward"]),
     ]
     # side by side: each process spends its time importing torch
     procs = [subprocess.Popen([sys.executable, "-m", "scripts.trace", *args], cwd=ROOT, stdout=subprocess.PIPE,
@@ -104,6 +136,23 @@ def test_bad_input(tmp_path):
         stdout, stderr = proc.communicate(timeout=300)
         bad(subprocess.CompletedProcess(args, proc.returncode, stdout, stderr), *words)
     assert not (tmp_path / "x.json").exists()
+    debug = subprocess.run([sys.executable, "-m", "scripts.trace", "run", "--module", f"{failing}:make", "--debug",
+                            "--out", out], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr and "ZeroDivisionError" in debug.stderr
+
+
+def test_batch_one_with_a_strided_one_element_view(tmp_path):
+    """A [1, 16] batch and ``x[:, -1]``: a one-element view with stride 16, which transformers' masks make."""
+    model = tmp_path / "last.py"
+    model.write_text(LAST_COLUMN_FILE)
+    done = [subprocess.run([sys.executable, "-m", "scripts.trace", "run", "--module", f"{model}:make", "--out",
+                            str(tmp_path / f"{k}.json")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+            for k in "ab"]
+    assert all(d.returncode == 0 for d in done), [d.stderr for d in done]
+    same = subprocess.run([sys.executable, "-m", "scripts.trace", "compare", str(tmp_path / "a.json"),
+                           str(tmp_path / "b.json")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert same.returncode == 0, same.stderr
+    assert re.fullmatch(r"first difference: none in \d+ ops", last_line(same)), same.stdout
 
 
 def test_run_loads_no_streamlit(tmp_path):

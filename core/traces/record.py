@@ -133,11 +133,28 @@ def _cpu(t: torch.Tensor) -> torch.Tensor:
     return t if t.device.type == "cpu" else t.to("cpu")
 
 
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's values as a 1-D CPU tensor of stride 1, in row-major order, whatever its layout.
+
+    ``contiguous()`` alone is not enough: a tensor whose size-1 dimensions carry odd strides (``x[:, -1]``
+    of a [1, 16] tensor has shape [1] and stride 16) counts as contiguous and keeps them, and viewing
+    it as bytes then fails. Lazy conjugate and negative bits are resolved, so the bits are the values'.
+    """
+    c = _cpu(t)
+    if c.layout != torch.strided or c.is_quantized:
+        raise ValueError(f"cannot trace a {c.layout} {'quantized ' if c.is_quantized else ''}tensor: "
+                         "only dense (strided) tensors are recorded")
+    flat = c.resolve_conj().resolve_neg().reshape(-1)
+    if flat.numel() and flat.stride(0) != 1:
+        flat = flat.clone(memory_format=torch.contiguous_format)
+    return flat
+
+
 def digest(t: torch.Tensor) -> str:
-    """BLAKE2b-64 of the tensor's shape, dtype and bits, in row-major order."""
+    """BLAKE2b-64 of the tensor's shape, dtype and bits, in row-major order (the layout does not count)."""
     h = hashlib.blake2b(f"{tuple(t.shape)}{t.dtype}".encode(), digest_size=8)
     if t.numel():
-        c = _cpu(t).contiguous().reshape(-1)
+        c = _flat(t)
         if c.dtype == torch.bool:
             c = c.to(torch.uint8)
         h.update(memoryview(c.view(torch.uint8).numpy()))
@@ -153,11 +170,10 @@ def sample_positions(numel: int, count: int = SAMPLE) -> list[int]:
 
 def hex_bits(t: torch.Tensor, idx: list[int]) -> list[str]:
     """The sampled values' bits as big-endian hex (floats), or their decimal text (integers)."""
-    flat = _cpu(t).reshape(-1)
+    flat = _flat(t)
     if t.dtype in _BITS:
         w = _HEX_WIDTH[t.dtype]
-        bits = flat.view(_BITS[t.dtype]).numpy()[idx] if flat.is_contiguous() else \
-            flat[torch.tensor(idx, dtype=torch.long)].contiguous().view(_BITS[t.dtype]).numpy()
+        bits = flat.view(_BITS[t.dtype]).numpy()[idx]
         raw = bits.astype(f">i{w // 2}").tobytes().hex()
         return [raw[i: i + w] for i in range(0, len(raw), w)]
     picked = flat[torch.tensor(idx, dtype=torch.long)] if idx else flat[:0]

@@ -266,3 +266,45 @@ def test_same_compute_ops_as_debug_mode(mlp_step):
     assert len(calls) > len(ops)  # DebugMode also logs the views
     computing = [str(op) for op in calls if not op.is_view and op.overloadpacket.__name__ not in record._SKIP]
     assert computing == [o.op for o in ops]
+
+
+LAYOUT_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.uint8,
+                 torch.bool, torch.complex64)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(LAYOUT_DTYPES), st.lists(st.integers(0, 4), min_size=1, max_size=3), st.data())
+def test_digest_and_samples_depend_on_values_not_layout(dtype, shape, data):
+    """Any view (strided, transposed, one-element with odd strides, zero-size, conjugate or negative bits)
+    has the digest and the sampled bits of a fresh row-major copy of the same values."""
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1)))
+    padded = [n + data.draw(st.integers(0, 3)) for n in shape]
+    base = (torch.randn(padded, generator=g, dtype=torch.float64) * 100).to(dtype) if dtype != torch.bool \
+        else torch.randn(padded, generator=g) > 0
+    view = base[tuple(slice(data.draw(st.integers(0, p - n)), None) for p, n in zip(padded, shape, strict=True))]
+    view = view[tuple(slice(0, n) for n in shape)]
+    step = data.draw(st.integers(1, 2))
+    view = view[..., ::step]
+    if view.dim() > 1 and data.draw(st.booleans()):
+        view = view.transpose(0, -1)
+    if dtype.is_complex and data.draw(st.booleans()):
+        view = view.conj()
+    if dtype.is_floating_point and data.draw(st.booleans()):
+        view = torch._neg_view(view)
+    plain = torch.empty(view.shape, dtype=view.dtype)
+    plain.copy_(view)
+    assert digest(view) == digest(plain)
+    idx = sample_positions(view.numel())
+    assert hex_bits(view, idx) == hex_bits(plain, idx)
+
+
+def test_one_element_view_with_an_odd_stride():
+    x = torch.arange(16, dtype=torch.float32).reshape(1, 16)
+    last = x[:, -1]  # shape [1], stride 16, and contiguous as torch counts it
+    assert last.stride() == (16,) and last.is_contiguous()
+    assert digest(last) == digest(torch.tensor([15.0])) and hex_bits(last, [0]) == ["41700000"]
+
+
+def test_sparse_tensors_are_refused_with_a_reason():
+    with pytest.raises(ValueError, match="only dense"):
+        digest(torch.eye(3).to_sparse())
