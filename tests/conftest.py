@@ -1,11 +1,12 @@
 """Suite-wide settings: hypothesis profiles, the browser marker, and an order for pytest-xdist.
 
 `make test` runs one pytest-xdist worker per core with `--dist loadgroup --no-loadscope-reorder`:
-a worker that runs low on tests is handed the next unit of work in collection order. Each browser
-test module is one unit (`xdist_group`), so its tests keep their order and share the warm caches of
-the worker's one Streamlit server (the session-scoped `server` fixture: one per worker, each viewer
-still in its own browser context); every other test is a unit of its own. The longest units go
-first, so that the short core tests fill in around them instead of a long module starting last.
+every test is a unit of its own, handed to whichever worker runs low, in collection order (no test
+carries an xdist_group mark; with pytest 9, xdist 3.8 would ignore one anyway, since it renames
+tests through a node attribute that pytest 9 no longer reads). Each worker starts its own Streamlit
+server for the tests that share one (the session-scoped `server` fixture) and its own Chromium;
+every viewer still gets a browser context of its own. The longest tests go first, so the short
+core tests fill in around them instead of a long one starting last.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ settings.register_profile("ci", deadline=None, suppress_health_check=[HealthChec
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# Units that hold the machine for a minute or more (a crowd of browsers, the whole talk, memory
-# at the largest inputs): they start first, so nothing long is left for the end of the run.
+# Modules whose tests hold the machine for a minute or more (a crowd of browsers, the whole talk,
+# memory at the largest inputs, many plays of the training page): they start first, so nothing long
+# is left for the end of the run.
 LONGEST = (
     "tests/e2e/test_crowd.py",
     "tests/test_hosting.py",
@@ -50,11 +52,9 @@ def _rank(item: pytest.Item) -> tuple[int, int]:
     return 3, 0
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns xdist_group marks into scopes
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = _path(item)
         if path.startswith("tests/e2e/"):
             item.add_marker(pytest.mark.browser)  # every test there drives a real server and Chromium
-            item.add_marker(pytest.mark.xdist_group(path))
     items.sort(key=_rank)  # stable: within a rank, the collection order
