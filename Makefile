@@ -1,7 +1,7 @@
 # Two entry points do all set-up on a fresh machine (Python 3.11+ required):
 #   make run   - create .venv if missing, install pinned requirements, serve on localhost:8501
 #   make test  - the same, plus dev tools and Debian's chromium, then ruff, lint-imports and every test
-#   make test-fast - while working: ruff, lint-imports, core and AppTest tests (no browser), in about 2 minutes
+#   make test-fast - while working: ruff, lint-imports, core and AppTest tests (no browser), in about 5 minutes
 # Both are idempotent: installs rerun only when a requirements file changes.
 
 SHELL := /bin/bash
