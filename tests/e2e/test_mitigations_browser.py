@@ -30,7 +30,7 @@ def test_mitigations_page(server, page):
     page.get_by_role("button", name="Train the seeds (300 steps each, both sides)").click()
     expect(page.get_by_text("Seed spread of final loss (larger std)")).to_be_visible(timeout=180_000)
     expect(page.get_by_text(re.compile(r"Verdict \(\d+ seeds per side\)"))).to_be_visible(
-        timeout=RERUN)  # the one rule (issue 23)
+        timeout=RERUN)  # the same seed-verdict rule on both pages
     wait_for_app(page)
     assert_charts_rendered(page, 0)
     assert_healthy_page(page)
