@@ -3,23 +3,32 @@
     python -m scripts.trace run --model mlp-step --threads 1 --out a.json
     python -m scripts.trace run --model tiny-lm --batch 8 --out b.json
     python -m scripts.trace run --module path/to/file.py:make --arg width=64 --backward --out c.json
+    python -m scripts.trace run --module gpt.py:make --arg batch=4 --follow-row 0 --dtype bfloat16 --out d.json
     python -m scripts.trace compare a.json b.json
 
 ``run`` records every aten op of one run (core.traces.record) with the machine's facts and writes a
 JSON trace file (core.traces.files: declared schema, 8 MB cap). Bundled models: ``mlp-step`` (one
 training step of the Training divergence MLP) and ``tiny-lm`` (a decode step of the serving
 page's language model; ``--batch B`` puts the request in a batch of B). ``--module`` imports the
-file and calls ``make(**args)`` (string values), which returns ``(model, inputs)``; the trace
-covers ``model(*inputs)``, and with ``--backward`` the backward pass of its output's sum.
-``--perturb-op I`` multiplies op I's output by (1 + 2^-10): a planted difference, to see the
-judgement work. ``run`` needs torch, NumPy and jsonschema (and this repository), like
-``scripts.capture``, so it runs in a bare GPU image: copy the trace file back and compare it
-with one from your laptop, or upload both on the app's "Where two runs part" page.
+file and calls ``make(**args)`` (string values), which returns ``(model, inputs)``, the inputs a
+tensor, a tuple or a dict of keyword arguments; the trace covers the model's call, and with
+``--backward`` the backward pass of the sum of its first floating output. ``--dtype`` casts the
+model's floating parameters, buffers and inputs (bfloat16, float16, float64) or runs it under
+autocast (autocast-bfloat16). ``--follow-row R`` traces row R of the batch (the first input's
+leading dimension), so batch 4 compares op for op with that row alone. ``--perturb-op I``
+multiplies op I's first floating output by (1 + 2^-10): a planted difference, to see the judgement
+work (refused when op I does not exist or has no floating output). ``run`` needs torch, NumPy and
+jsonschema (and this repository), like ``scripts.capture``, so it runs in a bare GPU image: copy
+the trace file back and compare it with one from your laptop, or upload both on the app's "Where
+two runs part" page.
 
-``compare`` aligns the two op lists, judges every matched op (identical, born here, inherited; a
-born difference against its op's rounding envelope) and ends with exactly one line:
+``compare`` aligns the two op lists, judges every matched op (identical, born here, inherited, not
+comparable, format change; a born difference against its op's rounding envelope) and ends with exactly one line:
 
     first difference: op <i> of <N>, <aten op> in <module path>: <born here|inherited>, <within|beyond> rounding
+    first difference: op <i> of <N>, <aten op> in <module path>: not comparable, shapes differ
+    first difference: op <i> of <N>, <aten op> in <module path>: format change, <format A> to <format B>
+    first difference: op <j> of <M> (only in B), <aten op> in <module path>: format change, <from> to <to>
     first difference: none in <N> ops
 """
 
@@ -28,6 +37,10 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
+
+
+def _threads(n) -> str:
+    return f"{n} thread" + ("" if n == 1 else "s")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -50,7 +63,7 @@ def _run(args: argparse.Namespace) -> int:
         print("--batch is for the bundled models; pass your own batch size with --arg", file=sys.stderr)
         return 2
     s = RunSettings(model=args.model or args.module, threads=args.threads, batch=args.batch, dtype=args.dtype,
-                    device=args.device, perturb_op=args.perturb_op, args=tuple(pairs))
+                    device=args.device, perturb_op=args.perturb_op, args=tuple(pairs), follow_row=args.follow_row)
     try:
         trace = make_trace(s, backward=args.backward)
         path = write(trace, args.out)
@@ -66,9 +79,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"trace: the run failed with {type(e).__name__}: {first} (--debug shows the traceback)",
               file=sys.stderr)
         return 2
+    for note in trace["settings"].get("notes", []):
+        print(f"note: {note}", file=sys.stderr)
     m = trace["machine"]
     print(f"wrote {path} ({path.stat().st_size:,} bytes): {len(trace['ops'])} ops of {s.model} on "
-          f"{m['device_name']} ({trace['settings']['threads_used']} threads, torch {m['torch_version']})")
+          f"{m['device_name']} ({_threads(trace['settings']['threads_used'])}, torch {m['torch_version']})")
     return 0
 
 
@@ -84,8 +99,9 @@ def _compare(args: argparse.Namespace) -> int:
     c = compare(a, b)
     for label, t in (("A", a), ("B", b)):
         st, m = t["settings"], t["machine"]
-        print(f"{label}: {st['model']} on {m['device_name']}, {st.get('threads_used')} threads, batch "
-              f"{st.get('batch')}, {st.get('dtype')}, torch {m['torch_version']}, {t['created']}")
+        row = f" (row {st['follow_row']} followed)" if st.get("follow_row") is not None else ""
+        print(f"{label}: {st['model']} on {m['device_name']}, {_threads(st.get('threads_used'))}, batch "
+              f"{st.get('batch')}{row}, {st.get('dtype')}, torch {m['torch_version']}, {t['created']}")
     print("\n".join(table_lines(c, limit=args.limit)))
     print(c.line)
     return 0
@@ -102,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--backward", action="store_true", help="also trace the backward pass of the output's sum")
     r.add_argument("--threads", type=int, help="torch threads for this run (default: the process's)")
     r.add_argument("--batch", type=int, default=1, help="tiny-lm: requests in the batch (default 1)")
-    r.add_argument("--dtype", default="float32", help="float32, float64, bfloat16 or autocast-bfloat16")
+    r.add_argument("--dtype", default="float32", help="float32, float64, bfloat16, float16 or autocast-bfloat16")
     r.add_argument("--device", default="cpu", help="cpu or cuda")
+    r.add_argument("--follow-row", type=int, metavar="R",
+                   help="--module: trace row R of the batch (the first input's leading dimension)")
     r.add_argument("--perturb-op", type=int, help="plant a difference: multiply op I's output by 1 + 2^-10")
     r.add_argument("--out", type=pathlib.Path, required=True, help="the trace file to write")
     r.add_argument("--debug", action="store_true", help="show the full traceback when the run fails")

@@ -1,12 +1,16 @@
 """Compare two traces: align them, judge every matched op, and find where they part.
 
-The answer is one line, in run A's numbering (ops counted from 1), either
+The answer is one line, in run A's numbering (ops counted from 1), one of
 
-    first difference: op <i> of <N>, <aten op> in <module path>: <state>, <verdict>
-
-with <state> "born here" or "inherited" and <verdict> "within rounding" or "beyond rounding", or
-
+    first difference: op <i> of <N>, <aten op> in <module path>: <born here|inherited>, <within|beyond> rounding
+    first difference: op <i> of <N>, <aten op> in <module path>: not comparable, shapes differ
+    first difference: op <i> of <N>, <aten op> in <module path>: format change, <format A> to <format B>
+    first difference: op <j> of <M> (only in B), <aten op> in <module path>: format change, <format> to <format>
     first difference: none in <N> ops
+
+The fourth form is a cast that only one run has (autocast's, in B's numbering; "only in A" for
+A's), found before any matched op differs: the runs part there, by a change of format, and every
+difference after it descends from that choice, not from rounding.
 
 The first difference is the first matched op, in A's order, whose output bits differ. It is
 usually born there; when it is inherited, no earlier matched op differs, so the difference came
@@ -20,10 +24,24 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from core.arith.formats import FORMATS
 from core.traces.align import Alignment, align
 from core.traces.files import ops_of
-from core.traces.judge import Judgement, judge
+from core.traces.judge import BORN, IDENTICAL, INHERITED, Judgement, judge, packet
 from core.traces.record import OpRecord
+
+CASTS = frozenset({"_to_copy", "to", "copy_", "_autocast_to_reduced_precision", "_autocast_to_full_precision",
+                   "convert_element_type"})
+
+
+def cast_formats(o: OpRecord) -> tuple[str, str] | None:
+    """(from, to) when ``o`` converts one floating format into another (copy_ reads its second input)."""
+    if packet(o.op) not in CASTS or not o.in_dtypes:
+        return None
+    src = o.in_dtypes[1] if packet(o.op) == "copy_" and len(o.in_dtypes) > 1 else o.in_dtypes[0]
+    if src != o.out_dtype and src in FORMATS and o.out_dtype in FORMATS:
+        return src, o.out_dtype
+    return None
 
 
 @dataclass(frozen=True)
@@ -43,9 +61,16 @@ class Comparison:
     n_b: int
     first: Row | None
     note: str
+    cast: OpRecord | None = None  # a format change only one run has, before any matched op differs
+    cast_side: str = ""  # "A" or "B": the run that has it
 
     @property
     def line(self) -> str:
+        if self.cast is not None:
+            src, dst = cast_formats(self.cast)
+            n = self.n_b if self.cast_side == "B" else self.n_a
+            return (f"first difference: op {self.cast.index} of {n} (only in {self.cast_side}), {self.cast.op} in "
+                    f"{self.cast.module}: format change, {src} to {dst}")
         if self.first is None:
             return f"first difference: none in {self.n_a} ops"
         j = self.first.judgement
@@ -56,8 +81,13 @@ class Comparison:
         return Counter(r.judgement.state for r in self.rows)
 
     @property
+    def parted(self) -> bool:
+        """Whether the runs differ anywhere (a matched op, or a cast one run has)."""
+        return self.first is not None or self.cast is not None
+
+    @property
     def born(self) -> list[Row]:
-        return [r for r in self.rows if r.judgement.state == "born here"]
+        return [r for r in self.rows if r.judgement.state == BORN]
 
     @property
     def first_beyond(self) -> Row | None:
@@ -68,9 +98,21 @@ class Comparison:
 def compare_ops(a: list[OpRecord], b: list[OpRecord]) -> Comparison:
     al: Alignment = align(a, b)
     rows = [Row(a[m.a], b[m.b], m.how, judge(a[m.a], b[m.b])) for m in al.matches]
-    first = next((r for r in rows if r.judgement.state != "identical"), None)
+    first = next((r for r in rows if r.judgement.state != IDENTICAL), None)
+    cast, side = None, ""
+    for side_name, ops, idx, pos in (("B", b, al.only_b, (lambda r: r.b.index)), ("A", a, al.only_a,
+                                                                                  (lambda r: r.a.index))):
+        found = next((ops[i] for i in idx if cast_formats(ops[i]) and (first is None or ops[i].index < pos(first))),
+                     None)
+        if found is not None:
+            cast, side = found, side_name
+            break
     note = ""
-    if first is not None and first.judgement.state == "inherited":
+    if cast is not None:
+        note = (f"Run {side} converts {cast_formats(cast)[0]} to {cast_formats(cast)[1]} at its op {cast.index} "
+                f"({cast.op} in {cast.module}), which the other run has no counterpart for: the runs compute in "
+                "other formats from there, so the differences after it are the format's, not rounding's.")
+    elif first is not None and first.judgement.state == INHERITED:
         before_a = [a[i] for i in al.only_a if a[i].index < first.a.index]
         before_b = [b[j] for j in al.only_b if b[j].index < first.b.index]
         if before_a or before_b:
@@ -81,7 +123,8 @@ def compare_ops(a: list[OpRecord], b: list[OpRecord]) -> Comparison:
         else:
             note = ("Its inputs differ although no earlier op differs: the two runs were given other inputs "
                     "(data or parameters).")
-    return Comparison(rows, [a[i] for i in al.only_a], [b[j] for j in al.only_b], len(a), len(b), first, note)
+    return Comparison(rows, [a[i] for i in al.only_a], [b[j] for j in al.only_b], len(a), len(b), first, note, cast,
+                      side)
 
 
 def compare(trace_a: dict, trace_b: dict) -> Comparison:
@@ -90,11 +133,11 @@ def compare(trace_a: dict, trace_b: dict) -> Comparison:
 
 def table_lines(c: Comparison, limit: int = 400) -> list[str]:
     """A plain-text per-op table (the command line's), at most ``limit`` rows of matched ops."""
-    out = [f"{'op A':>5} {'op B':>5}  {'state':<10} {'verdict':<16} {'aten op':<40} {'module':<28} size"]
+    out = [f"{'op A':>5} {'op B':>5}  {'state':<14} {'verdict':<22} {'aten op':<40} {'module':<28} size"]
     for r in c.rows[:limit]:
         j = r.judgement
         size = j.size.text() if j.size is not None and j.state != "identical" else ""
-        out.append(f"{r.a.index:>5} {r.b.index:>5}  {j.state:<10} {j.verdict or '':<16} {r.a.op[:40]:<40} "
+        out.append(f"{r.a.index:>5} {r.b.index:>5}  {j.state:<14} {j.verdict or '':<22} {r.a.op[:40]:<40} "
                    f"{(r.a.module + (' (bw)' if r.a.backward else ''))[:28]:<28} {size}")
     if len(c.rows) > limit:
         out.append(f"... {len(c.rows) - limit} more matched ops")

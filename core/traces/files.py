@@ -1,6 +1,7 @@
 """The trace file: its declared JSON Schema, its size cap, writing, reading and uploads.
 
-A trace is JSON (never a pickle): ``format`` "op-trace", ``version`` 1, when and with what
+A trace is JSON (never a pickle): ``format`` "op-trace", ``version`` 2 (1 is read too: it lacks the
+per-output fields of ops with several outputs, which are then judged by their first), when and with what
 settings it was made, the machine (``core.machines.devices.device_info``: CPU, SIMD dispatch, BLAS,
 threads, versions; for a GPU its name, compute capability, driver, CUDA and cuBLAS), and one
 object per op (core.traces.record.OpRecord). Files are validated with ``jsonschema`` before
@@ -14,42 +15,50 @@ import pathlib
 
 import jsonschema
 
-from core.traces.record import MAX_ARG_TEXT, MAX_OPS, SAMPLE, OpRecord
+from core.traces.record import MAX_ARG_TEXT, MAX_INPUTS, MAX_OPS, MAX_OUTPUTS, OUTPUT_FIELDS, SAMPLE, OpRecord
 
 FORMAT = "op-trace"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 MAX_TRACE_BYTES = 8 * 1024 * 1024  # a trace file's cap (the bundled LM forward pass is ~0.2 MB)
 
 MAX_DIM = 2**40  # a dimension, K, a flat index: far beyond any real tensor, small enough for exact floats
 _SHAPE = {"type": "array", "maxItems": 16, "items": {"type": "integer", "minimum": 0, "maximum": MAX_DIM}}
 _NUM_LIST = {"type": ["array", "null"], "maxItems": SAMPLE, "items": {"type": "number", "minimum": 0}}
 _TEXT = {"type": "string", "maxLength": 300}
+_OUTPUT_PROPERTIES = {
+    "out_shape": _SHAPE,
+    "full_shape": _SHAPE,
+    "out_dtype": _TEXT,
+    "out_digest": {"type": "string", "pattern": "^([0-9a-f]{16})?$"},
+    "l1": {"type": ["number", "null"], "minimum": 0},
+    "sample_index": {"type": "array", "maxItems": SAMPLE,
+                     "items": {"type": "integer", "minimum": 0, "maximum": MAX_DIM}},
+    "sample_hex": {"type": "array", "maxItems": SAMPLE, "items": {"type": "string", "maxLength": 40}},
+    "k": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_DIM},
+    "terms_kind": {"enum": ["exact", "relative", "relative-floor", "estimated", "inputs", None]},
+    "sum_abs": _NUM_LIST,
+    "scale": _NUM_LIST,
+    "total_abs": {"type": ["number", "null"], "minimum": 0},
+}
+OUTPUT = {"type": "object", "required": list(OUTPUT_FIELDS), "additionalProperties": False,
+          "properties": _OUTPUT_PROPERTIES}
 OP = {
     "type": "object",
-    "required": list(OpRecord.__dataclass_fields__),
+    "required": [f for f in OpRecord.__dataclass_fields__ if f != "outputs"],
     "additionalProperties": False,
     "properties": {
+        "outputs": {"type": "array", "maxItems": MAX_OUTPUTS, "items": OUTPUT},
         "index": {"type": "integer", "minimum": 1},
         "op": _TEXT,
         "module": _TEXT,
         "backward": {"type": "boolean"},
-        "in_shapes": {"type": "array", "maxItems": 64, "items": _SHAPE},
-        "in_dtypes": {"type": "array", "maxItems": 64, "items": _TEXT},
-        "in_digests": {"type": "array", "maxItems": 64, "items": {"type": "string", "pattern": "^[0-9a-f]{16}$"}},
+        "in_shapes": {"type": "array", "maxItems": MAX_INPUTS, "items": _SHAPE},
+        "in_dtypes": {"type": "array", "maxItems": MAX_INPUTS, "items": _TEXT},
+        "in_digests": {"type": "array", "maxItems": MAX_INPUTS,
+                       "items": {"type": "string", "pattern": "^[0-9a-f]{16}$"}},
         "args": {"type": "string", "maxLength": MAX_ARG_TEXT},
-        "out_shape": _SHAPE,
-        "full_shape": _SHAPE,
-        "out_dtype": _TEXT,
-        "out_digest": {"type": "string", "pattern": "^([0-9a-f]{16})?$"},
-        "l1": {"type": ["number", "null"], "minimum": 0},
-        "sample_index": {"type": "array", "maxItems": SAMPLE,
-                         "items": {"type": "integer", "minimum": 0, "maximum": MAX_DIM}},
-        "sample_hex": {"type": "array", "maxItems": SAMPLE, "items": {"type": "string", "maxLength": 40}},
-        "k": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_DIM},
-        "terms_kind": {"enum": ["exact", "relative", "relative-floor", "estimated", "inputs", None]},
-        "sum_abs": _NUM_LIST,
-        "scale": _NUM_LIST,
-        "total_abs": {"type": ["number", "null"], "minimum": 0},
+        **_OUTPUT_PROPERTIES,
     },
 }
 TRACE = {
@@ -58,7 +67,7 @@ TRACE = {
     "required": ["format", "version", "created", "settings", "machine", "ops"],
     "properties": {
         "format": {"const": FORMAT},
-        "version": {"const": VERSION},
+        "version": {"enum": list(READABLE_VERSIONS)},
         "created": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}"},
         "settings": {"type": "object", "required": ["model"], "properties": {"model": _TEXT}},
         "machine": {"type": "object", "required": ["device_name", "device_kind", "torch_version"],
@@ -94,6 +103,10 @@ def _op_problem(op: dict) -> str | None:
                 return f"a sample of a {op['out_dtype']} output is not {width} hex digits"
         elif op["out_dtype"].startswith(("int", "uint", "bool")) and not h.lstrip("-").isdigit():
             return f"a sample of a {op['out_dtype']} output is not an integer"
+    for i, out in enumerate(op.get("outputs") or []):
+        problem = _op_problem(out | {"in_digests": [], "in_shapes": [], "in_dtypes": []})
+        if problem:
+            return f"output {i + 1}: {problem}"
     return None
 
 

@@ -1,9 +1,16 @@
-"""Judge one matched pair of ops: identical, born here, or inherited; and a difference's size
-against the rounding envelope of that op.
+"""Judge one matched pair of ops: identical, born here, inherited, not comparable or a format
+change; and a difference's size against the rounding envelope of that op.
 
-State. *identical*: the output bits are equal. *born here*: the inputs are bit-identical (every
-input tensor's digest, and the non-tensor arguments) and the output is not: this op made the
-difference. *inherited*: an input already differed.
+State. *identical*: the output bits are equal. *not comparable*: the output shapes differ (two
+batch sizes, and no row followed): no element has a partner, so no size is measured and no
+rounding verdict given. *format change*: the outputs are in two floating formats (a bfloat16 run
+against a float32 one, autocast): the difference is the format's, not rounding's. *born here*: the
+inputs are bit-identical (every input tensor's digest, and the non-tensor arguments) and the
+output is not: this op made the difference. *inherited*: an input already differed.
+
+An op with several outputs (a layer norm's backward gives the gradients of its input, weight and
+bias) has each output judged against its own envelope, with its own K and terms; the op is within
+rounding when every differing output is, and its size is that of the worst one.
 
 Size. Measured on the op's sampled output elements (the same flat positions in both traces):
 |a - b|, in ULPs of the output format at max(|a|, |b|). It is compared with the same envelope
@@ -40,7 +47,7 @@ inside its envelope and the L1 gap inside the whole-output bound.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -59,7 +66,9 @@ EXACT_OPS = frozenset({
     "nll_loss_backward", "index_put_", "index_put", "slice_scatter", "select_backward", "slice_backward", "sign",
     "constant_pad_nd", "expand", "argmax", "argmin", "max", "min", "amax", "amin", "logical_not", "bitwise_and",
 })
-STATES = ("identical", "born here", "inherited")
+IDENTICAL, BORN, INHERITED, NOT_COMPARABLE, FORMAT_CHANGE = (
+    "identical", "born here", "inherited", "not comparable", "format change")
+STATES = (IDENTICAL, BORN, INHERITED, NOT_COMPARABLE, FORMAT_CHANGE)
 WRITE_ONLY_FIRST = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_"})
 
 
@@ -79,8 +88,14 @@ class Size:
     within: bool
     basis: str  # what the envelope is: "reordering of K terms", "elementwise", "correctly rounded", ...
     rigorous: bool
+    output: int = 1  # which output of the op this is (1-based), of ``outputs``
+    outputs: int = 1
 
     def text(self) -> str:
+        which = f"output {self.output} of {self.outputs}: " if self.outputs > 1 else ""
+        return which + self._text()
+
+    def _text(self) -> str:
         if self.max_ulps is None:
             return f"{self.differing} of {self.sampled} sampled values differ (not a float output)"
         if self.differing == 0:
@@ -100,12 +115,18 @@ class Judgement:
     state: str  # one of STATES
     size: Size | None  # None when identical, or when the shapes differ
     reason: str  # one sentence: why this state
+    formats: tuple[str, str] | None = None  # a format change: A's and B's output formats
 
     @property
     def verdict(self) -> str | None:
-        """"within rounding" / "beyond rounding" for a difference, None when identical."""
-        if self.state == "identical":
+        """"within rounding" / "beyond rounding" for a difference; "shapes differ" when not comparable;
+        "<format> to <format>" for a format change; None when identical."""
+        if self.state == IDENTICAL:
             return None
+        if self.state == NOT_COMPARABLE:
+            return "shapes differ"
+        if self.state == FORMAT_CHANGE and self.formats is not None:
+            return f"{self.formats[0]} to {self.formats[1]}"
         return "within rounding" if self.size is not None and self.size.within else "beyond rounding"
 
 
@@ -238,24 +259,49 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
                 ratio(typical), ratio(bound), worst, l1_gap, l1_bound, within, basis, rigorous)
 
 
+def _sized(a: OpRecord, b: OpRecord) -> Size | None:
+    """The size of the difference; for several outputs, each against its own envelope: within when
+    every differing output is, reported at the worst one."""
+    outs_a, outs_b = a.output_records(), b.output_records()
+    if len(outs_a) == 1 or len(outs_a) != len(outs_b):
+        return size_of(a, b)
+    sizes = [replace(s, output=i + 1, outputs=len(outs_a)) for i, (x, y) in enumerate(zip(outs_a, outs_b, strict=True))
+             if x.out_digest != y.out_digest and (s := size_of(x, y)) is not None]
+    if not sizes:  # the difference lies in an output past the recorded ones, or a shape differs
+        return size_of(a, b)
+    worst = max(sizes, key=lambda z: (not z.within, z.vs_envelope))
+    return replace(worst, within=all(z.within for z in sizes))
+
+
+def _shapes(r: OpRecord) -> list[list[int]]:
+    return [o.out_shape for o in r.output_records()]
+
+
 def judge(a: OpRecord, b: OpRecord) -> Judgement:
     if a.out_digest == b.out_digest and a.out_shape == b.out_shape:
-        return Judgement("identical", None, "same output bits")
+        return Judgement(IDENTICAL, None, "same output bits")
+    shapes_a, shapes_b = _shapes(a), _shapes(b)
+    # (a version 1 file has no per-output fields: only its first shape is compared)
+    if a.out_shape != b.out_shape or (len(shapes_a) == len(shapes_b) and shapes_a != shapes_b):
+        sa, sb = (a.out_shape, b.out_shape) if a.out_shape != b.out_shape else (shapes_a, shapes_b)
+        return Judgement(NOT_COMPARABLE, None, f"the output shapes differ ({sa} against {sb}), so "
+                         "no element has a partner; a batch against another batch compares one row of each "
+                         "(scripts.trace run --follow-row)")
+    size = _sized(a, b)
+    if a.out_dtype != b.out_dtype and a.out_dtype in FORMATS and b.out_dtype in FORMATS:
+        return Judgement(FORMAT_CHANGE, size, f"the outputs are in other formats ({a.out_dtype} against "
+                         f"{b.out_dtype}): the difference is the format's, not rounding's", (a.out_dtype, b.out_dtype))
     skip = 1 if packet(a.op) in WRITE_ONLY_FIRST else 0  # copy_ and fill_ overwrite their first input
     inputs_same = a.in_digests[skip:] == b.in_digests[skip:] and a.in_shapes == b.in_shapes
-    size = size_of(a, b)
     if inputs_same and a.args != b.args:
-        return Judgement("born here", _beyond(size), f"the same input bits with other arguments ({a.args} against "
-                                                        f"{b.args})")
+        return Judgement(BORN, _beyond(size), f"the same input bits with other arguments ({a.args} against "
+                                              f"{b.args})")
     if inputs_same:
-        return Judgement("born here", size, "its inputs are bit-identical in both runs and its output is not")
+        return Judgement(BORN, size, "its inputs are bit-identical in both runs and its output is not")
     changed = [i for i, (x, y) in enumerate(zip(a.in_digests, b.in_digests, strict=False)) if x != y]
     which = ", ".join(f"input {i + 1}" for i in changed[:4]) or "the inputs' shapes"
-    return Judgement("inherited", size, f"{which} already differed")
+    return Judgement(INHERITED, size, f"{which} already differed")
 
 
 def _beyond(size: Size | None) -> Size | None:
-    if size is None:
-        return None
-    return Size(size.differing, size.sampled, size.max_ulps, size.worst_abs, size.vs_typical, size.vs_bound,
-                size.vs_envelope, size.l1_gap, size.l1_bound, False, "other arguments", size.rigorous)
+    return None if size is None else replace(size, within=False, basis="other arguments")

@@ -14,14 +14,21 @@ Bundled models (``MODELS``), written as ``nn.Module`` trees so every op has a mo
   model as one batch (traced). Request 0 is ``LM_PROMPT``; the trace follows its rows
   (core.traces.record), so traces at batch 1 and 8 align op for op.
 
-``dtype``: ``float32``, ``float64`` (MLP only), ``bfloat16`` (the weights and data in bfloat16) or
-``autocast-bfloat16`` (float32 weights, ``torch.autocast`` to bfloat16, as the Training divergence
-page's bfloat16 preset).
+``dtype``: ``float32``, ``float64`` (not the LM), ``bfloat16`` and ``float16`` (the weights and data
+in that format) or ``autocast-bfloat16`` (float32 weights, ``torch.autocast`` to bfloat16, as the
+Training divergence page's bfloat16 preset). A format the device cannot compute in is refused.
 
 A user's model (``load_factory``): ``path/to/file.py:make``; ``make(**args)`` with string values
-returns ``(model, inputs)``; the trace covers ``model(*inputs)`` and, with ``backward``, the
-backward pass of the output's sum. The file is imported, i.e. run: this is for the command line
-on the user's own machine, never for the page (which only reads trace files).
+returns ``(model, inputs)``, the inputs a tensor, a tuple of positional arguments or a dict of
+keyword arguments (a Hugging Face model's ``input_ids`` and ``attention_mask``); the trace covers
+``model(*inputs)`` or ``model(**inputs)`` and, with ``backward``, the backward pass of the sum of
+the first floating output that has a gradient (a ``ModelOutput``'s logits). A ``dtype`` other than
+float32 casts the model's floating parameters and buffers and the floating inputs (``nn.Module.to``;
+token ids and masks keep theirs). ``follow_row`` R: the batch is the first input's leading
+dimension, and the trace keeps row R of every tensor that derives from the inputs
+(core.traces.record), so a batch of 4 compares op for op with that row run alone. The file is
+imported, i.e. run: this is for the command line on the user's own machine, never for the page
+(which only reads trace files).
 """
 
 from __future__ import annotations
@@ -41,20 +48,20 @@ import torch.nn.functional as F
 from core.machines.globalstate import torch_threads
 from core.serving import corpus
 from core.serving.model import EPS, ModelConfig, encode, load_params
-from core.traces.record import scope
+from core.traces.record import scope, tensors_of
 from core.training.mlp import TrainSettings, batch_schedule, init_params, spirals
 
 MODELS = {
     "mlp-step": "one training step of the Training divergence MLP (forward, cross-entropy, backward, SGD step)",
     "tiny-lm": "a decode step (forward pass) of the serving page's tiny language model, request 0 of a batch",
 }
-DTYPES = ("float32", "float64", "bfloat16", "autocast-bfloat16")
+DTYPES = ("float32", "float64", "bfloat16", "float16", "autocast-bfloat16")
 MAX_BATCH = 64
 MAX_THREADS = 256
 LM_TOKENS = 24
 LM_PROMPT = "the baker painted a blue"  # request 0 (24 characters)
 _TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
-                 "autocast-bfloat16": torch.float32}
+                 "float16": torch.float16, "autocast-bfloat16": torch.float32}
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,7 @@ class RunSettings:
     perturb_op: int | None = None  # plant a difference: multiply this op's output by (1 + perturb_size)
     perturb_size: float = 2.0 ** -10
     args: tuple[tuple[str, str], ...] = field(default=())  # a module file's make(**args)
+    follow_row: int | None = None  # a module's batch: trace this row of it (None: the whole batch)
 
     def validate(self) -> None:
         if self.model not in MODELS and ":" not in self.model:
@@ -87,6 +95,9 @@ class RunSettings:
             raise ValueError("device must be cpu or cuda")
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ValueError("this machine has no CUDA device")
+        if self.follow_row is not None and (self.model in MODELS or not 0 <= self.follow_row < 2**31):
+            raise ValueError("--follow-row takes a row number from 0, for a --module (the language model "
+                             "already follows request 0)")
         if self.perturb_op is not None and self.perturb_op < 1:
             raise ValueError("the perturbed op is counted from 1")
         if not (math.isfinite(self.perturb_size) and 0 < abs(self.perturb_size) < 1):
@@ -96,7 +107,7 @@ class RunSettings:
         return {"model": self.model, "threads": self.threads, "batch": self.batch, "dtype": self.dtype,
                 "device": self.device, "perturb_op": self.perturb_op,
                 "perturb_size": self.perturb_size if self.perturb_op is not None else None,
-                "args": {k: v for k, v in self.args}}
+                "args": {k: v for k, v in self.args}, "follow_row": self.follow_row}
 
 
 # ------------------------------------------------------------------------------ the MLP step
@@ -287,24 +298,78 @@ def load_factory(spec: str) -> Callable[..., tuple]:
     return make
 
 
+def _cast(obj, dt: torch.dtype, device: str):
+    """Floating tensors in nested tuples, lists and dicts to ``dt`` (others keep their dtype), on ``device``."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device=device, dtype=dt if obj.is_floating_point() else obj.dtype)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_cast(x, dt, device) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _cast(v, dt, device) for k, v in obj.items()}
+    return obj
+
+
+def _loss_tensor(out) -> torch.Tensor:
+    """What ``--backward`` differentiates: the first floating output with a gradient."""
+    for t in tensors_of(out, []):
+        if t.is_floating_point() and t.requires_grad:
+            return t
+    raise ValueError("--backward needs an output with a gradient: the model's outputs are all integer or "
+                     "detached (is the forward pass under torch.no_grad?)")
+
+
+def dropout_note(model) -> str | None:
+    """A sentence when the model is in training mode with active dropout: two runs then draw other masks."""
+    if not isinstance(model, nn.Module) or not model.training:
+        return None
+    p = max((m.p for m in model.modules() if isinstance(m, nn.modules.dropout._DropoutNd)), default=0.0)
+    if p <= 0:
+        return None
+    return ("the model is in training mode with dropout: each run draws its own random masks, so two runs differ "
+            "at the first dropout; call model.eval() in make() to compare the arithmetic")
+
+
+def batch_of(inputs) -> int:
+    """The batch size: the first input tensor's leading dimension (1 for a scalar or no tensor)."""
+    first = next((t for t in tensors_of(inputs, []) if t.dim()), None)
+    return int(first.shape[0]) if first is not None else 1
+
+
 def user_model(spec: str, s: RunSettings, backward: bool):
     model, inputs = load_factory(spec)(**dict(s.args))
     if not isinstance(model, nn.Module) and not callable(model):
         raise ValueError("make() must return (model, inputs) with a callable model")
-    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
-    if s.device != "cpu" and isinstance(model, nn.Module):
-        model = model.to(s.device)
-        inputs = tuple(i.to(s.device) if isinstance(i, torch.Tensor) else i for i in inputs)
+    if isinstance(inputs, dict):
+        args, kwargs = (), dict(inputs)
+    else:
+        args, kwargs = (tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)), {}
+    dt = _TORCH_DTYPES[s.dtype]
+    if isinstance(model, nn.Module) and (dt != torch.float32 or s.device != "cpu"):
+        model = model.to(device=s.device, dtype=dt) if dt != torch.float32 else model.to(s.device)
+    if dt != torch.float32 or s.device != "cpu":
+        args, kwargs = _cast(args, dt, s.device), _cast(kwargs, dt, s.device)
 
     def run():
         with _autocast(s):
-            out = model(*inputs)
+            out = model(*args, **kwargs)
         if backward:
-            first = out[0] if isinstance(out, (list, tuple)) else out
-            first.float().sum().backward()
+            _loss_tensor(out).float().sum().backward()
         return out
 
-    return model if isinstance(model, nn.Module) else None, inputs, run
+    return model if isinstance(model, nn.Module) else None, tuple(tensors_of([args, kwargs], [])), run
+
+
+def check_format(s: RunSettings) -> None:
+    """Refuse a format the device cannot compute in (a matrix product and a sum of it, as a probe)."""
+    dt = _TORCH_DTYPES[s.dtype]
+    if s.device == "cuda" and dt == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        raise ValueError(f"{torch.cuda.get_device_name(0)} has no bfloat16 arithmetic")
+    try:
+        x = torch.ones(2, 2, dtype=dt, device=s.device)
+        (x @ x).sum().item()
+    except (RuntimeError, TypeError) as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise ValueError(f"this {s.device} cannot compute in {s.dtype}: {first}") from None
 
 
 # ------------------------------------------------------------------------------- helpers
@@ -319,6 +384,7 @@ def _autocast(s: RunSettings):
 def build(s: RunSettings, backward: bool = False):
     """(root module or None, input tensors, the function to trace) for these settings."""
     s.validate()
+    check_format(s)
     if s.model == "mlp-step":
         return mlp_step(s)
     if s.model == "tiny-lm":

@@ -25,15 +25,20 @@ DebugMode on the bundled MLP step.
 What is kept per op (``OpRecord``): the op's name, the module path (the deepest module it ran in,
 the root named ``model``; ``backward`` marks the backward pass), input and output shapes and dtypes,
 digests of every input tensor's bits taken before the op runs (in-place ops change their input)
-and of its first output's bits, the output's L1 norm in float64, ``SAMPLE`` output values as the hex
-of their bits at fixed flat positions, the non-tensor arguments (bounded text), and for reductions
-K and the terms of the sampled elements (core.traces.reductions). Views and ``detach`` compute
-nothing and are not recorded.
+and, for each output, a digest of its bits, its L1 norm in float64, ``SAMPLE`` values as the hex
+of their bits at fixed flat positions and, for reductions, K and the terms of the sampled elements
+(core.traces.reductions); the non-tensor arguments are kept as bounded text. An op with several
+outputs (a layer norm's backward: the input's, the weight's and the bias's gradients) keeps each
+one's fields in ``outputs``, so each is judged against its own envelope. Views and ``detach``
+compute nothing and are not recorded.
 
-Following one request (``follow_batch``): with a batch of B requests, a tensor derived from the
-run's inputs whose first dimension is a multiple of B is cut to its first 1/B before it is hashed,
-sampled and sized, so a trace at batch 8 describes request 0's rows and aligns with a trace at
-batch 1. Parameters are never cut (they do not derive from the inputs).
+Following one row (``follow_batch``, ``follow_row``): with a batch of B rows, a tensor derived from
+the run's inputs whose first dimension is a multiple of B is cut to row r's share (rows r·n/B to
+(r+1)·n/B - 1) before it is hashed, sampled and sized, so a trace at batch 8 describes one request
+and aligns with a trace of that request alone. Parameters are never cut (they do not derive from
+the inputs), nor is the backward pass (parameter gradients sum over the whole batch). A tensor
+whose leading dimension is not the batch but happens to be a multiple of it (a transposed [T, B, d])
+is cut too: its shapes then differ from the other run's, and the comparison says so.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ import hashlib
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -55,6 +60,8 @@ from core.traces import reductions
 SAMPLE = 32  # output values kept per op, as hex bits
 MAX_OPS = 20_000  # ops recorded per trace; a run with more is refused, not truncated
 MAX_ARG_TEXT = 200  # characters of non-tensor arguments kept per op
+MAX_INPUTS = 64  # input tensors recorded one by one (a longer list's rest is one digest)
+MAX_OUTPUTS = 8  # outputs of one op recorded one by one (more are only digested)
 _SKIP = {"detach", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided", "new_empty",
          "new_empty_strided", "empty_permuted",
          "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
@@ -115,13 +122,27 @@ class OpRecord:
     sum_abs: list[float] | None
     scale: list[float] | None
     total_abs: float | None
+    # an op with several outputs: each one's OUTPUT_FIELDS, the first included (the fields above are the
+    # first output's, with out_digest over all of them); empty for one output, and in version 1 files
+    outputs: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @staticmethod
     def from_dict(d: dict) -> OpRecord:
-        return OpRecord(**{k: d[k] for k in OpRecord.__dataclass_fields__})
+        return OpRecord(**{k: d[k] for k in OpRecord.__dataclass_fields__ if k != "outputs"},
+                        outputs=list(d.get("outputs") or []))
+
+    def output_records(self) -> list[OpRecord]:
+        """One record per output, each with that output's fields (just ``self`` for a one-output op)."""
+        if not self.outputs:
+            return [self]
+        return [replace(self, outputs=[], **{k: o[k] for k in OUTPUT_FIELDS}) for o in self.outputs]
+
+
+OUTPUT_FIELDS = ("out_shape", "full_shape", "out_dtype", "out_digest", "l1", "sample_index", "sample_hex", "k",
+                 "terms_kind", "sum_abs", "scale", "total_abs")
 
 
 def dtype_name(dt: torch.dtype) -> str:
@@ -216,16 +237,16 @@ def _version(t: torch.Tensor) -> int | None:
         return None
 
 
-def _tensors(obj, out: list) -> list:
+def tensors_of(obj, out: list) -> list:
     """The tensors in nested tuples, lists and dicts, in order (what tree_flatten gives, faster)."""
     if isinstance(obj, torch.Tensor):
         out.append(obj)
     elif isinstance(obj, (list, tuple)):
         for x in obj:
-            _tensors(x, out)
+            tensors_of(x, out)
     elif isinstance(obj, dict):
         for x in obj.values():
-            _tensors(x, out)
+            tensors_of(x, out)
     return out
 
 
@@ -234,15 +255,25 @@ class TraceMode(TorchDispatchMode):
 
     ``perturb``: (1-based op index, relative size): that op's first floating output is multiplied
     by (1 + size) in place after it runs: a deliberately planted difference, for testing the
-    judgement (the trace says so in its settings)."""
+    judgement (the trace says so in its settings). ``perturbed`` says afterwards whether it was.
+
+    ``follow_batch``, ``follow_row``: in a batch of ``follow_batch`` rows, keep row ``follow_row`` of
+    every tensor derived from the inputs whose first dimension is a multiple of the batch (its
+    ``1/follow_batch`` share of rows). The backward pass is recorded whole: parameter gradients sum over
+    the batch, and no row of theirs belongs to one request."""
 
     def __init__(self, tracker: ModuleTracker, root_name: str, follow_batch: int = 1,
-                 perturb: tuple[int, float] | None = None, max_ops: int = MAX_OPS) -> None:
+                 perturb: tuple[int, float] | None = None, max_ops: int = MAX_OPS, follow_row: int = 0) -> None:
         super().__init__()
         self.tracker = tracker
         self.root_name = root_name
         self.follow = max(1, int(follow_batch))
+        self.row = int(follow_row)
+        if not 0 <= self.row < self.follow:
+            raise ValueError(f"row {follow_row} is not in a batch of {self.follow}")
         self.perturb = perturb
+        self.perturbed: str | None = None  # the op that was perturbed (its name), once it was
+        self.perturb_seen: str | None = None  # the op at the perturbed index, perturbed or not
         self.max_ops = max_ops
         self.ops: list[OpRecord] = []
         self._derived = WeakTensorKeyDictionary()  # tensors that derive from the run's inputs
@@ -263,8 +294,10 @@ class TraceMode(TorchDispatchMode):
         return "model" + ("." + rest if rest else "") if head == self.root_name else deepest
 
     def _followed(self, t: torch.Tensor) -> torch.Tensor:
-        if self.follow > 1 and t.dim() and t.shape[0] % self.follow == 0 and self._derived.get(t, False):
-            return t[: t.shape[0] // self.follow]
+        if self.follow > 1 and t.dim() and t.shape[0] % self.follow == 0 and not self.tracker.is_bw \
+                and self._derived.get(t, False):
+            share = t.shape[0] // self.follow
+            return t[self.row * share: (self.row + 1) * share]
         return t
 
     def _digest(self, t: torch.Tensor) -> str:
@@ -286,43 +319,50 @@ class TraceMode(TorchDispatchMode):
             known = _FUNCS[func] = (name, skip)
         name, skip = known
         # an out= tensor is written, not read: it is not an input
-        tensors_in = _tensors([v for k, v in kwargs.items() if k != "out"], _tensors(args, []))
+        tensors_in = tensors_of([v for k, v in kwargs.items() if k != "out"], tensors_of(args, []))
         derived = any(self._derived.get(a, False) for a in tensors_in)
         if skip:
             out = func(*args, **kwargs)
             if derived:
-                for o in _tensors(out, []):
+                for o in tensors_of(out, []):
                     self._derived[o] = True
             return out
         in_digests = [self._digest(a) for a in tensors_in]
         in_shapes = [list(self._followed(a).shape) for a in tensors_in]
         in_dtypes = [dtype_name(a.dtype) for a in tensors_in]
+        if len(tensors_in) > MAX_INPUTS:  # a cat of hundreds: the rest as one digest (equal iff all are)
+            rest = hashlib.blake2b("".join(in_digests[MAX_INPUTS - 1:]).encode(), digest_size=8).hexdigest()
+            in_digests = [*in_digests[:MAX_INPUTS - 1], rest]
+            in_shapes = [*in_shapes[:MAX_INPUTS - 1], [len(tensors_in) - MAX_INPUTS + 1]]
+            in_dtypes = [*in_dtypes[:MAX_INPUTS - 1], "the rest"]
         out = func(*args, **kwargs)
-        outs = _tensors(out, [])
+        outs = tensors_of(out, [])
         if not outs and name.endswith("_") and args:
-            outs = _tensors(args[0], [])  # in-place ops that return nothing (_foreach_*_): what they changed
+            outs = tensors_of(args[0], [])  # in-place ops that return nothing (_foreach_*_): what they changed
+        # each output's place in the op's result (a gradient the mask left out is None, not a tensor)
+        places = [i for i, o in enumerate(out) if isinstance(o, torch.Tensor)] \
+            if isinstance(out, tuple) and len(outs) == sum(isinstance(o, torch.Tensor) for o in out) \
+            else list(range(len(outs)))
         if derived:
             for o in outs:
                 self._derived[o] = True
         self._counter += 1
         if self._counter > self.max_ops:
             raise TooManyOps(f"the run dispatched more than {self.max_ops:,} ops (the cap of one trace)")
-        first = outs[0] if outs else None
-        if first is not None and self.perturb is not None and self.perturb[0] == self._counter \
-                and first.is_floating_point():
-            with torch.no_grad():
-                first.mul_(1.0 + self.perturb[1])
-        self.ops.append(self._record(func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, outs))
+        if self.perturb is not None and self.perturb[0] == self._counter:
+            self.perturb_seen = str(func)
+            target = next((o for o in outs if o.is_floating_point() and o.numel()), None)
+            if target is not None:
+                with torch.no_grad():
+                    target.mul_(1.0 + self.perturb[1])
+                self.perturbed = str(func)
+        self.ops.append(self._record(func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, outs,
+                                     places))
         return out
 
-    def _record(self, func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, outs) -> OpRecord:
-        first = outs[0] if outs else None
-        if first is None:
-            empty: list = []
-            return OpRecord(self._counter, str(func), self._module(), self.tracker.is_bw, in_shapes, in_dtypes,
-                            in_digests, _arg_text(args, kwargs), empty, empty, "none", "", None, empty, empty,
-                            None, None, None, None, None)
-        followed = self._followed(first)
+    def _output(self, func, name, args, kwargs, tensors_in, out: torch.Tensor, which: int) -> dict:
+        """One output's fields (``OUTPUT_FIELDS``): shape, dtype, digest, L1 norm, samples and terms."""
+        followed = self._followed(out)
         idx = sample_positions(followed.numel())
         l1 = None
         if followed.numel() and not followed.is_complex():
@@ -334,44 +374,55 @@ class TraceMode(TorchDispatchMode):
                     else float(x.abs().sum(dtype=torch.float64))
             if not math.isfinite(l1):
                 l1 = None
-        if followed is first:
-            t = reductions.terms(func, args, kwargs, first, idx)
-        else:
-            t = self._followed_terms(func, args, kwargs, first, idx)
+        t = reductions.terms(func, args, kwargs, out, idx, which)
+        if followed is not out and t is not None and t.total_abs is not None:
+            # the sampled positions are leading rows, the same flat indices in the whole output; the total
+            # over all elements is the whole output's, not the cut's, so it is dropped (no L1 check)
+            t = reductions.Terms(t.k, t.kind, t.sum_abs, t.scale, None)
         d = digest(followed)
-        if (v := _version(first)) is not None:
-            self._digests[first] = (v, d)
-        if len(outs) > 1:  # every output counts (indices of a sort, a norm's mean and rstd, ...)
-            d = hashlib.blake2b((d + "".join(self._digest(o) for o in outs[1:])).encode(), digest_size=8).hexdigest()
-        if t is None and name in reductions.FORMULA_OPS:
+        if (v := _version(out)) is not None:
+            self._digests[out] = (v, d)
+        if t is None and which == 0 and name in reductions.FORMULA_OPS:
             t = reductions.input_scales(tensors_in, followed, idx, self._followed)
-        return OpRecord(self._counter, str(func), self._module(), self.tracker.is_bw, in_shapes, in_dtypes,
-                        in_digests, _arg_text(args, kwargs), list(followed.shape), list(first.shape),
-                        dtype_name(first.dtype), d, l1, idx, hex_bits(followed, idx),
-                        t.k if t and t.kind != "inputs" else None, t.kind if t else None, t.sum_abs if t else None,
-                        t.scale if t else None, t.total_abs if t else None)
+        return {"out_shape": list(followed.shape), "full_shape": list(out.shape), "out_dtype": dtype_name(out.dtype),
+                "out_digest": d, "l1": l1, "sample_index": idx, "sample_hex": hex_bits(followed, idx),
+                "k": t.k if t and t.kind != "inputs" else None, "terms_kind": t.kind if t else None,
+                "sum_abs": t.sum_abs if t else None, "scale": t.scale if t else None,
+                "total_abs": t.total_abs if t else None}
 
-    def _followed_terms(self, func, args, kwargs, first, idx) -> reductions.Terms | None:
-        """Terms of a cut output: the sampled positions are leading rows, the same flat indices in
-        the whole output; the total over all elements is the whole output's, so it is dropped (the L1
-        check is then not made)."""
-        t = reductions.terms(func, args, kwargs, first, idx)
-        if t is None or t.total_abs is None:
-            return t
-        return reductions.Terms(t.k, t.kind, t.sum_abs, t.scale, None)  # the whole output's, not the cut's
+    def _record(self, func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, outs,
+                places) -> OpRecord:
+        head = (self._counter, str(func), self._module(), self.tracker.is_bw, in_shapes, in_dtypes, in_digests,
+                _arg_text(args, kwargs))
+        if not outs:
+            return OpRecord(*head, [], [], "none", "", None, [], [], None, None, None, None, None)
+        each = [self._output(func, name, args, kwargs, tensors_in, o, i)
+                for o, i in zip(outs[:MAX_OUTPUTS], places[:MAX_OUTPUTS], strict=True)]
+        first = dict(each[0])
+        if len(outs) > 1:  # every output counts (indices of a sort, a norm's mean and rstd, ...)
+            rest = "".join(e["out_digest"] for e in each[1:]) + "".join(self._digest(o) for o in outs[MAX_OUTPUTS:])
+            first["out_digest"] = hashlib.blake2b((first["out_digest"] + rest).encode(), digest_size=8).hexdigest()
+        return OpRecord(*head, **first, outputs=each if len(outs) > 1 else [])
 
 
 def run_traced(fn: Callable[[], object], root: torch.nn.Module | None, inputs=(), follow_batch: int = 1,
-               perturb: tuple[int, float] | None = None, max_ops: int = MAX_OPS) -> list[OpRecord]:
+               perturb: tuple[int, float] | None = None, max_ops: int = MAX_OPS,
+               follow_row: int = 0) -> list[OpRecord]:
     """Run ``fn()`` under a ``TraceMode`` and return its op records. ``root``: the model whose
     submodules name the module paths (None: every op is in ``model``); ``inputs``: the tensors that
-    stand for the run's data (what ``follow_batch`` follows)."""
+    stand for the run's data (what ``follow_batch`` follows). A perturbation that finds no op to
+    perturb (past the last op, or an op with no floating output) is refused: a ValueError that says why."""
     root_name = type(root).__name__ if root is not None else "model"
     with TRACE_LOCK:
         tracker = ModuleTracker()
         with tracker:
-            mode = TraceMode(tracker, root_name, follow_batch, perturb, max_ops)
+            mode = TraceMode(tracker, root_name, follow_batch, perturb, max_ops, follow_row)
             mode.mark_inputs(inputs)
             with mode:
                 fn()
+    if perturb is not None and mode.perturbed is None:
+        if mode.perturb_seen is None:
+            raise ValueError(f"cannot perturb op {perturb[0]}: the run has only {len(mode.ops)} ops")
+        raise ValueError(f"cannot perturb op {perturb[0]} ({mode.perturb_seen}): it has no floating output "
+                         "to multiply (pick a matrix product, a norm or another floating op)")
     return mode.ops

@@ -144,13 +144,80 @@ def _row_length(x: torch.Tensor, dim: int) -> int:
     return int(x.shape[dim % max(x.dim(), 1)]) if x.dim() else 1
 
 
-def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int]) -> Terms | None:
-    """K and the terms of the sampled elements ``idx`` (flat indices into ``out``), or None."""
+def _norm_rows(x: torch.Tensor, n: int) -> torch.Tensor:
+    """x as [rows, n]: a norm's normalized trailing elements last."""
+    return x.detach().to("cpu").reshape(-1, n)
+
+
+def _channel_dims(x: torch.Tensor) -> list[int]:
+    """A batch norm's reduced dimensions: every one but the channels (dimension 1)."""
+    return [d for d in range(x.dim()) if d != 1]
+
+
+def _batch_norm_training(name: str, args: tuple) -> bool:
+    if name == "_native_batch_norm_legit_no_training":
+        return False
+    if name == "_native_batch_norm_legit" and len(args) == 6:  # the no_stats overload: (x, w, b, training, ...)
+        return bool(args[3])
+    return bool(args[5]) if len(args) > 5 else True
+
+
+def _more_terms(name: str, args: tuple, out: torch.Tensor, idx: list[int], which: int) -> Terms | None:
+    """K and terms of output ``which`` (> 0) of an op with several outputs (None: not a reduction, or
+    unknown)."""
+    if name == "native_layer_norm":  # (y, mean, rstd): the mean has its K terms x/K; rstd is one row reduction
+        n = math.prod(args[1]) if args[1] else 1
+        if which == 1:
+            return _sum_terms(_norm_rows(args[0], n), [1], idx, mean=True)
+        return Terms(n, "relative")
+    if name == "native_layer_norm_backward":  # (grad x, grad weight, grad bias): sums over the M rows
+        g, x, shape, mean, rstd = args[:5]
+        n = math.prod(shape) if shape else 1
+        g2 = _norm_rows(g, n)
+        if which == 2:
+            return _sum_terms(g2, [0], idx, mean=False)
+        xhat = (_norm_rows(x, n).double() - _f64(mean).reshape(-1, 1)) * _f64(rstd).reshape(-1, 1)
+        return _sum_terms(g2.double() * xhat, [0], idx, mean=False)
+    if name in ("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training"):
+        x = args[0]
+        if not _batch_norm_training(name, args) or x.numel() == 0:
+            return None  # the running statistics: nothing is reduced
+        if which == 1:
+            return _sum_terms(x, _channel_dims(x), idx, mean=True)
+        return Terms(x.numel() // max(1, int(x.shape[1])), "relative")
+    if name == "native_batch_norm_backward":  # (grad x, grad weight, grad bias): sums over all but the channels
+        g = args[0]
+        if which == 2:
+            return _sum_terms(g, _channel_dims(g), idx, mean=False)
+        return Terms(g.numel() // max(1, int(g.shape[1])), "estimated")
+    if name == "convolution_backward":  # (grad x, grad weight, grad bias)
+        g = args[0]
+        if which == 2:
+            return _sum_terms(g, _channel_dims(g), idx, mean=False)
+        return Terms(int(g.shape[0] * math.prod(g.shape[2:])), "estimated")
+    if name in ("_fused_rms_norm", "_fused_rms_norm_backward"):
+        if name == "_fused_rms_norm":
+            return Terms(math.prod(args[1]) if args[1] else 1, "relative")  # rstd: one row reduction
+        n = math.prod(args[2]) if len(args) > 2 and args[2] else int(args[0].shape[-1])
+        return Terms(max(1, args[0].numel() // max(1, n)), "estimated")  # grad weight: a sum over the rows
+    if "scaled_dot_product" in name:  # the log-sum-exp, the key and value gradients: rows of the same lengths
+        return Terms(max(int(args[1].shape[-2]), int(args[2].shape[-2]), int(args[1].shape[-1])), "estimated")
+    if name in ("var_mean", "std_mean") and which == 1:
+        dims = args[1] if len(args) > 1 else None
+        return _sum_terms(args[0], dims, idx, mean=True)
+    return None
+
+
+def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], which: int = 0) -> Terms | None:
+    """K and the terms of the sampled elements ``idx`` (flat indices into ``out``, output ``which`` of
+    the op), or None."""
     name = _name(func)
     kwargs = kwargs or {}
     if not idx or not (out.is_floating_point() and out.numel()):
         return None
     try:
+        if which > 0:
+            return _more_terms(name, args, out, idx, which)
         if name in ("mm", "bmm", "mv", "dot", "matmul"):
             return _matmul_terms(args[0], args[1], idx)
         if name == "addmv":
@@ -193,10 +260,23 @@ def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int]) ->
         if name in ("convolution", "_convolution"):
             w = args[1]
             return Terms(int(math.prod(w.shape[1:])) * (1 if not bool(args[6]) else int(w.shape[0])), "estimated")
-        if name == "convolution_backward":  # the first output may be grad_input or grad_weight: the larger K
-            g, x, w = args[0], args[1], args[2]
-            return Terms(max(int(math.prod(w.shape[:1]) * math.prod(w.shape[2:])),
-                             int(g.shape[0] * math.prod(g.shape[2:]))), "estimated")
+        if name == "convolution_backward":  # grad x: a sum over a group's output channels and the kernel
+            w, groups = args[2], int(args[9]) if len(args) > 9 else 1
+            return Terms(int(w.shape[0] // max(1, groups) * math.prod(w.shape[2:])), "estimated")
+        if name == "native_layer_norm_backward":  # grad x: the row's own sums of K terms
+            return Terms(math.prod(args[2]) if args[2] else 1, "estimated")
+        if name in ("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training"):
+            x = args[0]
+            if not _batch_norm_training(name, args):
+                return None  # (x - running mean) / sqrt(running var + eps) * w + b: elementwise
+            # normalized by its channel's statistics: absolute error at their scale, as a layer norm
+            return Terms(x.numel() // max(1, int(x.shape[1])), "relative-floor")
+        if name == "native_batch_norm_backward":
+            g = args[0]
+            return Terms(g.numel() // max(1, int(g.shape[1])), "estimated") if bool(args[7]) else None
+        if name == "_fused_rms_norm_backward":
+            n = math.prod(args[2]) if len(args) > 2 and args[2] else int(args[0].shape[-1])
+            return Terms(n, "estimated")
         if "scaled_dot_product" in name:
             return Terms(max(int(args[1].shape[-2]), int(args[0].shape[-1])), "estimated")
         if name in ACCUMULATING:

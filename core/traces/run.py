@@ -8,7 +8,7 @@ import torch
 
 from core.machines.devices import Device, cpu_device, device_info
 from core.traces.files import FORMAT, VERSION
-from core.traces.models import RunSettings, build, threads_context
+from core.traces.models import MODELS, RunSettings, batch_of, build, dropout_note, threads_context
 from core.traces.record import MAX_OPS, TRACE_LOCK, run_traced
 
 
@@ -25,12 +25,19 @@ def make_trace(s: RunSettings, backward: bool = False, max_ops: int = MAX_OPS) -
     # tracker sees them
     with TRACE_LOCK:
         root, inputs, fn = build(s, backward)
+        # a module's batch is its first input's leading dimension; the bundled LM's is its setting
+        batch = s.batch if s.model in MODELS else batch_of(inputs)
+        if s.follow_row is not None and s.follow_row >= batch:
+            raise ValueError(f"--follow-row {s.follow_row}: the batch (the first input's leading dimension) "
+                             f"has {batch} rows")
+        follow = batch if s.model == "tiny-lm" or s.follow_row is not None else 1
         with threads_context(s):
             threads = torch.get_num_threads()
-            ops = run_traced(fn, root, inputs, s.batch if s.model == "tiny-lm" else 1, perturb, max_ops)
+            ops = run_traced(fn, root, inputs, follow, perturb, max_ops, s.follow_row or 0)
     machine = {k: v for k, v in device_info(_device(s)).items()}
     machine["threads"] = threads if s.device == "cpu" else machine.get("threads")
-    settings = s.as_dict() | {"backward": backward, "threads_used": threads}
+    notes = [n for n in (dropout_note(root),) if n]
+    settings = s.as_dict() | {"backward": backward, "threads_used": threads, "batch": batch, "notes": notes}
     return {"format": FORMAT, "version": VERSION,
             "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "settings": settings, "machine": machine, "ops": [o.to_dict() for o in ops]}
