@@ -15,7 +15,16 @@ import pathlib
 
 import jsonschema
 
-from core.traces.record import MAX_ARG_TEXT, MAX_INPUTS, MAX_OPS, MAX_OUTPUTS, OUTPUT_FIELDS, SAMPLE, OpRecord
+from core.traces.record import (
+    MAX_ARG_TEXT,
+    MAX_INPUTS,
+    MAX_OPS,
+    MAX_OUTPUTS,
+    OPTIONAL_FIELDS,
+    OUTPUT_FIELDS,
+    SAMPLE,
+    OpRecord,
+)
 
 FORMAT = "op-trace"
 VERSION = 2
@@ -45,10 +54,11 @@ OUTPUT = {"type": "object", "required": list(OUTPUT_FIELDS), "additionalProperti
           "properties": _OUTPUT_PROPERTIES}
 OP = {
     "type": "object",
-    "required": [f for f in OpRecord.__dataclass_fields__ if f != "outputs"],
+    "required": [f for f in OpRecord.__dataclass_fields__ if f not in OPTIONAL_FIELDS],
     "additionalProperties": False,
     "properties": {
         "outputs": {"type": "array", "maxItems": MAX_OUTPUTS, "items": OUTPUT},
+        "mixes_rows": {"type": "boolean"},
         "index": {"type": "integer", "minimum": 1},
         "op": _TEXT,
         "module": _TEXT,

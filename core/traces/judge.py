@@ -2,9 +2,11 @@
 change; and a difference's size against the rounding envelope of that op.
 
 State. *identical*: the output bits are equal. *not comparable*: the output shapes differ (two
-batch sizes, and no row followed): no element has a partner, so no size is measured and no
-rounding verdict given. *format change*: the outputs are in two floating formats (a bfloat16 run
-against a float32 one, autocast): the difference is the format's, not rounding's. *born here*: the
+batch sizes, and no row followed), or, following one row, the op reads the whole batch (a
+reduction over it, such as ``mask.all()``): no element has a partner, or the other rows count, so
+no size is measured and no rounding verdict given. *format change*: the outputs are in two
+floating formats (a bfloat16 run against a float32 one, autocast): the difference is the
+format's, not rounding's. *born here*: the
 inputs are bit-identical (every input tensor's digest, and the non-tensor arguments) and the
 output is not: this op made the difference. *inherited*: an input already differed.
 
@@ -103,10 +105,14 @@ class Size:
                 f"; L1 gap {self.l1_gap:.3g}" + (f" against a bound of {self.l1_bound:.3g}" if self.l1_bound else "")
                 if self.l1_gap else "")
         parts = [f"{_num(self.max_ulps)} ULPs"]
-        if self.vs_typical is not None:
-            parts.append(f"{_num(self.vs_typical)}x the typical √K·u size")
-        if self.vs_bound is not None:
-            parts.append(f"{_num(self.vs_bound)}x the γ_K bound" + ("" if self.rigorous else " (estimated)"))
+        if self.basis.startswith(("reordering", "a row reduction")):
+            if self.vs_typical is not None:
+                parts.append(f"{_num(self.vs_typical)}x the typical √K·u size")
+            if self.vs_bound is not None:
+                parts.append(f"{_num(self.vs_bound)}x the γ_K bound" + ("" if self.rigorous else " (estimated)"))
+        elif self.vs_bound is not None:  # an elementwise function or formula: its allowance in ULPs
+            parts.append(f"{_num(self.vs_bound)}x the {ELEMENTWISE_ULPS:.0f}-ULP allowance of {self.basis}"
+                         + ("" if self.rigorous else " (estimated)"))
         return f"{self.differing} of {self.sampled} sampled elements differ, at most " + ", ".join(parts)
 
 
@@ -115,18 +121,17 @@ class Judgement:
     state: str  # one of STATES
     size: Size | None  # None when identical, or when the shapes differ
     reason: str  # one sentence: why this state
-    formats: tuple[str, str] | None = None  # a format change: A's and B's output formats
+    detail: str | None = None  # the verdict of a state that has no rounding verdict (see ``verdict``)
 
     @property
     def verdict(self) -> str | None:
-        """"within rounding" / "beyond rounding" for a difference; "shapes differ" when not comparable;
-        "<format> to <format>" for a format change; None when identical."""
+        """"within rounding" / "beyond rounding" for a difference; for one that is not comparable, why
+        ("shapes differ", "reads the whole batch"); for a format change "<format A> to <format B>";
+        None when identical."""
         if self.state == IDENTICAL:
             return None
-        if self.state == NOT_COMPARABLE:
-            return "shapes differ"
-        if self.state == FORMAT_CHANGE and self.formats is not None:
-            return f"{self.formats[0]} to {self.formats[1]}"
+        if self.state in (NOT_COMPARABLE, FORMAT_CHANGE):
+            return self.detail
         return "within rounding" if self.size is not None and self.size.within else "beyond rounding"
 
 
@@ -286,11 +291,16 @@ def judge(a: OpRecord, b: OpRecord) -> Judgement:
         sa, sb = (a.out_shape, b.out_shape) if a.out_shape != b.out_shape else (shapes_a, shapes_b)
         return Judgement(NOT_COMPARABLE, None, f"the output shapes differ ({sa} against {sb}), so "
                          "no element has a partner; a batch against another batch compares one row of each "
-                         "(scripts.trace run --follow-row)")
+                         "(scripts.trace run --follow-row)", "shapes differ")
+    if a.mixes_rows or b.mixes_rows:
+        return Judgement(NOT_COMPARABLE, None, "it reads the whole batch (an input was cut to the followed row, its "
+                         "output was not), so the other rows count in its result: it is not one row's arithmetic",
+                         "reads the whole batch")
     size = _sized(a, b)
     if a.out_dtype != b.out_dtype and a.out_dtype in FORMATS and b.out_dtype in FORMATS:
         return Judgement(FORMAT_CHANGE, size, f"the outputs are in other formats ({a.out_dtype} against "
-                         f"{b.out_dtype}): the difference is the format's, not rounding's", (a.out_dtype, b.out_dtype))
+                         f"{b.out_dtype}): the difference is the format's, not rounding's",
+                         f"{a.out_dtype} to {b.out_dtype}")
     skip = 1 if packet(a.op) in WRITE_ONLY_FIRST else 0  # copy_ and fill_ overwrite their first input
     inputs_same = a.in_digests[skip:] == b.in_digests[skip:] and a.in_shapes == b.in_shapes
     if inputs_same and a.args != b.args:

@@ -125,14 +125,16 @@ class OpRecord:
     # an op with several outputs: each one's OUTPUT_FIELDS, the first included (the fields above are the
     # first output's, with out_digest over all of them); empty for one output, and in version 1 files
     outputs: list[dict] = field(default_factory=list)
+    # following one row: an input was cut to the row and the output was not (a reduction over the batch)
+    mixes_rows: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @staticmethod
     def from_dict(d: dict) -> OpRecord:
-        return OpRecord(**{k: d[k] for k in OpRecord.__dataclass_fields__ if k != "outputs"},
-                        outputs=list(d.get("outputs") or []))
+        return OpRecord(**{k: d[k] for k in OpRecord.__dataclass_fields__ if k not in OPTIONAL_FIELDS},
+                        outputs=list(d.get("outputs") or []), mixes_rows=bool(d.get("mixes_rows", False)))
 
     def output_records(self) -> list[OpRecord]:
         """One record per output, each with that output's fields (just ``self`` for a one-output op)."""
@@ -141,6 +143,7 @@ class OpRecord:
         return [replace(self, outputs=[], **{k: o[k] for k in OUTPUT_FIELDS}) for o in self.outputs]
 
 
+OPTIONAL_FIELDS = ("outputs", "mixes_rows")  # absent from version 1 files
 OUTPUT_FIELDS = ("out_shape", "full_shape", "out_dtype", "out_digest", "l1", "sample_index", "sample_hex", "k",
                  "terms_kind", "sum_abs", "scale", "total_abs")
 
@@ -300,6 +303,16 @@ class TraceMode(TorchDispatchMode):
             return t[self.row * share: (self.row + 1) * share]
         return t
 
+    def _batched(self, out, tensors_in: list) -> bool:
+        """A tensor made batch-shaped from no input data: a buffer expanded to the batch ([1, T] to
+        [B, T]: token type ids, position ids, a mask), or a factory's [B, ...] (``torch.ones(batch, T)``).
+        Its rows belong to the requests as much as the data's do, so it is followed too."""
+        if not isinstance(out, torch.Tensor) or out.dim() < 2 or out.shape[0] % self.follow:
+            return False
+        if tensors_in:  # expand: the leading dimension is new (1, or no dimension, before)
+            return tensors_in[0].dim() < out.dim() or tensors_in[0].shape[0] == 1
+        return out.shape[0] == self.follow
+
     def _digest(self, t: torch.Tensor) -> str:
         version = _version(t)
         seen = self._digests.get(t) if version is not None else None
@@ -323,7 +336,7 @@ class TraceMode(TorchDispatchMode):
         derived = any(self._derived.get(a, False) for a in tensors_in)
         if skip:
             out = func(*args, **kwargs)
-            if derived:
+            if derived or (self.follow > 1 and name == "expand" and self._batched(out, tensors_in)):
                 for o in tensors_of(out, []):
                     self._derived[o] = True
             return out
@@ -343,7 +356,7 @@ class TraceMode(TorchDispatchMode):
         places = [i for i, o in enumerate(out) if isinstance(o, torch.Tensor)] \
             if isinstance(out, tuple) and len(outs) == sum(isinstance(o, torch.Tensor) for o in out) \
             else list(range(len(outs)))
-        if derived:
+        if derived or (self.follow > 1 and not tensors_in and self._batched(out, [])):
             for o in outs:
                 self._derived[o] = True
         self._counter += 1
@@ -399,10 +412,12 @@ class TraceMode(TorchDispatchMode):
         each = [self._output(func, name, args, kwargs, tensors_in, o, i)
                 for o, i in zip(outs[:MAX_OUTPUTS], places[:MAX_OUTPUTS], strict=True)]
         first = dict(each[0])
+        mixes = self.follow > 1 and first["out_shape"] == first["full_shape"] and any(
+            s != list(a.shape) for s, a in zip(in_shapes, tensors_in, strict=False))
         if len(outs) > 1:  # every output counts (indices of a sort, a norm's mean and rstd, ...)
             rest = "".join(e["out_digest"] for e in each[1:]) + "".join(self._digest(o) for o in outs[MAX_OUTPUTS:])
             first["out_digest"] = hashlib.blake2b((first["out_digest"] + rest).encode(), digest_size=8).hexdigest()
-        return OpRecord(*head, **first, outputs=each if len(outs) > 1 else [])
+        return OpRecord(*head, **first, outputs=each if len(outs) > 1 else [], mixes_rows=mixes)
 
 
 def run_traced(fn: Callable[[], object], root: torch.nn.Module | None, inputs=(), follow_batch: int = 1,

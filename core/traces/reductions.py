@@ -105,6 +105,41 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
     return Terms(kk, "exact", sum_abs.tolist(), sq.sqrt().tolist(), total)
 
 
+def _conv_terms(x: torch.Tensor, w: torch.Tensor, bias, stride, padding, dilation, groups: int,
+                idx: list[int]) -> Terms:
+    """A 1-D or 2-D convolution's terms: each sampled output element sums the products of its input
+    patch (over its group's channels) and its filter, K = C_in/groups x the kernel (+ 1 with a bias).
+    The total over all elements is the convolution of |x| with |w|, in float64."""
+    import torch.nn.functional as F
+
+    x, w = _f64(x), _f64(w)
+    if w.dim() == 3:  # a 1-D convolution as a 2-D one of height 1
+        x, w = x.unsqueeze(2), w.unsqueeze(2)
+        stride, padding, dilation = (1, stride[0]), (0, padding[0]), (1, dilation[0])
+    if isinstance(padding, str):
+        raise ValueError("string padding")  # padding="same" reaches aten as numbers; anything else: estimated
+    cout, cin_g, kh, kw = w.shape
+    y = F.conv2d(x.abs(), w.abs(), None, stride, padding, dilation, groups)  # sum|t| of every output element
+    n_, _, oh, ow = y.shape
+    flat = torch.tensor(idx, dtype=torch.long)
+    bn, rem = flat // (cout * oh * ow), flat % (cout * oh * ow)
+    co, pix = rem // (oh * ow), rem % (oh * ow)
+    cols = F.unfold(x[bn], (kh, kw), dilation=dilation, padding=padding, stride=stride)  # [S, C_in kh kw, L]
+    cols = cols.reshape(len(idx), groups, cin_g * kh * kw, -1)
+    g = co // (cout // groups)
+    patch = cols[torch.arange(len(idx)), g, :, pix]  # [S, cin_g kh kw]
+    t = patch * w.reshape(cout, -1)[co]
+    sum_abs, sq = t.abs().sum(1), (t * t).sum(1)
+    total = float(y.sum())
+    k = cin_g * kh * kw
+    if bias is not None:
+        b = _f64(bias)[co]
+        sum_abs, sq = sum_abs + b.abs(), sq + b * b
+        total += float(_f64(bias).abs().sum()) * n_ * oh * ow
+        k += 1
+    return Terms(k, "exact", sum_abs.tolist(), sq.sqrt().tolist(), total)
+
+
 def _upper_sum(x: torch.Tensor, dim: int, n: int) -> torch.Tensor:
     """An upper bound, in float64, on the exact sums of the non-negative ``x`` along ``dim`` (n terms):
     the sums computed in float32 (exact inputs for float16 and bfloat16), divided by 1 - gamma_n: any
@@ -258,8 +293,11 @@ def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], wh
             kind = "relative" if "rms" in name else "relative-floor"
             return Terms(math.prod(shape) if shape else 1, kind)
         if name in ("convolution", "_convolution"):
-            w = args[1]
-            return Terms(int(math.prod(w.shape[1:])) * (1 if not bool(args[6]) else int(w.shape[0])), "estimated")
+            x, w, bias, stride, padding, dilation, transposed = args[:7]
+            groups = int(args[8]) if len(args) > 8 else 1
+            if not bool(transposed) and w.dim() in (3, 4):
+                return _conv_terms(x, w, bias, stride, padding, dilation, groups, idx)
+            return Terms(int(math.prod(w.shape[1:])) * (1 if not bool(transposed) else int(w.shape[0])), "estimated")
         if name == "convolution_backward":  # grad x: a sum over a group's output channels and the kernel
             w, groups = args[2], int(args[9]) if len(args) > 9 else 1
             return Terms(int(w.shape[0] // max(1, groups) * math.prod(w.shape[2:])), "estimated")
