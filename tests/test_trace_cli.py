@@ -128,6 +128,11 @@ def test_bad_input(tmp_path):
         (["run", "--module", f"{failing}:make", "--out", out], ["ZeroDivisionError", "division by zero"]),
         (["run", "--module", f"{failing}:make", "--arg", "where=forward", "--out", out],
          ["RuntimeError", "in forward"]),
+        (["run", "--model", "mlp-step", "--perturb-op", "100000", "--out", out], ["cannot perturb op 100000", "only"]),
+        (["run", "--model", "tiny-lm", "--follow-row", "1", "--out", out], ["--follow-row", "--module"]),
+        (["run", "--module", "tests/corpus/gpt2.py:make", "--arg", "batch=2", "--follow-row", "2", "--out", out],
+         ["--follow-row 2", "has 2 rows"]),
+        (["run", "--model", "tiny-lm", "--dtype", "float64", "--out", out], ["float32 or bfloat16"]),
     ]
     # side by side: each process spends its time importing torch
     procs = [subprocess.Popen([sys.executable, "-m", "scripts.trace", *args], cwd=ROOT, stdout=subprocess.PIPE,
@@ -162,3 +167,22 @@ def test_run_loads_no_streamlit(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert last_line(done) == "False False" and p.is_file()
+
+
+def test_a_transformers_batch_against_its_row(tmp_path):
+    """GPT-2 from a config (tests/corpus): batch 4 following row 0 against row 0 alone, in bfloat16; the
+    header shows each trace's real batch, and the answer is one of the grammar's forms."""
+    from core.traces.compare import LINE as GRAMMAR
+
+    a, b = tmp_path / "one.json", tmp_path / "four.json"
+    spec = "tests/corpus/gpt2.py:make"
+    runs = [subprocess.Popen([sys.executable, "-m", "scripts.trace", "run", "--module", spec, "--dtype", "bfloat16",
+                              *extra, "--out", str(path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+            for extra, path in (([], a), (["--arg", "batch=4", "--follow-row", "0"], b))]
+    for r in runs:
+        _, err = r.communicate(timeout=300)
+        assert r.returncode == 0, err
+    out = ok(trace("compare", str(a), str(b))).stdout.splitlines()
+    assert ", batch 1, bfloat16," in out[0] and ", batch 4 (row 0 followed), bfloat16," in out[1], out[:2]
+    assert GRAMMAR.fullmatch(out[-1]), out[-1]

@@ -21,6 +21,7 @@ against the same op's envelope: it says whether the difference is still rounding
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -30,6 +31,11 @@ from core.traces.files import ops_of
 from core.traces.judge import BORN, IDENTICAL, INHERITED, Judgement, judge, packet
 from core.traces.record import OpRecord
 
+# the one-line answer's whole grammar (the module docstring's five forms)
+LINE = re.compile(r"first difference: (?:op (?P<index>\d+) of (?P<n>\d+)(?: \(only in (?P<side>[AB])\))?, "
+                  r"(?P<op>aten\.\S+) in (?P<module>\S+): (?:(?P<state>born here|inherited), "
+                  r"(?P<verdict>within rounding|beyond rounding)|not comparable, (?P<why>shapes differ|reads the whole "
+                  r"batch)|format change, (?P<src>\w+) to (?P<dst>\w+))|none in (?P<none>\d+) ops)")
 CASTS = frozenset({"_to_copy", "to", "copy_", "_autocast_to_reduced_precision", "_autocast_to_full_precision",
                    "convert_element_type"})
 

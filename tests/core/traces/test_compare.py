@@ -85,3 +85,25 @@ def test_an_extra_op_between_repeated_ops_is_not_a_difference():
     c = compare_ops(a, b)
     assert c.line == "first difference: none in 3 ops"
     assert [o.op for o in c.only_b] == ["aten.clone.default"] and not c.only_a
+
+
+def test_autocast_parts_at_its_first_cast(traces):
+    """B under bfloat16 autocast: the first difference is a cast only B has, named as a format change."""
+    from core.traces.compare import LINE as GRAMMAR
+
+    a, b = traces["mlp"], make_trace(RunSettings(dtype="autocast-bfloat16"))
+    c = compare(a, b)
+    m = GRAMMAR.fullmatch(c.line)
+    assert m and m["side"] == "B" and (m["src"], m["dst"]) == ("float32", "bfloat16"), c.line
+    assert m["op"] == "aten._to_copy.default" and int(m["n"]) == len(b["ops"])
+    assert c.cast is not None and c.cast in c.only_b and c.parted and "converts float32 to bfloat16" in c.note
+    # every op B has before the cast is matched and identical
+    assert all(r.judgement.state == "identical" for r in c.rows if r.b.index < c.cast.index)
+
+
+def test_every_line_fits_the_grammar(traces):
+    from core.traces.compare import LINE as GRAMMAR
+
+    for x in traces.values():
+        for y in traces.values():
+            assert GRAMMAR.fullmatch(compare(x, y).line)

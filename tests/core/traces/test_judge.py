@@ -246,3 +246,54 @@ def test_the_typical_cap_is_not_rigorous():
     a, b = _sum_record(v.tolist(), _left_to_right(v)), _sum_record(v.tolist(), np.sum(v))
     s = size_of(a, b)
     assert s.vs_bound < 1 < s.vs_envelope and not s.within
+
+
+# ------------------------------------------------------------ several outputs, shapes, formats
+
+
+def _f32_next(h: str, steps: int) -> str:
+    return f"{struct.unpack('>I', bytes.fromhex(h))[0] + steps:08x}"
+
+
+@pytest.fixture(scope="module")
+def norm_backward() -> OpRecord:
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(32, 16, generator=g, requires_grad=True)
+    norm = torch.nn.LayerNorm(16)
+    ops = run_traced(lambda: (norm(x) * torch.randn(32, 16, generator=g)).sum().backward(), norm, inputs=(x,))
+    return next(o for o in ops if o.op == "aten.native_layer_norm_backward.default")
+
+
+def _changed_output(rec: OpRecord, which: int, steps: int) -> OpRecord:
+    """``rec`` with output ``which`` (0-based) moved by ``steps`` ULPs at its largest sampled element."""
+    outs = [dict(o) for o in rec.outputs]
+    o = outs[which]
+    vals = [abs(decode_hex(h, "float32")) for h in o["sample_hex"]]
+    i = int(np.argmax(vals))
+    o["sample_hex"] = [*o["sample_hex"][:i], _f32_next(o["sample_hex"][i], steps), *o["sample_hex"][i + 1:]]
+    o["out_digest"] = hashlib.blake2b(str(o["sample_hex"]).encode(), digest_size=8).hexdigest()
+    return OpRecord.from_dict(rec.to_dict() | {"outputs": outs, "out_digest": "f" * 16})
+
+
+def test_each_output_is_judged_against_its_own_envelope(norm_backward):
+    a = norm_backward
+    near = judge(a, _changed_output(a, 1, 1))  # grad weight, one ULP: a reordering of the 32 rows' terms
+    assert near.state == "born here" and near.verdict == "within rounding"
+    assert (near.size.output, near.size.outputs) == (2, 3) and near.size.text().startswith("output 2 of 3: ")
+    assert near.size.basis == "reordering of 32 terms" and near.size.rigorous
+    far = judge(a, _changed_output(a, 2, 2**16))  # grad bias, far off
+    assert far.verdict == "beyond rounding" and far.size.output == 3
+
+
+def test_other_shapes_are_not_comparable_and_other_formats_a_format_change(recs):
+    a = recs["mm"]
+    wider = OpRecord.from_dict(a.to_dict() | {"out_shape": [32, 8], "out_digest": "e" * 16})
+    j = judge(a, wider)
+    assert (j.state, j.verdict, j.size) == ("not comparable", "shapes differ", None)
+    bf = OpRecord.from_dict(a.to_dict() | {"out_dtype": "bfloat16", "out_digest": "e" * 16,
+                                           "sample_hex": [h[:4] for h in a.sample_hex]})
+    j = judge(a, bf)
+    assert (j.state, j.verdict) == ("format change", "float32 to bfloat16")
+    assert j.size is not None and j.size.max_ulps is not None  # still measured, in the coarser format
+    rows = OpRecord.from_dict(a.to_dict() | {"out_digest": "e" * 16, "mixes_rows": True})
+    assert judge(a, rows).verdict == "reads the whole batch"

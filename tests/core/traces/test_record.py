@@ -308,3 +308,82 @@ def test_one_element_view_with_an_odd_stride():
 def test_sparse_tensors_are_refused_with_a_reason():
     with pytest.raises(ValueError, match="only dense"):
         digest(torch.eye(3).to_sparse())
+
+
+# ------------------------------------------------------------------- several outputs, rows, perturbations
+
+
+def test_every_output_of_a_layer_norm_backward_is_recorded_with_its_own_k():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(6, 8, generator=g, requires_grad=True)
+    norm = torch.nn.LayerNorm(8)
+
+    ops = run_traced(lambda: norm(x).square().sum().backward(), norm, inputs=(x,))
+    fwd = next(o for o in ops if o.op == "aten.native_layer_norm.default")
+    bwd = next(o for o in ops if o.op == "aten.native_layer_norm_backward.default")
+    assert [o["out_shape"] for o in fwd.outputs] == [[6, 8], [6, 1], [6, 1]]
+    assert [o["k"] for o in fwd.outputs] == [8, 8, 8]
+    assert [o["out_shape"] for o in bwd.outputs] == [[6, 8], [8], [8]]
+    # grad x: a row's sums of 8 terms; grad weight and grad bias: sums over the 6 rows, with exact terms
+    assert [(o["k"], o["terms_kind"]) for o in bwd.outputs] == [(8, "estimated"), (6, "exact"), (6, "exact")]
+    gy = 2 * norm(x).detach()
+    assert bwd.outputs[2]["sum_abs"] == pytest.approx(gy.abs().sum(0).double().tolist(), rel=1e-6)
+    views = bwd.output_records()
+    assert [v.out_shape for v in views] == [[6, 8], [8], [8]] and all(not v.outputs for v in views)
+    assert len({v.out_digest for v in views}) == 3 and bwd.out_digest not in {v.out_digest for v in views}
+
+
+def test_a_convolution_has_exact_terms():
+    g = torch.Generator().manual_seed(4)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1, stride=2, bias=True)
+    x = torch.randn(2, 3, 7, 7, generator=g)
+    (op,) = run_traced(lambda: conv(x), conv, inputs=(x,))
+    assert op.k == 3 * 9 + 1 and op.terms_kind == "exact"
+    y = torch.nn.functional.conv2d(x.double().abs(), conv.weight.detach().double().abs(),
+                                   conv.bias.detach().double().abs(),
+                                   stride=2, padding=1)
+    flat = y.reshape(-1)
+    assert op.sum_abs == pytest.approx([float(flat[i]) for i in op.sample_index], rel=1e-12)
+    assert op.total_abs == pytest.approx(float(flat.sum()), rel=1e-12)
+
+
+def test_following_a_row_other_than_the_first():
+    x = torch.arange(12.0).reshape(4, 3)
+    w = torch.ones(3, 2)
+    (mm,) = run_traced(lambda: x @ w, None, inputs=(x,), follow_batch=4, follow_row=2)
+    assert mm.out_shape == [1, 2] and mm.in_digests[0] == digest(x[2:3]) and mm.out_digest == digest((x @ w)[2:3])
+    with pytest.raises(ValueError, match="row 4 is not in a batch of 4"):
+        run_traced(lambda: x @ w, None, inputs=(x,), follow_batch=4, follow_row=4)
+
+
+def test_an_op_over_the_whole_batch_is_marked_and_a_batch_shaped_buffer_followed():
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(5))
+    ids = torch.zeros(1, 3)  # a buffer, expanded to the batch as token type ids are
+
+    def fn():
+        return x.sum(0), x + ids.expand(4, 3), x * 2
+
+    total, add, mul = run_traced(fn, None, inputs=(x,), follow_batch=4)
+    assert total.mixes_rows and total.out_shape == [3]
+    assert not add.mixes_rows and add.out_shape == [1, 3] and add.in_shapes == [[1, 3], [1, 3]]
+    assert not mul.mixes_rows and mul.out_shape == [1, 3]
+    assert not any(o.mixes_rows for o in run_traced(fn, None, inputs=(x,)))  # nothing followed, nothing marked
+
+
+def test_a_perturbation_that_would_do_nothing_is_refused():
+    x = torch.randn(4, 3)
+    with pytest.raises(ValueError, match="only 2 ops"):
+        run_traced(lambda: (x * 2).tanh(), None, perturb=(3, 2.0 ** -10))
+    with pytest.raises(ValueError, match=r"cannot perturb op 1 \(aten\.argmax\.default\): it has no floating"):
+        run_traced(lambda: x.argmax(-1).float(), None, perturb=(1, 2.0 ** -10))
+    ops = run_traced(lambda: torch.max(x, -1), None, perturb=(1, 2.0 ** -10))  # values and indices: values
+    planted = x.max(-1).values[0] * torch.tensor(1 + 2.0 ** -10)  # the same float32 product
+    assert decode_hex(ops[0].sample_hex[0], "float32") == float(planted)
+
+
+def test_a_version_one_op_reads_without_the_new_fields(mlp_step):
+    d = mlp_step[2][0].to_dict()
+    d.pop("outputs")
+    d.pop("mixes_rows")
+    back = record.OpRecord.from_dict(d)
+    assert back.outputs == [] and back.mixes_rows is False and back.output_records() == [back]
