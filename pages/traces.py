@@ -10,7 +10,7 @@ import streamlit as st
 from core.crowd.querystate import Field
 from core.traces.compare import Comparison, compare
 from core.traces.files import MAX_TRACE_BYTES, TraceFileError, dumps, from_bytes
-from core.traces.judge import ELEMENTWISE_ULPS
+from core.traces.judge import ELEMENTWISE_ULPS, FORMAT_CHANGE, NOT_COMPARABLE
 from core.traces.pairs import DEFAULT_PAIR, PAIRS, PairResult, provenance, run_pair
 from ui import traces_view as view
 from ui.navigation import ensure_app_navigation, next_page_link
@@ -29,6 +29,8 @@ python -m scripts.trace run --model tiny-lm --batch 8 --device cuda --out gpu.js
 python -m scripts.trace run --model tiny-lm --out laptop.json
 # your own model: make(**args) returns (model, inputs); --backward adds the backward pass
 python -m scripts.trace run --module my_model.py:make --arg width=256 --backward --out mine.json
+# batch invariance: a batch of 4 against its row 0 alone; --dtype casts the model and its inputs
+python -m scripts.trace run --module my_model.py:make --arg batch=4 --follow-row 0 --dtype bfloat16 --out b4.json
 # then upload both files here, or
 python -m scripts.trace compare gpu.json laptop.json"""
 
@@ -115,9 +117,11 @@ def main() -> None:
     st.dataframe(view.rows_table(comparison, only), hide_index=True, width="stretch", height=300)
     view.unmatched(comparison)
     counts = comparison.counts()
+    other = ", ".join(f"{counts[s]} {s}" for s in (NOT_COMPARABLE, FORMAT_CHANGE) if counts.get(s))
     st.caption(f"{len(comparison.rows)} matched ops: {counts.get('identical', 0)} identical, "
-               f"{counts.get('born here', 0)} born here, {counts.get('inherited', 0)} inherited; "
-               f"{len(comparison.only_a)} only in A, {len(comparison.only_b)} only in B.")
+               f"{counts.get('born here', 0)} born here, {counts.get('inherited', 0)} inherited"
+               + (f", {other}" if other else "") + f"; {len(comparison.only_a)} only in A, "
+               f"{len(comparison.only_b)} only in B.")
     if source == "bundled":
         d1, d2 = st.columns(2)
         d1.download_button(f"Download trace A ({a_name})", dumps(trace_a), "trace-a.json", "application/json",
@@ -142,7 +146,15 @@ def explain() -> None:
             "exists in one run only (a fused kernel, an autocast cast).\n\n"
             "- **identical**: the output bits are equal;\n"
             "- **born here**: the inputs are bit-identical and the output is not: this op made the difference;\n"
-            "- **inherited**: an input already differed.\n\n"
+            "- **inherited**: an input already differed;\n"
+            "- **format change**: the two outputs are in other formats (a bfloat16 run against a float32 one), or "
+            "one run has a cast the other lacks (autocast's): the runs part there by choice. Every difference "
+            "after it is the narrower format's precision, so no rounding verdict is given;\n"
+            "- **not comparable**: the output shapes differ (a batch of 4 against a batch of 1: trace with "
+            "`--follow-row 0` to keep one row of each), or, following a row, the op reads the whole batch (a "
+            "mask's `all()`), so the other rows count in its result.\n\n"
+            "An op with several outputs (a layer norm's backward gives three gradients) has each output judged "
+            "against its own envelope.\n\n"
             "A born difference is measured on the sampled elements, in ULPs, and set against the envelope of a "
             "reordered sum of K terms (the Diagnose page's): the typical size u·√K·‖t‖₂ and the rigorous bound "
             "2·γ_K·Σ|t| (γ_K = Ku/(1−Ku), Higham eq. 3.4), with the terms taken from the op's real inputs for "

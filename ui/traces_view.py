@@ -6,14 +6,24 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.traces.compare import Comparison, Row
-from core.traces.judge import packet
+from core.traces.compare import Comparison, Row, cast_formats
+from core.traces.judge import BORN, FORMAT_CHANGE, INHERITED, packet
 from core.traces.pairs import STATE_ORDER, timeline
 from ui.render import inert
 from ui.talk import styled
 
 COLOURS = {"identical": "#b8c2cc", "born here, within rounding": "#f28e2b", "born here, beyond rounding": "#d62728",
-           "inherited": "#4e79a7", "only in one run": "#9467bd"}
+           "inherited": "#4e79a7", "format change": "#59a14f", "not comparable": "#8c564b",
+           "only in one run": "#9467bd"}
+
+
+FORMAT_WORDS = ("A format change is expected wherever one run computes in another format (bfloat16 weights, "
+                "autocast): from there on the two runs round to other grids, so their differences measure the "
+                "narrower format's precision, not a reordering. Compare runs in one format to find rounding "
+                "differences, or read this answer as the cost of the format.")
+
+
+WORDY = [1.1, 1.2, 1.7]  # metric columns wide enough for "format change" and "reads the whole batch"
 
 
 def _where(r: Row) -> str:
@@ -23,18 +33,35 @@ def _where(r: Row) -> str:
 def punchline(punch, c: Comparison, a_name: str, b_name: str) -> None:
     """The first difference in one sentence, then its op, its state and its verdict."""
     first = c.first
+    if c.cast is not None:  # a cast only one run has: the runs part by a change of format
+        o, side = c.cast, c.cast_side
+        n = c.n_b if side == "B" else c.n_a
+        src, dst = cast_formats(o)
+        punch.markdown(f"### The runs part at op {o.index} of {n} in {side}: a cast from {src} to {dst} in "
+                       f"{inert(o.module)} that only {side} has")
+        c1, c2, c3 = punch.columns(WORDY)
+        c1.metric(f"First difference (in {side})", f"op {o.index} of {n}",
+                  help=f"Counted in run {side}'s ops from 1: a cast with no counterpart in the other run.")
+        c2.metric("What differs", FORMAT_CHANGE, help="The runs compute in other formats from here: a choice, "
+                                                      "not a rounding difference.")
+        c3.metric("Formats", f"{src} to {dst}", help=c.note)
+        return
     if first is None:
         punch.markdown(f"### {inert(a_name)} and {inert(b_name)} give the same bits in all {c.n_a} matched ops")
         return
     j = first.judgement
     punch.markdown(f"### The runs part at op {first.a.index} of {c.n_a}: {inert(_where(first))}")
-    c1, c2, c3 = punch.columns([1, 1, 2])
+    c1, c2, c3 = punch.columns([1, 1, 2] if j.state in (BORN, INHERITED) else WORDY)
     c1.metric("First difference", f"op {first.a.index} of {c.n_a}",
               help="Counted in run A's ops from 1; every op before it gives the same bits in both runs.")
-    c2.metric("Born or inherited", j.state,
-              help="Born here: its inputs are bit-identical in both runs and its output is not. Inherited: an input "
-                   "already differed.")
-    c3.metric("Against rounding", j.verdict, help=_size(first))
+    if j.state in (BORN, INHERITED):
+        c2.metric("Born or inherited", j.state,
+                  help="Born here: its inputs are bit-identical in both runs and its output is not. Inherited: an "
+                       "input already differed.")
+        c3.metric("Against rounding", j.verdict, help=_size(first))
+    else:  # not comparable (shapes, the whole batch) or a format change: no rounding verdict to give
+        c2.metric("What differs", j.state, help=j.reason[:1].upper() + j.reason[1:] + ".")
+        c3.metric("Formats" if j.state == FORMAT_CHANGE else "Why", j.verdict, help=_size(first))
 
 
 def _size(r: Row) -> str:
@@ -44,7 +71,9 @@ def _size(r: Row) -> str:
 def details(where, c: Comparison) -> None:
     """Why: the first difference's reason and size against its envelope, and the one-line answer."""
     first = c.first
-    if first is None:
+    if c.cast is not None:
+        where.info(inert(c.note) + " " + FORMAT_WORDS, icon=":material/swap_horiz:")
+    elif first is None:
         note = ""
         if c.only_a or c.only_b:
             note = f" ({len(c.only_a)} ops only in A and {len(c.only_b)} only in B are listed below.)"
@@ -57,6 +86,8 @@ def details(where, c: Comparison) -> None:
             f" (envelope: {inert(basis)})." if basis else ".")
         if c.note:
             msg += " " + inert(c.note)
+        if j.state == FORMAT_CHANGE:
+            msg += " " + FORMAT_WORDS
         (where.error if j.verdict == "beyond rounding" and j.state == "born here" else where.info)(
             msg, icon=":material/search:")
     where.code(c.line, language=None, wrap_lines=True)

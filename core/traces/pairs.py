@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.traces.compare import Comparison, compare
+from core.traces.compare import Comparison, cast_formats, compare
 from core.traces.judge import packet
 from core.traces.models import RunSettings
 from core.traces.run import make_trace
@@ -47,7 +47,8 @@ PAIRS: dict[str, Pair] = {p.key: p for p in [
     Pair("mlp-bf16", "Training step: float32 vs bfloat16 autocast",
          RunSettings(model="mlp-step"), RunSettings(model="mlp-step", dtype="autocast-bfloat16"), "float32",
          "bfloat16 autocast",
-         "The same step with B's forward pass under torch.autocast(bfloat16): autocast adds casts that A has not."),
+         "The same step with B's forward pass under torch.autocast(bfloat16): autocast adds casts that A has not, "
+         "so the runs part at B's first cast, a format change rather than a rounding difference."),
     Pair("mlp-planted", "Training step with a planted bug in one op",
          RunSettings(model="mlp-step"), RunSettings(model="mlp-step", perturb_op=PLANTED_OP), "plain",
          "planted bug",
@@ -56,7 +57,7 @@ PAIRS: dict[str, Pair] = {p.key: p for p in [
 ]}
 DEFAULT_PAIR = "lm-batch"
 STATE_ORDER = ("identical", "born here, within rounding", "born here, beyond rounding", "inherited",
-               "only in one run")
+               "format change", "not comparable", "only in one run")
 
 
 @dataclass(frozen=True)
@@ -96,15 +97,19 @@ def timeline(c: Comparison) -> list[TimelinePoint]:
     b_to_a = {r.b.index: r.a.index for r in c.rows}
     for o in c.only_b:
         before = max((bi for bi in b_to_a if bi < o.index), default=None)
-        pts.append(TimelinePoint((b_to_a[before] if before is not None else 0) + 0.5, "only in one run",
-                                 packet(o.op), o.module, f"only in B (its op {o.index})"))
+        cast = cast_formats(o)
+        pts.append(TimelinePoint((b_to_a[before] if before is not None else 0) + 0.5,
+                                 "format change" if cast else "only in one run", packet(o.op), o.module,
+                                 f"only in B (its op {o.index})" + (f": a cast from {cast[0]} to {cast[1]}" if cast
+                                                                    else "")))
     return sorted(pts, key=lambda p: p.index)
 
 
 def provenance(trace: dict) -> str:
     """One line: what ran where (plain text; the page shows it inert)."""
     s, m = trace["settings"], trace["machine"]
-    extra = [f"batch {s['batch']}" if s.get("batch", 1) != 1 else "", str(s.get("dtype") or ""),
+    row = f" (row {s['follow_row']} followed)" if s.get("follow_row") is not None else ""
+    extra = [f"batch {s['batch']}{row}" if s.get("batch", 1) != 1 else "", str(s.get("dtype") or ""),
              f"op {s['perturb_op']} perturbed" if s.get("perturb_op") else ""]
     cpu = m.get("cpu_model") or ""
     return (f"{s['model']} on {m['device_name']}" + (f" ({cpu}, {m.get('cpu_capability')})" if cpu else "")

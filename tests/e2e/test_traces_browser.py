@@ -94,3 +94,23 @@ def test_upload_two_traces_one_broken_first(page, server, tmp_path):
     expect(page.get_by_text("Uploaded by you", exact=False)).to_be_visible(timeout=RERUN)
     assert_healthy_page(page)
     screenshot(page, "traces-uploaded", full_page=True)
+
+
+def test_the_autocast_pair_reads_as_a_format_change(browser, server):
+    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/traces")
+        expect(page.locator(".st-key-punchline")).to_contain_text(HEADLINE, timeout=SLOW)
+        wait_for_app(page)
+        choose(page, "Pair", "Training step: float32 vs bfloat16 autocast")
+        punch = page.locator(".st-key-punchline")
+        expect(punch).to_contain_text("a cast from float32 to bfloat16", timeout=SLOW)
+        expect(punch).to_contain_text("format change", timeout=RERUN)
+        expect(answer(page)).to_contain_text("(only in B), aten._to_copy.default", timeout=RERUN)
+        expect(answer(page)).to_contain_text("format change, float32 to bfloat16", timeout=RERUN)
+        expect(page.get_by_text("A format change is expected", exact=False)).to_be_visible(timeout=RERUN)
+        assert_healthy_page(page)
+        screenshot(page, "traces-autocast-1280x720")
+    finally:
+        context.close()

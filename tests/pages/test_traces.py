@@ -112,3 +112,39 @@ def test_a_link_reopens_the_same_pair():
     assert at.selectbox(key="tr_pair").value == "mlp-planted"
     assert at.toggle(key="tr_only").value is False
     assert {m.label: m.value for m in at.metric}["Against rounding"] == "beyond rounding"
+
+
+def test_the_autocast_pair_names_a_format_change(results):
+    at = page()
+    at.selectbox(key="tr_pair").set_value("mlp-bf16").run()
+    assert not at.exception, at.exception
+    c = results["mlp-bf16"].comparison
+    metrics = {m.label: m.value for m in at.metric}
+    assert c.cast is not None and metrics["What differs"] == "format change"
+    assert metrics["Formats"] == "float32 to bfloat16" and metrics["First difference (in B)"].startswith("op ")
+    text = everything(at)
+    assert c.line in text and "A format change is expected" in text
+
+
+def test_uploaded_traces_of_a_transformers_model(tmp_path):
+    """GPT-2 from a config (tests/corpus), traced in float32, in bfloat16, and at batch 4 following row 0:
+    the page reads the files and gives the same answers as the command line."""
+    from core.traces.compare import compare
+    from core.traces.models import RunSettings
+    from core.traces.run import make_trace
+
+    spec = "tests/corpus/gpt2.py:make"
+    f32, bf16 = make_trace(RunSettings(model=spec)), make_trace(RunSettings(model=spec, dtype="bfloat16"))
+    row = make_trace(RunSettings(model=spec, args=(("batch", "4"),), follow_row=0))
+    at = page()
+    at.radio(key="tr_source").set_value("upload").run()
+    at.file_uploader(key="tr_up_a").upload("f32.json", dumps(f32).encode(), "application/json").run()
+    at.file_uploader(key="tr_up_b").upload("bf16.json", dumps(bf16).encode(), "application/json").run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    text = everything(at)
+    assert compare(f32, bf16).line in text and "format change, float32 to bfloat16" in text
+    assert {m.label: m.value for m in at.metric}["What differs"] == "format change"
+    at.file_uploader(key="tr_up_b").upload("row.json", dumps(row).encode(), "application/json").run()
+    assert not at.exception and not at.error
+    text = everything(at)
+    assert compare(f32, row).line in text and "batch 4 (row 0 followed)" in text
