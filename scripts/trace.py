@@ -96,7 +96,11 @@ def _compare(args: argparse.Namespace) -> int:
     except (OSError, TraceFileError) as e:
         print(f"trace: {e}", file=sys.stderr)
         return 2
-    c = compare(a, b)
+    try:
+        c = compare(a, b)
+    except TraceFileError as e:
+        print(f"trace: {e}", file=sys.stderr)
+        return 2
     for label, t in (("A", a), ("B", b)):
         st, m = t["settings"], t["machine"]
         row = f" (row {st['follow_row']} followed)" if st.get("follow_row") is not None else ""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from core.arith.formats import FORMATS
 from core.traces.align import Alignment, align
-from core.traces.files import ops_of
+from core.traces.files import TraceFileError, digest_of, ops_of
 from core.traces.judge import BORN, IDENTICAL, INHERITED, Judgement, judge, packet
 from core.traces.record import OpRecord
 
@@ -134,6 +134,11 @@ def compare_ops(a: list[OpRecord], b: list[OpRecord]) -> Comparison:
 
 
 def compare(trace_a: dict, trace_b: dict) -> Comparison:
+    """Compare two trace files (their digests must be made the same way: bits are compared through them)."""
+    da, db = digest_of(trace_a), digest_of(trace_b)
+    if da != db:
+        raise TraceFileError(f"the two traces hash their bits in other ways ({da} against {db}): one was written by "
+                             "an older version of the tracer; trace both runs with the same version")
     return compare_ops(ops_of(trace_a), ops_of(trace_b))
 
 

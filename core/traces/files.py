@@ -29,6 +29,7 @@ from core.traces.record import (
 FORMAT = "op-trace"
 VERSION = 2
 READABLE_VERSIONS = (1, 2)
+DIGESTS = ("blake2b-64", "sha256-64")  # how a file's digests were made ("digest"; version 1 files: the first)
 MAX_TRACE_BYTES = 8 * 1024 * 1024  # a trace file's cap (the bundled LM forward pass is ~0.2 MB)
 
 MAX_DIM = 2**40  # a dimension, K, a flat index: far beyond any real tensor, small enough for exact floats
@@ -78,6 +79,7 @@ TRACE = {
     "properties": {
         "format": {"const": FORMAT},
         "version": {"enum": list(READABLE_VERSIONS)},
+        "digest": {"enum": list(DIGESTS)},
         "created": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}"},
         "settings": {"type": "object", "required": ["model"], "properties": {"model": _TEXT}},
         "machine": {"type": "object", "required": ["device_name", "device_kind", "torch_version"],
@@ -191,6 +193,10 @@ def write(trace: dict, path: pathlib.Path) -> pathlib.Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps(trace))
     return path
+
+
+def digest_of(trace: dict) -> str:
+    return trace.get("digest", DIGESTS[0])
 
 
 def ops_of(trace: dict) -> list[OpRecord]:

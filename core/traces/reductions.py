@@ -69,8 +69,9 @@ def _f64(t: torch.Tensor) -> torch.Tensor:
 
 
 def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float = 1.0,
-                  bias: torch.Tensor | None = None, beta: float = 1.0) -> Terms:
-    """a [..., M, K] @ b [..., K, N] (batched or not), sampled at flat output indices."""
+                  bias: torch.Tensor | None = None, beta: float = 1.0, total: bool = True) -> Terms:
+    """a [..., M, K] @ b [..., K, N] (batched or not), sampled at flat output indices (``total``: also the
+    total of sum|t| over every output element)."""
     a, b = a.detach().to("cpu"), b.detach().to("cpu")
     if a.dim() == 1:
         a = a[None]
@@ -91,53 +92,59 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
     kk = k
     # sum over i, j of sum_k |a_ik||b_kj| = sum_k (sum_i |a_ik|)(sum_j |b_kj|); the column and row sums
     # of |a| and |b| in their own format (fast), each raised by its own worst rounding
-    cols_a = _upper_sum(a3.abs(), -2, m)  # [Ba, K]
-    rows_b = _upper_sum(b3.abs(), -1, n)  # [Bb, K]
-    # broadcasting covers a shared b; the float64 products and their sum round at most numel + 1 times
-    total = abs(alpha) * float((cols_a * rows_b).sum()) * (1 + 2.0 ** -52 * (cols_a.numel() + 2))
+    whole = None
+    if total:
+        cols_a = _upper_sum(a3.abs(), -2, m)  # [Ba, K]
+        rows_b = _upper_sum(b3.abs(), -1, n)  # [Bb, K]
+        # broadcasting covers a shared b; the float64 products and their sum round at most numel + 1 times
+        whole = abs(alpha) * float((cols_a * rows_b).sum()) * (1 + 2.0 ** -52 * (cols_a.numel() + 2))
     if bias is not None:
         bias_full = torch.broadcast_to(_f64(bias), (a3.shape[0], m, n)).reshape(-1) * abs(beta)
         bsel = bias_full[flat]
         sum_abs = sum_abs + bsel.abs()
         sq = sq + bsel * bsel
-        total += float(bias_full.abs().sum())
+        if whole is not None:
+            whole += float(bias_full.abs().sum())
         kk += 1
-    return Terms(kk, "exact", sum_abs.tolist(), sq.sqrt().tolist(), total)
+    return Terms(kk, "exact", sum_abs.tolist(), sq.sqrt().tolist(), whole)
 
 
 def _conv_terms(x: torch.Tensor, w: torch.Tensor, bias, stride, padding, dilation, groups: int,
-                idx: list[int]) -> Terms:
+                idx: list[int], out_shape, total: bool = True) -> Terms:
     """A 1-D or 2-D convolution's terms: each sampled output element sums the products of its input
     patch (over its group's channels) and its filter, K = C_in/groups x the kernel (+ 1 with a bias).
     The total over all elements is the convolution of |x| with |w|, in float64."""
     import torch.nn.functional as F
 
-    x, w = _f64(x), _f64(w)
+    w = _f64(w)
+    x = x.detach().to("cpu")
     if w.dim() == 3:  # a 1-D convolution as a 2-D one of height 1
         x, w = x.unsqueeze(2), w.unsqueeze(2)
         stride, padding, dilation = (1, stride[0]), (0, padding[0]), (1, dilation[0])
     if isinstance(padding, str):
         raise ValueError("string padding")  # padding="same" reaches aten as numbers; anything else: estimated
     cout, cin_g, kh, kw = w.shape
-    y = F.conv2d(x.abs(), w.abs(), None, stride, padding, dilation, groups)  # sum|t| of every output element
-    n_, _, oh, ow = y.shape
+    n_, oh, ow = int(out_shape[0]), (int(out_shape[2]) if len(out_shape) == 4 else 1), int(out_shape[-1])
     flat = torch.tensor(idx, dtype=torch.long)
     bn, rem = flat // (cout * oh * ow), flat % (cout * oh * ow)
     co, pix = rem // (oh * ow), rem % (oh * ow)
-    cols = F.unfold(x[bn], (kh, kw), dilation=dilation, padding=padding, stride=stride)  # [S, C_in kh kw, L]
+    # only the sampled images, in float64 (exact products)
+    cols = F.unfold(x[bn].double(), (kh, kw), dilation=dilation, padding=padding, stride=stride)
     cols = cols.reshape(len(idx), groups, cin_g * kh * kw, -1)
     g = co // (cout // groups)
     patch = cols[torch.arange(len(idx)), g, :, pix]  # [S, cin_g kh kw]
     t = patch * w.reshape(cout, -1)[co]
     sum_abs, sq = t.abs().sum(1), (t * t).sum(1)
-    total = float(y.sum())
+    # the total: the convolution of |x| with |w| gives sum|t| of every output element
+    whole = float(F.conv2d(_f64(x).abs(), w.abs(), None, stride, padding, dilation, groups).sum()) if total else None
     k = cin_g * kh * kw
     if bias is not None:
         b = _f64(bias)[co]
         sum_abs, sq = sum_abs + b.abs(), sq + b * b
-        total += float(_f64(bias).abs().sum()) * n_ * oh * ow
+        if whole is not None:
+            whole += float(_f64(bias).abs().sum()) * n_ * oh * ow
         k += 1
-    return Terms(k, "exact", sum_abs.tolist(), sq.sqrt().tolist(), total)
+    return Terms(k, "exact", sum_abs.tolist(), sq.sqrt().tolist(), whole)
 
 
 def _upper_sum(x: torch.Tensor, dim: int, n: int) -> torch.Tensor:
@@ -165,14 +172,14 @@ def _reduced_rows(x: torch.Tensor, dims) -> torch.Tensor:
     return x.permute(*keep, *dims).reshape(math.prod(x.shape[d] for d in keep), -1)
 
 
-def _sum_terms(x: torch.Tensor, dims, idx: list[int], mean: bool) -> Terms:
+def _sum_terms(x: torch.Tensor, dims, idx: list[int], mean: bool, total: bool = True) -> Terms:
     rows = _reduced_rows(x, dims)
     k = rows.shape[1]
     sel = torch.nan_to_num(rows[torch.tensor(idx, dtype=torch.long)].double(), nan=0.0)
-    total = float(torch.nansum(rows.abs(), dtype=torch.float64))
+    whole = float(torch.nansum(rows.abs(), dtype=torch.float64)) if total else None
     if mean and k:
-        sel, total = sel / k, total / k
-    return Terms(k, "exact", sel.abs().sum(1).tolist(), (sel * sel).sum(1).sqrt().tolist(), total)
+        sel, whole = sel / k, (whole / k if whole is not None else None)
+    return Terms(k, "exact", sel.abs().sum(1).tolist(), (sel * sel).sum(1).sqrt().tolist(), whole)
 
 
 def _row_length(x: torch.Tensor, dim: int) -> int:
@@ -197,38 +204,39 @@ def _batch_norm_training(name: str, args: tuple) -> bool:
     return bool(args[5]) if len(args) > 5 else True
 
 
-def _more_terms(name: str, args: tuple, out: torch.Tensor, idx: list[int], which: int) -> Terms | None:
+def _more_terms(name: str, args: tuple, out: torch.Tensor, idx: list[int], which: int,
+                total: bool = True) -> Terms | None:
     """K and terms of output ``which`` (> 0) of an op with several outputs (None: not a reduction, or
     unknown)."""
     if name == "native_layer_norm":  # (y, mean, rstd): the mean has its K terms x/K; rstd is one row reduction
         n = math.prod(args[1]) if args[1] else 1
         if which == 1:
-            return _sum_terms(_norm_rows(args[0], n), [1], idx, mean=True)
+            return _sum_terms(_norm_rows(args[0], n), [1], idx, mean=True, total=total)
         return Terms(n, "relative")
     if name == "native_layer_norm_backward":  # (grad x, grad weight, grad bias): sums over the M rows
         g, x, shape, mean, rstd = args[:5]
         n = math.prod(shape) if shape else 1
         g2 = _norm_rows(g, n)
         if which == 2:
-            return _sum_terms(g2, [0], idx, mean=False)
+            return _sum_terms(g2, [0], idx, mean=False, total=total)
         xhat = (_norm_rows(x, n).double() - _f64(mean).reshape(-1, 1)) * _f64(rstd).reshape(-1, 1)
-        return _sum_terms(g2.double() * xhat, [0], idx, mean=False)
+        return _sum_terms(g2.double() * xhat, [0], idx, mean=False, total=total)
     if name in ("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training"):
         x = args[0]
         if not _batch_norm_training(name, args) or x.numel() == 0:
             return None  # the running statistics: nothing is reduced
         if which == 1:
-            return _sum_terms(x, _channel_dims(x), idx, mean=True)
+            return _sum_terms(x, _channel_dims(x), idx, mean=True, total=total)
         return Terms(x.numel() // max(1, int(x.shape[1])), "relative")
     if name == "native_batch_norm_backward":  # (grad x, grad weight, grad bias): sums over all but the channels
         g = args[0]
         if which == 2:
-            return _sum_terms(g, _channel_dims(g), idx, mean=False)
+            return _sum_terms(g, _channel_dims(g), idx, mean=False, total=total)
         return Terms(g.numel() // max(1, int(g.shape[1])), "estimated")
     if name == "convolution_backward":  # (grad x, grad weight, grad bias)
         g = args[0]
         if which == 2:
-            return _sum_terms(g, _channel_dims(g), idx, mean=False)
+            return _sum_terms(g, _channel_dims(g), idx, mean=False, total=total)
         return Terms(int(g.shape[0] * math.prod(g.shape[2:])), "estimated")
     if name in ("_fused_rms_norm", "_fused_rms_norm_backward"):
         if name == "_fused_rms_norm":
@@ -239,37 +247,39 @@ def _more_terms(name: str, args: tuple, out: torch.Tensor, idx: list[int], which
         return Terms(max(int(args[1].shape[-2]), int(args[2].shape[-2]), int(args[1].shape[-1])), "estimated")
     if name in ("var_mean", "std_mean") and which == 1:
         dims = args[1] if len(args) > 1 else None
-        return _sum_terms(args[0], dims, idx, mean=True)
+        return _sum_terms(args[0], dims, idx, mean=True, total=total)
     return None
 
 
-def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], which: int = 0) -> Terms | None:
+def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], which: int = 0,
+          total: bool = True) -> Terms | None:
     """K and the terms of the sampled elements ``idx`` (flat indices into ``out``, output ``which`` of
-    the op), or None."""
+    the op), or None. ``total``: also the total of sum|t| over all of ``out`` (a trace that follows one
+    row of a batch has no use for it: its L1 norm is the row's)."""
     name = _name(func)
     kwargs = kwargs or {}
     if not idx or not (out.is_floating_point() and out.numel()):
         return None
     try:
         if which > 0:
-            return _more_terms(name, args, out, idx, which)
+            return _more_terms(name, args, out, idx, which, total)
         if name in ("mm", "bmm", "mv", "dot", "matmul"):
-            return _matmul_terms(args[0], args[1], idx)
+            return _matmul_terms(args[0], args[1], idx, total=total)
         if name == "addmv":
             beta = float(kwargs.get("beta", args[3] if len(args) > 3 else 1.0))
             alpha = float(kwargs.get("alpha", args[4] if len(args) > 4 else 1.0))
             bias = torch.broadcast_to(args[0], out.shape)[:, None] if beta != 0 else None
-            return _matmul_terms(args[1], args[2], idx, alpha, bias, beta)
+            return _matmul_terms(args[1], args[2], idx, alpha, bias, beta, total)
         if name in ("addmm", "baddbmm"):
             beta = float(kwargs.get("beta", args[3] if len(args) > 3 else 1.0))
             alpha = float(kwargs.get("alpha", args[4] if len(args) > 4 else 1.0))
-            return _matmul_terms(args[1], args[2], idx, alpha, args[0] if beta != 0 else None, beta)
+            return _matmul_terms(args[1], args[2], idx, alpha, args[0] if beta != 0 else None, beta, total)
         if name in ("sum", "mean", "nansum"):
             x = args[0]
             if not x.is_floating_point():
                 return None
             dims = args[1] if len(args) > 1 else kwargs.get("dim")
-            return _sum_terms(x, dims, idx, name == "mean")
+            return _sum_terms(x, dims, idx, name == "mean", total)
         if name == "nll_loss_forward":
             x, target, weight, reduction = args[0], args[1], args[2], int(args[3])
             ignore = int(args[4]) if len(args) > 4 else -100
@@ -296,7 +306,7 @@ def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], wh
             x, w, bias, stride, padding, dilation, transposed = args[:7]
             groups = int(args[8]) if len(args) > 8 else 1
             if not bool(transposed) and w.dim() in (3, 4):
-                return _conv_terms(x, w, bias, stride, padding, dilation, groups, idx)
+                return _conv_terms(x, w, bias, stride, padding, dilation, groups, idx, out.shape, total)
             return Terms(int(math.prod(w.shape[1:])) * (1 if not bool(transposed) else int(w.shape[0])), "estimated")
         if name == "convolution_backward":  # grad x: a sum over a group's output channels and the kernel
             w, groups = args[2], int(args[9]) if len(args) > 9 else 1

@@ -9,7 +9,7 @@ import torch
 from core.machines.devices import Device, cpu_device, device_info
 from core.traces.files import FORMAT, VERSION
 from core.traces.models import MODELS, RunSettings, batch_of, build, dropout_note, threads_context
-from core.traces.record import MAX_OPS, TRACE_LOCK, run_traced
+from core.traces.record import DIGEST, MAX_OPS, TRACE_LOCK, run_traced
 
 
 def _device(s: RunSettings) -> Device:
@@ -38,6 +38,6 @@ def make_trace(s: RunSettings, backward: bool = False, max_ops: int = MAX_OPS) -
     machine["threads"] = threads if s.device == "cpu" else machine.get("threads")
     notes = [n for n in (dropout_note(root),) if n]
     settings = s.as_dict() | {"backward": backward, "threads_used": threads, "batch": batch, "notes": notes}
-    return {"format": FORMAT, "version": VERSION,
+    return {"format": FORMAT, "version": VERSION, "digest": DIGEST,
             "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "settings": settings, "machine": machine, "ops": [o.to_dict() for o in ops]}
