@@ -56,15 +56,41 @@ def presenter() -> bool:
     return bool(st.session_state.get(KEY, False))
 
 
+PARAM = "talk"  # the URL parameter that holds presenter mode while it is on
+_SEEN = "_talk_url_seen"  # the value of PARAM this session last applied or wrote
+
+
 def apply_from_link() -> None:
-    """?talk=1 (or 0) switches presenter mode, then leaves the URL to the page."""
-    if "talk" in st.query_params:
-        st.session_state[KEY] = st.query_params["talk"] == "1"
-        del st.query_params["talk"]
+    """?talk=1 (or 0) switches presenter mode when the address brings a value this session has not
+    seen: a link, or a reload (a new session). The parameter stays in the address while presenter
+    mode is on (``keep_in_url``), so F5 and a shared link keep it; a page switch, which drops the
+    address's parameters, keeps the session's mode."""
+    url = st.query_params.get(PARAM)
+    if url is not None and url != st.session_state.get(_SEEN):
+        st.session_state[KEY] = url == "1"
+        st.session_state[_SEEN] = url
+
+
+def url_params() -> dict[str, str]:
+    """What presenter mode adds to this view's address and to its shared link."""
+    return {PARAM: "1"} if presenter() else {}
+
+
+def keep_in_url() -> None:
+    """Write presenter mode into the address (after the toggle: the speaker may just have changed it)."""
+    if presenter():
+        if st.query_params.get(PARAM) != "1":
+            st.query_params[PARAM] = "1"
+        st.session_state[_SEEN] = "1"
+    else:
+        if PARAM in st.query_params:
+            del st.query_params[PARAM]
+        st.session_state[_SEEN] = None
 
 
 def sidebar_toggle() -> None:
     st.sidebar.toggle("Presenter mode", key=KEY, help="Larger type and fewer controls, for a projector.")
+    keep_in_url()
     if presenter():
         st.html(CSS)
 

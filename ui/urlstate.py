@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import streamlit as st
 
 from core.crowd.querystate import Field, decode, encode_bounded, query_string
+from ui import talk
 from ui.render import inert
 
 _PAGE_KEY = "_url_page"  # the page whose restore ran last in this session (sync writes for it)
@@ -29,16 +30,22 @@ def restore(page: str, fields: Sequence[Field], defaults: dict) -> list[str]:
     to that default (a link describes its whole view). On a rerun (a widget changed) the URL is
     still the one ``sync`` wrote, so the visitor's own changes stay.
 
+    An address with no settings at all, in a session that has shown this page before, is a return
+    to it (a page switch drops the address's parameters, and Streamlit drops the widgets' values of a
+    page it leaves): the page comes back as the visitor left it (kept by ``sync``), not at its
+    defaults. Presenter mode's parameter (ui.talk) is not a setting of the page.
+
     Returns the notes about what the link held that was ignored, on every run of the session
     (kept in session state: a rerun right after the restore, such as the navigation guard's,
     must not lose them)."""
     for key, value in defaults.items():
         st.session_state.setdefault(key, value)
     st.session_state[_PAGE_KEY] = page
-    seen_key, notes_key = f"_url_seen_{page}", f"_url_notes_{page}"
-    params = dict(st.query_params)
+    seen_key, notes_key, kept_key = f"_url_seen_{page}", f"_url_notes_{page}", f"_url_kept_{page}"
+    params = {k: v for k, v in st.query_params.items() if k != talk.PARAM}
     if st.session_state.get(seen_key) != params:
-        values, notes = decode(params, fields)
+        kept = st.session_state.get(kept_key)
+        values, notes = (dict(kept), []) if not params and kept is not None else decode(params, fields)
         for f in fields:
             if f.key in values:
                 st.session_state[f.key] = values[f.key]
@@ -57,12 +64,14 @@ def sync(fields: Sequence[Field]) -> Query:
     """
     values = {f.key: st.session_state[f.key] for f in fields if f.key in st.session_state}
     params, omitted = encode_bounded(values, fields)
-    if dict(st.query_params) != params:
-        st.query_params.from_dict(params)
+    address = params | talk.url_params()
+    if dict(st.query_params) != address:
+        st.query_params.from_dict(address)
     page = st.session_state.get(_PAGE_KEY)
     if page is not None:  # the next run with this URL is a rerun, not a new link
         st.session_state[f"_url_seen_{page}"] = dict(params)
-    query = Query(query_string(params))
+        st.session_state[f"_url_kept_{page}"] = values  # what a return to the page brings back
+    query = Query(query_string(address))
     query.omitted = omitted
     query.limits = {f.param: f.limit for f in fields}
     return query

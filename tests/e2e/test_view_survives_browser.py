@@ -1,0 +1,105 @@
+"""A speaker's prepared view survives what happens on stage, in a real browser at 1280x720: a reload (F5)
+keeps presenter mode, a round trip through another page keeps the Summation lab's n and Training
+divergence's learning rate and step, and Back returns to the previous page."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import (
+    RERUN,
+    assert_healthy_page,
+    assert_sidebar_collapsed,
+    expect_root_font_at_least,
+    open_sidebar,
+    screenshot,
+    wait_for_app,
+    wait_for_page_end,
+)
+
+WIDTH, HEIGHT = 1280, 720
+SLOW = 180_000
+PRESENTER_PX = 20  # ui.talk.CSS: html { font-size: 20px }
+
+
+def _number(page, label: str):
+    return page.locator('[data-testid="stNumberInput"]').filter(has_text=label).locator("input").first
+
+
+def _set_number(page, label: str, value: str) -> None:
+    box = _number(page, label)
+    box.fill(value)
+    box.press("Enter")
+    wait_for_app(page)
+    expect(box).to_have_value(value, timeout=RERUN)
+
+
+def _sidebar_link(page, title: str) -> None:
+    open_sidebar(page)
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).first.click()
+    wait_for_app(page, timeout=SLOW)
+
+
+def test_a_reload_keeps_presenter_mode(browser, server):
+    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/summation_lab?talk=1")
+        wait_for_app(page, timeout=SLOW)
+        expect_root_font_at_least(page, PRESENTER_PX, "presenter type from the link")
+        expect(page).to_have_url(re.compile(r"[?&]talk=1"), timeout=RERUN)  # the address keeps it
+        page.reload()
+        wait_for_app(page, timeout=SLOW)
+        expect(page).to_have_url(re.compile(r"[?&]talk=1"), timeout=RERUN)
+        expect_root_font_at_least(page, PRESENTER_PX, "presenter type after F5")
+        assert_sidebar_collapsed(page, what="presenter mode folds the sidebar after a reload too")
+        link = page.locator('[data-testid="stCode"]').filter(has_text="?").first
+        page.get_by_text("Link to this view").first.click()
+        expect(link).to_contain_text("talk=1", timeout=RERUN)  # the shared link keeps it
+        # switched off, it leaves the address, and a reload keeps it off
+        open_sidebar(page)
+        page.get_by_text("Presenter mode", exact=True).click()
+        expect(page).not_to_have_url(re.compile(r"[?&]talk="), timeout=RERUN)
+        page.reload()
+        wait_for_app(page, timeout=SLOW)
+        assert_sidebar_collapsed(page, collapsed=False, what="off after the speaker turned it off")
+        assert_healthy_page(page)
+    finally:
+        context.close()
+
+
+def test_a_round_trip_keeps_each_page_as_it_was_left(browser, server):
+    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/summation_lab")
+        wait_for_page_end(page, timeout=SLOW)
+        _set_number(page, "n (1 to", "16")
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text=re.compile(r"^n"))).to_contain_text(
+            "16", timeout=SLOW)
+        _sidebar_link(page, "Training divergence")
+        wait_for_page_end(page, timeout=SLOW)
+        _set_number(page, "Learning rate", "0.3")
+        steps = page.locator('[data-testid="stProgress"]')
+        for _ in range(5):
+            page.get_by_role("button", name="+10 steps").click()
+            wait_for_app(page, timeout=SLOW)
+        expect(steps.first).to_contain_text("step 50 of", timeout=SLOW)
+        _sidebar_link(page, "Summation lab")
+        expect(_number(page, "n (1 to")).to_have_value("16", timeout=SLOW)
+        expect(page).to_have_url(re.compile(r"[?&]n=16"), timeout=RERUN)
+        _sidebar_link(page, "Training divergence")
+        expect(_number(page, "Learning rate")).to_have_value("0.3", timeout=SLOW)
+        expect(steps.first).to_contain_text("step 50 of", timeout=SLOW)
+        screenshot(page, "round-trip-training")
+        # Back: the previous page (the Summation lab)
+        page.go_back()
+        wait_for_app(page, timeout=SLOW)
+        expect(page).to_have_url(re.compile(r"/summation_lab(\?|$)"), timeout=SLOW)
+        expect(page.locator("h1").first).to_have_text("Summation lab", timeout=SLOW)
+        expect(_number(page, "n (1 to")).to_be_visible(timeout=SLOW)
+        assert_healthy_page(page)
+    finally:
+        context.close()
