@@ -127,7 +127,7 @@ def controls(url_notes) -> TrainSettings:
     st.selectbox("Preset", list(PRESETS), key="td_preset", on_change=_load_preset)
     preset = PRESETS[st.session_state["td_preset"]]
     st.caption(preset.note)
-    if preset.settings.source == "threads":  # why the pair can stay identical here, computed live (issue 23)
+    if preset.settings.source == "threads":  # why the pair can stay identical here, computed live
         st.caption(threads_note(preset.settings).text())
     recorded_partings(machine_partings(cached_recordings()[0], preset.name))  # each recorded machine's step
     note_slot = st.empty()

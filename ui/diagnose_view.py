@@ -67,7 +67,7 @@ def metrics_row(d: Diagnosis) -> None:
                 f"{d.fmt}. Near zero an ULP is tiny, so this can be large for harmless elements.")
     c[2].metric("Median difference (ULPs)", _num(d.ulp_stats.p50))
     c[3].metric("Largest relative difference", _num(d.rel_stats.max))
-    # an assumed K says so in its label, not only in a tooltip (issue 23: K = 0 read silently as 65,536)
+    # an assumed K says so in its label, not only in a tooltip (K = 0 read silently as 65,536)
     c[4].metric("K (terms per element), assumed" if d.k_source == "assumed" else "K (terms per element)", f"{d.k:,}",
                 help={"given": "as you gave it", "inputs": "from the inputs",
                       "assumed": "unknown (0 or not given): assumed, since neither K nor the inputs were given; give K "

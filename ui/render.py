@@ -98,7 +98,7 @@ def ulps_text(ulps: float, relative: float | None = None) -> str:
 
 
 def ulps_short(ulps: float) -> str:
-    """An error in ULPs short enough for a metric (issue 23: "-6.264e+07 UL…" was cut): 4 significant digits
+    """An error in ULPs short enough for a metric ("-6.264e+07 UL…" was cut): 4 significant digits
     below 10^5, else three with a bare exponent ("-6.26e7 ULP")."""
     import math
 

@@ -96,12 +96,12 @@ def sidebar_toggle() -> None:
 
 
 # Presenter mode keeps every chart at least this tall (its whole height: title, axes and legend
-# included), so the plotting area stays readable with presenter-sized text (issue 23: a 260 px chart
+# included), so the plotting area stays readable with presenter-sized text (a 260 px chart
 # kept a strip of about 20 px for its data).
 PRESENTER_MIN_HEIGHT = 280
 # A chart with one band per label on its y axis (bars named by row) gets this much more height in
 # presenter mode: its labels are about 1.5 times as tall (18 px against Streamlit's 12), and rows sized
-# for the small labels printed them on top of each other (issue 23, the Summation lab's error bars).
+# for the small labels printed them on top of each other (the Summation lab's error bars).
 PRESENTER_BAND_SCALE = 1.5
 
 

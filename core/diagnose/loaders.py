@@ -97,7 +97,7 @@ NPY_MAGIC = b"\x93NUMPY"  # the first six bytes of every .npy file (NumPy's form
 
 
 def _load_npy(name: str, data: bytes, limit: int) -> Loaded:
-    """The reason given is the real one (issue 23: a file of random bytes was refused as an object array)."""
+    """The reason given is the real one (a file of random bytes was refused as an object array)."""
     if not data.startswith(NPY_MAGIC):
         raise LoadError(f"{_clip(name)} is not a .npy file: it does not start with the .npy header (the bytes "
                         "\\x93NUMPY that np.save writes first). Save the array with np.save, or upload it as .pt or "

@@ -125,7 +125,7 @@ def frames_for(steps: int, speed: int) -> int:
 
 DEFAULT_SEEDS = 6  # seeds per side that both pages (Training divergence, Mitigations) train by default
 
-# The one rule both pages state and apply (issue 23: the two pages gave opposite verdicts on the same
+# The one rule both pages state and apply (the two pages gave opposite verdicts on the same
 # question because each used its own statistic): train the same k seeds on side A and side B; the A-B
 # difference is "inside the seed spread" when the gap between the two sides' MEAN final losses is no
 # larger than the LARGER of the two sides' SAMPLE standard deviations of the final loss over the seeds.

@@ -165,7 +165,7 @@ def test_talk_mode_on_a_1280x720_projector(browser, server):
     page.locator('[data-testid="stPageLink"]').filter(has_text="Watch two runs diverge").click()
     wait_for_app(page)
     expect(page.get_by_text("Press Play to train both runs live", exact=False)).to_be_visible(timeout=RERUN)
-    # the settings folded into one expander, the sidebar folded away (issue 23)
+    # the settings folded into one expander, the sidebar folded away
     expect(page.get_by_text("Settings: preset, what differs", exact=False)).to_have_count(1, timeout=RERUN)
     assert_sidebar_collapsed(page)
     assert_healthy_page(page)

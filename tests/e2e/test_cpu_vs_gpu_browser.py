@@ -23,7 +23,7 @@ def test_cpu_vs_gpu_page(server, page):
     page.goto(f"{server.url}/cpu_vs_gpu")
     wait_for_app(page)
     assert_healthy_page(page)
-    # the server's facts, fingerprint and hashes sit in an expander below the comparison (issue 23)
+    # the server's facts, fingerprint and hashes sit in an expander below the comparison
     page.get_by_text("What this server has: its facts, fingerprint and hashes").click()
     expect(page.get_by_text("No GPU is visible to torch on this server", exact=False)).to_be_visible(timeout=RERUN)
     # the server runs on the test's machine, so its fingerprint is the one computed here

@@ -1,4 +1,4 @@
-"""Every page's insight on its first screen (issue 23): at 1280x720, in normal and in presenter mode
+"""Every page's insight on its first screen: at 1280x720, in normal and in presenter mode
 (``?talk=1``), for the Overview and every page of ``ui.navigation.PAGE_TABLE``, the page's
 ``st.container(key="punchline")`` holds text and lies inside the first screen with the page at its
 top, no exception box is shown, and no metric value is cut (``scrollWidth <= clientWidth``).

@@ -1,4 +1,4 @@
-"""Links that can be opened: a long paste stays out of the URL, and the page says so (issue 12, finding 6).
+"""Links that can be opened: a long paste stays out of the URL, and the page says so.
 
 Before: pasting 100,000 numbers put a 1 MB query into the address bar, and reloading failed with
 HTTP 400. Now the URL keeps the other settings, reloads fine, and a download offers the numbers.

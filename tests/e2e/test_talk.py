@@ -1,4 +1,4 @@
-"""The whole talk, as a speaker gives it (issue 13): one session at 1280x720 on a fresh server.
+"""The whole talk, as a speaker gives it: one session at 1280x720 on a fresh server.
 
 Presenter mode is switched on with one click; every scenario of ``ui.talk.SCENARIOS`` is opened
 from the home page's links, in order and again in reverse (so a page opened a second time by
@@ -181,7 +181,7 @@ def test_the_whole_talk(fresh_server, browser):
         if visit < len(order):
             screenshot(page, f"talk-{i + 1}-{slug(title)}")
         if title == "Watch two runs diverge":
-            # a scenario opens ready to play, also the second time (issue 13: it showed the old run)
+            # a scenario opens ready to play, also the second time (it showed the old run)
             expect(page.get_by_role("button", name="Play", exact=True)).to_be_enabled(timeout=RERUN)
             if visit >= len(order):
                 continue  # played, reset and played again on the first visit
@@ -212,11 +212,11 @@ def test_the_whole_talk(fresh_server, browser):
     context.close()
 
 
-MIN_CHART_HEIGHT = 150  # px: below this a chart is a strip on a projector (issue 23: about 60 px)
+MIN_CHART_HEIGHT = 150  # px: below this a chart is a strip on a projector (about 60 px)
 
 
 def test_presenter_mode_on_every_page_folds_the_sidebar_and_keeps_every_chart_tall(server, browser):
-    """Issue 23: in presenter mode the sidebar stayed open and charts shrank to strips.
+    """In presenter mode the sidebar stayed open and charts shrank to strips.
 
     Every page of ui.navigation.PAGE_TABLE opened with ?talk=1 at 1280x720: presenter type, the
     sidebar folded away, no exception, and every chart on the page drawn at least MIN_CHART_HEIGHT

@@ -141,7 +141,7 @@ def test_step_then_play_and_watch_it_update(server, page):
     screenshot(page, "training-played")
     assert len(seen) >= 2, f"the page never showed an intermediate step: {sorted(seen)}"
 
-    page.get_by_role("button", name="Reset").click()  # issue 13: one Reset enables Play and Step again
+    page.get_by_role("button", name="Reset").click()  # one Reset enables Play and Step again
     expect(page.get_by_text("Press Play to train both runs live")).to_be_visible(timeout=RERUN)
     wait_for_app(page)
     expect(page.get_by_role("button", name="Play")).to_be_enabled(timeout=RERUN)
@@ -153,7 +153,7 @@ FAST_CLICKS = 40
 
 @pytest.mark.timeout(300)
 def test_fast_clicks_never_overlap_on_one_pair(server, page):
-    """Issue 12, finding 1: fast reruns advanced one PairedRun from two script threads at once
+    """Fast reruns advanced one PairedRun from two script threads at once
     (inplace-modification errors, wrong losses, and a segfault that took every viewer down).
 
     Clicks "+10 steps" FAST_CLICKS times with no wait, then Play / Pause / Play; the page must show
@@ -203,7 +203,7 @@ def test_fast_clicks_never_overlap_on_one_pair(server, page):
 
 
 def test_a_preset_link_sets_its_settings_in_the_browser(server, page):
-    """Issue 12, finding 7: the link showed the preset's name but ran the default difference."""
+    """The link showed the preset's name but ran the default difference."""
     name = "One thread vs all threads"
     page.goto(f"{server.url}/training_divergence?preset={quote(name)}")
     wait_for_app(page)
@@ -246,7 +246,7 @@ def _start_seed_study(server, page) -> int:
 
 
 def test_the_seed_study_shows_progress_and_stops_when_a_setting_changes(server, page):
-    """Issue 12, finding 3: a seed study ran to the end whatever the visitor did."""
+    """A seed study ran to the end whatever the visitor did."""
     _start_seed_study(server, page)
     screenshot(page, "training-seeds-progress")
     page.get_by_role("button", name="Step", exact=True).click()
@@ -264,7 +264,7 @@ def test_the_seed_study_shows_progress_and_stops_when_a_setting_changes(server, 
 
 
 def test_the_seed_study_stops_when_its_tab_closes(server, browser):
-    """Issue 12, finding 3: two closed tabs kept training and burned 332 CPU-seconds."""
+    """Two closed tabs kept training and burned 332 CPU-seconds."""
     context = browser.new_context(viewport={"width": 1400, "height": 1600})
     page = context.new_page()
     _start_seed_study(server, page)
@@ -322,7 +322,7 @@ def _red_fill_height(png: bytes) -> int:
 
 
 def test_training_charts_at_1920_px(server, browser):
-    """Issue 13: boundaries drawn as vertical stripes at 1920 px; the bits strip about 15 px tall."""
+    """Boundaries drawn as vertical stripes at 1920 px; the bits strip about 15 px tall."""
     context = browser.new_context(viewport={"width": 1920, "height": 3600})
     page = context.new_page()
     try:
@@ -350,7 +350,7 @@ def test_training_charts_at_1920_px(server, browser):
 
 
 def test_a_scenario_reopened_from_the_home_page_is_ready_to_play(server, page):
-    """Issue 13: reopening 'Watch two runs diverge' showed the old run (finished: Play disabled)."""
+    """Reopening 'Watch two runs diverge' showed the old run (finished: Play disabled)."""
     page.goto(server.url)
     wait_for_app(page)
     for attempt in range(2):
@@ -405,7 +405,7 @@ def assert_on_first_screen(chart, what: str) -> None:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("talk", ["0", "1"], ids=["normal", "presenter"])
 def test_the_losses_part_on_the_first_screen_while_play_runs(server, browser, talk):
-    """Issue 23: the loss chart began 1.6 screens down, and Play showed a progress bar and four metrics.
+    """The loss chart began 1.6 screens down, and Play showed a progress bar and four metrics.
 
     At 1280x720, normal and presenter mode: after one Step both live charts (the losses of A and B,
     their relative gap) lie inside the first screen and neither is empty axes; the loss chart draws

@@ -120,7 +120,7 @@ def test_bundled_machines_side_by_side_with_fingerprints(monkeypatch):
 
 
 def test_gpu_text_matches_the_bundled_recordings_and_facts_are_folded():
-    """Issue 23: the intro promised results "recorded on real GPUs" while data/recordings has CPU ones only."""
+    """The intro promised results "recorded on real GPUs" while data/recordings has CPU ones only."""
     from core.recordings.store import cached_recordings, recordings_dir
 
     at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
@@ -136,7 +136,7 @@ def test_gpu_text_matches_the_bundled_recordings_and_facts_are_folded():
 
 
 def test_bundled_page_opens_on_the_most_different_machines_and_names_what_differs(monkeypatch):
-    """Issue 25: the pair, the differing results, the parting steps and the library evidence are the ones
+    """The pair, the differing results, the parting steps and the library evidence are the ones
     core computes from the bundled files (nothing here is a constant of one machine)."""
     monkeypatch.delenv("FP_RECORDINGS_DIR", raising=False)
     at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()

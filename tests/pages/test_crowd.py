@@ -1,4 +1,4 @@
-"""AppTest: the per-request budget and the heavy gate on the pages (issue 12, finding 2)."""
+"""AppTest: the per-request budget and the heavy gate on the pages."""
 
 from __future__ import annotations
 

@@ -219,7 +219,7 @@ def test_link_values_and_file_names_are_inert():
 
 
 def test_the_default_examples_verdict_is_the_punchline_and_an_assumed_k_says_so():
-    """Issue 23: the verdict started below the first screen; K = 0 was read as 65,536 without a word."""
+    """The verdict started below the first screen; K = 0 was read as 65,536 without a word."""
     at = open_page()
     assert not at.exception
     labels = [m.label for m in at.metric]

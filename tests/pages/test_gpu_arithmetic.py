@@ -121,7 +121,7 @@ def test_reached_from_the_app_navigation():
 
 
 def test_the_numbers_come_first_and_the_terms_are_defined(defaults):
-    """Issue 23: TF32's ~1.2e4 ULP and mm's batch dependence sat on the third screen."""
+    """TF32's ~1.2e4 ULP and mm's batch dependence sat on the third screen."""
     from core.studies.gpu_arithmetic import DotLabSettings, batch_dependence
 
     at = defaults

@@ -63,7 +63,7 @@ def test_every_page_opens_through_navigation(app):
 
 
 def test_the_first_screen_has_a_live_hook_and_honest_gpu_text(app):
-    """Issue 23: the Overview's first screen was text only, and spoke of GPU results none of which is bundled."""
+    """The Overview's first screen was text only, and spoke of GPU results none of which is bundled."""
     from core.recordings.store import cached_recordings, recordings_dir
 
     text = all_text(app)

@@ -122,7 +122,7 @@ def test_a_link_with_a_too_long_paste_says_so():
 
 
 def test_a_link_applies_every_time_it_is_opened_and_a_visitors_change_survives_reruns():
-    """Issue 13: scenario links applied only once per page per session."""
+    """Scenario links applied only once per page per session."""
     small = {"n": "1000", "storage": "float16", "orders": "sequential,kahan", "permutations": "0"}
     at = open_page("summation_lab", **small)
     assert at.session_state["sl_n"] == 1000 and at.session_state["sl_storage"] == "float16"

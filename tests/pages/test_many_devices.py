@@ -43,7 +43,7 @@ def test_page_at_rest_explains_and_offers_the_three_parts():
 
 
 def test_a_computed_result_is_on_the_first_screen_without_a_button():
-    """Issue 23: Many devices showed nothing until a button was pressed."""
+    """Many devices showed nothing until a button was pressed."""
     at = page()
     assert not at.exception
     c = emulate.order_study((8,))[0]

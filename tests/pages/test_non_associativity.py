@@ -148,7 +148,7 @@ def test_search_distribution_and_seed_change_the_result(na):
 
 
 def test_a_stored_value_is_shown_exactly_before_its_shortest_decimal(na):
-    """Issue 23: bfloat16 1e8 read "stored 100000000" next to "exactly 100139008"."""
+    """In bfloat16, 1e8 read "stored 100000000" next to "exactly 100139008"."""
     na.selectbox(key="na_fmt").select("bfloat16").run()
     na.text_input(key="na_a").set_value("1e8").run()
     assert not na.exception

@@ -160,7 +160,7 @@ def test_small_vectors_open_with_the_cpu_and_gpu_trees():
     for side in ("CPU: result", "GPU (model): result"):
         assert any(c.startswith(side) for c in captions), side
     assert len(at.get("vega_lite_chart")) + len(at.get("arrow_vega_lite_chart")) >= 3  # two trees, error bars
-    # issue 23: both trees on one colour scale, leaves labelled by their values
+    # both trees on one colour scale, leaves labelled by their values
     specs = [json.loads(c.proto.spec) for c in [*at.get("vega_lite_chart"), *at.get("arrow_vega_lite_chart")]]
     trees = [sp for sp in specs if any(layer.get("mark", {}).get("type") == "circle" for layer in sp.get("layer", []))]
     assert len(trees) == 2
@@ -173,7 +173,7 @@ def test_small_vectors_open_with_the_cpu_and_gpu_trees():
 
 
 def test_a_capped_permutation_count_says_what_it_used_next_to_the_control(lab):
-    """Issue 23: 1,000 permutations asked at n = 10^6, 20 used, no word."""
+    """1,000 permutations asked at n = 10^6, 20 used, no word."""
     lab.number_input(key="sl_k").set_value(1000).run()
     assert not lab.exception
     notes = [c.value for c in lab.caption if "permutations asked for" in c.value]
@@ -184,7 +184,7 @@ def test_a_capped_permutation_count_says_what_it_used_next_to_the_control(lab):
 
 
 def test_cancellation_shows_absolute_and_relative_error_beside_ulps(lab):
-    """Issue 23: 1e8, 1, -1e8, 3, 4 in float32 gives 7 for 8: "-1.049e+06 ULP" alone says little."""
+    """1e8, 1, -1e8, 3, 4 in float32 gives 7 for 8: "-1.049e+06 ULP" alone says little."""
     lab.selectbox(key="sl_source").select("paste").run()
     lab.text_area(key="sl_paste").set_value("1e8, 1, -1e8, 3, 4").run()
     assert not lab.exception

@@ -44,7 +44,7 @@ def test_step_applies_one_update_and_shows_both_losses_with_bits(td):
 
 
 def test_after_one_step_the_page_names_what_differs_as_the_record_says():
-    """Issue 23: after one Step the losses were bit-identical, yet "First step that differs" said 1 (the weights)."""
+    """After one Step the losses were bit-identical, yet "First step that differs" said 1 (the weights)."""
     at = open_link(steps="20")
     at.button(key="td_step").click().run()
     assert not at.exception
@@ -162,7 +162,7 @@ WIDGET_OF = {"source": "td_source", "dtype": "td_dtype", "optimizer": "td_opt", 
 
 @pytest.mark.parametrize("name", [n for n in PRESETS if PRESETS[n].settings != PRESETS[DEFAULT_PRESET].settings])
 def test_a_preset_link_sets_every_setting_of_its_preset(name):
-    """Issue 12, finding 7: ?preset=... set only the preset's name; the run used the default settings."""
+    """?preset=... set only the preset's name; the run used the default settings."""
     at = open_link(preset=name)
     assert not at.exception
     want = PRESETS[name].settings
@@ -193,7 +193,7 @@ def test_after_a_preset_link_the_visitors_own_steps_survive_reruns():
 
 
 def test_reopening_a_scenario_link_opens_ready_to_play():
-    """Issue 13: reopening 'Watch two runs diverge' showed the finished old run with Play disabled."""
+    """Reopening 'Watch two runs diverge' showed the finished old run with Play disabled."""
     at = open_link(preset=DEFAULT_PRESET, steps="20")
     at.button(key="td_play").click().run()
     assert at.session_state["td_run"].finished and at.button(key="td_play").disabled
@@ -206,7 +206,7 @@ def test_reopening_a_scenario_link_opens_ready_to_play():
 
 
 def test_reset_after_play_enables_play_and_step_at_once():
-    """Issue 13: Reset after Play left Play and Step disabled until Reset was pressed again."""
+    """Reset after Play left Play and Step disabled until Reset was pressed again."""
     at = open_link(steps="20")
     at.button(key="td_play").click().run()
     assert at.button(key="td_play").disabled and at.button(key="td_step").disabled
@@ -229,7 +229,7 @@ def test_play_reaches_the_end_bit_identical_to_a_clean_run():
 
 
 def test_the_seed_study_keeps_the_float64_chart_and_shows_a_verdict():
-    """Issue 13: 'Train the seeds' wiped the float64-pair chart shown just above it."""
+    """'Train the seeds' wiped the float64-pair chart shown just above it."""
     at = open_link(steps="30")
     at.button(key="td_f64").click().run()
     assert not at.exception
@@ -269,7 +269,7 @@ def _layers(spec: dict) -> list[dict]:
 
 
 def test_every_chart_has_axis_titles_a_legend_for_its_series_and_room_to_plot():
-    """Issue 13: loss lines merged with no legend, the bits strip kept about 15 px, boundaries were stripes."""
+    """Loss lines merged with no legend, the bits strip kept about 15 px, boundaries were stripes."""
     at = open_link(steps="40")
     at.button(key="td_play").click().run()
     at.button(key="td_f64").click().run()
@@ -307,7 +307,7 @@ def test_every_chart_has_axis_titles_a_legend_for_its_series_and_room_to_plot():
 
 def test_the_preset_cites_each_recorded_machine_with_its_provenance(td):
     """The step at which a pair parts depends on the machine: the page cites recordings, never one number.
-    Every real machine bundled is listed (issue 25: all three), the configuration captures folded away."""
+    Every real machine bundled is listed (all three), the configuration captures folded away."""
     from core.recordings.compare import machine_partings, real_machines
     from core.recordings.store import cached_recordings
 
@@ -326,7 +326,7 @@ def test_the_preset_cites_each_recorded_machine_with_its_provenance(td):
 
 
 def test_the_one_thread_preset_says_why_it_can_stay_identical(td):
-    """Issue 23: the one-thread preset showed no difference without saying why."""
+    """The one-thread preset showed no difference without saying why."""
     from core.training.divergence import threads_note
 
     td.selectbox(key="td_preset").select("One thread vs all threads").run()
@@ -337,7 +337,7 @@ def test_the_one_thread_preset_says_why_it_can_stay_identical(td):
 
 
 def test_presenter_mode_folds_the_settings_and_the_prose_and_keeps_the_live_view():
-    """Issue 23: presenter mode made the page about 30% longer; its settings and prose now fold."""
+    """Presenter mode made the page about 30% longer; its settings and prose now fold."""
     at = AppTest.from_file(str(ROOT / "pages" / "training_divergence.py"), default_timeout=TIMEOUT)
     at.session_state["presenter"] = True
     at.query_params.update({"steps": "20"})

@@ -18,7 +18,7 @@ from core.training.mlp import MAX_STEPS
 
 ALL_ORDERS = tuple(ORDERS)
 ISSUE_LINK = dict(n=10_000_000, storage="float64", working="same", orders=ALL_ORDERS, permutations=1000,
-                  generator="ill_conditioned")  # the shared link of issue 12, finding 2
+                  generator="ill_conditioned")  # a shared link whose sum once ran past the per-request budget
 
 
 def test_every_order_generator_and_format_has_a_weight():

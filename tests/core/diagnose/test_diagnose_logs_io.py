@@ -69,7 +69,7 @@ def test_npy_refusals_never_unpickle():
         load_array("i.npy", npy(np.arange(3)))
     with pytest.raises(LoadError, match="damaged or cut short"):  # the header's magic, then nothing readable
         load_array("g.npy", b"\x93NUMPY garbage")
-    # issue 23: random bytes were refused as an object array; the reason is that they are no .npy at all
+    # random bytes were refused as an object array; the reason is that they are no .npy at all
     with pytest.raises(LoadError, match=r"does not start with the \.npy header") as err:
         load_array("r.npy", bytes(range(256)) * 4)
     assert "object array" not in str(err.value)

@@ -135,7 +135,7 @@ def test_throughput_is_measured_for_both_formats():
     assert [r.op for r in rows] == ["matmul", "sum"]
     for r in rows:
         assert r.rate32 > 0 and r.rate64 > 0 and r.seconds32 > 0 and r.seconds64 > 0
-        # one statistic (issue 23: "0.50 (0.51–0.75)"): the median of the per-repeat ratios, inside their quartiles
+        # one statistic ("0.50 (0.51–0.75)"): the median of the per-repeat ratios, inside their quartiles
         assert r.repeats == 2 and r.ratio_quartiles[0] <= r.ratio <= r.ratio_quartiles[1]
         assert math.isfinite(r.ratio_median) and r.ratio == r.ratio_median
     assert math.isclose(rows[0].seconds32 / rows[0].seconds64, rows[0].rate64 / rows[0].rate32)  # FLOP/s per value

@@ -136,7 +136,7 @@ def test_model_fidelity_on_a_cpu_recording(recorded):
 
 
 def test_model_fidelity_counts_the_sums_it_leaves_out(recorded):
-    """No silent caps (issue 23): sums above max_n are counted, so the page can say so."""
+    """No silent caps: sums above max_n are counted, so the page can say so."""
     rec, path, _ = recorded
     largest = max(e["n"] for e in rec["sums"])
     fid = model_fidelity(Recording.from_dict(str(path), rec), max_n=largest - 1)

@@ -237,7 +237,7 @@ def _other_bits(quick: dict, *names: str) -> dict[str, str]:
 
 
 def test_default_pair_is_the_two_real_machines_that_differ_most(quick):
-    """Issue 25: "another machine" was this machine with capability AVX512, which is this machine on an
+    """A capture called "another machine" was this machine with capability AVX512, which is this machine on an
     AVX512 CPU. Now it is derived from this machine's facts (another vendor and model), on every CPU."""
     from core.recordings.compare import default_pair
 

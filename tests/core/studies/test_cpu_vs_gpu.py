@@ -128,7 +128,7 @@ def test_thread_split_is_the_live_cpu_rows_of_the_full_comparison():
 
 
 def test_identical_bits_across_threads_come_with_the_reason():
-    """Issue 23: the one-thread comparison showed no difference without saying why."""
+    """The one-thread comparison showed no difference without saying why."""
     cpu = cpu_device()
     small = thread_split(CpuVsGpuSettings("normal", 1_000, "float32"), cpu, 2)  # below the grain size: serial
     assert small.chunks == 1 and small.apart == 0 and "grain size" in small.why_same()

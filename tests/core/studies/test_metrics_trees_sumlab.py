@@ -89,7 +89,7 @@ def test_tree_limits():
 
 @pytest.mark.parametrize("working", ["float32", "float64"])
 def test_cuda_tree_is_the_cuda_models_sum_addition_by_addition(working):
-    """Issue 13: the GPU block tree. Its root is core.kernels.cuda_model's torch 2.13 result for every small n."""
+    """The GPU block tree. Its root is core.kernels.cuda_model's torch 2.13 result for every small n."""
     from core.kernels.cuda_model import cuda_launch, cuda_sum_model
 
     fmt = FORMATS[working]
@@ -167,7 +167,7 @@ def test_regressions_from_review():
 
 @pytest.mark.parametrize(("n", "order"), [(32, "pairwise"), (32, "sequential"), (20, "pairwise")])
 def test_differing_tree_seed_makes_the_cpu_and_gpu_trees_differ(n, order):
-    """Issue 23: the talk's "GPU block tree" scenario showed two trees with the same sum."""
+    """The talk's "GPU block tree" scenario showed two trees with the same sum."""
     from core.arith.vectors import VectorSpec, generate
     from core.kernels.trees import build_tree
     from core.studies.sumlab import differing_tree_seed

@@ -76,7 +76,7 @@ def _record(step: int, loss_bits: tuple[int, int], differing_bits: int) -> StepR
 
 
 def test_first_differences_names_loss_and_weights_apart():
-    """Issue 23: "first step that differs" said 1 while both losses were bit-identical (it meant the weights)."""
+    """The label "first step that differs" said 1 while both losses were bit-identical (it meant the weights)."""
     recs = [_record(1, (7, 7), 3), _record(2, (7, 7), 5), _record(3, (7, 8), 9)]
     assert first_differences(recs[:1]) == FirstDifferences(loss=None, weights=1)
     assert first_differences(recs) == FirstDifferences(loss=3, weights=1)
@@ -140,7 +140,7 @@ def test_seed_verdict_matches_the_table_the_page_shows():
 
 
 def test_seed_verdict_applies_one_rule_to_loss_and_accuracy():
-    # the case issue 23 found: a gap of means larger than one side's spread but not the other's
+    # a case a review found: a gap of means larger than one side's spread but not the other's
     study = SeedStudy((0, 1, 2, 3), (1.0, 1.2, 1.1, 1.3), (1.05, 1.0, 1.4, 1.2), (0.9, 0.8, 0.85, 0.95),
                       (0.9, 0.9, 0.9, 0.9))
     v = seed_verdict(study)
@@ -160,7 +160,7 @@ def test_seed_verdict_needs_two_seeds():
 
 
 def test_threads_note_says_why_one_thread_and_all_can_agree():
-    """Issue 23: the one-thread preset showed no difference without saying why."""
+    """The one-thread preset showed no difference without saying why."""
     from core.kernels.torch_cpu_model import GRAIN_SIZE
     from core.training.divergence import threads_note
 

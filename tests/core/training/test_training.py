@@ -593,7 +593,7 @@ def test_differing_bits_counts_a_flipped_sign_bit_exactly(source, dtype):
     assert summarize(run.records).first_difference == 1
 
 
-# ------------------------------------------------------------- one pair, many threads (issue 12, finding 1)
+# -------------------------------------------- one pair, many threads (two script threads advanced one run)
 # Streamlit may run a session's script in a new thread while the previous run still computes; both
 # reach the same PairedRun. Before the pair had its own lock, this gave "modified by an inplace
 # operation" errors, losses that differ from a clean run, and (in the server) heap corruption.
