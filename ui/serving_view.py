@@ -35,35 +35,51 @@ def punchline(punch, study: ForkStudy, invariant_on: bool) -> None:
                   f"{shown.torch_threads} torch thread.")
 
 
+def _generated(text: str) -> str:
+    """Generated text, marked apart from the prompt. A background directive, not bold: a completion that
+    starts or ends with a space (most do) would leave markdown's ** markers unmatched, shown literally."""
+    return f":blue-background[{inert(text, line_start=False)}]" if text else ""
+
+
 def _highlighted(prompt: str, c: Completion) -> str:
     """The completion as inert text with its first departing character marked (a space shows as ␣)."""
     text = c.text
     if c.fork is None:
-        return f"{inert(prompt)}**{inert(text, line_start=False)}**"
+        return f"{inert(prompt)}{_generated(text)}"
     i = c.fork.position
     ch = text[i] if text[i] != " " else "␣"
-    return (f"{inert(prompt)}**{inert(text[:i], line_start=False)}**:orange-background[{inert(ch, line_start=False)}]"
+    return (f"{inert(prompt)}{_generated(text[:i])}:orange-background[{inert(ch, line_start=False)}]"
             f"{inert(text[i + 1:], line_start=False)}")
 
 
 def completions(result: ServeResult) -> None:
     """The completions grouped by text with counts; the first token that departs from the lone run marked."""
     prompt = result.settings.prompt
-    st.markdown(f"Served alone (a batch of one): {inert(prompt)}**{inert(result.alone, line_start=False)}**")
+    st.markdown(f"Served alone (a batch of one): {inert(prompt)}{_generated(result.alone)}")
+    st.caption("The prompt, then the generated text (blue); orange marks the first character where a group of "
+               "requests departs from the request served alone.")
     for c in result.completions[:SHOWN_GROUPS]:
         label = "same as alone" if c.fork is None else f"departs at token {c.fork.position + 1}"
         st.markdown(f"**{c.count:,}×** ({label}): {_highlighted(prompt, c)}")
     if len(result.completions) > SHOWN_GROUPS:
         st.caption(f"… and {len(result.completions) - SHOWN_GROUPS:,} more distinct completions (in the table).")
+    # a group that never departs has no fork to measure: its cells say so ("—"), never "None"
     rows = [{"requests": c.count,
-             "departs at token": c.fork.position + 1 if c.fork else None,
+             "departs at token": f"{c.fork.position + 1}" if c.fork else "—",
              "there": f"“{c.fork.token}” instead of “{c.fork.alone_token}”" if c.fork else "same as alone",
-             "top-2 gap alone (ULPs)": c.fork.gap_ulps if c.fork else None,
-             "top-2 gap / logit": c.fork.gap_ratio if c.fork else None,
-             "this request's own gap (ULPs)": c.fork.own_gap_ulps if c.fork else None}
+             "top-2 gap alone (ULPs)": _ulps(c.fork.gap_ulps if c.fork else None),
+             "top-2 gap / logit": _num(c.fork.gap_ratio if c.fork else None, "{:.2e}"),
+             "this request's own gap (ULPs)": _ulps(c.fork.own_gap_ulps if c.fork else None)}
             for c in result.completions]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
-                 column_config={"top-2 gap / logit": st.column_config.NumberColumn(format="%.2e")})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def _num(x, form: str) -> str:
+    return "—" if x is None else form.format(x)
+
+
+def _ulps(x) -> str:
+    return _num(x, "{:,.1f}" if x is not None and abs(x) < 1000 else "{:,.0f}")
 
 
 def rarity(result: ServeResult) -> None:

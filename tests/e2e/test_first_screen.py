@@ -1,7 +1,8 @@
 """Every page's insight on its first screen: at 1280x720, in normal and in presenter mode
 (``?talk=1``), for the Overview and every page of ``ui.navigation.PAGE_TABLE``, the page's
 ``st.container(key="punchline")`` holds text and lies inside the first screen with the page at its
-top, no exception box is shown, and no metric value is cut (``scrollWidth <= clientWidth``).
+top, no exception box is shown, no metric value is cut (``scrollWidth <= clientWidth``), and no text
+shows raw markdown (a literal ``**``, outside code) once the page has ended.
 
 A screenshot of each first screen is kept under artifacts/screenshots/first-<mode>-<page>.png.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import screenshot, until, wait_for_app
+from tests.e2e.conftest import screenshot, until, wait_for_app, wait_for_page_end
 from tests.e2e.test_talk import HEIGHT, SLOW, WIDTH, assert_healthy, assert_punchline_in_first_screen
 from ui.navigation import PAGE_TABLE
 
@@ -19,6 +20,11 @@ PAGES = [("", "Overview"), *((stem, title) for stem, title, *_ in PAGE_TABLE)]
 CUT_METRICS = """() => Array.from(document.querySelectorAll(
     '[data-testid="stMetricValue"], [data-testid="stMetricValue"] *'))
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)"""
+
+RAW_MARKUP = """() => Array.from(document.querySelectorAll('[data-testid="stMarkdownContainer"]'))
+    .map(e => { const c = e.cloneNode(true); c.querySelectorAll('code, pre').forEach(x => x.remove());
+                return c.innerText; })
+    .filter(t => t.includes('**'))"""
 
 
 @pytest.fixture(scope="module")
@@ -41,5 +47,9 @@ def test_punchline_in_first_screen(server, contexts, mode, stem, title):
         assert_punchline_in_first_screen(page, f"{title} ({mode})")
         cut = until(lambda: page.evaluate(CUT_METRICS), lambda c: c == [])  # values take their width late
         assert cut == [], f"{title} ({mode}): metric values cut: {cut}"
+        if stem:  # every page of the story ends with its link to the next one: then all its text is there
+            wait_for_page_end(page, timeout=SLOW)
+        raw = until(lambda: page.evaluate(RAW_MARKUP), lambda r: r == [])
+        assert raw == [], f"{title} ({mode}): raw markdown shown: {raw}"
     finally:
         page.close()

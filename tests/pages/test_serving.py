@@ -53,3 +53,17 @@ def test_large_n_is_over_the_budget_with_a_message():
     at = page({"requests": "2000"})
     assert not at.exception, at.exception
     assert any("more than one request may use" in e.value for e in at.error)
+
+
+def test_completions_show_no_raw_markup_and_no_none():
+    """The generated text is marked with a background, not with ** (which a leading space leaves
+    literal), and a group that never departs has dashes in the table, not None."""
+    at = page({"requests": "12"})
+    assert not at.exception, at.exception
+    served = [m.value for m in at.markdown if "the baker painted" in m.value]
+    # after the prompt: the generated text (the group counts before it, "**7×**", are bold as they should be)
+    assert served and all("**" not in m.split("the baker painted", 1)[1] for m in served), served
+    assert any(":blue-background[" in m for m in served)
+    for df in at.dataframe:
+        cells = df.value.astype(str).to_numpy().ravel().tolist()
+        assert not any(c in ("None", "nan", "NaN", "<NA>") for c in cells), cells
