@@ -72,20 +72,6 @@ def exact_decimal(x: Exact) -> str:
 
 
 
-def distinguishing_reprs(values: list[Exact]) -> list[str]:
-    """Every value with the fewest significant digits, the same count for all, that tell apart the
-    values that differ (equal values print equally). Each string is the value correctly rounded to
-    that many digits (every value of the four formats is a Python float exactly)."""
-    floats = [float(v) for v in values]
-    distinct = {(f, math.copysign(1.0, f)) for f in floats if not math.isnan(f)}  # -0 and +0 are other bits
-    for digits in range(1, 18):
-        out = [f"{f:.{digits}g}" for f in floats]
-        finite = {o for o, f in zip(out, floats, strict=True) if not math.isnan(f)}
-        if len(finite) == len(distinct):
-            return out
-    return [repr(f) for f in floats]  # 17 digits always tell float64 values apart
-
-
 def shortest_repr(x: Exact, fmt: FloatFormat) -> str:
     """The shortest decimal string that rounds back to x in ``fmt``.
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from core.arith.exact import correctly_rounded_sum, distinguishing_reprs
+from core.arith.exact import correctly_rounded_sum, shortest_repr
 from core.arith.formats import FORMATS, FloatFormat, bits_of, bits_of_value, ulp_distance, value_of_bits
 from core.arith.vectors import GENERATORS, VectorSpec
 from core.crowd.bytecache import RESULTS, vector_for
@@ -157,7 +157,7 @@ class ThreadSplit:
     punchline, computed before anything slow."""
     settings: CpuVsGpuSettings
     threads: int
-    rows: tuple[tuple[str, int, str], ...]  # (where, bits, shortest digits that tell the rows apart)
+    rows: tuple[tuple[str, int, str], ...]  # (where, bits, the shortest digits that round-trip in the format)
 
     @property
     def apart(self) -> int | None:
@@ -191,7 +191,9 @@ def thread_split(settings: CpuVsGpuSettings, cpu: Device, threads: int) -> Threa
     fmt = settings.fmt
     values = vector_for(settings.spec).values
     raw = _live_cpu_bits(values, cpu, threads)
-    shown = distinguishing_reprs([value_of_bits(b, fmt) for _, b in raw])
+    # each sum with the digits that identify it in its format (the shortest that round-trip): a claim of
+    # "N ULP apart" is then true of the numbers shown beside it, which fewer digits would not be
+    shown = [shortest_repr(value_of_bits(b, fmt), fmt) for _, b in raw]
     return ThreadSplit(settings, threads, tuple((w, b, text) for (w, b), text in zip(raw, shown, strict=True)))
 
 
@@ -269,7 +271,7 @@ def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: lis
                                                              "; not yet checked against a real GPU recording, only "
                                                              "against published GPU results")))
     raw.append(("Exact sum, rounded once", "exact", exact_bits, "exact rational sum, one rounding"))
-    shown = distinguishing_reprs([value_of_bits(b, fmt) for _, _, b, _ in raw])
+    shown = [shortest_repr(value_of_bits(b, fmt), fmt) for _, _, b, _ in raw]  # digits that identify each
     rows = tuple(SumRow(where, tier, b, note, text, ulp_distance(b, exact_bits, fmt))
                  for (where, tier, b, note), text in zip(raw, shown, strict=True))
     return SumsEverywhere(s, threads, rows, tuple(notices), exact_bits,

@@ -91,30 +91,3 @@ def test_abbreviate():
     long = "1." + "2" * 200
     short = abbreviate(long, 60)
     assert len(short) < 90 and "more digits" in short and short.startswith("1.22")
-
-
-def test_distinguishing_reprs_use_the_fewest_common_digits():
-    from core.arith.exact import distinguishing_reprs
-
-    a = 998.5706787109375
-    b = math.nextafter(a, math.inf)
-    out = distinguishing_reprs([a, b, a, 1.0])
-    assert out[0] == out[2] and out[0] != out[1] and len(set(out)) == 3
-    assert all(float(o) != float(p) for o, p in [(out[0], out[1])])
-    assert len(out[0].replace(".", "").lstrip("0")) >= 16  # they differ only in the last digits of float64
-    assert distinguishing_reprs([1.5, 2.5]) == ["1.5", "2.5"]  # one digit rounds both to "2"
-    assert distinguishing_reprs([0.0, -0.0, 1.0]) == ["0", "-0", "1"]
-    assert distinguishing_reprs([math.inf, math.nan, 3.0])[0] == "inf"
-
-
-@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), min_size=1, max_size=8))
-def test_distinguishing_reprs_tell_distinct_values_apart(values):
-    from core.arith.exact import distinguishing_reprs
-
-    out = distinguishing_reprs(values)
-    for i, x in enumerate(values):
-        for j, y in enumerate(values):
-            if x == y:
-                assert out[i].lstrip("-") == out[j].lstrip("-") or x == 0
-            else:
-                assert out[i] != out[j]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
 
 from core.arith.exact import correctly_rounded_sum
-from core.arith.formats import FORMATS, bits_of_value, ulp_distance
+from core.arith.formats import FORMATS, bits_of_value, round_to_format, ulp_distance
 from core.arith.vectors import VectorSpec, generate
 from core.kernels.cuda_model import cuda_config_for, cuda_launch
 from core.kernels.torch_cpu_model import GRAIN_SIZE
@@ -125,6 +126,11 @@ def test_thread_split_is_the_live_cpu_rows_of_the_full_comparison():
     assert [(w, b) for w, b, _ in split.rows] == [(r.where, r.bits) for r in full.live_cpu]
     assert split.apart == full.cpu_threads_apart
     assert thread_split(s, cpu, 1).apart is None
+    # the digits shown identify each sum in its format, so "N ULP apart" is true of what is shown
+    fmt = s.fmt
+    shown_bits = [bits_of_value(round_to_format(Fraction(text), fmt), fmt) for _, _, text in split.rows]
+    assert shown_bits == [b for _, b, _ in split.rows]
+    assert ulp_distance(*shown_bits, fmt) == split.apart
 
 
 def test_identical_bits_across_threads_come_with_the_reason():
