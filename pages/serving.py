@@ -113,9 +113,7 @@ def explain(study: ForkStudy, invariant_on: bool) -> None:
                 "the two best tokens were about that close. Measured on the identical requests here:")
     view.rarity(shown)
     if shown.settings.kernels == "default" and not invariant_on:
-        st.caption("With this CPU's own kernels the bits of most rows move (one row takes a matrix-vector path, "
-                   "a batch a blocked matrix-matrix path), but a float32 logit moves by about 1e-7 of itself, and "
-                   "this small model is rarely that undecided: a fork needs a near-tie that is seldom on the path.")
+        st.caption(view.own_kernels_note(shown))
     st.subheader("What it costs")
     view.cost(study)
 

@@ -3,8 +3,6 @@ toggle gives one completion; bad prompts and large N get messages next to the co
 
 from __future__ import annotations
 
-import re
-
 from streamlit.testing.v1 import AppTest
 
 from core.serving.engine import ServeSettings, fork_study
@@ -30,7 +28,12 @@ def test_the_punchline_counts_what_core_served():
     assert metrics["With batch-invariant kernels"] == "1" and metrics["Distinct completions"] == str(k)
     assert "MODEL of a GPU" in text  # the default ordinary kernels are a model, and say so
     assert "Served alone (a batch of one): the baker painted" in text
-    assert re.search(r"\d[\d,]* tokens/s", " ".join(f"{m.value}" for m in at.metric))
+    # the throughputs stand on the cost's basis (CPU time against this CPU's own kernels): their ratio is the cost
+    base = float(metrics["This CPU's own kernels"].split()[0].replace(",", ""))
+    inv = float(metrics["Batch-invariant kernels"].split()[0].replace(",", ""))
+    cost = float(metrics["Batch-invariant cost"].rstrip("×"))
+    assert metrics["This CPU's own kernels"].endswith("tokens per CPU-second")
+    assert abs(base / inv - cost) <= 0.01 + 0.005 * cost, (base, inv, cost)
     assert "batch-invariant kernels" in text and "takeaway" in text.lower()
 
 
@@ -67,3 +70,17 @@ def test_completions_show_no_raw_markup_and_no_none():
     for df in at.dataframe:
         cells = df.value.astype(str).to_numpy().ravel().tolist()
         assert not any(c in ("None", "nan", "NaN", "<NA>") for c in cells), cells
+
+
+def test_the_own_kernels_caption_states_what_was_measured():
+    """The caption under "How rare is a fork?" quotes the share of rows whose bits moved, in each format."""
+    for fmt in ("float32", "bfloat16"):
+        at = page({"requests": "10", "format": fmt, "kernels": "default"})
+        assert not at.exception, at.exception
+        metrics = {m.label: m.value for m in at.metric}
+        measured = metrics["Logit rows whose bits differ from the lone run"]
+        note = next(c.value for c in at.caption if c.value.startswith("With this CPU's own kernels"))
+        if measured == "0.0%":
+            assert "no logit row's bits moved" in note, note
+        else:
+            assert f"the bits of {measured} of the logit rows moved ({fmt}" in note, (measured, note)
