@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 import zipfile
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.arith.exact import shortest_repr
 from core.arith.formats import FORMATS, NUMPY_DTYPES, to_numpy
 from core.arith.vectors import round_array
 from core.diagnose.inputs import MAX_INPUT_ELEMENTS, Inputs
@@ -204,6 +206,17 @@ def _values_from_tokens(tokens: list[str], fmt: str, what: str) -> tuple[np.ndar
         notes.append(f"{what} has at most {max(digits)} significant digits; {fmt} needs {need} to pin a value down. "
                      "Differences below the last printed digit are invisible, and the printing itself rounded each "
                      "value (print with torch.set_printoptions(precision=10), or upload the tensors).")
+    # a numeral written with more than the format holds: the nearest value of the format, printed with the
+    # numeral's own digit count, reads otherwise (3.0000001 as float32 is 3). A numeral printed from the
+    # format itself ("0.1", or float32's nine digits) reads back the same and gets no note.
+    moved = [(t, v) for t, v, x in zip(tokens, values.tolist(), x64.tolist(), strict=True)
+             if math.isfinite(x) and math.isfinite(v) and (d := _significant_digits(t))
+             and f"{v:.{d}g}" != f"{x:.{d}g}"]
+    if moved:
+        t, v = moved[0]
+        notes.append(f"{what}: {len(moved):,} number(s) hold more digits than {fmt} keeps and were rounded to the "
+                     f"nearest {fmt} value when read (“{_clip(t, 30)}” became {shortest_repr(v, FORMATS[fmt])}); "
+                     "what is compared is the rounded values.")
     overflow = int(np.sum(np.isinf(values) & np.isfinite(x64)))
     if overflow:
         notes.append(f"{what}: {overflow:,} number(s) overflow {fmt} and became ±inf.")

@@ -10,6 +10,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from core.diagnose.examples import EXAMPLES, JUMP_STEP, make_example, make_log_example, toy_training
 from core.diagnose.loaders import (
@@ -148,7 +150,7 @@ def test_pasted_lists():
     got = parse_pasted("tensor([ 0.1234567, -2.5000,\n 3.0e+00], dtype=torch.float32)", "float32")
     assert got.values.tolist() == [np.float32(0.1234567), -2.5, 3.0]
     assert got.notes and "significant digits" in got.notes[0]
-    assert not parse_pasted("0.123456789 1.00000000", "float32").notes
+    assert not any("significant digits" in n for n in parse_pasted("0.123456789 1.00000000", "float32").notes)
     assert parse_pasted("1;2 3\n4", "float64").values.size == 4
     with pytest.raises(LoadError, match="not a number"):
         parse_pasted("1, 2, [x](https://example.com)", "float32")
@@ -264,3 +266,21 @@ def test_bundled_examples_are_well_formed():
     ex = make_example("threads")
     same = bool((ex.actual == ex.expected).item())
     assert ("same bits" in ex.live_note or "single thread" in ex.live_note) == same
+
+
+def test_numbers_rounded_when_read_are_named():
+    """3.0000001 and 3.0 compare identical in float32: the note says the first was rounded to 3 when read."""
+    notes = parse_pasted("3.0000001 2", "float32").notes
+    assert any("“3.0000001” became 3" in n and "1 number(s)" in n for n in notes), notes
+    assert not any("rounded to the nearest" in n for n in parse_pasted("3.0000001", "float64").notes)
+    assert any("“1.001” became 1" in n for n in parse_pasted("1.001", "bfloat16").notes)
+
+
+@settings(max_examples=300)
+@given(st.integers(0, 2**32 - 1))
+def test_a_float32_printed_with_nine_digits_is_not_said_to_be_rounded(bits):
+    """What float32 prints (nine significant digits, as torch's precision=10 does) reads back as itself."""
+    x = float(np.array([bits], dtype=np.uint32).view(np.float32)[0])
+    assume(math.isfinite(x))
+    notes = parse_pasted(f"{x:.9g}", "float32").notes
+    assert not any("rounded to the nearest" in n for n in notes), (x, notes)
