@@ -33,10 +33,13 @@ def kappa(exact: Exact, sum_abs: Exact) -> float:
     return float(sum_abs / abs(exact))
 
 
-def gamma(k: int, u: Fraction) -> Fraction | None:
-    """gamma_k = k u / (1 - k u); None when k u >= 1 (no bound)."""
+def gamma(k: int, u, unbounded=None):
+    """gamma_k = k u / (1 - k u) (Higham, Lemma 3.1): exact for a Fraction u, a float for a float u.
+
+    When k u >= 1 there is no bound: ``unbounded`` is returned (None by default; the float envelopes of
+    core.diagnose and core.traces pass ``math.inf``, so a sum that long is never "within" a bound)."""
     if k * u >= 1:
-        return None
+        return unbounded
     return k * u / (1 - k * u)
 
 

@@ -85,9 +85,10 @@ import warnings
 import numpy as np
 
 from core.arith.formats import FloatFormat
+from core.arith.metrics import gamma
 from core.diagnose.inputs import Inputs
 from core.diagnose.results import EnvelopeCheck, PatternCheck, Simulation
-from core.diagnose.rounding import REDUCED_FORMATS, fmt_ulp, gamma, ulp_array
+from core.diagnose.rounding import REDUCED_FORMATS, fmt_ulp, ulp_array
 from core.diagnose.tolerances import covering_tolerances, nice_up
 
 ENVELOPE_FACTOR = 8.0  # Z: envelope = Z x typical size (capped by the a-priori bound)
@@ -161,7 +162,7 @@ def reordering_envelope(d, fin, m, s, sum_abs, rigorous, k, fmt: FloatFormat, ac
     out = fmt_ulp(m, fmt) if fmt.precision < acc.precision else np.zeros_like(m)
     # u sqrt(K) s, plus sqrt(K) smallest subnormals: roundings in the subnormal range are absolute
     core = u * math.sqrt(k) * s + math.sqrt(k) * float(acc.min_subnormal)
-    bound_core = 2 * gamma(k, u) * sum_abs + k * float(acc.min_subnormal)
+    bound_core = 2 * gamma(k, u, math.inf) * sum_abs + k * float(acc.min_subnormal)
     factor = _widened(ENVELOPE_FACTOR, core, out, sim.spread if sim is not None else None,
                       sim.elements if sim is not None else None)
     with np.errstate(invalid="ignore"):
@@ -188,8 +189,8 @@ def reduced_envelope(key, d, fin, m, s, sum_abs, rows_abs, ops: Inputs | None, k
         e_in = (2 * u_in + u_in * u_in) * sum_abs + h * (1 + u_in) * rows_abs + k * h * h
     else:
         e_in = (2 * u_in + u_in * u_in) * sum_abs
-    bound_core = (e_in + gamma(k, u32) * (sum_abs + e_in) + gamma(k, u_acc) * sum_abs + k * 2.0**-149
-                  + k * float(acc.min_subnormal))
+    bound_core = (e_in + gamma(k, u32, math.inf) * (sum_abs + e_in) + gamma(k, u_acc, math.inf) * sum_abs
+                  + k * 2.0**-149 + k * float(acc.min_subnormal))
     out = fmt_ulp(m, fmt) if fmt.precision < acc.precision else np.zeros_like(m)
     if p.rounds_output:
         out = np.maximum(out, ulp_array(m, p.precision, p.emin))

@@ -14,7 +14,6 @@ exponent range); float16 p = 11 with a 5-bit exponent; bfloat16 p = 8 with float
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,11 +112,6 @@ def ulp_array(x, precision: int, emin: int) -> np.ndarray:
 def fmt_ulp(x, fmt: FloatFormat) -> np.ndarray:
     """ULP of each |x| in ``fmt`` (``ulp_array`` with its precision and emin)."""
     return ulp_array(x, fmt.precision, fmt.emin)
-
-
-def gamma(k: int, u: float) -> float:
-    """gamma_k = k u / (1 - k u); inf when k u >= 1 (no bound)."""
-    return math.inf if k * u >= 1 else k * u / (1 - k * u)
 
 
 # ----------------------------------------------------------------------------- arrays

@@ -42,6 +42,7 @@ from core.arith.formats import (
     format_of,
     round_to_format,
 )
+from core.arith.metrics import gamma
 from core.arith.vectors import round_array
 
 MAX_K = 65_536  # every model is a Python loop over the K terms (about a microsecond each)
@@ -402,11 +403,6 @@ def run_model(model: DotModel, x: np.ndarray, y: np.ndarray, accumulate: str, ti
 
 
 # --------------------------------------------------------------------------- bounds
-
-
-def gamma(n: int, u: Fraction) -> Fraction | None:
-    """gamma_n = n u / (1 - n u); None when n u >= 1."""
-    return None if n * u >= 1 else n * u / (1 - n * u)
 
 
 def rounding_counts(model: DotModel, k: int, tile: int, slices: int) -> tuple[int, int]:

@@ -54,8 +54,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from core.arith.formats import FORMATS
+from core.arith.metrics import gamma
 from core.diagnose.envelopes import ENVELOPE_FACTOR
-from core.diagnose.rounding import accumulation_format, fmt_ulp, gamma, narrower
+from core.diagnose.rounding import accumulation_format, fmt_ulp, narrower
 from core.traces.record import OpRecord, decode_hex
 
 ELEMENTWISE_ULPS = 4.0
@@ -200,7 +201,7 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
             sum_abs, s, rigorous, extra = np.array(a.sum_abs), np.array(a.scale), True, np.zeros_like(m)
             basis = f"reordering of {k:,} terms"
             if a.total_abs is not None:
-                total = (2 * gamma(k, u) * a.total_abs + k * numel * minsub
+                total = (2 * gamma(k, u, math.inf) * a.total_abs + k * numel * minsub
                          + (2 * float(fmt.unit_roundoff) * max(a.l1 or 0, b.l1 or 0) + numel * float(fmt.min_subnormal)
                             if fmt.precision < acc.precision else 0.0))
         elif a.terms_kind in ("relative", "relative-floor"):
@@ -215,7 +216,7 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
         # u sqrt(K) max(||t||_2, |y|): for terms of one sign the partial sums grow to |y| and a reordering
         # differs by about 0.47 u sqrt(K) |y| (core.diagnose.envelopes), more than u sqrt(K) ||t||_2
         typical = u * math.sqrt(k) * np.maximum(s, m) + math.sqrt(k) * minsub
-        bound = 2 * gamma(k, u) * sum_abs + k * minsub
+        bound = 2 * gamma(k, u, math.inf) * sum_abs + k * minsub
         env = np.minimum(bound, ENVELOPE_FACTOR * typical) + out_round + extra
     elif kind == "elementwise" and a.terms_kind == "inputs" and a.scale is not None and len(a.scale) == n:
         # a formula of its inputs that can cancel (tanh's backward g (1 - y^2), erf-based functions): an

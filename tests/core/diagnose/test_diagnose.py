@@ -22,10 +22,11 @@ from hypothesis import strategies as st
 
 from core.arith.exact import exact_sum_fraction
 from core.arith.formats import FLOAT32, FLOAT64, FORMATS, FloatFormat, round_to_format, ulp, value_of_bits
+from core.arith.metrics import gamma
 from core.diagnose.envelopes import ENVELOPE_FACTOR, MIN_MEDIAN
 from core.diagnose.inputs import prepare_inputs
 from core.diagnose.results import BULK_SHARE
-from core.diagnose.rounding import REDUCED_FORMATS, as_float_array, gamma, round_precision, round_to, ulp_array
+from core.diagnose.rounding import REDUCED_FORMATS, as_float_array, round_precision, round_to, ulp_array
 from core.diagnose.simulate import SIM_ORDERS, _sum_orders, fma_sequential
 from core.diagnose.tolerances import MARGIN, nice_up
 from core.diagnose.verdict import ASSUMED_K, MAX_ELEMENTS, VERDICTS, diagnose
@@ -104,7 +105,8 @@ def test_nice_up_property(x):
 
 def test_gamma():
     assert gamma(10, 2.0**-24) == pytest.approx(10 * 2.0**-24 / (1 - 10 * 2.0**-24))
-    assert gamma(2**24, 2.0**-24) == math.inf
+    assert gamma(2**24, 2.0**-24) is None and gamma(2**24, 2.0**-24, math.inf) == math.inf
+    assert gamma(10, Fraction(1, 2**24)) == Fraction(10, 2**24 - 10)  # exact for a Fraction
 
 
 # -------------------------------------------------------------------- fused multiply-add
@@ -136,7 +138,7 @@ def test_every_simulated_order_is_within_the_a_priori_bound(seed, k, kind):
     results = _sum_orders(terms, "float32", fused=True)
     assert results.shape == (1, len(SIM_ORDERS))
     exact = exact_sum_fraction(terms[0])
-    bound = gamma(k, 2.0**-24) * exact_sum_fraction(np.abs(terms[0])) + k * Fraction(2) ** -149
+    bound = gamma(k, 2.0**-24, math.inf) * exact_sum_fraction(np.abs(terms[0])) + k * Fraction(2) ** -149
     for r in results[0]:
         assert abs(Fraction(float(r)) - exact) <= bound
         assert float(np.float32(r)) == r  # a float32 value
