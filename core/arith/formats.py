@@ -23,6 +23,7 @@ Conventions
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -343,3 +344,21 @@ def ordinal(bits: int, fmt: FloatFormat) -> int:
 def ulp_distance(bits_a: int, bits_b: int, fmt: FloatFormat) -> int:
     """How many representable values lie between two finite values (0 if equal)."""
     return abs(ordinal(bits_a, fmt) - ordinal(bits_b, fmt))
+
+
+_HEX_STRUCT = {"float64": ">d", "float32": ">f", "float16": ">e"}
+
+
+def decode_hex(h: str, dtype: str | None = None) -> float:
+    """The float that big-endian hex bits stand for, in format ``dtype`` (float64, float32, float16 or
+    bfloat16: the upper half of a float32). Without a dtype, 16 digits are float64 and 8 float32. Any other
+    dtype's text (an integer's sample, as core.traces records it) is read as a number."""
+    if dtype is None:
+        dtype = {16: "float64", 8: "float32"}.get(len(h))
+        if dtype is None:
+            raise ValueError(f"{len(h)} hex digits: give the format")
+    if dtype == "bfloat16":
+        return struct.unpack(">f", bytes.fromhex(h + "0000"))[0]
+    if dtype in _HEX_STRUCT:
+        return struct.unpack(_HEX_STRUCT[dtype], bytes.fromhex(h))[0]
+    return float(h)

@@ -22,14 +22,13 @@ import math
 import os
 import pathlib
 import platform
-import struct
 from dataclasses import dataclass, fields, replace
 
 import jsonschema
 import numpy as np
 import torch
 
-from core.arith.formats import FORMATS, bits_of, format_of, to_torch, ulp_distance
+from core.arith.formats import FORMATS, bits_of, decode_hex, format_of, to_torch, ulp_distance
 from core.arith.vectors import VectorSpec, generate
 from core.kernels.cuda_model import cuda_config_for, cuda_sum_model
 from core.kernels.torch_cpu_model import torch_cpu_sum_model
@@ -83,12 +82,6 @@ def _hex(v) -> str:
 
 def _tensor(values: np.ndarray, device: str) -> torch.Tensor:
     return to_torch(values, copy=True).to(device)
-
-
-def decode_hex(h: str) -> float:
-    """A float32 (8 hex digits) or float64 (16 hex digits) bit pattern as a Python float."""
-    raw = bytes.fromhex(h)
-    return struct.unpack(">f" if len(raw) == 4 else ">d", raw)[0]
 
 
 # ---------------------------------------------------------------------------- capture

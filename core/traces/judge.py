@@ -53,11 +53,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from core.arith.formats import FORMATS
+from core.arith.formats import FORMATS, decode_hex
 from core.arith.metrics import gamma
 from core.diagnose.envelopes import ENVELOPE_FACTOR
 from core.diagnose.rounding import accumulation_format, fmt_ulp, narrower
-from core.traces.record import OpRecord, decode_hex
+from core.traces.record import OpRecord
 
 ELEMENTWISE_ULPS = 4.0
 EXACT_OPS = frozenset({

@@ -211,21 +211,6 @@ def hex_bits(t: torch.Tensor, idx: list[int]) -> list[str]:
     return [str(int(v)) if not t.is_complex() else str(complex(v)) for v in picked.tolist()]
 
 
-def decode_hex(h: str, dtype: str) -> float:
-    """The float a sample's hex bits stand for (integers pass through)."""
-    import struct
-
-    if dtype == "float64":
-        return struct.unpack(">d", bytes.fromhex(h))[0]
-    if dtype == "float32":
-        return struct.unpack(">f", bytes.fromhex(h))[0]
-    if dtype == "float16":
-        return struct.unpack(">e", bytes.fromhex(h))[0]
-    if dtype == "bfloat16":
-        return struct.unpack(">f", bytes.fromhex(h + "0000"))[0]
-    return float(h)
-
-
 def _arg_text(args, kwargs) -> str:
     def show(a):
         if isinstance(a, torch.Tensor):

@@ -20,6 +20,7 @@ from core.arith.formats import (
     FORMATS,
     bits_of,
     bits_of_value,
+    decode_hex,
     error_in_ulps,
     floor_log2,
     get_format,
@@ -193,3 +194,20 @@ def test_torch_single_addition_is_correctly_rounded(data, name):
         assert is_nan(got)
     else:
         assert got == expected
+
+
+@given(st.sampled_from(["float64", "float32", "float16", "bfloat16"]), st.data())
+def test_decode_hex_reads_every_bit_pattern(name, data):
+    """Big-endian hex bits back to the value, for every pattern: subnormals, ±0, ±inf, NaN, the largest finite."""
+    fmt = FORMATS[name]
+    bits = data.draw(st.one_of(st.integers(0, 2**fmt.width - 1),
+                               st.sampled_from([0, 1 << (fmt.width - 1), 1, (1 << (fmt.width - 1)) - 1])))
+    h = f"{bits:0{fmt.width // 4}x}"
+    got = decode_hex(h, name)
+    want = value_of_bits(bits, fmt)
+    if isinstance(want, float) and math.isnan(want):
+        assert math.isnan(got)
+    else:
+        assert got == want and math.copysign(1.0, got) == (-1.0 if bits >> (fmt.width - 1) else 1.0)
+    if name in ("float64", "float32"):  # the width tells these two apart without a format
+        assert decode_hex(h) == got or math.isnan(got)

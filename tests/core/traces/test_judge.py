@@ -18,11 +18,11 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from core.arith.formats import FORMATS
+from core.arith.formats import FORMATS, decode_hex
 from core.arith.metrics import gamma
 from core.diagnose.envelopes import ENVELOPE_FACTOR
 from core.traces.judge import ELEMENTWISE_ULPS, judge, op_class, size_of
-from core.traces.record import OpRecord, decode_hex, run_traced
+from core.traces.record import OpRecord, run_traced
 from tests.strategies import finite_values
 
 F32 = FORMATS["float32"]

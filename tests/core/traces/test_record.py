@@ -11,13 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._debug_mode import DebugMode
 
-from core.arith.formats import FORMATS, value_of_bits
+from core.arith.formats import FORMATS, decode_hex, value_of_bits
 from core.traces import record
 from core.traces.models import RunSettings, build
 from core.traces.record import (
     SAMPLE,
     TooManyOps,
-    decode_hex,
     digest,
     hex_bits,
     run_traced,

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
+from core.arith.formats import decode_hex
 from core.traces.files import TraceFileError, dumps, from_bytes
 from core.traces.judge import judge, op_class
 from core.traces.models import RunSettings
-from core.traces.record import decode_hex, run_traced
+from core.traces.record import run_traced
 from core.traces.run import make_trace
 
 
