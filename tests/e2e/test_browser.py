@@ -65,10 +65,13 @@ def test_fresh_server_first_visit_by_deep_link(browser):
         fresh.stop()
 
 
+FIRST_RUN = 180_000  # ms: a page's first run on a server where it has not run yet (Mitigations measures on open)
+
+
 @pytest.mark.parametrize(("path", "title"), PAGES)
 def test_every_page_opens_from_its_url(server, page, path, title):
     page.goto(f"{server.url}/{path}")
-    wait_for_app(page)
+    wait_for_app(page, timeout=FIRST_RUN)
     assert_healthy_page(page)
     expect_h1(page, title)
     expect_sidebar_labels(page, NAV)
