@@ -116,10 +116,12 @@ def cost(study: ForkStudy) -> None:
     (the MODEL of a GPU's kernels emulates, so its speed says nothing of a GPU and is not compared)."""
     b, i = study.baseline, study.invariant
     c1, c2, c3 = st.columns(3)
-    c1.metric("This CPU's own kernels", f"{b.cpu_tokens_per_second:,.0f} tokens per CPU-second",
-              help=f"Wall clock: {b.tokens_per_second:,.0f} tokens/s.")
-    c2.metric("Batch-invariant kernels", f"{i.cpu_tokens_per_second:,.0f} tokens per CPU-second",
-              help=f"Wall clock: {i.tokens_per_second:,.0f} tokens/s.")
+    c1.metric("Own kernels, CPU time", f"{b.cpu_tokens_per_second:,.0f} tokens/s",
+              help=f"This CPU's own torch kernels: tokens per second of the serving thread's CPU time. Wall clock: "
+                   f"{b.tokens_per_second:,.0f} tokens/s.")
+    c2.metric("Batch-invariant, CPU time", f"{i.cpu_tokens_per_second:,.0f} tokens/s",
+              help=f"Batch-invariant kernels: tokens per second of the serving thread's CPU time. Wall clock: "
+                   f"{i.tokens_per_second:,.0f} tokens/s.")
     c3.metric("Batch-invariant cost", f"{study.cost:.2f}×", help="The serving thread's CPU time, batch-invariant "
               "over this CPU's own kernels, for the same schedule: the ratio of the two numbers beside it.")
     st.caption(f"Measured live on this server just now: {b.tokens:,} tokens in {b.steps:,} engine steps each way, "
