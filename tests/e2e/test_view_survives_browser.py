@@ -1,6 +1,6 @@
 """A speaker's prepared view survives what happens on stage, in a real browser at 1280x720: a reload (F5)
 keeps presenter mode, a round trip through another page keeps the Summation lab's n and Training
-divergence's learning rate and step, and Back leaves for the previous address and shows the page it names."""
+divergence's learning rate and step, and Back walks back to the previous page."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from tests.e2e.conftest import (
     expect_root_font_at_least,
     open_sidebar,
     screenshot,
-    until,
     wait_for_app,
     wait_for_page_end,
 )
@@ -23,6 +22,7 @@ from tests.e2e.conftest import (
 WIDTH, HEIGHT = 1280, 720
 SLOW = 180_000
 PRESENTER_PX = 20  # ui.talk.CSS: html { font-size: 20px }
+BACK_PRESSES = 8  # at most this many Back presses from Training divergence to the Summation lab
 
 
 def _number(page, label: str):
@@ -95,16 +95,15 @@ def test_a_round_trip_keeps_each_page_as_it_was_left(browser, server):
         expect(_number(page, "Learning rate")).to_have_value("0.3", timeout=SLOW)
         expect(steps.first).to_contain_text("step 50 of", timeout=SLOW)
         screenshot(page, "round-trip-training")
-        # Back: Streamlit gives each written address its own history entry, so Back goes to the address
-        # before this one (an earlier view of this page, or the page before), and shows what that names
-        before = page.url
-        page.go_back()
-        wait_for_app(page, timeout=SLOW)
-        until(lambda: page.url, lambda u: u != before, timeout=SLOW / 1000)
-        assert page.url != before, "Back did not leave the current address"
-        titles = {"summation_lab": "Summation lab", "training_divergence": "Training divergence"}
-        stem = re.search(r"/(\w+)(\?|$)", page.url.split("//", 1)[1]).group(1)
-        expect(page.locator("h1").first).to_have_text(titles[stem], timeout=SLOW)
+        # Back: Streamlit gives the addresses a page writes history entries of their own (some the same
+        # address twice), so Back walks through this page's earlier views and then to the page before
+        for _ in range(BACK_PRESSES):
+            if "/summation_lab" in page.url:
+                break
+            page.go_back()
+            wait_for_app(page, timeout=SLOW)
+        expect(page).to_have_url(re.compile(r"/summation_lab(\?|$)"), timeout=RERUN)
+        expect(page.locator("h1").first).to_have_text("Summation lab", timeout=SLOW)
         assert_healthy_page(page)
     finally:
         context.close()
