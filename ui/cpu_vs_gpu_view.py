@@ -184,7 +184,7 @@ def mismatch_table(fid: Fidelity) -> None:
 
 
 CAPTURE_HOWTO = ("To add yours: in a checkout of this app on a machine with a GPU, run `python -m scripts.capture` "
-                 "(it writes one JSON file to data/recordings/; the README's “Live, recorded, modelled” section has "
+                 "(it writes one JSON file to data/recordings/; docs/gpu.md in the repository has "
                  "the details), then commit the file or point `FP_RECORDINGS_DIR` at its folder. The app replays "
                  "it with its provenance. Or upload the file below to set it beside this server's results for your "
                  "session only.")

@@ -8,6 +8,7 @@ batches whatever requests are waiting, and the measurement of how identical requ
 
 May import: the standard library, torch, numpy, core's arithmetic and machine helpers
 (``core.arith``, ``core.machines``: formats, the global-state lock) and ``core.crowd.budget``
-(the cost of a serving run). Never streamlit, ``ui`` or ``pages``; nothing in core imports it
-but its own modules (it sits beside ``core.studies`` in .importlinter's layers).
+(the cost of a serving run). Never streamlit, ``ui`` or ``pages``. It sits beside ``core.studies``
+in .importlinter's layers, so only the layer above (``core.traces``, which traces this model's
+decode step) imports it from outside.
 """

@@ -331,7 +331,7 @@ def test_same_dispatch_differences_need_the_same_torch_dispatch(quick):
 
 def test_bundled_machines_named_most_different_and_library_evidence(bundled):
     """What the page says is computed from the bundled files; these are invariants of that computation
-    (which pair, ops and steps the files give is in the README, not asserted here as a constant)."""
+    (which pair, ops and steps the files give is in docs/portability.md, not asserted here as a constant)."""
     most = most_different_pair(bundled)
     machines = real_machines(bundled)
     assert most is not None and most.machines == len(machines) >= 3

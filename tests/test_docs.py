@@ -1,0 +1,72 @@
+"""The documents cannot drift from the code: every page, script, benchmark and core package is named
+where it is described, every link between the documents resolves, and the README stays short."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+from ui.navigation import PAGE_TABLE
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+CORE_MODULE_MAX_LINES = 600  # past this a module usually holds two concerns (docs/architecture.md)
+
+
+def _text(path: pathlib.Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def test_the_readme_reads_in_five_minutes():
+    lines = _text(README).splitlines()
+    assert len(lines) <= 100, f"README.md has {len(lines)} lines; the detail belongs in docs/"
+    text = "\n".join(lines)
+    assert "make run" in text and "make test" in text and "make test-fast" in text
+
+
+def test_the_readme_names_every_page_once_in_the_sidebars_order():
+    bullets = re.findall(r"^- \*\*(.+?)\*\*:", _text(README), flags=re.M)
+    assert bullets == ["Overview"] + [title for _, title, *_ in PAGE_TABLE]
+
+
+def test_pages_md_describes_every_page():
+    text = _text(ROOT / "docs" / "pages.md")
+    missing = [title for _, title, *_ in PAGE_TABLE if f"**{title}**" not in text]
+    assert not missing
+
+
+@pytest.mark.parametrize("doc", [README, *DOCS], ids=lambda p: p.name)
+def test_every_relative_link_resolves(doc):
+    targets = [t.split("#", 1)[0] for t in LINK.findall(_text(doc)) if not re.match(r"[a-z]+:", t)]
+    missing = [t for t in targets if t and not (doc.parent / t).exists()]
+    assert not missing, f"{doc.name} links to missing files: {missing}"
+
+
+def test_every_document_in_docs_is_linked_from_the_readme():
+    linked = {pathlib.Path(t).name for t in LINK.findall(_text(README))}
+    assert {d.name for d in DOCS} <= linked
+
+
+def test_architecture_names_every_script_and_core_package():
+    text = _text(ROOT / "docs" / "architecture.md")
+    scripts = [p.name for p in (ROOT / "scripts").glob("*.py") if p.name != "__init__.py"]
+    packages = [p.name for p in (ROOT / "core").iterdir() if (p / "__init__.py").exists()]
+    assert scripts and packages
+    assert [s for s in scripts if s not in text] == []
+    assert [p for p in packages if f"{p}/" not in text] == []
+
+
+def test_benchmarks_md_names_every_benchmark():
+    text = _text(ROOT / "docs" / "benchmarks.md")
+    benches = [p.stem for p in (ROOT / "benchmarks").glob("bench_*.py")]
+    assert benches and [b for b in benches if f"benchmarks.{b}" not in text] == []
+
+
+def test_no_core_module_is_over_the_documented_size():
+    sizes = {str(p.relative_to(ROOT)): len(_text(p).splitlines()) for p in (ROOT / "core").rglob("*.py")}
+    assert {p: n for p, n in sizes.items() if n > CORE_MODULE_MAX_LINES} == {}
+    assert [p.name for p in (ROOT / "core").glob("*.py")] == ["__init__.py"]
