@@ -132,13 +132,18 @@ def floor_log2(x: Fraction) -> int:
     return e
 
 
-def ulp(x: Exact, fmt: FloatFormat) -> Fraction:
-    """The unit in the last place of the binade of |x| in ``fmt``.
+# ULPs, one convention for the whole project. ulp(x) is the spacing of the format's numbers in the
+# binade of |x|: 2^(e-p+1) for 2^e <= |x| < 2^(e+1), so ulp(2^k) = 2^(k-p+1) (the spacing above a
+# power of two, as np.spacing gives it), the smallest subnormal in the subnormal range and at 0.
+# ``ulp`` is exact (Fractions), ``ulp_array`` the same per element in float64. An error in ULPs is
+# measured in ULPs of the *reference* (``error_in_ulps``: of the exact value); a distance between two
+# results counts the representable values between them (``ulp_distance``, ``ulp_distance_array``),
+# which needs no reference.
 
-    For a real x this is the spacing of ``fmt`` numbers around x (the larger spacing at
-    a power of two is not used: ulp(2^k) = 2^(k-p+1)).  ulp(0) is the smallest
-    subnormal.  Infinite or NaN x has no ULP: ValueError.
-    """
+
+def ulp(x: Exact, fmt: FloatFormat) -> Fraction:
+    """The unit in the last place of the binade of |x| in ``fmt`` (the convention above); ulp(0) is the
+    smallest subnormal. Infinite or NaN x has no ULP: ValueError."""
     if isinstance(x, float):
         if not math.isfinite(x):
             raise ValueError("ulp of a non-finite value")
@@ -147,6 +152,17 @@ def ulp(x: Exact, fmt: FloatFormat) -> Fraction:
         return fmt.min_subnormal
     e = max(floor_log2(abs(x)), fmt.emin)
     return Fraction(2) ** (e - fmt.precision + 1)
+
+
+def ulp_array(x, fmt) -> np.ndarray:
+    """``ulp`` of each |x|, as float64 (exact: every ULP of these formats is a power of two within
+    float64's range); nan where x is not finite. ``fmt`` is a FloatFormat, or any object with its
+    ``precision`` and ``emin`` (a reduced format such as TF32)."""
+    x = np.abs(np.asarray(x, dtype=np.float64))
+    _, e = np.frexp(x)
+    out = np.ldexp(1.0, np.maximum(e.astype(np.int64) - 1, fmt.emin) - fmt.precision + 1)
+    out = np.where(x == 0, 2.0 ** (fmt.emin - fmt.precision + 1), out)
+    return np.where(np.isfinite(x), out, np.nan)
 
 
 # ---------------------------------------------------------------------------- rounding
@@ -344,6 +360,26 @@ def ordinal(bits: int, fmt: FloatFormat) -> int:
 def ulp_distance(bits_a: int, bits_b: int, fmt: FloatFormat) -> int:
     """How many representable values lie between two finite values (0 if equal)."""
     return abs(ordinal(bits_a, fmt) - ordinal(bits_b, fmt))
+
+
+def ulp_distance_array(a, b) -> np.ndarray:
+    """``ulp_distance`` element by element, for two arrays of one format in FORMATS: int64, or Python
+    integers in an object array for float64 (whose distances reach 2^64)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype:
+        raise ValueError(f"ULP distance between {a.dtype} and {b.dtype}: give one format")
+    fmt = format_of(a.dtype)
+    if fmt.width == 64:
+        return np.array([ulp_distance(int(p), int(q), fmt) for p, q in zip(bit_view(a).ravel(), bit_view(b).ravel(),
+                                                                             strict=True)],
+                        dtype=object).reshape(a.shape)
+
+    def ordinals(v):
+        bits = bit_view(v).astype(np.int64)
+        sign = 1 << (fmt.width - 1)
+        return np.where(bits & sign, -(bits & (sign - 1)), bits)
+
+    return np.abs(ordinals(a) - ordinals(b))
 
 
 _HEX_STRUCT = {"float64": ">d", "float32": ">f", "float16": ">e"}

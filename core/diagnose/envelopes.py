@@ -34,8 +34,9 @@ with |delta_k| uniform, its standard deviation is u sqrt(sum s_k^2 / 3). For ter
 random sign, s_k^2 grows like k/K * sum t^2, so sum s_k^2 ~ K/2 * sum t^2 and one order's
 error is about 0.41 u sqrt(K) sqrt(sum t^2); two independent orders differ by about
 0.58 u sqrt(K) sqrt(sum t^2). For same-sign terms s_k ~ k/K * S and the difference is
-about 0.47 u sqrt(K) |S|. Both are below T_R = u_A sqrt(K) s (plus sqrt(K) times A's
-smallest subnormal: roundings in the subnormal range are absolute), where s is the element's
+about 0.47 u sqrt(K) |S|. Both are below T_R = u_A sqrt(K) max(s, |y|) (plus sqrt(K) times A's
+smallest subnormal: roundings in the subnormal range are absolute; ``reordering_sizes``), where
+|y| = max(|actual|, |expected|) and s is the element's
 *scale*: sqrt(sum t^2) from the inputs, else max(|actual|, |expected|, a floor) with the
 floor 1.4826 * r_i * c_j with r_i the median |expected| of the element's row and c_j the
 median of |expected| / r over its column (a rank-one model of row and column scales, fitted
@@ -84,11 +85,11 @@ import warnings
 
 import numpy as np
 
-from core.arith.formats import FloatFormat
+from core.arith.formats import FloatFormat, ulp_array
 from core.arith.metrics import gamma
 from core.diagnose.inputs import Inputs
 from core.diagnose.results import EnvelopeCheck, PatternCheck, Simulation
-from core.diagnose.rounding import REDUCED_FORMATS, fmt_ulp, ulp_array
+from core.diagnose.rounding import REDUCED_FORMATS
 from core.diagnose.tolerances import covering_tolerances, nice_up
 
 ENVELOPE_FACTOR = 8.0  # Z: envelope = Z x typical size (capped by the a-priori bound)
@@ -155,14 +156,25 @@ def _check(d, fin, env) -> tuple[int, float]:
     return int(over.sum()), worst
 
 
+def reordering_sizes(k: int, s, m, sum_abs, acc: FloatFormat):
+    """(T_R, B_R) of K-term sums accumulated in ``acc``, per element (see the module docstring).
+
+    T_R = u sqrt(K) max(s, |y|) + sqrt(K) minsub: s = sqrt(sum t^2) is the size for terms of random
+    sign, and max(s, |y|) covers terms of one sign, whose reorderings differ by about 0.47 u sqrt(K)|y|
+    with |y| >= s; roundings in the subnormal range are absolute. B_R = 2 gamma_K sum|t| + K minsub.
+    Both diagnose's verdict and the traces' judge take the envelope from here.
+    """
+    u, minsub = float(acc.unit_roundoff), float(acc.min_subnormal)
+    typical = u * math.sqrt(k) * np.maximum(s, m) + math.sqrt(k) * minsub
+    bound = 2 * gamma(k, u, math.inf) * sum_abs + k * minsub
+    return typical, bound
+
+
 def reordering_envelope(d, fin, m, s, sum_abs, rigorous, k, fmt: FloatFormat, acc: FloatFormat,
                          sim: Simulation | None) -> EnvelopeCheck:
     """The reordering envelope min(B_R, Z T_R) + output rounding, per element (see the module docstring)."""
-    u = float(acc.unit_roundoff)
-    out = fmt_ulp(m, fmt) if fmt.precision < acc.precision else np.zeros_like(m)
-    # u sqrt(K) s, plus sqrt(K) smallest subnormals: roundings in the subnormal range are absolute
-    core = u * math.sqrt(k) * s + math.sqrt(k) * float(acc.min_subnormal)
-    bound_core = 2 * gamma(k, u, math.inf) * sum_abs + k * float(acc.min_subnormal)
+    out = ulp_array(m, fmt) if fmt.precision < acc.precision else np.zeros_like(m)
+    core, bound_core = reordering_sizes(k, s, m, sum_abs, acc)
     factor = _widened(ENVELOPE_FACTOR, core, out, sim.spread if sim is not None else None,
                       sim.elements if sim is not None else None)
     with np.errstate(invalid="ignore"):
@@ -191,9 +203,9 @@ def reduced_envelope(key, d, fin, m, s, sum_abs, rows_abs, ops: Inputs | None, k
         e_in = (2 * u_in + u_in * u_in) * sum_abs
     bound_core = (e_in + gamma(k, u32, math.inf) * (sum_abs + e_in) + gamma(k, u_acc, math.inf) * sum_abs
                   + k * 2.0**-149 + k * float(acc.min_subnormal))
-    out = fmt_ulp(m, fmt) if fmt.precision < acc.precision else np.zeros_like(m)
+    out = ulp_array(m, fmt) if fmt.precision < acc.precision else np.zeros_like(m)
     if p.rounds_output:
-        out = np.maximum(out, ulp_array(m, p.precision, p.emin))
+        out = np.maximum(out, ulp_array(m, p))
     core = (u_p + u32 * math.sqrt(k)) * s + math.sqrt(k) * (2.0**-149 + 2 * h)
     notes = []
     spread = None
@@ -222,7 +234,7 @@ def pattern_check(d, fin, s, fmt: FloatFormat) -> PatternCheck:
     """The outliers: elements more than OUTLIER_FACTOR times the level of the other 99 %, in ULPs of the scale."""
     n = int(fin.sum())
     with np.errstate(divide="ignore", invalid="ignore"):
-        q = np.where(fin, d / fmt_ulp(np.where(fin, s, 0.0), fmt), 0.0)
+        q = np.where(fin, d / ulp_array(np.where(fin, s, 0.0), fmt), 0.0)
     worst = float(q.max()) if n else 0.0
     if n < MIN_PATTERN_ELEMENTS:
         return PatternCheck(False, 1.0, np.array([], dtype=np.int64), worst)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.arith.formats import FORMATS, FloatFormat
+from core.arith.formats import FORMATS
 
 _TORCH_NAMES = {f.torch_dtype: name for name, f in FORMATS.items()}
 _NUMPY_NAMES = {f.numpy_dtype: name for name, f in FORMATS.items()}
@@ -97,21 +97,6 @@ def round_to(x, key: str) -> np.ndarray:
         return np.asarray(x, dtype=np.float64)
     f = REDUCED_FORMATS[key]
     return round_precision(x, f.precision, f.emin, f.max_finite)
-
-
-def ulp_array(x, precision: int, emin: int) -> np.ndarray:
-    """ULP of each |x| in a format (the spacing in x's binade; the smallest subnormal at 0).
-    nan where x is not finite."""
-    x = np.abs(np.asarray(x, dtype=np.float64))
-    _, e = np.frexp(x)
-    out = np.ldexp(1.0, np.maximum(e.astype(np.int64) - 1, emin) - precision + 1)
-    out = np.where(x == 0, 2.0 ** (emin - precision + 1), out)
-    return np.where(np.isfinite(x), out, np.nan)
-
-
-def fmt_ulp(x, fmt: FloatFormat) -> np.ndarray:
-    """ULP of each |x| in ``fmt`` (``ulp_array`` with its precision and emin)."""
-    return ulp_array(x, fmt.precision, fmt.emin)
 
 
 # ----------------------------------------------------------------------------- arrays

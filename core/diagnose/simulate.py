@@ -18,10 +18,10 @@ import math
 
 import numpy as np
 
-from core.arith.formats import FORMATS
+from core.arith.formats import FORMATS, ulp_array
 from core.diagnose.inputs import Inputs
 from core.diagnose.results import Simulation
-from core.diagnose.rounding import REDUCED_FORMATS, accumulation_format, fmt_ulp, round_precision, round_to
+from core.diagnose.rounding import REDUCED_FORMATS, accumulation_format, round_precision, round_to
 
 SIM_ELEMENTS = 256  # outputs recomputed at most (diagnose samples them)
 SIM_TERMS = 2**21  # sampled elements x K
@@ -157,7 +157,7 @@ def simulate(inputs: Inputs, a: np.ndarray, e: np.ndarray, fmt: str, elements: n
             r = round_precision(r, f.precision, f.emin, float(f.max_finite))
         reduced[key] = r
     flat_a, flat_e = a.reshape(-1)[elements], e.reshape(-1)[elements]
-    unit = fmt_ulp(flat_e, f)
+    unit = ulp_array(flat_e, f)
     with np.errstate(invalid="ignore", over="ignore"):
         return Simulation(inputs.kind, inputs.k, elements, SIM_ORDERS, results, reference, reduced,
                           np.abs(flat_a - flat_e), unit, np.abs(flat_a - reference), np.abs(flat_e - reference),

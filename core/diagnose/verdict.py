@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from core.arith.formats import FORMATS
+from core.arith.formats import FORMATS, ulp_array
 from core.diagnose.envelopes import (
     envelope_tolerances,
     median_floor,
@@ -39,7 +39,6 @@ from core.diagnose.rounding import (
     REDUCED_FORMATS,
     accumulation_format,
     as_float_array,
-    fmt_ulp,
     narrower,
     reduced_candidates,
 )
@@ -150,7 +149,7 @@ def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: st
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         d = np.where(fin, np.abs(af - ef), np.nan)
         rel = np.where(fin, np.where(ef != 0, d / np.abs(ef), np.where(d > 0, np.inf, 0.0)), np.nan)
-        unit = fmt_ulp(np.where(fin, ef, 0.0), fmt)
+        unit = ulp_array(np.where(fin, ef, 0.0), fmt)
         ulps = np.where(fin, d / unit, np.nan)
     n_signed_zero = int(np.sum(fin & (af == 0) & (ef == 0) & (np.signbit(af) != np.signbit(ef))))
     differ = fin & (d > 0)

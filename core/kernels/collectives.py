@@ -35,9 +35,14 @@ float64 and a final combination in Python integers; ``ulp_errors`` compares a re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from itertools import combinations
 
 import numpy as np
+
+from core.arith.formats import FORMATS, error_in_ulps, ulp_distance_array
+
+FLOAT32 = FORMATS["float32"]
 
 SEGMENT_BYTES = 1 << 20  # gloo's AllreduceOptionsImpl::kMaxSegmentSize (gloo/allreduce.h)
 QUANTUM_EXP = -149  # every float32 is an integer multiple of 2^-149
@@ -315,15 +320,14 @@ def _quanta(values: np.ndarray) -> list[int]:
 
 
 def ulp_errors(result: np.ndarray, exact: list[int]) -> np.ndarray:
-    """(result - exact) / ulp(exact) per element, in float32 ULPs of the exact sum (signed)."""
+    """``error_in_ulps`` per element: (result - exact) / ulp(exact), in float32 ULPs of the exact sum
+    (given in quanta of 2^-149), signed."""
     res = np.asarray(result, dtype=np.float32)
     if not np.isfinite(res).all():
         raise ValueError("a result overflowed")
-    out = np.empty(len(exact))
-    for i, (r, s) in enumerate(zip(_quanta(res), exact, strict=True)):
-        ulp = 1 << max(abs(s).bit_length() - 24, 0)  # ulp(0) and subnormal ulps are one quantum
-        out[i] = (r - s) / ulp
-    return out
+    quantum = Fraction(1, 2 ** -QUANTUM_EXP)
+    return np.array([error_in_ulps(r * quantum, s * quantum, FLOAT32)
+                     for r, s in zip(_quanta(res), exact, strict=True)], dtype=np.float64)
 
 
 def correctly_rounded(result: np.ndarray, errors: np.ndarray) -> np.ndarray:
@@ -331,15 +335,6 @@ def correctly_rounded(result: np.ndarray, errors: np.ndarray) -> np.ndarray:
     even = (np.asarray(result, np.float32).view(np.uint32) & 1) == 0
     a = np.abs(errors)
     return (a < 0.5) | ((a == 0.5) & even)
-
-
-def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """How many float32 values lie between two results, element by element (0: same value)."""
-    def ordinal(v):
-        bits = np.asarray(v, np.float32).view(np.uint32).astype(np.int64)
-        return np.where(bits >> 31, -(bits & 0x7FFFFFFF), bits)
-
-    return np.abs(ordinal(a) - ordinal(b))
 
 
 # ------------------------------------------------------------------------- comparisons
@@ -384,5 +379,5 @@ def compare(x: np.ndarray, models: tuple[str, ...] = tuple(MODELS)) -> Compariso
         ra, rb = results[a], results[b]
         diff = ra.view(np.uint32) != rb.view(np.uint32)
         pairs.append(PairOutcome(a, b, float(diff.mean()) if diff.size else 0.0,
-                                 int(ulp_distance(ra, rb).max(initial=0))))
+                                 int(ulp_distance_array(ra, rb).max(initial=0))))
     return Comparison(x.shape[0], x.shape[1], tuple(outcomes), tuple(pairs))

@@ -24,9 +24,9 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import torch
 
+from core.arith.formats import format_of, ulp_array
 from core.crowd.budget import MB, Cost
 from core.machines.globalstate import torch_threads
 from core.serving import corpus
@@ -236,12 +236,6 @@ def schedule(s: ServeSettings) -> list[Request]:
     return out
 
 
-def _ulp(x: float, dtype: torch.dtype) -> float:
-    """The spacing of ``dtype`` at |x| (float32 or bfloat16)."""
-    spacing = float(np.spacing(np.float32(abs(x))))
-    return spacing * 2 ** 16 if dtype == torch.bfloat16 else spacing
-
-
 def _top2(row: torch.Tensor) -> tuple[float, float]:
     v = torch.topk(row, 2).values
     return float(v[0]), float(v[1])
@@ -267,7 +261,7 @@ class _Tally:
     def gap(self, row: torch.Tensor) -> tuple[float, float]:
         a, b = _top2(row)
         g = a - b
-        return g / _ulp(a, self.dtype), g / abs(a) if a else float("inf")
+        return g / float(ulp_array(a, format_of(self.dtype))), g / abs(a) if a else float("inf")
 
     def take(self, live: _Live, row: torch.Tensor) -> None:
         nxt = int(torch.argmax(row))

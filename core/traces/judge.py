@@ -20,12 +20,13 @@ core.diagnose uses for a reordering (see core.diagnose.envelopes for the derivat
 with K the op's reduction length and u the unit roundoff of the format torch accumulates in
 (float32 for float16, bfloat16 and float32; float64 for float64):
 
-- typical size T = u sqrt(K) s + sqrt(K) minsub (s = sqrt(sum t^2), the probabilistic size of a
-  reordered sum, Higham and Mary 2019);
+- typical size T = u sqrt(K) max(s, |y|) + sqrt(K) minsub (s = sqrt(sum t^2), the probabilistic
+  size of a reordered sum of terms of random sign, Higham and Mary 2019; |y| for terms of one sign);
 - rigorous bound B = 2 gamma_K sum|t| + K minsub (Higham, eq. 3.4: two orders each within
   gamma_K sum|t| of the exact sum);
 - envelope E = min(B, Z T) + one ULP of the output format where it is narrower than the
-  accumulation (Z = core.diagnose.envelopes.ENVELOPE_FACTOR = 8).
+  accumulation (Z = core.diagnose.envelopes.ENVELOPE_FACTOR = 8). T and B are computed by
+  core.diagnose.envelopes.reordering_sizes, for diagnose's verdict and this judge alike.
 
 sum|t| and s come from the recorded terms of the op's inputs where the op is a matrix product or a
 sum ("exact": B is rigorous); for a softmax or a norm the output is one row reduction and sum|t| =
@@ -53,10 +54,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from core.arith.formats import FORMATS, decode_hex
+from core.arith.formats import FORMATS, decode_hex, ulp_array
 from core.arith.metrics import gamma
-from core.diagnose.envelopes import ENVELOPE_FACTOR
-from core.diagnose.rounding import accumulation_format, fmt_ulp, narrower
+from core.diagnose.envelopes import ENVELOPE_FACTOR, reordering_sizes
+from core.diagnose.rounding import accumulation_format, narrower
 from core.traces.record import OpRecord
 
 ELEMENTWISE_ULPS = 4.0
@@ -187,7 +188,7 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
         d = np.where(same, 0.0, np.abs(va - vb))
         d = np.where(np.isnan(d), np.inf, d)  # NaN against a number, or inf - inf of opposite signs
         m = np.maximum(np.abs(np.nan_to_num(va, posinf=0, neginf=0)), np.abs(np.nan_to_num(vb, posinf=0, neginf=0)))
-    ulp = fmt_ulp(m, fmt)
+    ulp = ulp_array(m, fmt)
     differing = int(np.sum([x != y for x, y in zip(a.sample_hex, b.sample_hex, strict=True)]))
     kind = op_class(a)
     acc = FORMATS[accumulation_format(out_dtype)]
@@ -213,10 +214,7 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
         else:
             sum_abs, s, rigorous, extra = math.sqrt(k) * m, m, False, ELEMENTWISE_ULPS * ulp
             basis = f"reordering of {k:,} terms (terms estimated)"
-        # u sqrt(K) max(||t||_2, |y|): for terms of one sign the partial sums grow to |y| and a reordering
-        # differs by about 0.47 u sqrt(K) |y| (core.diagnose.envelopes), more than u sqrt(K) ||t||_2
-        typical = u * math.sqrt(k) * np.maximum(s, m) + math.sqrt(k) * minsub
-        bound = 2 * gamma(k, u, math.inf) * sum_abs + k * minsub
+        typical, bound = reordering_sizes(k, s, m, sum_abs, acc)
         env = np.minimum(bound, ENVELOPE_FACTOR * typical) + out_round + extra
     elif kind == "elementwise" and a.terms_kind == "inputs" and a.scale is not None and len(a.scale) == n:
         # a formula of its inputs that can cancel (tanh's backward g (1 - y^2), erf-based functions): an

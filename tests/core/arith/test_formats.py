@@ -28,7 +28,9 @@ from core.arith.formats import (
     split_bits,
     tensor_from_bits,
     ulp,
+    ulp_array,
     ulp_distance,
+    ulp_distance_array,
     value_of_bits,
 )
 from tests.strategies import any_values, bit_patterns, finite_values, is_nan
@@ -211,3 +213,40 @@ def test_decode_hex_reads_every_bit_pattern(name, data):
         assert got == want and math.copysign(1.0, got) == (-1.0 if bits >> (fmt.width - 1) else 1.0)
     if name in ("float64", "float32"):  # the width tells these two apart without a format
         assert decode_hex(h) == got or math.isnan(got)
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_ulp_array_is_the_exact_ulp_of_every_bit_pattern(data):
+    fmt = data.draw(st.sampled_from(list(FORMATS.values())))
+    bits = data.draw(bit_patterns(fmt))
+    x = value_of_bits(bits, fmt)
+    got = ulp_array(np.array([float(x)]), fmt)[0]
+    if isinstance(x, float) and not math.isfinite(x):
+        assert math.isnan(got)
+    else:
+        assert got == float(ulp(x, fmt))  # exact: a power of two
+        if fmt.name in ("float32", "float64") and x != 0 and abs(x) < fmt.max_finite:
+            # np.spacing agrees, but at the largest finite value, where it gives inf (the next value)
+            assert got == np.spacing(np.abs(np.array(float(x), dtype=fmt.numpy_dtype)))  # np.spacing's convention
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_ulp_distance_array_counts_what_ulp_distance_counts(data):
+    fmt = data.draw(st.sampled_from(list(FORMATS.values())))
+    a_bits = data.draw(st.lists(bit_patterns(fmt), min_size=1, max_size=8))
+    b_bits = data.draw(st.lists(bit_patterns(fmt), min_size=len(a_bits), max_size=len(a_bits)))
+    finite = [(p, q) for p, q in zip(a_bits, b_bits, strict=True)
+              if not (is_nan(value_of_bits(p, fmt)) or is_nan(value_of_bits(q, fmt)))]
+    if not finite:
+        return
+    a = np.array([p for p, _ in finite], dtype=fmt.uint_dtype).view(fmt.numpy_dtype)
+    b = np.array([q for _, q in finite], dtype=fmt.uint_dtype).view(fmt.numpy_dtype)
+    got = ulp_distance_array(a, b)
+    assert list(got) == [ulp_distance(p, q, fmt) for p, q in finite]
+
+
+def test_ulp_distance_array_refuses_two_formats():
+    with pytest.raises(ValueError, match="one format"):
+        ulp_distance_array(np.zeros(2, np.float32), np.zeros(2, np.float64))

@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from core.arith.exact import exact_sum_fraction
-from core.arith.formats import FLOAT32, FLOAT64, FORMATS, FloatFormat, round_to_format, ulp, value_of_bits
+from core.arith.formats import FLOAT32, FLOAT64, FORMATS, FloatFormat, round_to_format, value_of_bits
 from core.arith.metrics import gamma
 from core.diagnose.envelopes import ENVELOPE_FACTOR, MIN_MEDIAN
 from core.diagnose.inputs import prepare_inputs
 from core.diagnose.results import BULK_SHARE
-from core.diagnose.rounding import REDUCED_FORMATS, as_float_array, round_precision, round_to, ulp_array
+from core.diagnose.rounding import REDUCED_FORMATS, as_float_array, round_precision, round_to
 from core.diagnose.simulate import SIM_ORDERS, _sum_orders, fma_sequential
 from core.diagnose.tolerances import MARGIN, nice_up
 from core.diagnose.verdict import ASSUMED_K, MAX_ELEMENTS, VERDICTS, diagnose
@@ -80,15 +80,6 @@ def test_round_precision_from_float64_matches_numpy_casts(bits):
     assert np.signbit(round_precision(np.array([-0.0]), 24, -126, 1e38))[0]
 
 
-@settings(max_examples=300, deadline=None)
-@given(bit_patterns(FLOAT32))
-def test_ulp_array_matches_exact_ulp(bits):
-    x = value_of_bits(bits, FLOAT32)
-    got = ulp_array(np.array([float(x)]), 24, -126)[0]
-    if isinstance(x, float):
-        assert math.isnan(got)
-    else:
-        assert got == float(ulp(x, FLOAT32))
 
 
 def test_nice_up_is_the_next_one_two_five():
