@@ -1,13 +1,24 @@
 """scripts.trace as a person runs it: `run` writes trace files, `compare` ends with the one-line answer,
-bad input gets a message and exit status 2 (no traceback), and the command loads no Streamlit."""
+bad input gets a message and exit status 2 (no traceback), and the command loads no Streamlit.
+
+Most calls run the command's ``main`` in this process, with its standard streams captured and its exit
+status taken from its return value (or argparse's SystemExit): a new interpreter per call spent its
+time importing torch. The first test and the no-Streamlit test run it as a real process.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import pathlib
 import re
 import subprocess
 import sys
 import textwrap
+
+import pytest
+
+from scripts import trace as trace_cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LINE = re.compile(r"first difference: (?:op (\d+) of (\d+), (aten\.\S+) in (\S+): (born here|inherited), "
@@ -38,9 +49,21 @@ MODEL_FILE = textwrap.dedent('''
 ''')
 
 
-def trace(*args: str) -> subprocess.CompletedProcess:
+def process(*args: str) -> subprocess.CompletedProcess:
+    """``python -m scripts.trace`` in a new interpreter."""
     return subprocess.run([sys.executable, "-m", "scripts.trace", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
+
+
+def trace(*args: str) -> subprocess.CompletedProcess:
+    """The command's ``main`` in this process: its exit status, standard output and error."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(ROOT):
+        try:
+            code = trace_cli.main(list(args))
+        except SystemExit as e:  # argparse's usage errors
+            code = e.code
+    return subprocess.CompletedProcess(["scripts.trace", *args], code, out.getvalue(), err.getvalue())
 
 FAILING_FILE = textwrap.dedent('''
     import torch
@@ -81,7 +104,7 @@ def ok(p: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
 
 def test_bundled_model_threads(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    assert last_line(ok(trace("run", "--model", "mlp-step", "--out", str(a)))).startswith(f"wrote {a} (")
+    assert last_line(ok(process("run", "--model", "mlp-step", "--out", str(a)))).startswith(f"wrote {a} (")
     ok(trace("run", "--model", "mlp-step", "--threads", "1", "--out", str(b)))
     line = last_line(ok(trace("compare", str(a), str(b))))
     m = LINE.fullmatch(line)
@@ -134,29 +157,20 @@ def test_bad_input(tmp_path):
          ["--follow-row 2", "has 2 rows"]),
         (["run", "--model", "tiny-lm", "--dtype", "float64", "--out", out], ["float32 or bfloat16"]),
     ]
-    # side by side: each process spends its time importing torch
-    procs = [subprocess.Popen([sys.executable, "-m", "scripts.trace", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for args, _ in cases]
-    for proc, (args, words) in zip(procs, cases, strict=True):
-        stdout, stderr = proc.communicate(timeout=300)
-        bad(subprocess.CompletedProcess(args, proc.returncode, stdout, stderr), *words)
+    for args, words in cases:
+        bad(trace(*args), *words)
     assert not (tmp_path / "x.json").exists()
-    debug = subprocess.run([sys.executable, "-m", "scripts.trace", "run", "--module", f"{failing}:make", "--debug",
-                            "--out", out], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert debug.returncode != 0 and "Traceback" in debug.stderr and "ZeroDivisionError" in debug.stderr
+    with pytest.raises(ZeroDivisionError):  # --debug lets the traceback through
+        trace("run", "--module", f"{failing}:make", "--debug", "--out", out)
 
 
 def test_batch_one_with_a_strided_one_element_view(tmp_path):
     """A [1, 16] batch and ``x[:, -1]``: a one-element view with stride 16, which transformers' masks make."""
     model = tmp_path / "last.py"
     model.write_text(LAST_COLUMN_FILE)
-    done = [subprocess.run([sys.executable, "-m", "scripts.trace", "run", "--module", f"{model}:make", "--out",
-                            str(tmp_path / f"{k}.json")], cwd=ROOT, capture_output=True, text=True, timeout=300)
-            for k in "ab"]
-    assert all(d.returncode == 0 for d in done), [d.stderr for d in done]
-    same = subprocess.run([sys.executable, "-m", "scripts.trace", "compare", str(tmp_path / "a.json"),
-                           str(tmp_path / "b.json")], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert same.returncode == 0, same.stderr
+    for k in "ab":
+        ok(trace("run", "--module", f"{model}:make", "--out", str(tmp_path / f"{k}.json")))
+    same = ok(trace("compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")))
     assert re.fullmatch(r"first difference: none in \d+ ops", last_line(same)), same.stdout
 
 
@@ -176,13 +190,8 @@ def test_a_transformers_batch_against_its_row(tmp_path):
 
     a, b = tmp_path / "one.json", tmp_path / "four.json"
     spec = "tests/corpus/gpt2.py:make"
-    runs = [subprocess.Popen([sys.executable, "-m", "scripts.trace", "run", "--module", spec, "--dtype", "bfloat16",
-                              *extra, "--out", str(path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
-            for extra, path in (([], a), (["--arg", "batch=4", "--follow-row", "0"], b))]
-    for r in runs:
-        _, err = r.communicate(timeout=300)
-        assert r.returncode == 0, err
+    for extra, path in (([], a), (["--arg", "batch=4", "--follow-row", "0"], b)):
+        ok(trace("run", "--module", spec, "--dtype", "bfloat16", *extra, "--out", str(path)))
     out = ok(trace("compare", str(a), str(b))).stdout.splitlines()
     assert ", batch 1, bfloat16," in out[0] and ", batch 4 (row 0 followed), bfloat16," in out[1], out[:2]
     assert GRAMMAR.fullmatch(out[-1]), out[-1]

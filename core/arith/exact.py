@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from mpmath.libmp import from_man_exp
 
+from core.arith import buckets
 from core.arith.formats import Exact, FloatFormat, round_to_format, to_numpy
 
 
@@ -138,6 +139,10 @@ def abbreviate(decimal: str, keep: int = 60) -> str:
 
 _CHUNK = 1 << 14  # elements per pass: the temporaries stay in cache
 _MAX_ELEMENTS = 1 << 26  # per-bucket float64 totals stay exact up to this many values
+# From this many values the compiled passes (core.arith.buckets) take over: below it NumPy is as fast
+# and a small sum never waits for numba's import and compilation.
+_COMPILED_MIN = 1 << 16
+_COMPILED_CHUNK = 1 << 20  # values per compiled call (a float16 or bfloat16 piece is widened first)
 
 
 def as_numpy(x) -> np.ndarray:
@@ -166,11 +171,16 @@ def _buckets_float32(a: np.ndarray) -> np.ndarray:
     sum of fewer than 2^29 of them is exact, whatever the order.
     """
     acc = np.zeros(512)
-    for s in range(0, a.size, _CHUNK):
-        part = a[s : s + _CHUNK]
+    compiled = a.size >= _COMPILED_MIN and buckets.available()
+    step = _COMPILED_CHUNK if compiled else _CHUNK
+    for s in range(0, a.size, step):
+        part = a[s : s + step]
         if part.dtype != np.float32:
             part = part.astype(np.float32)  # float16 and bfloat16 widen exactly
-        acc += np.bincount(part.view(np.uint32) >> 23, weights=part.astype(np.float64), minlength=512)
+        if compiled:
+            acc += buckets.sum_buckets32(part)
+        else:
+            acc += np.bincount(part.view(np.uint32) >> 23, weights=part.astype(np.float64), minlength=512)
     return acc
 
 
@@ -269,6 +279,14 @@ def _dot_narrow(a: np.ndarray, b: np.ndarray) -> Fraction:
     is a multiple of 2^(e-23) below 2^(e+1) and every lo a multiple of 2^(e-47) below
     2^(e-23): fewer than 2^29 of either sum exactly in float64, in any order.
     """
+    if a.size >= _COMPILED_MIN and buckets.available():
+        hi_acc, lo_acc = np.zeros(4096), np.zeros(4096)
+        for s in range(0, a.size, _COMPILED_CHUNK):  # float16 and bfloat16 widen to float32 exactly
+            h, lo = buckets.dot_buckets32(a[s : s + _COMPILED_CHUNK].astype(np.float32, copy=False),
+                                          b[s : s + _COMPILED_CHUNK].astype(np.float32, copy=False))
+            hi_acc += h
+            lo_acc += lo
+        return _dot_total(hi_acc, lo_acc)
     hi_acc, lo_acc = np.zeros(4096), np.zeros(4096)
     size = min(_DOT_CHUNK, a.size)
     p, hi, idx = np.empty(size), np.empty(size), np.empty(size, dtype=np.uint64)
@@ -287,6 +305,11 @@ def _dot_narrow(a: np.ndarray, b: np.ndarray) -> Fraction:
         hi_acc += np.bincount(bucket, weights=hm, minlength=4096)
         np.subtract(pm, hm, out=pm)  # lo = p - hi, exact
         lo_acc += np.bincount(bucket, weights=pm, minlength=4096)
+    return _dot_total(hi_acc, lo_acc)
+
+
+def _dot_total(hi_acc: np.ndarray, lo_acc: np.ndarray) -> Fraction:
+    """The exact sum of the bucket totals of ``_dot_narrow``."""
     total = 0
     shift = 1100  # every bucket total is an integer multiple of 2^-1100 (products are >= 2^-298)
     for v in np.concatenate([hi_acc[hi_acc != 0], lo_acc[lo_acc != 0]]).tolist():
