@@ -172,7 +172,7 @@ def _buckets_float32(a: np.ndarray) -> np.ndarray:
     """
     acc = np.zeros(512)
     compiled = a.size >= _COMPILED_MIN and buckets.available()
-    step = _COMPILED_CHUNK if compiled else _CHUNK
+    step = (a.size if a.dtype == np.float32 else _COMPILED_CHUNK) if compiled else _CHUNK
     for s in range(0, a.size, step):
         part = a[s : s + step]
         if part.dtype != np.float32:
@@ -270,8 +270,13 @@ def _special_dot(a: np.ndarray, b: np.ndarray) -> float | None:
     return _special_sum(prods)
 
 
-def _dot_narrow(a: np.ndarray, b: np.ndarray) -> Fraction:
-    """Exact dot product of float16/bfloat16/float32 values (finite).
+def _compiled_dot(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.size >= _COMPILED_MIN and np.float64 not in (a.dtype, b.dtype) and buckets.available()
+
+
+def _dot_narrow(a: np.ndarray, b: np.ndarray) -> Fraction | None:
+    """Exact dot product of float16/bfloat16/float32 values (finite; the compiled pass also finds
+    non-finite ones itself, and returns None for them).
 
     Each product is exact in float64 (at most 24 x 24 = 48 significant bits, magnitude in
     [2^-298, 2^256], normal). Split by bits: hi keeps the top 24 significant bits, lo = p - hi
@@ -279,13 +284,16 @@ def _dot_narrow(a: np.ndarray, b: np.ndarray) -> Fraction:
     is a multiple of 2^(e-23) below 2^(e+1) and every lo a multiple of 2^(e-47) below
     2^(e-23): fewer than 2^29 of either sum exactly in float64, in any order.
     """
-    if a.size >= _COMPILED_MIN and buckets.available():
+    if _compiled_dot(a, b):
         hi_acc, lo_acc = np.zeros(4096), np.zeros(4096)
-        for s in range(0, a.size, _COMPILED_CHUNK):  # float16 and bfloat16 widen to float32 exactly
-            h, lo = buckets.dot_buckets32(a[s : s + _COMPILED_CHUNK].astype(np.float32, copy=False),
-                                          b[s : s + _COMPILED_CHUNK].astype(np.float32, copy=False))
+        step = a.size if a.dtype == b.dtype == np.float32 else _COMPILED_CHUNK
+        for s in range(0, a.size, step):  # float16 and bfloat16 widen to float32 exactly, a piece at a time
+            h, lo = buckets.dot_buckets32(a[s : s + step].astype(np.float32, copy=False),
+                                          b[s : s + step].astype(np.float32, copy=False))
             hi_acc += h
             lo_acc += lo
+        if not (np.isfinite(hi_acc).all() and np.isfinite(lo_acc).all()) or hi_acc[0x7FF] or hi_acc[0xFFF]:
+            return None  # an inf or nan input: its product has the exponent field 0x7FF (inf * 0 too)
         return _dot_total(hi_acc, lo_acc)
     hi_acc, lo_acc = np.zeros(4096), np.zeros(4096)
     size = min(_DOT_CHUNK, a.size)
@@ -362,14 +370,18 @@ def exact_dot_fraction(x, y) -> Exact:
     sign (the rounded results of the arithmetic models carry it).
     """
     a, b = _dot_operands(x, y)
-    special = _special_dot(a, b)
+    # the compiled pass sees an inf or nan in its buckets, so it reads the values only once
+    special = None if _compiled_dot(a, b) else _special_dot(a, b)
     if special is not None:
         return special
     wide = np.float64 in (a.dtype, b.dtype)
     total = Fraction(0)
     for s in range(0, a.size, _DOT_LIMIT):
         part_a, part_b = a[s : s + _DOT_LIMIT], b[s : s + _DOT_LIMIT]
-        total += _dot_float64(part_a, part_b) if wide else _dot_narrow(part_a, part_b)
+        part = _dot_float64(part_a, part_b) if wide else _dot_narrow(part_a, part_b)
+        if part is None:
+            return _special_dot(a, b)
+        total += part
     return total
 
 

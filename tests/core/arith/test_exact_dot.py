@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from unittest import mock
 
 import ml_dtypes
 import mpmath
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import core.arith.exact as exact_mod
+from core.arith import buckets
 from core.arith.exact import exact_dot, exact_dot_fraction, mpf_to_fraction
 from core.arith.formats import FORMATS, value_of_bits
 from tests.strategies import bit_patterns, is_nan
@@ -144,3 +146,38 @@ def test_ten_million_terms(name):
     x = np.full(n, 1 + eps, dtype=NP[name])
     y = np.full(n, 1 - eps, dtype=NP[name])
     assert exact_dot_fraction(x, y) == n * (1 - Fraction(eps) ** 2)
+
+
+NEEDS_NUMBA = pytest.mark.skipif(not buckets.available(), reason="numba is missing: the NumPy path serves")
+
+
+@NEEDS_NUMBA
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), fx=st.sampled_from(["float16", "bfloat16", "float32"]),
+       fy=st.sampled_from(["float16", "bfloat16", "float32"]))
+def test_the_compiled_pass_is_exact_with_every_special(data, fx, fy):
+    """The compiled pass (core.arith.buckets) for every size, in pieces of 13, split between threads
+    from 8 values on; it finds inf and nan inputs in its own buckets."""
+    n = data.draw(st.integers(0, 40))
+    xb = data.draw(st.lists(bit_patterns(FORMATS[fx]), min_size=n, max_size=n))
+    yb = data.draw(st.lists(bit_patterns(FORMATS[fy]), min_size=n, max_size=n))
+    with mock.patch.multiple(exact_mod, _COMPILED_MIN=1, _COMPILED_CHUNK=13), \
+            mock.patch.object(buckets, "PER_THREAD", 4):
+        got = exact_dot_fraction(from_bits(xb, fx), from_bits(yb, fy))
+    ref = ieee_dot([value_of_bits(b, FORMATS[fx]) for b in xb], [value_of_bits(b, FORMATS[fy]) for b in yb])
+    assert is_nan(got) if is_nan(ref) else got == ref
+
+
+@NEEDS_NUMBA
+def test_the_compiled_pass_on_a_large_vector_with_extremes():
+    rng = np.random.default_rng(4)
+    n = 200_003
+    x = (rng.standard_normal(n) * np.exp2(rng.integers(-149, 127, n))).astype(np.float32)
+    y = (rng.standard_normal(n) * np.exp2(rng.integers(-149, 127, n))).astype(np.float32)
+    x[::5000], y[1::4999] = np.float32(3.4028235e38), np.float32(-1e-45)
+    ref = sum((Fraction(a) * Fraction(b) for a, b in zip(x.tolist(), y.tolist(), strict=True)), Fraction(0))
+    assert exact_dot_fraction(x, y) == ref
+    x[17] = np.inf
+    assert exact_dot_fraction(x, y) == (math.inf if y[17] > 0 else -math.inf)
+    y[17] = 0
+    assert math.isnan(exact_dot_fraction(x, y))

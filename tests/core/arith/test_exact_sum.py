@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from unittest import mock
 
 import ml_dtypes
 import mpmath
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import core.arith.exact as exact_mod
+from core.arith import buckets
 from core.arith.exact import correctly_rounded_sum, exact_sum, exact_sum_fraction, mpf_to_fraction
 from core.arith.formats import FORMATS, bits_of_value, round_to_format
 from tests.strategies import any_values, finite_values, is_nan
@@ -115,3 +117,40 @@ def test_correctly_rounded_sum_in_float64_matches_math_fsum(vals):
     except OverflowError:
         return
     assert correctly_rounded_sum(arr, FORMATS["float64"]) == round_to_format(Fraction(ref), FORMATS["float64"])
+
+
+
+def _compiled_everywhere():
+    """The compiled pass (core.arith.buckets) for every size, in pieces of 13 values, split between
+    threads from 8 values on."""
+    return (mock.patch.multiple(exact_mod, _COMPILED_MIN=1, _COMPILED_CHUNK=13),
+            mock.patch.object(buckets, "PER_THREAD", 4))
+
+
+NEEDS_NUMBA = pytest.mark.skipif(not buckets.available(), reason="numba is missing: the NumPy path serves")
+
+
+@NEEDS_NUMBA
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), name=st.sampled_from(["float16", "bfloat16", "float32"]))
+def test_the_compiled_pass_is_exact_on_every_bit_pattern(data, name):
+    vals = data.draw(st.lists(any_values(FORMATS[name]), min_size=0, max_size=40))
+    chunks, threads = _compiled_everywhere()
+    with chunks, threads:
+        got = exact_sum_fraction(as_array(vals, name))
+    ref = ieee_reference(vals)
+    assert is_nan(got) if is_nan(ref) else got == ref
+
+
+@NEEDS_NUMBA
+def test_the_compiled_pass_gives_numpys_bucket_totals_on_a_large_vector():
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(300_001) * np.exp2(rng.integers(-140, 120, 300_001))).astype(np.float32)
+    x[::1000] = np.float32(3.4028235e38) * np.sign(rng.standard_normal(301)).astype(np.float32)
+    x[7::997] = np.float32(1e-45)  # the smallest subnormal
+    want = np.zeros(512)
+    for s in range(0, x.size, 1 << 14):
+        part = x[s : s + (1 << 14)]
+        want += np.bincount(part.view(np.uint32) >> 23, weights=part.astype(np.float64), minlength=512)
+    assert np.array_equal(buckets.sum_buckets32(x), want)
+    assert exact_sum_fraction(x) == sum((Fraction(float(v)) for v in x.tolist()), Fraction(0))
