@@ -23,7 +23,7 @@ from core.training.divergence import (
     threads_note,
 )
 from core.training.mlp import DEFAULT_PRESET, DTYPES, MAX_STEPS, OPTIMIZERS, PRESETS, TrainSettings
-from core.training.pair import SOURCES, PairedRun
+from core.training.pair import SOURCES, PairedRun, validate
 from core.training.seeds import seed_study
 from ui.crowd import heavy_section, over_budget
 from ui.navigation import ensure_app_navigation, next_page_link
@@ -79,7 +79,7 @@ def _session_run(fresh: bool = False) -> PairedRun | None:
     """This session's pair for the current settings (core.crowd.runner owns creating and replacing it)."""
     try:
         s = _settings()
-        s.validate()
+        validate(s)
         return current_run(st.session_state, "td_run", s, fresh=fresh)
     except (ValueError, RuntimeError, KeyError):
         return None
@@ -145,7 +145,7 @@ def controls(url_notes) -> TrainSettings:
                    "the honest CPU stand-in for another device: same mathematics, other summation order.")
     settings = _settings()
     try:
-        settings.validate()
+        validate(settings)
     except ValueError as err:
         st.error(str(err))
         st.stop()

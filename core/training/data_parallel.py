@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from core.training.mlp import PARAM_NAMES, TrainSettings, batch_schedule, forward, init_params, spirals
-from core.training.pair import StepRecord
+from core.training.pair import StepRecord, validate
 
 # The run shown on the Many devices page and by scripts/data_parallel.py: the Training divergence
 # model and data, with a global batch of 1,024 examples, so that 1, 2, 4 processes and 8, 64 and
@@ -140,7 +140,7 @@ def shards(idx: np.ndarray, k: int) -> list[np.ndarray]:
 
 def check_settings(settings: TrainSettings, world_size: int, steps: int, max_steps: int = MAX_LIVE_STEPS) -> None:
     """ValueError with a plain reason when a run cannot have these settings."""
-    settings.validate()
+    validate(settings)
     if settings.dtype != "float32":
         raise ValueError("the data-parallel runs train in float32")
     if not 1 <= world_size <= max(MAX_WORLD_SIZE, max(EMULATED_KS)):

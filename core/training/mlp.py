@@ -42,11 +42,8 @@ class TrainSettings:
     classes: int = 3
 
     def validate(self) -> None:
-        # deferred: the registry of difference sources (core.training.pair) builds on these settings
-        from core.training.pair import DIFFERENCES
-
-        if self.source not in DIFFERENCES:
-            raise ValueError(f"unknown difference source {self.source!r}")
+        """ValueError with a plain reason for a value out of range. The difference source is checked
+        against its registry by core.training.pair.validate, which builds on these settings and calls this."""
         if self.dtype not in DTYPES:
             raise ValueError("dtype must be float32 or float64")
         if self.source == "float64" and self.dtype == "float64":
@@ -133,7 +130,7 @@ def forward(p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass
-class _Run:
+class Run:
     params: dict[str, torch.Tensor]
     opt: torch.optim.Optimizer
     x: torch.Tensor
@@ -144,14 +141,14 @@ class _Run:
     batch_perm: np.ndarray | None = None  # applied to each batch (examples reordered)
 
 
-def _make_opt(params: dict[str, torch.Tensor], settings: TrainSettings) -> torch.optim.Optimizer:
+def make_optimizer(params: dict[str, torch.Tensor], settings: TrainSettings) -> torch.optim.Optimizer:
     ps = [params[k] for k in PARAM_NAMES]
     if settings.optimizer == "adam":
         return torch.optim.Adam(ps, lr=settings.lr, foreach=False)
     return torch.optim.SGD(ps, lr=settings.lr, momentum=0.9, foreach=False)
 
 
-def _forward_as(run: _Run, p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+def forward_as(run: Run, p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     """``forward`` computed the way ``run`` computes it; the logits come back in ``x``'s dtype."""
     if not run.autocast_bf16:
         return forward(p, x)
@@ -162,35 +159,37 @@ def _forward_as(run: _Run, p: dict[str, torch.Tensor], x: torch.Tensor) -> torch
     return logits.to(x.dtype)
 
 
-def _train_step(run: _Run, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+def _one_step(run: Run, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     if run.batch_perm is not None:
         idx = idx[run.batch_perm]
     xb, yb = run.x[idx], run.y[idx]
     run.opt.zero_grad(set_to_none=True)
-    logits = _forward_as(run, run.params, xb)
+    logits = forward_as(run, run.params, xb)
     loss = F.cross_entropy(logits, yb)
     loss.backward()
     run.opt.step()
     return loss.detach(), logits.detach()
 
 
-def _step(run: _Run, idx: np.ndarray):
+def train_step(run: Run, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """One SGD step of ``run`` on the examples ``idx`` (with the run's own thread count, if it has one):
+    the loss and the logits, detached."""
     if run.threads is None:
-        return _train_step(run, idx)
+        return _one_step(run, idx)
     with torch_threads(run.threads):
-        return _train_step(run, idx)
+        return _one_step(run, idx)
 
 
 # --------------------------------------------------------------------- bare baseline
 
 
-def _plain_run(settings: TrainSettings) -> tuple[_Run, np.ndarray]:
+def _plain_run(settings: TrainSettings) -> tuple[Run, np.ndarray]:
     x64, y = spirals(settings.n_points, settings.classes, settings.seed)
     schedule = batch_schedule(len(y), settings.batch, settings.steps, settings.seed)
     dt = DTYPES[settings.dtype]
     p = {k: v.to(dt).requires_grad_(True) for k, v in init_params(settings.hidden, settings.classes,
                                                                   settings.seed).items()}
-    return _Run(p, _make_opt(p, settings), torch.from_numpy(x64).to(dt), torch.from_numpy(y)), schedule
+    return Run(p, make_optimizer(p, settings), torch.from_numpy(x64).to(dt), torch.from_numpy(y)), schedule
 
 
 def bare_training_loop(settings: TrainSettings) -> float:
@@ -198,7 +197,7 @@ def bare_training_loop(settings: TrainSettings) -> float:
     run, schedule = _plain_run(settings)
     loss = None
     for idx in schedule:
-        loss, _ = _train_step(run, idx)
+        loss, _ = _one_step(run, idx)
     return float(loss)
 
 
@@ -206,7 +205,7 @@ def train_params(settings: TrainSettings) -> dict[str, torch.Tensor]:
     """Run A alone for ``settings.steps`` steps and return its parameters (machine fingerprints)."""
     run, schedule = _plain_run(settings)
     for idx in schedule:
-        _train_step(run, idx)
+        _one_step(run, idx)
     return {k: v.detach() for k, v in run.params.items()}
 
 

@@ -28,15 +28,15 @@ from core.training.mlp import (
     DTYPES,
     FLUSH_EVERY,
     PARAM_NAMES,
+    Run,
     TrainSettings,
-    _forward_as,
-    _make_opt,
-    _Run,
-    _step,
     batch_schedule,
     forward,
+    forward_as,
     init_params,
+    make_optimizer,
     spirals,
+    train_step,
 )
 
 # --------------------------------------------------------------------------- records
@@ -188,8 +188,8 @@ class Pair:
     """Everything ``make_pair`` builds: the two runs, the shared data and schedule, B's layout."""
 
     settings: TrainSettings
-    a: _Run
-    b: _Run
+    a: Run
+    b: Run
     x64: np.ndarray
     y: np.ndarray
     schedule: np.ndarray  # every step's batch indices
@@ -197,10 +197,18 @@ class Pair:
     b_device_name: str
 
 
+def validate(settings: TrainSettings) -> None:
+    """ValueError with a plain reason for settings no pair can have: an unknown difference source, or
+    any value TrainSettings.validate refuses."""
+    if settings.source not in DIFFERENCES:
+        raise ValueError(f"unknown difference source {settings.source!r}")
+    settings.validate()
+
+
 def make_pair(settings: TrainSettings) -> Pair:
     """Build A and B: the same data, schedule and initial weights; B changed by the settings' source."""
     s = settings
-    s.validate()
+    validate(s)
     x64, y = spirals(s.n_points, s.classes, s.seed)
     schedule = batch_schedule(len(y), s.batch, s.steps, s.seed)
     base = init_params(s.hidden, s.classes, s.seed)
@@ -215,8 +223,8 @@ def make_pair(settings: TrainSettings) -> Pair:
     if plan.feature_perm is not None:
         xb = xb[:, plan.feature_perm]
     yt = torch.from_numpy(y)
-    a = _Run(pa, _make_opt(pa, s), xa, yt, threads=plan.threads_a)
-    b = _Run(pb, _make_opt(pb, s), xb.to(plan.device), yt.to(plan.device), device=plan.device,
+    a = Run(pa, make_optimizer(pa, s), xa, yt, threads=plan.threads_a)
+    b = Run(pb, make_optimizer(pb, s), xb.to(plan.device), yt.to(plan.device), device=plan.device,
              autocast_bf16=plan.autocast_bf16, threads=plan.threads_b, batch_perm=plan.batch_perm)
     return Pair(s, a, b, x64, y, schedule, layout, plan.device_name)
 
@@ -407,8 +415,8 @@ class PairedRun:
         if done >= self.settings.steps:
             raise StopIteration
         idx = self.schedule[done]
-        loss_a, logits_a = _step(self.a, idx)
-        loss_b, logits_b = _step(self.b, idx)
+        loss_a, logits_a = train_step(self.a, idx)
+        loss_b, logits_b = train_step(self.b, idx)
         fb = torch.cat(self._views_b)
         if fb.device.type != "cpu":
             fb = fb.cpu()
@@ -482,7 +490,7 @@ class PairedRun:
         x = torch.from_numpy(pts)
         with self._lock, torch.no_grad():
             pa = forward(self.a.params, x.to(self.a.x.dtype)).argmax(1).numpy()
-            pb = _forward_as(self.b, self.b_params_in_a_layout(), x.to(self.b.x.dtype)).argmax(1).numpy()
+            pb = forward_as(self.b, self.b_params_in_a_layout(), x.to(self.b.x.dtype)).argmax(1).numpy()
         return pa, pb
 
 

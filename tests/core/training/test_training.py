@@ -30,6 +30,7 @@ from core.training.mlp import (
     spirals,
 )
 from core.training.pair import SOURCES, STAND_IN, PairedRun, StepRecord, _permute, _unpermute
+from core.training.pair import validate as pair_validate
 from core.training.seeds import seed_study, summarize
 
 CPU_SOURCES = tuple(s for s in SOURCES if s != "device")
@@ -389,7 +390,10 @@ def test_iterating_yields_exactly_steps_records_and_matches_step_by_step():
 def test_validate_rejects_bad_settings(bad):
     s = TrainSettings(**bad)
     with pytest.raises(ValueError):
-        s.validate()
+        pair_validate(s)  # the source against its registry, then every other field
+    if "source" not in bad:
+        with pytest.raises(ValueError):
+            s.validate()
     with pytest.raises(ValueError):
         PairedRun(s)
 
@@ -462,13 +466,13 @@ def test_threads_source_runs_b_with_one_thread_and_restores(monkeypatch):
     import core.training.mlp as mlp
 
     seen: list[tuple[int | None, int]] = []
-    real = mlp._train_step
+    real = mlp._one_step
 
     def spy(run, idx):
         seen.append((run.threads, torch.get_num_threads()))
         return real(run, idx)
 
-    monkeypatch.setattr(mlp, "_train_step", spy)  # _step (core.training.mlp) looks it up there
+    monkeypatch.setattr(mlp, "_one_step", spy)  # train_step (core.training.mlp) looks it up there
     before = torch.get_num_threads()
     PairedRun(TrainSettings(source="threads", steps=3)).run(3)
     assert torch.get_num_threads() == before
