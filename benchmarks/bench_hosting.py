@@ -19,8 +19,9 @@ import time
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from benchmarks.harness import CHROMIUM, CHROMIUM_ARGS, MemoryWatch, Server, wait_for_app
+from ui.navigation import PAGE_TABLE
 
-PAGES = ("", "non_associativity", "summation_lab", "cpu_vs_gpu", "training_divergence", "mitigations", "serving")
+PAGES = ("", *(stem for stem, *_ in PAGE_TABLE))  # the overview, then every page in the sidebar's order
 
 
 def _choose(page, label: str, option: str) -> None:
@@ -39,8 +40,9 @@ def _choose(page, label: str, option: str) -> None:
     wait_for_app(page)
 
 
-def _largest(page, url: str) -> None:
-    """The heaviest inputs each page accepts."""
+def _largest(page, url: str, phases: dict) -> None:
+    """The heaviest inputs each page accepts; ``phases`` gets each page's seconds."""
+    t0 = time.monotonic()
     page.goto(f"{url}/summation_lab")
     wait_for_app(page)
     _choose(page, "Storage format", "float64")
@@ -48,11 +50,13 @@ def _largest(page, url: str) -> None:
     box.fill("10000000")
     box.press("Enter")
     wait_for_app(page, timeout=300_000)
+    phases["summation_lab"], t0 = time.monotonic() - t0, time.monotonic()
     page.goto(f"{url}/cpu_vs_gpu")
     wait_for_app(page)
     _choose(page, "n", "10,000,000")
     _choose(page, "Format", "float64")
     wait_for_app(page, timeout=300_000)
+    phases["cpu_vs_gpu"], t0 = time.monotonic() - t0, time.monotonic()
     page.goto(f"{url}/training_divergence?speed=100")  # the fastest play: 5,000 steps in 50 frames
     wait_for_app(page)
     steps = page.get_by_label("Steps (at most 5,000)", exact=True)
@@ -62,6 +66,7 @@ def _largest(page, url: str) -> None:
     page.get_by_role("button", name="Play").click()
     page.get_by_text("step 5,000 of 5,000").wait_for(timeout=300_000)
     wait_for_app(page, timeout=300_000)
+    phases["training_divergence"] = time.monotonic() - t0
 
 
 def main(largest: bool = True) -> dict:
@@ -79,21 +84,28 @@ def main(largest: bool = True) -> dict:
             page.locator("h1").first.wait_for(timeout=120_000)
             results["cold_start_s"] = time.monotonic() - server.launched_at
             wait_for_app(page)
+            results["defaults_pages_mb"] = {}
             with MemoryWatch(server) as watch:
                 for path in PAGES:
                     page.goto(f"{server.url}/{path}")
                     wait_for_app(page, timeout=120_000)
+                    results["defaults_pages_mb"][path or "overview"] = watch.peak_mb
             results["defaults_peak_mb"] = watch.peak_mb
             results["defaults_rss_mb"], results["defaults_peak_rss_mb"] = server.rss_mb()
             if largest:
+                results["largest_phases_s"] = {}
                 with MemoryWatch(server) as watch:
-                    _largest(page, server.url)
+                    _largest(page, server.url, results["largest_phases_s"])
                 results["largest_peak_mb"] = watch.peak_mb
                 results["largest_rss_mb"], results["largest_peak_rss_mb"] = server.rss_mb()
             browser.close()
     finally:
         server.stop()
     print(f"health answered ok after {healthy:.1f} s; first page rendered {results['cold_start_s']:.1f} s after launch")
+    print("peak private memory as each page opens at its defaults: " + ", ".join(
+        f"{k} {v:.0f} MB" for k, v in results["defaults_pages_mb"].items()))
+    if largest:
+        print("the largest inputs took: " + ", ".join(f"{k} {v:.0f} s" for k, v in results["largest_phases_s"].items()))
     print(f"every page at its defaults: peak {results['defaults_peak_mb']:.0f} MB private (target <= 690 MB); "
           f"{results['defaults_rss_mb']:.0f} MB resident after, peak {results['defaults_peak_rss_mb']:.0f} MB")
     if largest:

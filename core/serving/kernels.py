@@ -41,11 +41,13 @@ bfloat16 inputs are reduced in float32 and rounded once, as bfloat16 kernels do.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.utils.weak import WeakTensorKeyDictionary
 
 TILE_ROWS = 16
 PAD_K = 16
@@ -109,6 +111,27 @@ def attention_default(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: 
 
 # ---------------------------------------------------------------- the batch-invariant kernels
 
+_PREPARED = WeakTensorKeyDictionary()  # weight -> (its version, K padded, the float32 padded copy)
+_PREPARED_LOCK = threading.Lock()
+
+
+def _prepared(w: torch.Tensor, kp: int) -> torch.Tensor:
+    """w widened to float32 and padded with zero columns to kp, made once per weight (and again only
+    if it is changed in place, which inference tensors are not outside inference mode): converting a 4096 x 4096 weight on every call cost more than the
+    product. The copy lives as long as the weight does."""
+    version = None if w.is_inference() else w._version  # an inference tensor keeps no version counter
+    with _PREPARED_LOCK:
+        kept = _PREPARED.get(w)
+        if kept is not None and kept[0] == version and kept[1] == kp:
+            return kept[2]
+    wf = _wide(w.detach())
+    if kp != wf.shape[1]:
+        wf = torch.cat([wf, wf.new_zeros(wf.shape[0], kp - wf.shape[1])], dim=1)
+    with _PREPARED_LOCK:
+        _PREPARED[w] = (version, kp, wf)
+    return wf
+
+
 def linear_invariant(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """x [M, K] @ w.T, in tiles of TILE_ROWS rows: one product shape for every batch size. K is
     padded with zeros to a multiple of PAD_K (adding zero products changes no sum). bfloat16
@@ -119,9 +142,7 @@ def linear_invariant(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     tiles = max(1, math.ceil(m / TILE_ROWS))
     padded = torch.zeros(tiles * TILE_ROWS, kp, dtype=torch.float32)
     padded[:m, :k] = x
-    wf = _wide(w)
-    if kp != k:
-        wf = torch.cat([wf, wf.new_zeros(wf.shape[0], kp - k)], dim=1)
+    wf = _prepared(w, kp)
     out = [F.linear(padded[i * TILE_ROWS:(i + 1) * TILE_ROWS], wf) for i in range(tiles)]
     return (out[0] if tiles == 1 else torch.cat(out))[:m].to(x.dtype)
 

@@ -145,3 +145,25 @@ def test_the_models_of_gpu_kernels_depend_on_the_batch():
     assert K.split_k_for(1) > K.split_k_for(16)
     assert K.kv_splits_for(1, 3, 160) > K.kv_splits_for(16, 3, 160) == 1
     assert K.kv_splits_for(1, 3, 5) == 1  # at least SPLIT_SIZE keys per split
+
+
+
+def test_the_kept_weight_follows_in_place_changes_and_dies_with_the_weight():
+    import gc
+
+    from core.serving import kernels as K
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(5, 17, generator=g).to(torch.bfloat16)
+    w = torch.randn(7, 17, generator=g).to(torch.bfloat16)
+    first = K.linear_invariant(x, w)
+    assert torch.equal(first, K.linear_invariant(x, w))  # from the kept copy
+    with torch.no_grad():
+        w.mul_(2)  # exact in bfloat16: every product doubles
+    assert torch.equal(K.linear_invariant(x, w).float(), first.float() * 2)
+    gc.collect()
+    kept = len(K._PREPARED)
+    assert w in K._PREPARED
+    del w
+    gc.collect()
+    assert len(K._PREPARED) == kept - 1
