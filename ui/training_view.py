@@ -158,17 +158,15 @@ def gap_chart(df: pd.DataFrame, summary: DivergenceSummary, title: str) -> alt.L
     layers = [lines]
     if not len(long):
         layers.append(_message("A and B bit-identical so far: no difference to draw on a log scale", GAP_COLOURS[0]))
-    if summary.growth_per_step and summary.fit_range:
-        a, b = summary.fit_range
-        sel = df[(df["step"] >= a) & (df["step"] <= b) & (df["‖Δθ‖"] > 0)]
-        if len(sel) >= 2:
-            slope, icept = np.polyfit(sel["step"], np.log(sel["‖Δθ‖"]), 1)
-            fit = pd.DataFrame({"step": [a, b], "value": [math.exp(icept + slope * a), math.exp(icept + slope * b)],
-                                "gap": [series[2]] * 2})
-            layers.append(
-                alt.Chart(fit).mark_line(strokeDash=[6, 3]).encode(x="step:Q", y="value:Q",
-                                                                   color=alt.Color("gap:N", scale=colours))
-            )
+    if summary.growth_per_step and summary.fit_range and summary.fit_intercept is not None:
+        a, b = summary.fit_range  # the fitted line itself (core.arith.metrics.growth_fit), not a refit
+        slope, icept = summary.growth_per_step, summary.fit_intercept
+        fit = pd.DataFrame({"step": [a, b], "value": [math.exp(icept + slope * a), math.exp(icept + slope * b)],
+                            "gap": [series[2]] * 2})
+        layers.append(
+            alt.Chart(fit).mark_line(strokeDash=[6, 3]).encode(x="step:Q", y="value:Q",
+                                                               color=alt.Color("gap:N", scale=colours))
+        )
     return styled(alt.layer(*layers).properties(height=LINE_HEIGHT))
 
 

@@ -117,3 +117,48 @@ def evaluate(
         digits = max(0.0, -math.log10(rel))
     within = None if bound is None else err <= bound
     return SumMetrics(value, bits, err, rel, error_in_ulps(value, exact, fmt), digits, bound, within)
+
+
+# -------------------------------------------------------------------------- exponential growth
+
+
+@dataclass(frozen=True, kw_only=True)
+class GrowthFit:
+    """ln(value) = intercept + slope * step, fitted by least squares over the growth phase."""
+
+    slope: float  # per step
+    intercept: float
+    first_step: int
+    last_step: int
+
+    @property
+    def doubling_steps(self) -> float | None:
+        return math.log(2) / self.slope if self.slope > 0 else None
+
+    def at(self, step: float) -> float:
+        return math.exp(self.intercept + self.slope * step)
+
+
+def growth_fit(steps, values, start: int, saturation: float = 0.1, min_points: int = 5) -> GrowthFit | None:
+    """The exponential fit of a gap that grows from rounding size until it saturates.
+
+    The growth phase runs from index ``start`` to the first later index whose value reaches
+    ``saturation`` times the largest finite value from ``start`` on (after that the gap stops growing
+    exponentially), or to the last index. Only finite, positive values are fitted; None with fewer
+    than ``min_points`` of them. The training pair's ||delta theta|| (core.training.seeds) and two
+    loss logs' gap (core.diagnose.logs) are fitted by this one function."""
+    steps, g = np.asarray(steps, dtype=np.float64), np.asarray(values, dtype=np.float64)
+    fin = np.isfinite(g)
+    tail = np.where(fin, g, 0.0)[start:]
+    if tail.size < 2:
+        return None
+    cap = saturation * float(tail.max())
+    reach = np.flatnonzero(tail[1:] >= cap)
+    end = start + 1 + int(reach[0]) if reach.size else g.size - 1
+    sel = np.arange(start, end + 1)
+    sel = sel[fin[sel] & (g[sel] > 0)]
+    if sel.size < min_points:
+        return None
+    slope, intercept = np.polyfit(steps[sel], np.log(g[sel]), 1)
+    return GrowthFit(slope=float(slope), intercept=float(intercept), first_step=int(steps[sel[0]]),
+                     last_step=int(steps[sel[-1]]))

@@ -17,7 +17,7 @@ Rules (thresholds are heuristics, stated here and on the page):
 * first differing step k0: a relative gap above rounding size there is "a jump at k0";
 * growth: least squares of ln(gap) against the step over the growth phase, from k0 until the
   running maximum of the gap first reaches ``SATURATION`` (10 %) of its largest value (the
-  fit of ``core.training.seeds.summarize``, applied to the loss gap);
+  fit of ``core.training.seeds.summarize``, ``core.arith.metrics.growth_fit``, applied to the loss gap);
 * a later jump: a logged interval in which the running maximum of the gap grows by
   ``JUMP_FACTOR`` (100) times more than the fitted growth predicts, to at least ``JUMP_MIN``
   (1e-3 relative); NaN or inf in one log only is a jump too.
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.arith.formats import FORMATS
+from core.arith.metrics import growth_fit
 from core.diagnose.loaders import LoadError, LossLog
 
 TINY_ULPS = 1024
@@ -153,24 +154,12 @@ def _jump(base, i, k0, g0, growth, doubling, fit, intercept, factor, reasons) ->
 
 
 def _fit(steps: np.ndarray, g: np.ndarray, i0: int):
-    """Least squares of ln(gap) on the step over the growth phase (see the module docstring)."""
-    fin = np.isfinite(g)
-    tail = np.where(fin, g, 0.0)[i0:]
-    if tail.size < 2:
+    """(growth per step, doubling steps, fit range, intercept) of ln(gap) over the growth phase
+    (core.arith.metrics.growth_fit, as for the training pair); four Nones when it cannot be fitted."""
+    fit = growth_fit(steps, g, i0, SATURATION, MIN_FIT_POINTS)
+    if fit is None:
         return None, None, None, None
-    running = np.maximum.accumulate(tail)
-    cap = SATURATION * float(running.max())
-    reach = np.flatnonzero(running >= cap)
-    end = i0 + int(reach[0]) if reach.size else g.size - 1
-    end = max(end, i0 + 1)
-    sel = np.arange(i0, end + 1)
-    sel = sel[fin[sel] & (g[sel] > 0)]
-    if sel.size < MIN_FIT_POINTS:
-        return None, None, None, None
-    slope, intercept = np.polyfit(steps[sel].astype(np.float64), np.log(g[sel]), 1)
-    growth = float(slope)
-    doubling = math.log(2) / growth if growth > 0 else None
-    return growth, doubling, (int(steps[sel[0]]), int(steps[sel[-1]])), float(intercept)
+    return fit.slope, fit.doubling_steps, (fit.first_step, fit.last_step), fit.intercept
 
 
 def _find_jump(steps: np.ndarray, g: np.ndarray, i0: int, growth: float | None):

@@ -116,9 +116,9 @@ _PREPARED_LOCK = threading.Lock()
 
 
 def _prepared(w: torch.Tensor, kp: int) -> torch.Tensor:
-    """w widened to float32 and padded with zero columns to kp, made once per weight (and again only
-    if it is changed in place, which inference tensors are not outside inference mode): converting a 4096 x 4096 weight on every call cost more than the
-    product. The copy lives as long as the weight does."""
+    """w widened to float32 and padded with zero columns to kp, made once per weight, and again only if
+    it is changed in place (an inference tensor cannot be, outside inference mode): converting a
+    4096 x 4096 weight on every call cost more than the product. The copy lives as long as the weight."""
     version = None if w.is_inference() else w._version  # an inference tensor keeps no version counter
     with _PREPARED_LOCK:
         kept = _PREPARED.get(w)

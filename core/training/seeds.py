@@ -7,25 +7,26 @@ seed alone causes.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from core.arith.metrics import growth_fit
 from core.training.mlp import TrainSettings
 from core.training.pair import PairedRun, StepRecord
 
 # ------------------------------------------------------------------------ summaries
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DivergenceSummary:
     first_difference: int | None  # first step at which anything (loss or a parameter bit) differs
     first_rel_1pct: int | None  # first step with |loss A - loss B| / |loss A| > 1%
     growth_per_step: float | None  # fitted d ln||dtheta|| / d step over the growth phase
     doubling_steps: float | None
     fit_range: tuple[int, int] | None
+    fit_intercept: float | None = None  # ln||dtheta|| of the fitted line at step 0
 
 
 def summarize(records: list[StepRecord], saturation: float = 0.1) -> DivergenceSummary:
@@ -38,22 +39,14 @@ def summarize(records: list[StepRecord], saturation: float = 0.1) -> DivergenceS
     first = next((r.step for r in records if r.differing_bits or r.loss_a_bits != r.loss_b_bits), None)
     rel = next((r.step for r in records if r.rel_diff > 0.01), None)
     dist = np.array([r.param_distance for r in records])
-    steps = np.array([r.step for r in records])
     nz = np.flatnonzero(dist > 0)
-    growth = doubling = fit = None
-    if nz.size >= 5:
-        start = nz[0]
-        cap = saturation * dist.max()
-        end_candidates = np.flatnonzero((dist >= cap) & (np.arange(dist.size) > start))
-        end = end_candidates[0] if end_candidates.size else dist.size - 1
-        sel = np.arange(start, end + 1)
-        sel = sel[dist[sel] > 0]
-        if sel.size >= 5:
-            slope, _ = np.polyfit(steps[sel], np.log(dist[sel]), 1)
-            if slope > 0:
-                growth, doubling = float(slope), float(math.log(2) / slope)
-            fit = (int(steps[sel[0]]), int(steps[sel[-1]]))
-    return DivergenceSummary(first, rel, growth, doubling, fit)
+    fit = growth_fit([r.step for r in records], dist, int(nz[0]), saturation) if nz.size else None
+    growing = fit is not None and fit.slope > 0
+    return DivergenceSummary(first_difference=first, first_rel_1pct=rel,
+                             growth_per_step=fit.slope if growing else None,
+                             doubling_steps=fit.doubling_steps if growing else None,
+                             fit_range=(fit.first_step, fit.last_step) if fit else None,
+                             fit_intercept=fit.intercept if growing else None)
 
 
 # ------------------------------------------------------------------------- seed study
