@@ -22,6 +22,9 @@ from ui.talk import styled
 
 VERDICT_ICONS = {"identical": ":material/check_circle:", "reordering": ":material/check_circle:",
                  "reduced_precision": ":material/info:", "too_large": ":material/error:"}
+# The whole chart's height: Streamlit sizes a chart to fit it, axis titles and legends included, so the
+# histograms' plotting area is about 150 px of it (at 240 it was under 100 px in presenter type).
+CHART_HEIGHT = 300
 ENVELOPE_COLOURS = ["#1e8449", "#1f5fa8", "#7c3aed", "#d97706", "#b91c1c"]
 SHORT = {"reordering": "reordering", "float32": "float32", "tf32": "TF32", "float16": "float16",
          "bfloat16": "bfloat16"}
@@ -203,7 +206,7 @@ def difference_histogram(d: Diagnosis, kind: str) -> alt.LayerChart | None:
             color=alt.Color("envelope:N", scale=alt.Scale(domain=names, range=ENVELOPE_COLOURS[: len(names)]),
                             title="envelopes", legend=alt.Legend(orient="top", direction="horizontal")),
             tooltip=["envelope", alt.Tooltip("at:Q", format=".3g")]))
-    return alt.layer(*layers).properties(height=240)
+    return alt.layer(*layers).properties(height=CHART_HEIGHT)
 
 
 def worst_frame(d: Diagnosis) -> pd.DataFrame:
@@ -266,7 +269,7 @@ def simulation_chart(sim: Simulation, explanation: str | None) -> alt.Chart | No
                         legend=alt.Legend(orient="bottom")),
         tooltip=["series", alt.Tooltip("lo:Q", format=".3g"), alt.Tooltip("hi:Q", format=".3g"),
                  alt.Tooltip("share:Q", format=".1%")],
-    ).properties(height=240)
+    ).properties(height=CHART_HEIGHT)
 
 
 def simulation_section(d: Diagnosis) -> None:
@@ -377,7 +380,7 @@ def log_loss_chart(ld: LogDiagnosis) -> alt.Chart:
         x="step:Q", y=alt.Y("loss:Q", scale=alt.Scale(type="log" if positive else "linear")),
         color=alt.Color("run:N", scale=alt.Scale(range=["#1f5fa8", "#d97706"]), title=None),
         strokeDash=alt.StrokeDash("run:N", legend=None),
-    ).properties(height=240)
+    ).properties(height=CHART_HEIGHT)
 
 
 def log_gap_chart(ld: LogDiagnosis) -> alt.LayerChart:
@@ -406,7 +409,7 @@ def log_gap_chart(ld: LogDiagnosis) -> alt.LayerChart:
             x="step:Q", color=alt.Color("mark:N", scale=alt.Scale(domain=["first difference", "jump"],
                                                                   range=["#6b7280", "#000000"]), title=None),
             tooltip=["mark", "step"]))
-    return alt.layer(*layers).resolve_scale(color="independent").properties(height=240)
+    return alt.layer(*layers).resolve_scale(color="independent").properties(height=CHART_HEIGHT)
 
 
 def show_log_diagnosis(ld: LogDiagnosis, where=None) -> None:

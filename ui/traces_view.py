@@ -99,12 +99,13 @@ def timeline_chart(c: Comparison, presenter_mode: bool | None = None):
                        "aten op": [p.op for p in pts], "module": [p.module for p in pts],
                        "detail": [p.detail for p in pts]})
     states = [s for s in STATE_ORDER if s in set(df["state"])]
-    chart = alt.Chart(df).mark_tick(thickness=4, size=40).encode(
+    # one lane per state, named on the axis: every state's ops can be seen, none hidden under another's
+    chart = alt.Chart(df).mark_tick(thickness=3).encode(
         x=alt.X("op:Q", title="op (in run A's order)", scale=alt.Scale(nice=False, padding=6)),
-        color=alt.Color("state:N", title=None, scale=alt.Scale(domain=states, range=[COLOURS[s] for s in states]),
-                        legend=alt.Legend(orient="top", labelLimit=400)),
+        y=alt.Y("state:N", title=None, sort=states, axis=alt.Axis(labelLimit=400)),
+        color=alt.Color("state:N", legend=None, scale=alt.Scale(domain=states, range=[COLOURS[s] for s in states])),
         tooltip=["op", "state", "aten op", "module", "detail"],
-    ).properties(height=110)
+    ).properties(height=100 + 40 * len(states))  # the whole chart: about 75 px of it are the axis and its title
     return styled(chart, presenter_mode)
 
 

@@ -1,8 +1,10 @@
 """Every page's insight on its first screen: at 1280x720, in normal and in presenter mode
 (``?talk=1``), for the Overview and every page of ``ui.navigation.PAGE_TABLE``, the page's
 ``st.container(key="punchline")`` holds text and lies inside the first screen with the page at its
-top, no exception box is shown, no metric value is cut (``scrollWidth <= clientWidth``), and no text
-shows raw markdown (a literal ``**``, outside code) once the page has ended.
+top, no exception box is shown, no metric value is cut (``scrollWidth <= clientWidth``), no text
+shows raw markdown (a literal ``**``, outside code) once the page has ended, and every chart shown
+has a plotting area at least MIN_PLOT px tall (Streamlit fits a chart's axes, titles and legends into
+its height, which squeezed some plots to strips).
 
 A screenshot of each first screen is kept under artifacts/screenshots/first-<mode>-<page>.png.
 """
@@ -16,6 +18,14 @@ from tests.e2e.test_talk import HEIGHT, SLOW, WIDTH, assert_healthy, assert_punc
 from ui.navigation import PAGE_TABLE
 
 PAGES = [("", "Overview"), *((stem, title) for stem, title, *_ in PAGE_TABLE)]
+MIN_PLOT = 80  # px: a plotting area below this reads as a strip on a projector
+
+# The height of each shown chart's plotting area: the background of vega's root frame (SVG); -1 for a
+# chart not drawn yet (or drawn on a canvas, which has no frame to measure).
+PLOT_HEIGHTS = """() => Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'))
+    .filter(c => c.offsetParent !== null)
+    .map(c => { const bg = c.querySelector('g.mark-group.role-frame.root path.background');
+                return bg ? Math.round(bg.getBoundingClientRect().height) : -1; })"""
 
 CUT_METRICS = """() => Array.from(document.querySelectorAll(
     '[data-testid="stMetricValue"], [data-testid="stMetricValue"] *'))
@@ -51,5 +61,7 @@ def test_punchline_in_first_screen(server, contexts, mode, stem, title):
             wait_for_page_end(page, timeout=SLOW)
         raw = until(lambda: page.evaluate(RAW_MARKUP), lambda r: r == [])
         assert raw == [], f"{title} ({mode}): raw markdown shown: {raw}"
+        plots = until(lambda: page.evaluate(PLOT_HEIGHTS), lambda h: all(x >= MIN_PLOT for x in h))
+        assert all(x >= MIN_PLOT for x in plots), f"{title} ({mode}): plotting areas {plots} px, under {MIN_PLOT}"
     finally:
         page.close()
