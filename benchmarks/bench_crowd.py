@@ -1,6 +1,6 @@
 """A crowd on one server: five heavy visitors at once, and a normal visitor alongside them.
 
-Starts the real server (benchmarks.harness.Server) for each scenario, warms it up, times a
+Starts the real server (benchmarks.harness.Server) once for all scenarios; for each, warms it up, times a
 normal visitor alone (the Summation lab at its defaults, with a seed no one else uses so
 nothing is cached), then opens five heavy visitors at once and, while they run, the normal
 visitor again. Reports the server's peak resident memory (VmHWM), the CPU seconds it spent,
@@ -73,18 +73,20 @@ async def normal_visits(browser, url: str, first_seed: int, delay: float = 0.0) 
     return times
 
 
-async def scenario(name: str, server: Server) -> dict:
+async def scenario(name: str, server: Server, seeds: int = 0) -> dict:
+    """One scenario; the normal visitor's seeds start at ``seeds`` + 999, so no earlier scenario on the
+    same server has its results cached."""
     from playwright.async_api import async_playwright
 
     url = server.url
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        await visit(browser, url, "seed=999")  # warm-up: imports, first run of the page
-        alone = await normal_visits(browser, url, 1000)
+        await visit(browser, url, f"seed={seeds + 999}")  # warm-up: imports, first run of the page
+        alone = await normal_visits(browser, url, seeds + 1000)
         rss_before, hwm_before = server.rss_mb()
         cpu0, t0 = cpu_seconds(server.proc.pid), time.monotonic()
         heavy_task = asyncio.gather(*[visit(browser, url, q) for q in SCENARIOS[name]])
-        normal_task = asyncio.ensure_future(normal_visits(browser, url, 2000, delay=3.0))
+        normal_task = asyncio.ensure_future(normal_visits(browser, url, seeds + 2000, delay=3.0))
         heavy = await heavy_task
         alongside = await normal_task
         wall, cpu = time.monotonic() - t0, cpu_seconds(server.proc.pid) - cpu0
@@ -96,11 +98,17 @@ async def scenario(name: str, server: Server) -> dict:
             "rss_before_mb": rss_before}
 
 
-def run(name: str) -> dict:
+def run(names: list[str]) -> list[dict]:
+    """The scenarios one after the other on one server (each measured from where the last left it:
+    its peak before the crowd is the server's high-water mark so far)."""
     server = Server()
     try:
         box: dict = {}
-        worker = threading.Thread(target=lambda: box.update(r=asyncio.run(scenario(name, server))))
+
+        async def all_of():
+            return [await scenario(name, server, seeds=10_000 * i) for i, name in enumerate(names)]
+
+        worker = threading.Thread(target=lambda: box.update(r=asyncio.run(all_of())))
         worker.start()
         worker.join()
         return box["r"]
@@ -109,10 +117,8 @@ def run(name: str) -> dict:
 
 
 def main(names: list[str]) -> list[dict]:
-    out = []
-    for name in names:
-        r = run(name)
-        out.append(r)
+    out = run(names)
+    for name, r in zip(names, out, strict=True):
         heavy = r["heavy"]
         print(f"[{name}] heavy visitors: " + ", ".join(
             f"{h['seconds']:.1f} s{' refused' if h['refused'] else ''}{' waited' if h['waited'] else ''}"
