@@ -15,6 +15,7 @@ import pathlib
 
 import jsonschema
 
+from core.arith.formats import FORMATS
 from core.traces.record import (
     MAX_ARG_TEXT,
     MAX_INPUTS,
@@ -89,7 +90,6 @@ TRACE = {
     },
 }
 _VALIDATOR = jsonschema.Draft202012Validator(TRACE)
-_HEX_WIDTH = {"float64": 16, "float32": 8, "float16": 4, "bfloat16": 4}
 
 
 def _op_problem(op: dict) -> str | None:
@@ -108,7 +108,8 @@ def _op_problem(op: dict) -> str | None:
         numel *= d
     if numel > MAX_DIM or any(i >= numel for i in op["sample_index"]):
         return "a sampled position lies outside the output"
-    width = _HEX_WIDTH.get(op["out_dtype"])
+    fmt = FORMATS.get(op["out_dtype"])
+    width = fmt.width // 4 if fmt is not None else None  # hex digits of one value
     for h in op["sample_hex"]:
         if width is not None:
             if len(h) != width or any(c not in "0123456789abcdef" for c in h):

@@ -56,6 +56,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 from torch.utils.weak import WeakTensorKeyDictionary
 
+from core.arith.formats import format_of
 from core.traces import reductions
 
 SAMPLE = 32  # output values kept per op, as hex bits
@@ -68,7 +69,6 @@ _SKIP = {"detach", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "
          "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
 _BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
          torch.bfloat16: torch.int16}
-_HEX_WIDTH = {torch.float64: 16, torch.float32: 8, torch.float16: 4, torch.bfloat16: 4}
 _FUNCS: dict = {}  # op overload -> (name, not recorded)
 DIGEST = "sha256-64"  # what digest() computes (version 1 trace files: "blake2b-64"); traces of two cannot be compared
 DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
@@ -203,7 +203,7 @@ def hex_bits(t: torch.Tensor, idx: list[int]) -> list[str]:
     """The sampled values' bits as big-endian hex (floats), or their decimal text (integers)."""
     flat = _flat(t)
     if t.dtype in _BITS:
-        w = _HEX_WIDTH[t.dtype]
+        w = format_of(t.dtype).width // 4  # hex digits of one value
         bits = flat.view(_BITS[t.dtype]).numpy()[idx]
         raw = bits.astype(f">i{w // 2}").tobytes().hex()
         return [raw[i: i + w] for i in range(0, len(raw), w)]
