@@ -22,6 +22,7 @@ from core.studies.gpu_arithmetic import (
     batch_dependence,
     correctly_rounded,
 )
+from ui.legend import name_hidden
 from ui.render import inert, ulps_short
 from ui.talk import styled
 
@@ -100,7 +101,8 @@ def error_bar_chart(df: pd.DataFrame) -> alt.Chart:
 def curve_frame(points: list[CurvePoint]) -> pd.DataFrame:
     rows = [{"model": p.name, "origin": p.origin, "K": p.k, "ulps": p.ulps, "abs_ulps": abs(p.ulps)}
             for p in points if math.isfinite(p.ulps)]
-    return pd.DataFrame(rows, columns=["model", "origin", "K", "ulps", "abs_ulps"])
+    frame = pd.DataFrame(rows, columns=["model", "origin", "K", "ulps", "abs_ulps"])
+    return name_hidden(frame, "model", "K", "abs_ulps")
 
 
 def error_vs_k_chart(df: pd.DataFrame) -> alt.Chart:
@@ -207,7 +209,7 @@ def atomics_frames(b: BucketResult) -> tuple[pd.DataFrame, pd.DataFrame]:
         {"label": "torch index_add_ on this CPU (live)", "ulps": _ulps(b.cpu_index_add.value, b)},
         {"label": "order-independent sum (reproducible_sum)", "ulps": _ulps(b.reproducible.value, b)},
     ])
-    return hist, marks
+    return hist, name_hidden(marks, "label", "ulps")
 
 
 def atomics_chart(hist: pd.DataFrame, marks: pd.DataFrame) -> alt.LayerChart:

@@ -18,6 +18,7 @@ from core.crowd import budget
 from core.kernels.trees import Tree
 from core.studies.sumlab import LabResult, RunningError, bound_in_ulps
 from ui.crowd import heavy_section
+from ui.legend import name_hidden
 from ui.talk import styled
 
 
@@ -104,7 +105,7 @@ def permutation_frames(r: LabResult) -> tuple[pd.DataFrame, pd.DataFrame]:
     for row in r.rows:
         if math.isfinite(row.metrics.ulps):
             marks.append({"label": row.order.name, "ulps": row.metrics.ulps})
-    return hist, pd.DataFrame(marks)
+    return hist, name_hidden(pd.DataFrame(marks), "label", "ulps")
 
 
 def running_frame(re: RunningError) -> pd.DataFrame:
