@@ -12,7 +12,8 @@ Large inputs are split between up to ``MAX_THREADS`` threads (the kernels releas
 thread fills tables of its own, and their totals are added at the end, exactly, so the split
 changes no bit of the result.
 
-numba is imported on the first call (about 0.3 s and 100 MB, shared with core.kernels.widesum);
+numba is imported and the kernels compiled on the first call (about 1 s, and 100 MB shared with
+core.kernels.widesum);
 ``available()`` is False where it cannot be, and core.arith.exact then uses NumPy.
 """
 
