@@ -225,7 +225,7 @@ def atomics_chart(hist: pd.DataFrame, marks: pd.DataFrame) -> alt.LayerChart:
     rules = (
         alt.Chart(marks)
         .mark_rule(strokeWidth=2)
-        .encode(x="ulps:Q", strokeDash=alt.StrokeDash("label:N", title="marked"),
+        .encode(x="ulps:Q", strokeDash=alt.StrokeDash("label:N", title="marked", legend=alt.Legend(labelLimit=400)),
                 tooltip=["label", alt.Tooltip("ulps:Q", format="+.4g")])
     )
     return styled(alt.layer(bars, rules).resolve_scale(color="independent").properties(height=280))

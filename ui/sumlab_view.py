@@ -223,7 +223,7 @@ def permutation_histogram(values: pd.DataFrame, marks: pd.DataFrame) -> alt.Laye
         .mark_rule(strokeWidth=2)
         .encode(
             x="ulps:Q",
-            color=alt.Color("label:N", title="marked"),
+            color=alt.Color("label:N", title="marked", legend=alt.Legend(labelLimit=400)),  # "(under …)" shown whole
             tooltip=["label", alt.Tooltip("ulps:Q", format="+.4g")],
         )
     )
