@@ -19,4 +19,6 @@ EXPOSE 8501
 
 HEALTHCHECK CMD curl --fail http://localhost:8501/_stcore/health
 
-ENTRYPOINT ["streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0"]
+# scripts.serve is `streamlit run app.py` with a warm-up that starts with the server (imports, and the
+# Mitigations page's first numbers), so a fresh container's first visitor does not wait for them.
+ENTRYPOINT ["python", "-m", "scripts.serve", "--server.port=8501", "--server.address=0.0.0.0"]

@@ -1,5 +1,6 @@
 # Two entry points do all set-up on a fresh machine (Python 3.11+ required):
 #   make run   - create .venv if missing, install pinned requirements, serve on localhost:8501
+#                (scripts.serve: streamlit run app.py, warmed up at start)
 #   make test  - the same, plus dev tools and Debian's chromium, then ruff, lint-imports and every test
 #   make test-fast - while working: ruff, lint-imports, core and AppTest tests (no browser), in about 5 minutes
 # Both are idempotent: installs rerun only when a requirements file changes.
@@ -17,7 +18,7 @@ PYTEST := $(PY) -m pytest -v -n $(JOBS) --dist loadgroup --no-loadscope-reorder 
 .PHONY: run test test-fast lint browser bootstrap dev clean
 
 run: $(VENV)/.runtime.stamp
-	$(PY) -m streamlit run app.py --server.port=$(PORT) --server.address=localhost
+	$(PY) -m scripts.serve --server.port=$(PORT) --server.address=localhost
 
 test: $(VENV)/.dev.stamp browser
 	$(PY) -m ruff check .

@@ -32,15 +32,17 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, script: str = "app.py") -> None:
+    def __init__(self, script: str = "app.py", warmed: bool = False) -> None:
+        """``streamlit run script`` from the repository root, as Community Cloud runs it; ``warmed``:
+        ``python -m scripts.serve`` instead, as ``make run`` and the Docker image do (app.py, with
+        the warm-up that starts with the server; ``warmed_up`` waits for it to end)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = ROOT / "artifacts" / f"server-{self.port}.log"
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [
-            sys.executable, "-m", "streamlit", "run", script,  # from the repository root, as Community Cloud runs
-            f"--server.port={self.port}", "--server.address=0.0.0.0", "--server.headless=true",
-        ]
+        launch = ["-m", "scripts.serve"] if warmed else ["-m", "streamlit", "run", script]
+        cmd = [sys.executable, *launch, f"--server.port={self.port}", "--server.address=0.0.0.0",
+               "--server.headless=true"]
         self._log_file = self.log.open("w")
         self.launched_at = time.monotonic()
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self._log_file, stderr=subprocess.STDOUT)
@@ -59,6 +61,19 @@ class Server:
                 pass
             time.sleep(0.25)
         raise RuntimeError(f"/_stcore/health never answered ok:\n{self.log.read_text()}")
+
+    def warmed_up(self, timeout: float = 300) -> str:
+        """The warm-up's report line (scripts.serve), once it is in the server's log."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._log_file.flush()
+            for line in self.log.read_text().splitlines():
+                if line.startswith("warm-up "):
+                    return line
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited:\n{self.log.read_text()}")
+            time.sleep(0.25)
+        raise TimeoutError(f"no warm-up report within {timeout} s:\n{self.log.read_text()}")
 
     def stop(self) -> None:
         self.proc.terminate()

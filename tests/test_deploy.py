@@ -55,9 +55,11 @@ def test_the_entrypoint_sits_beside_its_requirements_and_the_config_stays_at_the
 
 
 def test_the_docker_image_is_unaffected():
-    """The Dockerfile installs the root requirements and runs app.py, as before the Cloud entrypoint."""
+    """The Dockerfile installs the root requirements and serves app.py (through scripts.serve, which runs
+    ``streamlit run app.py`` with the warm-up), as before the Cloud entrypoint."""
     text = (ROOT / "Dockerfile").read_text()
     assert "COPY requirements.txt ." in text and "-r requirements.txt" in text and "deploy/" not in text
-    assert 'ENTRYPOINT ["streamlit", "run", "app.py"' in text
+    assert 'ENTRYPOINT ["python", "-m", "scripts.serve", "--server.port=8501"' in text
+    assert '"run", "app.py"' in (ROOT / "scripts" / "serve.py").read_text()
     torch_pin = _parse(ROOT / "requirements.txt")[0]["torch"]
     assert f"--index-url {CPU_INDEX} torch=={torch_pin}" in text

@@ -26,6 +26,7 @@ from core.arith.exact import exact_sum_fraction, shortest_repr
 from core.arith.formats import FORMATS, Exact, bits_of, format_of, ulp_distance, value_of_bits
 from core.arith.metrics import exact_value
 from core.arith.vectors import VectorSpec, generate
+from core.crowd.bytecache import RESULTS
 from core.kernels.orders import ORDERS, run_order
 from core.kernels.reprosum import reproducible_sum, reproducible_sum_devices
 from core.machines import timing
@@ -226,10 +227,26 @@ class PrecisionPair:
     final_distance: float  # ‖θA − θB‖ after the last step
 
 
+PRECISION_DTYPES = ("float32", "float64")
+
+
 def training_pair(dtype: str) -> PrecisionPair:
-    run = PairedRun(TrainSettings(dtype=dtype))
-    recs = run.run(run.settings.steps)
-    return PrecisionPair(dtype, run.settings.steps, summarize(recs).first_rel_1pct, recs[-1].param_distance)
+    """The default pair trained in ``dtype``, once per process while it stays in the shared results
+    cache (simultaneous callers wait for one training; ``warm_up`` may have trained it already)."""
+
+    def compute() -> PrecisionPair:
+        run = PairedRun(TrainSettings(dtype=dtype))
+        recs = run.run(run.settings.steps)
+        return PrecisionPair(dtype, run.settings.steps, summarize(recs).first_rel_1pct, recs[-1].param_distance)
+
+    return RESULTS.get_or_compute(("mitigations-pair", dtype), compute)
+
+
+def warm_up() -> None:
+    """Train the page's two pairs now (a server calls this at its start, in a thread of its own), so
+    the first visitor of a fresh server reads their numbers without waiting for them."""
+    for dtype in PRECISION_DTYPES:
+        training_pair(dtype)
 
 
 @dataclass(frozen=True)

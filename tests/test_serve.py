@@ -1,0 +1,44 @@
+"""scripts.serve: `streamlit run app.py` with a warm-up that starts with the server."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from scripts import serve
+
+
+def test_the_warm_up_trains_the_mitigations_pairs_once_into_the_shared_cache():
+    from core.crowd.bytecache import RESULTS
+    from core.studies.mitigations import PRECISION_DTYPES, training_pair
+
+    lines = []
+    took = serve.warm_up(lines.append)
+    assert len(lines) == 1 and lines[0].startswith("warm-up done: imports "), lines
+    assert took["imports_s"] >= 0 and took["pairs_s"] >= 0
+    for dtype in PRECISION_DTYPES:
+        kept = RESULTS.get(("mitigations-pair", dtype))
+        assert kept is not None and kept.dtype == dtype
+        assert training_pair(dtype) is kept  # a page's call reads it, it does not train again
+    assert all(name in sys.modules for name in serve.MODULES)
+
+
+def test_main_runs_streamlit_on_app_py_with_the_options_given_and_warms_up_beside_it(monkeypatch):
+    from streamlit.web import cli
+
+    seen, warmed = {}, threading.Event()
+    monkeypatch.setattr(cli, "main", lambda: seen.setdefault("argv", list(sys.argv)) and 0)
+    monkeypatch.setattr(serve, "_warm_up_quietly", warmed.set)
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    assert serve.main(["--server.port=8599", "--server.headless=true"]) == 0
+    assert seen["argv"] == ["streamlit", "run", "app.py", "--server.port=8599", "--server.headless=true"]
+    assert warmed.wait(10)
+
+
+def test_a_failing_warm_up_is_one_line_and_never_stops_the_server(monkeypatch, capsys):
+    def fail(report=None):
+        raise RuntimeError("no memory left")
+
+    monkeypatch.setattr(serve, "warm_up", fail)
+    serve._warm_up_quietly()
+    assert capsys.readouterr().err.strip() == "warm-up stopped: RuntimeError: no memory left"
