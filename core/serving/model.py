@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from core.serving.kernels import Kernels
@@ -199,18 +200,110 @@ def load_record() -> WeightsRecord:
     return WeightsRecord(**{k: raw[k] for k in WeightsRecord.__dataclass_fields__})
 
 
+# ----------------------------------------------------------------- the module form
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, w: torch.Tensor) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(w, requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.shape[-1],), self.weight, EPS)
+
+
+class Attention(nn.Module):
+    def __init__(self, wqkv: torch.Tensor, wo: torch.Tensor, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.out = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        with torch.no_grad():
+            self.qkv.weight.copy_(wqkv)
+            self.out.weight.copy_(wo)
+
+    def forward(self, h: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None):
+        """h [B, T, d]; ``past``: keys and values of earlier positions, [B, H, P, D] each. Returns the
+        output and the keys and values of all positions."""
+        b, t, d = h.shape
+        q, k, v = (x.transpose(1, 2) for x in self.qkv(h).reshape(b, t, 3, self.cfg.heads, self.cfg.head_dim).unbind(2))
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+        # with a past, the new positions are the last ones: they see every key (t == 1 when decoding)
+        att = F.scaled_dot_product_attention(q, k, v, is_causal=past is None)
+        return self.out(att.transpose(1, 2).reshape(b, t, d)), (k, v)
+
+
+class Block(nn.Module):
+    def __init__(self, p: dict[str, torch.Tensor], i: int, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.norm1 = RMSNorm(p[f"l{i}.ln1"])
+        self.attn = Attention(p[f"l{i}.wqkv"], p[f"l{i}.wo"], cfg)
+        self.norm2 = RMSNorm(p[f"l{i}.ln2"])
+        self.up = nn.Linear(cfg.d_model, cfg.d_mlp, bias=False)
+        self.down = nn.Linear(cfg.d_mlp, cfg.d_model, bias=False)
+        with torch.no_grad():
+            self.up.weight.copy_(p[f"l{i}.w1"])
+            self.down.weight.copy_(p[f"l{i}.w2"])
+
+    def forward(self, x: torch.Tensor, past=None):
+        a, kv = self.attn(self.norm1(x), past)
+        x = x + a
+        return x + self.down(torch.relu(self.up(self.norm2(x)))), kv
+
+
+class TinyLMModule(nn.Module):
+    """The model over whole sequences as an ``nn.Module`` tree (``layers.<i>.attn.qkv`` ...): what
+    training differentiates (``sequence_logits``) and what a trace follows op by op
+    (core.traces.models), one definition for both. The served model (``TinyLM``) computes the same
+    function over its KV cache through its kernels (tests/core/serving/test_model.py)."""
+
+    def __init__(self, p: dict[str, torch.Tensor], cfg: ModelConfig | None = None) -> None:
+        super().__init__()
+        cfg = cfg or ModelConfig()
+        self.tok_emb = nn.Parameter(p["tok_emb"].clone(), requires_grad=False)
+        self.pos_emb = nn.Parameter(p["pos_emb"].clone(), requires_grad=False)
+        self.layers = nn.ModuleList(Block(p, i, cfg) for i in range(cfg.layers))
+        self.norm_f = RMSNorm(p["ln_f"].clone())
+        self.head = nn.Linear(cfg.d_model, len(cfg.vocab), bias=False)
+        with torch.no_grad():
+            self.head.weight.copy_(p["head"])
+
+    @staticmethod
+    def parameter_names(cfg: ModelConfig) -> dict[str, str]:
+        """The module's name of each weight in a parameter dict (``init_params``, the shipped file)."""
+        names = {"tok_emb": "tok_emb", "pos_emb": "pos_emb", "ln_f": "norm_f.weight", "head": "head.weight"}
+        for i in range(cfg.layers):
+            names |= {f"l{i}.ln1": f"layers.{i}.norm1.weight", f"l{i}.wqkv": f"layers.{i}.attn.qkv.weight",
+                      f"l{i}.wo": f"layers.{i}.attn.out.weight", f"l{i}.ln2": f"layers.{i}.norm2.weight",
+                      f"l{i}.w1": f"layers.{i}.up.weight", f"l{i}.w2": f"layers.{i}.down.weight"}
+        return names
+
+    def forward(self, tokens: torch.Tensor, past: list | None = None):
+        """Logits [B, T, V] of ``tokens`` [B, T] following ``past`` (one (keys, values) per layer, or
+        None for a prompt from position 0), and the keys and values of every position."""
+        start = 0 if past is None else past[0][0].shape[2]
+        x = self.tok_emb[tokens] + self.pos_emb[start: start + tokens.shape[1]][None]
+        cache = []
+        for i, block in enumerate(self.layers):
+            x, kv = block(x, None if past is None else past[i])
+            cache.append(kv)
+        return self.head(self.norm_f(x)), cache
+
+
+_shapes: dict[ModelConfig, TinyLMModule] = {}  # one module per configuration: its shape, for functional calls
+_shapes_lock = threading.Lock()
+
+
 def sequence_logits(params: dict[str, torch.Tensor], tokens: torch.Tensor, cfg: ModelConfig = ModelConfig()
                     ) -> torch.Tensor:
-    """The same function over whole sequences [B, T] at once, differentiable: for training only."""
-    b, t = tokens.shape
-    d, hd = cfg.d_model, cfg.head_dim
-    x = params["tok_emb"][tokens] + params["pos_emb"][:t][None]
-    for layer in range(cfg.layers):
-        h = F.rms_norm(x, (d,), params[f"l{layer}.ln1"], EPS)
-        q, k, v = F.linear(h, params[f"l{layer}.wqkv"]).reshape(b, t, 3, cfg.heads, hd).unbind(2)
-        att = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                             is_causal=True).transpose(1, 2).reshape(b, t, d)
-        x = x + F.linear(att, params[f"l{layer}.wo"])
-        h = F.rms_norm(x, (d,), params[f"l{layer}.ln2"], EPS)
-        x = x + F.linear(torch.relu(F.linear(h, params[f"l{layer}.w1"])), params[f"l{layer}.w2"])
-    return F.linear(F.rms_norm(x, (d,), params["ln_f"], EPS), params["head"])
+    """TinyLMModule's logits over whole sequences [B, T] at once, computed with ``params`` themselves
+    (``torch.func.functional_call``), so they are differentiable in them: for training."""
+    with _shapes_lock:
+        if cfg not in _shapes:
+            if len(_shapes) >= 4:
+                _shapes.clear()
+            _shapes[cfg] = TinyLMModule(init_params(cfg, 0), cfg)
+        shape = _shapes[cfg]
+    names = TinyLMModule.parameter_names(cfg)
+    return torch.func.functional_call(shape, {names[k]: v for k, v in params.items()}, (tokens,))[0]

@@ -7,9 +7,9 @@ Bundled models (``MODELS``), written as ``nn.Module`` trees so every op has a mo
   SGD with momentum 0.9 at lr 0.5, as core.training.mlp). Its layers are ``nn.Linear``, which calls
   the same ``F.linear`` as core.training.mlp.forward: the logits are the same bits
   (tests/core/traces/test_models.py);
-- ``tiny-lm``: a decode step of the serving page's language model (core.serving.model, the bundled
-  weights), written as modules (``model.layers.<i>.attn`` ...) computing what
-  ``core.serving.model.sequence_logits`` does: each request's prompt of ``LM_TOKENS`` characters but
+- ``tiny-lm``: a decode step of the serving page's language model in its module form
+  (core.serving.model.TinyLMModule, ``model.layers.<i>.attn`` ..., the bundled weights; the same module
+  that training differentiates through ``sequence_logits``): each request's prompt of ``LM_TOKENS`` characters but
   the last is prefilled alone (not traced), then the B requests' last characters go through the
   model as one batch (traced). Request 0 is ``LM_PROMPT``; the trace follows its rows
   (core.traces.record), so traces at batch 1 and 8 align op for op.
@@ -47,7 +47,7 @@ import torch.nn.functional as F
 
 from core.machines.globalstate import torch_threads
 from core.serving import corpus
-from core.serving.model import EPS, ModelConfig, encode, load_params
+from core.serving.model import ModelConfig, TinyLMModule, encode, load_params
 from core.traces.record import scope, tensors_of
 from core.training.mlp import TrainSettings, batch_schedule, init_params, spirals
 
@@ -116,10 +116,11 @@ class RunSettings:
 class MLP(nn.Module):
     def __init__(self, p: dict[str, torch.Tensor]) -> None:
         super().__init__()
-        hidden, classes = p["w2"].shape[0], p["w3"].shape[0]
-        self.fc1, self.act1 = nn.Linear(2, hidden), nn.Tanh()
-        self.fc2, self.act2 = nn.Linear(hidden, hidden), nn.Tanh()
-        self.fc3 = nn.Linear(hidden, classes)
+        hidden, classes, dt = p["w2"].shape[0], p["w3"].shape[0], p["w1"].dtype
+        # in the weights' own format: float32 layers would round float64 weights before a float64 run
+        self.fc1, self.act1 = nn.Linear(2, hidden, dtype=dt), nn.Tanh()
+        self.fc2, self.act2 = nn.Linear(hidden, hidden, dtype=dt), nn.Tanh()
+        self.fc3 = nn.Linear(hidden, classes, dtype=dt)
         with torch.no_grad():
             for i, fc in enumerate((self.fc1, self.fc2, self.fc3), start=1):
                 fc.weight.copy_(p[f"w{i}"])
@@ -153,79 +154,6 @@ def mlp_step(s: RunSettings) -> tuple[nn.Module, tuple[torch.Tensor, ...], Calla
 
 
 # --------------------------------------------------------------------------- the tiny LM
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, w: torch.Tensor) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(w, requires_grad=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x, (x.shape[-1],), self.weight, EPS)
-
-
-class Attention(nn.Module):
-    def __init__(self, wqkv: torch.Tensor, wo: torch.Tensor, cfg: ModelConfig) -> None:
-        super().__init__()
-        self.cfg = cfg
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
-        self.out = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
-        with torch.no_grad():
-            self.qkv.weight.copy_(wqkv)
-            self.out.weight.copy_(wo)
-
-    def forward(self, h: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None):
-        """h [B, T, d]; ``past``: keys and values of earlier positions, [B, H, P, D] each. Returns the
-        output and the keys and values of all positions."""
-        b, t, d = h.shape
-        q, k, v = (x.transpose(1, 2) for x in self.qkv(h).reshape(b, t, 3, self.cfg.heads, self.cfg.head_dim).unbind(2))
-        if past is not None:
-            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
-        # with a past, the new positions are the last ones: they see every key (t == 1 when decoding)
-        att = F.scaled_dot_product_attention(q, k, v, is_causal=past is None)
-        return self.out(att.transpose(1, 2).reshape(b, t, d)), (k, v)
-
-
-class Block(nn.Module):
-    def __init__(self, p: dict[str, torch.Tensor], i: int, cfg: ModelConfig) -> None:
-        super().__init__()
-        self.norm1 = RMSNorm(p[f"l{i}.ln1"])
-        self.attn = Attention(p[f"l{i}.wqkv"], p[f"l{i}.wo"], cfg)
-        self.norm2 = RMSNorm(p[f"l{i}.ln2"])
-        self.up = nn.Linear(cfg.d_model, cfg.d_mlp, bias=False)
-        self.down = nn.Linear(cfg.d_mlp, cfg.d_model, bias=False)
-        with torch.no_grad():
-            self.up.weight.copy_(p[f"l{i}.w1"])
-            self.down.weight.copy_(p[f"l{i}.w2"])
-
-    def forward(self, x: torch.Tensor, past=None):
-        a, kv = self.attn(self.norm1(x), past)
-        x = x + a
-        return x + self.down(torch.relu(self.up(self.norm2(x)))), kv
-
-
-class TinyLMModule(nn.Module):
-    def __init__(self, p: dict[str, torch.Tensor], cfg: ModelConfig | None = None) -> None:
-        super().__init__()
-        cfg = cfg or ModelConfig()
-        self.tok_emb = nn.Parameter(p["tok_emb"].clone(), requires_grad=False)
-        self.pos_emb = nn.Parameter(p["pos_emb"].clone(), requires_grad=False)
-        self.layers = nn.ModuleList(Block(p, i, cfg) for i in range(cfg.layers))
-        self.norm_f = RMSNorm(p["ln_f"].clone())
-        self.head = nn.Linear(cfg.d_model, len(cfg.vocab), bias=False)
-        with torch.no_grad():
-            self.head.weight.copy_(p["head"])
-
-    def forward(self, tokens: torch.Tensor, past: list | None = None):
-        """Logits [B, T, V] of ``tokens`` [B, T] following ``past`` (one (keys, values) per layer, or
-        None for a prompt from position 0), and the keys and values of every position."""
-        start = 0 if past is None else past[0][0].shape[2]
-        x = self.tok_emb[tokens] + self.pos_emb[start: start + tokens.shape[1]][None]
-        cache = []
-        for i, block in enumerate(self.layers):
-            x, kv = block(x, None if past is None else past[i])
-            cache.append(kv)
-        return self.head(self.norm_f(x)), cache
 
 
 def lm_prompts(batch: int) -> list[str]:

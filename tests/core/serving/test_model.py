@@ -41,3 +41,23 @@ def test_cached_decoding_computes_the_training_function():
         rows = [model.forward(kern, [tokens[0, :10].tolist()], [cache])[0]]
         rows += [model.forward(kern, [[int(t)]], [cache])[0] for t in tokens[0, 10:]]
         assert torch.allclose(torch.stack(rows), whole[9:], atol=1e-3, rtol=1e-4), kern.key
+
+
+def test_training_differentiates_the_module_that_traces_follow():
+    """One module form of the model: sequence_logits is TinyLMModule's forward with the dict's own
+    tensors (so training reaches them), the same bits as the module built from those weights."""
+    from core.serving.model import TinyLMModule, init_params
+
+    cfg = ModelConfig()
+    params = {k: v.clone().requires_grad_() for k, v in init_params(cfg, 5).items()}
+    tokens = torch.randint(0, len(cfg.vocab), (3, 50), generator=torch.Generator().manual_seed(2))
+    logits = sequence_logits(params, tokens, cfg)
+    with torch.no_grad():
+        module_logits, cache = TinyLMModule({k: v.detach() for k, v in params.items()}, cfg)(tokens)
+    assert torch.equal(logits.detach(), module_logits)
+    assert len(cache) == cfg.layers and cache[0][0].shape == (3, cfg.heads, 50, cfg.head_dim)
+    logits.square().mean().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in params.values())
+    assert set(TinyLMModule.parameter_names(cfg)) == set(params)
+    module_names = {n for n, _ in TinyLMModule(params, cfg).named_parameters()}
+    assert set(TinyLMModule.parameter_names(cfg).values()) == module_names
