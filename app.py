@@ -99,8 +99,9 @@ def what_to_do() -> None:
 
 def explore() -> None:
     st.header("Explore")
-    for page, title, icon, blurb in PAGES:
-        st.page_link(page, label=f"{title}: {blurb}", icon=icon)
+    for page, title, icon, blurb in PAGES:  # a link is one line, cut where it ends: what the page does goes below
+        st.page_link(page, label=title, icon=icon)
+        st.caption(blurb[:1].upper() + blurb[1:] + ".")
 
 
 def talk_mode() -> None:

@@ -96,8 +96,9 @@ def float64_section(punch) -> ThroughputRun | None:
     p64 = _training_pair("float64")
     bar.empty()
     t1, t2 = punch.columns(2)
-    t1.metric("Training pair (hidden units reordered), float32: more than 1% apart from step",
-              p32.first_rel_1pct or "never")
+    t1.metric("float32 pair: 1% apart from step", p32.first_rel_1pct or "never",
+              help="The Training divergence page's default pair (hidden units reordered), trained in float32: the "
+                   "first step where the two losses are more than 1% apart.")
     t2.metric("The same pair in float64", p64.first_rel_1pct or f"not within {p64.steps} steps",
               help=f"Final ‖θA − θB‖: {p32.final_distance:.3g} in float32, {p64.final_distance:.3g} in float64.")
     punch.caption("The first mitigation, float64, on the Training divergence page's default pair (hidden units "

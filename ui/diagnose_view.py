@@ -65,9 +65,10 @@ def verdict_box(d: Diagnosis) -> None:
 
 def metrics_row(d: Diagnosis) -> None:
     c = st.columns(5)
-    c[0].metric(f"Elements that differ (of {d.size:,})", f"{d.n_differ:,}")
-    c[1].metric("Largest difference (ULPs)", _num(d.ulp_stats.max), help="In ULPs of the expected value, in "
-                f"{d.fmt}. Near zero an ULP is tiny, so this can be large for harmless elements.")
+    c[0].metric("Elements differing", f"{d.n_differ:,}", help=f"Of {d.size:,} elements compared.")
+    c[1].metric("Max difference (ULPs)", _num(d.ulp_stats.max),
+                help=f"The largest difference, in ULPs of the expected value, in {d.fmt}. Near zero an ULP is tiny, "
+                     "so this can be large for harmless elements.")
     c[2].metric("Median difference (ULPs)", _num(d.ulp_stats.p50))
     c[3].metric("Largest relative difference", _num(d.rel_stats.max))
     # an assumed K says so in its label, not only in a tooltip (K = 0 read silently as 65,536)

@@ -246,6 +246,9 @@ def correctly_rounded_text(lab: DotLab) -> str:
 
 
 PUNCH_MODELS = ("fma", "tf32", "bf16", "fp16", "split_k")  # the first two present are shown, in this order
+# a third of the page wide, a metric label holds about 30 characters: the model's whole name goes in its help
+PUNCH_LABELS = {"fma": "Sequential FMA", "tf32": "TF32 inputs", "bf16": "bfloat16 inputs", "fp16": "float16 inputs",
+                "split_k": "Split-K"}
 
 
 def punchline(lab: DotLab) -> None:
@@ -255,9 +258,9 @@ def punchline(lab: DotLab) -> None:
     batch = batch_dependence(lab)
     cols = st.columns(3)
     for col, row in zip(cols, shown, strict=False):
-        col.metric(f"{row.name} (model)", ulps_short(row.ulps),
-                   help=f"Error against the exact dot product, in ULPs of the exact result in {row.result.fmt.name}; "
-                        "computed exactly on this CPU.")
+        col.metric(f"{PUNCH_LABELS.get(row.key, row.name)} (model)", ulps_short(row.ulps),
+                   help=f"{row.name}: error against the exact dot product, in ULPs of the exact result in "
+                        f"{row.result.fmt.name}; computed exactly on this CPU.")
     if batch is not None:
         cols[2].metric("torch.mm, 1 row vs 64 rows (live)",
                        "same bits" if batch.same_bits else f"{batch.ulps_apart:.4g} ULP apart",

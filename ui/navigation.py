@@ -115,7 +115,9 @@ def next_page_link(stem: str) -> None:
     try:
         if i + 1 < len(stems):
             _, title, icon, blurb = PAGE_TABLE[i + 1]
-            st.page_link(page_file(f"pages/{stems[i + 1]}.py"), label=f"Next: {title} — {blurb}", icon=icon)
+            # a link is one line, cut where the column ends: the title in it, what the page does below it
+            st.page_link(page_file(f"pages/{stems[i + 1]}.py"), label=f"Next: {title}", icon=icon)
+            st.caption(blurb[:1].upper() + blurb[1:] + ".")
         elif st.session_state.get(HOME_PAGE_KEY) is not None:
             st.page_link(st.session_state[HOME_PAGE_KEY], label="Back to the overview", icon=":material/home:")
         else:

@@ -87,9 +87,10 @@ def rarity(result: ServeResult) -> None:
     """How often the bits moved, and how often that flipped a token: measured on the identical requests."""
     n = max(result.rows_compared, 1)
     c1, c2, c3 = st.columns(3)
-    c1.metric("Logit rows whose bits differ from the lone run", f"{result.rows_bits_differ / n:.1%}",
-              help=f"{result.rows_bits_differ:,} of {result.rows_compared:,} rows of the identical requests, "
-                   "compared while each still agreed with the lone run.")
+    c1.metric("Rows whose bits moved", f"{result.rows_bits_differ / n:.1%}",
+              help=f"Logit rows whose bits differ from the lone run: {result.rows_bits_differ:,} of "
+                   f"{result.rows_compared:,} rows of the identical requests, compared while each still agreed with "
+                   "the lone run.")
     c2.metric("Rows whose best token flips", f"{result.rows_argmax_flip / n:.3%}",
               help=f"{result.rows_argmax_flip:,} of {result.rows_compared:,}.")
     c3.metric("Smallest top-2 gap seen", f"{result.min_gap_ulps:,.0f} ULPs",

@@ -1,7 +1,8 @@
 """Every page's insight on its first screen: at 1280x720, in normal and in presenter mode
 (``?talk=1``), for the Overview and every page of ``ui.navigation.PAGE_TABLE``, the page's
 ``st.container(key="punchline")`` holds text and lies inside the first screen with the page at its
-top, no exception box is shown, no metric value is cut (``scrollWidth <= clientWidth``), no text
+top, no exception box is shown, no metric value, metric label or page link is cut (``scrollWidth <=
+clientWidth``), no text
 shows raw markdown (a literal ``**``, outside code) once the page has ended, and every chart shown
 has a plotting area at least MIN_PLOT px tall (Streamlit fits a chart's axes, titles and legends into
 its height, which squeezed some plots to strips).
@@ -27,9 +28,10 @@ PLOT_HEIGHTS = """() => Array.from(document.querySelectorAll('[data-testid="stVe
     .map(c => { const bg = c.querySelector('g.mark-group.role-frame.root path.background');
                 return bg ? Math.round(bg.getBoundingClientRect().height) : -1; })"""
 
-CUT_METRICS = """() => Array.from(document.querySelectorAll(
-    '[data-testid="stMetricValue"], [data-testid="stMetricValue"] *'))
-    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)"""
+# metric values and labels and page links are one line each, cut with an ellipsis where their column ends
+CUT_METRICS = """() => Array.from(document.querySelectorAll(['[data-testid="stMetricValue"]',
+    '[data-testid="stMetricValue"] *', '[data-testid="stMetricLabel"] *', '[data-testid="stPageLink"] *'].join(', ')))
+    .filter(e => e.scrollWidth > e.clientWidth + 1 && e.innerText).map(e => e.innerText)"""
 
 RAW_MARKUP = """() => Array.from(document.querySelectorAll('[data-testid="stMarkdownContainer"]'))
     .map(e => { const c = e.cloneNode(true); c.querySelectorAll('code, pre').forEach(x => x.remove());
@@ -55,10 +57,10 @@ def test_punchline_in_first_screen(server, contexts, mode, stem, title):
         screenshot(page, f"first-{mode}-{stem or 'overview'}")
         assert_healthy(page, title)
         assert_punchline_in_first_screen(page, f"{title} ({mode})")
-        cut = until(lambda: page.evaluate(CUT_METRICS), lambda c: c == [])  # values take their width late
-        assert cut == [], f"{title} ({mode}): metric values cut: {cut}"
         if stem:  # every page of the story ends with its link to the next one: then all its text is there
             wait_for_page_end(page, timeout=SLOW)
+        cut = until(lambda: page.evaluate(CUT_METRICS), lambda c: c == [])  # values take their width late
+        assert cut == [], f"{title} ({mode}): metric values, metric labels or links cut: {cut}"
         raw = until(lambda: page.evaluate(RAW_MARKUP), lambda r: r == [])
         assert raw == [], f"{title} ({mode}): raw markdown shown: {raw}"
         plots = until(lambda: page.evaluate(PLOT_HEIGHTS), lambda h: all(x >= MIN_PLOT for x in h))

@@ -78,7 +78,7 @@ def test_the_own_kernels_caption_states_what_was_measured():
         at = page({"requests": "10", "format": fmt, "kernels": "default"})
         assert not at.exception, at.exception
         metrics = {m.label: m.value for m in at.metric}
-        measured = metrics["Logit rows whose bits differ from the lone run"]
+        measured = metrics["Rows whose bits moved"]
         note = next(c.value for c in at.caption if c.value.startswith("With this CPU's own kernels"))
         if measured == "0.0%":
             assert "no logit row's bits moved" in note, note
