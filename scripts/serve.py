@@ -19,6 +19,8 @@ import sys
 import threading
 import time
 
+import core.machines.openmp  # noqa: F401  (before anything loads torch: OpenMP reads its wait policy then)
+
 # What the home page and the Mitigations page import on their first run (the heaviest first).
 MODULES = ("torch", "pandas", "altair", "core.arith.exact", "core.studies.mitigations", "core.training.seeds",
            "core.recordings.store", "ui.navigation", "ui.overview_view", "ui.talk", "ui.mitigations_view")
