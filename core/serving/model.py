@@ -291,19 +291,12 @@ class TinyLMModule(nn.Module):
         return self.head(self.norm_f(x)), cache
 
 
-_shapes: dict[ModelConfig, TinyLMModule] = {}  # one module per configuration: its shape, for functional calls
-_shapes_lock = threading.Lock()
-
-
 def sequence_logits(params: dict[str, torch.Tensor], tokens: torch.Tensor, cfg: ModelConfig = ModelConfig()
                     ) -> torch.Tensor:
     """TinyLMModule's logits over whole sequences [B, T] at once, computed with ``params`` themselves
     (``torch.func.functional_call``), so they are differentiable in them: for training."""
-    with _shapes_lock:
-        if cfg not in _shapes:
-            if len(_shapes) >= 4:
-                _shapes.clear()
-            _shapes[cfg] = TinyLMModule(init_params(cfg, 0), cfg)
-        shape = _shapes[cfg]
+    # a module of its own per call: functional_call swaps a module's tensors while it runs, so a shared
+    # one would not be safe across threads (building it copies about a megabyte, small beside a step)
+    shape = TinyLMModule({k: v.detach() for k, v in params.items()}, cfg)
     names = TinyLMModule.parameter_names(cfg)
     return torch.func.functional_call(shape, {names[k]: v for k, v in params.items()}, (tokens,))[0]
