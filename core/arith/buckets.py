@@ -1,12 +1,14 @@
-"""Compiled (numba) passes of the exact sum and the exact dot product: per (sign, exponent) bucket
-totals that are exact in float64, in one read of the values.
+"""Compiled (numba) passes of the exact sum and the exact dot product, in one read of the values.
 
-core.arith.exact defines what the buckets are and why their float64 totals are exact; this module
-only computes the same totals faster than NumPy's bincount, which needs an int64 index array and a
-float64 copy of every value. Each kernel keeps LANES tables and sends value i to table i % LANES:
-consecutive values of one exponent then add to different memory, so one addition need not wait for
-the one before it. A table's bucket totals are exact for the same reason the whole is (fewer values
-in it), and so is their sum over the tables (core.arith.exact's limits count every value).
+The sum: per (sign, exponent) bucket totals that are exact in float64; core.arith.exact defines the
+buckets and why their totals are exact, and this module only computes the same totals faster than
+NumPy's bincount, which needs an int64 index array and a float64 copy of every value. The dot
+product: per exponent totals of the products' signed integer significands, in int64 (see
+``dot_buckets32``); the arithmetic is on integers only, so the compiler vectorises the products and
+no floating-point rounding is involved at all. Each kernel keeps LANES tables and sends value i to
+table i % LANES: consecutive values of one exponent then add to different memory, so one addition
+need not wait for the one before it. A table's totals are exact for the same reason the whole is
+(fewer values in it), and so is their sum over the tables.
 
 Large inputs are split between up to ``MAX_THREADS`` threads (the kernels release the GIL); each
 thread fills tables of its own, and their totals are added at the end, exactly, so the split
@@ -30,7 +32,11 @@ import torch
 LANES = 4
 MAX_THREADS = 4
 PER_THREAD = 1 << 20  # values a helper thread must get to be worth waking
-HI_MASK = np.uint64(~((1 << 29) - 1) & ((1 << 64) - 1))  # a float64's sign, exponent and top 23 stored bits
+# The dot product's integer tables: a lane's entry gets fewer than 2^15 products of magnitude < 2^48
+# between flushes (at most DOT_FLUSH + DOT_TILE values, a quarter each plus the tiles' leftovers), so
+# it stays below 2^63.
+DOT_TILE = 512
+DOT_FLUSH = 1 << 16
 
 
 @functools.cache
@@ -54,30 +60,57 @@ def _kernels():
             acc[0, bits[i] >> 23] += np.float64(x[i])
 
     @numba.njit(nogil=True, boundscheck=False, cache=False)
-    def dot32(a, b, hi_acc, lo_acc):  # pragma: no cover - compiled; tested through core.arith.exact
-        # four products at a time go through two small buffers, read back as their bits: numba has no
-        # scalar bit cast, and a four-element store and load stays in registers' reach
-        p = np.empty(LANES)
-        p_bits = p.view(np.uint64)
-        hi = np.empty(LANES)
-        hi_bits = hi.view(np.uint64)
+    def dot_tile(a_bits, b_bits, m, e):  # pragma: no cover - compiled; tested through core.arith.exact
+        # integer work only, so the compiler vectorises it: the signed product of the two significands
+        # (24 x 24 bits, exact in int64) and the sum of the two exponent fields (0 read as 1: a
+        # subnormal's scale); returns the largest exponent field seen (255: an inf or nan)
+        top = np.uint32(0)
+        for j in range(m.size):
+            x = a_bits[j]
+            y = b_bits[j]
+            fx = (x >> np.uint32(23)) & np.uint32(0xFF)
+            fy = (y >> np.uint32(23)) & np.uint32(0xFF)
+            top = max(top, max(fx, fy))
+            mx = np.int64((x & np.uint32(0x7FFFFF)) | (np.uint32(fx != 0) << np.uint32(23)))
+            my = np.int64((y & np.uint32(0x7FFFFF)) | (np.uint32(fy != 0) << np.uint32(23)))
+            negative = np.int64((x ^ y) >> np.uint32(31))
+            p = mx * my
+            m[j] = (p ^ -negative) + negative
+            e[j] = fx + fy + np.uint32(fx == 0) + np.uint32(fy == 0)
+        return top
+
+    @numba.njit(nogil=True, boundscheck=False, cache=False)
+    def dot32(a, b, hi, lo):  # pragma: no cover - compiled; tested through core.arith.exact
+        a_bits, b_bits = a.view(np.uint32), b.view(np.uint32)
+        acc = np.zeros((LANES, 512), dtype=np.int64)
+        m = np.empty(DOT_TILE, dtype=np.int64)
+        e = np.empty(DOT_TILE, dtype=np.uint32)  # unsigned: indexing with it needs no wraparound check
         n = a.size
-        main = n - n % LANES
-        for i in range(0, main, LANES):
-            for k in range(LANES):
-                p[k] = np.float64(a[i + k]) * np.float64(b[i + k])  # exact: 24 x 24 bits
-            for k in range(LANES):
-                hi_bits[k] = p_bits[k] & HI_MASK
-            for k in range(LANES):
-                j = np.intp(p_bits[k] >> np.uint64(52))
-                hi_acc[k, j] += hi[k]
-                lo_acc[k, j] += p[k] - hi[k]  # exact
-        for i in range(main, n):
-            p[0] = np.float64(a[i]) * np.float64(b[i])
-            hi_bits[0] = p_bits[0] & HI_MASK
-            j = np.intp(p_bits[0] >> np.uint64(52))
-            hi_acc[0, j] += hi[0]
-            lo_acc[0, j] += p[0] - hi[0]
+        top = np.uint32(0)
+        since = 0
+        for start in range(0, n, DOT_TILE):
+            count = min(DOT_TILE, n - start)
+            # slices, not offsets: an index the compiler knows is not negative lets it vectorise the loop
+            top = max(top, dot_tile(a_bits[start : start + count], b_bits[start : start + count], m[:count], e[:count]))
+            main = count - count % LANES
+            for j in range(0, main, LANES):
+                acc[0, e[j]] += m[j]
+                acc[1, e[j + 1]] += m[j + 1]
+                acc[2, e[j + 2]] += m[j + 2]
+                acc[3, e[j + 3]] += m[j + 3]
+            for j in range(main, count):
+                acc[0, e[j]] += m[j]
+            since += count
+            if since >= DOT_FLUSH or start + count >= n:
+                since = 0
+                for k in range(LANES):
+                    for q in range(512):
+                        v = acc[k, q]
+                        if v != 0:
+                            hi[q] += v >> 31  # floor division: hi * 2^31 + lo == v, 0 <= lo < 2^31
+                            lo[q] += v & 0x7FFFFFFF
+                            acc[k, q] = 0
+        return top
 
     return sum32, dot32
 
@@ -123,15 +156,21 @@ def sum_buckets32(x: np.ndarray) -> np.ndarray:
     return acc.sum(axis=(0, 1))  # exact: every table's total is a multiple of the bucket's unit, within 2^53
 
 
-def dot_buckets32(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The 4096 (sign, exponent) totals of the high and low parts of the products a_i b_i of two
-    1-D float32 arrays, as core.arith.exact's ``_dot_narrow`` computes them with NumPy."""
+def dot_buckets32(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The products a_i b_i of two 1-D float32 arrays, summed exactly by exponent: ``(hi, lo, special)``
+    where bucket j holds (hi[j] * 2^31 + lo[j]) * 2^(j - 300), int64 tables of 512, and ``special`` is
+    True when an input is inf or nan (the tables are then meaningless).
+
+    A float32 value is an integer significand below 2^24 times 2^(f - 150), f its exponent field (1 for
+    a subnormal), so a product is an integer below 2^48 times 2^(fa + fb - 300), and per exponent
+    sum the signed integers add exactly in int64."""
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     pieces = _split(a.size)
-    hi_acc, lo_acc = np.zeros((len(pieces), LANES, 4096)), np.zeros((len(pieces), LANES, 4096))
+    hi, lo = np.zeros((len(pieces), 512), dtype=np.int64), np.zeros((len(pieces), 512), dtype=np.int64)
+    tops = [0] * len(pieces)
 
-    def args(i, lo, hi):
-        return a[lo:hi], b[lo:hi], hi_acc[i], lo_acc[i]
+    def run(i, first, last):
+        tops[i] = int(_kernels()[1](a[first:last], b[first:last], hi[i], lo[i]))
 
-    _parallel(_kernels()[1], pieces, args)
-    return hi_acc.sum(axis=(0, 1)), lo_acc.sum(axis=(0, 1))
+    _parallel(run, pieces, lambda i, first, last: (i, first, last))
+    return hi.sum(axis=0), lo.sum(axis=0), max(tops) == 0xFF

@@ -278,23 +278,27 @@ def _dot_narrow(a: np.ndarray, b: np.ndarray) -> Fraction | None:
     """Exact dot product of float16/bfloat16/float32 values (finite; the compiled pass also finds
     non-finite ones itself, and returns None for them).
 
-    Each product is exact in float64 (at most 24 x 24 = 48 significant bits, magnitude in
+    The compiled pass (core.arith.buckets.dot_buckets32) adds the products' integer significands per
+    exponent in int64. Without it, NumPy: each product is exact in float64 (at most 24 x 24 = 48 significant bits, magnitude in
     [2^-298, 2^256], normal). Split by bits: hi keeps the top 24 significant bits, lo = p - hi
     (exact) the rest, at most 24 bits. Grouped by the product's sign and exponent e, every hi
     is a multiple of 2^(e-23) below 2^(e+1) and every lo a multiple of 2^(e-47) below
     2^(e-23): fewer than 2^29 of either sum exactly in float64, in any order.
     """
     if _compiled_dot(a, b):
-        hi_acc, lo_acc = np.zeros(4096), np.zeros(4096)
+        hi, lo = np.zeros(512, dtype=np.int64), np.zeros(512, dtype=np.int64)
         step = a.size if a.dtype == b.dtype == np.float32 else _COMPILED_CHUNK
         for s in range(0, a.size, step):  # float16 and bfloat16 widen to float32 exactly, a piece at a time
-            h, lo = buckets.dot_buckets32(a[s : s + step].astype(np.float32, copy=False),
-                                          b[s : s + step].astype(np.float32, copy=False))
-            hi_acc += h
-            lo_acc += lo
-        if not (np.isfinite(hi_acc).all() and np.isfinite(lo_acc).all()) or hi_acc[0x7FF] or hi_acc[0xFFF]:
-            return None  # an inf or nan input: its product has the exponent field 0x7FF (inf * 0 too)
-        return _dot_total(hi_acc, lo_acc)
+            h, low, special = buckets.dot_buckets32(a[s : s + step].astype(np.float32, copy=False),
+                                                    b[s : s + step].astype(np.float32, copy=False))
+            if special:
+                return None  # an inf or nan input
+            hi += h
+            lo += low
+        total = 0
+        for j in np.flatnonzero((hi != 0) | (lo != 0)).tolist():  # bucket j: (hi * 2^31 + lo) * 2^(j - 300)
+            total += ((int(hi[j]) << 31) + int(lo[j])) << (j - 2)
+        return Fraction(total, 1 << 298)
     hi_acc, lo_acc = np.zeros(4096), np.zeros(4096)
     size = min(_DOT_CHUNK, a.size)
     p, hi, idx = np.empty(size), np.empty(size), np.empty(size, dtype=np.uint64)

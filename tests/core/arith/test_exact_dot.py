@@ -181,3 +181,16 @@ def test_the_compiled_pass_on_a_large_vector_with_extremes():
     assert exact_dot_fraction(x, y) == (math.inf if y[17] > 0 else -math.inf)
     y[17] = 0
     assert math.isnan(exact_dot_fraction(x, y))
+
+
+@NEEDS_NUMBA
+@pytest.mark.parametrize("sign", [1, -1])
+def test_the_compiled_pass_has_headroom_for_the_largest_significands(sign):
+    """Every product's significand at its largest, (2^24 - 1)^2, in one exponent bucket, over several
+    flushes of the int64 tables (and across threads): no total may wrap."""
+    n = 5 * buckets.DOT_FLUSH + buckets.DOT_TILE + 3
+    big = np.float32(2 - 2.0**-23)  # significand 2^24 - 1
+    x = np.full(n, big, dtype=np.float32)
+    y = np.full(n, sign * big, dtype=np.float32)
+    with mock.patch.object(buckets, "PER_THREAD", n // 3):
+        assert exact_dot_fraction(x, y) == sign * n * Fraction(float(big)) ** 2
