@@ -278,12 +278,12 @@ def _dot_narrow(a: np.ndarray, b: np.ndarray) -> Fraction | None:
     """Exact dot product of float16/bfloat16/float32 values (finite; the compiled pass also finds
     non-finite ones itself, and returns None for them).
 
-    The compiled pass (core.arith.buckets.dot_buckets32) adds the products' integer significands per
-    exponent in int64. Without it, NumPy: each product is exact in float64 (at most 24 x 24 = 48
-    significant bits, magnitude in [2^-298, 2^256], normal). Split by bits: hi keeps the top 24
-    significant bits, lo = p - hi (exact) the rest, at most 24 bits. Grouped by the product's sign and exponent e, every hi
-    is a multiple of 2^(e-23) below 2^(e+1) and every lo a multiple of 2^(e-47) below
-    2^(e-23): fewer than 2^29 of either sum exactly in float64, in any order.
+    The compiled pass (core.arith.buckets.dot_buckets32) adds the products' integer significands
+    per exponent in int64. Without it, NumPy: each product is exact in float64 (at most 24 x 24 =
+    48 significant bits, magnitude in [2^-298, 2^256], normal). Split by bits: hi keeps the top 24
+    significant bits, lo = p - hi (exact) the rest, at most 24 bits. Grouped by the product's sign
+    and exponent e, every hi is a multiple of 2^(e-23) below 2^(e+1) and every lo a multiple of
+    2^(e-47) below 2^(e-23): fewer than 2^29 of either sum exactly in float64, in any order.
     """
     if _compiled_dot(a, b):
         hi, lo = np.zeros(512, dtype=np.int64), np.zeros(512, dtype=np.int64)
