@@ -273,7 +273,7 @@ def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320,
     )
     leaves = (
         alt.Chart(nodes[nodes["label"].str.startswith("x[")])
-        .mark_text(angle=270, align="right", baseline="middle", dx=-10, fontSize=10, color="#374151")
+        .mark_text(angle=270, align="right", baseline="middle", dx=-10, color="#374151")  # size: styled
         .encode(x=x, y=y, text="short:N")
     )
     return styled(alt.layer(lines, points, leaves).properties(height=height))

@@ -49,7 +49,9 @@ code, pre, .fp-bits, [data-testid="stCode"] * { font-size: 1.0rem !important; }
 """
 
 # Chart text in presenter mode (px: Vega draws its own text, which the page's CSS cannot scale).
-PRESENTER_CHART_TEXT = {"axis_label": 18, "axis_title": 19, "legend_label": 18, "legend_title": 19, "title": 22}
+# mark_text: text drawn as data (a tree's leaf values, a rule's note) that sets no size of its own
+PRESENTER_CHART_TEXT = {"axis_label": 18, "axis_title": 19, "legend_label": 18, "legend_title": 19, "title": 22,
+                        "mark_text": 16}
 
 
 def presenter() -> bool:
@@ -143,7 +145,8 @@ def styled(chart, presenter_mode: bool | None = None):
                                 titleX=0, titleY=-10, titlePadding=0)
             .configure_legend(labelFontSize=t["legend_label"], titleFontSize=t["legend_title"], labelLimit=360,
                               titleLimit=600)
-            .configure_title(fontSize=t["title"], limit=1200))
+            .configure_title(fontSize=t["title"], limit=1200)
+            .configure_text(fontSize=t["mark_text"]))
 
 
 PAGE_KEY = "_talk_last_page"
