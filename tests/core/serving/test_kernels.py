@@ -167,3 +167,35 @@ def test_the_kept_weight_follows_in_place_changes_and_dies_with_the_weight():
     del w
     gc.collect()
     assert len(K._PREPARED) == kept - 1
+
+
+def test_the_bfloat16_linear_accumulates_in_float32_and_rounds_once():
+    """256 then 1023 ones: every partial sum is exact in float32, while a bfloat16 accumulator would stick
+    at 256 (256 + 1 rounds back to 256 there). One rounding of the exact 1279 gives 1280."""
+    k = 1024
+    w = torch.ones(3, k, dtype=torch.bfloat16)
+    w[1, 0] = 256
+    w[2, -1] = 256  # the large term last, too
+    x = torch.ones(5, k, dtype=torch.bfloat16)
+    out = K.linear_invariant(x, w)
+    assert out.dtype == torch.bfloat16
+    assert out.float().tolist() == [[1024.0, 1280.0, 1280.0]] * 5
+
+
+@pytest.mark.parametrize("k", [96, 2048])
+def test_the_bfloat16_linear_is_within_float32_accumulation_of_the_exact_product(k):
+    """|result - exact| <= gamma_K(float32) sum|x w| plus the one rounding to bfloat16 (u = 2^-8 of the
+    result, and half the smallest subnormal), against the exact rational dot products."""
+    from core.arith.exact import exact_dot_fraction
+
+    x, w = rows(7, (6, k), torch.bfloat16), rows(8, (5, k), torch.bfloat16, 0.1)
+    out = K.linear_invariant(x, w)
+    u32, u16 = Fraction(1, 2**24), Fraction(1, 2**8)
+    gamma = k * u32 / (1 - k * u32)
+    for i in range(x.shape[0]):
+        for j in range(w.shape[0]):
+            exact = exact_dot_fraction(x[i], w[j])
+            total_abs = exact_dot_fraction(x[i].abs(), w[j].abs())
+            got = Fraction(float(out[i, j]))
+            bound = gamma * total_abs + u16 / (1 - u16) * abs(got) + Fraction(1, 2**134)
+            assert abs(got - exact) <= bound, (i, j)
