@@ -4,7 +4,7 @@ Both serve one seeded schedule (identical requests among others, dynamic batchin
 one torch thread) through core.serving.engine; the cost is the serving thread's CPU time
 (wall time on a shared machine counts other processes' turns), the median of per-repeat
 ratios over interleaved repeats. What sets the cost: the batch-invariant linear pads rows to
-fixed 16-row tiles (small batches pay for 16 rows) and calls the library once per tile;
+fixed 32-row tiles (small batches pay for 32 rows) and calls the library once per tile;
 RMSNorm, softmax and attention are written as fixed pairwise trees of elementwise adds
 instead of one fused library reduction, so they make several passes over small tensors, and
 attention over padded fixed-size splits does work for the padding. On a model this small,
