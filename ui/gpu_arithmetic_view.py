@@ -24,7 +24,7 @@ from core.studies.gpu_arithmetic import (
 )
 from ui.legend import name_hidden
 from ui.render import inert, ulps_short
-from ui.talk import styled
+from ui.talk import height_for_legends, styled
 
 ORIGINS = alt.Scale(domain=["model", "live", "exact"], range=["#d97706", "#1f5fa8", "#1e8449"])  # as ui.sumlab_view
 ORIGIN_DASHES = alt.Scale(domain=["model", "live"], range=[[1, 0], [6, 4]])
@@ -118,7 +118,7 @@ def error_vs_k_chart(df: pd.DataFrame) -> alt.Chart:
             strokeDash=alt.StrokeDash("origin:N", scale=ORIGIN_DASHES, title="where it came from"),
             tooltip=["model", "origin", "K", alt.Tooltip("ulps:Q", format="+.4g")],
         )
-        .properties(height=340)
+        .properties(height=height_for_legends(340, df["model"].nunique(), df["origin"].nunique()))
     )
 
 
@@ -228,7 +228,8 @@ def atomics_chart(hist: pd.DataFrame, marks: pd.DataFrame) -> alt.LayerChart:
         .encode(x="ulps:Q", strokeDash=alt.StrokeDash("label:N", title="marked", legend=alt.Legend(labelLimit=400)),
                 tooltip=["label", alt.Tooltip("ulps:Q", format="+.4g")])
     )
-    return styled(alt.layer(bars, rules).resolve_scale(color="independent").properties(height=280))
+    height = height_for_legends(280, hist["source"].nunique(), marks["label"].nunique())
+    return styled(alt.layer(bars, rules).resolve_scale(color="independent").properties(height=height))
 
 
 # --------------------------------------------------------------------------- summary

@@ -19,7 +19,7 @@ from core.kernels.trees import Tree
 from core.studies.sumlab import LabResult, RunningError, bound_in_ulps
 from ui.crowd import heavy_section
 from ui.legend import name_hidden
-from ui.talk import styled
+from ui.talk import height_for_legends, styled
 
 
 def _fmt_float(x: float | None, spec: str) -> str:
@@ -227,7 +227,8 @@ def permutation_histogram(values: pd.DataFrame, marks: pd.DataFrame) -> alt.Laye
             tooltip=["label", alt.Tooltip("ulps:Q", format="+.4g")],
         )
     )
-    return styled(alt.layer(hist, rules).properties(height=260))
+    height = height_for_legends(260, int(marks["label"].nunique()))  # every marked order's entry
+    return styled(alt.layer(hist, rules).properties(height=height))
 
 
 def running_error_chart(df: pd.DataFrame) -> alt.Chart:

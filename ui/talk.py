@@ -107,6 +107,22 @@ PRESENTER_MIN_HEIGHT = 280
 PRESENTER_BAND_SCALE = 1.5
 
 
+# Legends stand beside the plot, from its top down; Streamlit's container cuts off whatever runs past
+# the chart's height (the Summation lab's marked orders, GPU arithmetic's "where it came from"). One
+# entry measured up to 35 px in presenter mode (18 px labels, a line-and-point symbol), 30 px otherwise;
+# each legend's title and gap about 30 px; the axis title written above the plot about 45 px.
+LEGEND_ROW_PX = {False: 32, True: 36}
+LEGEND_TITLE_PX = 30
+LEGEND_TOP_PX = 45
+
+
+def height_for_legends(minimum: int, *rows: int, presenter_mode: bool | None = None) -> int:
+    """A chart height (at least ``minimum``) at which legends of ``rows[i]`` entries, stacked beside the
+    plot, fit inside the chart's box at this mode's text size."""
+    talk = presenter() if presenter_mode is None else presenter_mode
+    return max(minimum, LEGEND_TOP_PX + sum(LEGEND_TITLE_PX + LEGEND_ROW_PX[talk] * r for r in rows if r))
+
+
 def _band_rows(chart) -> bool:
     """True when the chart's y axis (of its first layer) is nominal or ordinal: one band per row label."""
     first = chart.layer[0] if getattr(chart, "layer", None) else chart

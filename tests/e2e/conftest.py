@@ -107,6 +107,21 @@ def screenshot(page, name: str, full_page: bool = False) -> pathlib.Path:
     return path
 
 
+# every legend of a shown chart inside the chart's own box (Streamlit's container cuts off what runs past it)
+CUT_LEGENDS = """() => Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'))
+    .filter(c => c.offsetParent !== null)
+    .flatMap((c, i) => { const box = c.getBoundingClientRect();
+        return Array.from(c.querySelectorAll('g.role-legend')).filter(l => { const r = l.getBoundingClientRect();
+            return r.height > 0 && (r.bottom > box.bottom + 1 || r.right > box.right + 1); })
+            .map(l => `chart ${i}: ${l.textContent.slice(0, 60)}`); })"""
+
+
+def assert_no_legend_cut(page, what: str) -> None:
+    """No legend of a shown chart runs past the chart's box (waited for: charts are drawn and resized late)."""
+    cut = until(lambda: page.evaluate(CUT_LEGENDS), lambda found: not found)
+    assert not cut, f"{what}: legends run past their chart's box and are cut off: {cut}"
+
+
 def assert_charts_rendered(page, minimum: int) -> None:
     """Every Altair chart drew something: vega-embed puts a canvas (or svg) of real size."""
     charts = page.locator('[data-testid="stVegaLiteChart"]')

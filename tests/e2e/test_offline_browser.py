@@ -2,7 +2,8 @@
 
 At a conference without network, anything fetched from another host (an icon font, a favicon, a
 script) is missing. The browser here may only reach the server: every other request is aborted and
-recorded, and each page of the page table (ui.navigation.PAGE_TABLE) must attempt none.
+recorded, and each page of the page table (ui.navigation.PAGE_TABLE) must attempt none. Each page,
+drawn in full at its defaults, is also checked for legends cut off at their chart's edge.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import RERUN, assert_healthy_page, screenshot, until, wait_for_app, wait_for_page_end
+from tests.e2e.conftest import (
+    RERUN,
+    assert_healthy_page,
+    assert_no_legend_cut,
+    screenshot,
+    until,
+    wait_for_app,
+    wait_for_page_end,
+)
 from ui.navigation import PAGE_TABLE
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
@@ -67,6 +76,7 @@ def test_every_page_renders_with_no_outside_request(server, offline_page, path):
         box = until(icons.nth(i).bounding_box, lambda b: not b or b["width"] <= 1.6 * b["height"])
         if box and box["width"] > 1.6 * box["height"]:  # the icon's text names which one
             pytest.fail(f"icon {icons.nth(i).inner_text()!r} is drawn as its name: {box}")
+    assert_no_legend_cut(page, path or "home")  # every page at its defaults, in normal mode
     screenshot(page, f"offline-{path or 'home'}")
 
 

@@ -22,6 +22,7 @@ from core.training.mlp import PRESETS
 from tests.e2e.conftest import (
     RERUN,
     Server,
+    assert_no_legend_cut,
     assert_sidebar_collapsed,
     close_sidebar,
     drawn,
@@ -220,7 +221,8 @@ def test_presenter_mode_on_every_page_folds_the_sidebar_and_keeps_every_chart_ta
 
     Every page of ui.navigation.PAGE_TABLE opened with ?talk=1 at 1280x720: presenter type, the
     sidebar folded away, no exception, and every chart on the page drawn at least MIN_CHART_HEIGHT
-    tall (charts folded inside a closed expander are not drawn, so not measured). A screenshot of
+    tall (charts folded inside a closed expander are not drawn, so not measured), with every legend
+    inside its chart's box (not cut off). A screenshot of
     each first screen is kept under artifacts/screenshots/presenter-*.png."""
     context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
     page = context.new_page()
@@ -247,6 +249,7 @@ def test_presenter_mode_on_every_page_folds_the_sidebar_and_keeps_every_chart_ta
                 assert box is not None, f"{title}: chart {i} has no box"
                 heights[stem].append(round(box["height"]))
                 assert box["height"] >= MIN_CHART_HEIGHT, f"{title}: chart {i} is {box['height']:.0f} px tall"
+            assert_no_legend_cut(page, title)
             screenshot(page, f"presenter-{stem}")
     finally:
         context.close()

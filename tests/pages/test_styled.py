@@ -30,3 +30,24 @@ def test_presenter_mode_sizes_axes_legends_and_text_marks():
 def test_normal_mode_leaves_the_chart_as_it_was():
     spec = _tree_chart(False).to_dict()
     assert "text" not in spec.get("config", {}) and spec["height"] == 200
+
+
+def test_charts_with_legends_beside_them_get_the_height_their_entries_need():
+    from ui.talk import LEGEND_ROW_PX, height_for_legends
+
+    assert height_for_legends(260, 2, presenter_mode=False) == 260  # a short legend: the chart's own height
+    tall = height_for_legends(260, 9, presenter_mode=True)
+    assert tall >= 9 * LEGEND_ROW_PX[True] > 260
+    assert height_for_legends(260, 8, 2, presenter_mode=True) > height_for_legends(260, 8, presenter_mode=True)
+    assert height_for_legends(260, 9, presenter_mode=True) > height_for_legends(260, 9, presenter_mode=False)
+
+
+def test_the_random_orders_histogram_is_tall_enough_for_every_marked_order():
+    import pandas as pd
+
+    from ui.sumlab_view import permutation_histogram
+    from ui.talk import LEGEND_ROW_PX
+
+    marks = pd.DataFrame({"label": [f"order {i}" for i in range(12)], "ulps": [float(i) for i in range(12)]})
+    chart = permutation_histogram(pd.DataFrame({"ulps": [0.0, 1.0, -2.0]}), marks)
+    assert chart.to_dict()["height"] >= 12 * LEGEND_ROW_PX[False]
