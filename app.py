@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-import core.machines.openmp  # noqa: F401  (before anything loads torch: OpenMP reads its wait policy then)
+import core.machines.native  # noqa: F401  (before anything loads torch: OpenMP and oneDNN read their settings then)
 from ui.navigation import (
     HOME_PAGE_KEY,
     PAGE_TABLE,

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 
-import core.machines.openmp  # noqa: F401  (before anything loads torch: OpenMP reads its wait policy then)
+import core.machines.native  # noqa: F401  (before anything loads torch: OpenMP and oneDNN read their settings then)
 
 # What the home page and the Mitigations page import on their first run (the heaviest first).
 MODULES = ("torch", "pandas", "altair", "core.arith.exact", "core.studies.mitigations", "core.training.seeds",

@@ -16,7 +16,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-import core.machines.openmp  # noqa: F401  (before torch: the app's OpenMP wait policy, for every worker and server)
+import core.machines.native  # noqa: F401  (before torch: the app's native-library settings, for every worker and server)
 
 # Per-example deadlines measure the machine's load, not the code: on a busy 2-core machine (two
 # workers, a browser and a server) an example that takes 20 ms alone can take 400 ms. The example
