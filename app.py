@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-import core.machines.native  # noqa: F401  (before anything loads torch: OpenMP and oneDNN read their settings then)
+import core.machines.native  # first, before anything loads torch: OpenMP and oneDNN read their settings then
 from ui.navigation import (
     HOME_PAGE_KEY,
     PAGE_TABLE,
@@ -138,4 +138,7 @@ sidebar_toggle()
 PAGE = st.navigation([HOME, *(page for page, *_ in PAGES)])
 mark_app_navigation()
 scroll_to_top_on_page_change(PAGE.url_path)
-PAGE.run()
+try:
+    PAGE.run()
+finally:
+    core.machines.native.release_freed_memory()
