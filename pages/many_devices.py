@@ -135,7 +135,7 @@ def replay(live: DataParallelResult) -> None:
         bar = st.progress(0.0, text="Emulating…")
         with gated("the replay"):
             emu = emulate_run(live.world_size, "ring_gloo", live.steps,
-                              on_progress=lambda d: bar.progress(d / live.steps, text=f"Step {d} of {live.steps}"))
+                              on_progress=lambda p: bar.progress(p.fraction, text=f"Step {p.done} of {p.total}"))
         bar.empty()
         st.session_state["md_check"] = (live.pids, first_divergence(live.digests, emu.digests))
     check = st.session_state.get("md_check")
@@ -189,8 +189,8 @@ def models_section() -> None:
                                    key="md_study_go", icon=":material/calculate:"):
         bar = st.progress(0.0, text="Summing…")
         with gated("the order study"):
-            study = order_study(ks, on_progress=lambda d, n: bar.progress(d / n, text=f"k = {ks[d - 1]:,} done "
-                                                                                       f"({d} of {n})"))
+            study = order_study(ks, on_progress=lambda p: bar.progress(p.fraction, text=f"{p.what} done "
+                                                                                      f"({p.done} of {p.total})"))
         bar.empty()
         STUDIES.put(ks, study)
     if study is None:

@@ -71,7 +71,7 @@ def _measured() -> tuple[ThroughputRun | None, float]:
 def _measure(bar) -> None:
     store = _throughput_store()
     with store["lock"]:
-        run = measure_devices(available_devices(), lambda f, text: bar.progress(f, f"Measuring… {text}"))
+        run = measure_devices(available_devices(), lambda p: bar.progress(p.fraction, f"Measuring… {p.what}"))
         store.update(run=run, at=time.time())
 
 

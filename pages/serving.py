@@ -95,7 +95,7 @@ def serve(s: ServeSettings, cost: Cost, punch) -> ForkStudy | None:
         return None
     with heavy_section(cost, "this serving run"):
         bar = punch.progress(0.0, "Serving…")
-        study = fork_study(s, lambda f, text: bar.progress(min(1.0, f), f"Serving live on this server: {text}"))
+        study = fork_study(s, lambda p: bar.progress(p.fraction, f"Serving live on this server: {p.what}"))
         bar.empty()
     _keep(s, study)
     return study

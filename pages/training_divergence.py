@@ -31,7 +31,7 @@ from ui.talk import folded, presenter
 from ui.training_view import (
     NUMBERS_CSS,
     PairSlots,
-    Progress,
+    ProgressBar,
     apply_preset_link,
     draw_pair,
     play_requested,
@@ -214,7 +214,7 @@ def float64_mitigation(settings: TrainSettings) -> None:
     if st.button("Run the float32 and float64 pairs", key="td_f64"):
         pairs_cost = training_cost(settings.steps, 1, "float64", settings.optimizer, pairs=2)
         with heavy_section(pairs_cost, "this training"):  # a few heavy computations at once, server-wide
-            bar = Progress(st, "Training the float32 pair:")
+            bar = ProgressBar(st, "Training the float32 pair:")
             f32 = pair_outcome(settings, bar.update, PAIR_MEMO)
             bar.text = "Training the float64 pair:"
             f64 = pair_outcome(replace(settings, dtype="float64"), bar.update, PAIR_MEMO)
@@ -241,7 +241,7 @@ def accept_divergence(settings: TrainSettings) -> None:
         over_budget(cost, training_advice(settings.steps, k, settings.dtype, settings.optimizer), kept=False)
     if st.button("Train the seeds", key="td_seeds", disabled=not cost.fits):
         with heavy_section(cost, "this training"):  # a few heavy computations at once, server-wide
-            bar = Progress(st, f"Training {k} seeds per side ({2 * k} runs):")
+            bar = ProgressBar(st, f"Training {k} seeds per side ({2 * k} runs):")
             study = seed_study(settings, k, bar.update, memo=SEED_MEMO)
             bar.bar.empty()
         st.session_state["td_seed_result"] = (settings, study)

@@ -23,7 +23,7 @@ import sys
 from dataclasses import asdict
 
 from core.training.data_parallel import DP_SETTINGS, MAX_LIVE_STEPS, MAX_WORLD_SIZE
-from core.training.gloo import GLOO_ALGORITHM, DataParallelError, Progress, run_data_parallel
+from core.training.gloo import GLOO_ALGORITHM, DataParallelError, WorkerProgress, run_data_parallel
 
 
 def _bounded(low: int, high: int, what: str):
@@ -39,10 +39,10 @@ def _bounded(low: int, high: int, what: str):
     return parse
 
 
-def _progress(p: Progress) -> None:
-    if p.phase == "starting":
+def _progress(p: WorkerProgress) -> None:
+    if p.what == "starting":
         print(f"  starting: {p.done} of {p.total} workers joined the group", file=sys.stderr)
-    elif p.phase == "training" and (p.done % 50 == 0 or p.done == p.total):
+    elif p.what == "training" and (p.done % 50 == 0 or p.done == p.total):
         print(f"  step {p.done} of {p.total} (workers now {p.rss_bytes / 2**20:,.0f} MB resident)", file=sys.stderr)
 
 

@@ -14,8 +14,9 @@ import streamlit as st
 from core.crowd.gate import HEAVY
 from core.crowd.runner import Memo
 from core.kernels.collectives import MODELS, Comparison
+from core.machines.progress import Progress
 from core.training.emulate import EmulatedRun, emulate_run
-from core.training.gloo import DataParallelResult, Progress
+from core.training.gloo import DataParallelResult, WorkerProgress
 from core.training.pair import StepRecord
 from core.training.seeds import DivergenceSummary
 from ui.talk import styled
@@ -165,9 +166,9 @@ def megabytes(b: float | None) -> str:
 def live_progress(bar):
     """A progress callback for a live run that moves ``bar`` (joining takes the first tenth)."""
 
-    def update(p: Progress) -> None:
+    def update(p: WorkerProgress) -> None:
         mb = f" · workers use {p.rss_bytes / 2**20:,.0f} MB" if p.rss_bytes else ""
-        if p.phase == "starting":
+        if p.what == "starting":
             bar.progress(0.1 * p.done / p.total, text=f"{p.done} of {p.total} workers joined the process group{mb}")
         else:
             bar.progress(min(1.0, 0.1 + 0.9 * p.done / p.total), text=f"Step {p.done} of {p.total}{mb}")
@@ -178,7 +179,7 @@ def live_progress(bar):
 def emulate_missing(missing: list[tuple[int, str, int]], bar) -> None:
     """Run each (ranks, model, steps) emulation in turn, moving ``bar``; each is kept in EMULATIONS."""
     for i, (k, m, n) in enumerate(missing):
-        def emu_progress(d: int, i: int = i, k: int = k, n: int = n) -> None:
-            bar.progress((i + d / n) / len(missing), text=f"{k:,} devices: step {d} of {n}")
+        def emu_progress(p: Progress, i: int = i, k: int = k) -> None:
+            bar.progress((i + p.fraction) / len(missing), text=f"{k:,} devices: step {p.done:,} of {p.total:,}")
 
         EMULATIONS.put((k, m, n), emulate_run(k, m, n, on_progress=emu_progress))

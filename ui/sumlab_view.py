@@ -4,7 +4,7 @@ and its progress while a stage computes."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import altair as alt
@@ -16,6 +16,7 @@ from core.arith.formats import hex_bits, ulp
 from core.arith.metrics import SumMetrics, exact_value
 from core.crowd import budget
 from core.kernels.trees import Tree
+from core.machines.progress import OnProgress
 from core.studies.sumlab import LabResult, RunningError, bound_in_ulps
 from ui.crowd import heavy_section
 from ui.legend import name_hidden
@@ -177,12 +178,12 @@ def _exact_text(v) -> str:
 
 
 @contextmanager
-def computing(cost: budget.Cost, what: str) -> Iterator[Callable[[str], None]]:
+def computing(cost: budget.Cost, what: str) -> Iterator[OnProgress]:
     """A spinner, through the heavy gate when ``cost`` is heavy, and a caption naming each step
     (the ``on_progress`` callback this yields); both go away when the block ends."""
     with heavy_section(cost, what), st.spinner("Summing…"):
         progress = st.empty()
-        yield lambda step: progress.caption(f"Summing: {step}…")
+        yield lambda p: progress.caption(f"Summing: {p.what}…")
         progress.empty()
 
 

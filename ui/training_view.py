@@ -18,6 +18,7 @@ from core.arith.exact import exact_decimal
 from core.arith.formats import FORMATS
 from core.crowd.querystate import Field, decode
 from core.crowd.runner import PairOutcome
+from core.machines.progress import Progress
 from core.recordings.compare import Parting
 from core.training.divergence import PairSnapshot, check_speed, snapshot
 from core.training.mlp import TrainSettings
@@ -309,11 +310,12 @@ def apply_preset_link(fields: list[Field], preset_values: Callable[[str], dict])
     return True
 
 
-class Progress:
+class ProgressBar:
     """A progress bar updated at most every YIELD_EVERY seconds.
 
     Every update sends a message, which is where Streamlit stops this script run when the
-    visitor clicked something else or closed the tab: long work calls ``update`` between chunks.
+    visitor clicked something else or closed the tab: long work calls ``update`` (a
+    core.machines.progress callback) between chunks.
     """
 
     def __init__(self, where, text: str) -> None:
@@ -321,10 +323,10 @@ class Progress:
         self.text = text
         self.last = time.monotonic()
 
-    def update(self, done: int, total: int, force: bool = False) -> None:
+    def update(self, p: Progress) -> None:
         now = time.monotonic()
-        if force or now - self.last >= YIELD_EVERY:
-            self.bar.progress(min(1.0, done / total), text=f"{self.text} {done:,} of {total:,} steps")
+        if now - self.last >= YIELD_EVERY:
+            self.bar.progress(p.fraction, text=f"{self.text} {p.done:,} of {p.total:,} {p.what or 'steps'}")
             self.last = now
 
 

@@ -60,7 +60,7 @@ def _by_dtype(f64: float, f32: float, f16: float, bf16: float) -> dict[str, floa
 # Units per value, by the working format (the format every addition rounds to).
 # Each order's weights live in its core.kernels.orders.ORDERS entry (``work``, ``memory``); these are views.
 def order_work(key: str) -> dict[str, float]:
-    return _by_dtype(*ORDERS[key].work)
+    return dict(ORDERS[key].work)
 
 
 def order_bytes(key: str) -> tuple[float, float]:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, MutableMapping
+from collections.abc import Hashable, MutableMapping
 from dataclasses import dataclass
 
+from core.machines.progress import OnProgress
 from core.training.mlp import TrainSettings
 from core.training.pair import PairedRun
 from core.training.seeds import SEED_CHUNK, summarize
@@ -85,13 +86,13 @@ class PairOutcome:
     final_distance: float
 
 
-def pair_outcome(settings: TrainSettings, on_progress: Callable[[int, int], None] | None = None,
+def pair_outcome(settings: TrainSettings, on_progress: OnProgress | None = None,
                  memo: Memo | None = None, chunk: int = SEED_CHUNK) -> PairOutcome:
-    """Train one pair to the end in chunks (``on_progress(done, total)`` between them; it may raise)."""
+    """Train one pair to the end in chunks (the steps done reported between them; the callback may raise)."""
     if memo is not None and (hit := memo.get(settings)) is not None:
         return hit
     run = PairedRun(settings)
-    recs = run.run(settings.steps, None if on_progress is None else (lambda d: on_progress(d, settings.steps)), chunk)
+    recs = run.run(settings.steps, on_progress, chunk)
     nz = [r for r in recs if r.abs_diff > 0]
     out = PairOutcome(settings, tuple(r.step for r in nz), tuple(r.abs_diff for r in nz),
                       summarize(recs).first_rel_1pct, recs[-1].param_distance)

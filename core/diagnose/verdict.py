@@ -22,10 +22,11 @@ words it: the sentence, the reasons and the worst elements.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from core.arith.formats import FORMATS, ulp_array
+from core.arith.formats import FORMATS, FloatFormat, ulp_array
 from core.diagnose.envelopes import (
     envelope_tolerances,
     median_floor,
@@ -111,7 +112,64 @@ def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: st
     of ``a @ b`` or one array whose last axis was summed (or an ``Inputs`` from
     ``prepare_inputs``), for rigorous bounds and the simulation. Raises TypeError / ValueError
     for inputs it cannot diagnose.
+
+    The steps, each a function below: check the arguments (``_case``), measure every element's
+    difference (``_Differences``), the scale each is measured against (``_scale``), simulate the
+    inputs' own orders, check each envelope, decide (``_decide``), then the tolerances that pass.
     """
+    case = _case(actual, expected, reduction_length, dtype, reduced_precision, inputs)
+    diffs = _Differences.of(case.a, case.e, case.fmt)
+    notes = list(case.notes)
+    scale = _scale(case, diffs, notes)
+    sim = _simulation(case, diffs, scale, notes) if simulate_orders else None
+    d, fin, k = diffs.d, diffs.fin, case.k
+    envs = [reordering_envelope(d, fin, scale.m, scale.s, scale.sum_abs, scale.rigorous, k, case.fmt, case.acc, sim)]
+    for key in case.keys:
+        envs.append(reduced_envelope(key, d, fin, scale.m, scale.s, scale.sum_abs, scale.rows_abs, case.ops, k,
+                                     case.fmt, case.acc, sim))
+    pattern = pattern_check(d, fin, scale.s, case.fmt)
+    verdict, explanation, reasons = _decide(case, diffs, envs, pattern)
+    if sim is not None:
+        reasons += _simulation_reasons(sim, envs, verdict, explanation)
+    tol = _tolerances(case, diffs, verdict, explanation, envs)
+    shape = case.a.shape
+    return Diagnosis(
+        verdict=verdict, sentence=_sentence(verdict, explanation, case, diffs, tol.rtol, tol.atol, pattern),
+        reasons=tuple(reasons), explanation=explanation, rtol=tol.rtol, atol=tol.atol,
+        equal_nan=bool(diffs.both_nan.any()), check_dtype=case.fa == case.fe, margin=tol.margin,
+        envelope_rtol=tol.envelope_rtol, envelope_atol=tol.envelope_atol, shape=tuple(shape), size=int(case.a.size),
+        fmt=case.fmt_name, acc_fmt=case.acc_name, actual_fmt=case.fa, expected_fmt=case.fe, k=k,
+        k_source=case.k_source, abs_diff=d, rel_diff=diffs.rel, ulp_diff=diffs.ulps, scale=scale.s,
+        abs_stats=Distribution.of(d), rel_stats=Distribution.of(diffs.rel), ulp_stats=Distribution.of(diffs.ulps),
+        n_compared=int(fin.sum()), n_differ=int(diffs.differ.sum()), n_signed_zero=diffs.n_signed_zero,
+        n_both_nan=int(diffs.both_nan.sum()), nan_mismatch=int(diffs.nan_mismatch.sum()),
+        inf_mismatch=int(diffs.inf_mismatch.sum()), nonfinite_index=diffs.nonfinite, envelopes=tuple(envs),
+        pattern=pattern, simulation=sim, allclose=tol.allclose, assert_close_defaults=tol.assert_close_defaults,
+        worst=_worst(diffs, envs, shape), next_checks=NEXT_CHECKS if verdict == "too_large" else (),
+        notes=tuple(notes),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Case:
+    """The checked arguments: the two arrays, the formats, the inputs, K and the explanations to try."""
+
+    a: np.ndarray
+    e: np.ndarray
+    fa: str  # actual's own format
+    fe: str
+    fmt_name: str  # the format the computation ran in
+    fmt: FloatFormat
+    acc_name: str  # the format it accumulated in
+    acc: FloatFormat
+    ops: Inputs | None
+    k: int
+    k_source: str  # "given", "inputs" or "assumed"
+    keys: tuple[str, ...]  # the reduced-precision explanations to try
+    notes: tuple[str, ...]
+
+
+def _case(actual, expected, reduction_length, dtype, reduced_precision, inputs) -> _Case:
     a, fa = as_float_array(actual, "actual")
     e, fe = as_float_array(expected, "expected")
     if a.shape != e.shape:
@@ -123,100 +181,139 @@ def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: st
     fmt_name = dtype if dtype is not None else narrower(fa, fe)
     if fmt_name not in FORMATS:
         raise ValueError(f"unknown format {fmt_name!r}; choose one of {', '.join(FORMATS)}")
-    fmt, acc_name = FORMATS[fmt_name], accumulation_format(fmt_name)
-    acc = FORMATS[acc_name]
+    acc_name = accumulation_format(fmt_name)
     ops = inputs if isinstance(inputs, Inputs) or inputs is None else prepare_inputs(inputs, a.shape)
     if ops is not None and ops.a.shape[0] * (ops.b.shape[1] if ops.b is not None else 1) != a.size:
         raise ValueError("the prepared inputs do not match the compared results")
     k, k_source = _check_k(reduction_length, ops)
     keys = _reduced_keys(fmt_name, reduced_precision)
-    shape = a.shape
-    notes: list[str] = []
+    notes = []
     if fa != fe:
         notes.append(f"actual is {fa} and expected is {fe}: differences are measured in {fmt_name}.")
     if k_source == "assumed":
         notes.append(f"K (terms per element) is unknown: the envelopes assume K = {ASSUMED_K:,}. Give K (or the "
                      "inputs) for a sharper envelope.")
+    return _Case(a=a, e=e, fa=fa, fe=fe, fmt_name=fmt_name, fmt=FORMATS[fmt_name], acc_name=acc_name,
+                 acc=FORMATS[acc_name], ops=ops, k=k, k_source=k_source, keys=keys, notes=tuple(notes))
 
-    af, ef = a.reshape(-1), e.reshape(-1)
-    fin = np.isfinite(af) & np.isfinite(ef)
-    both_nan = np.isnan(af) & np.isnan(ef)
-    nan_mismatch = np.isnan(af) != np.isnan(ef)
-    with np.errstate(invalid="ignore"):
-        same_inf = ~fin & ~both_nan & (af == ef)
-    inf_mismatch = ~fin & ~both_nan & ~same_inf & ~nan_mismatch
-    nonfinite = np.flatnonzero(nan_mismatch | inf_mismatch)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        d = np.where(fin, np.abs(af - ef), np.nan)
-        rel = np.where(fin, np.where(ef != 0, d / np.abs(ef), np.where(d > 0, np.inf, 0.0)), np.nan)
-        unit = ulp_array(np.where(fin, ef, 0.0), fmt)
-        ulps = np.where(fin, d / unit, np.nan)
-    n_signed_zero = int(np.sum(fin & (af == 0) & (ef == 0) & (np.signbit(af) != np.signbit(ef))))
-    differ = fin & (d > 0)
 
-    # ---- scale and envelopes
-    m = np.where(fin, np.maximum(np.abs(af), np.abs(ef)), 0.0)
-    sum_abs = rows_abs = sq = None
-    if ops is not None:
-        with np.errstate(over="ignore", invalid="ignore"):
-            if ops.kind == "matmul":
-                sum_abs = (np.abs(ops.a) @ np.abs(ops.b)).reshape(-1)
-                sq = np.sqrt((ops.a * ops.a) @ (ops.b * ops.b)).reshape(-1)
-                rows_abs = (np.abs(ops.a).sum(1)[:, None] + np.abs(ops.b).sum(0)[None, :]).reshape(-1)
-            else:
-                sum_abs = np.abs(ops.a).sum(1)
-                sq = np.sqrt((ops.a * ops.a).sum(1))
-                rows_abs = sum_abs
-        sum_abs = sum_abs * (1 + 4 * k * 2.0**-53)
-        good = np.isfinite(sum_abs) & np.isfinite(sq)
-        if not good.all():
-            notes.append("Some inputs are not finite or too large to square: those elements use the estimated scale.")
-    floor = median_floor(e, fin.reshape(shape)).reshape(-1)
-    if ops is not None:
-        s = np.maximum(m, np.where(good, sq, floor))
-        sum_abs_used = np.where(good, sum_abs, math.sqrt(k) * s)
-    else:
+@dataclass(frozen=True, kw_only=True)
+class _Differences:
+    """Element by element (flattened), how the two results differ: where both are finite, the
+    absolute, relative and ULP differences (ULPs of expected's value in the format that ran); where
+    not, which NaNs and infinities fail to match."""
+
+    af: np.ndarray
+    ef: np.ndarray
+    fin: np.ndarray  # both finite
+    both_nan: np.ndarray
+    nan_mismatch: np.ndarray  # NaN in one only
+    inf_mismatch: np.ndarray  # an infinity against something else
+    same_inf: np.ndarray  # the same infinity in both
+    nonfinite: np.ndarray  # flat indices of the mismatches
+    d: np.ndarray  # |actual - expected| (NaN where not both finite)
+    rel: np.ndarray
+    ulps: np.ndarray
+    differ: np.ndarray  # both finite and unequal
+    n_signed_zero: int  # +0 against -0
+
+    @classmethod
+    def of(cls, a: np.ndarray, e: np.ndarray, fmt: FloatFormat) -> _Differences:
+        af, ef = a.reshape(-1), e.reshape(-1)
+        fin = np.isfinite(af) & np.isfinite(ef)
+        both_nan = np.isnan(af) & np.isnan(ef)
+        nan_mismatch = np.isnan(af) != np.isnan(ef)
+        with np.errstate(invalid="ignore"):
+            same_inf = ~fin & ~both_nan & (af == ef)
+        inf_mismatch = ~fin & ~both_nan & ~same_inf & ~nan_mismatch
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            d = np.where(fin, np.abs(af - ef), np.nan)
+            rel = np.where(fin, np.where(ef != 0, d / np.abs(ef), np.where(d > 0, np.inf, 0.0)), np.nan)
+            unit = ulp_array(np.where(fin, ef, 0.0), fmt)
+            ulps = np.where(fin, d / unit, np.nan)
+        return cls(af=af, ef=ef, fin=fin, both_nan=both_nan, nan_mismatch=nan_mismatch, inf_mismatch=inf_mismatch,
+                   same_inf=same_inf, nonfinite=np.flatnonzero(nan_mismatch | inf_mismatch), d=d, rel=rel, ulps=ulps,
+                   differ=fin & (d > 0),
+                   n_signed_zero=int(np.sum(fin & (af == 0) & (ef == 0) & (np.signbit(af) != np.signbit(ef)))))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Scale:
+    """What each element's difference is measured against (core.diagnose.envelopes has the derivation)."""
+
+    m: np.ndarray  # max(|actual|, |expected|)
+    s: np.ndarray  # the scale: m, or sqrt(sum t^2) from the inputs, or the median floor
+    sum_abs: np.ndarray | float  # sum|t| per element, from the inputs, or estimated as sqrt(K) * s
+    rows_abs: np.ndarray | None  # the rows' sums of |a| and |b| (inputs only)
+    rigorous: bool  # from the inputs: the bounds are rigorous
+
+
+def _scale(case: _Case, diffs: _Differences, notes: list[str]) -> _Scale:
+    ops, k, fin = case.ops, case.k, diffs.fin
+    m = np.where(fin, np.maximum(np.abs(diffs.af), np.abs(diffs.ef)), 0.0)
+    floor = median_floor(case.e, fin.reshape(case.a.shape)).reshape(-1)
+    if ops is None:
         s = np.maximum(m, floor)
-        sum_abs_used = math.sqrt(k) * s
-    rigorous = ops is not None
+        return _Scale(m=m, s=s, sum_abs=math.sqrt(k) * s, rows_abs=None, rigorous=False)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if ops.kind == "matmul":
+            sum_abs = (np.abs(ops.a) @ np.abs(ops.b)).reshape(-1)
+            sq = np.sqrt((ops.a * ops.a) @ (ops.b * ops.b)).reshape(-1)
+            rows_abs = (np.abs(ops.a).sum(1)[:, None] + np.abs(ops.b).sum(0)[None, :]).reshape(-1)
+        else:
+            sum_abs = np.abs(ops.a).sum(1)
+            sq = np.sqrt((ops.a * ops.a).sum(1))
+            rows_abs = sum_abs
+    sum_abs = sum_abs * (1 + 4 * k * 2.0**-53)
+    good = np.isfinite(sum_abs) & np.isfinite(sq)
+    if not good.all():
+        notes.append("Some inputs are not finite or too large to square: those elements use the estimated scale.")
+    s = np.maximum(m, np.where(good, sq, floor))
+    return _Scale(m=m, s=s, sum_abs=np.where(good, sum_abs, math.sqrt(k) * s), rows_abs=rows_abs, rigorous=True)
 
-    sim = None
-    if ops is not None and simulate_orders:
-        cand = np.flatnonzero(fin)
-        budget = max(1, min(SIM_ELEMENTS, SIM_TERMS // max(k, 1)))
-        if cand.size:
-            score = np.where(fin, d / np.maximum(s, np.finfo(float).tiny), 0.0)
-            sim = simulate(ops, af, ef, fmt_name, sample_elements(score, cand, budget),
-                           tuple(kk for kk in keys if inputs_fit(ops, kk)))
-            notes += list(sim.notes)
 
-    envs = [reordering_envelope(d, fin, m, s, sum_abs_used, rigorous, k, fmt, acc, sim)]
-    for key in keys:
-        envs.append(reduced_envelope(key, d, fin, m, s, sum_abs_used, rows_abs, ops, k, fmt, acc, sim))
+def _simulation(case: _Case, diffs: _Differences, scale: _Scale, notes: list[str]) -> Simulation | None:
+    """The inputs' own summation orders on a sample of the elements that differ most (inputs only)."""
+    ops, k, fin = case.ops, case.k, diffs.fin
+    if ops is None:
+        return None
+    cand = np.flatnonzero(fin)
+    if not cand.size:
+        return None
+    budget = max(1, min(SIM_ELEMENTS, SIM_TERMS // max(k, 1)))
+    score = np.where(fin, diffs.d / np.maximum(scale.s, np.finfo(float).tiny), 0.0)
+    sim = simulate(ops, diffs.af, diffs.ef, case.fmt_name, sample_elements(score, cand, budget),
+                   tuple(kk for kk in case.keys if inputs_fit(ops, kk)))
+    notes += list(sim.notes)
+    return sim
 
-    pattern = pattern_check(d, fin, s, fmt)
 
-    # ---- verdict
+def _decide(case: _Case, diffs: _Differences, envs: list[EnvelopeCheck], pattern) -> tuple[str, str | None, list[str]]:
+    """(verdict, the reduced format that explains it or None, the reasons in words), smallest explanation first."""
     reasons: list[str] = []
     explanation = None
     reorder = envs[0]
+    fmt, fmt_name, acc_name, k = case.fmt, case.fmt_name, case.acc_name, case.k
+    af, ef, nonfinite = diffs.af, diffs.ef, diffs.nonfinite
     if nonfinite.size:
         verdict = "too_large"
         reasons.append(f"NaN or infinity in one result but not the other at {nonfinite.size:,} element(s) "
-                       f"({int(nan_mismatch.sum()):,} NaN, {int(inf_mismatch.sum()):,} infinite): no rounding of a "
-                       "finite computation turns a finite value into NaN, and no tolerance accepts inf against a "
-                       "finite number.")
+                       f"({int(diffs.nan_mismatch.sum()):,} NaN, {int(diffs.inf_mismatch.sum()):,} infinite): no "
+                       "rounding of a finite computation turns a finite value into NaN, and no tolerance accepts inf "
+                       "against a finite number.")
+        inf_mismatch = diffs.inf_mismatch
         near = np.abs(np.where(np.isfinite(af), af, ef)[inf_mismatch]) if inf_mismatch.any() else np.array([])
         if near.size and np.any(near > float(fmt.max_finite) / 2):
             reasons.append(f"The finite side is within a factor of 2 of {fmt_name}'s largest value: one run may have "
                            "overflowed where the other just did not (an order-dependent overflow).")
-    elif not differ.any():
+    elif not diffs.differ.any():
         verdict = "identical"
-        reasons.append(f"All {a.size:,} elements have equal values.")
-        if n_signed_zero:
-            reasons.append(f"{n_signed_zero:,} of them are +0 against -0: equal as numbers, different in the sign bit.")
-        if both_nan.any():
-            reasons.append(f"{int(both_nan.sum()):,} element(s) are NaN in both.")
+        reasons.append(f"All {case.a.size:,} elements have equal values.")
+        if diffs.n_signed_zero:
+            reasons.append(f"{diffs.n_signed_zero:,} of them are +0 against -0: equal as numbers, different in the "
+                           "sign bit.")
+        if diffs.both_nan.any():
+            reasons.append(f"{int(diffs.both_nan.sum()):,} element(s) are NaN in both.")
     elif pattern.localized:
         verdict = "too_large"
         reasons.append(
@@ -239,58 +336,69 @@ def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: st
                            "torch.set_float32_matmul_precision), treat this as too large.")
         else:
             verdict = "too_large"
-            for env in envs[1:]:
-                if env.exceed:
-                    reasons.append(f"{env.name}: {env.exceed:,} element(s) exceed its envelope (up to "
-                                   f"{env.worst_ratio:,.3g} times it).")
-                else:
-                    reasons.append(f"{env.name}: every element is inside its envelope, but such inputs would move "
-                                   f"most elements by about its typical size, and the median element differs by only "
-                                   f"{env.bulk_ratio:.2g} of it (at least {BULK_SHARE:.3g} expected): the large "
-                                   "differences are confined to some elements.")
-            if not envs[1:]:
-                reasons.append("Reduced precision was ruled out.")
+            reasons += _unexplained_reasons(envs[1:])
     if pattern.applicable and verdict in ("reordering", "reduced_precision"):
         reasons.append(f"The pattern check found no isolated outliers (the largest difference is "
                        f"{pattern.worst:,.3g} ULPs of its scale; the other 99 % reach {pattern.level:,.3g}).")
-    if sim is not None:
-        reasons += _simulation_reasons(sim, envs, verdict, explanation)
+    return verdict, explanation, reasons
 
-    # ---- tolerances
-    df, efin = d[fin], ef[fin]
+
+def _unexplained_reasons(reduced: list[EnvelopeCheck]) -> list[str]:
+    """Why no reduced-precision envelope explains the differences, one envelope at a time."""
+    out = []
+    for env in reduced:
+        if env.exceed:
+            out.append(f"{env.name}: {env.exceed:,} element(s) exceed its envelope (up to "
+                       f"{env.worst_ratio:,.3g} times it).")
+        else:
+            out.append(f"{env.name}: every element is inside its envelope, but such inputs would move "
+                       f"most elements by about its typical size, and the median element differs by only "
+                       f"{env.bulk_ratio:.2g} of it (at least {BULK_SHARE:.3g} expected): the large "
+                       "differences are confined to some elements.")
+    if not reduced:
+        out.append("Reduced precision was ruled out.")
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Tolerances:
+    """The tolerances that pass (None for a verdict of too_large), and what allclose says at its defaults."""
+
+    rtol: float | None
+    atol: float | None
+    margin: float | None  # how far inside rtol/atol the closest element lies
+    envelope_rtol: float | None
+    envelope_atol: float | None
+    allclose: object
+    assert_close_defaults: object
+
+
+def _tolerances(case: _Case, diffs: _Differences, verdict: str, explanation: str | None,
+                envs: list[EnvelopeCheck]) -> _Tolerances:
+    fin, ef = diffs.fin, diffs.ef
+    df, efin = diffs.d[fin], ef[fin]
     rtol = atol = margin = env_rtol = env_atol = None
     if verdict != "too_large":
         rtol0, atol0 = covering_tolerances(df, efin)
         if verdict != "identical":  # another order can always move the last bit: at least one ULP, relatively
-            rtol0 = max(rtol0, 2.0 ** (1 - fmt.precision))
+            rtol0 = max(rtol0, 2.0 ** (1 - case.fmt.precision))
         rtol, atol = nice_up(MARGIN * rtol0), nice_up(MARGIN * atol0)
         with np.errstate(divide="ignore", invalid="ignore"):
             lim = atol + rtol * np.abs(efin)
             margin = float(np.min(np.where(df > 0, lim / df, np.inf))) if df.size else math.inf
-        chosen = reorder if verdict in ("identical", "reordering") else next(x for x in envs if x.key == explanation)
+        chosen = envs[0] if verdict in ("identical", "reordering") else next(x for x in envs if x.key == explanation)
         env_rtol, env_atol = envelope_tolerances(chosen, fin, ef)
     c = float(np.median(np.abs(efin))) if efin.size else 0.0
-    nan_any = np.isnan(af) | np.isnan(ef)
-    d_all = np.where(fin, d, np.where(nan_any | ~(same_inf | fin), np.inf, 0.0))
-    ac = allclose_report(d_all, np.where(np.isfinite(ef), ef, 0.0), nan_any, *ALLCLOSE_DEFAULT, shape, c * 1e-2)
-    defaults = ASSERT_CLOSE_DEFAULTS[narrower(fa, fe)]
-    acd = allclose_report(d_all, np.where(np.isfinite(ef), ef, 0.0), nan_any, *defaults, shape, c * 1e-2)
-
-    worst = _worst(af, ef, d, rel, ulps, reorder, envs, fin, nonfinite, shape)
-    sentence = _sentence(verdict, explanation, ef, rel, ulps, fin, differ, k, k_source, acc_name, fmt_name,
-                         rtol, atol, pattern, nonfinite.size, a.size)
-    return Diagnosis(
-        verdict=verdict, sentence=sentence, reasons=tuple(reasons), explanation=explanation, rtol=rtol, atol=atol,
-        equal_nan=bool(both_nan.any()), check_dtype=fa == fe, margin=margin, envelope_rtol=env_rtol,
-        envelope_atol=env_atol, shape=tuple(shape), size=int(a.size), fmt=fmt_name, acc_fmt=acc_name,
-        actual_fmt=fa, expected_fmt=fe, k=k, k_source=k_source, abs_diff=d, rel_diff=rel, ulp_diff=ulps, scale=s,
-        abs_stats=Distribution.of(d), rel_stats=Distribution.of(rel), ulp_stats=Distribution.of(ulps),
-        n_compared=int(fin.sum()), n_differ=int(differ.sum()), n_signed_zero=n_signed_zero,
-        n_both_nan=int(both_nan.sum()), nan_mismatch=int(nan_mismatch.sum()), inf_mismatch=int(inf_mismatch.sum()),
-        nonfinite_index=nonfinite, envelopes=tuple(envs), pattern=pattern, simulation=sim, allclose=ac,
-        assert_close_defaults=acd, worst=worst, next_checks=NEXT_CHECKS if verdict == "too_large" else (),
-        notes=tuple(notes),
-    )
+    nan_any = np.isnan(diffs.af) | np.isnan(ef)
+    d_all = np.where(fin, diffs.d, np.where(nan_any | ~(diffs.same_inf | fin), np.inf, 0.0))
+    ef_finite = np.where(np.isfinite(ef), ef, 0.0)
+    shape = case.a.shape
+    return _Tolerances(
+        rtol=rtol, atol=atol, margin=margin, envelope_rtol=env_rtol, envelope_atol=env_atol,
+        allclose=allclose_report(d_all, ef_finite, nan_any, *ALLCLOSE_DEFAULT, shape, c * 1e-2),
+        assert_close_defaults=allclose_report(d_all, ef_finite, nan_any, *ASSERT_CLOSE_DEFAULTS[narrower(case.fa,
+                                                                                                       case.fe)],
+                                              shape, c * 1e-2))
 
 
 # -------------------------------------------------------------------------- the words
@@ -336,9 +444,13 @@ def _simulation_reasons(sim: Simulation, envs, verdict, explanation) -> list[str
     return out
 
 
-def _worst(af, ef, d, rel, ulps, reorder: EnvelopeCheck, envs, fin, nonfinite, shape, count: int = 10):
+def _worst(diffs: _Differences, envs: list[EnvelopeCheck], shape, count: int = 10) -> tuple[WorstElement, ...]:
+    """The mismatched non-finite elements first, then the largest differences against the reordering
+    envelope's typical size, ``count`` in all, with the envelopes that cover each."""
+    af, ef, d, fin = diffs.af, diffs.ef, diffs.d, diffs.fin
+    reorder = envs[0]
     rows = []
-    for i in nonfinite[:count]:
+    for i in diffs.nonfinite[:count]:
         rows.append(WorstElement(tuple(int(v) for v in np.unravel_index(int(i), shape)), float(af[i]), float(ef[i]),
                                  math.nan, math.nan, math.nan, math.inf, ()))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -349,14 +461,15 @@ def _worst(af, ef, d, rel, ulps, reorder: EnvelopeCheck, envs, fin, nonfinite, s
         top = cand[np.argsort(-ratio[cand], kind="stable")[: count - len(rows)]]
         for i in top:
             rows.append(WorstElement(tuple(int(v) for v in np.unravel_index(int(i), shape)), float(af[i]),
-                                     float(ef[i]), float(d[i]), float(rel[i]), float(ulps[i]), float(ratio[i]),
-                                     tuple(env.key for env in envs if d[i] <= env.envelope[i])))
+                                     float(ef[i]), float(d[i]), float(diffs.rel[i]), float(diffs.ulps[i]),
+                                     float(ratio[i]), tuple(env.key for env in envs if d[i] <= env.envelope[i])))
     return tuple(rows)
 
 
-def _size_text(ef, rel, ulps, fin, differ) -> str:
+def _size_text(diffs: _Differences) -> str:
     """"median 3 ULPs where they differ, at most 2.1e-06 relative at ordinary magnitudes" (elements at
     least as large as the median |expected|)."""
+    ef, rel, ulps, fin, differ = diffs.ef, diffs.rel, diffs.ulps, diffs.fin, diffs.differ
     if not differ.any():
         return "none"
     med = float(np.median(ulps[differ]))
@@ -371,12 +484,14 @@ def _ulps(x: float) -> str:
     return "1 ULP" if x == 1 else f"{x:,.3g} ULPs"
 
 
-def _sentence(verdict, explanation, ef, rel, ulps, fin, differ, k, k_source, acc, fmt, rtol, atol, pattern, n_nonfinite,
-              size) -> str:
+def _sentence(verdict: str, explanation: str | None, case: _Case, diffs: _Differences, rtol: float | None,
+              atol: float | None, pattern) -> str:
+    """The verdict in one sentence, with the size of the differences and the tolerances that pass."""
+    size, acc, differ, n_nonfinite = case.a.size, case.acc_name, diffs.differ, diffs.nonfinite.size
     if verdict == "identical":
         return f"Identical: all {size:,} elements have the same value, so any tolerance passes (even rtol=0, atol=0)."
-    size_txt = _size_text(ef, rel, ulps, fin, differ)
-    kk = f"K = {k:,}" + (" (assumed)" if k_source == "assumed" else "")
+    size_txt = _size_text(diffs)
+    kk = f"K = {case.k:,}" + (" (assumed)" if case.k_source == "assumed" else "")
     tol = f"rtol={format_tol(rtol)}, atol={format_tol(atol)}" if rtol is not None else ""
     if verdict == "reordering":
         return (f"Normal rounding noise: {int(differ.sum()):,} of {size:,} elements differ ({size_txt}), as much "

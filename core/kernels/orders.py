@@ -14,8 +14,9 @@ as a tree of additions (for core.kernels.trees). Adding an order is adding one e
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -72,7 +73,15 @@ class TreeShape:
         return range(x.size) if self.leaves is None else self.leaves(x)
 
 
-@dataclass(frozen=True)
+class OrderBytes(NamedTuple):
+    """Bytes an order holds on top of the vector, per value: ``per_item`` times the working format's
+    item size, plus ``extra`` bytes."""
+
+    per_item: float
+    extra: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class Order:
     key: str
     name: str
@@ -80,11 +89,10 @@ class Order:
     bound: str  # "sequential", "pairwise", "compensated", "tree" or "exact": which a-priori bound applies
     description: str
     run: Callable[[SumInput], Ran]
-    # core.crowd.budget's weights, measured by benchmarks/bench_budget.py: work per value by working format
-    # (float64, float32, float16, bfloat16), and bytes held on top of the vector per value as
-    # (multiple of the working item size, plus bytes)
-    work: tuple[float, float, float, float]
-    memory: tuple[float, float]
+    # core.crowd.budget's weights, measured by benchmarks/bench_budget.py: work per value, by the name of
+    # the working format, and the bytes held on top of the vector
+    work: Mapping[str, float]
+    memory: OrderBytes
     tree: TreeShape | None = None
 
 
@@ -368,68 +376,143 @@ def _cuda_tree(b, ids: list[int]) -> int:
 ORDERS: dict[str, Order] = {
     o.key: o
     for o in [
-        Order("sequential", "Sequential, left to right", ORIGIN_ALGORITHM, "sequential",
-              "((x0 + x1) + x2) + ...: one running sum, rounded after every addition.",
-              _sequential, (1.2, 1.1, 3.2, 1.9), (1, 0),
+        Order(key="sequential",
+              name="Sequential, left to right",
+              origin=ORIGIN_ALGORITHM,
+              bound="sequential",
+              description="((x0 + x1) + x2) + ...: one running sum, rounded after every addition.",
+              run=_sequential,
+              work={"float64": 1.2, "float32": 1.1, "float16": 3.2, "bfloat16": 1.9},
+              memory=OrderBytes(per_item=1, extra=0),
               tree=TreeShape("sequential", "Sequential, left to right", _chain)),
-        Order("reverse", "Sequential, right to left", ORIGIN_ALGORITHM, "sequential",
-              "The same running sum, starting from the last element.",
-              _reverse, (1.2, 1.1, 3.2, 1.9), (1, 0),
+        Order(key="reverse",
+              name="Sequential, right to left",
+              origin=ORIGIN_ALGORITHM,
+              bound="sequential",
+              description="The same running sum, starting from the last element.",
+              run=_reverse,
+              work={"float64": 1.2, "float32": 1.1, "float16": 3.2, "bfloat16": 1.9},
+              memory=OrderBytes(per_item=1, extra=0),
               tree=TreeShape("reverse", "Sequential, right to left", _chain, _reversed)),
-        Order("sorted_asc", "Sorted ascending", ORIGIN_ALGORITHM, "sequential",
-              "Sequential after sorting from most negative to most positive.",
-              _sorted_asc, (8, 3.5, 24, 36), (2, 0)),
-        Order("sorted_desc", "Sorted descending", ORIGIN_ALGORITHM, "sequential",
-              "Sequential after sorting from most positive to most negative.",
-              _sorted_desc, (8, 3.5, 24, 38), (2, 0)),
-        Order("sorted_abs", "Sorted by increasing |x|", ORIGIN_ALGORITHM, "sequential",
-              "Small magnitudes first, so they meet each other before the large ones.",
-              _sorted_abs,
-              (60, 60, 55, 56), (2, 8),  # a stable argsort of |x|
+        Order(key="sorted_asc",
+              name="Sorted ascending",
+              origin=ORIGIN_ALGORITHM,
+              bound="sequential",
+              description="Sequential after sorting from most negative to most positive.",
+              run=_sorted_asc,
+              work={"float64": 8, "float32": 3.5, "float16": 24, "bfloat16": 36},
+              memory=OrderBytes(per_item=2, extra=0)),
+        Order(key="sorted_desc",
+              name="Sorted descending",
+              origin=ORIGIN_ALGORITHM,
+              bound="sequential",
+              description="Sequential after sorting from most positive to most negative.",
+              run=_sorted_desc,
+              work={"float64": 8, "float32": 3.5, "float16": 24, "bfloat16": 38},
+              memory=OrderBytes(per_item=2, extra=0)),
+        Order(key="sorted_abs",
+              name="Sorted by increasing |x|",
+              origin=ORIGIN_ALGORITHM,
+              bound="sequential",
+              description="Small magnitudes first, so they meet each other before the large ones.",
+              run=_sorted_abs,
+              work={"float64": 60, "float32": 60, "float16": 55, "bfloat16": 56},
+              memory=OrderBytes(per_item=2, extra=8),  # a stable argsort of |x|
               tree=TreeShape("sorted_abs", "Sorted by increasing |x|", _chain,
                              _by_magnitude_exact)),
-        Order("pairwise", "Pairwise tree", ORIGIN_ALGORITHM, "pairwise",
-              "Neighbours added level by level: a balanced binary tree of depth ceil(log2 n).",
-              _pairwise, (1.5, 0.7, 3.8, 1.0), (2.6, 0),
+        Order(key="pairwise",
+              name="Pairwise tree",
+              origin=ORIGIN_ALGORITHM,
+              bound="pairwise",
+              description="Neighbours added level by level: a balanced binary tree of depth ceil(log2 n).",
+              run=_pairwise,
+              work={"float64": 1.5, "float32": 0.7, "float16": 3.8, "bfloat16": 1.0},
+              memory=OrderBytes(per_item=2.6, extra=0),
               tree=TreeShape("pairwise", "Pairwise tree", _balanced)),
-        Order("numpy", "NumPy np.sum", ORIGIN_LIVE, "tree",
-              "The real np.sum on this machine: pairwise over blocks of 128 with 8 accumulators.",
-              _numpy, (0.2, 0.2, 0.8, 2.0), (0, 0),
+        Order(key="numpy",
+              name="NumPy np.sum",
+              origin=ORIGIN_LIVE,
+              bound="tree",
+              description="The real np.sum on this machine: pairwise over blocks of 128 with 8 accumulators.",
+              run=_numpy,
+              work={"float64": 0.2, "float32": 0.2, "float16": 0.8, "bfloat16": 2.0},
+              memory=OrderBytes(per_item=0, extra=0),
               tree=TreeShape("numpy", "NumPy's pairwise scheme (n < 8: sequential; else 8 accumulators + tail)",
                              _numpy_tree)),
-        Order("numpy_model", "Model of NumPy's pairwise sum", ORIGIN_MODEL, "tree",
-              "Our reimplementation of numpy's 128-block, 8-accumulator pairwise sum. Measured: bit-identical to "
-              "np.sum in 10,151 of 10,151 cases per dtype (float16/32/64, n = 1 .. 10^7) on x86-64; the test "
-              "suite checks it again on every machine it runs on.",
-              _numpy_model, (5, 2.1, 3.1, 2.0), (0.5, 0)),
-        Order("torch_1", "torch.sum, CPU, 1 thread", ORIGIN_LIVE, "tree",
-              "The real torch.sum on this CPU with one intra-op thread.",
-              _torch_1, (0.7, 0.3, 0.3, 0.3), (1, 8)),
-        Order("torch_all", "torch.sum, CPU, all threads", ORIGIN_LIVE, "tree",
-              "The real torch.sum with every intra-op thread: contiguous chunks per thread, then combined.",
-              _torch_all, (0.7, 0.6, 0.3, 0.3), (1, 8)),
-        Order("torch_model", "Model of torch's CPU cascade sum", ORIGIN_MODEL, "tree",
-              "Our reimplementation of PyTorch's CPU cascade sum (SIMD lanes, 4 accumulators, chunks per thread). "
-              "Measured: bit-identical to torch.sum in every tested case (4 dtypes, 1-8 threads, n up to 10^7) "
-              "on torch 2.13 x86-64 with AVX2, AVX512 and generic kernel dispatch (the tests and the bundled "
-              "recordings); ARM builds and other versions not checked.",
-              _torch_model, (1.7, 0.6, 1.3, 0.6), (0.2, 0)),
-        Order("cuda_model", "Model of a CUDA block reduction", ORIGIN_MODEL, "tree",
-              "Per-thread strided accumulation, shared-memory tree, warp shuffles, multi-block combine; "
-              "a model of the CUDA reduce kernel torch 2.13 ships; checked against published GPU results, not yet "
-              "against a recording of a real GPU.",
-              _cuda_model, (2.1, 0.4, 1.1, 0.6), (1.3, 0),
+        Order(key="numpy_model",
+              name="Model of NumPy's pairwise sum",
+              origin=ORIGIN_MODEL,
+              bound="tree",
+              description="Our reimplementation of numpy's 128-block, 8-accumulator pairwise sum. Measured: "
+                          "bit-identical to np.sum in 10,151 of 10,151 cases per dtype (float16/32/64, n = 1 .. 10^7) "
+                          "on x86-64; the test suite checks it again on every machine it runs on.",
+              run=_numpy_model,
+              work={"float64": 5, "float32": 2.1, "float16": 3.1, "bfloat16": 2.0},
+              memory=OrderBytes(per_item=0.5, extra=0)),
+        Order(key="torch_1",
+              name="torch.sum, CPU, 1 thread",
+              origin=ORIGIN_LIVE,
+              bound="tree",
+              description="The real torch.sum on this CPU with one intra-op thread.",
+              run=_torch_1,
+              work={"float64": 0.7, "float32": 0.3, "float16": 0.3, "bfloat16": 0.3},
+              memory=OrderBytes(per_item=1, extra=8)),
+        Order(key="torch_all",
+              name="torch.sum, CPU, all threads",
+              origin=ORIGIN_LIVE,
+              bound="tree",
+              description="The real torch.sum with every intra-op thread: contiguous chunks per thread, then combined.",
+              run=_torch_all,
+              work={"float64": 0.7, "float32": 0.6, "float16": 0.3, "bfloat16": 0.3},
+              memory=OrderBytes(per_item=1, extra=8)),
+        Order(key="torch_model",
+              name="Model of torch's CPU cascade sum",
+              origin=ORIGIN_MODEL,
+              bound="tree",
+              description="Our reimplementation of PyTorch's CPU cascade sum (SIMD lanes, 4 accumulators, chunks per "
+                          "thread). Measured: bit-identical to torch.sum in every tested case (4 dtypes, 1-8 threads, "
+                          "n up to 10^7) on torch 2.13 x86-64 with AVX2, AVX512 and generic kernel dispatch (the tests "
+                          "and the bundled recordings); ARM builds and other versions not checked.",
+              run=_torch_model,
+              work={"float64": 1.7, "float32": 0.6, "float16": 1.3, "bfloat16": 0.6},
+              memory=OrderBytes(per_item=0.2, extra=0)),
+        Order(key="cuda_model",
+              name="Model of a CUDA block reduction",
+              origin=ORIGIN_MODEL,
+              bound="tree",
+              description="Per-thread strided accumulation, shared-memory tree, warp shuffles, multi-block combine; a "
+                          "model of the CUDA reduce kernel torch 2.13 ships; checked against published GPU results, "
+                          "not yet against a recording of a real GPU.",
+              run=_cuda_model,
+              work={"float64": 2.1, "float32": 0.4, "float16": 1.1, "bfloat16": 0.6},
+              memory=OrderBytes(per_item=1.3, extra=0),
               tree=TreeShape("cuda", "GPU: torch 2.13's CUDA block reduction (model): threads, then warp shuffles",
                              _cuda_tree)),
-        Order("kahan", "Kahan compensated", ORIGIN_ALGORITHM, "compensated",
-              "Carries each addition's rounding error forward; 1024 lanes at once, combined exactly, rounded once.",
-              _kahan, (1.4, 1.7, 14, 3.2), (1.1, 0)),
-        Order("neumaier", "Neumaier compensated", ORIGIN_ALGORITHM, "compensated",
-              "Kahan's improved variant that also handles terms larger than the running sum.",
-              _neumaier, (3.0, 4.2, 16, 6), (1.1, 1)),
-        Order("correct", "Correctly rounded", ORIGIN_EXACT, "exact",
-              "The exact sum, rounded once to the working dtype.",
-              _correct, (2.5, 1.1, 1.4, 0.9), (0.2, 0)),
+        Order(key="kahan",
+              name="Kahan compensated",
+              origin=ORIGIN_ALGORITHM,
+              bound="compensated",
+              description="Carries each addition's rounding error forward; 1024 lanes at once, combined exactly, "
+                          "rounded once.",
+              run=_kahan,
+              work={"float64": 1.4, "float32": 1.7, "float16": 14, "bfloat16": 3.2},
+              memory=OrderBytes(per_item=1.1, extra=0)),
+        Order(key="neumaier",
+              name="Neumaier compensated",
+              origin=ORIGIN_ALGORITHM,
+              bound="compensated",
+              description="Kahan's improved variant that also handles terms larger than the running sum.",
+              run=_neumaier,
+              work={"float64": 3.0, "float32": 4.2, "float16": 16, "bfloat16": 6},
+              memory=OrderBytes(per_item=1.1, extra=1)),
+        Order(key="correct",
+              name="Correctly rounded",
+              origin=ORIGIN_EXACT,
+              bound="exact",
+              description="The exact sum, rounded once to the working dtype.",
+              run=_correct,
+              work={"float64": 2.5, "float32": 1.1, "float16": 1.4, "bfloat16": 0.9},
+              memory=OrderBytes(per_item=0.2, extra=0)),
     ]
 }
 DEFAULT_ORDERS = ("sequential", "pairwise", "numpy", "torch_1", "torch_all", "cuda_model", "kahan", "correct")

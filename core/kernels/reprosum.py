@@ -5,6 +5,100 @@ float64 partial sums with a proven error bound decide the rounding where they ca
 decide it where they cannot. torch reductions serve on any device; large float32 vectors on a
 CPU take one compiled pass (core.kernels.widesum, numba, imported on first use).
 Only core.machines.globalstate.torch_threads changes a global setting (locked and restored).
+
+How reproducible_sum works, and why every bit of its result is independent of order, thread split
+and device:
+
+**Fast path (float16, bfloat16, float32).** Two ways to the same float64 partial
+sums and bound, both covered by the proof below:
+
+* Contiguous float32 on a CPU, from 2^15 values: core.kernels.widesum's one compiled pass
+  (numba) gives, per block of 16,384 values, the float64 sum of the values and of
+  their absolute values; each value takes part in at most d = 255 + 63 additions
+  (any tree inside a row of 256, then the row sums in order). ``math.fsum`` adds the
+  block sums with one rounding; A = fsum(absolute block sums) * (1 + 2^-40) >= sum|x|
+  (a computed sum of nonnegative terms is at least (1 - u)^d times the exact one, and
+  fsum is correctly rounded: together less than (d + 2) * u < 2^-44 below).
+* Otherwise (an accelerator, float16 and bfloat16, small or strided inputs, or no
+  numba), torch reductions: pieces of k values (2^19 on a CPU, 2^22 on an
+  accelerator). Per piece, one pass for a bound on sum|x| (below), then one
+  reduction that widens rows of 256 values to float64 and sums each row; then sums
+  of 8 partial sums, level by level, until at most 4096 are left, which
+  ``math.fsum`` adds with one rounding (one host synchronization in all); here
+  d = 255 + 7 * levels.
+
+* Specials. The float64 sums cannot overflow (|partial sums| <= n * 2^128 < 2^1024),
+  so a partial sum is not finite only where a value is not: NaN where a NaN or both
+  infinities meet, else the infinity's sign. The IEEE result follows from them:
+  NaN if any is NaN or both signs occur, else that infinity.
+* Error. Each float64 addition has a relative error of at most u = 2^-53 (no
+  underflow: every partial sum is a multiple of 2^-149), and each value takes part in
+  at most d of them (above), whatever order, thread split or reduction tree torch or
+  the compiler uses on any device (any algorithm made of float64 additions). So the
+  result S satisfies |S - T| <= eps = gamma_d * A + |S| * u, with
+  gamma_d = d*u / (1 - d*u) and A >= sum|x| (the last term is fsum's rounding).
+* The bound A, float32 through torch reductions: the float32 dot product s = fl(c . c) of each piece c with
+  itself (any order, FMA or not: each square passes through at most k roundings, its
+  product and at most k - 1 additions, each of relative error at most u32 = 2^-24;
+  a product that underflows, flushed to zero or not, also an absolute error below
+  2^-126, which later roundings grow by at most (1 + u32)^k) satisfies
+  s >= (1 - u32)^k * sum c^2 - k * 2^-126 * (1 + u32)^k, so with k * u32 <= 1/4,
+  sum c^2 <= (s + k * 2^-125) / (1 - k * u32); by Cauchy-Schwarz,
+  sum|c| <= sqrt(k * sum c^2). s not finite: no bound. A = the sum over pieces
+  (sqrt(k * sum c^2) <= k * max|c|, usually far less). Where A does not decide (or s
+  is not finite: squares beyond 2^128), the second chance takes A = the sum over
+  pieces of k * max|c| (one ``torch.aminmax`` per piece): tighter where squares
+  underflow, the only bound where they overflow.
+* The bound A, float16 and bfloat16: A = sum over pieces of k * max|c|, from one
+  ``torch.aminmax`` per piece (their squares under- and overflow too easily).
+* Decision. If S - eps and S + eps round to the same value, T rounds to it too
+  (rounding is monotonic): that is the result. Computed in float64, every bound
+  rounded outward: A and eps times 1 + 2^-40 (more than their few dozen roundings of
+  relative 2^-53 at most; 1 - k * u32, 1 - d * u and the products k * max|c| are
+  exact), S - eps and S + eps each widened by one ulp; each end rounded to the format
+  exactly (scaled by a power of two to the format's quantum, then Python's round,
+  ties to even). Otherwise T lies within eps of a rounding boundary (a tie, or heavy
+  cancellation) and the folds decide. This is the stopping test of Rump, Ogita and
+  Oishi's AccSum (SIAM J. Sci. Comput. 31(1), 2008) on float64 partial sums.
+
+**Folds (exact; any format).** In a working precision p (24, float32, for float16,
+bfloat16 and float32 values; 53, float64, for float64 values) with every value v of a
+piece below 2^E in magnitude, take the grid 2^b, b = max(E - W, bmin), and split
+hi = (v + M) - M, r = v - hi, with M = 1.5 * 2^(b+p-1).
+
+* Extraction is exact. W <= p - 2 gives |v| < 2^(b+p-2), so v + M lies in
+  [2^(b+p-1), 2^(b+p)], where the spacing of the working format is 2^b: its one
+  rounding puts v on the grid 2^b (nearest); (v + M) - M is then exact (Sterbenz: both
+  are within a factor 2). r = v - hi is exact: hi is 0 or a multiple of the spacing of
+  v, and |r| <= min(|v|, 2^(b-1)), so r fits in as many bits as v.
+* Every sum of the hi is exact, in any order. The hi are multiples of 2^b with
+  |hi| <= 2^(b+W); a partial sum of k of them is a multiple of 2^b of magnitude at
+  most k * 2^(b+W), representable while k * 2^W <= 2^53 (float64) or <= 2^24 (float32),
+  so no addition can round, whatever order, thread split or tree. Float32 work:
+  W = 20, columns of 16 values are summed in float32 (16 * 2^20 = 2^24), the column
+  sums in float64. Float64 work: W = min(51, 53 - ceil(log2 k)) for a piece of k.
+* The folds end: after one, |r| <= 2^(b-1), so the next E is at most b and the next
+  grid at least W bits finer; the remainders are all zero at the latest after the
+  fold with b = bmin (2^bmin is the working format's smallest subnormal, of which
+  every value is a multiple). That is at most floor((b1 - bmin) / W) + 1 folds for a
+  first grid 2^b1: 13 in float32 work, 76 in float64 work with pieces below 2^26
+  values; ordinary data needs 2 or 3, and each fold checks the remainders' max first.
+* Top of the range: when M would overflow (b > 103 in float32, b > 970 in float64),
+  float32 work continues in float64 (exact widening); float64 values of at least
+  2^-766 are scaled by 2^-256 (exactly: they stay normal) and summed apart from the
+  smaller ones, which have room as they are.
+
+The folds' sums (integers times 2^b) accumulate as one Python integer in units of
+2^-1074, rounded once by core.arith.formats.round_to_format. float64 values: one
+``torch.aminmax`` per piece first, for the specials. An exact zero sum: two more
+passes (any nonzero value, every sign bit) for its sign. Assumes IEEE arithmetic
+without flush-to-zero of subnormals in the sums (torch's default on CPUs and GPUs).
+
+**Devices.** Only torch operations on whole pieces, or core.kernels.widesum's compiled pass
+over a CPU tensor's memory; no per-element Python. Through torch reductions, the fast
+path synchronizes with the host once per call (twice with the second chance); the
+folds (pieces of 2^20 values per CPU thread, at most 2^21; 2^24 on an accelerator)
+twice per fold and piece (the max and the sum).
 """
 
 from __future__ import annotations
@@ -24,7 +118,7 @@ from core.machines.globalstate import PROCESS_THREADS, torch_threads
 # --------------------------------------------------------------- order-independent sum
 #
 # How it works, and why every bit of the result is independent of order, thread split
-# and device: see the docstring of reproducible_sum.
+# and device: see the module's docstring.
 
 _U = 2.0**-53  # float64 unit roundoff
 _U32 = 2.0**-24  # float32 unit roundoff
@@ -308,96 +402,8 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
     float16, bfloat16 and float32 try the fast path first; float64, and any sum the fast
     path leaves undecided, take the exact folds.
 
-    **Fast path (float16, bfloat16, float32).** Two ways to the same float64 partial
-    sums and bound, both covered by the proof below:
-
-    * Contiguous float32 on a CPU, from 2^15 values: core.kernels.widesum's one compiled pass
-      (numba) gives, per block of 16,384 values, the float64 sum of the values and of
-      their absolute values; each value takes part in at most d = 255 + 63 additions
-      (any tree inside a row of 256, then the row sums in order). ``math.fsum`` adds the
-      block sums with one rounding; A = fsum(absolute block sums) * (1 + 2^-40) >= sum|x|
-      (a computed sum of nonnegative terms is at least (1 - u)^d times the exact one, and
-      fsum is correctly rounded: together less than (d + 2) * u < 2^-44 below).
-    * Otherwise (an accelerator, float16 and bfloat16, small or strided inputs, or no
-      numba), torch reductions: pieces of k values (2^19 on a CPU, 2^22 on an
-      accelerator). Per piece, one pass for a bound on sum|x| (below), then one
-      reduction that widens rows of 256 values to float64 and sums each row; then sums
-      of 8 partial sums, level by level, until at most 4096 are left, which
-      ``math.fsum`` adds with one rounding (one host synchronization in all); here
-      d = 255 + 7 * levels.
-
-    * Specials. The float64 sums cannot overflow (|partial sums| <= n * 2^128 < 2^1024),
-      so a partial sum is not finite only where a value is not: NaN where a NaN or both
-      infinities meet, else the infinity's sign. The IEEE result follows from them:
-      NaN if any is NaN or both signs occur, else that infinity.
-    * Error. Each float64 addition has a relative error of at most u = 2^-53 (no
-      underflow: every partial sum is a multiple of 2^-149), and each value takes part in
-      at most d of them (above), whatever order, thread split or reduction tree torch or
-      the compiler uses on any device (any algorithm made of float64 additions). So the
-      result S satisfies |S - T| <= eps = gamma_d * A + |S| * u, with
-      gamma_d = d*u / (1 - d*u) and A >= sum|x| (the last term is fsum's rounding).
-    * The bound A, float32 through torch reductions: the float32 dot product s = fl(c . c) of each piece c with
-      itself (any order, FMA or not: each square passes through at most k roundings, its
-      product and at most k - 1 additions, each of relative error at most u32 = 2^-24;
-      a product that underflows, flushed to zero or not, also an absolute error below
-      2^-126, which later roundings grow by at most (1 + u32)^k) satisfies
-      s >= (1 - u32)^k * sum c^2 - k * 2^-126 * (1 + u32)^k, so with k * u32 <= 1/4,
-      sum c^2 <= (s + k * 2^-125) / (1 - k * u32); by Cauchy-Schwarz,
-      sum|c| <= sqrt(k * sum c^2). s not finite: no bound. A = the sum over pieces
-      (sqrt(k * sum c^2) <= k * max|c|, usually far less). Where A does not decide (or s
-      is not finite: squares beyond 2^128), the second chance takes A = the sum over
-      pieces of k * max|c| (one ``torch.aminmax`` per piece): tighter where squares
-      underflow, the only bound where they overflow.
-    * The bound A, float16 and bfloat16: A = sum over pieces of k * max|c|, from one
-      ``torch.aminmax`` per piece (their squares under- and overflow too easily).
-    * Decision. If S - eps and S + eps round to the same value, T rounds to it too
-      (rounding is monotonic): that is the result. Computed in float64, every bound
-      rounded outward: A and eps times 1 + 2^-40 (more than their few dozen roundings of
-      relative 2^-53 at most; 1 - k * u32, 1 - d * u and the products k * max|c| are
-      exact), S - eps and S + eps each widened by one ulp; each end rounded to the format
-      exactly (scaled by a power of two to the format's quantum, then Python's round,
-      ties to even). Otherwise T lies within eps of a rounding boundary (a tie, or heavy
-      cancellation) and the folds decide. This is the stopping test of Rump, Ogita and
-      Oishi's AccSum (SIAM J. Sci. Comput. 31(1), 2008) on float64 partial sums.
-
-    **Folds (exact; any format).** In a working precision p (24, float32, for float16,
-    bfloat16 and float32 values; 53, float64, for float64 values) with every value v of a
-    piece below 2^E in magnitude, take the grid 2^b, b = max(E - W, bmin), and split
-    hi = (v + M) - M, r = v - hi, with M = 1.5 * 2^(b+p-1).
-
-    * Extraction is exact. W <= p - 2 gives |v| < 2^(b+p-2), so v + M lies in
-      [2^(b+p-1), 2^(b+p)], where the spacing of the working format is 2^b: its one
-      rounding puts v on the grid 2^b (nearest); (v + M) - M is then exact (Sterbenz: both
-      are within a factor 2). r = v - hi is exact: hi is 0 or a multiple of the spacing of
-      v, and |r| <= min(|v|, 2^(b-1)), so r fits in as many bits as v.
-    * Every sum of the hi is exact, in any order. The hi are multiples of 2^b with
-      |hi| <= 2^(b+W); a partial sum of k of them is a multiple of 2^b of magnitude at
-      most k * 2^(b+W), representable while k * 2^W <= 2^53 (float64) or <= 2^24 (float32),
-      so no addition can round, whatever order, thread split or tree. Float32 work:
-      W = 20, columns of 16 values are summed in float32 (16 * 2^20 = 2^24), the column
-      sums in float64. Float64 work: W = min(51, 53 - ceil(log2 k)) for a piece of k.
-    * The folds end: after one, |r| <= 2^(b-1), so the next E is at most b and the next
-      grid at least W bits finer; the remainders are all zero at the latest after the
-      fold with b = bmin (2^bmin is the working format's smallest subnormal, of which
-      every value is a multiple). That is at most floor((b1 - bmin) / W) + 1 folds for a
-      first grid 2^b1: 13 in float32 work, 76 in float64 work with pieces below 2^26
-      values; ordinary data needs 2 or 3, and each fold checks the remainders' max first.
-    * Top of the range: when M would overflow (b > 103 in float32, b > 970 in float64),
-      float32 work continues in float64 (exact widening); float64 values of at least
-      2^-766 are scaled by 2^-256 (exactly: they stay normal) and summed apart from the
-      smaller ones, which have room as they are.
-
-    The folds' sums (integers times 2^b) accumulate as one Python integer in units of
-    2^-1074, rounded once by core.arith.formats.round_to_format. float64 values: one
-    ``torch.aminmax`` per piece first, for the specials. An exact zero sum: two more
-    passes (any nonzero value, every sign bit) for its sign. Assumes IEEE arithmetic
-    without flush-to-zero of subnormals in the sums (torch's default on CPUs and GPUs).
-
-    **Devices.** Only torch operations on whole pieces, or core.kernels.widesum's compiled pass
-    over a CPU tensor's memory; no per-element Python. Through torch reductions, the fast
-    path synchronizes with the host once per call (twice with the second chance); the
-    folds (pieces of 2^20 values per CPU thread, at most 2^21; 2^24 on an accelerator)
-    twice per fold and piece (the max and the sum).
+    Why every bit of the result is independent of order, thread split and device (the fast path,
+    the exact folds, what runs on a device) is proven in this module's docstring.
 
     **Size limits.** Fewer than 2^29 values (float16, bfloat16, float32) or 2^26
     (float64) per call: the earlier version's limits, kept as the contract callers and

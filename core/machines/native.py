@@ -19,14 +19,17 @@ length): one serving run at the Serving page's defaults made about 300 shapes an
 never results: a product computes the same bits whether its kernel was kept or compiled again.
 
 **glibc's allocator.** Each Streamlit script run is a new thread, and glibc gives threads their own
-malloc arenas (up to eight per core) and, once a large block has been freed, raises its threshold
-for serving blocks from the heap instead of from their own mappings (up to 32 MB). Memory a finished
-computation freed then stays in an arena, counted in the server's private memory, where another
-visitor's thread cannot reuse it. Measured on the 2-core development VM with every page opened at its
-defaults (benchmarks/bench_hosting.py): 516 MB private at glibc's defaults, 472 MB with at most two
-arenas, a fixed 256 KiB mapping threshold and a 1 MiB trim threshold. These are set at import with
-``mallopt`` (the environment's ``MALLOC_*_`` variables would have to be set before the process
-starts); where the C library is not glibc nothing is changed. They decide where freed memory goes,
+malloc arenas (up to eight per core). Memory a finished computation freed stays in its thread's
+arena, counted in the server's private memory, where the next visitor's thread does not reuse it.
+So this module allows one arena (``mallopt(M_ARENA_MAX, 1)``, at import: the ``MALLOC_ARENA_MAX``
+variable would have to be set before the process starts), and app.py hands the free pages back
+after every script run (``release_freed_memory``, glibc's ``malloc_trim``). Measured on the 2-core
+development VM with every page opened at its defaults (benchmarks/bench_hosting.py): 516 MB private
+at glibc's defaults, 453-465 MB with these. A fixed mapping threshold (every block above 256 KiB
+mapped on its own, returned at once when freed) gave 441-448 MB but made the Summation lab's 10^6
+values 20-30% slower (each large array paid its page faults again), so glibc keeps its own. The
+arrays are large and few, so one arena's lock costs nothing measurable (the same times within the
+spread). Where the C library is not glibc nothing is changed. This decides where freed memory goes,
 never what is computed.
 
 Importing this module sets each of these unless the environment already chose it; the library
@@ -47,12 +50,10 @@ SETTINGS = {
 for _name, _value in SETTINGS.items():
     os.environ.setdefault(_name, _value)
 
-# mallopt's parameter numbers, from glibc's malloc.h, with the values described above.
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
+# mallopt's parameter number, from glibc's malloc.h, with the value described above.
+M_ARENA_MAX = -8
 MALLOC_SETTINGS = {
-    M_ARENA_MAX: ("MALLOC_ARENA_MAX", 2),
-    M_MMAP_THRESHOLD: ("MALLOC_MMAP_THRESHOLD_", 256 * 1024),
-    M_TRIM_THRESHOLD: ("MALLOC_TRIM_THRESHOLD_", 1024 * 1024),
+    M_ARENA_MAX: ("MALLOC_ARENA_MAX", 1),
 }
 
 

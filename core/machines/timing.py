@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from core.machines.devices import Device
+from core.machines.progress import OnProgress, report
 
 
 def _sync(device: str) -> None:
@@ -74,7 +75,8 @@ class Throughput:
 
 
 def measure_throughput(
-    device: Device, matmul_n: int = 1024, sum_n: int = 1 << 24, repeats: int = 7, progress=None
+    device: Device, matmul_n: int = 1024, sum_n: int = 1 << 24, repeats: int = 7,
+    on_progress: OnProgress | None = None,
 ) -> list[Throughput]:
     """float32 and float64 matrix product and sum on one device, per element, interleaved.
 
@@ -82,7 +84,7 @@ def measure_throughput(
     disturbance from other work on the machine hits both formats alike; the ratio is taken
     per repeat and reported as its median and quartiles. The sum is large enough
     (default 2^24 values, 64 MB in float32) to leave the caches, as a model's tensors do.
-    ``progress(fraction, text)`` is called as the repeats proceed.
+    ``on_progress`` gets the repeats done, out of ``repeats``, as they proceed.
     """
     out = []
     g = torch.Generator().manual_seed(0)
@@ -107,8 +109,7 @@ def measure_throughput(
                 fn(*data[dt])
                 _sync(dev)
                 times[(op, dt)].append(time.perf_counter() - t0)
-        if progress is not None:
-            progress((i + 1) / repeats, f"{device.name}: repeat {i + 1} of {repeats}")
+        report(on_progress, done=i + 1, total=repeats, what=f"{device.name}: repeat {i + 1} of {repeats}")
     work = {"matmul": ((2 * matmul_n**3,) * 2, matmul_n, "GFLOP/s"), "sum": ((4 * sum_n, 8 * sum_n), sum_n, "GB/s")}
     for op in ops:
         t32, t64 = times[(op, torch.float32)], times[(op, torch.float64)]

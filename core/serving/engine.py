@@ -21,7 +21,6 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -29,6 +28,7 @@ import torch
 from core.arith.formats import format_of, ulp_array
 from core.crowd.budget import MB, Cost
 from core.machines.globalstate import torch_threads
+from core.machines.progress import OnProgress, Progress, report
 from core.serving import corpus
 from core.serving.kernels import KERNELS, Kernels
 from core.serving.model import KVCache, ModelConfig, TinyLM, decode, encode, load_params
@@ -176,10 +176,12 @@ class ForkStudy:
         return self.invariant.cpu_seconds / self.baseline.cpu_seconds
 
 
-def fork_study(s: ServeSettings, progress: Callable[[float, str], None] | None = None) -> ForkStudy:
-    """Serve ``s`` (ordinary kernels) and the same schedule with batch-invariant kernels."""
-    def part(lo: float, what: str, runs: int) -> Callable[[float, str], None] | None:
-        return None if progress is None else (lambda f, text: progress(lo + f / runs, f"{what}: {text}"))
+def fork_study(s: ServeSettings, on_progress: OnProgress | None = None) -> ForkStudy:
+    """Serve ``s`` (ordinary kernels) and the same schedule with batch-invariant kernels; ``on_progress``
+    counts the serving runs (a fraction of one while it serves) and names the kernels and the step."""
+    def part(lo: float, what: str, runs: int) -> OnProgress | None:
+        return None if on_progress is None else (
+            lambda p: on_progress(Progress(done=lo * runs + p.fraction, total=runs, what=f"{what}: {p.what}")))
 
     runs = 2 if s.kernels == "default" else 3
     ordinary = serve(s, part(0.0, "ordinary kernels", runs))
@@ -297,7 +299,7 @@ def model_for(dtype: str) -> TinyLM:
     return _models[dtype]
 
 
-def serve(s: ServeSettings, progress: Callable[[float, str], None] | None = None,
+def serve(s: ServeSettings, on_progress: OnProgress | None = None,
           model: TinyLM | None = None) -> ServeResult:
     """Serve the schedule with dynamic batching and measure how the identical requests fork."""
     s.check()
@@ -347,8 +349,9 @@ def serve(s: ServeSettings, progress: Callable[[float, str], None] | None = None
                     still.append(a)
             running = still
             step += 1
-            if progress and step % 25 == 0:
-                progress(min(1.0, produced / total_tokens), f"step {step}: {produced:,} of {total_tokens:,} tokens")
+            if step % 25 == 0:
+                report(on_progress, done=produced, total=total_tokens,
+                       what=f"step {step}: {produced:,} of {total_tokens:,} tokens")
         seconds, cpu_seconds = time.perf_counter() - t0, time.thread_time() - c0
     groups: dict[str, list[_Live]] = {}
     for a in done:

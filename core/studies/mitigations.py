@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -32,6 +31,7 @@ from core.kernels.reprosum import reproducible_sum, reproducible_sum_devices
 from core.machines import timing
 from core.machines.devices import Device
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
+from core.machines.progress import OnProgress, Progress, report
 from core.machines.timing import Throughput, interleaved_times, median_and_quartiles
 from core.studies.sumlab import LabResult, run_lab
 from core.training.mlp import TrainSettings
@@ -259,16 +259,16 @@ class ThroughputRun:
         return next((t for t in self.rows if t.op == op), None)
 
 
-def measure_devices(devices: list[Device], progress: Callable[[float, str], None] | None = None) -> ThroughputRun:
+def measure_devices(devices: list[Device], on_progress: OnProgress | None = None) -> ThroughputRun:
     """float32 against float64 on every device (core.timing.measure_throughput); a device that
-    fails is reported and does not take the others' numbers down. ``progress(fraction, text)``."""
+    fails is reported and does not take the others' numbers down. ``on_progress`` counts devices
+    (a fraction of one while its repeats run), its ``what`` the device's repeat."""
     rows, failures = [], []
     for i, d in enumerate(devices):
-        def each(f, text, i=i):
-            if progress is not None:
-                progress((i + f) / len(devices), text)
+        def each(p: Progress, i: int = i) -> None:
+            report(on_progress, done=i + p.fraction, total=len(devices), what=p.what)
         try:
-            rows += timing.measure_throughput(d, progress=each)
+            rows += timing.measure_throughput(d, on_progress=each)
         except RuntimeError as err:
             failures.append(f"{d.name}: {err}")
     return ThroughputRun(tuple(rows), tuple(failures), torch.__version__)

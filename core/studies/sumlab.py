@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -30,6 +30,7 @@ from core.kernels.orders import (
 )
 from core.kernels.torch_cpu_model import thread_chunks
 from core.kernels.trees import MAX_TREE_N, Tree, build_tree
+from core.machines.progress import OnProgress, report
 
 WORKING_CHOICES = ("same", "float32", "float64")
 MAX_PERMUTATIONS = 1000
@@ -55,7 +56,7 @@ class PermutationStudy:
     metrics_min_max: tuple[SumMetrics, SumMetrics]  # the lowest and highest result
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LabResult:
     n: int
     storage: str
@@ -124,11 +125,12 @@ def _bound(order: Order, outcome: OrderOutcome, n: int, sum_abs: Fraction, fmt: 
 
 
 def run_orders(values: np.ndarray, storage: str, working: str, orders: tuple[str, ...],
-               on_progress: Callable[[str], None] | None = None) -> LabResult:
+               on_progress: OnProgress | None = None) -> LabResult:
     """Every requested order on the stored values, with exact errors and bounds (no permutations).
 
     The exact sums (of x, of |x|, and of the cast's errors) are computed once and serve every order.
-    ``on_progress(what)`` is called before each order; it may raise to stop the computation.
+    ``on_progress`` is told of each order before it runs (the orders done so far, its name in ``what``); it
+    may raise to stop the computation.
     """
     working = resolve_working(storage, working)
     fmt = FORMATS[working]
@@ -153,17 +155,17 @@ def run_orders(values: np.ndarray, storage: str, working: str, orders: tuple[str
     rows = []
     for i, key in enumerate(orders):
         order = ORDERS[key]
-        if on_progress is not None:
-            on_progress(f"{order.name} (order {i + 1} of {len(orders)})")
+        report(on_progress, done=i, total=len(orders), what=f"{order.name} (order {i + 1} of {len(orders)})")
         outcome = run_order(key, values, working)
         bound = _bound(order, outcome, values.size, bound_sum, fmt, cast_error) if finite else None
         rows.append(OrderRow(order, outcome, evaluate(outcome.value, exact, sum_abs, fmt, bound)))
-    return LabResult(values.size, storage, working, exact, sum_abs, condition, tuple(rows), None, cast_note,
-                     bound_sum if finite else None, cast_error if finite else None)
+    return LabResult(n=values.size, storage=storage, working=working, exact=exact, sum_abs=sum_abs, kappa=condition,
+                     rows=tuple(rows), permutations=None, cast_note=cast_note,
+                     bound_sum=bound_sum if finite else None, cast_error=cast_error if finite else None)
 
 
 def permutation_study(values: np.ndarray, result: LabResult, permutations: int, perm_seed: int,
-                      on_progress: Callable[[str], None] | None = None) -> PermutationStudy | None:
+                      on_progress: OnProgress | None = None) -> PermutationStudy | None:
     """Left-to-right sums of random shuffles of the values, measured against ``result``'s exact sum
     (None when no permutation is asked for or there is only one value)."""
     if permutations <= 0 or values.size <= 1:
@@ -171,8 +173,7 @@ def permutation_study(values: np.ndarray, result: LabResult, permutations: int, 
     fmt = result.fmt
     xw = working_array(values, result.working)
     k = clamp_permutations(min(permutations, MAX_PERMUTATIONS), values.size)
-    if on_progress is not None:
-        on_progress(f"{k:,} random permutation{'s' if k > 1 else ''}")
+    report(on_progress, done=0, total=k, what=f"{k:,} random permutation{'s' if k > 1 else ''}")
     sums = permutation_sums(xw, k, perm_seed)
     seq_bound = (None if result.bound_sum is None else
                  _bound(ORDERS["sequential"], OrderOutcome("p", sums[0], 0, ""), values.size, result.bound_sum, fmt,
@@ -187,11 +188,11 @@ def permutation_study(values: np.ndarray, result: LabResult, permutations: int, 
 
 def run_lab(values: np.ndarray, storage: str, working: str, orders: tuple[str, ...],
             permutations: int = 0, perm_seed: int = 0,
-            on_progress: Callable[[str], None] | None = None) -> LabResult:
+            on_progress: OnProgress | None = None) -> LabResult:
     """Every requested order on the stored values, with exact errors and bounds, and the
     permutation study (``run_orders`` then ``permutation_study``).
 
-    ``on_progress(what)`` is called before each order and before the permutation study; it
+    ``on_progress`` is told of each order and of the permutation study before they run; it
     may raise to stop the computation (nothing is returned then).
     """
     result = run_orders(values, storage, working, orders, on_progress)
@@ -328,11 +329,10 @@ class LabStudy:
         return dataclasses.replace(result, permutations=self.permutations)
 
 
-def _vector(source: Source, on_progress: Callable[[str], None] | None) -> Vector:
+def _vector(source: Source, on_progress: OnProgress | None) -> Vector:
     if not isinstance(source, VectorSpec):
         return source
-    if on_progress is not None:
-        on_progress("making the vector")
+    report(on_progress, done=0, total=1, what="making the vector")
     return vector_for(source)
 
 
@@ -340,7 +340,7 @@ def cached_outcome(request: LabRequest) -> LabOutcome | None:
     return RESULTS.get(request.orders_key())
 
 
-def lab_outcome(request: LabRequest, on_progress: Callable[[str], None] | None = None) -> LabOutcome:
+def lab_outcome(request: LabRequest, on_progress: OnProgress | None = None) -> LabOutcome:
     """The orders' results for a request, computed once while they stay in RESULTS
     (simultaneous identical requests wait for one computation)."""
 
@@ -357,7 +357,7 @@ def cached_study(request: LabRequest) -> LabStudy | None:
 
 
 def lab_study(request: LabRequest, outcome: LabOutcome,
-              on_progress: Callable[[str], None] | None = None) -> LabStudy:
+              on_progress: OnProgress | None = None) -> LabStudy:
     """The permutation study and the running error for a request whose orders gave ``outcome``,
     computed once while they stay in RESULTS."""
 
@@ -367,8 +367,7 @@ def lab_study(request: LabRequest, outcome: LabOutcome,
         study = permutation_study(vector.values, result, request.permutations, request.perm_seed, on_progress)
         running = None
         if not isinstance(result.exact, float) and result.n > 1:
-            if on_progress is not None:
-                on_progress("the running error")
+            report(on_progress, done=0, total=1, what="the running error")
             running = running_error(vector.values, result.working)
         return LabStudy(study, running)
 

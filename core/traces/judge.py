@@ -76,7 +76,7 @@ STATES = (IDENTICAL, BORN, INHERITED, NOT_COMPARABLE, FORMAT_CHANGE)
 WRITE_ONLY_FIRST = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Size:
     """A difference's size on the sampled elements, and how it compares with the op's envelope."""
 
@@ -166,32 +166,24 @@ def _values(rec: OpRecord) -> np.ndarray:
     return np.array([decode_hex(h, rec.out_dtype) for h in rec.sample_hex], dtype=np.float64)
 
 
-def size_of(a: OpRecord, b: OpRecord) -> Size | None:
-    """The difference between two outputs of the same shape and dtype, against ``a``'s envelope."""
-    if a.out_shape != b.out_shape or a.sample_index != b.sample_index:
-        return None
-    if a.out_dtype != b.out_dtype and not (a.out_dtype in FORMATS and b.out_dtype in FORMATS):
-        return None
+@dataclass(frozen=True, kw_only=True)
+class _Envelope:
+    """How far apart two sampled outputs of an op may be from rounding alone, element by element (``env``),
+    with its typical size and a-priori bound where the op has them, and the bound on the whole output's
+    L1 gap (``total``, None where none is known)."""
+
+    typical: np.ndarray | None
+    bound: np.ndarray | None
+    env: np.ndarray
+    rigorous: bool
+    basis: str
+    total: float | None
+
+
+def _envelope(a: OpRecord, b: OpRecord, kind: str, fmt, acc, m: np.ndarray, ulp: np.ndarray) -> _Envelope:
+    """The envelope of ``a``'s op class at the sampled magnitudes ``m`` (the larger of the two sides),
+    in the output format ``fmt``, accumulated in ``acc``."""
     n = len(a.sample_index)
-    is_float = a.out_dtype in FORMATS
-    # two formats (an autocast run against a plain one): judged in the coarser one
-    out_dtype = narrower(a.out_dtype, b.out_dtype) if is_float else a.out_dtype
-    if not is_float:
-        diff = sum(x != y for x, y in zip(a.sample_hex, b.sample_hex, strict=True))
-        exact = a.out_digest == b.out_digest
-        return Size(diff, n, None, float(diff), None, None, 0.0 if exact else math.inf, None, None, exact,
-                    "integer output", True)
-    fmt = FORMATS[out_dtype]
-    va, vb = _values(a), _values(b)
-    with np.errstate(invalid="ignore", over="ignore"):
-        same = (va == vb) | (np.isnan(va) & np.isnan(vb))
-        d = np.where(same, 0.0, np.abs(va - vb))
-        d = np.where(np.isnan(d), np.inf, d)  # NaN against a number, or inf - inf of opposite signs
-        m = np.maximum(np.abs(np.nan_to_num(va, posinf=0, neginf=0)), np.abs(np.nan_to_num(vb, posinf=0, neginf=0)))
-    ulp = ulp_array(m, fmt)
-    differing = int(np.sum([x != y for x, y in zip(a.sample_hex, b.sample_hex, strict=True)]))
-    kind = op_class(a)
-    acc = FORMATS[accumulation_format(out_dtype)]
     u, minsub = float(acc.unit_roundoff), float(acc.min_subnormal)
     out_round = ulp if fmt.precision < acc.precision else np.zeros_like(m)
     total = None
@@ -233,6 +225,37 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
         typical = bound = None
         env, rigorous, basis = np.zeros_like(m), True, "a correctly rounded op (no rounding freedom)"
         total = 0.0
+    return _Envelope(typical=typical, bound=bound, env=env, rigorous=rigorous, basis=basis, total=total)
+
+
+def size_of(a: OpRecord, b: OpRecord) -> Size | None:
+    """The difference between two outputs of the same shape and dtype, against ``a``'s envelope."""
+    if a.out_shape != b.out_shape or a.sample_index != b.sample_index:
+        return None
+    if a.out_dtype != b.out_dtype and not (a.out_dtype in FORMATS and b.out_dtype in FORMATS):
+        return None
+    n = len(a.sample_index)
+    is_float = a.out_dtype in FORMATS
+    # two formats (an autocast run against a plain one): judged in the coarser one
+    out_dtype = narrower(a.out_dtype, b.out_dtype) if is_float else a.out_dtype
+    if not is_float:
+        diff = sum(x != y for x, y in zip(a.sample_hex, b.sample_hex, strict=True))
+        exact = a.out_digest == b.out_digest
+        return Size(differing=diff, sampled=n, max_ulps=None, worst_abs=float(diff), vs_typical=None, vs_bound=None,
+                    vs_envelope=0.0 if exact else math.inf, l1_gap=None, l1_bound=None, within=exact,
+                    basis="integer output", rigorous=True)
+    fmt = FORMATS[out_dtype]
+    va, vb = _values(a), _values(b)
+    with np.errstate(invalid="ignore", over="ignore"):
+        same = (va == vb) | (np.isnan(va) & np.isnan(vb))
+        d = np.where(same, 0.0, np.abs(va - vb))
+        d = np.where(np.isnan(d), np.inf, d)  # NaN against a number, or inf - inf of opposite signs
+        m = np.maximum(np.abs(np.nan_to_num(va, posinf=0, neginf=0)), np.abs(np.nan_to_num(vb, posinf=0, neginf=0)))
+    ulp = ulp_array(m, fmt)
+    differing = int(np.sum([x != y for x, y in zip(a.sample_hex, b.sample_hex, strict=True)]))
+    kind = op_class(a)
+    e = _envelope(a, b, kind, fmt, FORMATS[accumulation_format(out_dtype)], m, ulp)
+    typical, bound, env, rigorous, basis, total = e.typical, e.bound, e.env, e.rigorous, e.basis, e.total
     with np.errstate(divide="ignore", invalid="ignore"):
         r_env = np.where(env > 0, d / np.where(env > 0, env, 1), np.where(d > 0, np.inf, 0.0))
     worst_i = int(np.argmax(r_env)) if n else 0
@@ -248,7 +271,7 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
     l1_bound = None
     if total is not None and l1_gap is not None:
         # the two float64 norms carry their own rounding: at most numel 2^-53 of each
-        l1_bound = total + numel * 2.0 ** -52 * max(a.l1, b.l1)
+        l1_bound = total + (math.prod(a.out_shape) if a.out_shape else 1) * 2.0 ** -52 * max(a.l1, b.l1)
     within = bool(np.all(d <= env)) and (l1_bound is None or l1_gap is None or l1_gap <= l1_bound)
     if kind == "exact" and a.out_digest != b.out_digest:
         # the same numbers in other encodings (a NaN's payload, -0 against +0) are not a rounding difference
@@ -259,8 +282,9 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
             basis = "a correctly rounded op: the same values, other encodings (NaN payloads or signed zeros)"
     with np.errstate(divide="ignore", invalid="ignore"):
         ulps = np.where(d > 0, d / ulp, 0.0)
-    return Size(differing, n, float(np.max(ulps)) if n else 0.0, float(np.max(d)) if n else 0.0,
-                ratio(typical), ratio(bound), worst, l1_gap, l1_bound, within, basis, rigorous)
+    return Size(differing=differing, sampled=n, max_ulps=float(np.max(ulps)) if n else 0.0,
+                worst_abs=float(np.max(d)) if n else 0.0, vs_typical=ratio(typical), vs_bound=ratio(bound),
+                vs_envelope=worst, l1_gap=l1_gap, l1_bound=l1_bound, within=within, basis=basis, rigorous=rigorous)
 
 
 def _sized(a: OpRecord, b: OpRecord) -> Size | None:

@@ -11,7 +11,6 @@ all-reduce models on the first step's gradients for many k. The Many devices pag
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -20,6 +19,7 @@ import torch
 from torch.func import grad, vmap
 
 from core.kernels import collectives
+from core.machines.progress import OnProgress, report
 from core.training.data_parallel import (
     DP_SETTINGS,
     EMULATED_KS,
@@ -70,13 +70,13 @@ class EmulatedRun:
 
 
 def emulate_run(ranks: int, model: str, steps: int, settings: TrainSettings = DP_SETTINGS,
-                on_progress: Callable[[int], None] | None = None, every: int = 10,
+                on_progress: OnProgress | None = None, every: int = 10,
                 per_shard: str = "vmap") -> EmulatedRun:
     """The data-parallel run on ``ranks`` emulated devices, in this process, beside one process.
 
     Every step: the gradient of each of the ``ranks`` shards, times 1/ranks (as DDP), summed in
-    ``model``'s order (core.kernels.collectives), one optimizer step. ``on_progress(steps done)`` is
-    called every ``every`` steps and may raise to stop. ``per_shard="loop"`` computes each
+    ``model``'s order (core.kernels.collectives), one optimizer step. ``on_progress`` gets the steps done
+    every ``every`` steps and may raise to stop. ``per_shard="loop"`` computes each
     shard's gradient by its own backward pass, exactly as a worker does (slow for many shards);
     the default batches them with torch.func.vmap.
     """
@@ -104,8 +104,8 @@ def emulate_run(ranks: int, model: str, steps: int, settings: TrainSettings = DP
         fb = dp.flat()
         records.append(_record(t + 1, loss_a, loss_b, logits_a, logits_b, yb, one.flat(), fb))
         digests.append(weights_digest(fb))
-        if on_progress is not None and ((t + 1) % every == 0 or t + 1 == steps):
-            on_progress(t + 1)
+        if (t + 1) % every == 0 or t + 1 == steps:
+            report(on_progress, done=t + 1, total=steps, what="steps")
     return EmulatedRun(ranks, model, steps, records, summarize(records), tuple(digests))
 
 
@@ -123,16 +123,15 @@ STUDY_KS = (*range(2, 17), 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 100
 
 
 def order_study(ks: tuple[int, ...] = STUDY_KS, settings: TrainSettings = DP_SETTINGS,
-                on_progress: Callable[[int, int], None] | None = None) -> tuple[collectives.Comparison, ...]:
+                on_progress: OnProgress | None = None) -> tuple[collectives.Comparison, ...]:
     """collectives.compare for each k: the training pair's first-step gradients on k ranks.
 
-    ``on_progress(done, total)`` after each k; it may raise to stop.
+    ``on_progress`` after each k (``what``: "k = 1,024"); it may raise to stop.
     """
     out = []
     for i, k in enumerate(ks):
         out.append(collectives.compare(rank_gradients(k, settings)))
-        if on_progress is not None:
-            on_progress(i + 1, len(ks))
+        report(on_progress, done=i + 1, total=len(ks), what=f"k = {k:,}")
     return tuple(out)
 
 

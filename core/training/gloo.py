@@ -30,7 +30,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -38,6 +37,7 @@ import numpy as np
 import torch.distributed as dist
 
 from core.machines.memory import memory_room, proc_memory
+from core.machines.progress import OnProgress, Progress
 from core.training.data_parallel import DP_SETTINGS, MAX_WORLD_SIZE, check_settings
 from core.training.gloo_worker import WORKER_ENTRY
 from core.training.mlp import TrainSettings
@@ -78,11 +78,11 @@ class NoRoom(DataParallelError):
     """Not enough free memory for the workers."""
 
 
-@dataclass(frozen=True)
-class Progress:
-    phase: str  # "starting", "training" or "finishing"
-    done: int  # steps recorded (or workers ready while starting)
-    total: int
+@dataclass(frozen=True, kw_only=True)
+class WorkerProgress(Progress):
+    """A live run's Progress: ``what`` is the phase ("starting", "training" or "finishing"); ``done``
+    counts the workers that joined while starting, then the steps recorded."""
+
     pids: tuple[int, ...]
     rss_bytes: int  # resident memory of all workers now
 
@@ -284,7 +284,7 @@ def _check_backend() -> None:
                                 "can be started here.")
 
 
-def _supervise(world: int, mode: str, extra: dict, *, total: int, on_progress: Callable[[Progress], None] | None,
+def _supervise(world: int, mode: str, extra: dict, *, total: int, on_progress: OnProgress | None,
                startup_timeout: float, step_timeout: float, timeout: float | None, python: str,
                fault: dict | None) -> dict:
     """Start the workers, follow them to the end, and always leave no process behind."""
@@ -319,7 +319,7 @@ def _supervise(world: int, mode: str, extra: dict, *, total: int, on_progress: C
         return out
 
 
-def _follow(group: _Group, world: int, total: int, out: dict, on_progress, started: float,
+def _follow(group: _Group, world: int, total: int, out: dict, on_progress: OnProgress | None, started: float,
             startup_timeout: float, step_timeout: float, deadline_s: float) -> None:
     eof: set[int] = set()
     last_progress = time.monotonic()
@@ -328,7 +328,7 @@ def _follow(group: _Group, world: int, total: int, out: dict, on_progress, start
 
     def report(phase: str, done: int, of: int) -> None:
         if on_progress is not None:
-            on_progress(Progress(phase, done, of, group.pids, rss_now))
+            on_progress(WorkerProgress(what=phase, done=done, total=of, pids=group.pids, rss_bytes=rss_now))
 
     report("starting", 0, world)
     while len(out["done"]) < world or len(eof) < world:
@@ -390,13 +390,13 @@ def _follow(group: _Group, world: int, total: int, out: dict, on_progress, start
 
 
 def run_data_parallel(world_size: int, steps: int, settings: TrainSettings = DP_SETTINGS, *,
-                      on_progress: Callable[[Progress], None] | None = None, wait: bool = True,
+                      on_progress: OnProgress | None = None, wait: bool = True,
                       check_room: bool = True, startup_timeout: float = STARTUP_TIMEOUT,
                       step_timeout: float = STEP_TIMEOUT, timeout: float | None = None,
                       python: str = sys.executable, fault: dict | None = None) -> DataParallelResult:
     """Train with ``world_size`` gloo workers for ``steps`` steps and compare with one process.
 
-    ``on_progress(Progress)`` is called while the workers start and every few steps; it may
+    ``on_progress`` gets a WorkerProgress while the workers start and every few steps; it may
     raise to cancel the run (the workers are killed, the exception propagates). With
     ``wait=False`` a second concurrent call raises Busy instead of waiting its turn.
     ``fault`` (tests only) makes one rank fail: {"rank": r, "step": s, "kind": "raise"|"exit"|"hang"}.

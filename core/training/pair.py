@@ -24,6 +24,7 @@ import torch
 from core.arith.formats import bit_view
 from core.machines.devices import available_devices
 from core.machines.globalstate import PROCESS_THREADS
+from core.machines.progress import OnProgress, report
 from core.training.mlp import (
     DTYPES,
     FLUSH_EVERY,
@@ -442,9 +443,10 @@ class PairedRun:
                 return
             yield recs[-1]
 
-    def run(self, steps: int, on_progress: Callable[[int], None] | None = None,
+    def run(self, steps: int, on_progress: OnProgress | None = None,
             chunk: int = FLUSH_EVERY) -> list[StepRecord]:
-        """Up to ``steps`` more updates, in chunks of ``chunk``; ``on_progress(done)`` after each.
+        """Up to ``steps`` more updates, in chunks of ``chunk``; a Progress of the steps this call applied
+        (out of ``steps``) after each.
 
         ``on_progress`` may raise to stop early (what was applied stays applied, whole steps only).
         """
@@ -454,8 +456,7 @@ class PairedRun:
             if not recs:
                 break
             applied += recs
-            if on_progress is not None:
-                on_progress(recs[-1].step)
+            report(on_progress, done=len(applied), total=steps, what="steps")
         return applied
 
     # ------------------------------------------------------------------ predicting

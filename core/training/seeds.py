@@ -7,12 +7,12 @@ seed alone causes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from core.arith.metrics import growth_fit
+from core.machines.progress import OnProgress, offset, report
 from core.training.mlp import TrainSettings
 from core.training.pair import PairedRun, StepRecord
 
@@ -64,11 +64,11 @@ class SeedStudy:
 SEED_CHUNK = 10  # steps between two progress reports of a seed study (tens of milliseconds on an idle core)
 
 
-def train_seed(settings: TrainSettings, on_progress: Callable[[int], None] | None = None,
+def train_seed(settings: TrainSettings, on_progress: OnProgress | None = None,
                chunk: int = SEED_CHUNK) -> tuple[float, float, float, float]:
     """One pair trained to the end: (final loss A, final loss B, accuracy A, accuracy B).
 
-    ``on_progress(steps done)`` is called after every ``chunk`` steps; it may raise to stop.
+    ``on_progress`` gets the steps done after every ``chunk`` steps; it may raise to stop.
     """
     run = PairedRun(settings)
     recs = run.run(settings.steps, on_progress, chunk)
@@ -76,11 +76,11 @@ def train_seed(settings: TrainSettings, on_progress: Callable[[int], None] | Non
     return recs[-1].loss_a, recs[-1].loss_b, fa, fb
 
 
-def seed_study(settings: TrainSettings, k: int, on_progress: Callable[[int, int], None] | None = None,
+def seed_study(settings: TrainSettings, k: int, on_progress: OnProgress | None = None,
                memo=None) -> SeedStudy:
     """Train k seeds of the pair and collect final losses and accuracies per side.
 
-    ``on_progress(steps done, steps in all)`` is called every few tens of milliseconds of work and
+    ``on_progress`` gets the steps done of all the seeds' steps every few tens of milliseconds of work and
     may raise to stop the study (nothing is returned then). ``memo``, when given, is a mapping-like
     object with ``get(key)`` and ``put(key, value)`` that keeps finished seeds (keyed by the full
     settings of that seed) so a repeated study only trains the seeds it has not seen.
@@ -95,11 +95,11 @@ def seed_study(settings: TrainSettings, k: int, on_progress: Callable[[int, int]
         result = memo.get(one) if memo is not None else None
         if result is None:
             base = i * settings.steps
-            result = train_seed(one, None if on_progress is None else (lambda d, b=base: on_progress(b + d, total)))
+            result = train_seed(one, offset(on_progress, before=base, total=total))
             if memo is not None:
                 memo.put(one, result)
-        elif on_progress is not None:
-            on_progress((i + 1) * settings.steps, total)
+        else:
+            report(on_progress, done=(i + 1) * settings.steps, total=total, what="steps")
         la.append(result[0])
         lb.append(result[1])
         aa.append(result[2])

@@ -254,8 +254,8 @@ def test_the_seed_study_reports_progress_and_stops_when_its_progress_raises():
     class Stop(Exception):
         pass
 
-    def progress(done, total):
-        calls.append((done, total))
+    def progress(p):
+        calls.append((p.done, p.total))
         if len(calls) == 3:
             raise Stop
 

@@ -15,7 +15,7 @@ from core.arith.formats import FORMATS, bits_of, round_to_format
 from core.arith.metrics import exact_value
 from core.arith.vectors import VectorSpec, generate
 from core.crowd import budget
-from core.kernels.orders import ORDERS, Order, Ran, TreeShape, run_order, sequential
+from core.kernels.orders import ORDERS, Order, OrderBytes, Ran, TreeShape, run_order, sequential
 from core.kernels.trees import build_tree, tree_shapes
 from core.studies.sumlab import run_lab
 
@@ -24,9 +24,14 @@ def _largest_first(x: np.ndarray) -> np.ndarray:
     return np.argsort(-np.abs(x.astype(np.float64)), kind="stable")
 
 
-NEW = Order("largest_first", "Sorted by decreasing |x|", "algorithm", "sequential",
-            "Large magnitudes first: the small ones are added last, to a large running sum.",
-            lambda s: Ran(sequential(s.x[_largest_first(s.x)])), (60, 60, 55, 56), (2, 8),
+NEW = Order(key="largest_first",
+            name="Sorted by decreasing |x|",
+            origin="algorithm",
+            bound="sequential",
+            description="Large magnitudes first: the small ones are added last, to a large running sum.",
+            run=lambda s: Ran(sequential(s.x[_largest_first(s.x)])),
+            work={"float64": 60, "float32": 60, "float16": 55, "bfloat16": 56},
+            memory=OrderBytes(per_item=2, extra=8),
             tree=TreeShape("largest_first", "Sorted by decreasing |x|", lambda b, ids: b.chain(ids), _largest_first))
 
 
@@ -95,3 +100,13 @@ def test_a_new_difference_source_is_one_entry(monkeypatch):
     assert len(records) == 3 and records[0].differing_bits > 0
     control = PairedRun(TrainSettings(source="none", steps=3)).run(3)
     assert control[-1].differing_bits == 0
+
+
+def test_every_orders_weights_are_keyed_by_the_four_working_formats():
+    from core.crowd.budget import ITEMSIZE
+
+    for order in ORDERS.values():
+        assert set(order.work) == set(ITEMSIZE), order.key
+        assert all(w > 0 for w in order.work.values()) and isinstance(order.memory, OrderBytes), order.key
+    with pytest.raises(TypeError):
+        Order("k", "name", "algorithm", "sequential", "text", lambda s: Ran(0.0), {}, OrderBytes(1, 0))  # type: ignore[misc]

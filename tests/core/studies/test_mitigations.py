@@ -11,6 +11,7 @@ from core.arith.formats import FORMATS, bits_of_value
 from core.arith.vectors import VectorSpec, generate
 from core.machines import timing
 from core.machines.devices import Device, cpu_device
+from core.machines.progress import Progress
 from core.machines.timing import Throughput
 from core.studies import mitigations
 from core.studies.mitigations import (
@@ -38,16 +39,16 @@ def test_cited_ratios_come_from_the_vendor_table():
 
 
 def test_a_failing_device_is_reported_and_the_others_still_measured(monkeypatch):
-    def fake(device, progress=None):
+    def fake(device, on_progress=None):
         if device.name == "gone":
             raise RuntimeError("device disappeared")
-        progress(0.5, "half")
-        progress(1.0, "done")
+        on_progress(Progress(done=1, total=2, what="half"))
+        on_progress(Progress(done=2, total=2, what="done"))
         return [Throughput(device.name, "matmul", 8, 1.0, 2.0, 1.0, 0.5, "GFLOP/s")]
 
     monkeypatch.setattr(timing, "measure_throughput", fake)
     seen = []
-    run = measure_devices([cpu_device(), Device("cuda", 9, "gone")], lambda f, text: seen.append(f))
+    run = measure_devices([cpu_device(), Device("cuda", 9, "gone")], lambda p: seen.append(p.fraction))
     assert [t.device for t in run.rows] == [cpu_device().name] and run.failures == ("gone: device disappeared",)
     assert seen == sorted(seen) and seen[0] > 0 and seen[-1] <= 1
     assert run.first("matmul").ratio == 0.5 and run.first("sum") is None

@@ -75,8 +75,8 @@ def test_requests_through_the_caches_match_the_lab_and_share_the_study():
     RESULTS.discard(request.study_key())
     assert cached_outcome(request) is None and cached_study(request) is None
     steps = []
-    outcome = lab_outcome(request, steps.append)
-    study = lab_study(request, outcome, steps.append)
+    outcome = lab_outcome(request, lambda p: steps.append(p.what))
+    study = lab_study(request, outcome, lambda p: steps.append(p.what))
     assert steps[0] == "making the vector" and steps[-1] == "the running error"
     assert any("random permutations" in s for s in steps)
     assert cached_outcome(request) is outcome and cached_study(request) is study

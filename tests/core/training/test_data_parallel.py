@@ -80,10 +80,10 @@ def two_workers():
     seen: dict = {}
     before = GlobalState.capture()
 
-    def progress(p: gloo.Progress) -> None:
-        if p.phase == "starting" and p.done == p.total and "listen" not in seen:
+    def progress(p: gloo.WorkerProgress) -> None:
+        if p.what == "starting" and p.done == p.total and "listen" not in seen:
             seen["listen"] = {pid: listening_addresses(pid) for pid in p.pids}
-        seen.setdefault("phases", []).append(p.phase)
+        seen.setdefault("phases", []).append(p.what)
 
     r = gloo.run_data_parallel(2, 30, on_progress=progress)
     seen["estimate"] = gloo.worker_memory_estimate()  # right after this run (a later test's run may replace it)
@@ -168,7 +168,7 @@ class Cancelled(Exception):
 def test_cancelling_while_starting_kills_the_workers():
     seen = {}
 
-    def progress(p: gloo.Progress) -> None:
+    def progress(p: gloo.WorkerProgress) -> None:
         seen["pids"] = p.pids
         raise Cancelled
 

@@ -746,11 +746,11 @@ def test_seed_study_with_a_memo_trains_only_new_seeds_and_reports_progress():
     s = TrainSettings(steps=20)
     memo = Memo(8)
     seen = []
-    first = seed_study(s, 2, lambda d, t: seen.append((d, t)), memo=memo)
+    first = seed_study(s, 2, lambda p: seen.append((p.done, p.total)), memo=memo)
     assert seen[-1] == (40, 40) and all(t == 40 for _, t in seen) and len(memo) == 2
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
     trained = []
-    again = seed_study(s, 3, lambda d, t: trained.append(d), memo=memo)
+    again = seed_study(s, 3, lambda p: trained.append(p.done), memo=memo)
     assert again.final_loss_a[:2] == first.final_loss_a and len(memo) == 3
     assert seed_study(s, 3) == again  # the memo changes nothing but the work
 
