@@ -6,7 +6,7 @@ right after the server start ("fresh": each page's first visit, nothing cached) 
 ("warm"). A page's first render is the time from navigation until its first screen is drawn: its
 title (h1) and, on a page that has one (the talk's scenario pages), its punchline container
 (``st.container(key="punchline")``) with its text; the time until its script finished is printed
-beside it. The budget (issue 13): every page shows its
+beside it. The budget a visitor should not notice: every page shows its
 first screen within 2 s warm and 4 s on a fresh server. Timings are printed, never asserted.
 
 Usage: python -m benchmarks.bench_pages [page_stem ...]   (default: every page)

@@ -192,7 +192,7 @@ CAPTURE_HOWTO = ("To add yours: in a checkout of this app on a machine with a GP
 
 def gpu_status(recs: list[Recording], live_gpus: list[str]) -> str:
     """What GPU results this server can show, computed from the recordings present and the devices torch sees
-    (issue 23: pages promised results "recorded on real GPUs" with none bundled)."""
+    (never promise results "recorded on real GPUs" when none are bundled)."""
     gpu = [r for r in recs if r.is_gpu]
     parts = []
     if live_gpus:

@@ -13,8 +13,8 @@ from ui.render import bits_html, mono, ulps_text
 def value_line(x: Exact, fmt: FloatFormat) -> str:
     """Every digit of the stored value first, then the shortest decimal that reads back to it when that differs.
 
-    (Issue 23: bfloat16 1e8 read "stored 100000000 … exactly 100139008": the shortest decimal that rounds back
-    looked like the stored value.)"""
+    (Otherwise bfloat16's 1e8 reads "stored 100000000 … exactly 100139008": the shortest decimal that rounds
+    back looks like the stored value.)"""
     exact, short = exact_decimal(x), shortest_repr(x, fmt)
     if short == exact:
         return f"{mono(exact)} exactly"

@@ -164,7 +164,8 @@ def permutations_done(k: int, n: int) -> int:
 
 def permutations_note(k: int, n: int) -> str | None:
     """What the lab says next to its permutation control when the work budget sums fewer than asked
-    (None when it sums them all): how many, and why (issue 23: 1,000 asked, 20 used, no word)."""
+    (None when it sums them all): how many, and why (otherwise a visitor who asked for
+    1,000 and got 20 is told nothing)."""
     done = permutations_done(k, n)
     if k <= 0 or done >= k:
         return None

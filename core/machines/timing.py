@@ -57,8 +57,8 @@ class Throughput:
     def ratio(self) -> float:
         """float64 speed as a fraction of float32's, per value (0.5 means half speed): the same work in both.
 
-        The median of the per-repeat ratios, the sample its quartiles come from (issue 23: the ratio of the
-        median times could lie outside the quartiles of the per-repeat ratios, "0.50 (0.51–0.75)")."""
+        The median of the per-repeat ratios, the sample its quartiles come from (the ratio of the median
+        times can lie outside the quartiles of the per-repeat ratios, as in "0.50 (0.51–0.75)")."""
         return self.ratio_median if math.isfinite(self.ratio_median) else self.seconds32 / self.seconds64
 
     def verdict(self) -> str:

@@ -455,7 +455,7 @@ def differing_tree_seed(n: int = 32, cpu_order: str = "pairwise", storage: str =
     """The first seed whose generated vector makes the CPU order's tree and the GPU's (the CUDA model's
     block reduction) give different sums, found by computation (both trees are exact models, so the seed
     holds on every machine). For the talk's "GPU block tree" scenario: a tree beside a tree that gives
-    the same bits undercuts the point (issue 23)."""
+    the same bits undercuts the point."""
     for seed in range(limit):
         values = generate(VectorSpec(generator, n, seed, storage)).values
         if build_tree(values, storage, cpu_order).result != build_tree(values, storage, "cuda").result:

@@ -1,4 +1,4 @@
-"""Offline: every page renders completely with nothing reachable but the app's own server (finding 9).
+"""Offline: every page renders completely with nothing reachable but the app's own server.
 
 At a conference without network, anything fetched from another host (an icon font, a favicon, a
 script) is missing. The browser here may only reach the server: every other request is aborted and

@@ -44,7 +44,7 @@ def test_no_exception(page, params, click):
     assert not at.exception, at.exception
 
 
-# --------------------------------------------------- finding 4: what a link holds is shown as inert text
+# --------------------------------------------------- what a link holds is shown as inert text
 # Streamlit's markdown (st.markdown, st.caption, st.error, st.warning, st.info, ...) turns [t](url) into a
 # link, ![t](url) into an image every viewer's browser fetches, and bare https://..., www.x.y and a@b.c
 # into links. Every page echoes rejected link values and unknown parameter names; none may come out live.

@@ -55,7 +55,7 @@ def test_training_cpu_gpu_and_mitigation_links():
     assert not at.exception and at.session_state["mi_storage"] == "bfloat16"
 
 
-# ------------------------------------------- finding 6: long pastes stay out of the link, with a download
+# ------------------------------------------- long pastes stay out of the link, with a download
 MAX_PASTE_CHARS = MAX_UPLOAD_BYTES  # the summation lab's text area limit (max_chars)
 
 

@@ -248,7 +248,7 @@ def test_the_seed_study_keeps_the_float64_chart_and_shows_a_verdict():
 
 
 def test_the_seed_study_reports_progress_and_stops_when_its_progress_raises():
-    """Finding 3 at the core level: the study calls back between chunks, and a raise stops it at once."""
+    """At the core level, a long study stays stoppable: it calls back between chunks, and a raise stops it at once."""
     calls = []
 
     class Stop(Exception):

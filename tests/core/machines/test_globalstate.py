@@ -59,7 +59,7 @@ def test_lock_is_reentrant():
         assert torch.get_num_threads() == 1
 
 
-# ----------------------------------------------------------------- finding 5: no leaked thread count
+# ----------------------------------------------------------------- no leaked thread count
 # Under OpenMP torch's thread count is per OS thread, and a thread takes the process default (the
 # last torch.set_num_threads anywhere) at its first use of torch. STALE is a count other than the
 # configured one, so these tests mean something on a one-core machine too.
