@@ -16,7 +16,7 @@ import sys
 
 from core.machines.devices import machine_facts
 from core.machines.globalstate import PROCESS_THREADS
-from core.recordings.fingerprint import compare_ops, fingerprint, group_fingerprints, op_fingerprint
+from core.recordings.fingerprint import OTHER_BITS, compare_ops, fingerprint, group_fingerprints, op_fingerprint
 from core.recordings.store import load_recordings, recordings_dir
 
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     recs, problems = load_recordings(args.recordings or recordings_dir())
     for rec in recs:
         both = [c for c in compare_ops(ops, rec.op_fingerprint) if c.verdict != "not recorded on both"]
-        differ = [c.name for c in both if c.verdict == "other bits"]
+        differ = [c.name for c in both if c.verdict == OTHER_BITS]
         print(f"{rec.name}: {len(both) - len(differ)} of {len(both)} operations with the same bits"
               + (f"; other bits in: {', '.join(differ)}" if differ else ""))
     for problem in problems:

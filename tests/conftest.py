@@ -12,8 +12,11 @@ core tests fill in around them instead of a long one starting last.
 from __future__ import annotations
 
 import os
+import pickle
+from collections.abc import Callable
 
 import pytest
+from filelock import FileLock
 from hypothesis import HealthCheck, settings
 
 import core.machines.native  # noqa: F401  (before torch: the app's native-library settings, for every worker and server)
@@ -60,3 +63,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if path.startswith("tests/e2e/"):
             item.add_marker(pytest.mark.browser)  # every test there drives a real server and Chromium
     items.sort(key=_rank)  # stable: within a rank, the collection order
+
+
+@pytest.fixture(scope="session")
+def once_per_run(tmp_path_factory, worker_id) -> Callable:
+    """``once_per_run(name, compute)``: compute()'s result, computed by one xdist worker and read back by
+    the others (a pickle in the run's shared temporary folder, behind a file lock).
+
+    For expensive results that several tests only read but that land on different workers (a module
+    fixture runs once per worker): real multi-process gloo runs take 10-20 s each on 2 cores. Each run
+    of the suite has a new folder, so nothing is reused from an earlier run.
+    """
+    if worker_id == "master":  # no xdist: a module or session fixture already computes it once
+        return lambda name, compute: compute()
+    root = tmp_path_factory.getbasetemp().parent
+
+    def get(name: str, compute: Callable):
+        path = root / f"{name}.pickle"
+        with FileLock(str(path) + ".lock"):
+            if path.exists():
+                return pickle.loads(path.read_bytes())
+            value = compute()
+            path.write_bytes(pickle.dumps(value))
+            return value
+    return get

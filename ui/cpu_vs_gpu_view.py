@@ -17,7 +17,7 @@ from core.recordings.compare import (
     Parting,
     RecordedNote,
 )
-from core.recordings.fingerprint import GROUPS, OpComparison, compare_ops, fingerprint, group_fingerprints
+from core.recordings.fingerprint import GROUPS, OTHER_BITS, OpComparison, compare_ops, fingerprint, group_fingerprints
 from core.recordings.store import UPLOADED, Fidelity, Recording, TrainingEntry
 from core.studies.cpu_vs_gpu import Notice, ReductionStages, SumsEverywhere
 from ui.render import inert
@@ -64,7 +64,7 @@ def live_vs_recordings(ops: dict[str, str], recs: list[Recording]) -> None:
             continue
         cmp = compare_ops(ops, rec.op_fingerprint)
         both = [c for c in cmp if c.verdict != "not recorded on both"]
-        differ = [c.name for c in both if c.verdict == "other bits"]
+        differ = [c.name for c in both if c.verdict == OTHER_BITS]
         rows.append({"recording": rec.label, "operations compared": len(both),
                      "same bits": len(both) - len(differ),
                      "other bits in": ", ".join(differ) if differ else "none"})

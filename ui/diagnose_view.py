@@ -13,20 +13,20 @@ import streamlit as st
 
 from core.diagnose.envelopes import ENVELOPE_FACTOR, OUTLIER_FACTOR
 from core.diagnose.loaders import LoadError, parse_log, parse_pasted
-from core.diagnose.logs import JUMP_FACTOR, LogDiagnosis
-from core.diagnose.results import Diagnosis, Simulation
+from core.diagnose.logs import JUMP_FACTOR, LogDiagnosis, LogVerdict
+from core.diagnose.results import REORDERING_ENVELOPE, Diagnosis, Simulation, Verdict
 from core.diagnose.tolerances import ALLCLOSE_DEFAULT, MARGIN, format_tol
 from core.diagnose.verdict import VERDICT_HEADS
 from ui.render import inert
 from ui.talk import styled
 
-VERDICT_ICONS = {"identical": ":material/check_circle:", "reordering": ":material/check_circle:",
-                 "reduced_precision": ":material/info:", "too_large": ":material/error:"}
+VERDICT_ICONS = {Verdict.IDENTICAL: ":material/check_circle:", Verdict.REORDERING: ":material/check_circle:",
+                 Verdict.REDUCED_PRECISION: ":material/info:", Verdict.TOO_LARGE: ":material/error:"}
 # The whole chart's height: Streamlit sizes a chart to fit it, axis titles and legends included, so the
 # histograms' plotting area is about 150 px of it (at 240 it was under 100 px in presenter type).
 CHART_HEIGHT = 300
 ENVELOPE_COLOURS = ["#1e8449", "#1f5fa8", "#7c3aed", "#d97706", "#b91c1c"]
-SHORT = {"reordering": "reordering", "float32": "float32", "tf32": "TF32", "float16": "float16",
+SHORT = {REORDERING_ENVELOPE: "reordering", "float32": "float32", "tf32": "TF32", "float16": "float16",
          "bfloat16": "bfloat16"}
 
 
@@ -55,9 +55,9 @@ def verdict_box(d: Diagnosis) -> None:
     rest = d.sentence[len(head):] if d.sentence.startswith(head) else " " + d.sentence
     text = f"**{head}**{inert(rest, line_start=False)}"
     icon = VERDICT_ICONS[d.verdict]
-    if d.verdict in ("identical", "reordering"):
+    if d.verdict in (Verdict.IDENTICAL, Verdict.REORDERING):
         st.success(text, icon=icon)
-    elif d.verdict == "reduced_precision":
+    elif d.verdict == Verdict.REDUCED_PRECISION:
         st.warning(text, icon=icon)
     else:
         st.error(text, icon=icon)
@@ -90,7 +90,7 @@ def tolerance_section(d: Diagnosis) -> None:
                    "elements of at least median size (and at least one ULP); atol covers the elements near zero.")
     else:
         st.caption("The results are equal, so this passes with any headroom.")
-    if d.envelope_rtol is not None and d.verdict != "identical":
+    if d.envelope_rtol is not None and d.verdict != Verdict.IDENTICAL:
         st.caption(f"To accept anything the explanation allows, e.g. on another machine or GPU: "
                    f"rtol={format_tol(d.envelope_rtol)}, atol={format_tol(d.envelope_atol)} (the envelope below).")
 
@@ -418,7 +418,7 @@ def show_log_diagnosis(ld: LogDiagnosis, where=None) -> None:
     head, _, rest = ld.sentence.partition(":")
     text = f"**{inert(head, line_start=False)}:**{inert(rest, line_start=False)}"
     top = where if where is not None else st.container()
-    if ld.verdict == "jump":
+    if ld.verdict == LogVerdict.JUMP:
         top.error(text, icon=":material/error:")
     else:
         top.success(text, icon=":material/check_circle:")

@@ -7,14 +7,14 @@ import pandas as pd
 import streamlit as st
 
 from core.traces.compare import Comparison, Row, cast_formats
-from core.traces.judge import BORN, FORMAT_CHANGE, INHERITED, packet
+from core.traces.judge import BEYOND_ROUNDING, BORN, FORMAT_CHANGE, IDENTICAL, INHERITED, packet
 from core.traces.pairs import STATE_ORDER, timeline
 from ui.render import inert
 from ui.talk import styled
 
-COLOURS = {"identical": "#b8c2cc", "born here, within rounding": "#f28e2b", "born here, beyond rounding": "#d62728",
-           "inherited": "#4e79a7", "format change": "#59a14f", "not comparable": "#8c564b",
-           "only in one run": "#9467bd"}
+# one colour per timeline state, in STATE_ORDER
+COLOURS = dict(zip(STATE_ORDER, ("#b8c2cc", "#f28e2b", "#d62728", "#4e79a7", "#59a14f", "#8c564b", "#9467bd"),
+                   strict=True))
 
 
 FORMAT_WORDS = ("A format change is expected wherever one run computes in another format (bfloat16 weights, "
@@ -88,7 +88,7 @@ def details(where, c: Comparison) -> None:
             msg += " " + inert(c.note)
         if j.state == FORMAT_CHANGE:
             msg += " " + FORMAT_WORDS
-        (where.error if j.verdict == "beyond rounding" and j.state == "born here" else where.info)(
+        (where.error if j.verdict == BEYOND_ROUNDING and j.state == BORN else where.info)(
             msg, icon=":material/search:")
     where.code(c.line, language=None, wrap_lines=True)
 
@@ -110,7 +110,7 @@ def timeline_chart(c: Comparison, presenter_mode: bool | None = None):
 
 
 def rows_table(c: Comparison, only_differences: bool) -> pd.DataFrame:
-    rows = [r for r in c.rows if not only_differences or r.judgement.state != "identical"]
+    rows = [r for r in c.rows if not only_differences or r.judgement.state != IDENTICAL]
     return pd.DataFrame({
         "op A": [r.a.index for r in rows], "op B": [r.b.index for r in rows],
         "aten op": [r.a.op.removeprefix("aten.") for r in rows],
@@ -118,7 +118,7 @@ def rows_table(c: Comparison, only_differences: bool) -> pd.DataFrame:
         "state": [r.judgement.state for r in rows],
         "verdict": [r.judgement.verdict or "" for r in rows],
         "K": [r.a.k if r.a.k is not None else None for r in rows],
-        "size": [r.judgement.size.text() if r.judgement.size is not None and r.judgement.state != "identical"
+        "size": [r.judgement.size.text() if r.judgement.size is not None and r.judgement.state != IDENTICAL
                  else "" for r in rows],
         "matched": [r.how for r in rows],
     })

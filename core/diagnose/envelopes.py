@@ -88,7 +88,7 @@ import numpy as np
 from core.arith.formats import FloatFormat, ulp_array
 from core.arith.metrics import gamma
 from core.diagnose.inputs import Inputs
-from core.diagnose.results import EnvelopeCheck, PatternCheck, Simulation
+from core.diagnose.results import REORDERING_ENVELOPE, EnvelopeCheck, PatternCheck, Simulation
 from core.diagnose.rounding import REDUCED_FORMATS
 from core.diagnose.tolerances import covering_tolerances, nice_up
 
@@ -181,7 +181,7 @@ def reordering_envelope(d, fin, m, s, sum_abs, rigorous, k, fmt: FloatFormat, ac
         env = np.minimum(bound_core, factor * core) + out
     exceed, worst = _check(d, fin, env)
     notes = () if rigorous else ("The bound uses the estimate sum|x| ≈ √K·scale (no inputs given).",)
-    return EnvelopeCheck("reordering", f"Reordering in {acc.name}",
+    return EnvelopeCheck(REORDERING_ENVELOPE, f"Reordering in {acc.name}",
                          f"the same {k:,}-term sums added in another order, accumulating in {acc.name}"
                          + (f", rounded to {fmt.name}" if fmt.precision < acc.precision else ""),
                          np.where(fin, core + out, np.nan), np.where(fin, env, np.nan),

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
 
@@ -39,12 +40,20 @@ JUMP_FACTOR = 100.0
 JUMP_MIN = 1e-3
 SATURATION = 0.1
 MIN_FIT_POINTS = 5
-LOG_VERDICTS = ("identical", "tiny", "chaotic", "jump")
+class LogVerdict(StrEnum):
+    """How two loss logs part (the module docstring defines each); each member is its name as text."""
+    IDENTICAL = "identical"
+    TINY = "tiny"
+    CHAOTIC = "chaotic"
+    JUMP = "jump"
+
+
+LOG_VERDICTS = tuple(LogVerdict)
 
 
 @dataclass(frozen=True)
 class LogDiagnosis:
-    verdict: str  # one of LOG_VERDICTS
+    verdict: LogVerdict
     sentence: str
     reasons: tuple[str, ...]
     steps: np.ndarray = field(repr=False)
@@ -93,7 +102,7 @@ def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDi
     differ = np.flatnonzero(g > 0)
     base = dict(steps=steps, a=a, b=b, rel_gap=g, tiny=tiny, notes=tuple(notes))
     if differ.size == 0:
-        return LogDiagnosis("identical", f"Identical: the two logs agree at all {steps.size:,} common steps.",
+        return LogDiagnosis(LogVerdict.IDENTICAL, f"Identical: the two logs agree at all {steps.size:,} common steps.",
                             ("Every logged value is the same in both runs.",), first_step=None, first_gap=None,
                             growth_per_step=None, doubling_steps=None, fit_range=None, fit_intercept=None,
                             jump_step=None, jump_factor=None, **base)
@@ -125,8 +134,8 @@ def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDi
     if gmax <= TINY_ULPS * 2.0 ** (1 - FORMATS[fmt].precision):
         sentence = (f"A tiny difference that stays tiny: the logs differ from step {k0:,} by at most {gmax:.2g} "
                     "relative, rounding-sized throughout; nothing amplifies it (yet).")
-        return LogDiagnosis("tiny", sentence, (*reasons, "The gap never grows beyond rounding size."), first_step=k0,
-                            first_gap=g0, growth_per_step=growth, doubling_steps=doubling, fit_range=fit,
+        return LogDiagnosis(LogVerdict.TINY, sentence, (*reasons, "The gap never grows beyond rounding size."),
+                            first_step=k0, first_gap=g0, growth_per_step=growth, doubling_steps=doubling, fit_range=fit,
                             fit_intercept=intercept, jump_step=None, jump_factor=None, **base)
     if growth is not None and growth > 0:
         reasons.append(f"The gap then grows by a factor {math.exp(growth):.3g} per step (doubling every "
@@ -138,9 +147,9 @@ def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDi
                 f"rounding-sized {g0:.2g}, and the gap grows smoothly"
                 + (f" (doubling every {doubling:,.3g} steps)" if doubling else "")
                 + " instead of jumping. Compare such runs by their final metrics over several seeds, not step by step.")
-    return LogDiagnosis("chaotic", sentence, tuple(reasons), first_step=k0, first_gap=g0, growth_per_step=growth,
-                        doubling_steps=doubling, fit_range=fit, fit_intercept=intercept, jump_step=None,
-                        jump_factor=None, **base)
+    return LogDiagnosis(LogVerdict.CHAOTIC, sentence, tuple(reasons), first_step=k0, first_gap=g0,
+                        growth_per_step=growth, doubling_steps=doubling, fit_range=fit, fit_intercept=intercept,
+                        jump_step=None, jump_factor=None, **base)
 
 
 def _jump(base, i, k0, g0, growth, doubling, fit, intercept, factor, reasons) -> LogDiagnosis:
@@ -148,7 +157,7 @@ def _jump(base, i, k0, g0, growth, doubling, fit, intercept, factor, reasons) ->
     sentence = (f"A jump at step {kj:,}: look there. The gap appears at once (to {base['rel_gap'][i]:.2g} relative) "
                 "instead of growing from a rounding-sized difference, so something other than rounding changed: "
                 "the data, a random draw, a hyperparameter, or a bug.")
-    return LogDiagnosis("jump", sentence, tuple(reasons), first_step=k0, first_gap=g0, growth_per_step=growth,
+    return LogDiagnosis(LogVerdict.JUMP, sentence, tuple(reasons), first_step=k0, first_gap=g0, growth_per_step=growth,
                         doubling_steps=doubling, fit_range=fit, fit_intercept=intercept, jump_step=kj,
                         jump_factor=factor, **base)
 

@@ -6,12 +6,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
 
 from core.diagnose.tolerances import AllcloseReport, format_tol
 
 BULK_SHARE = 1 / 16  # reduced precision: the median element must differ by at least this share of T_P (envelopes)
+
+
+class Verdict(StrEnum):
+    """What explains a difference, the smallest explanation first (core.diagnose.verdict defines each).
+
+    A StrEnum: each member is its own name as text, so it prints, compares and serialises as that text."""
+    IDENTICAL = "identical"
+    REORDERING = "reordering"
+    REDUCED_PRECISION = "reduced_precision"
+    TOO_LARGE = "too_large"
+
+
+REORDERING_ENVELOPE = "reordering"  # the key of the envelope of another summation order (the others: formats)
 
 
 @dataclass(frozen=True)
@@ -39,7 +53,7 @@ class Distribution:
 class EnvelopeCheck:
     """One explanation's envelope, element by element, and whether the data fits it."""
 
-    key: str  # "reordering", or a key of REDUCED_FORMATS
+    key: str  # REORDERING_ENVELOPE, or a key of REDUCED_FORMATS
     name: str
     what: str
     typical: np.ndarray = field(repr=False)  # T per element (absolute), nan where not compared
@@ -54,7 +68,7 @@ class EnvelopeCheck:
 
     @property
     def bulk_ok(self) -> bool:
-        return self.key == "reordering" or self.bulk_ratio >= BULK_SHARE
+        return self.key == REORDERING_ENVELOPE or self.bulk_ratio >= BULK_SHARE
 
     @property
     def fits(self) -> bool:
@@ -135,10 +149,10 @@ class WorstElement:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    verdict: str
+    verdict: Verdict
     sentence: str  # the verdict in one sentence
     reasons: tuple[str, ...]  # why the verdict follows
-    explanation: str | None  # reduced-precision format key for "reduced_precision"
+    explanation: str | None  # the reduced-precision format key, for Verdict.REDUCED_PRECISION
     rtol: float | None
     atol: float | None
     equal_nan: bool

@@ -35,7 +35,16 @@ from core.diagnose.envelopes import (
     reordering_envelope,
 )
 from core.diagnose.inputs import Inputs, prepare_inputs
-from core.diagnose.results import BULK_SHARE, Diagnosis, Distribution, EnvelopeCheck, Simulation, WorstElement
+from core.diagnose.results import (
+    BULK_SHARE,
+    REORDERING_ENVELOPE,
+    Diagnosis,
+    Distribution,
+    EnvelopeCheck,
+    Simulation,
+    Verdict,
+    WorstElement,
+)
 from core.diagnose.rounding import (
     REDUCED_FORMATS,
     accumulation_format,
@@ -54,10 +63,11 @@ from core.diagnose.tolerances import (
     nice_up,
 )
 
-VERDICTS = ("identical", "reordering", "reduced_precision", "too_large")
+VERDICTS = tuple(Verdict)
 # how each verdict's one-sentence summary begins
-VERDICT_HEADS = {"identical": "Identical", "reordering": "Normal rounding noise",
-                 "reduced_precision": "Expected for reduced precision", "too_large": "Too large for rounding"}
+VERDICT_HEADS = {Verdict.IDENTICAL: "Identical", Verdict.REORDERING: "Normal rounding noise",
+                 Verdict.REDUCED_PRECISION: "Expected for reduced precision",
+                 Verdict.TOO_LARGE: "Too large for rounding"}
 ASSUMED_K = 65_536  # reduction length assumed when neither K nor the inputs are given
 MAX_ELEMENTS = 1_000_000  # per compared array
 REDUCED_PRECISION_CHOICES = ("any", "none", "float32", "tf32", "float16", "bfloat16")
@@ -145,7 +155,7 @@ def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: st
         n_both_nan=int(diffs.both_nan.sum()), nan_mismatch=int(diffs.nan_mismatch.sum()),
         inf_mismatch=int(diffs.inf_mismatch.sum()), nonfinite_index=diffs.nonfinite, envelopes=tuple(envs),
         pattern=pattern, simulation=sim, allclose=tol.allclose, assert_close_defaults=tol.assert_close_defaults,
-        worst=_worst(diffs, envs, shape), next_checks=NEXT_CHECKS if verdict == "too_large" else (),
+        worst=_worst(diffs, envs, shape), next_checks=NEXT_CHECKS if verdict == Verdict.TOO_LARGE else (),
         notes=tuple(notes),
     )
 
@@ -288,7 +298,8 @@ def _simulation(case: _Case, diffs: _Differences, scale: _Scale, notes: list[str
     return sim
 
 
-def _decide(case: _Case, diffs: _Differences, envs: list[EnvelopeCheck], pattern) -> tuple[str, str | None, list[str]]:
+def _decide(case: _Case, diffs: _Differences, envs: list[EnvelopeCheck],
+            pattern) -> tuple[Verdict, str | None, list[str]]:
     """(verdict, the reduced format that explains it or None, the reasons in words), smallest explanation first."""
     reasons: list[str] = []
     explanation = None
@@ -296,7 +307,7 @@ def _decide(case: _Case, diffs: _Differences, envs: list[EnvelopeCheck], pattern
     fmt, fmt_name, acc_name, k = case.fmt, case.fmt_name, case.acc_name, case.k
     af, ef, nonfinite = diffs.af, diffs.ef, diffs.nonfinite
     if nonfinite.size:
-        verdict = "too_large"
+        verdict = Verdict.TOO_LARGE
         reasons.append(f"NaN or infinity in one result but not the other at {nonfinite.size:,} element(s) "
                        f"({int(diffs.nan_mismatch.sum()):,} NaN, {int(diffs.inf_mismatch.sum()):,} infinite): no "
                        "rounding of a finite computation turns a finite value into NaN, and no tolerance accepts inf "
@@ -307,7 +318,7 @@ def _decide(case: _Case, diffs: _Differences, envs: list[EnvelopeCheck], pattern
             reasons.append(f"The finite side is within a factor of 2 of {fmt_name}'s largest value: one run may have "
                            "overflowed where the other just did not (an order-dependent overflow).")
     elif not diffs.differ.any():
-        verdict = "identical"
+        verdict = Verdict.IDENTICAL
         reasons.append(f"All {case.a.size:,} elements have equal values.")
         if diffs.n_signed_zero:
             reasons.append(f"{diffs.n_signed_zero:,} of them are +0 against -0: equal as numbers, different in the "
@@ -315,14 +326,14 @@ def _decide(case: _Case, diffs: _Differences, envs: list[EnvelopeCheck], pattern
         if diffs.both_nan.any():
             reasons.append(f"{int(diffs.both_nan.sum()):,} element(s) are NaN in both.")
     elif pattern.localized:
-        verdict = "too_large"
+        verdict = Verdict.TOO_LARGE
         reasons.append(
             f"{pattern.outliers.size:,} element(s) are far off (up to {pattern.worst:,.3g} ULPs of their scale) while "
             f"the rest agree to {pattern.level:,.3g} ULP(s) or better: rounding spreads over all elements, so "
             "isolated large differences are not rounding, whatever their size. (Only if just those elements were "
             "computed by another kernel, an edge tile say, could they be; their positions are listed below.)")
     elif reorder.fits:
-        verdict = "reordering"
+        verdict = Verdict.REORDERING
         reasons.append(_fit_reason(reorder, k, acc_name))
     else:
         fitting = next((env for env in envs[1:] if env.fits), None)
@@ -330,14 +341,14 @@ def _decide(case: _Case, diffs: _Differences, envs: list[EnvelopeCheck], pattern
                        f"{reorder.worst_ratio:,.3g} times it): another summation order in {acc_name} does not "
                        "explain them.")
         if fitting is not None:
-            verdict, explanation = "reduced_precision", fitting.key
+            verdict, explanation = Verdict.REDUCED_PRECISION, fitting.key
             reasons.append(_fit_reason(fitting, k, acc_name))
             reasons.append("If neither side can have used reduced precision (TF32, autocast, .half(), "
                            "torch.set_float32_matmul_precision), treat this as too large.")
         else:
-            verdict = "too_large"
+            verdict = Verdict.TOO_LARGE
             reasons += _unexplained_reasons(envs[1:])
-    if pattern.applicable and verdict in ("reordering", "reduced_precision"):
+    if pattern.applicable and verdict in (Verdict.REORDERING, Verdict.REDUCED_PRECISION):
         reasons.append(f"The pattern check found no isolated outliers (the largest difference is "
                        f"{pattern.worst:,.3g} ULPs of its scale; the other 99 % reach {pattern.level:,.3g}).")
     return verdict, explanation, reasons
@@ -373,20 +384,21 @@ class _Tolerances:
     assert_close_defaults: object
 
 
-def _tolerances(case: _Case, diffs: _Differences, verdict: str, explanation: str | None,
+def _tolerances(case: _Case, diffs: _Differences, verdict: Verdict, explanation: str | None,
                 envs: list[EnvelopeCheck]) -> _Tolerances:
     fin, ef = diffs.fin, diffs.ef
     df, efin = diffs.d[fin], ef[fin]
     rtol = atol = margin = env_rtol = env_atol = None
-    if verdict != "too_large":
+    if verdict != Verdict.TOO_LARGE:
         rtol0, atol0 = covering_tolerances(df, efin)
-        if verdict != "identical":  # another order can always move the last bit: at least one ULP, relatively
+        if verdict != Verdict.IDENTICAL:  # another order can always move the last bit: at least one ULP, relatively
             rtol0 = max(rtol0, 2.0 ** (1 - case.fmt.precision))
         rtol, atol = nice_up(MARGIN * rtol0), nice_up(MARGIN * atol0)
         with np.errstate(divide="ignore", invalid="ignore"):
             lim = atol + rtol * np.abs(efin)
             margin = float(np.min(np.where(df > 0, lim / df, np.inf))) if df.size else math.inf
-        chosen = envs[0] if verdict in ("identical", "reordering") else next(x for x in envs if x.key == explanation)
+        chosen = envs[0] if verdict in (Verdict.IDENTICAL, Verdict.REORDERING) \
+            else next(x for x in envs if x.key == explanation)
         env_rtol, env_atol = envelope_tolerances(chosen, fin, ef)
     c = float(np.median(np.abs(efin))) if efin.size else 0.0
     nan_any = np.isnan(diffs.af) | np.isnan(ef)
@@ -408,7 +420,7 @@ def _fit_reason(env: EnvelopeCheck, k: int, acc: str) -> str:
     kind = "rigorous a-priori bound (from the inputs)" if env.bound_rigorous else "estimated a-priori bound"
     return (f"Every element is within the envelope of {env.name[0].lower() + env.name[1:]} "
             f"(the largest difference uses {env.worst_ratio:.2g} of it): min({kind}, {env.factor:g} × typical), "
-            f"with typical = " + ("u·√K·scale" if env.key == "reordering" else "(u_in + u_32·√K)·scale")
+            f"with typical = " + ("u·√K·scale" if env.key == REORDERING_ENVELOPE else "(u_in + u_32·√K)·scale")
             + f" for K = {k:,}.")
 
 
@@ -431,10 +443,10 @@ def _simulation_reasons(sim: Simulation, envs, verdict, explanation) -> list[str
     env_r = envs[0].envelope[sim.elements]
     a_ok = sim.actual_err <= env_r
     e_ok = sim.expected_err <= env_r
-    if verdict == "too_large" and e_ok.all() and not a_ok.all():
+    if verdict == Verdict.TOO_LARGE and e_ok.all() and not a_ok.all():
         out.append("expected is within reordering distance of the exact result of these inputs at every sampled "
                    f"element; actual is not at {int((~a_ok).sum()):,} of them.")
-    elif verdict == "too_large" and a_ok.all() and not e_ok.all():
+    elif verdict == Verdict.TOO_LARGE and a_ok.all() and not e_ok.all():
         out.append("actual is within reordering distance of the exact result of these inputs at every sampled "
                    f"element; expected is not at {int((~e_ok).sum()):,} of them.")
     widest = envs[-1].envelope[sim.elements] if len(envs) > 1 else env_r
@@ -484,19 +496,19 @@ def _ulps(x: float) -> str:
     return "1 ULP" if x == 1 else f"{x:,.3g} ULPs"
 
 
-def _sentence(verdict: str, explanation: str | None, case: _Case, diffs: _Differences, rtol: float | None,
+def _sentence(verdict: Verdict, explanation: str | None, case: _Case, diffs: _Differences, rtol: float | None,
               atol: float | None, pattern) -> str:
     """The verdict in one sentence, with the size of the differences and the tolerances that pass."""
     size, acc, differ, n_nonfinite = case.a.size, case.acc_name, diffs.differ, diffs.nonfinite.size
-    if verdict == "identical":
+    if verdict == Verdict.IDENTICAL:
         return f"Identical: all {size:,} elements have the same value, so any tolerance passes (even rtol=0, atol=0)."
     size_txt = _size_text(diffs)
     kk = f"K = {case.k:,}" + (" (assumed)" if case.k_source == "assumed" else "")
     tol = f"rtol={format_tol(rtol)}, atol={format_tol(atol)}" if rtol is not None else ""
-    if verdict == "reordering":
+    if verdict == Verdict.REORDERING:
         return (f"Normal rounding noise: {int(differ.sum()):,} of {size:,} elements differ ({size_txt}), as much "
                 f"as adding the same {kk} terms in another order in {acc} does; compare with {tol}.")
-    if verdict == "reduced_precision":
+    if verdict == Verdict.REDUCED_PRECISION:
         p = REDUCED_FORMATS[explanation]
         also = " (or float16, which keeps as many bits)" if explanation == "tf32" else ""
         return (f"Expected for reduced precision: the differences ({size_txt}) are too large for another summation "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from core.recordings.fingerprint import OpComparison, compare_ops, first_differing_group
+from core.recordings.fingerprint import OTHER_BITS, OpComparison, compare_ops, first_differing_group
 from core.recordings.store import WIDER, Recording
 from core.training.mlp import PRESETS
 from core.training.pair import PairedRun
@@ -55,7 +55,7 @@ class MachineComparison:
 
     @property
     def ops_differing(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.ops if c.verdict == "other bits")
+        return tuple(c.name for c in self.ops if c.verdict == OTHER_BITS)
 
 
 def compare_recordings(left: Recording, right: Recording) -> MachineComparison:
@@ -197,7 +197,7 @@ def pair_differences(cmp: MachineComparison) -> PairDifferences:
             a, k, b = m.shape
             out.append(DifferingResult("matrix products", f"{a}x{k} @ {k}x{b}",
                                        "SHA-256 of every result bit (inputs drawn by torch.randn on the machine)"))
-    out += [DifferingResult("fingerprint operations", c.name, c.group) for c in cmp.ops if c.verdict == "other bits"]
+    out += [DifferingResult("fingerprint operations", c.name, c.group) for c in cmp.ops if c.verdict == OTHER_BITS]
     out += [DifferingResult("training", t.preset, f"run A has other bits from step {t.first_step_machines_differ}")
             for t in cmp.training if t.first_step_machines_differ]
     return PairDifferences(cmp, tuple(out), cmp.sums_compared + cmp.wider_compared + cmp.matmuls_compared

@@ -185,6 +185,9 @@ def group_fingerprints(ops: dict[str, str]) -> dict[str, str | None]:
     return out
 
 
+SAME_BITS, OTHER_BITS, NOT_ON_BOTH = "same bits", "other bits", "not recorded on both"  # OpComparison.verdict
+
+
 @dataclass(frozen=True)
 class OpComparison:
     name: str
@@ -195,8 +198,8 @@ class OpComparison:
     @property
     def verdict(self) -> str:
         if self.left is None or self.right is None:
-            return "not recorded on both"
-        return "same bits" if self.left == self.right else "other bits"
+            return NOT_ON_BOTH
+        return SAME_BITS if self.left == self.right else OTHER_BITS
 
 
 def compare_ops(left: dict[str, str], right: dict[str, str]) -> list[OpComparison]:
@@ -207,6 +210,6 @@ def compare_ops(left: dict[str, str], right: dict[str, str]) -> list[OpCompariso
 def first_differing_group(comparisons: list[OpComparison]) -> str | None:
     """The first group, in GROUPS order, with an operation that gives other bits (None: none does)."""
     for g in GROUPS:
-        if any(c.group == g and c.verdict == "other bits" for c in comparisons):
+        if any(c.group == g and c.verdict == OTHER_BITS for c in comparisons):
             return g
     return None

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from core.arith.formats import FORMATS
 from core.traces.align import Alignment, align
 from core.traces.files import TraceFileError, digest_of, ops_of
-from core.traces.judge import BORN, IDENTICAL, INHERITED, Judgement, judge, packet
+from core.traces.judge import BEYOND_ROUNDING, BORN, IDENTICAL, INHERITED, Judgement, judge, packet
 from core.traces.record import OpRecord
 
 # the one-line answer's whole grammar (the module docstring's five forms)
@@ -98,7 +98,7 @@ class Comparison:
     @property
     def first_beyond(self) -> Row | None:
         """The first op born beyond rounding (a suspect), if any."""
-        return next((r for r in self.born if r.judgement.verdict == "beyond rounding"), None)
+        return next((r for r in self.born if r.judgement.verdict == BEYOND_ROUNDING), None)
 
 
 def compare_ops(a: list[OpRecord], b: list[OpRecord]) -> Comparison:
@@ -147,7 +147,7 @@ def table_lines(c: Comparison, limit: int = 400) -> list[str]:
     out = [f"{'op A':>5} {'op B':>5}  {'state':<14} {'verdict':<22} {'aten op':<40} {'module':<28} size"]
     for r in c.rows[:limit]:
         j = r.judgement
-        size = j.size.text() if j.size is not None and j.state != "identical" else ""
+        size = j.size.text() if j.size is not None and j.state != IDENTICAL else ""
         out.append(f"{r.a.index:>5} {r.b.index:>5}  {j.state:<14} {j.verdict or '':<22} {r.a.op[:40]:<40} "
                    f"{(r.a.module + (' (bw)' if r.a.backward else ''))[:28]:<28} {size}")
     if len(c.rows) > limit:

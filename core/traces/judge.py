@@ -73,6 +73,8 @@ EXACT_OPS = frozenset({
 IDENTICAL, BORN, INHERITED, NOT_COMPARABLE, FORMAT_CHANGE = (
     "identical", "born here", "inherited", "not comparable", "format change")
 STATES = (IDENTICAL, BORN, INHERITED, NOT_COMPARABLE, FORMAT_CHANGE)
+# the rounding verdict of a difference that is born here or inherited
+WITHIN_ROUNDING, BEYOND_ROUNDING = "within rounding", "beyond rounding"
 WRITE_ONLY_FIRST = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_"})
 
 
@@ -134,7 +136,7 @@ class Judgement:
             return None
         if self.state in (NOT_COMPARABLE, FORMAT_CHANGE):
             return self.detail
-        return "within rounding" if self.size is not None and self.size.within else "beyond rounding"
+        return WITHIN_ROUNDING if self.size is not None and self.size.within else BEYOND_ROUNDING
 
 
 def _num(x: float) -> str:

@@ -17,7 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.traces.compare import Comparison, cast_formats, compare
-from core.traces.judge import packet
+from core.traces.judge import (
+    BEYOND_ROUNDING,
+    BORN,
+    FORMAT_CHANGE,
+    IDENTICAL,
+    INHERITED,
+    NOT_COMPARABLE,
+    WITHIN_ROUNDING,
+    packet,
+)
 from core.traces.models import RunSettings
 from core.traces.run import make_trace
 
@@ -56,8 +65,9 @@ PAIRS: dict[str, Pair] = {p.key: p for p in [
          "should say so."),
 ]}
 DEFAULT_PAIR = "lm-batch"
-STATE_ORDER = ("identical", "born here, within rounding", "born here, beyond rounding", "inherited",
-               "format change", "not comparable", "only in one run")
+ONLY_ONE = "only in one run"  # a timeline state beside the judgement's: an op that has no partner
+STATE_ORDER = (IDENTICAL, f"{BORN}, {WITHIN_ROUNDING}", f"{BORN}, {BEYOND_ROUNDING}", INHERITED, FORMAT_CHANGE,
+               NOT_COMPARABLE, ONLY_ONE)
 
 
 @dataclass(frozen=True)
@@ -88,18 +98,18 @@ def timeline(c: Comparison) -> list[TimelinePoint]:
     pts = []
     for r in c.rows:
         j = r.judgement
-        state = j.state if j.state != "born here" else f"born here, {j.verdict}"
-        detail = j.size.text() if j.size is not None and j.state != "identical" else j.reason
+        state = j.state if j.state != BORN else f"{BORN}, {j.verdict}"
+        detail = j.size.text() if j.size is not None and j.state != IDENTICAL else j.reason
         pts.append(TimelinePoint(r.a.index, state, packet(r.a.op), r.a.module + (" (backward)" if r.a.backward else ""),
                                  detail))
     for o in c.only_a:
-        pts.append(TimelinePoint(o.index, "only in one run", packet(o.op), o.module, "only in A"))
+        pts.append(TimelinePoint(o.index, ONLY_ONE, packet(o.op), o.module, "only in A"))
     b_to_a = {r.b.index: r.a.index for r in c.rows}
     for o in c.only_b:
         before = max((bi for bi in b_to_a if bi < o.index), default=None)
         cast = cast_formats(o)
         pts.append(TimelinePoint((b_to_a[before] if before is not None else 0) + 0.5,
-                                 "format change" if cast else "only in one run", packet(o.op), o.module,
+                                 FORMAT_CHANGE if cast else ONLY_ONE, packet(o.op), o.module,
                                  f"only in B (its op {o.index})" + (f": a cast from {cast[0]} to {cast[1]}" if cast
                                                                     else "")))
     return sorted(pts, key=lambda p: p.index)

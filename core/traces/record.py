@@ -102,7 +102,7 @@ def _current_scope() -> str | None:
     return stack[-1] if stack else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OpRecord:
     index: int  # 1-based position in the trace
     op: str  # e.g. aten.mm.default
@@ -148,6 +148,9 @@ class OpRecord:
 OPTIONAL_FIELDS = ("outputs", "mixes_rows")  # absent from version 1 files
 OUTPUT_FIELDS = ("out_shape", "full_shape", "out_dtype", "out_digest", "l1", "sample_index", "sample_hex", "k",
                  "terms_kind", "sum_abs", "scale", "total_abs")
+# the output fields of an op that returns no tensor
+NO_OUTPUT = {"out_shape": [], "full_shape": [], "out_dtype": "none", "out_digest": "", "l1": None, "sample_index": [],
+             "sample_hex": [], "k": None, "terms_kind": None, "sum_abs": None, "scale": None, "total_abs": None}
 
 
 def dtype_name(dt: torch.dtype) -> str:
@@ -395,10 +398,11 @@ class TraceMode(TorchDispatchMode):
 
     def _record(self, func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, outs,
                 places) -> OpRecord:
-        head = (self._counter, str(func), self._module(), self.tracker.is_bw, in_shapes, in_dtypes, in_digests,
-                _arg_text(args, kwargs))
+        head = {"index": self._counter, "op": str(func), "module": self._module(), "backward": self.tracker.is_bw,
+                "in_shapes": in_shapes, "in_dtypes": in_dtypes, "in_digests": in_digests,
+                "args": _arg_text(args, kwargs)}
         if not outs:
-            return OpRecord(*head, [], [], "none", "", None, [], [], None, None, None, None, None)
+            return OpRecord(**head, **NO_OUTPUT)
         each = [self._output(func, name, args, kwargs, tensors_in, o, i)
                 for o, i in zip(outs[:MAX_OUTPUTS], places[:MAX_OUTPUTS], strict=True)]
         first = dict(each[0])
@@ -407,7 +411,7 @@ class TraceMode(TorchDispatchMode):
         if len(outs) > 1:  # every output counts (indices of a sort, a norm's mean and rstd, ...)
             rest = "".join(e["out_digest"] for e in each[1:]) + "".join(self._digest(o) for o in outs[MAX_OUTPUTS:])
             first["out_digest"] = _combined([first["out_digest"], rest])
-        return OpRecord(*head, **first, outputs=each if len(outs) > 1 else [], mixes_rows=mixes)
+        return OpRecord(**head, **first, outputs=each if len(outs) > 1 else [], mixes_rows=mixes)
 
 
 def run_traced(fn: Callable[[], object], root: torch.nn.Module | None, inputs=(), follow_batch: int = 1,

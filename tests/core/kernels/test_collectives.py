@@ -315,15 +315,19 @@ def test_exact_sums_refuse_non_finite_values():
 # ------------------------------------------------------------- against the real gloo
 
 
-@pytest.fixture(scope="module")
-def gloo_results():
-    """torch's real gloo all-reduce with 3 and 4 processes, on several vectors each (one process group per world)."""
+def _gloo_results():
     inputs = {}
     for w in (3, 4):
         inputs[w] = [cancelling_vectors(w, {3: 7, 4: 10}[w], seed=w), hard_vectors(w, 4547, seed=10 + w),
                      hard_vectors(w, 1001, seed=20 + w), rank_gradients(w)]
     outputs = {w: gloo_allreduce(*inputs[w]) for w in inputs}
     return inputs, outputs
+
+
+@pytest.fixture(scope="module")
+def gloo_results(once_per_run):
+    """torch's real gloo all-reduce with 3 and 4 processes, on several vectors each (one process group per world)."""
+    return once_per_run("gloo-allreduce-3-and-4", _gloo_results)
 
 
 @pytest.mark.parametrize("world", [3, 4])

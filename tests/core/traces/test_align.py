@@ -11,8 +11,10 @@ from core.traces.record import OpRecord
 
 def op(name: str = "aten.add.Tensor", module: str = "model", out=(2, 3), ins=((2, 3),), bw: bool = False,
        index: int = 1) -> OpRecord:
-    return OpRecord(index, name, module, bw, [list(s) for s in ins], ["float32"] * len(ins), ["00" * 8] * len(ins),
-                    "T", list(out), list(out), "float32", "00" * 8, None, [], [], None, None, None, None, None)
+    return OpRecord(index=index, op=name, module=module, backward=bw, in_shapes=[list(s) for s in ins],
+                    in_dtypes=["float32"] * len(ins), in_digests=["00" * 8] * len(ins), args="T", out_shape=list(out),
+                    full_shape=list(out), out_dtype="float32", out_digest="00" * 8, l1=None, sample_index=[],
+                    sample_hex=[], k=None, terms_kind=None, sum_abs=None, scale=None, total_abs=None)
 
 
 def numbered(ops: list[OpRecord]) -> list[OpRecord]:

@@ -74,8 +74,10 @@ def test_an_extra_op_between_repeated_ops_is_not_a_difference():
     """A run with one more op (a cast, say) between ops that repeat: every common op pairs with its copy,
     so bit-identical runs have no difference (a longest-block alignment alone paired the wrong copies)."""
     def rec(i: int, name: str, out: str, inp: str) -> OpRecord:
-        return OpRecord(i, name, "model", False, [[2]], ["float32"], [inp], "T", [2], [2], "float32", out, 2.0,
-                        [0, 1], ["3f800000", "3f800000"], None, None, None, None, None)
+        return OpRecord(index=i, op=name, module="model", backward=False, in_shapes=[[2]], in_dtypes=["float32"],
+                        in_digests=[inp], args="T", out_shape=[2], full_shape=[2], out_dtype="float32", out_digest=out,
+                        l1=2.0, sample_index=[0, 1], sample_hex=["3f800000", "3f800000"], k=None, terms_kind=None,
+                        sum_abs=None, scale=None, total_abs=None)
 
     d = [f"{n:016x}" for n in range(6)]
     a = [rec(1, "aten.tanh.default", d[1], d[0]), rec(2, "aten.tanh.default", d[2], d[1]),

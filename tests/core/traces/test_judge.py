@@ -197,9 +197,11 @@ def _sum_record(values: list[float], result: np.float32) -> OpRecord:
     exact = [Fraction(v) for v in values]
     sum_abs = float(sum(abs(x) for x in exact))
     h = _f32_hex(float(result))
-    return OpRecord(1, "aten.sum.default", "model", False, [[len(values)]], ["float32"], ["00" * 8], "T", [], [],
-                    "float32", hashlib.blake2b(h.encode(), digest_size=8).hexdigest(), abs(float(result)), [0], [h],
-                    len(values), "exact", [sum_abs], [math.sqrt(float(sum(x * x for x in exact)))], sum_abs)
+    return OpRecord(index=1, op="aten.sum.default", module="model", backward=False, in_shapes=[[len(values)]],
+                    in_dtypes=["float32"], in_digests=["00" * 8], args="T", out_shape=[], full_shape=[],
+                    out_dtype="float32", out_digest=hashlib.blake2b(h.encode(), digest_size=8).hexdigest(),
+                    l1=abs(float(result)), sample_index=[0], sample_hex=[h], k=len(values), terms_kind="exact",
+                    sum_abs=[sum_abs], scale=[math.sqrt(float(sum(x * x for x in exact)))], total_abs=sum_abs)
 
 
 def _left_to_right(v: np.ndarray) -> np.float32:

@@ -75,8 +75,7 @@ def listening_addresses(pid: int) -> list[str]:
 # ----------------------------------------------------------------------- the live runs
 
 
-@pytest.fixture(scope="module")
-def two_workers():
+def _two_workers():
     seen: dict = {}
     before = GlobalState.capture()
 
@@ -88,6 +87,13 @@ def two_workers():
     r = gloo.run_data_parallel(2, 30, on_progress=progress)
     seen["estimate"] = gloo.worker_memory_estimate()  # right after this run (a later test's run may replace it)
     return r, seen, before, GlobalState.capture()
+
+
+@pytest.fixture(scope="module")
+def two_workers(once_per_run):
+    """One real 2-process gloo run of 30 steps, what it reported while it ran, and the global state of the
+    process that ran it, before and after."""
+    return once_per_run("gloo-data-parallel-2x30", _two_workers)
 
 
 def test_two_gloo_workers_train_and_are_compared_with_one_process(two_workers):
