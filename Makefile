@@ -1,7 +1,7 @@
 # Two entry points do all set-up on a fresh machine (Python 3.11+ required):
 #   make run   - create .venv if missing, install pinned requirements, serve on localhost:8501
 #                (scripts.serve: streamlit run app.py, warmed up at start)
-#   make test  - the same, plus dev tools and Debian's chromium, then ruff, lint-imports and every test
+#   make test  - the same, plus dev tools and Debian's chromium-headless-shell, then ruff, lint-imports and every test
 #   make test-fast - while working: ruff, lint-imports, core and AppTest tests (no browser), in about 5 minutes
 # Both are idempotent: installs rerun only when a requirements file changes.
 
@@ -9,7 +9,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
-CHROMIUM ?= /usr/bin/chromium
+CHROMIUM ?= /usr/bin/chromium-headless-shell
 PYTEST_ARGS ?=
 # One pytest-xdist worker per core; tests/conftest.py says how the work is split between them.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -53,12 +53,15 @@ $(VENV)/.dev.stamp: requirements-dev.txt requirements.txt $(VENV)/.runtime.stamp
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	@touch $@
 
-# Debian's chromium drives the browser tests (no browser download is needed or used).
+# Debian's chromium-headless-shell drives the browser tests (benchmarks/harness.py says why; no browser
+# download is needed or used); its full chromium serves where the shell cannot be installed.
 browser:
 	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
 	SUDO=""; if [ "$$(id -u)" != 0 ]; then SUDO=sudo; fi; \
-	echo "installing Debian's chromium"; \
-	$$SUDO apt-get update -q && $$SUDO apt-get install -y -q --no-install-recommends chromium fonts-liberation
+	echo "installing Debian's chromium-headless-shell"; \
+	{ $$SUDO apt-get update -q && $$SUDO apt-get install -y -q --no-install-recommends chromium-headless-shell fonts-liberation; } \
+	  || [ -x /usr/bin/chromium ] \
+	  || $$SUDO apt-get install -y -q --no-install-recommends chromium fonts-liberation
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache .hypothesis

@@ -70,9 +70,10 @@ def metrics_row(d: Diagnosis) -> None:
                 help=f"The largest difference, in ULPs of the expected value, in {d.fmt}. Near zero an ULP is tiny, "
                      "so this can be large for harmless elements.")
     c[2].metric("Median difference (ULPs)", _num(d.ulp_stats.p50))
-    c[3].metric("Largest relative difference", _num(d.rel_stats.max))
-    # an assumed K says so in its label, not only in a tooltip (K = 0 read silently as 65,536)
-    c[4].metric("K (terms per element), assumed" if d.k_source == "assumed" else "K (terms per element)", f"{d.k:,}",
+    c[3].metric("Max relative difference", _num(d.rel_stats.max))
+    # an assumed K says so in its label, not only in a tooltip (K = 0 read silently as 65,536); labels are short
+    # enough for a fifth of the page in any browser's font (a longer one is cut with an ellipsis)
+    c[4].metric("K (assumed)" if d.k_source == "assumed" else "K (terms per sum)", f"{d.k:,}",
                 help={"given": "as you gave it", "inputs": "from the inputs",
                       "assumed": "unknown (0 or not given): assumed, since neither K nor the inputs were given; give K "
                                  "for envelopes that fit your computation"}[d.k_source])

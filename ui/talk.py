@@ -23,7 +23,7 @@ SCENARIOS: list[tuple[str, str, dict, str]] = [
      "32 values: the GPU's block reduction (threads, warp shuffles) drawn beside the CPU's pairwise tree."),
     ("Watch two runs diverge", "pages/training_divergence.py", {"preset": "Hidden units reordered (SGD, lr 0.5)"},
      "Same network, reordered sums: press Play."),
-    ("Same prompt, different answers", "pages/serving.py", {},
+    ("Same prompt, two answers", "pages/serving.py", {},
      "Identical requests to a tiny language model at temperature 0, batched with others: they fork."),
     ("float64 saves the day", "pages/mitigations.py", {},
      "The same sums and training pair in float64, with what it costs here."),

@@ -201,7 +201,7 @@ def _case(actual, expected, reduction_length, dtype, reduced_precision, inputs) 
     if fa != fe:
         notes.append(f"actual is {fa} and expected is {fe}: differences are measured in {fmt_name}.")
     if k_source == "assumed":
-        notes.append(f"K (terms per element) is unknown: the envelopes assume K = {ASSUMED_K:,}. Give K (or the "
+        notes.append(f"K (terms per sum) is unknown: the envelopes assume K = {ASSUMED_K:,}. Give K (or the "
                      "inputs) for a sharper envelope.")
     return _Case(a=a, e=e, fa=fa, fe=fe, fmt_name=fmt_name, fmt=FORMATS[fmt_name], acc_name=acc_name,
                  acc=FORMATS[acc_name], ops=ops, k=k, k_source=k_source, keys=keys, notes=tuple(notes))

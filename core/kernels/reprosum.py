@@ -12,20 +12,21 @@ and device:
 **Fast path (float16, bfloat16, float32).** Two ways to the same float64 partial
 sums and bound, both covered by the proof below:
 
-* Contiguous float32 on a CPU, from 2^15 values: core.kernels.widesum's one compiled pass
-  (numba) gives, per block of 16,384 values, the float64 sum of the values and of
-  their absolute values; each value takes part in at most d = 255 + 63 additions
-  (any tree inside a row of 256, then the row sums in order). ``math.fsum`` adds the
-  block sums with one rounding; A = fsum(absolute block sums) * (1 + 2^-40) >= sum|x|
-  (a computed sum of nonnegative terms is at least (1 - u)^d times the exact one, and
-  fsum is correctly rounded: together less than (d + 2) * u < 2^-44 below).
-* Otherwise (an accelerator, float16 and bfloat16, small or strided inputs, or no
-  numba), torch reductions: pieces of k values (2^19 on a CPU, 2^22 on an
-  accelerator). Per piece, one pass for a bound on sum|x| (below), then one
-  reduction that widens rows of 256 values to float64 and sums each row; then sums
-  of 8 partial sums, level by level, until at most 4096 are left, which
-  ``math.fsum`` adds with one rounding (one host synchronization in all); here
-  d = 255 + 7 * levels.
+* float32 on a CPU, from 2^15 values: core.kernels.widesum's one compiled pass
+  (numba; a strided tensor through contiguous copies of whole blocks) gives, per
+  block of 16,384 values, the float64 sum of the values and of their absolute
+  values; each value takes part in at most d = 255 + 63 additions (any tree inside
+  a row of 256, then the row sums in order). ``math.fsum`` adds the block sums with
+  one rounding; A = fsum(absolute block sums) * (1 + 2^-40) >= sum|x| (a computed
+  sum of nonnegative terms is at least (1 - u)^d times the exact one, and fsum is
+  correctly rounded: together less than (d + 2) * u < 2^-44 below).
+* Otherwise (an accelerator, float16 and bfloat16, small inputs, or no numba),
+  torch reductions: pieces of k values (2^19 on a CPU, 2^22 on an accelerator; a
+  strided piece is copied first). Per piece, one pass for a bound on sum|x|
+  (below), then one reduction that widens rows of 256 values to float64 and sums
+  each row; then sums of 8 partial sums, level by level, until at most 4096 are
+  left, which ``math.fsum`` adds with one rounding (one host synchronization in
+  all); here d = 255 + 7 * levels.
 
 * Specials. The float64 sums cannot overflow (|partial sums| <= n * 2^128 < 2^1024),
   so a partial sum is not finite only where a value is not: NaN where a NaN or both
@@ -190,8 +191,8 @@ def _exact_units(v: torch.Tensor, buffers: dict) -> int:
         free = pair[1] if pair[0].data_ptr() == avoid.data_ptr() else pair[0]
         return free[: v.numel()]
 
-    if v.dtype != w.dtype:
-        v = scratch(v).copy_(v)  # float16 and bfloat16 widen exactly
+    if v.dtype != w.dtype or not v.is_contiguous():
+        v = scratch(v).copy_(v)  # float16 and bfloat16 widen exactly; a strided piece is read faster as a copy
     while True:
         lo, hi = torch.stack(torch.aminmax(v)).tolist()
         m = max(-lo, hi)
@@ -292,8 +293,9 @@ def _decide(approx: float, abs_bound: float | None, depth: int, fmt) -> Exact | 
 
 
 def _piece_extremes(pieces: list[torch.Tensor]) -> tuple[list[float], list[float]]:
-    """The minimum and the maximum of every piece (one host synchronization)."""
-    values = torch.stack([torch.stack(torch.aminmax(c)) for c in pieces]).double().reshape(-1).tolist()
+    """The minimum and the maximum of every piece (one host synchronization; a strided piece is read as a
+    contiguous copy, one at a time: torch reduces a strided tensor several times slower)."""
+    values = torch.stack([torch.stack(torch.aminmax(c.contiguous())) for c in pieces]).double().reshape(-1).tolist()
     return values[0::2], values[1::2]
 
 
@@ -316,9 +318,9 @@ def compiled_pass_available() -> bool:
 
 
 def _kernel_applies(flat: torch.Tensor, kernel: bool | None) -> bool:
-    """Whether the fast path reads flat with core.kernels.widesum (contiguous float32 on a CPU; by
+    """Whether the fast path reads flat with core.kernels.widesum (float32 on a CPU, any strides; by
     default from _KERNEL_MIN values) rather than with torch reductions."""
-    if kernel is False or flat.device.type != "cpu" or flat.dtype != torch.float32 or not flat.is_contiguous():
+    if kernel is False or flat.device.type != "cpu" or flat.dtype != torch.float32:
         return False
     return (kernel or flat.numel() >= _KERNEL_MIN) and _widesum() is not None
 
@@ -334,7 +336,16 @@ def _decided_by_kernel(flat: torch.Tensor, fmt) -> tuple[Exact | None, float | N
     """The fast path on a CPU for float32: core.kernels.widesum's block sums and absolute block sums
     in one pass (see reproducible_sum, "Fast path")."""
     widesum = _widesum()
-    sums, abs_sums = widesum.block_sums(flat.numpy(), torch.get_num_threads(), PROCESS_THREADS)
+    threads = torch.get_num_threads()
+    if flat.is_contiguous():
+        sums, abs_sums = widesum.block_sums(flat.numpy(), threads, PROCESS_THREADS)
+    else:  # strided (a slice with a step, an expanded value): cache-sized contiguous copies, whole blocks each,
+        # so the blocks and their sums are the contiguous tensor's
+        step = _FAST_CPU * max(1, threads) // widesum.BLOCK * widesum.BLOCK
+        buffer = torch.empty(min(step, flat.numel()), dtype=flat.dtype)
+        parts = [widesum.block_sums(buffer[: min(step, flat.numel() - s)].copy_(flat[s : s + step]).numpy(),
+                                    threads, PROCESS_THREADS) for s in range(0, flat.numel(), step)]
+        sums, abs_sums = (np.concatenate([part[i] for part in parts]) for i in (0, 1))
     finite = np.isfinite(sums)
     if not finite.all():
         return None, _nonfinite_result(sums[~finite].tolist())
@@ -358,9 +369,10 @@ def _decided_sum(flat: torch.Tensor, fmt, kernel: bool | None = None) -> tuple[E
     pieces = [flat[s : s + step] for s in range(0, flat.numel(), step)]
     float32 = flat.dtype == torch.float32
     parts, bounds = [], []
-    for c in pieces:  # the bound's pass first: the row sums then read the piece from cache
+    for c in pieces:
+        c = c.contiguous()  # a strided piece, copied (cache-sized, one at a time): reduced several times faster
         bounds.append(torch.dot(c, c).reshape(1) if float32 else torch.stack(torch.aminmax(c)))
-        parts += _row_sums(c)
+        parts += _row_sums(c)  # after the bound's pass: the piece is read from cache
     p = torch.cat(parts)
     depth = _ROW - 1  # additions a value can take part in, at most, before fsum
     while p.numel() > _FINAL:

@@ -36,7 +36,8 @@ def playwright_instance():
     from playwright.sync_api import sync_playwright
 
     if not pathlib.Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: run `make test`, which installs Debian's chromium.")
+        pytest.fail(f"Chromium not found at {CHROMIUM}: run `make test`, which installs Debian's "
+                    "chromium-headless-shell.")
     with sync_playwright() as p:
         yield p
 

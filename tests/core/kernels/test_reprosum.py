@@ -470,8 +470,9 @@ def _specials_and_zeros_across_pieces(fmt) -> None:
     ("float64", 2 - 2.0**-52, True), ("float64", -(2.0**1000) * 1.75, True)])
 def test_reproducible_sum_at_the_largest_allowed_size(name, value, folds_on_all):
     """The most values a call takes, all equal (a zero-stride view, no memory): the
-    fast path's bound and every fold's sum stay exact, and the rounding is the exact one.
-    The folds run on all of them, or (where that takes long) on the largest piece an
+    fast path's bound (float32: through the compiled pass and through torch reductions, whose
+    partial sums then take three levels) and every fold's sum stay exact, and the rounding is the
+    exact one. The folds run on all of them, or (where that takes long) on the largest piece an
     accelerator gets (2^24 values: the narrowest float64 fold, 29 bits)."""
     fmt = FORMATS[name]
     limit = (1 << 26) if name == "float64" else (1 << 29)
@@ -480,6 +481,8 @@ def test_reproducible_sum_at_the_largest_allowed_size(name, value, folds_on_all)
     exact = Fraction(value) * n
     with torch_threads(1):  # exactness is the point here; one thread keeps a busy machine from stalling it
         assert value_of_bits(bits_of(reproducible_sum(x)), fmt) == round_to_format(exact, fmt)
+        if name == "float32":
+            assert _decided_sum(x, fmt, kernel=False) == (round_to_format(exact, fmt), None)
         if folds_on_all:
             assert _exact_sum(x) == exact
         piece = 1 << 24

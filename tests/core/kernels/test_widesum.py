@@ -113,13 +113,13 @@ def test_block_sums_refuse_what_they_were_not_written_for():
     assert widesum.block_sums(np.ones(0, dtype=np.float32))[0].size == 0
 
 
-def test_the_kernel_serves_large_contiguous_float32_on_a_cpu_only():
+def test_the_kernel_serves_large_float32_on_a_cpu_only():
     big = torch.ones(_KERNEL_MIN)
     assert _kernel_applies(big, None)
     assert not _kernel_applies(torch.ones(_KERNEL_MIN - 1), None)
     assert _kernel_applies(torch.ones(3), True)  # forced (tests)
     assert not _kernel_applies(big, False)
-    assert not _kernel_applies(torch.ones(2 * _KERNEL_MIN)[::2], None)  # not contiguous
+    assert _kernel_applies(torch.ones(2 * _KERNEL_MIN)[::2], None)  # strided: through contiguous copies
     assert not _kernel_applies(big.to(torch.float16), None)
     assert not _kernel_applies(big.to(torch.float64), None)
 
@@ -160,6 +160,30 @@ def test_reproducible_sum_through_the_kernel_matches_the_torch_path(kind, monkey
     monkeypatch.setattr(reprosum, "_widesum", lambda: None)  # as where numba is not installed
     assert not _kernel_applies(x, None)
     assert bits_of(reproducible_sum(x)) == bits
+
+
+def test_a_strided_vector_gets_its_contiguous_copys_block_sums(monkeypatch):
+    """A strided float32 vector (a slice with a step, a zero-stride view) goes through the kernel in
+    cache-sized contiguous copies of whole blocks: the kernel sees the same blocks, and gives the same
+    block sums, as for the contiguous copy of the whole vector; over several copies and thread counts."""
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    real = widesum.block_sums
+    monkeypatch.setattr(widesum, "block_sums", lambda x, *a, **k: seen.append(real(x, *a, **k)) or seen[-1])
+    base = torch.from_numpy(_vector("raw", 3 * (2 * reprosum._FAST_CPU + 12_345), 3))
+    for strided in (base[1::3], torch.tensor(1.5 - 2.0**-20).expand(2 * reprosum._FAST_CPU + 7)):
+        assert not strided.is_contiguous()
+        for threads in sorted({1, 2, PROCESS_THREADS}):
+            with torch_threads(threads):
+                seen.clear()
+                got = _decided_sum(strided, F32)
+                assert len(seen) > 1  # more than one copy
+                pieces = [np.concatenate([part[i] for part in seen]) for i in (0, 1)]
+                seen.clear()
+                assert _decided_sum(strided.contiguous(), F32) == got
+                assert len(seen) == 1
+                for piece, whole in zip(pieces, seen[0], strict=True):
+                    assert np.array_equal(piece, whole)
+        assert got == (correctly_rounded_sum(strided, F32), None)
 
 
 def test_the_kernel_decides_ordinary_data_and_defers_at_a_tie():
