@@ -30,7 +30,8 @@ from core.traces.record import (
 FORMAT = "op-trace"
 VERSION = 2
 READABLE_VERSIONS = (1, 2)
-DIGESTS = ("blake2b-64", "sha256-64")  # how a file's digests were made ("digest"; version 1 files: the first)
+# how a file's digests were made (its "digest"; version 1 files: the first)
+DIGESTS = ("blake2b-64", "sha256-64", "xxh3-64")
 MAX_TRACE_BYTES = 8 * 1024 * 1024  # a trace file's cap (the bundled LM forward pass is ~0.2 MB)
 
 MAX_DIM = 2**40  # a dimension, K, a flat index: far beyond any real tensor, small enough for exact floats

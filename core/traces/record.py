@@ -8,8 +8,11 @@ dispatched op and, with ``DebugMode.log_tensor_hashes``, a hash of each tensor, 
 
 - *bits*: its hashes are a float64 L1 norm ("norm") or an XOR-sum of the bits ("hash_tensor"),
   and an XOR-sum is blind to order: a result with two elements swapped hashes the same. Deciding
-  "inputs bit-identical, output not" needs a digest of the bytes in order (SHA-256 here, cut to 64
-  bits: CPUs hash it in hardware, at about twice BLAKE2b's speed);
+  "inputs bit-identical, output not" needs a digest of the bytes in order (XXH3's 64 bits here, from
+  the xxhash package: it hashes at memory speed, 35x SHA-256 on the 2-core development VM, where a
+  traced forward pass of the tiny language model hashed 5 MB, 3.7 ms of SHA-256 against 15 ms for the
+  untraced pass; a digest only has to tell two runs' bits apart, not withstand an adversary, who could
+  write any digest into a trace file anyway);
 - *the reduction length and terms*: an op's K and, for sampled elements, sum|t| need the op's live
   inputs at the moment it runs; DebugMode keeps its arguments as strings unless
   ``store_original_args``, which keeps every tensor of the run alive until the end;
@@ -45,13 +48,14 @@ is cut too: its shapes then differ from the other run's, and the comparison says
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import functools
 import math
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 import torch
+import xxhash
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 from torch.utils.weak import WeakTensorKeyDictionary
@@ -70,7 +74,8 @@ _SKIP = {"detach", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "
 _BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
          torch.bfloat16: torch.int16}
 _FUNCS: dict = {}  # op overload -> (name, not recorded)
-DIGEST = "sha256-64"  # what digest() computes (version 1 trace files: "blake2b-64"); traces of two cannot be compared
+# what digest() computes (earlier files: "blake2b-64" in version 1, then "sha256-64"); traces of two cannot be compared
+DIGEST = "xxh3-64"
 DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
                torch.bfloat16: "bfloat16"}
 
@@ -179,32 +184,39 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
     return flat
 
 
-def digest(t: torch.Tensor) -> str:
-    """``DIGEST`` of the tensor's shape, dtype and bits, in row-major order (the layout does not count)."""
-    h = hashlib.sha256(f"{tuple(t.shape)}{t.dtype}".encode())
+def digest(t: torch.Tensor, flat: torch.Tensor | None = None) -> str:
+    """``DIGEST`` of the tensor's shape, dtype and bits, in row-major order (the layout does not count).
+    ``flat``: ``_flat(t)``, where the caller has it already."""
+    h = xxhash.xxh3_64(f"{tuple(t.shape)}{t.dtype}".encode())
     if t.numel():
-        c = _flat(t)
+        c = _flat(t) if flat is None else flat
         if c.dtype == torch.bool:
             c = c.to(torch.uint8)
         h.update(memoryview(c.view(torch.uint8).numpy()))
-    return h.hexdigest()[:16]
+    return h.hexdigest()
 
 
 def _combined(digests: list[str]) -> str:
     """One digest for several (equal exactly when all of them are)."""
-    return hashlib.sha256("".join(digests).encode()).hexdigest()[:16]
+    return xxhash.xxh3_64_hexdigest("".join(digests).encode())
 
 
 def sample_positions(numel: int, count: int = SAMPLE) -> list[int]:
     """``count`` flat positions spread evenly over 0 .. numel - 1 (all of them for a small tensor)."""
+    return list(_positions(numel, count))
+
+
+@functools.lru_cache(maxsize=4096)  # a run meets few sizes, again and again: each op of a trace asks
+def _positions(numel: int, count: int) -> tuple[int, ...]:
     if numel <= count:
-        return list(range(numel))
-    return sorted({round(i * (numel - 1) / (count - 1)) for i in range(count)})
+        return tuple(range(numel))
+    return tuple(sorted({round(i * (numel - 1) / (count - 1)) for i in range(count)}))
 
 
-def hex_bits(t: torch.Tensor, idx: list[int]) -> list[str]:
-    """The sampled values' bits as big-endian hex (floats), or their decimal text (integers)."""
-    flat = _flat(t)
+def hex_bits(t: torch.Tensor, idx: list[int], flat: torch.Tensor | None = None) -> list[str]:
+    """The sampled values' bits as big-endian hex (floats), or their decimal text (integers). ``flat``:
+    ``_flat(t)``, where the caller has it already."""
+    flat = _flat(t) if flat is None else flat
     if t.dtype in _BITS:
         w = format_of(t.dtype).width // 4  # hex digits of one value
         bits = flat.view(_BITS[t.dtype]).numpy()[idx]
@@ -308,12 +320,14 @@ class TraceMode(TorchDispatchMode):
             return tensors_in[0].dim() < out.dim() or tensors_in[0].shape[0] == 1
         return out.shape[0] == self.follow
 
-    def _digest(self, t: torch.Tensor) -> str:
+    def _digest(self, t: torch.Tensor, followed: torch.Tensor | None = None) -> str:
+        """The digest of t's followed bits (``followed``: ``self._followed(t)``, where the caller has it),
+        kept for t until its version changes."""
         version = _version(t)
         seen = self._digests.get(t) if version is not None else None
         if seen is not None and seen[0] == version:
             return seen[1]
-        d = digest(self._followed(t))
+        d = digest(self._followed(t) if followed is None else followed)
         if version is not None:
             self._digests[t] = (version, d)
         return d
@@ -335,8 +349,9 @@ class TraceMode(TorchDispatchMode):
                 for o in tensors_of(out, []):
                     self._derived[o] = True
             return out
-        in_digests = [self._digest(a) for a in tensors_in]
-        in_shapes = [list(self._followed(a).shape) for a in tensors_in]
+        cuts = [self._followed(a) for a in tensors_in]
+        in_digests = [self._digest(a, c) for a, c in zip(tensors_in, cuts, strict=True)]
+        in_shapes = [list(c.shape) for c in cuts]
         in_dtypes = [dtype_name(a.dtype) for a in tensors_in]
         if len(tensors_in) > MAX_INPUTS:  # a cat of hundreds: the rest as one digest (equal iff all are)
             rest = _combined(in_digests[MAX_INPUTS - 1:])
@@ -372,26 +387,26 @@ class TraceMode(TorchDispatchMode):
         """One output's fields (``OUTPUT_FIELDS``): shape, dtype, digest, L1 norm, samples and terms."""
         followed = self._followed(out)
         idx = sample_positions(followed.numel())
+        flat = _flat(followed)  # one row-major copy (or view) for the digest, the samples and the L1 norm
         l1 = None
-        if followed.numel() and not followed.is_complex():
+        if flat.numel() and not flat.is_complex():
             with torch.no_grad():
-                x = followed.detach()
-                x = x.to(torch.uint8) if x.dtype == torch.bool else x
-                # one pass, accumulated in float64 (a NaN gives NaN: the L1 check is then not made)
-                l1 = float(torch.linalg.vector_norm(x, 1, dtype=torch.float64)) if x.is_floating_point() \
-                    else float(x.abs().sum(dtype=torch.float64))
+                x = flat.to(torch.uint8) if flat.dtype == torch.bool else flat
+                # accumulated in float64 (a NaN gives NaN: the L1 check is then not made); |x| is exact, and
+                # half the time of vector_norm(x, 1, dtype=float64), which widens the whole tensor first
+                l1 = float(x.abs().sum(dtype=torch.float64))
             if not math.isfinite(l1):
                 l1 = None
         # a cut output's sampled positions are its leading rows, the same flat indices in the whole output;
         # the total over all elements would be the whole output's, not the cut's: not made (no L1 check)
         t = reductions.terms(func, args, kwargs, out, idx, which, total=followed is out)
-        d = digest(followed)
+        d = digest(followed, flat)
         if (v := _version(out)) is not None:
             self._digests[out] = (v, d)
         if t is None and which == 0 and name in reductions.FORMULA_OPS:
             t = reductions.input_scales(tensors_in, followed, idx, self._followed)
         return {"out_shape": list(followed.shape), "full_shape": list(out.shape), "out_dtype": dtype_name(out.dtype),
-                "out_digest": d, "l1": l1, "sample_index": idx, "sample_hex": hex_bits(followed, idx),
+                "out_digest": d, "l1": l1, "sample_index": idx, "sample_hex": hex_bits(followed, idx, flat),
                 "k": t.k if t and t.kind != "inputs" else None, "terms_kind": t.kind if t else None,
                 "sum_abs": t.sum_abs if t else None, "scale": t.scale if t else None,
                 "total_abs": t.total_abs if t else None}
