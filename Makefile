@@ -11,10 +11,8 @@ PY := $(VENV)/bin/python
 PORT ?= 8501
 CHROMIUM ?= /usr/bin/chromium-headless-shell
 PYTEST_ARGS ?=
-# One pytest-xdist worker more than the cores: a browser test spends much of its time waiting for a rerun,
-# and the extra worker fills that (2-core VM: 775 s with three workers, 913-926 s with two, in the same hour;
-# with three, both cores were busy 82% of the run). tests/conftest.py says how the work is split between them.
-JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
+# One pytest-xdist worker per core; tests/conftest.py says how the work is split between them.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTEST := $(PY) -m pytest -v -n $(JOBS) --dist loadgroup --no-loadscope-reorder --durations=25
 
 .PHONY: run test test-fast lint browser bootstrap dev clean

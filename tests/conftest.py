@@ -1,6 +1,6 @@
 """Suite-wide settings: hypothesis profiles, the browser marker, and an order for pytest-xdist.
 
-`make test` runs one pytest-xdist worker more than the cores with `--dist loadgroup --no-loadscope-reorder`:
+`make test` runs one pytest-xdist worker per core with `--dist loadgroup --no-loadscope-reorder`:
 every test is a unit of its own, handed to whichever worker runs low, in collection order (no test
 carries an xdist_group mark; with pytest 9, xdist 3.8 would ignore one anyway, since it renames
 tests through a node attribute that pytest 9 no longer reads). Each worker starts its own Streamlit
