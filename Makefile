@@ -2,7 +2,7 @@
 #   make run   - create .venv if missing, install pinned requirements, serve on localhost:8501
 #                (scripts.serve: streamlit run app.py, warmed up at start)
 #   make test  - the same, plus dev tools and Debian's chromium-headless-shell, then ruff, lint-imports and every test
-#   make test-fast - while working: ruff, lint-imports, core and AppTest tests (no browser), in about 3 minutes
+#   make test-fast - while working: ruff, lint-imports, core and AppTest tests (no browser), in 3 to 4 minutes on 2 cores
 # Both are idempotent: installs rerun only when a requirements file changes.
 
 SHELL := /bin/bash
