@@ -12,7 +12,7 @@ called bare and under core.traces.record.run_traced (following request 0, as the
 one torch thread (``--threads 1``): on a busy machine OpenMP's threads waiting for each other made the
 bare 2 ms step take 100-200 ms and the ratio meaningless. Interleaved repeats, alternating which goes
 first; the ratio is of the two median wall times. What the
-trace pays for per op: a SHA-256 digest of every input and of the output (copied to the CPU, cut to
+trace pays for per op: an XXH3 (64-bit) digest of every input and of the output (copied to the CPU, cut to
 request 0's rows), the output's L1 norm in float64, 32 sampled values, and for the matrix products and
 sums the float64 terms of the sampled elements and the total over all elements; plus the module tracker's
 hooks. It also prints the size of the trace files (the JSON that core.traces.files writes) of this run
