@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import expect
@@ -54,6 +55,33 @@ def page(browser):
     context = browser.new_context(viewport=VIEWPORT)
     pg = context.new_page()
     yield pg
+    context.close()
+
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+
+@pytest.fixture
+def offline_page(browser):
+    """A page whose browser may reach only the app's server: every other request is aborted and its URL
+    kept in ``page.outside`` (at a conference without network, anything fetched elsewhere is missing). The
+    viewport is tall, so a page is drawn in full at its defaults."""
+    context = browser.new_context(viewport={"width": 1400, "height": 3200})
+    outside: list[str] = []
+
+    def handle(route):
+        url = route.request.url
+        scheme, host = urlsplit(url).scheme, urlsplit(url).hostname or ""
+        if scheme in ("data", "blob") or host in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            outside.append(url)
+            route.abort("internetdisconnected")
+
+    context.route("**/*", handle)
+    page = context.new_page()
+    page.outside = outside
+    yield page
     context.close()
 
 

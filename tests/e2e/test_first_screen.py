@@ -7,6 +7,11 @@ shows raw markdown (a literal ``**``, outside code) once the page has ended, and
 has a plotting area at least MIN_PLOT px tall (Streamlit fits a chart's axes, titles and legends into
 its height, which squeezed some plots to strips).
 
+In presenter mode each page also has presenter type (a root font of at least 20 px), the sidebar
+folded away (it stayed open once), every chart drawn at least MIN_CHART_HEIGHT tall (charts folded
+inside a closed expander are not drawn, so not measured; charts once shrank to strips), and every legend
+inside its chart's box. These checks ride on the same load of the page as the first-screen checks.
+
 A screenshot of each first screen is kept under artifacts/screenshots/first-<mode>-<page>.png.
 """
 
@@ -14,12 +19,21 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import screenshot, until, wait_for_app, wait_for_page_end
+from tests.e2e.conftest import (
+    assert_no_legend_cut,
+    assert_sidebar_collapsed,
+    expect_root_font_at_least,
+    screenshot,
+    until,
+    wait_for_app,
+    wait_for_page_end,
+)
 from tests.e2e.test_talk import HEIGHT, SLOW, WIDTH, assert_healthy, assert_punchline_in_first_screen
 from ui.navigation import PAGE_TABLE
 
 PAGES = [("", "Overview"), *((stem, title) for stem, title, *_ in PAGE_TABLE)]
 MIN_PLOT = 80  # px: a plotting area below this reads as a strip on a projector
+MIN_CHART_HEIGHT = 150  # px: a whole chart below this is a strip on a projector (about 60 px)
 
 # The height of each shown chart's plotting area: the background of vega's root frame (SVG); -1 for a
 # chart not drawn yet (or drawn on a canvas, which has no frame to measure).
@@ -65,5 +79,29 @@ def test_punchline_in_first_screen(server, contexts, mode, stem, title):
         assert raw == [], f"{title} ({mode}): raw markdown shown: {raw}"
         plots = until(lambda: page.evaluate(PLOT_HEIGHTS), lambda h: all(x >= MIN_PLOT for x in h))
         assert all(x >= MIN_PLOT for x in plots), f"{title} ({mode}): plotting areas {plots} px, under {MIN_PLOT}"
+        if mode == "talk":
+            assert_presenter_layout(page, title)
     finally:
         page.close()
+
+
+def assert_presenter_layout(page, title: str) -> None:
+    """Presenter type, the sidebar folded away, every drawn chart tall and its legend inside it."""
+    expect_root_font_at_least(page, 20, title)
+    page.wait_for_timeout(500)  # the sidebar must stay folded, not only start so
+    assert_sidebar_collapsed(page, what=f"{title}: the sidebar is open in presenter mode")
+    charts = page.locator('[data-testid="stVegaLiteChart"]')
+    heights = []
+    for i in range(charts.count()):
+        chart = charts.nth(i)
+        if not chart.is_visible():
+            continue
+        drawing = chart.locator("canvas, svg").first
+        drawing.wait_for(timeout=60_000)
+        # vega sizes its canvas to the container after a frame or two, late on a busy machine
+        box = until(drawing.bounding_box, lambda b: b is not None and b["height"] >= MIN_CHART_HEIGHT)
+        assert box is not None, f"{title}: chart {i} has no box"
+        heights.append(round(box["height"]))
+        assert box["height"] >= MIN_CHART_HEIGHT, f"{title}: chart {i} is {box['height']:.0f} px tall"
+    assert_no_legend_cut(page, title)
+    print(f"\n{title}: chart heights in presenter mode (px): {heights}")

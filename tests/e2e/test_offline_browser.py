@@ -1,15 +1,17 @@
-"""Offline: every page renders completely with nothing reachable but the app's own server.
+"""Every page opens from its own URL, complete, with nothing reachable but the app's own server.
 
 At a conference without network, anything fetched from another host (an icon font, a favicon, a
-script) is missing. The browser here may only reach the server: every other request is aborted and
-recorded, and each page of the page table (ui.navigation.PAGE_TABLE) must attempt none. Each page,
-drawn in full at its defaults, is also checked for legends cut off at their chart's edge.
+script) is missing. The browser here may only reach the server (the ``offline_page`` fixture): every
+other request is aborted and recorded, and the Overview and each page of the page table
+(ui.navigation.PAGE_TABLE) must attempt none. Each page, opened by its URL and drawn in full at its
+defaults, shows its heading (word for word for the pages of ``test_browser.PAGES``), the sidebar lists
+every page in order, its icons draw as glyphs, and no legend is cut off at its chart's edge. One load
+of each page serves all of these checks: a page load is the costly part of a browser test.
 """
 
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import expect
@@ -23,35 +25,15 @@ from tests.e2e.conftest import (
     wait_for_app,
     wait_for_page_end,
 )
+from tests.e2e.test_browser import NAV, PAGES, expect_h1, expect_sidebar_labels
 from ui.navigation import PAGE_TABLE
 
-LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 PATHS = ["", *(stem for stem, *_ in PAGE_TABLE)]
-
-
-@pytest.fixture
-def offline_page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 3200})
-    outside: list[str] = []
-
-    def handle(route):
-        url = route.request.url
-        scheme, host = urlsplit(url).scheme, urlsplit(url).hostname or ""
-        if scheme in ("data", "blob") or host in LOCAL_HOSTS:
-            route.continue_()
-        else:
-            outside.append(url)
-            route.abort("internetdisconnected")
-
-    context.route("**/*", handle)
-    page = context.new_page()
-    page.outside = outside
-    yield page
-    context.close()
+TITLES = dict(PAGES)  # the pages whose first heading is checked word for word
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p or "home" for p in PATHS])
-def test_every_page_renders_with_no_outside_request(server, offline_page, path):
+def test_every_page_opens_from_its_url_with_no_outside_request(server, offline_page, path):
     page = offline_page
     page.goto(f"{server.url}/{path}")
     wait_for_app(page, timeout=180_000)
@@ -62,6 +44,9 @@ def test_every_page_renders_with_no_outside_request(server, offline_page, path):
     title = page.locator("h1").first
     expect(title).to_be_visible(timeout=RERUN)
     expect(title).to_have_text(re.compile(r"\S"), use_inner_text=True, timeout=RERUN)  # not empty
+    if path in TITLES:
+        expect_h1(page, TITLES[path])
+    expect_sidebar_labels(page, NAV)
     assert page.outside == [], page.outside
     # the icon font is served by the app itself and loaded: icons draw as glyphs, not as their names
     statuses = until(lambda: page.evaluate(
@@ -77,17 +62,4 @@ def test_every_page_renders_with_no_outside_request(server, offline_page, path):
         if box and box["width"] > 1.6 * box["height"]:  # the icon's text names which one
             pytest.fail(f"icon {icons.nth(i).inner_text()!r} is drawn as its name: {box}")
     assert_no_legend_cut(page, path or "home")  # every page at its defaults, in normal mode
-    screenshot(page, f"offline-{path or 'home'}")
-
-
-def test_moving_between_pages_stays_offline(server, offline_page):
-    """Client-side page changes (the sidebar) swap the favicon and icons: still nothing from outside."""
-    page = offline_page
-    page.goto(server.url)
-    wait_for_app(page)
-    for _, title, *_ in PAGE_TABLE:
-        page.locator('[data-testid="stSidebarNav"] [data-testid="stSidebarNavLink"]').filter(has_text=title).click()
-        wait_for_app(page, timeout=180_000)
-        assert_healthy_page(page)
-    page.wait_for_timeout(1000)
-    assert page.outside == [], page.outside
+    screenshot(page, f"url-{path or 'home'}")

@@ -22,7 +22,6 @@ from core.training.mlp import PRESETS
 from tests.e2e.conftest import (
     RERUN,
     Server,
-    assert_no_legend_cut,
     assert_sidebar_collapsed,
     close_sidebar,
     drawn,
@@ -33,7 +32,6 @@ from tests.e2e.conftest import (
     wait_for_app,
     wait_for_page_end,
 )
-from ui.navigation import PAGE_TABLE
 from ui.talk import SCENARIOS
 
 WIDTH, HEIGHT = 1280, 720
@@ -211,46 +209,3 @@ def test_the_whole_talk(fresh_server, browser):
         .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)"""), lambda v: v == [])
     assert cut == [], cut
     context.close()
-
-
-MIN_CHART_HEIGHT = 150  # px: below this a chart is a strip on a projector (about 60 px)
-
-
-def test_presenter_mode_on_every_page_folds_the_sidebar_and_keeps_every_chart_tall(server, browser):
-    """In presenter mode the sidebar stayed open and charts shrank to strips.
-
-    Every page of ui.navigation.PAGE_TABLE opened with ?talk=1 at 1280x720: presenter type, the
-    sidebar folded away, no exception, and every chart on the page drawn at least MIN_CHART_HEIGHT
-    tall (charts folded inside a closed expander are not drawn, so not measured), with every legend
-    inside its chart's box (not cut off). A screenshot of
-    each first screen is kept under artifacts/screenshots/presenter-*.png."""
-    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
-    page = context.new_page()
-    heights = {}
-    try:
-        for stem, title, *_ in PAGE_TABLE:
-            page.goto(f"{server.url}/{stem}?talk=1")
-            wait_for_app(page, timeout=SLOW)
-            wait_for_page_end(page, timeout=SLOW)  # every chart of the page has arrived before they are counted
-            assert_healthy(page, title)
-            expect_root_font_at_least(page, 20, title)
-            page.wait_for_timeout(500)
-            assert_sidebar_collapsed(page, what=f"{title}: the sidebar is open in presenter mode")
-            charts = page.locator('[data-testid="stVegaLiteChart"]')
-            heights[stem] = []
-            for i in range(charts.count()):
-                chart = charts.nth(i)
-                if not chart.is_visible():
-                    continue
-                drawing = chart.locator("canvas, svg").first
-                drawing.wait_for(timeout=60_000)
-                # vega sizes its canvas to the container after a frame or two, late on a busy machine
-                box = until(drawing.bounding_box, lambda b: b is not None and b["height"] >= MIN_CHART_HEIGHT)
-                assert box is not None, f"{title}: chart {i} has no box"
-                heights[stem].append(round(box["height"]))
-                assert box["height"] >= MIN_CHART_HEIGHT, f"{title}: chart {i} is {box['height']:.0f} px tall"
-            assert_no_legend_cut(page, title)
-            screenshot(page, f"presenter-{stem}")
-    finally:
-        context.close()
-    print(f"\nchart heights in presenter mode (px): {heights}")
