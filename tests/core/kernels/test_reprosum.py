@@ -482,7 +482,14 @@ def test_reproducible_sum_at_the_largest_allowed_size(name, value, folds_on_all)
     with torch_threads(1):  # exactness is the point here; one thread keeps a busy machine from stalling it
         assert value_of_bits(bits_of(reproducible_sum(x)), fmt) == round_to_format(exact, fmt)
         if name == "float32":
-            assert _decided_sum(x, fmt, kernel=False) == (round_to_format(exact, fmt), None)
+            # through torch reductions at the full length for a normal value (three levels of partial sums);
+            # a subnormal one there takes 2^29 subnormal products for the bound, which x86 CPUs make through
+            # microcode assists (20 s on the development VM; GPUs do not slow down, and on a CPU float32
+            # goes through the compiled pass, above): its check, the bound that falls back to length times
+            # the largest value, is the same at 2^24 - 1 values (whose sum, unlike 2^23 - 1 values', is no tie)
+            m = n if abs(value) >= fmt.min_normal else (1 << 24) - 1
+            expect = round_to_format(Fraction(value) * m, fmt)
+            assert _decided_sum(x[:m], fmt, kernel=False) == (expect, None)
         if folds_on_all:
             assert _exact_sum(x) == exact
         piece = 1 << 24
