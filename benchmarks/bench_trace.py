@@ -11,7 +11,8 @@ eight requests' last characters through the model as one batch, after their prom
 called bare and under core.traces.record.run_traced (following request 0, as the command does), with
 one torch thread (``--threads 1``): on a busy machine OpenMP's threads waiting for each other made the
 bare 2 ms step take 100-200 ms and the ratio meaningless. Interleaved repeats, alternating which goes
-first; the ratio is of the two median wall times. What the
+first, as many for the forward pass as for the decode step (30 by default: with a third as many, the
+ratio moved by 0.4 between runs on the development VM); the ratio is of the two median wall times. What the
 trace pays for per op: an XXH3 (64-bit) digest of every input and of the output (copied to the CPU, cut to
 request 0's rows), the output's L1 norm in float64, 32 sampled values, and for the matrix products and
 sums the float64 terms of the sampled elements and the total over all elements; plus the module tracker's
@@ -62,7 +63,7 @@ def _ratio(root, inputs, forward, follow: int, repeats: int) -> tuple[float, flo
 def main(repeats: int = 30) -> None:
     root, inputs, forward = build(LM)
     with threads_context(LM):
-        pb, pt, p_ops = _ratio(*tiny_lm_prefill(*PREFILL), PREFILL[0], max(3, repeats // 3))
+        pb, pt, p_ops = _ratio(*tiny_lm_prefill(*PREFILL), PREFILL[0], repeats)
         n_ops = len(run_traced(forward, root, inputs, LM.batch))  # warm-up (and the op count)
         forward()
         print(f"load average before: {os.getloadavg()[0]:.1f}")

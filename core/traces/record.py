@@ -51,14 +51,15 @@ import contextlib
 import functools
 import math
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
+import numpy as np
 import torch
 import xxhash
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
-from torch.utils.weak import WeakTensorKeyDictionary
 
 from core.arith.formats import format_of
 from core.traces import reductions
@@ -88,6 +89,37 @@ _local = threading.local()
 
 class TooManyOps(RuntimeError):
     pass
+
+
+class TensorMap:
+    """tensor -> value, by identity, forgetting a tensor when it is freed. torch's WeakTensorKeyDictionary
+    makes a weak reference on every lookup; this one makes one when a tensor is added, and a lookup is a
+    plain dict lookup by id (a trace looks each tensor up several times per op). An entry is dropped by the
+    weak reference's callback, which runs before the tensor's memory (and so its id) can be reused, and a
+    lookup also checks that the reference still points at the tensor asked for."""
+
+    def __init__(self) -> None:
+        self._d: dict[int, tuple[weakref.ref, object]] = {}
+
+    def get(self, t: torch.Tensor, default=None):
+        e = self._d.get(id(t))
+        return e[1] if e is not None and e[0]() is t else default
+
+    def __setitem__(self, t: torch.Tensor, value) -> None:
+        key, d = id(t), self._d
+        e = d.get(key)
+        if e is not None and e[0]() is t:
+            d[key] = (e[0], value)
+            return
+
+        def forget(ref, key=key, d=d):
+            if (e := d.get(key)) is not None and e[0] is ref:
+                del d[key]
+
+        d[key] = (weakref.ref(t, forget), value)
+
+    def __len__(self) -> int:
+        return len(self._d)
 
 
 @contextlib.contextmanager
@@ -218,12 +250,34 @@ def hex_bits(t: torch.Tensor, idx: list[int], flat: torch.Tensor | None = None) 
     ``_flat(t)``, where the caller has it already."""
     flat = _flat(t) if flat is None else flat
     if t.dtype in _BITS:
-        w = format_of(t.dtype).width // 4  # hex digits of one value
-        bits = flat.view(_BITS[t.dtype]).numpy()[idx]
-        raw = bits.astype(f">i{w // 2}").tobytes().hex()
-        return [raw[i: i + w] for i in range(0, len(raw), w)]
+        if not idx:
+            return []
+        w = format_of(t.dtype).width // 8  # bytes of one value
+        bits = flat.view(_BITS[t.dtype]).numpy()[_index_array(idx)]
+        return bits.astype(f">i{w}").tobytes().hex(" ", w).split(" ")
     picked = flat[torch.tensor(idx, dtype=torch.long)] if idx else flat[:0]
     return [str(int(v)) if not t.is_complex() else str(complex(v)) for v in picked.tolist()]
+
+
+def _index_array(idx: list[int]) -> np.ndarray:
+    return np.fromiter(idx, dtype=np.int64, count=len(idx))
+
+
+_NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
+
+
+def l1_norm(flat: torch.Tensor) -> float | None:
+    """sum |x| of a flat tensor (``_flat``), accumulated in float64; None for no values, complex values, or a
+    sum that is not finite (a NaN or an infinity among them: the L1 check is then not made). |x| is exact."""
+    if not flat.numel() or flat.is_complex():
+        return None
+    if flat.dtype in _NUMPY_FLOATS:  # NumPy widens while it sums, in blocks: no float64 copy of the whole tensor
+        l1 = float(np.add.reduce(np.abs(flat.numpy()), dtype=np.float64))
+    else:
+        with torch.no_grad():
+            x = flat.to(torch.uint8) if flat.dtype == torch.bool else flat
+            l1 = float(x.abs().sum(dtype=torch.float64))
+    return l1 if math.isfinite(l1) else None
 
 
 def _arg_text(args, kwargs) -> str:
@@ -286,8 +340,8 @@ class TraceMode(TorchDispatchMode):
         self.perturb_seen: str | None = None  # the op at the perturbed index, perturbed or not
         self.max_ops = max_ops
         self.ops: list[OpRecord] = []
-        self._derived = WeakTensorKeyDictionary()  # tensors that derive from the run's inputs
-        self._digests = WeakTensorKeyDictionary()  # tensor -> (version, digest of its followed bits)
+        self._derived = TensorMap()  # tensors that derive from the run's inputs
+        self._digests = TensorMap()  # tensor -> (version, digest of its followed bits)
         self._counter = 0
 
     def mark_inputs(self, tensors) -> None:
@@ -307,7 +361,7 @@ class TraceMode(TorchDispatchMode):
         if self.follow > 1 and t.dim() and t.shape[0] % self.follow == 0 and not self.tracker.is_bw \
                 and self._derived.get(t, False):
             share = t.shape[0] // self.follow
-            return t[self.row * share: (self.row + 1) * share]
+            return t.narrow(0, self.row * share, share)
         return t
 
     def _batched(self, out, tensors_in: list) -> bool:
@@ -388,15 +442,7 @@ class TraceMode(TorchDispatchMode):
         followed = self._followed(out)
         idx = sample_positions(followed.numel())
         flat = _flat(followed)  # one row-major copy (or view) for the digest, the samples and the L1 norm
-        l1 = None
-        if flat.numel() and not flat.is_complex():
-            with torch.no_grad():
-                x = flat.to(torch.uint8) if flat.dtype == torch.bool else flat
-                # accumulated in float64 (a NaN gives NaN: the L1 check is then not made); |x| is exact, and
-                # half the time of vector_norm(x, 1, dtype=float64), which widens the whole tensor first
-                l1 = float(x.abs().sum(dtype=torch.float64))
-            if not math.isfinite(l1):
-                l1 = None
+        l1 = l1_norm(flat)
         # a cut output's sampled positions are its leading rows, the same flat indices in the whole output;
         # the total over all elements would be the whole output's, not the cut's: not made (no L1 check)
         t = reductions.terms(func, args, kwargs, out, idx, which, total=followed is out)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 aten = torch.ops.aten
@@ -68,6 +69,13 @@ def _f64(t: torch.Tensor) -> torch.Tensor:
     return t.detach().to("cpu", torch.float64)
 
 
+def _numpy(x: torch.Tensor) -> np.ndarray:
+    """A NumPy view of a CPU tensor, strides kept (bfloat16, which NumPy lacks, as an exact float32 copy): small
+    gathers and sums cost a few microseconds in NumPy against tens in torch, and a trace makes them per op."""
+    x = x.detach()
+    return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
+
+
 def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float = 1.0,
                   bias: torch.Tensor | None = None, beta: float = 1.0, total: bool = True) -> Terms:
     """a [..., M, K] @ b [..., K, N] (batched or not), sampled at flat output indices (``total``: also the
@@ -81,14 +89,15 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
     b3 = b.reshape(-1, *b.shape[-2:])
     m, k = a3.shape[-2:]
     n = b3.shape[-1]
-    flat = torch.tensor(idx, dtype=torch.long)
-    bi, rem = flat // (m * n), flat % (m * n)
-    i, j = rem // n, rem % n
-    bi_a = bi if a3.shape[0] > 1 else torch.zeros_like(bi)
-    bi_b = bi if b3.shape[0] > 1 else torch.zeros_like(bi)
-    t = abs(alpha) * a3[bi_a, i, :].double() * b3[bi_b, :, j].double()  # [S, K], exact products
-    sum_abs = t.abs().sum(1)
-    sq = (t * t).sum(1)
+    flat = np.asarray(idx, dtype=np.int64)
+    bi, rem = np.divmod(flat, m * n)
+    i, j = np.divmod(rem, n)
+    bi_a = bi if a3.shape[0] > 1 else np.zeros_like(bi)
+    bi_b = bi if b3.shape[0] > 1 else np.zeros_like(bi)
+    # [S, K] each: the sampled rows of a and columns of b; their float64 products are exact
+    t = abs(alpha) * _numpy(a3)[bi_a, i, :].astype(np.float64) * _numpy(b3)[bi_b, :, j].astype(np.float64)
+    sum_abs = np.abs(t).sum(1)
+    sq = np.einsum("sk,sk->s", t, t)
     kk = k
     # sum over i, j of sum_k |a_ik||b_kj| = sum_k (sum_i |a_ik|)(sum_j |b_kj|); the column and row sums
     # of |a| and |b| in their own format (fast), each raised by its own worst rounding
@@ -100,13 +109,13 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
         whole = abs(alpha) * float((cols_a * rows_b).sum()) * (1 + 2.0 ** -52 * (cols_a.numel() + 2))
     if bias is not None:
         bias_full = torch.broadcast_to(_f64(bias), (a3.shape[0], m, n)).reshape(-1) * abs(beta)
-        bsel = bias_full[flat]
-        sum_abs = sum_abs + bsel.abs()
+        bsel = bias_full[torch.from_numpy(flat)].numpy()
+        sum_abs = sum_abs + np.abs(bsel)
         sq = sq + bsel * bsel
         if whole is not None:
             whole += float(bias_full.abs().sum())
         kk += 1
-    return Terms(kk, "exact", sum_abs.tolist(), sq.sqrt().tolist(), whole)
+    return Terms(kk, "exact", sum_abs.tolist(), np.sqrt(sq).tolist(), whole)
 
 
 def _conv_terms(x: torch.Tensor, w: torch.Tensor, bias, stride, padding, dilation, groups: int,
@@ -175,11 +184,13 @@ def _reduced_rows(x: torch.Tensor, dims) -> torch.Tensor:
 def _sum_terms(x: torch.Tensor, dims, idx: list[int], mean: bool, total: bool = True) -> Terms:
     rows = _reduced_rows(x, dims)
     k = rows.shape[1]
-    sel = torch.nan_to_num(rows[torch.tensor(idx, dtype=torch.long)].double(), nan=0.0)
+    sel = _numpy(rows)[np.asarray(idx, dtype=np.int64)].astype(np.float64)
+    if not np.isfinite(sel).all():  # NaN as 0 and an infinity as the largest float64 (rare: checked first)
+        sel = np.nan_to_num(sel, nan=0.0)
     whole = float(torch.nansum(rows.abs(), dtype=torch.float64)) if total else None
     if mean and k:
         sel, whole = sel / k, (whole / k if whole is not None else None)
-    return Terms(k, "exact", sel.abs().sum(1).tolist(), (sel * sel).sum(1).sqrt().tolist(), whole)
+    return Terms(k, "exact", np.abs(sel).sum(1).tolist(), np.sqrt((sel * sel).sum(1)).tolist(), whole)
 
 
 def _row_length(x: torch.Tensor, dim: int) -> int:

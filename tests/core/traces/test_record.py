@@ -386,3 +386,40 @@ def test_a_version_one_op_reads_without_the_new_fields(mlp_step):
     d.pop("mixes_rows")
     back = record.OpRecord.from_dict(d)
     assert back.outputs == [] and back.mixes_rows is False and back.output_records() == [back]
+
+
+def test_tensor_map_is_keyed_by_identity_and_forgets_a_freed_tensor():
+    m = record.TensorMap()
+    a, b = torch.zeros(3), torch.zeros(3)  # equal values, different tensors
+    m[a] = "a"
+    assert m.get(a) == "a" and m.get(b) is None and m.get(b, False) is False
+    m[a] = "again"  # replaced, not added
+    assert m.get(a) == "again" and len(m) == 1
+    view = a[:2]  # a view is a tensor of its own
+    assert m.get(view) is None
+    del a, view  # (a view holds its base alive)
+    assert len(m) == 0  # dropped when the tensor was freed
+    # a new tensor, which may get the freed one's id, is not mistaken for it
+    for _ in range(50):
+        c = torch.zeros(3)
+        assert m.get(c) is None
+        m[c] = "c"
+        assert m.get(c) == "c"
+        del c
+    assert len(m) == 0
+    m[b] = 1
+    assert m.get(b) == 1 and len(m) == 1
+
+
+def test_l1_norm_in_float64_for_every_dtype():
+    x = torch.tensor([1.0, -2.0**-30, 3.0], dtype=torch.float32)
+    assert record.l1_norm(x) == 4.0 + 2.0**-30  # float32 alone would round the small term away
+    assert record.l1_norm(x.to(torch.bfloat16)) == pytest.approx(4.0, rel=0, abs=2.0**-29)
+    assert record.l1_norm(torch.tensor([True, False, True])) == 2.0
+    assert record.l1_norm(torch.tensor([-3, 4], dtype=torch.int64)) == 7.0
+    assert record.l1_norm(torch.tensor([1.0, float("nan")])) is None
+    assert record.l1_norm(torch.tensor([1.0, float("inf")], dtype=torch.float16)) is None
+    assert record.l1_norm(torch.zeros(0)) is None
+    assert record.l1_norm(torch.tensor([1 + 1j])) is None
+    big = torch.full((4,), 65504.0, dtype=torch.float16)  # the largest float16: its sum overflows float16, not float64
+    assert record.l1_norm(big) == 4 * 65504.0
