@@ -36,6 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.arith.formats import to_numpy
+
 aten = torch.ops.aten
 
 
@@ -69,13 +71,6 @@ def _f64(t: torch.Tensor) -> torch.Tensor:
     return t.detach().to("cpu", torch.float64)
 
 
-def _numpy(x: torch.Tensor) -> np.ndarray:
-    """A NumPy view of a CPU tensor, strides kept (bfloat16, which NumPy lacks, as an exact float32 copy): small
-    gathers and sums cost a few microseconds in NumPy against tens in torch, and a trace makes them per op."""
-    x = x.detach()
-    return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
-
-
 def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float = 1.0,
                   bias: torch.Tensor | None = None, beta: float = 1.0, total: bool = True) -> Terms:
     """a [..., M, K] @ b [..., K, N] (batched or not), sampled at flat output indices (``total``: also the
@@ -94,8 +89,9 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
     i, j = np.divmod(rem, n)
     bi_a = bi if a3.shape[0] > 1 else np.zeros_like(bi)
     bi_b = bi if b3.shape[0] > 1 else np.zeros_like(bi)
-    # [S, K] each: the sampled rows of a and columns of b; their float64 products are exact
-    t = abs(alpha) * _numpy(a3)[bi_a, i, :].astype(np.float64) * _numpy(b3)[bi_b, :, j].astype(np.float64)
+    # [S, K] each: the sampled rows of a and columns of b; their float64 products are exact. NumPy, because these
+    # gathers and sums are small: a few microseconds each against tens in torch, and a trace makes them per op
+    t = abs(alpha) * to_numpy(a3)[bi_a, i, :].astype(np.float64) * to_numpy(b3)[bi_b, :, j].astype(np.float64)
     sum_abs = np.abs(t).sum(1)
     sq = np.einsum("sk,sk->s", t, t)
     kk = k
@@ -184,7 +180,7 @@ def _reduced_rows(x: torch.Tensor, dims) -> torch.Tensor:
 def _sum_terms(x: torch.Tensor, dims, idx: list[int], mean: bool, total: bool = True) -> Terms:
     rows = _reduced_rows(x, dims)
     k = rows.shape[1]
-    sel = _numpy(rows)[np.asarray(idx, dtype=np.int64)].astype(np.float64)
+    sel = to_numpy(rows)[np.asarray(idx, dtype=np.int64)].astype(np.float64)
     if not np.isfinite(sel).all():  # NaN as 0 and an infinity as the largest float64 (rare: checked first)
         sel = np.nan_to_num(sel, nan=0.0)
     whole = float(torch.nansum(rows.abs(), dtype=torch.float64)) if total else None
