@@ -253,14 +253,10 @@ def hex_bits(t: torch.Tensor, idx: list[int], flat: torch.Tensor | None = None) 
         if not idx:
             return []
         w = format_of(t.dtype).width // 8  # bytes of one value
-        bits = flat.view(_BITS[t.dtype]).numpy()[_index_array(idx)]
+        bits = flat.view(_BITS[t.dtype]).numpy()[np.asarray(idx, dtype=np.int64)]
         return bits.astype(f">i{w}").tobytes().hex(" ", w).split(" ")
     picked = flat[torch.tensor(idx, dtype=torch.long)] if idx else flat[:0]
     return [str(int(v)) if not t.is_complex() else str(complex(v)) for v in picked.tolist()]
-
-
-def _index_array(idx: list[int]) -> np.ndarray:
-    return np.fromiter(idx, dtype=np.int64, count=len(idx))
 
 
 _NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
