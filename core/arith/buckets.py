@@ -10,9 +10,9 @@ table i % LANES: consecutive values of one exponent then add to different memory
 need not wait for the one before it. A table's totals are exact for the same reason the whole is
 (fewer values in it), and so is their sum over the tables.
 
-Large inputs are split between up to ``MAX_THREADS`` threads (the kernels release the GIL); each
-thread fills tables of its own, and their totals are added at the end, exactly, so the split
-changes no bit of the result.
+Large inputs are shared between up to ``MAX_THREADS`` threads (the kernels release the GIL), in
+pieces claimed as threads come free (core.arith.shares); each piece fills tables of its own, and
+their totals are added at the end, exactly, so the split changes no bit of the result.
 
 numba is imported and the kernels compiled on the first call (about 1 s, and 100 MB shared with
 core.kernels.widesum);
@@ -22,12 +22,11 @@ core.kernels.widesum);
 from __future__ import annotations
 
 import functools
-import itertools
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
+
+from core.arith import shares
 
 LANES = 4
 MAX_THREADS = 4
@@ -119,40 +118,21 @@ def available() -> bool:
     return _kernels() is not None
 
 
-_POOL_LOCK = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-
-
-def _split(size: int) -> list[tuple[int, int]]:
-    """Contiguous pieces, one per thread: as many threads as torch may use (at most MAX_THREADS), and
-    only as many as get PER_THREAD values each."""
+def _pieces(size: int) -> tuple[list[tuple[int, int]], int]:
+    """Contiguous pieces of range(size) and the number of threads that share them (core.arith.shares):
+    as many threads as torch may use (at most MAX_THREADS), and only as many as get PER_THREAD values
+    each."""
     k = max(1, min(torch.get_num_threads(), MAX_THREADS, size // PER_THREAD))
-    cuts = [size * i // k for i in range(k + 1)]
-    return list(itertools.pairwise(cuts))
-
-
-def _parallel(kernel, pieces, make_args) -> None:
-    """kernel(*make_args(i, lo, hi)) for every piece, the first in this thread, the rest in helpers."""
-    global _pool
-    if len(pieces) > 1:
-        with _POOL_LOCK:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(max_workers=MAX_THREADS - 1, thread_name_prefix="exact")
-        pending = [_pool.submit(kernel, *make_args(i, lo, hi)) for i, (lo, hi) in enumerate(pieces) if i]
-    else:
-        pending = []
-    kernel(*make_args(0, *pieces[0]))
-    for f in pending:
-        f.result()
+    return shares.cuts(size, shares.piece_count(size, k)), k
 
 
 def sum_buckets32(x: np.ndarray) -> np.ndarray:
     """The 512 (sign, exponent) totals of the 1-D float32 array x, as core.arith.exact's
     ``_buckets_float32`` computes them with NumPy (the same float64 values: each is exact)."""
     x = np.ascontiguousarray(x)
-    pieces = _split(x.size)
+    pieces, threads = _pieces(x.size)
     acc = np.zeros((len(pieces), LANES, 512))
-    _parallel(_kernels()[0], pieces, lambda i, lo, hi: (x[lo:hi], acc[i]))
+    shares.run_pieces(lambda i: _kernels()[0](x[slice(*pieces[i])], acc[i]), len(pieces), threads)
     return acc.sum(axis=(0, 1))  # exact: every table's total is a multiple of the bucket's unit, within 2^53
 
 
@@ -165,12 +145,13 @@ def dot_buckets32(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     a subnormal), so a product is an integer below 2^48 times 2^(fa + fb - 300), and per exponent
     sum the signed integers add exactly in int64."""
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    pieces = _split(a.size)
+    pieces, threads = _pieces(a.size)
     hi, lo = np.zeros((len(pieces), 512), dtype=np.int64), np.zeros((len(pieces), 512), dtype=np.int64)
     tops = [0] * len(pieces)
 
-    def run(i, first, last):
-        tops[i] = int(_kernels()[1](a[first:last], b[first:last], hi[i], lo[i]))
+    def run(i):
+        part = slice(*pieces[i])
+        tops[i] = int(_kernels()[1](a[part], b[part], hi[i], lo[i]))
 
-    _parallel(run, pieces, lambda i, first, last: (i, first, last))
+    shares.run_pieces(run, len(pieces), threads)
     return hi.sum(axis=0), lo.sum(axis=0), max(tops) == 0xFF

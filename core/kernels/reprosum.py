@@ -14,12 +14,13 @@ sums and bound, both covered by the proof below:
 
 * float32 on a CPU, from 2^15 values: core.kernels.widesum's one compiled pass
   (numba; a strided tensor through contiguous copies of whole blocks) gives, per
-  block of 16,384 values, the float64 sum of the values and of their absolute
-  values; each value takes part in at most d = 255 + 63 additions (any tree inside
-  a row of 256, then the row sums in order). ``math.fsum`` adds the block sums with
-  one rounding; A = fsum(absolute block sums) * (1 + 2^-40) >= sum|x| (a computed
-  sum of nonnegative terms is at least (1 - u)^d times the exact one, and fsum is
-  correctly rounded: together less than (d + 2) * u < 2^-44 below).
+  block of 16,384 values, the float64 sum of the values, in which each value takes
+  part in at most 1023 + 15 additions (any tree inside a row of 1,024, then the
+  row sums in order), and an absolute sum; ``widesum.combine`` adds the blocks' sums
+  in order, in float64, so d = 1038 + (blocks - 1), and their absolute sums likewise,
+  to a_total with sum|x| <= a_total * s (s = widesum.ABS_SLACK = 1 + 2^-13;
+  widesum's docstring proves it). A = a_total * s * (1 + 2^-40) >= sum|x| (the last
+  factor covers the two products' roundings).
 * Otherwise (an accelerator, float16 and bfloat16, small inputs, or no numba),
   torch reductions: pieces of k values (2^19 on a CPU, 2^22 on an accelerator; a
   strided piece is copied first). Per piece, one pass for a bound on sum|x|
@@ -37,7 +38,8 @@ sums and bound, both covered by the proof below:
   at most d of them (above), whatever order, thread split or reduction tree torch or
   the compiler uses on any device (any algorithm made of float64 additions). So the
   result S satisfies |S - T| <= eps = gamma_d * A + |S| * u, with
-  gamma_d = d*u / (1 - d*u) and A >= sum|x| (the last term is fsum's rounding).
+  gamma_d = d*u / (1 - d*u) and A >= sum|x| (the last term is fsum's rounding, where
+  fsum adds the partial sums; where they are added in float64, d counts those additions).
 * The bound A, float32 through torch reductions: the float32 dot product s = fl(c . c) of each piece c with
   itself (any order, FMA or not: each square passes through at most k roundings, its
   product and at most k - 1 additions, each of relative error at most u32 = 2^-24;
@@ -106,13 +108,14 @@ from __future__ import annotations
 
 import functools
 import math
+import struct
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 import torch
 
-from core.arith.formats import Exact, bits_of, format_of, round_to_format
+from core.arith.formats import bits_of, format_of, round_to_format
 from core.machines.devices import available_devices
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
 
@@ -267,9 +270,23 @@ def _max_bound(lengths: list[int], mins: list[float], maxs: list[float]) -> floa
     return math.fsum(k * max(-lo, hi) for k, lo, hi in zip(lengths, mins, maxs, strict=True)) * _MARGIN
 
 
+# Formats whose rounding from float64 the struct module does (float32: the CPU's conversion; float16:
+# CPython's own, to nearest, ties to even): after a pass over megabytes of data this is one cold
+# call, where the arithmetic below measured 50-100 us on the 2-core development VM.
+_PACKED = {"float32": struct.Struct("<f"), "float16": struct.Struct("<e")}
+
+
 def _round_float(v: float, fmt) -> float:
     """The float64 value v rounded to fmt (nearest, ties to even, overflow to ±inf), exactly:
-    v scaled by a power of two (exact) to the format's quantum, then Python's round."""
+    by struct where it packs the format (it refuses what rounds beyond the largest finite value:
+    that is an overflow), else v scaled by a power of two (exact) to the format's quantum, then
+    Python's round."""
+    packed = _PACKED.get(fmt.name)
+    if packed is not None:
+        try:
+            return packed.unpack(packed.pack(v))[0]
+        except OverflowError:
+            return math.copysign(math.inf, v)
     e = math.frexp(v)[1] - 1  # 2^e <= |v| < 2^(e+1)
     if v == 0 or e > fmt.emax:
         return math.copysign(math.inf, v) if v else 0.0
@@ -278,18 +295,16 @@ def _round_float(v: float, fmt) -> float:
     return math.copysign(math.inf if out > fmt.max_finite else out, v)
 
 
-def _decide(approx: float, abs_bound: float | None, depth: int, fmt) -> Exact | None:
+def _decide(approx: float, abs_bound: float | None, depth: int, fmt) -> float | None:
     """The rounding of every real within eps of approx, when they all round alike (see
-    reproducible_sum, "Fast path"); else None."""
+    reproducible_sum, "Fast path"), as a float (exact: fmt's values are float64 values); else None."""
     if abs_bound is None:
         return None
     gamma = depth * _U / (1 - depth * _U)  # depth * u and 1 - depth * u are exact
     eps = (gamma * abs_bound + abs(approx) * _U) * _MARGIN
     low = _round_float(math.nextafter(approx - eps, -math.inf), fmt)  # the roundings of the two
     high = _round_float(math.nextafter(approx + eps, math.inf), fmt)  # ends, widened by one ulp
-    if low != high:
-        return None
-    return low if math.isinf(low) else Fraction(low)
+    return low if low == high else None
 
 
 def _piece_extremes(pieces: list[torch.Tensor]) -> tuple[list[float], list[float]]:
@@ -332,7 +347,7 @@ def _nonfinite_result(partials: list[float]) -> float:
     return math.nan if any(map(math.isnan, signs)) or len(signs) > 1 else signs.pop()
 
 
-def _decided_by_kernel(flat: torch.Tensor, fmt) -> tuple[Exact | None, float | None]:
+def _decided_by_kernel(flat: torch.Tensor, fmt) -> tuple[float | None, float | None]:
     """The fast path on a CPU for float32: core.kernels.widesum's block sums and absolute block sums
     in one pass (see reproducible_sum, "Fast path")."""
     widesum = _widesum()
@@ -346,15 +361,14 @@ def _decided_by_kernel(flat: torch.Tensor, fmt) -> tuple[Exact | None, float | N
         parts = [widesum.block_sums(buffer[: min(step, flat.numel() - s)].copy_(flat[s : s + step]).numpy(),
                                     threads, PROCESS_THREADS) for s in range(0, flat.numel(), step)]
         sums, abs_sums = (np.concatenate([part[i] for part in parts]) for i in (0, 1))
-    finite = np.isfinite(sums)
-    if not finite.all():
-        return None, _nonfinite_result(sums[~finite].tolist())
-    approx = math.fsum(sums.tolist())  # correctly rounded: error <= |approx| * u
-    abs_bound = math.fsum(abs_sums.tolist()) * _MARGIN  # >= sum|x|: see reproducible_sum
-    return _decide(approx, abs_bound, widesum.DEPTH, fmt), None
+    approx, abs_total, depth = widesum.combine(sums, abs_sums)
+    if not math.isfinite(approx):  # some value is not finite (float64 sums cannot overflow)
+        return None, _nonfinite_result(sums[~np.isfinite(sums)].tolist())
+    abs_bound = abs_total * widesum.ABS_SLACK * _MARGIN  # >= sum|x|: see the module docstring
+    return _decide(approx, abs_bound, depth, fmt), None
 
 
-def _decided_sum(flat: torch.Tensor, fmt, kernel: bool | None = None) -> tuple[Exact | None, float | None]:
+def _decided_sum(flat: torch.Tensor, fmt, kernel: bool | None = None) -> tuple[float | None, float | None]:
     """The fast path (float16, bfloat16, float32): float64 partial sums with a proven
     error bound, rounded both ways.
 
@@ -434,13 +448,13 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
         step = _chunk_size(flat)
         result, special = None, _specials(*_piece_extremes([flat[s : s + step] for s in range(0, flat.numel(), step)]))
     if special is not None:
-        return torch.tensor(special, dtype=torch.float64).to(x.dtype)
+        return torch.tensor(special, dtype=x.dtype)
     if result is None:
         result = round_to_format(_exact_sum(flat), fmt)
     if result == 0:  # T == 0 exactly: -0 only when every value is -0
         negative = not bool(flat.any()) and bool(torch.signbit(flat).all())
-        return torch.tensor(-0.0 if negative else 0.0, dtype=torch.float64).to(x.dtype)
-    return torch.tensor(float(result), dtype=torch.float64).to(x.dtype)
+        return torch.tensor(-0.0 if negative else 0.0, dtype=x.dtype)
+    return torch.tensor(float(result), dtype=x.dtype)  # exact: result is a value of x's format
 
 
 def reproducible_sum_devices(x: torch.Tensor) -> list[tuple[str, int]]:
