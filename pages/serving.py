@@ -125,8 +125,8 @@ def takeaway(study: ForkStudy) -> None:
         "pick other reduction orders for other batch sizes (matrix-vector against matrix-matrix paths, split-K, "
         "the number of KV splits), so one request's logits depend on its company. Where two tokens are nearly "
         "tied, the company decides the answer. This is the Mitigations page's *fix the reduction order*, applied "
-        "where it matters: **batch-invariant kernels** (one matmul configuration for every batch, RMSNorm and "
-        "softmax reduced per row by a fixed tree, attention with a fixed split *size*). "
+        "where it matters: **batch-invariant kernels** (one matmul configuration for every batch; RMSNorm and "
+        "attention as loops in a fixed order over each request's own values, never the padding of others). "
         f"Here they cost **{study.cost:.2f}×** the serving time; Thinking Machines measured 1.6× in vLLM "
         "(42 s against 26 s) and SGLang reports 34% (cited, not measured here).")
     record = load_record()

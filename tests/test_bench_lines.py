@@ -39,6 +39,8 @@ def test_bench_serving(capsys):
 
     bench_serving.main(4, repeats=1, new_tokens=10, linear_shape=(8, 64, 32))
     lines = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(r"batch-invariant serving, bfloat16: [\d.]+x the time of default serving \(4 requests, "
+                        r"\d+ tokens\)", lines[-3])
     assert re.fullmatch(r"batch-invariant linear 8x64x32: [\d.]+x \(float32\), [\d.]+x \(bfloat16\) the time of "
                         r"torch's linear", lines[-2])
     assert re.fullmatch(r"batch-invariant serving: [\d.]+x the time of default serving \(4 requests, \d+ tokens\)",

@@ -18,6 +18,11 @@ length): one serving run at the Serving page's defaults made about 300 shapes an
 45 MB, at the same speed within the run-to-run spread. A cache holds compiled code and workspace,
 never results: a product computes the same bits whether its kernel was kept or compiled again.
 
+**numba's vector maths.** Where Intel's SVML library is installed, numba hands the transcendental
+functions of vectorised loops to it, whose results can differ in the last bit from the C library's scalar
+ones used for the rest of a loop. The batch-invariant kernels (core.serving.fused) promise one
+rounding for every element, so ``NUMBA_DISABLE_INTEL_SVML=1``: the C library everywhere.
+
 **glibc's allocator.** Each Streamlit script run is a new thread, and glibc gives threads their own
 malloc arenas (up to eight per core). Memory a finished computation freed stays in its thread's
 arena, counted in the server's private memory, where the next visitor's thread does not reuse it.
@@ -46,6 +51,7 @@ SETTINGS = {
     "OMP_WAIT_POLICY": "PASSIVE",
     "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64",
     "LRU_CACHE_CAPACITY": "64",
+    "NUMBA_DISABLE_INTEL_SVML": "1",
 }
 for _name, _value in SETTINGS.items():
     os.environ.setdefault(_name, _value)

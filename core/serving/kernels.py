@@ -21,18 +21,12 @@ for a row never depends on the batch ("batch-invariant") stop it.
   multiple of 16 they did not for any shape tried. This rests on the library computing every
   row of one product shape alike, which is what the tests check bit for bit (hypothesis,
   batch sizes 1 to 64, every position, many shapes).
-* **RMSNorm**: the mean of squares is a fixed pairwise tree over the row (``tree_sum``):
-  element i is added to element i + h at each halving level, elementwise adds only (each add
-  rounds once, whatever the vector width), so the order is fixed by the row's length alone.
-* **softmax**: per row: the maximum (exact in any order), elementwise exp, the same fixed tree
-  for the sum, an elementwise division.
-* **attention over the KV cache**: keys are split into chunks of a fixed *size*
-  (``SPLIT_SIZE`` keys, not a fixed number of splits); each chunk's dot products, sum of
-  exponentials and weighted sum of values are fixed trees, and chunk partials are combined by
-  a tree in chunk order. Keys beyond a request's own length (padding to the longest request
-  of the batch) contribute exact zeros, and adding zero changes nothing, so a request's
-  result depends on its own length only. Exponentials are taken against the row's exact
-  maximum over its own keys (a two-pass form of the split-wise running maximum).
+* **RMSNorm, softmax and attention over the KV cache** (core.serving.fused, compiled loops): each
+  output row is computed from the row's own values alone, by a loop whose order the row's length
+  fixes (sums left to right, in float32). Attention visits only the keys a query may see, those of
+  its own request: keys beyond a request's own length (padding to the longest request of the
+  batch) are never read, so a request's result depends on its own length only. Exponentials are
+  taken against the row's exact maximum.
 
 Signed zeros are normalised (``+ 0.0``) where an exact zero could come out with either sign.
 bfloat16 inputs are reduced in float32 and rounded once, as bfloat16 kernels do (the linear through
@@ -55,28 +49,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 # bfloat16; a batch of one pays for 32 rows instead of 16 (for that shape 14 ms against 10 ms here).
 TILE_ROWS = 32
 PAD_K = 16
-SPLIT_SIZE = 16
-
-
-def tree_sum(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Sum along ``dim`` by a fixed pairwise tree: element i is added to element i + h, h the largest
-    power of two below the length, then the same on the first h elements, until one is left (the
-    tree of padding with zeros to a power of two, without the zeros). The order depends on the
-    length alone; a zero result comes out +0."""
-    dim = dim % x.dim()
-    n = x.shape[dim]
-    if n == 0:
-        return x.sum(dim)
-    while n > 1:
-        h = 1 << ((n - 1).bit_length() - 1)  # the largest power of two below n
-        if n == 2 * h:
-            x = x.narrow(dim, 0, h) + x.narrow(dim, h, h)
-        else:
-            folded = x.narrow(dim, 0, h).clone()
-            folded.narrow(dim, 0, n - h).add_(x.narrow(dim, h, n - h))
-            x = folded
-        n = h
-    return x.squeeze(dim) + 0.0
+SPLIT_SIZE = 16  # the modelled GPU's flash-decoding kernel: at least this many keys per split
 
 
 def _wide(x: torch.Tensor) -> torch.Tensor:
@@ -155,47 +128,32 @@ def linear_invariant(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     kp = math.ceil(k / PAD_K) * PAD_K
     tiles = max(1, math.ceil(m / TILE_ROWS))
     dtype = _tile_dtype(x, w)
-    padded = torch.zeros(tiles * TILE_ROWS, kp, dtype=dtype)
-    padded[:m, :k] = x
-    wf = _prepared(w, kp, dtype)
+    padded = F.pad(x.to(dtype), (0, kp - k, 0, tiles * TILE_ROWS - m))  # zero rows and columns, one new tensor
+    # a weight already in the tiles' dtype and width is used as it is (no lookup in the kept copies)
+    wf = w.detach() if w.dtype == dtype and w.shape[1] == kp else _prepared(w, kp, dtype)
     out = [F.linear(padded[i * TILE_ROWS:(i + 1) * TILE_ROWS], wf) for i in range(tiles)]
     return (out[0] if tiles == 1 else torch.cat(out))[:m].to(x.dtype)
 
 
+def _fused():
+    """core.serving.fused, imported on first use: it loads numba and compiles its loops (about a second),
+    which only batch-invariant serving needs."""
+    import core.serving.fused as fused  # deferred on purpose, see above
+
+    return fused
+
+
 def rmsnorm_invariant(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    xw = _wide(x)
-    mean_square = tree_sum(xw * xw, -1) / x.shape[-1]
-    return (xw * torch.rsqrt(mean_square + eps)[..., None] * _wide(w)).to(x.dtype)
+    return _fused().rmsnorm(x, w, eps)
 
 
 def softmax_invariant(x: torch.Tensor) -> torch.Tensor:
-    xw = _wide(x)
-    top = xw.amax(dim=-1, keepdim=True)
-    e = torch.exp(xw - top)
-    return (e / tree_sum(e, -1)[..., None]).to(x.dtype)
+    return _fused().softmax(x)
 
 
 def attention_invariant(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor:
-    """The same attention with fixed-size key splits and fixed reduction trees (module docstring)."""
-    b, t, h, d = q.shape
-    length = k.shape[1]
-    chunks = max(1, math.ceil(length / SPLIT_SIZE))
-    padded = chunks * SPLIT_SIZE
-    if padded != length:
-        pad = k.new_zeros(b, padded - length, h, d)
-        k, v = torch.cat([k, pad], 1), torch.cat([v, pad], 1)
-    qw, kw, vw = _wide(q), _wide(k), _wide(v)
-    scores = tree_sum(qw[:, :, None] * kw[:, None], -1) * (1.0 / math.sqrt(d))  # [B, T, P, H]
-    keys = torch.arange(padded)
-    visible = keys[None, None, :, None] <= q_pos[:, :, None, None]
-    scores = scores.masked_fill(~visible, float("-inf"))
-    top = scores.amax(dim=2, keepdim=True)  # exact: a maximum does not depend on the order
-    e = torch.exp(scores - top).masked_fill(~visible, 0.0)  # [B, T, P, H]
-    e = e.reshape(b, t, chunks, SPLIT_SIZE, h)
-    total = tree_sum(tree_sum(e, 3), 2)  # [B, T, H]: within each split, then across splits
-    weighted = e[..., None] * vw.reshape(b, 1, chunks, SPLIT_SIZE, h, d)  # [B, T, C, S, H, D]
-    out = tree_sum(tree_sum(weighted, 3), 2)  # [B, T, H, D]
-    return (out / total[..., None] + 0.0).to(q.dtype)
+    """The same attention, each query over its own request's visible keys in a fixed order (module docstring)."""
+    return _fused().attention(q, k, v, q_pos)
 
 
 # ---------------------------------------------------------------- a MODEL of a GPU's kernel choice
@@ -286,7 +244,8 @@ class Kernels:
 
 DEFAULT = Kernels("default", "default kernels (torch's F.linear, rms_norm, softmax, batched attention)",
                   linear_default, rmsnorm_default, softmax_default, attention_default)
-BATCH_INVARIANT = Kernels("batch_invariant", "batch-invariant kernels (fixed tiles, fixed trees, fixed split size)",
+BATCH_INVARIANT = Kernels("batch_invariant", "batch-invariant kernels (fixed tiles, fixed-order loops over each "
+                          "request's own keys)",
                           linear_invariant, rmsnorm_invariant, softmax_invariant, attention_invariant)
 GPU_MODEL = Kernels("gpu_model", "MODEL of a GPU's batch-dependent kernel choices (split-K matmul, split-KV "
                     "attention), computed exactly on this CPU", linear_gpu_model, rmsnorm_default,

@@ -27,7 +27,7 @@ def test_set_unless_the_environment_chose():
 
     env = {k: v for k, v in os.environ.items() if k not in SETTINGS}
     assert _settings(env) == {"OMP_WAIT_POLICY": "PASSIVE", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64",
-                              "LRU_CACHE_CAPACITY": "64"}
+                              "LRU_CACHE_CAPACITY": "64", "NUMBA_DISABLE_INTEL_SVML": "1"}
     chosen = _settings({**env, "OMP_WAIT_POLICY": "ACTIVE", "LRU_CACHE_CAPACITY": "512"})
     assert chosen["OMP_WAIT_POLICY"] == "ACTIVE" and chosen["LRU_CACHE_CAPACITY"] == "512"
     assert chosen["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"

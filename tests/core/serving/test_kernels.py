@@ -2,7 +2,8 @@
 
 Each property draws a target row and a batch of other rows, puts the target at every kind of
 position in batches of 1 to 64 rows, and compares the target's output bits with its output
-alone. tree_sum is checked against exact rational sums."""
+alone. The compiled loops are checked against the same loop written out in NumPy float32 scalars,
+and attention against a float64 computation."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.arith.formats import FORMATS
 from core.serving import kernels as K
 
 DTYPES = [torch.float32, torch.bfloat16]
@@ -107,37 +107,68 @@ def test_invariant_kernels_compute_the_same_functions(dtype):
     assert torch.allclose(K.linear_gpu_model(x, w).float(), K.linear_default(x, w).float(), atol=tol, rtol=tol)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(-(2**20), 2**20), min_size=1, max_size=300))
-def test_tree_sum_of_small_integers_is_exact(values):
-    x = torch.tensor(values, dtype=torch.float32)  # every partial sum below 2^24 is exact
-    assert float(K.tree_sum(x)) == sum(values)
+def _f32(v) -> np.float32:
+    return np.float32(v)
 
 
-@settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 2**31), n=st.integers(1, 300), scale=st.sampled_from([1e-42, 1e-3, 1.0, 1e30]))
-def test_tree_sum_error_within_the_bound_in_ulps(seed, n, scale):
-    """|tree sum - exact| <= ceil(log2 n) u sum|x| (each value passes through ceil(log2 n) additions)."""
-    x = rows(seed, (n,), torch.float32, scale)
-    got = Fraction(float(K.tree_sum(x)))
-    vals = [Fraction(float(v)) for v in x]
-    exact = sum(vals, Fraction(0))
-    depth = max(1, (n - 1).bit_length())
-    u = FORMATS["float32"].unit_roundoff
-    # plus one smallest subnormal per addition: sums below the normal range round absolutely
-    bound = depth * u * sum(abs(v) for v in vals) + n * FORMATS["float32"].min_subnormal
-    assert abs(got - exact) <= bound
+def _rmsnorm_by_hand(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """RMSNorm as the kernel's loop is written, one IEEE float32 operation at a time in NumPy scalars
+    (products, sums, the division and the square root are each correctly rounded in both)."""
+    out = np.empty_like(x)
+    for r, row in enumerate(x):
+        s = _f32(0.0)
+        for v in row:
+            s = _f32(s + _f32(v * v))
+        scale = _f32(_f32(1.0) / np.sqrt(_f32(s / _f32(len(row))) + _f32(eps)))
+        out[r] = [_f32(_f32(v * scale) * wj) for v, wj in zip(row, w, strict=True)]
+    return out
 
 
-def test_tree_sum_specials():
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31), n=st.integers(1, 130), rows_=st.integers(1, 5),
+       scale=st.sampled_from([1e-20, 1.0, 1e15]))
+def test_rmsnorm_sums_left_to_right_in_float32(seed, n, rows_, scale):
+    """The compiled loop is the order written, bit for bit: no reassociation, no fused multiply-add."""
+    x, w = rows(seed, (rows_, n), torch.float32, scale), rows(seed + 1, (n,), torch.float32)
+    got = K.rmsnorm_invariant(x, w, 1e-5).numpy()
+    want = _rmsnorm_by_hand(x.numpy(), w.numpy(), 1e-5)
+    assert got.view(np.int32).tolist() == want.view(np.int32).tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31), own=st.integers(1, 60), extra=st.integers(0, 20), t=st.integers(1, 3))
+def test_attention_is_within_float32_rounding_of_the_float64_attention(seed, own, extra, t):
+    """Against attention computed in float64 over the request's own visible keys: each score, sum and
+    weighted sum is a left-to-right float32 sum of at most 60 terms, so a few hundred float32 roundings
+    bound the error relative to the values' scale."""
+    b, h, d = 2, 3, 32
+    t = min(t, own)
+    q, k, v = (rows(seed + i, (b, own + extra, h, d), torch.float32) for i in range(3))
+    q = q[:, :t]
+    q_pos = torch.tensor([list(range(own - t, own)), [own + extra - 1] * t])
+    got = K.attention_invariant(q, k, v, q_pos).double()
+    for i in range(b):
+        for j in range(t):
+            keys = int(q_pos[i, j]) + 1
+            scores = torch.einsum("hd,lhd->hl", q[i, j].double(), k[i, :keys].double()) / d**0.5
+            want = torch.einsum("hl,lhd->hd", torch.softmax(scores, -1), v[i, :keys].double())
+            assert torch.allclose(got[i, j], want, rtol=0, atol=2e-5 * float(v[i, :keys].abs().max()))
+
+
+def test_the_compiled_kernels_with_specials():
     inf, nan = float("inf"), float("nan")
-    assert float(K.tree_sum(torch.tensor([1.0, inf, 2.0]))) == inf
-    assert np.isnan(float(K.tree_sum(torch.tensor([inf, -inf]))))
-    assert np.isnan(float(K.tree_sum(torch.tensor([1.0, nan]))))
+    s = K.softmax_invariant(torch.tensor([[0.0, -inf, 1.0], [1.0, nan, 2.0], [3.0, 3.0, 3.0]]))
+    assert s[0, 1] == 0 and torch.allclose(s[0], torch.softmax(torch.tensor([0.0, -inf, 1.0]), -1))
+    assert torch.isnan(s[1]).all()  # a NaN makes its row NaN, as torch's softmax does
+    assert s[2].tolist() == [np.float32(1 / 3)] * 3
     big = float(np.finfo(np.float32).max)
-    assert float(K.tree_sum(torch.tensor([big, big]))) == inf  # overflow rounds to infinity
-    z = K.tree_sum(torch.tensor([-0.0, -0.0]))
-    assert float(z) == 0.0 and not torch.signbit(z)  # zeros come out +0 (normalised)
+    r = K.rmsnorm_invariant(torch.tensor([[big, big], [0.0, -0.0]]), torch.ones(2), 1e-5)
+    assert (r[0] == 0).all()  # the squares overflow: the scale is 1 / inf = 0
+    assert r[1].tolist() == [0.0, 0.0]
+    q = torch.zeros(1, 1, 1, 4)
+    v = -torch.zeros(1, 3, 1, 4)  # -0 values: the weighted sum comes out +0
+    out = K.attention_invariant(q, torch.zeros(1, 3, 1, 4), v, torch.tensor([[2]]))
+    assert out.tolist() == [[[[0.0] * 4]]] and not torch.signbit(out).any()
 
 
 def test_the_models_of_gpu_kernels_depend_on_the_batch():
