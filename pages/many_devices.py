@@ -147,7 +147,7 @@ def replay(live: DataParallelResult) -> None:
                    icon=":material/check_circle:")
     else:
         st.info(f"The emulation's weights first differ from the live run's at step {check[1]}: the "
-                "emulation computes the shard gradients batched (torch.func.vmap), which may round "
+                "emulation computes the shard gradients batched (batched matrix products), which may round "
                 "differently from a worker's own backward pass on this machine.", icon=":material/info:")
 
 
@@ -229,10 +229,10 @@ def emulation_controls() -> EmulationSettings:
 def emulation_section(live: DataParallelResult | None) -> None:
     st.header("3 · Training on 8, 64 and 1,024 devices, emulated in one process")
     st.markdown(
-        "No processes here: the batch is cut into *k* shards, each shard's gradient is computed (batched with "
-        "`torch.func.vmap`), multiplied by 1/*k* and summed in the chosen model's order, and one optimizer step "
-        "follows, every step. Like the models above, this is an emulation of the arithmetic, not a run on real "
-        "devices."
+        "No processes here: the batch is cut into *k* shards, each shard's gradient is computed (all shards at "
+        "once, through batched matrix products), multiplied by 1/*k* and summed in the chosen model's order, and "
+        "one optimizer step follows, every step. Like the models above, this is an emulation of the arithmetic, "
+        "not a run on real devices."
     )
     settings = emulation_controls()
     keys = settings.keys()

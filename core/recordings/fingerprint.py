@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
+from core.training import optim
 from core.training.mlp import TrainSettings, train_params
 
 HASH_DIGITS = 16
@@ -70,7 +71,7 @@ def _optimizer_steps(kind: str, r) -> torch.Tensor:
            else torch.optim.Adam([w], lr=0.1, foreach=False))
     for _ in range(2):
         w.grad = r(64, 64)
-        opt.step()
+        optim.step(opt)
     return w.detach()
 
 

@@ -49,6 +49,7 @@ from core.machines.globalstate import torch_threads
 from core.serving import corpus
 from core.serving.model import ModelConfig, TinyLMModule, encode, load_params
 from core.traces.record import scope, tensors_of
+from core.training import optim
 from core.training.mlp import TrainSettings, batch_schedule, init_params, spirals
 
 MODELS = {
@@ -147,7 +148,7 @@ def mlp_step(s: RunSettings) -> tuple[nn.Module, tuple[torch.Tensor, ...], Calla
         loss = F.cross_entropy(logits.to(dt), yb)
         loss.backward()
         with scope("optimizer"):
-            opt.step()
+            optim.step(opt)
         return loss
 
     return model, (xb,), step

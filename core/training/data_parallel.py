@@ -24,7 +24,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from core.training.mlp import PARAM_NAMES, TrainSettings, batch_schedule, forward, init_params, spirals
+from core.training import optim
+from core.training.mlp import PARAM_NAMES, TrainSettings, batch_schedule, forward, init_params, make_optimizer, spirals
 from core.training.pair import StepRecord, validate
 
 # The run shown on the Many devices page and by scripts/data_parallel.py: the Training divergence
@@ -44,14 +45,6 @@ def _loss(params: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor) -
     return F.cross_entropy(forward(params, xb), yb)
 
 
-def _optimizer(params: dict[str, torch.Tensor], settings: TrainSettings) -> torch.optim.Optimizer:
-    """The Training divergence pair's optimizer (core.training.pair), built the same way."""
-    ps = [params[k] for k in PARAM_NAMES]
-    if settings.optimizer == "adam":
-        return torch.optim.Adam(ps, lr=settings.lr, foreach=False)
-    return torch.optim.SGD(ps, lr=settings.lr, momentum=0.9, foreach=False)
-
-
 class _Replica:
     """One copy of the model and its optimizer, from the pair's initial weights."""
 
@@ -59,7 +52,7 @@ class _Replica:
         dt = torch.float32 if settings.dtype == "float32" else torch.float64
         base = init_params(settings.hidden, settings.classes, settings.seed)
         self.params = {k: base[k].to(dt).clone().requires_grad_(True) for k in PARAM_NAMES}
-        self.opt = _optimizer(self.params, settings)
+        self.opt = make_optimizer(self.params, settings)  # the Training divergence pair's, built the same way
         self.sizes = [self.params[k].numel() for k in PARAM_NAMES]
 
     def measure(self, xb: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,7 +64,7 @@ class _Replica:
     def train_step(self, xb: torch.Tensor, yb: torch.Tensor) -> None:
         self.opt.zero_grad(set_to_none=True)
         _loss(self.params, xb, yb).backward()
-        self.opt.step()
+        optim.step(self.opt)
 
     def local_gradient(self, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
         """The gradient of the mean loss over this batch, flattened in PARAM_NAMES order (a fresh tensor)."""
@@ -86,7 +79,7 @@ class _Replica:
             p = self.params[k]
             p.grad = flat[offset:offset + n].reshape(p.shape).clone()
             offset += n
-        self.opt.step()
+        optim.step(self.opt)
 
     def flat(self) -> torch.Tensor:
         return torch.cat([self.params[k].detach().reshape(-1) for k in PARAM_NAMES])

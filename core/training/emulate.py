@@ -1,7 +1,7 @@
 """Data-parallel training on many devices, emulated in one process, and the order study.
 
 ``emulate_run`` is the one-process stand-in for k devices: k shards of each global batch, the
-per-shard gradients computed batched (``torch.func.vmap``) or one backward pass each (as a gloo
+per-shard gradients computed batched (one backward pass through batched products) or one backward pass each (as a gloo
 worker does), combined in a collective model's order (core.kernels.collectives), one optimizer
 step, beside one process on the whole batch. It is a model; the live run (core.training.gloo) is
 the real engine, and the gloo ring model replays it bit for bit. ``order_study`` compares the
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
-from torch.func import grad, vmap
+import torch.nn.functional as F
 
 from core.kernels import collectives
 from core.machines.progress import OnProgress, report
@@ -25,7 +25,6 @@ from core.training.data_parallel import (
     EMULATED_KS,
     MAX_EMULATED_STEPS,
     _data,
-    _loss,
     _record,
     _Replica,
     check_settings,
@@ -33,7 +32,7 @@ from core.training.data_parallel import (
     shards,
     weights_digest,
 )
-from core.training.mlp import PARAM_NAMES, TrainSettings
+from core.training.mlp import PARAM_NAMES, TrainSettings, forward
 from core.training.pair import StepRecord
 from core.training.seeds import DivergenceSummary, summarize
 
@@ -45,17 +44,32 @@ def shard_gradients(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.T
                     parts: list[np.ndarray]) -> np.ndarray:
     """Each shard's gradient of its mean loss, as rows of a float32 array (shards, parameters).
 
-    Shards of equal size are computed together with ``torch.func.vmap``.
+    Shards of equal size are computed together, in one backward pass: every shard gets its own copy
+    of the weights, the forward pass runs through batched products, and the loss is the sum of the
+    shards' mean losses, so each copy's gradient is its own shard's. (torch.func's grad would do the
+    same but loads torch's compiler, about 68 MB of the server's memory, on first use.)
     """
-    detached = {k: v.detach() for k, v in params.items()}
-    out = np.empty((len(parts), sum(v.numel() for v in detached.values())), dtype=np.float32)
+    out = np.empty((len(parts), sum(v.numel() for v in params.values())), dtype=np.float32)
     by_size: dict[int, list[int]] = {}
     for r, part in enumerate(parts):
         by_size.setdefault(len(part), []).append(r)
     for rows in by_size.values():
         idx = torch.from_numpy(np.stack([parts[r] for r in rows]))
-        g = vmap(grad(_loss), in_dims=(None, 0, 0))(detached, x[idx], y[idx])
-        out[rows] = torch.cat([g[k].reshape(len(rows), -1) for k in PARAM_NAMES], dim=1).numpy()
+        # the gradient with respect to the expanded tensor (not its base) is per copy
+        copies = [params[k].detach().requires_grad_(True).expand(len(rows), *params[k].shape)
+                  for k in PARAM_NAMES]
+        logits = forward(dict(zip(PARAM_NAMES, copies, strict=True)), x[idx])
+        losses = F.cross_entropy(logits.flatten(0, 1), y[idx].flatten(), reduction="none")
+        g = torch.autograd.grad(losses.view(len(rows), -1).mean(1).sum(), copies)
+        consecutive = rows == list(range(rows[0], rows[0] + len(rows)))
+        block = torch.from_numpy(out[rows[0]:rows[0] + len(rows)] if consecutive else out[rows])
+        at = 0
+        for gk in g:  # one copy each, straight into the rows (a weight's gradient comes transposed)
+            n = gk[0].numel()
+            block[:, at:at + n].view(gk.shape).copy_(gk)
+            at += n
+        if not consecutive:
+            out[rows] = block.numpy()
     return out
 
 
@@ -71,20 +85,20 @@ class EmulatedRun:
 
 def emulate_run(ranks: int, model: str, steps: int, settings: TrainSettings = DP_SETTINGS,
                 on_progress: OnProgress | None = None, every: int = 10,
-                per_shard: str = "vmap") -> EmulatedRun:
+                per_shard: str = "batched") -> EmulatedRun:
     """The data-parallel run on ``ranks`` emulated devices, in this process, beside one process.
 
     Every step: the gradient of each of the ``ranks`` shards, times 1/ranks (as DDP), summed in
     ``model``'s order (core.kernels.collectives), one optimizer step. ``on_progress`` gets the steps done
     every ``every`` steps and may raise to stop. ``per_shard="loop"`` computes each
     shard's gradient by its own backward pass, exactly as a worker does (slow for many shards);
-    the default batches them with torch.func.vmap.
+    the default batches them (``shard_gradients``).
     """
     check_settings(settings, ranks, steps, MAX_EMULATED_STEPS)
     if model not in collectives.MODELS:
         raise ValueError(f"unknown collective model {model!r}")
-    if per_shard not in ("vmap", "loop"):
-        raise ValueError("per_shard is 'vmap' or 'loop'")
+    if per_shard not in ("batched", "loop"):
+        raise ValueError("per_shard is 'batched' or 'loop'")
     x, y, schedule = _data(settings, steps)
     one, dp = _Replica(settings), _Replica(settings)
     scale = np.float32(1.0 / ranks)

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from core.machines.globalstate import torch_threads
+from core.training import optim
 
 # What B changes is a registry too: see DIFFERENCES below (SOURCES and STAND_IN are views of it).
 OPTIMIZERS = ("sgd_momentum", "adam")
@@ -123,10 +124,19 @@ def init_params(hidden: int, classes: int, seed: int) -> dict[str, torch.Tensor]
     }
 
 
+def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if w.dim() == 2:
+        return F.linear(x, w, b)
+    # Weights with a leading dimension are one copy per shard (x: shards, examples, features),
+    # multiplied through batched products: see shard_gradients in core.training.emulate.
+    return torch.baddbmm(b.unsqueeze(-2), x, w.transpose(-1, -2))
+
+
 def forward(p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    h = torch.tanh(F.linear(x, p["w1"], p["b1"]))
-    h = torch.tanh(F.linear(h, p["w2"], p["b2"]))
-    return F.linear(h, p["w3"], p["b3"])
+    """The MLP's logits; with weights stacked per shard (a leading dimension), each shard's own."""
+    h = torch.tanh(_linear(x, p["w1"], p["b1"]))
+    h = torch.tanh(_linear(h, p["w2"], p["b2"]))
+    return _linear(h, p["w3"], p["b3"])
 
 
 @dataclass
@@ -167,7 +177,7 @@ def _one_step(run: Run, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     logits = forward_as(run, run.params, xb)
     loss = F.cross_entropy(logits, yb)
     loss.backward()
-    run.opt.step()
+    optim.step(run.opt)
     return loss.detach(), logits.detach()
 
 

@@ -8,6 +8,7 @@ workers for 30 steps, one worker for 3, and three runs that are made to fail.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from pathlib import Path
@@ -252,6 +253,22 @@ def test_emulated_devices_combine_shard_gradients_in_the_models_order():
     g = emulate.shard_gradients(replica.params, x, y, dp.shards(schedule[0], 8)) * np.float32(1 / 8)
     replica.apply(torch.from_numpy(collectives.ring_gloo(g)))
     assert dp.weights_digest(replica.flat()) == run.digests[0]
+
+
+@pytest.mark.parametrize("sizes", [(128,) * 8, (300, 400, 300), (1,) * 24])
+def test_batched_shard_gradients_are_each_shards_own_backward_pass(sizes):
+    # shards of unequal sizes are batched by size, so their rows are not consecutive (300, 400, 300)
+    s = dp.DP_SETTINGS
+    x, y, schedule = dp._data(s, 1)
+    replica = dp._Replica(s)
+    ends = np.cumsum((0, *sizes))
+    parts = [schedule[0][a:b] for a, b in itertools.pairwise(ends)]
+    batched = emulate.shard_gradients(replica.params, x, y, parts)
+    assert all(p.grad is None for p in replica.params.values())  # the weights' own gradients untouched
+    loop = np.stack([replica.local_gradient(x[p], y[p]).numpy() for p in parts])
+    assert batched.dtype == np.float32 and batched.shape == loop.shape
+    # the same sums in another blocking: within float32 rounding of the largest term, never more
+    np.testing.assert_allclose(batched, loop, rtol=0, atol=1e-5 * float(np.abs(loop).max()))
 
 
 def test_a_thousand_emulated_devices():

@@ -707,7 +707,11 @@ def test_advance_waits_at_most_its_timeout_for_another_thread():
 def test_a_step_that_raises_leaves_the_pair_refusing_to_continue(monkeypatch):
     run = PairedRun(TrainSettings(steps=5))
     run.advance(1)
-    monkeypatch.setattr(run.b.opt, "step", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    from core.training import optim
+
+    real = optim.step
+    monkeypatch.setattr(optim, "step", lambda opt: (_ for _ in ()).throw(RuntimeError("boom")) if opt is run.b.opt
+                        else real(opt))
     with pytest.raises(RuntimeError, match="boom"):
         run.advance(1)
     monkeypatch.undo()
