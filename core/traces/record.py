@@ -340,6 +340,13 @@ class TraceMode(TorchDispatchMode):
         self._digests = TensorMap()  # tensor -> (version, digest of its followed bits)
         self._counter = 0
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ to keep its compiler out of it, which imports the
+        # compiler (torch._dynamo, about 68 MB) and costs every dispatched op a few frame-hook calls.
+        # Nothing here compiles, so the plain method serves.
+        return False
+
     def mark_inputs(self, tensors) -> None:
         for t in tensors:
             if isinstance(t, torch.Tensor):

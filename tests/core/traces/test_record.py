@@ -423,3 +423,17 @@ def test_l1_norm_in_float64_for_every_dtype():
     assert record.l1_norm(torch.tensor([1 + 1j])) is None
     big = torch.full((4,), 65504.0, dtype=torch.float16)  # the largest float16: its sum overflows float16, not float64
     assert record.l1_norm(big) == 4 * 65504.0
+
+
+def test_tracing_leaves_the_compiler_unloaded():
+    # torch would wrap a mode's dispatch to keep its compiler out, importing that compiler to do so
+    import pathlib
+    import subprocess
+    import sys
+
+    code = ("import sys; from core.traces.models import RunSettings; from core.traces.run import make_trace; "
+            "make_trace(RunSettings(model='tiny-lm', batch=2)); make_trace(RunSettings()); "
+            "print('torch._dynamo' in sys.modules)")
+    root = pathlib.Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
