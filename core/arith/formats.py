@@ -313,7 +313,17 @@ def split_bits(bits: int, fmt: FloatFormat) -> tuple[str, str, str]:
 
 
 def hex_bits(bits: int, fmt: FloatFormat) -> str:
+    """One bit pattern as 0x and fmt.width / 4 hex digits (the form shown on the pages)."""
     return f"0x{bits:0{fmt.width // 4}x}"
+
+
+def hex_digits(bits: np.ndarray, fmt: FloatFormat) -> list[str]:
+    """Many bit patterns (unsigned, fmt's width) as hex digits without the 0x, one string each,
+    big-endian: the vectorised form of hex_bits, as trace files keep their samples."""
+    if not len(bits):
+        return []
+    w = fmt.width // 8  # bytes of one value
+    return np.asarray(bits, dtype=fmt.uint_dtype).astype(f">u{w}").tobytes().hex(" ", w).split(" ")
 
 
 def tensor_of(x: Exact, fmt: FloatFormat, device: str | torch.device = "cpu") -> torch.Tensor:

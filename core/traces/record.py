@@ -61,7 +61,7 @@ import xxhash
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
-from core.arith.formats import format_of
+from core.arith.formats import bit_view, format_of, hex_digits
 from core.traces import reductions
 
 SAMPLE = 32  # output values kept per op, as hex bits
@@ -72,8 +72,6 @@ MAX_OUTPUTS = 8  # outputs of one op recorded one by one (more are only digested
 _SKIP = {"detach", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided", "new_empty",
          "new_empty_strided", "empty_permuted",
          "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
-_BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
-         torch.bfloat16: torch.int16}
 _FUNCS: dict = {}  # op overload -> (name, not recorded)
 # what digest() computes (earlier files: "blake2b-64" in version 1, then "sha256-64"); traces of two cannot be compared
 DIGEST = "xxh3-64"
@@ -249,12 +247,8 @@ def hex_bits(t: torch.Tensor, idx: list[int], flat: torch.Tensor | None = None) 
     """The sampled values' bits as big-endian hex (floats), or their decimal text (integers). ``flat``:
     ``_flat(t)``, where the caller has it already."""
     flat = _flat(t) if flat is None else flat
-    if t.dtype in _BITS:
-        if not idx:
-            return []
-        w = format_of(t.dtype).width // 8  # bytes of one value
-        bits = flat.view(_BITS[t.dtype]).numpy()[np.asarray(idx, dtype=np.int64)]
-        return bits.astype(f">i{w}").tobytes().hex(" ", w).split(" ")
+    if t.dtype in DTYPE_NAMES:
+        return hex_digits(bit_view(flat)[np.asarray(idx, dtype=np.int64)], format_of(t.dtype))
     picked = flat[torch.tensor(idx, dtype=torch.long)] if idx else flat[:0]
     return [str(int(v)) if not t.is_complex() else str(complex(v)) for v in picked.tolist()]
 

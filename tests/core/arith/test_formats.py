@@ -24,6 +24,8 @@ from core.arith.formats import (
     error_in_ulps,
     floor_log2,
     get_format,
+    hex_bits,
+    hex_digits,
     round_to_format,
     split_bits,
     tensor_from_bits,
@@ -250,3 +252,16 @@ def test_ulp_distance_array_counts_what_ulp_distance_counts(data):
 def test_ulp_distance_array_refuses_two_formats():
     with pytest.raises(ValueError, match="one format"):
         ulp_distance_array(np.zeros(2, np.float32), np.zeros(2, np.float64))
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_hex_digits_are_hex_bits_of_each_pattern_and_decode_back(name, data):
+    fmt = FORMATS[name]
+    # any patterns: subnormals, both zeros, infinities, NaNs of every payload, the largest finite values
+    bits = data.draw(st.lists(bit_patterns(fmt), min_size=0, max_size=40))
+    got = hex_digits(np.array(bits, dtype=fmt.uint_dtype), fmt)
+    assert got == [hex_bits(b, fmt)[2:] for b in bits]
+    for b, h in zip(bits, got, strict=True):
+        assert len(h) == fmt.width // 4 and int(h, 16) == b
