@@ -4,9 +4,9 @@ Bundled models (``MODELS``), written as ``nn.Module`` trees so every op has a mo
 
 - ``mlp-step``: one training step of the Training divergence MLP (2-64-64-3, tanh, the default
   preset's spirals, first batch of 128, its seeded initial weights; cross-entropy, backward, and
-  SGD with momentum 0.9 at lr 0.5, as core.training.mlp). Its layers are ``nn.Linear``, which calls
-  the same ``F.linear`` as core.training.mlp.forward: the logits are the same bits
-  (tests/core/traces/test_models.py);
+  SGD with momentum 0.9 at lr 0.5, as core.training.mlp), as core.training.mlp.MLPModule: the
+  network of core.training.mlp.forward built from the same layer list as modules, with the same
+  bits (tests/core/traces/test_models.py);
 - ``tiny-lm``: a decode step of the serving page's language model in its module form
   (core.serving.model.TinyLMModule, ``model.layers.<i>.attn`` ..., the bundled weights; the same module
   that training differentiates through ``sequence_logits``): each request's prompt of ``LM_TOKENS`` characters but
@@ -50,7 +50,7 @@ from core.serving import corpus
 from core.serving.model import ModelConfig, TinyLMModule, encode, load_params
 from core.traces.record import scope, tensors_of
 from core.training import optim
-from core.training.mlp import TrainSettings, batch_schedule, init_params, spirals
+from core.training.mlp import MLPModule, TrainSettings, batch_schedule, init_params, spirals
 
 MODELS = {
     "mlp-step": "one training step of the Training divergence MLP (forward, cross-entropy, backward, SGD step)",
@@ -114,29 +114,12 @@ class RunSettings:
 # ------------------------------------------------------------------------------ the MLP step
 
 
-class MLP(nn.Module):
-    def __init__(self, p: dict[str, torch.Tensor]) -> None:
-        super().__init__()
-        hidden, classes, dt = p["w2"].shape[0], p["w3"].shape[0], p["w1"].dtype
-        # in the weights' own format: float32 layers would round float64 weights before a float64 run
-        self.fc1, self.act1 = nn.Linear(2, hidden, dtype=dt), nn.Tanh()
-        self.fc2, self.act2 = nn.Linear(hidden, hidden, dtype=dt), nn.Tanh()
-        self.fc3 = nn.Linear(hidden, classes, dtype=dt)
-        with torch.no_grad():
-            for i, fc in enumerate((self.fc1, self.fc2, self.fc3), start=1):
-                fc.weight.copy_(p[f"w{i}"])
-                fc.bias.copy_(p[f"b{i}"])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc3(self.act2(self.fc2(self.act1(self.fc1(x)))))
-
-
 def mlp_step(s: RunSettings) -> tuple[nn.Module, tuple[torch.Tensor, ...], Callable[[], object]]:
     cfg = TrainSettings()
     dt = _TORCH_DTYPES[s.dtype]
     x64, y = spirals(cfg.n_points, cfg.classes, cfg.seed)
     idx = batch_schedule(len(y), cfg.batch, 1, cfg.seed)[0]
-    model = MLP(init_params(cfg.hidden, cfg.classes, cfg.seed)).to(dt).to(s.device)
+    model = MLPModule(init_params(cfg.hidden, cfg.classes, cfg.seed)).to(dt).to(s.device)
     xb = torch.from_numpy(x64[idx]).to(dt).to(s.device)
     yb = torch.from_numpy(y[idx]).to(s.device)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9, foreach=False)

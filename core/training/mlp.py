@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from core.machines.globalstate import torch_threads
@@ -107,6 +108,9 @@ def batch_schedule(n: int, batch: int, steps: int, seed: int) -> np.ndarray:
 
 
 PARAM_NAMES = ("w1", "b1", "w2", "b2", "w3", "b3")
+# The architecture, written once: layer i is x @ w_i.T + b_i, then tanh where marked. forward and
+# MLPModule (the same network as nn.Linear and nn.Tanh modules, for module paths in traces) both read it.
+LAYERS = (("w1", "b1", True), ("w2", "b2", True), ("w3", "b3", False))
 
 
 def init_params(hidden: int, classes: int, seed: int) -> dict[str, torch.Tensor]:
@@ -134,9 +138,36 @@ def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def forward(p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     """The MLP's logits; with weights stacked per shard (a leading dimension), each shard's own."""
-    h = torch.tanh(_linear(x, p["w1"], p["b1"]))
-    h = torch.tanh(_linear(h, p["w2"], p["b2"]))
-    return _linear(h, p["w3"], p["b3"])
+    for w, b, tanh in LAYERS:
+        x = _linear(x, p[w], p[b])
+        if tanh:
+            x = torch.tanh(x)
+    return x
+
+
+class MLPModule(nn.Module):
+    """``forward`` as modules (fc1, act1, fc2, act2, fc3: nn.Linear calls F.linear, nn.Tanh torch.tanh, so
+    the bits are forward's), holding a copy of ``p`` in its own dtype."""
+
+    def __init__(self, p: dict[str, torch.Tensor]) -> None:
+        super().__init__()
+        for i, (w, b, tanh) in enumerate(LAYERS, start=1):
+            out_features, in_features = p[w].shape
+            # in the weights' own format: float32 layers would round float64 weights before a float64 run
+            fc = nn.Linear(in_features, out_features, dtype=p[w].dtype)
+            with torch.no_grad():
+                fc.weight.copy_(p[w])
+                fc.bias.copy_(p[b])
+            self.add_module(f"fc{i}", fc)
+            if tanh:
+                self.add_module(f"act{i}", nn.Tanh())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, (_, _, tanh) in enumerate(LAYERS, start=1):
+            x = getattr(self, f"fc{i}")(x)
+            if tanh:
+                x = getattr(self, f"act{i}")(x)
+        return x
 
 
 @dataclass

@@ -7,8 +7,8 @@ import torch
 
 from core.serving.kernels import KERNELS
 from core.serving.model import ModelConfig, TinyLM, encode, load_params, sequence_logits
-from core.traces.models import MLP, RunSettings, build, lm_prompts
-from core.training.mlp import TrainSettings, forward, init_params, spirals
+from core.traces.models import RunSettings, build, lm_prompts
+from core.training.mlp import MLPModule, TrainSettings, forward, init_params, spirals
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -17,7 +17,7 @@ def test_the_traced_mlp_gives_the_training_mlps_bits(dtype):
     p = {k: v.to(dtype) for k, v in init_params(cfg.hidden, cfg.classes, cfg.seed).items()}
     x = torch.from_numpy(spirals(cfg.n_points, cfg.classes, cfg.seed)[0][:128]).to(dtype)
     with torch.no_grad():
-        assert torch.equal(MLP(p).to(dtype)(x), forward(p, x))
+        assert torch.equal(MLPModule(p).to(dtype)(x), forward(p, x))
 
 
 def test_the_traced_decode_step_is_the_served_models_next_token():
