@@ -61,7 +61,7 @@ import xxhash
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
-from core.arith.formats import bit_view, format_of, hex_digits
+from core.arith.formats import format_of, hex_digits
 from core.traces import reductions
 
 SAMPLE = 32  # output values kept per op, as hex bits
@@ -77,6 +77,7 @@ _FUNCS: dict = {}  # op overload -> (name, not recorded)
 DIGEST = "xxh3-64"
 DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
                torch.bfloat16: "bfloat16"}
+_FORMATS = {dt: format_of(dt) for dt in DTYPE_NAMES}  # looked up per sampled output
 
 
 # ModuleTracker installs process-global module hooks: two traces at once (two viewers) would see
@@ -214,15 +215,20 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
     return flat
 
 
-def digest(t: torch.Tensor, flat: torch.Tensor | None = None) -> str:
+def _values(flat: torch.Tensor) -> np.ndarray:
+    """A flat tensor's memory as a NumPy array (shared, no copy): its own values, bfloat16 as its bit
+    patterns (NumPy has no bfloat16). The digest, the samples and the L1 norm all read this one array."""
+    return (flat.view(torch.uint16) if flat.dtype == torch.bfloat16 else flat).numpy()
+
+
+def digest(t: torch.Tensor, flat: torch.Tensor | None = None, values: np.ndarray | None = None) -> str:
     """``DIGEST`` of the tensor's shape, dtype and bits, in row-major order (the layout does not count).
-    ``flat``: ``_flat(t)``, where the caller has it already."""
+    ``flat``, ``values``: ``_flat(t)`` and ``_values`` of it, where the caller has them already."""
     h = xxhash.xxh3_64(f"{tuple(t.shape)}{t.dtype}".encode())
     if t.numel():
-        c = _flat(t) if flat is None else flat
-        if c.dtype == torch.bool:
-            c = c.to(torch.uint8)
-        h.update(memoryview(c.view(torch.uint8).numpy()))
+        if values is None:
+            values = _values(_flat(t) if flat is None else flat)
+        h.update(values.view(np.uint8))  # the bytes in order (a bool is one byte, 0 or 1)
     return h.hexdigest()
 
 
@@ -236,6 +242,11 @@ def sample_positions(numel: int, count: int = SAMPLE) -> list[int]:
     return list(_positions(numel, count))
 
 
+@functools.lru_cache(maxsize=4096)  # as _positions: the same few index lists, asked for again and again
+def _position_array(idx: tuple[int, ...]) -> np.ndarray:
+    return np.asarray(idx, dtype=np.int64)
+
+
 @functools.lru_cache(maxsize=4096)  # a run meets few sizes, again and again: each op of a trace asks
 def _positions(numel: int, count: int) -> tuple[int, ...]:
     if numel <= count:
@@ -243,12 +254,15 @@ def _positions(numel: int, count: int) -> tuple[int, ...]:
     return tuple(sorted({round(i * (numel - 1) / (count - 1)) for i in range(count)}))
 
 
-def hex_bits(t: torch.Tensor, idx: list[int], flat: torch.Tensor | None = None) -> list[str]:
-    """The sampled values' bits as big-endian hex (floats), or their decimal text (integers). ``flat``:
-    ``_flat(t)``, where the caller has it already."""
+def hex_bits(t: torch.Tensor, idx: list[int], flat: torch.Tensor | None = None,
+             values: np.ndarray | None = None) -> list[str]:
+    """The sampled values' bits as big-endian hex (floats), or their decimal text (integers). ``flat``,
+    ``values``: ``_flat(t)`` and ``_values`` of it, where the caller has them already."""
     flat = _flat(t) if flat is None else flat
-    if t.dtype in DTYPE_NAMES:
-        return hex_digits(bit_view(flat)[np.asarray(idx, dtype=np.int64)], format_of(t.dtype))
+    fmt = _FORMATS.get(t.dtype)
+    if fmt is not None:
+        values = _values(flat) if values is None else values
+        return hex_digits(values.view(fmt.uint_dtype)[_position_array(tuple(idx))], fmt)
     picked = flat[torch.tensor(idx, dtype=torch.long)] if idx else flat[:0]
     return [str(int(v)) if not t.is_complex() else str(complex(v)) for v in picked.tolist()]
 
@@ -256,13 +270,13 @@ def hex_bits(t: torch.Tensor, idx: list[int], flat: torch.Tensor | None = None) 
 _NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
 
 
-def l1_norm(flat: torch.Tensor) -> float | None:
+def l1_norm(flat: torch.Tensor, values: np.ndarray | None = None) -> float | None:
     """sum |x| of a flat tensor (``_flat``), accumulated in float64; None for no values, complex values, or a
     sum that is not finite (a NaN or an infinity among them: the L1 check is then not made). |x| is exact."""
     if not flat.numel() or flat.is_complex():
         return None
     if flat.dtype in _NUMPY_FLOATS:  # NumPy widens while it sums, in blocks: no float64 copy of the whole tensor
-        l1 = float(np.add.reduce(np.abs(flat.numpy()), dtype=np.float64))
+        l1 = float(np.add.reduce(np.abs(flat.numpy() if values is None else values), dtype=np.float64))
     else:
         with torch.no_grad():
             x = flat.to(torch.uint8) if flat.dtype == torch.bool else flat
@@ -439,17 +453,18 @@ class TraceMode(TorchDispatchMode):
         followed = self._followed(out)
         idx = sample_positions(followed.numel())
         flat = _flat(followed)  # one row-major copy (or view) for the digest, the samples and the L1 norm
-        l1 = l1_norm(flat)
+        values = _values(flat)
+        l1 = l1_norm(flat, values)
         # a cut output's sampled positions are its leading rows, the same flat indices in the whole output;
         # the total over all elements would be the whole output's, not the cut's: not made (no L1 check)
         t = reductions.terms(func, args, kwargs, out, idx, which, total=followed is out)
-        d = digest(followed, flat)
+        d = digest(followed, flat, values)
         if (v := _version(out)) is not None:
             self._digests[out] = (v, d)
         if t is None and which == 0 and name in reductions.FORMULA_OPS:
             t = reductions.input_scales(tensors_in, followed, idx, self._followed)
         return {"out_shape": list(followed.shape), "full_shape": list(out.shape), "out_dtype": dtype_name(out.dtype),
-                "out_digest": d, "l1": l1, "sample_index": idx, "sample_hex": hex_bits(followed, idx, flat),
+                "out_digest": d, "l1": l1, "sample_index": idx, "sample_hex": hex_bits(followed, idx, flat, values),
                 "k": t.k if t and t.kind != "inputs" else None, "terms_kind": t.kind if t else None,
                 "sum_abs": t.sum_abs if t else None, "scale": t.scale if t else None,
                 "total_abs": t.total_abs if t else None}
