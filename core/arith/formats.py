@@ -26,6 +26,7 @@ import math
 import struct
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 import ml_dtypes
 import numpy as np
@@ -36,7 +37,8 @@ Exact = Fraction | float  # a Fraction when finite, else float inf/-inf/nan
 
 @dataclass(frozen=True)
 class FloatFormat:
-    """One IEEE 754 binary format as torch stores it."""
+    """One IEEE 754 binary format as torch stores it. Its derived dtypes and width are computed once
+    (``cached_property``): a trace asks for them for every op it records."""
 
     name: str
     precision: int  # p, including the implicit bit
@@ -45,12 +47,12 @@ class FloatFormat:
     torch_dtype: torch.dtype
     int_dtype: torch.dtype  # same-width integer dtype, for reading bit patterns
 
-    @property
+    @cached_property
     def numpy_dtype(self) -> np.dtype:
         """The NumPy dtype that stores this format (ml_dtypes' bfloat16 for bfloat16)."""
         return _NUMPY_OF_TORCH[self.torch_dtype]
 
-    @property
+    @cached_property
     def uint_dtype(self) -> np.dtype:
         """The same-width unsigned NumPy integer dtype: the bit view of a value."""
         return np.dtype(f"u{self.width // 8}")
@@ -64,7 +66,7 @@ class FloatFormat:
         """Stored fraction bits (the implicit bit is not stored)."""
         return self.precision - 1
 
-    @property
+    @cached_property
     def width(self) -> int:
         return 1 + self.exponent_bits + self.mantissa_bits
 
@@ -105,6 +107,8 @@ FLOAT64 = FloatFormat("float64", 53, 11, 1023, torch.float64, torch.int64)
 
 FORMATS: dict[str, FloatFormat] = {f.name: f for f in (FLOAT16, BFLOAT16, FLOAT32, FLOAT64)}
 NUMPY_DTYPES: dict[str, np.dtype] = {name: f.numpy_dtype for name, f in FORMATS.items()}  # a view of FORMATS
+_FORMAT_OF_TORCH = {f.torch_dtype: f for f in FORMATS.values()}
+_NATIVE = frozenset({torch.float16, torch.float32, torch.float64})  # dtypes NumPy stores itself
 
 
 def get_format(name: str) -> FloatFormat:
@@ -199,9 +203,8 @@ def round_to_format(x: Exact, fmt: FloatFormat) -> Exact:
 def format_of(dtype) -> FloatFormat:
     """The format of a torch dtype or a NumPy dtype (anything ``np.dtype`` accepts)."""
     if isinstance(dtype, torch.dtype):
-        for f in FORMATS.values():
-            if f.torch_dtype == dtype:
-                return f
+        if (f := _FORMAT_OF_TORCH.get(dtype)) is not None:
+            return f
     else:
         try:
             dt = np.dtype(dtype)
@@ -233,6 +236,8 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     A CPU tensor's memory is shared, as with ``Tensor.numpy``.
     """
     fmt = format_of(t.dtype)
+    if t.dtype in _NATIVE:  # the same bits, without the two dtype views (a trace converts several tensors per op)
+        return t.detach().cpu().numpy()
     return t.detach().cpu().view(fmt.int_dtype).numpy().view(fmt.numpy_dtype)
 
 

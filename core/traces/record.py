@@ -224,12 +224,18 @@ def _values(flat: torch.Tensor) -> np.ndarray:
 def digest(t: torch.Tensor, flat: torch.Tensor | None = None, values: np.ndarray | None = None) -> str:
     """``DIGEST`` of the tensor's shape, dtype and bits, in row-major order (the layout does not count).
     ``flat``, ``values``: ``_flat(t)`` and ``_values`` of it, where the caller has them already."""
-    h = xxhash.xxh3_64(f"{tuple(t.shape)}{t.dtype}".encode())
+    h = xxhash.xxh3_64(_prefix(t.shape, t.dtype))
     if t.numel():
         if values is None:
             values = _values(_flat(t) if flat is None else flat)
         h.update(values.view(np.uint8))  # the bytes in order (a bool is one byte, 0 or 1)
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=4096)  # a run meets few shapes, again and again
+def _prefix(shape: torch.Size, dtype: torch.dtype) -> bytes:
+    """What a digest hashes before the bits: the shape and the dtype, as text."""
+    return f"{tuple(shape)}{dtype}".encode()
 
 
 def _combined(digests: list[str]) -> str:
@@ -297,6 +303,16 @@ def _arg_text(args, kwargs) -> str:
     return ", ".join(parts)[:MAX_ARG_TEXT]
 
 
+def _written_arguments(func) -> tuple[tuple[int, str], ...]:
+    """(position, name) of each argument the op writes in place (``Tensor(a!)`` in its schema: ``add_``'s
+    self, an out= tensor, ``_foreach_add_``'s list)."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return ()
+    return tuple((i, a.name) for i, a in enumerate(schema.arguments)
+                 if a.alias_info is not None and a.alias_info.is_write)
+
+
 def _version(t: torch.Tensor) -> int | None:
     """The tensor's version counter; None for an inference-mode tensor, which has none (not cached)."""
     try:
@@ -346,6 +362,7 @@ class TraceMode(TorchDispatchMode):
         self.ops: list[OpRecord] = []
         self._derived = TensorMap()  # tensors that derive from the run's inputs
         self._digests = TensorMap()  # tensor -> (version, digest of its followed bits)
+        self._written: list | tuple = ()  # the tensors the op being recorded writes in place
         self._counter = 0
 
     @classmethod
@@ -385,17 +402,28 @@ class TraceMode(TorchDispatchMode):
             return tensors_in[0].dim() < out.dim() or tensors_in[0].shape[0] == 1
         return out.shape[0] == self.follow
 
-    def _digest(self, t: torch.Tensor, followed: torch.Tensor | None = None) -> str:
+    def _digest(self, t: torch.Tensor, followed: torch.Tensor | None = None, after: bool = False) -> str:
         """The digest of t's followed bits (``followed``: ``self._followed(t)``, where the caller has it),
-        kept for t until its version changes."""
+        kept for t until its version changes. ``after``: t is an output of the op that just ran."""
         version = _version(t)
-        seen = self._digests.get(t) if version is not None else None
+        written = after and self._is_written(t)  # its cached digest is of the bits before the op
+        seen = self._digests.get(t) if version is not None and not written else None
         if seen is not None and seen[0] == version:
             return seen[1]
         d = digest(self._followed(t) if followed is None else followed)
-        if version is not None:
-            self._digests[t] = (version, d)
+        self._remember(t, d, after)
         return d
+
+    def _is_written(self, t: torch.Tensor) -> bool:
+        return any(t is w for w in self._written)
+
+    def _remember(self, t: torch.Tensor, d: str, after: bool) -> None:
+        """Keep ``d`` as the digest of t's bits (``after``: taken after the op ran). An op that writes an
+        argument in place returns here before torch counts the write in that tensor's version (the autograd
+        layer above this mode does it on the way out), so a written output's digest is that of the next
+        version. Were the count not made, the next lookup would only miss and hash again."""
+        if (v := _version(t)) is not None:
+            self._digests[t] = (v + 1 if after and self._is_written(t) else v, d)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -403,8 +431,8 @@ class TraceMode(TorchDispatchMode):
         if known is None:
             name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
             skip = getattr(func, "is_view", False) or name in _SKIP or not str(func).startswith("aten.")
-            known = _FUNCS[func] = (name, skip)
-        name, skip = known
+            known = _FUNCS[func] = (name, skip, _written_arguments(func))
+        name, skip, writes = known
         # an out= tensor is written, not read: it is not an input
         tensors_in = tensors_of([v for k, v in kwargs.items() if k != "out"], tensors_of(args, []))
         derived = any(self._derived.get(a, False) for a in tensors_in)
@@ -444,8 +472,13 @@ class TraceMode(TorchDispatchMode):
                 with torch.no_grad():
                     target.mul_(1.0 + self.perturb[1])
                 self.perturbed = str(func)
-        self.ops.append(self._record(func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, outs,
-                                     places))
+        self._written = tensors_of([args[i] if i < len(args) else kwargs.get(n) for i, n in writes], []) \
+            if writes else ()
+        try:
+            self.ops.append(self._record(func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, outs,
+                                         places))
+        finally:
+            self._written = ()
         return out
 
     def _output(self, func, name, args, kwargs, tensors_in, out: torch.Tensor, which: int) -> dict:
@@ -459,8 +492,7 @@ class TraceMode(TorchDispatchMode):
         # the total over all elements would be the whole output's, not the cut's: not made (no L1 check)
         t = reductions.terms(func, args, kwargs, out, idx, which, total=followed is out)
         d = digest(followed, flat, values)
-        if (v := _version(out)) is not None:
-            self._digests[out] = (v, d)
+        self._remember(out, d, after=True)
         if t is None and which == 0 and name in reductions.FORMULA_OPS:
             t = reductions.input_scales(tensors_in, followed, idx, self._followed)
         return {"out_shape": list(followed.shape), "full_shape": list(out.shape), "out_dtype": dtype_name(out.dtype),
@@ -482,7 +514,8 @@ class TraceMode(TorchDispatchMode):
         mixes = self.follow > 1 and first["out_shape"] == first["full_shape"] and any(
             s != list(a.shape) for s, a in zip(in_shapes, tensors_in, strict=False))
         if len(outs) > 1:  # every output counts (indices of a sort, a norm's mean and rstd, ...)
-            rest = "".join(e["out_digest"] for e in each[1:]) + "".join(self._digest(o) for o in outs[MAX_OUTPUTS:])
+            rest = "".join(e["out_digest"] for e in each[1:]) \
+                + "".join(self._digest(o, after=True) for o in outs[MAX_OUTPUTS:])
             first["out_digest"] = _combined([first["out_digest"], rest])
         return OpRecord(**head, **first, outputs=each if len(outs) > 1 else [], mixes_rows=mixes)
 

@@ -182,6 +182,45 @@ def test_in_place_chain_follows_versions():
     assert {mul.module, add1.module} == {"model"}
 
 
+def test_an_in_place_output_is_hashed_once_and_read_back_right(monkeypatch):
+    """The digest taken of an in-place op's output serves the next op that reads the tensor (torch counts the
+    write in the version only after the op returns), and it is the digest of the new bits."""
+    x = torch.arange(6, dtype=torch.float32)
+
+    def fn():
+        y = x * 2
+        y.add_(1)
+        z = y * 3  # reads y after the write
+        y.mul_(0.5)
+        return z + y  # reads y after the second write
+
+    calls = []
+    real = record.digest
+    monkeypatch.setattr(record, "digest", lambda t, *a, **k: calls.append(tuple(t.shape)) or real(t, *a, **k))
+    _, add_, mul3, mul_, add = run_traced(fn, None)
+    y1 = x * 2 + 1
+    assert add_.out_digest == real(y1) == mul3.in_digests[0]
+    assert mul_.in_digests[0] == real(y1) and mul_.out_digest == real(y1 * 0.5) == add.in_digests[1]
+    assert len(calls) == 1 + 5  # x once, then each op's output once: no input hashed again
+
+
+def test_every_output_of_an_in_place_op_with_many_outputs_is_hashed_after_the_op():
+    """An in-place op on a list longer than the outputs recorded one by one: the outputs past those are in
+    the combined digest with their new bits, not the ones cached before the op."""
+    ts = [torch.full((3,), float(i)) for i in range(record.MAX_OUTPUTS + 3)]
+
+    def fn():
+        for t in ts:
+            t.mul_(1.0)  # a digest of each, cached before the list op below
+        torch._foreach_add_(ts, 1.0)
+
+    *_, op = run_traced(fn, None)
+    assert op.op == "aten._foreach_add_.Scalar"
+    each = [digest(t) for t in ts]  # the bits after the run
+    assert [o["out_digest"] for o in op.outputs] == each[:record.MAX_OUTPUTS]
+    assert op.out_digest == record._combined([each[0], "".join(each[1:])])
+
+
 def test_views_and_detach_are_not_recorded():
     x = torch.arange(6, dtype=torch.float32)
 
