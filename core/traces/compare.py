@@ -17,6 +17,9 @@ usually born there; when it is inherited, no earlier matched op differs, so the 
 in through ops only one run has (listed in ``only_a`` / ``only_b``) or through the runs' inputs
 (their data or parameters), and ``note`` says so. For an inherited difference the size is set
 against the same op's envelope: it says whether the difference is still rounding-sized there.
+For one that is not comparable, ``note`` says whether anything after it differs: bookkeeping over
+the batch (an index of its rows, a check of its whole mask) often differs in shape and changes
+nothing the followed row computes.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 from core.arith.formats import FORMATS
 from core.traces.align import Alignment, align
 from core.traces.files import TraceFileError, digest_of, ops_of
-from core.traces.judge import BEYOND_ROUNDING, BORN, IDENTICAL, INHERITED, Judgement, judge, packet
+from core.traces.judge import BEYOND_ROUNDING, BORN, IDENTICAL, INHERITED, NOT_COMPARABLE, Judgement, judge, packet
 from core.traces.record import OpRecord
 
 # the one-line answer's whole grammar (the module docstring's five forms)
@@ -129,8 +132,30 @@ def compare_ops(a: list[OpRecord], b: list[OpRecord]) -> Comparison:
         else:
             note = ("Its inputs differ although no earlier op differs: the two runs were given other inputs "
                     "(data or parameters).")
+    elif first is not None and first.judgement.state == NOT_COMPARABLE:
+        note = _after_not_comparable(first, rows, [a[i] for i in al.only_a if a[i].index > first.a.index],
+                                     [b[j] for j in al.only_b if b[j].index > first.b.index])
     return Comparison(rows, [a[i] for i in al.only_a], [b[j] for j in al.only_b], len(a), len(b), first, note, cast,
                       side)
+
+
+def _after_not_comparable(first: Row, rows: list[Row], later_a: list[OpRecord], later_b: list[OpRecord]) -> str:
+    """What follows an op that cannot be compared element by element: whether anything after it differs.
+    Batch bookkeeping (an index over the batch, a check of the whole batch's mask) is often not
+    comparable and yet changes nothing the followed row computes; the note says which it was."""
+    later = [r for r in rows if r.a.index > first.a.index and r.judgement.state != IDENTICAL]
+    if not later and not later_a and not later_b:
+        return ("Nothing after it differs: every later matched op is identical, so its difference reaches nothing "
+                "the runs compute after it.")
+    parts = []
+    if later:
+        j = later[0].judgement
+        parts.append(f"{len(later)} later matched {'op differs' if len(later) == 1 else 'ops differ'}, the first at op "
+                     f"{later[0].a.index} ({later[0].a.op}: {j.state}{', ' + j.verdict if j.verdict else ''})")
+    if later_a or later_b:
+        parts.append(f"after it {len(later_a)} ops are only in A and {len(later_b)} only in B (the runs take other "
+                     "paths from there)")
+    return "; ".join(parts)[:1].upper() + "; ".join(parts)[1:] + "."
 
 
 def compare(trace_a: dict, trace_b: dict) -> Comparison:

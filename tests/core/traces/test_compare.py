@@ -109,3 +109,28 @@ def test_every_line_fits_the_grammar(traces):
     for x in traces.values():
         for y in traces.values():
             assert GRAMMAR.fullmatch(compare(x, y).line)
+
+
+def _op(i: int, name: str, out: str, inp: str, shape: list[int], hexes: list[str]) -> OpRecord:
+    return OpRecord(index=i, op=name, module="model", backward=False, in_shapes=[shape], in_dtypes=["float32"],
+                    in_digests=[inp], args="T", out_shape=shape, full_shape=shape, out_dtype="float32",
+                    out_digest=out, l1=float(len(hexes)), sample_index=list(range(len(hexes))), sample_hex=hexes,
+                    k=None, terms_kind=None, sum_abs=None, scale=None, total_abs=None)
+
+
+def test_a_not_comparable_op_says_whether_anything_after_it_differs():
+    """An index over the batch has another shape in a batch of 4 than alone; if nothing after it differs,
+    the note says so (the answer stays the not-comparable one); if something does, it names the first."""
+    one = ["3f800000"] * 2
+    a = [_op(1, "aten.arange.default", "a1", "x", [1], one[:1]), _op(2, "aten.tanh.default", "a2", "x", [2], one),
+         _op(3, "aten.tanh.default", "a3", "a2", [2], one)]
+    b = [_op(1, "aten.arange.default", "b1", "x", [4], one * 2), *a[1:]]
+    c = compare_ops(a, b)
+    assert c.line == "first difference: op 1 of 3, aten.arange.default in model: not comparable, shapes differ"
+    assert c.note.startswith("Nothing after it differs: every later matched op is identical"), c.note
+
+    b2 = [b[0], a[1], _op(3, "aten.tanh.default", "b3", "a2", [2], ["3f800001", "3f800000"])]
+    c2 = compare_ops(a, b2)
+    assert c2.line == c.line
+    assert c2.note.startswith("1 later matched op differs, the first at op 3 (aten.tanh.default: born here, "), c2.note
+    assert "only in" not in c2.note
