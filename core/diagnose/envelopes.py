@@ -85,7 +85,7 @@ import warnings
 
 import numpy as np
 
-from core.arith.formats import FloatFormat, ulp_array
+from core.arith.formats import FLOAT32, FloatFormat, ulp_array
 from core.arith.metrics import gamma
 from core.diagnose.inputs import Inputs
 from core.diagnose.results import REORDERING_ENVELOPE, EnvelopeCheck, PatternCheck, Simulation
@@ -194,7 +194,8 @@ def reduced_envelope(key, d, fin, m, s, sum_abs, rows_abs, ops: Inputs | None, k
     p = REDUCED_FORMATS[key]
     u_p, h = p.u, p.half_min_subnormal
     u_in = 2 * u_p if p.may_truncate else u_p  # the largest relative change of one input's conversion
-    u32, u_acc = 2.0**-24, float(acc.unit_roundoff)
+    u32, u_acc = float(FLOAT32.unit_roundoff), float(acc.unit_roundoff)
+    sub32 = float(FLOAT32.min_subnormal)
     if ops is not None and ops.kind == "sum":
         e_in = u_in * sum_abs + k * h
     elif ops is not None:
@@ -202,11 +203,11 @@ def reduced_envelope(key, d, fin, m, s, sum_abs, rows_abs, ops: Inputs | None, k
     else:
         e_in = (2 * u_in + u_in * u_in) * sum_abs
     bound_core = (e_in + gamma(k, u32, math.inf) * (sum_abs + e_in) + gamma(k, u_acc, math.inf) * sum_abs
-                  + k * 2.0**-149 + k * float(acc.min_subnormal))
+                  + k * sub32 + k * float(acc.min_subnormal))
     out = ulp_array(m, fmt) if fmt.precision < acc.precision else np.zeros_like(m)
     if p.rounds_output:
         out = np.maximum(out, ulp_array(m, p))
-    core = (u_p + u32 * math.sqrt(k)) * s + math.sqrt(k) * (2.0**-149 + 2 * h)
+    core = (u_p + u32 * math.sqrt(k)) * s + math.sqrt(k) * (sub32 + 2 * h)
     notes = []
     spread = None
     if sim is not None and key in sim.reduced:

@@ -115,7 +115,8 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from core.arith.formats import bits_of, format_of, round_to_format
+from core.arith.formats import FLOAT32, FLOAT64, bits_of, format_of, round_to_format
+from core.arith.metrics import gamma
 from core.machines.devices import available_devices
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
 
@@ -124,8 +125,8 @@ from core.machines.globalstate import PROCESS_THREADS, torch_threads
 # How it works, and why every bit of the result is independent of order, thread split
 # and device: see the module's docstring.
 
-_U = 2.0**-53  # float64 unit roundoff
-_U32 = 2.0**-24  # float32 unit roundoff
+_U = float(FLOAT64.unit_roundoff)
+_U32 = float(FLOAT32.unit_roundoff)
 _MARGIN = 1 + 2.0**-40  # the fast path's bounds: more than a few dozen float64 roundings (2^-53 each)
 _ROW = 256  # fast path: values per first-level float64 row sum
 _GROUP = 8  # fast path: partial sums per later-level float64 sum
@@ -300,8 +301,7 @@ def _decide(approx: float, abs_bound: float | None, depth: int, fmt) -> float | 
     reproducible_sum, "Fast path"), as a float (exact: fmt's values are float64 values); else None."""
     if abs_bound is None:
         return None
-    gamma = depth * _U / (1 - depth * _U)  # depth * u and 1 - depth * u are exact
-    eps = (gamma * abs_bound + abs(approx) * _U) * _MARGIN
+    eps = (gamma(depth, _U, math.inf) * abs_bound + abs(approx) * _U) * _MARGIN  # depth * u and 1 - depth * u are exact
     low = _round_float(math.nextafter(approx - eps, -math.inf), fmt)  # the roundings of the two
     high = _round_float(math.nextafter(approx + eps, math.inf), fmt)  # ends, widened by one ulp
     return low if low == high else None

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.arith.formats import to_numpy
+from core.arith.formats import FLOAT32, FLOAT64, to_numpy
+from core.arith.metrics import gamma
 
 aten = torch.ops.aten
 
@@ -157,11 +158,12 @@ def _upper_sum(x: torch.Tensor, dim: int, n: int) -> torch.Tensor:
     the sums computed in float32 (exact inputs for float16 and bfloat16), divided by 1 - gamma_n: any
     order's computed sum of n non-negative terms is at least (1 - gamma_n) times the exact one (Higham
     3.4). Float64 inputs are summed in float64 the same way."""
-    u = 2.0 ** -53 if x.dtype == torch.float64 else 2.0 ** -24
-    if n * u >= 0.5:
+    u = float((FLOAT64 if x.dtype == torch.float64 else FLOAT32).unit_roundoff)
+    g = gamma(n, u, math.inf)
+    if g >= 1:
         return torch.full(x.sum(dim).shape, math.inf, dtype=torch.float64)
     s = x.sum(dim, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32).double()
-    return s / (1 - n * u / (1 - n * u))
+    return s / (1 - g)
 
 
 def _reduced_rows(x: torch.Tensor, dims) -> torch.Tensor:
