@@ -317,9 +317,15 @@ def split_bits(bits: int, fmt: FloatFormat) -> tuple[str, str, str]:
     return s[0], s[1 : 1 + fmt.exponent_bits], s[1 + fmt.exponent_bits :]
 
 
-def hex_bits(bits: int, fmt: FloatFormat) -> str:
-    """One bit pattern as 0x and fmt.width / 4 hex digits (the form shown on the pages)."""
-    return f"0x{bits:0{fmt.width // 4}x}"
+def hex_bits(bits: int, fmt: FloatFormat, prefix: str = "0x") -> str:
+    """One bit pattern as 0x and fmt.width / 4 hex digits (the form shown on the pages; recordings keep
+    the digits alone, ``prefix=""``)."""
+    return f"{prefix}{bits:0{fmt.width // 4}x}"
+
+
+def bits_of_hex(h: str) -> int:
+    """The bit pattern that hex digits stand for (with or without 0x): the inverse of hex_bits."""
+    return int(h, 16)
 
 
 def hex_digits(bits: np.ndarray, fmt: FloatFormat) -> list[str]:

@@ -28,7 +28,19 @@ import jsonschema
 import numpy as np
 import torch
 
-from core.arith.formats import FORMATS, bits_of, decode_hex, format_of, to_torch, ulp_distance
+from core.arith.formats import (
+    FLOAT32,
+    FORMATS,
+    bit_view,
+    bits_of,
+    bits_of_hex,
+    decode_hex,
+    format_of,
+    hex_bits,
+    hex_digits,
+    to_torch,
+    ulp_distance,
+)
 from core.arith.vectors import VectorSpec, generate
 from core.kernels.cuda_model import cuda_config_for, cuda_sum_model
 from core.kernels.torch_cpu_model import torch_cpu_sum_model
@@ -77,7 +89,7 @@ def vector_sha256(values: np.ndarray) -> str:
 
 def _hex(v) -> str:
     """The bit pattern of one value (a tensor or NumPy scalar) as hex digits of its format's width."""
-    return f"{bits_of(v):0{format_of(v.dtype).width // 4}x}"
+    return hex_bits(bits_of(v), format_of(v.dtype), prefix="")
 
 
 def _tensor(values: np.ndarray, device: str) -> torch.Tensor:
@@ -129,7 +141,7 @@ def capture(device: Device | None = None, quick: bool = False, log=print, throug
         out = (a.to(device.torch_device) @ b.to(device.torch_device)).cpu()
         digest = hashlib.sha256(out.numpy().tobytes()).hexdigest()
         matmuls.append({"shape": [m, k, n], "seed": 0, "result_sha256": digest,
-                        "first_row_hex": [f"{int(v) & 0xFFFFFFFF:08x}" for v in out[0, :8].view(torch.int32)]})
+                        "first_row_hex": hex_digits(bit_view(out[0, :8]), FLOAT32)})
     log("  matmuls done")
     training = _capture_training(device, steps=100 if quick else 500)
     log("  training done")
@@ -163,8 +175,8 @@ def _capture_training(device: Device, steps: int) -> list[dict]:
             note = "captured on a CPU: A and B as in the preset (no GPU)"
         recs = run.run(steps)
         out.append({"preset": name, "steps": steps, "note": note,
-                    "loss_a_hex": [format(r.loss_a_bits, "08x") for r in recs],
-                    "loss_b_hex": [format(r.loss_b_bits, "08x") for r in recs]})
+                    "loss_a_hex": [hex_bits(r.loss_a_bits, FLOAT32, prefix="") for r in recs],
+                    "loss_b_hex": [hex_bits(r.loss_b_bits, FLOAT32, prefix="") for r in recs]})
     return out
 
 
@@ -514,7 +526,7 @@ def model_fidelity(rec: Recording, max_n: int = 10_000_000) -> Fidelity:
             pred = bits_of(cuda_sum_model(values, cfg))
         else:
             pred = bits_of(torch_cpu_sum_model(values, threads=int(p.threads or 1)))
-        got = int(e.sum_hex, 16)
+        got = bits_of_hex(e.sum_hex)
         compared += 1
         sizes.add(e.n)
         dtypes.add(e.dtype)

@@ -16,7 +16,15 @@ from dataclasses import dataclass
 import torch
 
 from core.arith.exact import correctly_rounded_sum, shortest_repr
-from core.arith.formats import FORMATS, FloatFormat, bits_of, bits_of_value, ulp_distance, value_of_bits
+from core.arith.formats import (
+    FORMATS,
+    FloatFormat,
+    bits_of,
+    bits_of_hex,
+    bits_of_value,
+    ulp_distance,
+    value_of_bits,
+)
 from core.arith.vectors import GENERATORS, VectorSpec
 from core.crowd.bytecache import RESULTS, vector_for
 from core.kernels.cuda_model import CudaLaunch, cuda_config_for, cuda_launch, cuda_sum_model
@@ -59,8 +67,8 @@ def replay(rec: Recording, generator: str, seed: int, n: int, dtype: str) -> Rep
     if matches and rec.provenance.device_kind == "cuda" and rec.provenance.sm_count:
         cfg = cuda_config_for(n, values.dtype, sm_count=int(rec.provenance.sm_count))
         model = bits_of(cuda_sum_model(values, cfg))
-    return Replay(rec, entry, matches, int(entry.sum_hex, 16),
-                  int(entry.wider_hex, 16) if entry.wider_hex else None, model)
+    return Replay(rec, entry, matches, bits_of_hex(entry.sum_hex),
+                  bits_of_hex(entry.wider_hex) if entry.wider_hex else None, model)
 
 
 @dataclass(frozen=True)

@@ -217,7 +217,8 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
 
 def _values(flat: torch.Tensor) -> np.ndarray:
     """A flat tensor's memory as a NumPy array (shared, no copy): its own values, bfloat16 as its bit
-    patterns (NumPy has no bfloat16). The digest, the samples and the L1 norm all read this one array."""
+    patterns (torch hands NumPy no bfloat16 array, and bits are all these readers need). The digest,
+    the samples and the L1 norm all read this one array."""
     return (flat.view(torch.uint16) if flat.dtype == torch.bfloat16 else flat).numpy()
 
 
@@ -260,7 +261,7 @@ def _positions(numel: int, count: int) -> tuple[int, ...]:
     return tuple(sorted({round(i * (numel - 1) / (count - 1)) for i in range(count)}))
 
 
-def hex_bits(t: torch.Tensor, idx: list[int], flat: torch.Tensor | None = None,
+def sample_hex(t: torch.Tensor, idx: list[int], flat: torch.Tensor | None = None,
              values: np.ndarray | None = None) -> list[str]:
     """The sampled values' bits as big-endian hex (floats), or their decimal text (integers). ``flat``,
     ``values``: ``_flat(t)`` and ``_values`` of it, where the caller has them already."""
@@ -496,7 +497,7 @@ class TraceMode(TorchDispatchMode):
         if t is None and which == 0 and name in reductions.FORMULA_OPS:
             t = reductions.input_scales(tensors_in, followed, idx, self._followed)
         return {"out_shape": list(followed.shape), "full_shape": list(out.shape), "out_dtype": dtype_name(out.dtype),
-                "out_digest": d, "l1": l1, "sample_index": idx, "sample_hex": hex_bits(followed, idx, flat, values),
+                "out_digest": d, "l1": l1, "sample_index": idx, "sample_hex": sample_hex(followed, idx, flat, values),
                 "k": t.k if t and t.kind != "inputs" else None, "terms_kind": t.kind if t else None,
                 "sum_abs": t.sum_abs if t else None, "scale": t.scale if t else None,
                 "total_abs": t.total_abs if t else None}

@@ -18,12 +18,12 @@ record of one step, and weight digests to compare runs step by step (``first_div
 from __future__ import annotations
 
 import hashlib
-import struct
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from core.arith.formats import bits_of
 from core.training import optim
 from core.training.mlp import PARAM_NAMES, TrainSettings, batch_schedule, forward, init_params, make_optimizer, spirals
 from core.training.pair import StepRecord, validate
@@ -95,12 +95,6 @@ def first_divergence(a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[s
     return next((i + 1 for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
 
 
-def _bits(v: float, dtype: torch.dtype) -> int:
-    if dtype == torch.float64:
-        return struct.unpack("<Q", struct.pack("<d", v))[0]
-    return struct.unpack("<I", struct.pack("<f", v))[0]
-
-
 def _record(step: int, loss_a: torch.Tensor, loss_b: torch.Tensor, logits_a: torch.Tensor,
             logits_b: torch.Tensor, yb: torch.Tensor, fa: torch.Tensor, fb: torch.Tensor) -> StepRecord:
     """The Training divergence pair's record of one step: A is one process, B the data-parallel replica."""
@@ -110,7 +104,7 @@ def _record(step: int, loss_a: torch.Tensor, loss_b: torch.Tensor, logits_a: tor
     xor = (fa.view(int_t) ^ fb.view(int_t)).numpy().view(uint_t)
     abs_diff = abs(la - lb)
     return StepRecord(
-        step=step, loss_a=la, loss_b=lb, loss_a_bits=_bits(la, loss_a.dtype), loss_b_bits=_bits(lb, loss_b.dtype),
+        step=step, loss_a=la, loss_b=lb, loss_a_bits=bits_of(loss_a.detach()), loss_b_bits=bits_of(loss_b.detach()),
         abs_diff=abs_diff, rel_diff=abs_diff / abs(la) if la else (0.0 if la == lb else float("inf")),
         param_distance=float(torch.linalg.vector_norm(fa.double() - fb.double())),
         differing_bits=int(np.bitwise_count(xor).sum()), total_bits=fa.numel() * 8 * fa.element_size(),

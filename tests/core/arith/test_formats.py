@@ -262,6 +262,6 @@ def test_hex_digits_are_hex_bits_of_each_pattern_and_decode_back(name, data):
     # any patterns: subnormals, both zeros, infinities, NaNs of every payload, the largest finite values
     bits = data.draw(st.lists(bit_patterns(fmt), min_size=0, max_size=40))
     got = hex_digits(np.array(bits, dtype=fmt.uint_dtype), fmt)
-    assert got == [hex_bits(b, fmt)[2:] for b in bits]
+    assert got == [hex_bits(b, fmt)[2:] for b in bits] == [hex_bits(b, fmt, prefix="") for b in bits]
     for b, h in zip(bits, got, strict=True):
-        assert len(h) == fmt.width // 4 and int(h, 16) == b
+        assert len(h) == fmt.width // 4 and int(h, 16) == b == bits_of_hex(h) == bits_of_hex(hex_bits(b, fmt))

@@ -18,8 +18,8 @@ from core.traces.record import (
     SAMPLE,
     TooManyOps,
     digest,
-    hex_bits,
     run_traced,
+    sample_hex,
     sample_positions,
 )
 from tests.strategies import bit_patterns
@@ -105,7 +105,7 @@ def test_hex_bits_and_decode_hex_round_trip(case):
     name, bits = case
     fmt = FORMATS[name]
     t = _tensor_of_bits(bits, name)
-    (h,) = hex_bits(t, [0])
+    (h,) = sample_hex(t, [0])
     assert h == format(bits, f"0{fmt.width // 4}x")  # exactly the stored bits, zero-padded
     value = decode_hex(h, name)
     exact = value_of_bits(bits, fmt)
@@ -115,7 +115,7 @@ def test_hex_bits_and_decode_hex_round_trip(case):
         assert value == exact  # every value of these formats is a float64
         assert math.copysign(1.0, value) == (-1.0 if bits >> (fmt.width - 1) else 1.0)  # -0 keeps its sign
     if not math.isnan(value):  # the bits come back from the value (NaN payloads aside)
-        assert hex_bits(torch.tensor([value], dtype=torch.float64).to(fmt.torch_dtype), [0]) == [h]
+        assert sample_hex(torch.tensor([value], dtype=torch.float64).to(fmt.torch_dtype), [0]) == [h]
 
 
 @pytest.mark.parametrize("name", FLOAT_NAMES)
@@ -124,15 +124,15 @@ def test_hex_bits_special_values(name):
     info = torch.finfo(dt)
     vals = [0.0, -0.0, info.tiny, info.tiny / 4, info.max, -info.max, math.inf, -math.inf]
     t = torch.tensor(vals, dtype=torch.float64).to(dt)
-    hexes = hex_bits(t, list(range(len(vals))))
+    hexes = sample_hex(t, list(range(len(vals))))
     back = [decode_hex(h, name) for h in hexes]
     assert back == [float(v) for v in t.to(torch.float64)]
     assert [math.copysign(1, v) for v in back[:2]] == [1, -1]
-    assert math.isnan(decode_hex(hex_bits(torch.tensor([math.nan], dtype=dt), [0])[0], name))
+    assert math.isnan(decode_hex(sample_hex(torch.tensor([math.nan], dtype=dt), [0])[0], name))
 
 
 def test_hex_bits_of_integers_pass_through():
-    assert hex_bits(torch.tensor([3, -7, 0]), [0, 1, 2]) == ["3", "-7", "0"]
+    assert sample_hex(torch.tensor([3, -7, 0]), [0, 1, 2]) == ["3", "-7", "0"]
     assert decode_hex("-7", "int64") == -7.0
 
 
@@ -333,14 +333,14 @@ def test_digest_and_samples_depend_on_values_not_layout(dtype, shape, data):
     plain.copy_(view)
     assert digest(view) == digest(plain)
     idx = sample_positions(view.numel())
-    assert hex_bits(view, idx) == hex_bits(plain, idx)
+    assert sample_hex(view, idx) == sample_hex(plain, idx)
 
 
 def test_one_element_view_with_an_odd_stride():
     x = torch.arange(16, dtype=torch.float32).reshape(1, 16)
     last = x[:, -1]  # shape [1], stride 16, and contiguous as torch counts it
     assert last.stride() == (16,) and last.is_contiguous()
-    assert digest(last) == digest(torch.tensor([15.0])) and hex_bits(last, [0]) == ["41700000"]
+    assert digest(last) == digest(torch.tensor([15.0])) and sample_hex(last, [0]) == ["41700000"]
 
 
 def test_sparse_tensors_are_refused_with_a_reason():
