@@ -19,6 +19,7 @@ from core.arith.formats import (
     FLOAT64,
     FORMATS,
     bits_of,
+    bits_of_hex,
     bits_of_value,
     decode_hex,
     error_in_ulps,
