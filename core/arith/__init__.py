@@ -4,5 +4,6 @@ formats (FloatFormat, exact decoding, correct rounding, ULPs), exact (exact and 
 sums and dot products, faithful decimal output), metrics (errors in ULPs, condition numbers,
 a-priori bounds), vectors (seeded generators, the vector registry), parse (typed numbers, exactly).
 
-May import: the standard library, NumPy, torch, mpmath, ml_dtypes. No other core package.
+What it may import: its layer and the contracts in .importlinter (checked by
+``lint-imports``).
 """

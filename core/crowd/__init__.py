@@ -4,6 +4,6 @@ budget (what one request costs and may spend), bytecache (process-wide caches bo
 gate (at most a few heavy computations at once, first come first served), runner (which training
 pair a session owns, bounded memos), querystate (strict, bounded decoding of link parameters).
 
-May import: core.training.pair, core.kernels, core.machines, core.arith. Never imported by the numerics
-packages below it (arith, machines, kernels, training, recordings, diagnose).
+What it may import: its layer and the contracts in .importlinter (checked by
+``lint-imports``).
 """

@@ -8,5 +8,6 @@ check, with the notation and derivations), verdict (diagnose(): the verdict, its
 loaders (a visitor's .npy, .pt and CSV files, safely), logs (two loss logs: amplified rounding or a
 jump), examples (bundled, computed live).
 
-May import: core.machines, core.arith, NumPy, torch.
+What it may import: its layer and the contracts in .importlinter (checked by
+``lint-imports``).
 """

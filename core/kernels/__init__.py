@@ -7,5 +7,6 @@ reduction and the public GPU results it reproduces), collectives (all-reduce alg
 TF32, narrow inputs, tiles, split-K), reprosum (the order-independent sum), widesum (its one
 compiled pass on a CPU, numba, imported on first use).
 
-May import: core.machines, core.arith, torch, NumPy, numba (widesum only).
+What it may import: its layer and the contracts in .importlinter (checked by
+``lint-imports``).
 """

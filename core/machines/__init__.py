@@ -5,5 +5,6 @@ lock and always restored), devices (the devices torch can compute on here, machi
 provenance labels), timing (medians, interleaved repeats, float32 against float64 throughput),
 memory (free memory for new processes, a process's resident memory, from /proc and cgroups).
 
-May import: core.arith, the standard library, torch, NumPy.
+What it may import: its layer and the contracts in .importlinter (checked by
+``lint-imports``).
 """

@@ -5,6 +5,6 @@ single operations' result bits), store (capture, write, upgrade, load and valida
 CUDA/CPU model's fidelity to them), compare (what two machines' recordings share and where they part),
 upload (a visitor's own capture file: bytes to a validated Recording marked uploaded, within a size cap).
 
-May import: core.training.pair, core.kernels, core.machines, core.arith, torch, NumPy, jsonschema.
-Never core.crowd: scripts.capture runs this package in a bare GPU image.
+What it may import: its layer and the contracts in .importlinter (checked by
+``lint-imports``). scripts.capture runs this package in a bare GPU image, so it stays clear of core.crowd.
 """

@@ -4,5 +4,6 @@ sumlab (Summation lab), cpu_vs_gpu (CPU vs GPU, with replays of recordings), mit
 measured on the Mitigations page's inputs), assoc (Non-associativity), gpu_arithmetic (GPU arithmetic's
 dot-product lab and atomics).
 
-May import: every core package below it. Nothing in core imports it.
+What it may import: its layer and the contracts in .importlinter (checked by
+``lint-imports``).
 """

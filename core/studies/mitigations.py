@@ -260,7 +260,7 @@ class ThroughputRun:
 
 
 def measure_devices(devices: list[Device], on_progress: OnProgress | None = None) -> ThroughputRun:
-    """float32 against float64 on every device (core.timing.measure_throughput); a device that
+    """float32 against float64 on every device (core.machines.timing.measure_throughput); a device that
     fails is reported and does not take the others' numbers down. ``on_progress`` counts devices
     (a fraction of one while its repeats run), its ``what`` the device's repeat."""
     rows, failures = [], []

@@ -9,9 +9,6 @@ judge (identical, born here or inherited; a born difference against the rounding
 op), compare (the per-op table and the one-line answer), pairs (the bundled pairs the page
 computes live).
 
-May import: every core package below it (core.diagnose for gamma_K and ULPs, core.training and
-core.serving for the bundled models, core.machines for the machine facts). Nothing in core
-imports it. ``record``, ``reductions``, ``files`` and ``models`` import only torch, NumPy,
-jsonschema and core.machines / core.training.mlp / core.serving.model, so ``python -m scripts.trace
-run`` works in a bare GPU image like ``scripts.capture``.
+What it may import: its layer and the contracts in .importlinter (checked by
+``lint-imports``). ``python -m scripts.trace run`` runs it in a bare GPU image, as scripts.capture does.
 """

@@ -8,5 +8,6 @@ weight digests), gloo (a real torch.distributed gloo run over local worker proce
 gloo_worker (what each worker process runs), emulate (many devices emulated in one process, and the
 all-reduce order study).
 
-May import: core.kernels, core.machines, core.arith, torch, NumPy.
+What it may import: its layer and the contracts in .importlinter (checked by
+``lint-imports``).
 """
