@@ -40,22 +40,43 @@ class VectorSpec:
     condition: float = 1e8  # for ill_conditioned
 
     def validate(self) -> None:
-        if self.kind not in GENERATOR_REGISTRY:
-            raise VectorError(f"Unknown generator {self.kind!r}; choose one of {', '.join(GENERATOR_REGISTRY)}.")
+        check_choice(self.kind, GENERATOR_REGISTRY, "generator")
         _check_storage(self.storage)
-        if not _is_whole(self.n) or not 1 <= self.n <= MAX_N:
-            raise VectorError(f"n must be a whole number between 1 and {MAX_N:,} (asked for {self.n!r}).")
-        if not _is_whole(self.seed) or not 0 <= self.seed < 2**63:
-            raise VectorError(f"The seed must be a whole number between 0 and 2^63 - 1 (got {self.seed!r}).")
-        if self.kind == "ill_conditioned" and not (
-            isinstance(self.condition, numbers.Real) and 1 <= self.condition <= 1e300
-        ):
-            raise VectorError(f"The condition number must be between 1 and 1e300 (got {self.condition!r}).")
+        check_count(self.n, MAX_N, "n")
+        check_seed(self.seed)
+        if self.kind == "ill_conditioned":
+            check_condition(self.condition)
+
+
+# The checks every seeded generator's settings share (the lab's vectors, the dot products, the
+# triple search, the training runs): one rule each, so their limits and messages cannot drift apart.
+
+SEED_LIMIT = 2**63  # seeds are whole numbers below 2^63: NumPy's and torch's generators take them all
+
+
+def check_choice(value, choices, what: str, error: type[ValueError] = VectorError) -> None:
+    if value not in choices:
+        raise error(f"Unknown {what} {value!r}; choose one of {', '.join(choices)}.")
+
+
+def check_count(n, high: int, what: str, error: type[ValueError] = VectorError) -> None:
+    """``n`` is a whole number (not a bool) in [1, high]."""
+    if not _is_whole(n) or not 1 <= n <= high:
+        raise error(f"{what} must be a whole number between 1 and {high:,} (asked for {n!r}).")
+
+
+def check_seed(seed, error: type[ValueError] = VectorError) -> None:
+    if not _is_whole(seed) or not 0 <= seed < SEED_LIMIT:
+        raise error(f"The seed must be a whole number between 0 and 2^63 - 1 (got {seed!r}).")
+
+
+def check_condition(condition, error: type[ValueError] = VectorError) -> None:
+    if not (isinstance(condition, numbers.Real) and 1 <= condition <= 1e300):
+        raise error(f"The condition number must be between 1 and 1e300 (got {condition!r}).")
 
 
 def _check_storage(storage: str) -> None:
-    if storage not in FORMATS:
-        raise VectorError(f"Unknown storage format {storage!r}; choose one of {', '.join(FORMATS)}.")
+    check_choice(storage, FORMATS, "storage format")
 
 
 def _is_whole(x) -> bool:

@@ -29,6 +29,7 @@ from core.arith.formats import (
     value_of_bits,
 )
 from core.arith.parse import ParsedNumber
+from core.arith.vectors import check_seed
 from core.machines.devices import Device, available_devices, cpu_device
 
 
@@ -227,8 +228,7 @@ class SearchSettings:
             raise ValueError(f"the number of triples must be between 1 and {MAX_TRIPLES:,}")
         if self.distribution not in DISTRIBUTIONS:
             raise ValueError(f"unknown distribution {self.distribution!r}")
-        if not 0 <= self.seed < 2**63:
-            raise ValueError("the seed must be between 0 and 2^63 - 1")
+        check_seed(self.seed, ValueError)
 
 
 @dataclass(frozen=True)

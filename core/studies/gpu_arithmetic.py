@@ -36,7 +36,17 @@ from core.arith.formats import (
     value_of_bits,
 )
 from core.arith.metrics import kappa
-from core.arith.vectors import VectorError, VectorSpec, generate, ill_conditioned_dot, round_array
+from core.arith.vectors import (
+    VectorError,
+    VectorSpec,
+    check_choice,
+    check_condition,
+    check_count,
+    check_seed,
+    generate,
+    ill_conditioned_dot,
+    round_array,
+)
 from core.kernels.dot import (
     MAX_K,
     MODELS,
@@ -80,16 +90,12 @@ class DotSpec:
     condition: float = 1e8
 
     def validate(self) -> None:
-        if self.kind not in DOT_GENERATORS:
-            raise VectorError(f"Unknown generator {self.kind!r}; choose one of {', '.join(DOT_GENERATORS)}.")
-        if self.storage not in FORMATS:
-            raise VectorError(f"Unknown input format {self.storage!r}; choose one of {', '.join(FORMATS)}.")
-        if not isinstance(self.k, int) or isinstance(self.k, bool) or not 1 <= self.k <= MAX_K:
-            raise VectorError(f"K must be a whole number between 1 and {MAX_K:,} (asked for {self.k!r}).")
-        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**62:
-            raise VectorError(f"The seed must be a whole number between 0 and 2^62 - 1 (got {self.seed!r}).")
-        if self.kind == "ill_conditioned_dot" and not 1 <= self.condition <= 1e300:
-            raise VectorError(f"The condition number must be between 1 and 1e300 (got {self.condition!r}).")
+        check_choice(self.kind, DOT_GENERATORS, "generator")
+        check_choice(self.storage, FORMATS, "input format")
+        check_count(self.k, MAX_K, "K")
+        check_seed(self.seed)
+        if self.kind == "ill_conditioned_dot":
+            check_condition(self.condition)
 
 
 @dataclass(frozen=True)

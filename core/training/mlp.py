@@ -19,6 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from core.arith.vectors import check_seed
 from core.machines.globalstate import torch_threads
 from core.training import optim
 
@@ -62,8 +63,7 @@ class TrainSettings:
             raise ValueError("need 1 <= batch <= points <= 20,000")
         if not 2 <= self.classes <= 8:
             raise ValueError("classes must be between 2 and 8")
-        if not 0 <= self.seed < 2**63:
-            raise ValueError("the seed must be between 0 and 2^63 - 1")
+        check_seed(self.seed, ValueError)
 
 
 @dataclass(frozen=True)
