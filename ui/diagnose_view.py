@@ -391,10 +391,9 @@ def log_gap_chart(ld: LogDiagnosis) -> alt.LayerChart:
     y = alt.Y("value:Q", scale=alt.Scale(type="log"), title="|A − B| / max(|A|, |B|)")
     series = [gap.assign(series="relative gap", value=gap["relative gap"])[["step", "series", "value"]],
               df.assign(series="rounding size", value=df["rounding size"])[["step", "series", "value"]]]
-    if ld.growth_per_step and ld.fit_range and ld.fit_intercept is not None:
-        s = np.linspace(ld.fit_range[0], ld.fit_range[1], 50)
-        series.append(pd.DataFrame({"step": s, "series": "fitted growth",
-                                    "value": np.exp(ld.fit_intercept + ld.growth_per_step * s)}))
+    if ld.fit is not None and ld.fit.slope:
+        s = np.linspace(ld.fit.first_step, ld.fit.last_step, 50)
+        series.append(pd.DataFrame({"step": s, "series": "fitted growth", "value": [ld.fit.at(x) for x in s]}))
     long = pd.concat(series, ignore_index=True)
     layers = [alt.Chart(long).mark_line().encode(
         x="step:Q", y=y, color=alt.Color("series:N", scale=alt.Scale(

@@ -3,7 +3,6 @@ progress bar and the Play loop (no numerics here; core.training.divergence says 
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -188,10 +187,9 @@ def gap_chart(df: pd.DataFrame, summary: DivergenceSummary, title: str) -> alt.L
     layers = [lines]
     if not len(long):
         layers.append(_message("A and B bit-identical so far: no difference to draw on a log scale", GAP_COLOURS[0]))
-    if summary.growth_per_step and summary.fit_range and summary.fit_intercept is not None:
+    if summary.growing:
         a, b = summary.fit_range  # the fitted line itself (core.arith.metrics.growth_fit), not a refit
-        slope, icept = summary.growth_per_step, summary.fit_intercept
-        fit = pd.DataFrame({"step": [a, b], "value": [math.exp(icept + slope * a), math.exp(icept + slope * b)],
+        fit = pd.DataFrame({"step": [a, b], "value": [summary.fit.at(a), summary.fit.at(b)],
                             "gap": [series[2]] * 2})
         layers.append(
             alt.Chart(fit).mark_line(strokeDash=[6, 3]).encode(x="step:Q", y="value:Q",

@@ -32,7 +32,7 @@ from enum import StrEnum
 import numpy as np
 
 from core.arith.formats import FORMATS
-from core.arith.metrics import growth_fit
+from core.arith.metrics import GrowthFit, growth_fit
 from core.diagnose.loaders import LoadError, LossLog
 
 TINY_ULPS = 1024
@@ -63,13 +63,23 @@ class LogDiagnosis:
     tiny: np.ndarray = field(repr=False)  # rounding size per step (relative)
     first_step: int | None
     first_gap: float | None
-    growth_per_step: float | None  # fitted d ln(gap) / d step
-    doubling_steps: float | None
-    fit_range: tuple[int, int] | None
-    fit_intercept: float | None
+    fit: GrowthFit | None  # ln(gap) against step over the growth phase
     jump_step: int | None
     jump_factor: float | None  # gap growth in that interval beyond the fitted trend
     notes: tuple[str, ...] = ()
+
+    @property
+    def growth_per_step(self) -> float | None:
+        """The fitted d ln(gap) / d step."""
+        return self.fit.slope if self.fit else None
+
+    @property
+    def doubling_steps(self) -> float | None:
+        return self.fit.doubling_steps if self.fit else None
+
+    @property
+    def fit_range(self) -> tuple[int, int] | None:
+        return (self.fit.first_step, self.fit.last_step) if self.fit else None
 
 
 def _rel_gap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -104,17 +114,16 @@ def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDi
     if differ.size == 0:
         return LogDiagnosis(LogVerdict.IDENTICAL, f"Identical: the two logs agree at all {steps.size:,} common steps.",
                             ("Every logged value is the same in both runs.",), first_step=None, first_gap=None,
-                            growth_per_step=None, doubling_steps=None, fit_range=None, fit_intercept=None,
-                            jump_step=None, jump_factor=None, **base)
+                            fit=None, jump_step=None, jump_factor=None, **base)
     i0 = int(differ[0])
     k0, g0 = int(steps[i0]), float(g[i0])
     reasons = []
     if not math.isfinite(g0):
-        return _jump(base, i0, k0, g0, None, None, None, None, math.inf,
+        return _jump(base, i0, k0, g0, None, math.inf,
                      [f"At step {k0:,} one log is NaN or infinite and the other is not: a run that blew up, not "
                       "rounding."])
     if g0 > tiny[i0]:
-        return _jump(base, i0, k0, g0, None, None, None, None, math.inf,
+        return _jump(base, i0, k0, g0, None, math.inf,
                      [(f"The logs agree up to step {steps[i0 - 1]:,} and first differ at step {k0:,}" if i0 else
                        f"The logs differ from their first common step, {k0:,},")
                       + f" by {g0:.2g} relative: {g0 / tiny[i0]:,.3g} times the size of a rounding difference there. "
@@ -122,24 +131,25 @@ def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDi
                       "large comes from something else."])
     reasons.append(f"The logs first differ at step {k0:,}, by {g0:.2g} relative: rounding-sized (below "
                    f"{tiny[i0]:.2g}).")
-    growth, doubling, fit, intercept = _fit(steps, g, i0)
+    fit = growth_fit(steps, g, i0, SATURATION, MIN_FIT_POINTS)
+    growth, doubling = (fit.slope, fit.doubling_steps) if fit else (None, None)
     jump_i, jump_factor = _find_jump(steps, g, i0, growth)
     if jump_i is not None:
         kj = int(steps[jump_i])
         why = (f"At step {kj:,} the gap jumps to {g[jump_i]:.2g} relative, " +
                ("with NaN or inf in one log only." if not math.isfinite(g[jump_i]) else
                 f"{jump_factor:,.3g} times more in one logged interval than the fitted growth predicts."))
-        return _jump(base, jump_i, k0, g0, growth, doubling, fit, intercept, jump_factor, [*reasons, why])
+        return _jump(base, jump_i, k0, g0, fit, jump_factor, [*reasons, why])
     gmax = float(np.max(g))
     if gmax <= TINY_ULPS * 2.0 ** (1 - FORMATS[fmt].precision):
         sentence = (f"A tiny difference that stays tiny: the logs differ from step {k0:,} by at most {gmax:.2g} "
                     "relative, rounding-sized throughout; nothing amplifies it (yet).")
         return LogDiagnosis(LogVerdict.TINY, sentence, (*reasons, "The gap never grows beyond rounding size."),
-                            first_step=k0, first_gap=g0, growth_per_step=growth, doubling_steps=doubling, fit_range=fit,
-                            fit_intercept=intercept, jump_step=None, jump_factor=None, **base)
+                            first_step=k0, first_gap=g0, fit=fit, jump_step=None, jump_factor=None, **base)
     if growth is not None and growth > 0:
         reasons.append(f"The gap then grows by a factor {math.exp(growth):.3g} per step (doubling every "
-                       f"{doubling:,.3g} steps, fitted from step {fit[0]:,} to {fit[1]:,}) up to {gmax:.2g} relative, "
+                       f"{doubling:,.3g} steps, fitted from step {fit.first_step:,} to {fit.last_step:,}) up to "
+                       f"{gmax:.2g} relative, "
                        "with no jump beyond that trend: the signature of chaotic training amplifying rounding.")
     else:
         reasons.append(f"The gap grows to {gmax:.2g} relative without any single jump (too few points to fit a rate).")
@@ -148,27 +158,17 @@ def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDi
                 + (f" (doubling every {doubling:,.3g} steps)" if doubling else "")
                 + " instead of jumping. Compare such runs by their final metrics over several seeds, not step by step.")
     return LogDiagnosis(LogVerdict.CHAOTIC, sentence, tuple(reasons), first_step=k0, first_gap=g0,
-                        growth_per_step=growth, doubling_steps=doubling, fit_range=fit, fit_intercept=intercept,
-                        jump_step=None, jump_factor=None, **base)
+                        fit=fit, jump_step=None, jump_factor=None, **base)
 
 
-def _jump(base, i, k0, g0, growth, doubling, fit, intercept, factor, reasons) -> LogDiagnosis:
+def _jump(base, i, k0, g0, fit: GrowthFit | None, factor, reasons) -> LogDiagnosis:
+    """The diagnosis of a jump at index i: a first difference or a rise beyond the fitted trend."""
     kj = int(base["steps"][i])
     sentence = (f"A jump at step {kj:,}: look there. The gap appears at once (to {base['rel_gap'][i]:.2g} relative) "
                 "instead of growing from a rounding-sized difference, so something other than rounding changed: "
                 "the data, a random draw, a hyperparameter, or a bug.")
-    return LogDiagnosis(LogVerdict.JUMP, sentence, tuple(reasons), first_step=k0, first_gap=g0, growth_per_step=growth,
-                        doubling_steps=doubling, fit_range=fit, fit_intercept=intercept, jump_step=kj,
+    return LogDiagnosis(LogVerdict.JUMP, sentence, tuple(reasons), first_step=k0, first_gap=g0, fit=fit, jump_step=kj,
                         jump_factor=factor, **base)
-
-
-def _fit(steps: np.ndarray, g: np.ndarray, i0: int):
-    """(growth per step, doubling steps, fit range, intercept) of ln(gap) over the growth phase
-    (core.arith.metrics.growth_fit, as for the training pair); four Nones when it cannot be fitted."""
-    fit = growth_fit(steps, g, i0, SATURATION, MIN_FIT_POINTS)
-    if fit is None:
-        return None, None, None, None
-    return fit.slope, fit.doubling_steps, (fit.first_step, fit.last_step), fit.intercept
 
 
 def _find_jump(steps: np.ndarray, g: np.ndarray, i0: int, growth: float | None):

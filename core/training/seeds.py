@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from core.arith.metrics import growth_fit
+from core.arith.metrics import GrowthFit, growth_fit
 from core.machines.progress import OnProgress, offset, report
 from core.training.mlp import TrainSettings
 from core.training.pair import PairedRun, StepRecord
@@ -23,10 +23,24 @@ from core.training.pair import PairedRun, StepRecord
 class DivergenceSummary:
     first_difference: int | None  # first step at which anything (loss or a parameter bit) differs
     first_rel_1pct: int | None  # first step with |loss A - loss B| / |loss A| > 1%
-    growth_per_step: float | None  # fitted d ln||dtheta|| / d step over the growth phase
-    doubling_steps: float | None
-    fit_range: tuple[int, int] | None
-    fit_intercept: float | None = None  # ln||dtheta|| of the fitted line at step 0
+    fit: GrowthFit | None = None  # ln||dtheta|| against step over the growth phase
+
+    @property
+    def growing(self) -> bool:
+        return self.fit is not None and self.fit.slope > 0
+
+    @property
+    def growth_per_step(self) -> float | None:
+        """The fitted d ln||dtheta|| / d step, where the distance grows."""
+        return self.fit.slope if self.growing else None
+
+    @property
+    def doubling_steps(self) -> float | None:
+        return self.fit.doubling_steps if self.growing else None
+
+    @property
+    def fit_range(self) -> tuple[int, int] | None:
+        return (self.fit.first_step, self.fit.last_step) if self.fit else None
 
 
 def summarize(records: list[StepRecord], saturation: float = 0.1) -> DivergenceSummary:
@@ -41,12 +55,7 @@ def summarize(records: list[StepRecord], saturation: float = 0.1) -> DivergenceS
     dist = np.array([r.param_distance for r in records])
     nz = np.flatnonzero(dist > 0)
     fit = growth_fit([r.step for r in records], dist, int(nz[0]), saturation) if nz.size else None
-    growing = fit is not None and fit.slope > 0
-    return DivergenceSummary(first_difference=first, first_rel_1pct=rel,
-                             growth_per_step=fit.slope if growing else None,
-                             doubling_steps=fit.doubling_steps if growing else None,
-                             fit_range=(fit.first_step, fit.last_step) if fit else None,
-                             fit_intercept=fit.intercept if growing else None)
+    return DivergenceSummary(first_difference=first, first_rel_1pct=rel, fit=fit)
 
 
 # ------------------------------------------------------------------------- seed study

@@ -12,8 +12,7 @@ from core.training.seeds import DivergenceSummary
 
 
 def _summary(rel: int | None) -> DivergenceSummary:
-    return DivergenceSummary(first_difference=1 if rel else None, first_rel_1pct=rel, growth_per_step=None,
-                             doubling_steps=None, fit_range=None)
+    return DivergenceSummary(first_difference=1 if rel else None, first_rel_1pct=rel, fit=None)
 
 
 def _run(ranks: int, digests: tuple[str, ...], rel: int | None = None) -> emulate.EmulatedRun:
