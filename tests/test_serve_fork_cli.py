@@ -1,4 +1,5 @@
-"""scripts.serve_fork ends with the issue's one line, whatever K this machine gives (never asserted)."""
+"""scripts.serve_fork ends with one summary line (K distinct completions of N identical requests with the
+default kernels, K2 with batch-invariant ones, and the cost), whatever K this machine gives (never asserted)."""
 
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ dispatched op and, with ``DebugMode.log_tensor_hashes``, a hash of each tensor, 
   ``store_original_args``, which keeps every tensor of the run alive until the end;
 - *one module path per op*: ``record_nn_module`` logs module entries as separate calls;
 - *runs that differ*: ``check_hash_mismatches`` raises when the two op sequences differ in length or
-  names (pytorch/pytorch#168974), which is exactly the case of a fused kernel on one device and a
-  decomposition on the other (core.traces.align handles it).
+  names, which is exactly the case of a fused kernel on one device and a decomposition on the other
+  (core.traces.align handles it).
 
 So ``TraceMode`` is a ``TorchDispatchMode`` (the mechanism DebugMode is built on) with
 ``torch.utils.module_tracker.ModuleTracker`` for module paths (forward and backward).
@@ -452,6 +452,8 @@ class TraceMode(TorchDispatchMode):
             in_digests = [*in_digests[:MAX_INPUTS - 1], rest]
             in_shapes = [*in_shapes[:MAX_INPUTS - 1], [len(tensors_in) - MAX_INPUTS + 1]]
             in_dtypes = [*in_dtypes[:MAX_INPUTS - 1], "the rest"]
+        # the record's input fields, taken before the op runs (it may write its inputs); _record adds the rest
+        head = {"in_shapes": in_shapes, "in_dtypes": in_dtypes, "in_digests": in_digests}
         out = func(*args, **kwargs)
         outs = tensors_of(out, [])
         if not outs and name.endswith("_") and args:
@@ -476,8 +478,7 @@ class TraceMode(TorchDispatchMode):
         self._written = tensors_of([args[i] if i < len(args) else kwargs.get(n) for i, n in writes], []) \
             if writes else ()
         try:
-            self.ops.append(self._record(func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, outs,
-                                         places))
+            self.ops.append(self._record(func, name, args, kwargs, tensors_in, head, outs, places))
         finally:
             self._written = ()
         return out
@@ -502,18 +503,21 @@ class TraceMode(TorchDispatchMode):
                 "sum_abs": t.sum_abs if t else None, "scale": t.scale if t else None,
                 "total_abs": t.total_abs if t else None}
 
-    def _record(self, func, name, args, kwargs, tensors_in, in_digests, in_shapes, in_dtypes, outs,
-                places) -> OpRecord:
-        head = {"index": self._counter, "op": str(func), "module": self._module(), "backward": self.tracker.is_bw,
-                "in_shapes": in_shapes, "in_dtypes": in_dtypes, "in_digests": in_digests,
-                "args": _arg_text(args, kwargs)}
+    def _record(self, func, name, args, kwargs, tensors_in, head: dict, outs, places) -> OpRecord:
+        """The op's record. ``head``: its input fields (``in_shapes``, ``in_dtypes``, ``in_digests``), which
+        this completes with the op's place in the run (one dict per op, as the record's keywords)."""
+        head["index"] = self._counter
+        head["op"] = str(func)
+        head["module"] = self._module()
+        head["backward"] = self.tracker.is_bw
+        head["args"] = _arg_text(args, kwargs)
         if not outs:
             return OpRecord(**head, **NO_OUTPUT)
         each = [self._output(func, name, args, kwargs, tensors_in, o, i)
                 for o, i in zip(outs[:MAX_OUTPUTS], places[:MAX_OUTPUTS], strict=True)]
         first = dict(each[0])
         mixes = self.follow > 1 and first["out_shape"] == first["full_shape"] and any(
-            s != list(a.shape) for s, a in zip(in_shapes, tensors_in, strict=False))
+            s != list(a.shape) for s, a in zip(head["in_shapes"], tensors_in, strict=False))
         if len(outs) > 1:  # every output counts (indices of a sort, a norm's mean and rstd, ...)
             rest = "".join(e["out_digest"] for e in each[1:]) \
                 + "".join(self._digest(o, after=True) for o in outs[MAX_OUTPUTS:])

@@ -31,6 +31,7 @@ position ("inputs"): the envelope then allows an absolute error at that scale (c
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,16 +113,28 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
         if whole is not None:
             whole += float(bias_full.abs().sum())
         kk += 1
-    return Terms(kk, "exact", sum_abs.tolist(), np.sqrt(sq).tolist(), whole)
+    return Terms(k=kk, kind="exact", sum_abs=sum_abs.tolist(), scale=np.sqrt(sq).tolist(), total_abs=whole)
 
 
-def _conv_terms(x: torch.Tensor, w: torch.Tensor, bias, stride, padding, dilation, groups: int,
-                idx: list[int], out_shape, total: bool = True) -> Terms:
+@dataclass(frozen=True, kw_only=True)
+class ConvGeometry:
+    """How a convolution slides its filter: aten's stride, padding and dilation (one number per spatial
+    dimension) and the number of channel groups."""
+
+    stride: Sequence[int]
+    padding: Sequence[int] | str
+    dilation: Sequence[int]
+    groups: int
+
+
+def _conv_terms(x: torch.Tensor, w: torch.Tensor, bias, geometry: ConvGeometry, idx: list[int], out_shape,
+                total: bool = True) -> Terms:
     """A 1-D or 2-D convolution's terms: each sampled output element sums the products of its input
     patch (over its group's channels) and its filter, K = C_in/groups x the kernel (+ 1 with a bias).
     The total over all elements is the convolution of |x| with |w|, in float64."""
     import torch.nn.functional as F
 
+    stride, padding, dilation, groups = geometry.stride, geometry.padding, geometry.dilation, geometry.groups
     w = _f64(w)
     x = x.detach().to("cpu")
     if w.dim() == 3:  # a 1-D convolution as a 2-D one of height 1
@@ -150,7 +163,7 @@ def _conv_terms(x: torch.Tensor, w: torch.Tensor, bias, stride, padding, dilatio
         if whole is not None:
             whole += float(_f64(bias).abs().sum()) * n_ * oh * ow
         k += 1
-    return Terms(k, "exact", sum_abs.tolist(), sq.sqrt().tolist(), whole)
+    return Terms(k=k, kind="exact", sum_abs=sum_abs.tolist(), scale=sq.sqrt().tolist(), total_abs=whole)
 
 
 def _upper_sum(x: torch.Tensor, dim: int, n: int) -> torch.Tensor:
@@ -188,7 +201,8 @@ def _sum_terms(x: torch.Tensor, dims, idx: list[int], mean: bool, total: bool = 
     whole = float(torch.nansum(rows.abs(), dtype=torch.float64)) if total else None
     if mean and k:
         sel, whole = sel / k, (whole / k if whole is not None else None)
-    return Terms(k, "exact", np.abs(sel).sum(1).tolist(), np.sqrt((sel * sel).sum(1)).tolist(), whole)
+    return Terms(k=k, kind="exact", sum_abs=np.abs(sel).sum(1).tolist(), scale=np.sqrt((sel * sel).sum(1)).tolist(),
+                 total_abs=whole)
 
 
 def _row_length(x: torch.Tensor, dim: int) -> int:
@@ -221,7 +235,7 @@ def _more_terms(name: str, args: tuple, out: torch.Tensor, idx: list[int], which
         n = math.prod(args[1]) if args[1] else 1
         if which == 1:
             return _sum_terms(_norm_rows(args[0], n), [1], idx, mean=True, total=total)
-        return Terms(n, "relative")
+        return Terms(k=n, kind="relative")
     if name == "native_layer_norm_backward":  # (grad x, grad weight, grad bias): sums over the M rows
         g, x, shape, mean, rstd = args[:5]
         n = math.prod(shape) if shape else 1
@@ -236,28 +250,147 @@ def _more_terms(name: str, args: tuple, out: torch.Tensor, idx: list[int], which
             return None  # the running statistics: nothing is reduced
         if which == 1:
             return _sum_terms(x, _channel_dims(x), idx, mean=True, total=total)
-        return Terms(x.numel() // max(1, int(x.shape[1])), "relative")
+        return Terms(k=x.numel() // max(1, int(x.shape[1])), kind="relative")
     if name == "native_batch_norm_backward":  # (grad x, grad weight, grad bias): sums over all but the channels
         g = args[0]
         if which == 2:
             return _sum_terms(g, _channel_dims(g), idx, mean=False, total=total)
-        return Terms(g.numel() // max(1, int(g.shape[1])), "estimated")
+        return Terms(k=g.numel() // max(1, int(g.shape[1])), kind="estimated")
     if name == "convolution_backward":  # (grad x, grad weight, grad bias)
         g = args[0]
         if which == 2:
             return _sum_terms(g, _channel_dims(g), idx, mean=False, total=total)
-        return Terms(int(g.shape[0] * math.prod(g.shape[2:])), "estimated")
+        return Terms(k=int(g.shape[0] * math.prod(g.shape[2:])), kind="estimated")
     if name in ("_fused_rms_norm", "_fused_rms_norm_backward"):
         if name == "_fused_rms_norm":
-            return Terms(math.prod(args[1]) if args[1] else 1, "relative")  # rstd: one row reduction
+            return Terms(k=math.prod(args[1]) if args[1] else 1, kind="relative")  # rstd: one row reduction
         n = math.prod(args[2]) if len(args) > 2 and args[2] else int(args[0].shape[-1])
-        return Terms(max(1, args[0].numel() // max(1, n)), "estimated")  # grad weight: a sum over the rows
+        return Terms(k=max(1, args[0].numel() // max(1, n)), kind="estimated")  # grad weight: a sum over the rows
     if "scaled_dot_product" in name:  # the log-sum-exp, the key and value gradients: rows of the same lengths
-        return Terms(max(int(args[1].shape[-2]), int(args[2].shape[-2]), int(args[1].shape[-1])), "estimated")
+        return Terms(k=max(int(args[1].shape[-2]), int(args[2].shape[-2]), int(args[1].shape[-1])), kind="estimated")
     if name in ("var_mean", "std_mean") and which == 1:
         dims = args[1] if len(args) > 1 else None
         return _sum_terms(args[0], dims, idx, mean=True, total=total)
     return None
+
+
+# The first output's terms, one helper per class of op. Each takes (name, args, kwargs, out, idx, total) as
+# ``terms`` does and may raise on arguments it cannot read (``terms`` then answers None).
+
+def _product_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], total: bool) -> Terms:
+    """Matrix products: t_k = a_ik b_kj; addmv, addmm and baddbmm add their bias as one more term."""
+    if name in ("mm", "bmm", "mv", "dot", "matmul"):
+        return _matmul_terms(args[0], args[1], idx, total=total)
+    beta = float(kwargs.get("beta", args[3] if len(args) > 3 else 1.0))
+    alpha = float(kwargs.get("alpha", args[4] if len(args) > 4 else 1.0))
+    if name == "addmv":
+        bias = torch.broadcast_to(args[0], out.shape)[:, None] if beta != 0 else None
+        return _matmul_terms(args[1], args[2], idx, alpha, bias, beta, total)
+    return _matmul_terms(args[1], args[2], idx, alpha, args[0] if beta != 0 else None, beta, total)
+
+
+def _summed_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int],
+                  total: bool) -> Terms | None:
+    """sum, mean, nansum, of the whole tensor or over dims: t_k = the summed values (over K for a mean)."""
+    x = args[0]
+    if not x.is_floating_point():
+        return None
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    return _sum_terms(x, dims, idx, name == "mean", total)
+
+
+def _nll_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int],
+               total: bool) -> Terms | None:
+    """nll_loss_forward without class weights: t_n = the picked log-probabilities (K = the batch)."""
+    x, target, weight, reduction = args[0], args[1], args[2], int(args[3])
+    ignore = int(args[4]) if len(args) > 4 else -100
+    if weight is not None or reduction == 0 or x.dim() != 2:
+        return None
+    tgt = target.to("cpu").long()
+    keep = tgt != ignore  # ignored targets add nothing and do not count in the mean
+    picked = _f64(x)[torch.arange(x.shape[0])[keep], tgt[keep].clamp(0, x.shape[1] - 1)]
+    if reduction == 1:
+        picked = picked / max(1, int(keep.sum()))
+    s = float(picked.abs().sum())
+    root_sq = float(picked.square().sum().sqrt())
+    return Terms(k=int(x.shape[0]), kind="exact", sum_abs=[s] * len(idx), scale=[root_sq] * len(idx), total_abs=s)
+
+
+def _softmax_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], total: bool) -> Terms:
+    """Softmax and log-softmax (one row reduction each) and their backward: K = the row length."""
+    forward = name in ("_softmax", "_log_softmax")
+    x, dim = args[0], int(args[1] if forward else args[2])
+    return Terms(k=_row_length(x, dim), kind="relative" if forward else "estimated")
+
+
+def _norm_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int],
+                total: bool) -> Terms | None:
+    """Layer, RMS and batch norms and their backward: K = the normalized length, no terms."""
+    if name in ("native_layer_norm", "_fused_rms_norm", "rms_norm", "layer_norm"):
+        shape = args[1]
+        # a layer norm subtracts the mean: its error is absolute at the scale of the normalized values,
+        # so an output near zero is judged at the scale of the others ("relative" with a floor)
+        kind = "relative" if "rms" in name else "relative-floor"
+        return Terms(k=math.prod(shape) if shape else 1, kind=kind)
+    if name == "native_layer_norm_backward":  # grad x: the row's own sums of K terms
+        return Terms(k=math.prod(args[2]) if args[2] else 1, kind="estimated")
+    if name == "native_batch_norm_backward":
+        g = args[0]
+        return Terms(k=g.numel() // max(1, int(g.shape[1])), kind="estimated") if bool(args[7]) else None
+    if name == "_fused_rms_norm_backward":
+        n = math.prod(args[2]) if len(args) > 2 and args[2] else int(args[0].shape[-1])
+        return Terms(k=n, kind="estimated")
+    x = args[0]  # native_batch_norm, _native_batch_norm_legit(_no_training)
+    if not _batch_norm_training(name, args):
+        return None  # (x - running mean) / sqrt(running var + eps) * w + b: elementwise
+    # normalized by its channel's statistics: absolute error at their scale, as a layer norm
+    return Terms(k=x.numel() // max(1, int(x.shape[1])), kind="relative-floor")
+
+
+def _convolution_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int],
+                       total: bool) -> Terms:
+    """A convolution (exact terms for a 1-D or 2-D one that is not transposed, else K only) and the input
+    gradient of its backward (K only)."""
+    if name == "convolution_backward":  # grad x: a sum over a group's output channels and the kernel
+        w, groups = args[2], int(args[9]) if len(args) > 9 else 1
+        return Terms(k=int(w.shape[0] // max(1, groups) * math.prod(w.shape[2:])), kind="estimated")
+    x, w, bias, stride, padding, dilation, transposed = args[:7]
+    groups = int(args[8]) if len(args) > 8 else 1
+    if not bool(transposed) and w.dim() in (3, 4):
+        geometry = ConvGeometry(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        return _conv_terms(x, w, bias, geometry, idx, out.shape, total)
+    return Terms(k=int(math.prod(w.shape[1:])) * (1 if not bool(transposed) else int(w.shape[0])), kind="estimated")
+
+
+def _attention_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], total: bool) -> Terms:
+    """Fused attention (a scaled_dot_product op): K = the longer of the key length and the head size."""
+    return Terms(k=max(int(args[1].shape[-2]), int(args[0].shape[-1])), kind="estimated")
+
+
+def _accumulated_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int],
+                       total: bool) -> Terms | None:
+    """Ops that add up duplicates (``ACCUMULATING``): K = the number of values added, an upper bound."""
+    if name.startswith(("index_put", "_index_put")):
+        acc = kwargs.get("accumulate", args[3] if len(args) > 3 else False)
+        return Terms(k=max(1, int(args[2].numel())), kind="estimated") if acc else None
+    if name == "embedding_dense_backward":
+        return Terms(k=max(1, int(args[1].numel())), kind="estimated")
+    src = args[3] if len(args) > 3 and isinstance(args[3], torch.Tensor) else args[-1]
+    return Terms(k=max(1, int(src.numel())), kind="estimated") if isinstance(src, torch.Tensor) else None
+
+
+_FIRST_OUTPUT = {
+    **dict.fromkeys(("mm", "bmm", "mv", "dot", "matmul", "addmv", "addmm", "baddbmm"), _product_terms),
+    **dict.fromkeys(("sum", "mean", "nansum"), _summed_terms),
+    "nll_loss_forward": _nll_terms,
+    **dict.fromkeys(("_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data"),
+                    _softmax_terms),
+    **dict.fromkeys(("native_layer_norm", "_fused_rms_norm", "rms_norm", "layer_norm", "native_layer_norm_backward",
+                     "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+                     "native_batch_norm_backward", "_fused_rms_norm_backward"), _norm_terms),
+    **dict.fromkeys(("convolution", "_convolution", "convolution_backward"), _convolution_terms),
+    **dict.fromkeys(ACCUMULATING, _accumulated_terms),
+}
 
 
 def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], which: int = 0,
@@ -272,81 +405,14 @@ def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], wh
     try:
         if which > 0:
             return _more_terms(name, args, out, idx, which, total)
-        if name in ("mm", "bmm", "mv", "dot", "matmul"):
-            return _matmul_terms(args[0], args[1], idx, total=total)
-        if name == "addmv":
-            beta = float(kwargs.get("beta", args[3] if len(args) > 3 else 1.0))
-            alpha = float(kwargs.get("alpha", args[4] if len(args) > 4 else 1.0))
-            bias = torch.broadcast_to(args[0], out.shape)[:, None] if beta != 0 else None
-            return _matmul_terms(args[1], args[2], idx, alpha, bias, beta, total)
-        if name in ("addmm", "baddbmm"):
-            beta = float(kwargs.get("beta", args[3] if len(args) > 3 else 1.0))
-            alpha = float(kwargs.get("alpha", args[4] if len(args) > 4 else 1.0))
-            return _matmul_terms(args[1], args[2], idx, alpha, args[0] if beta != 0 else None, beta, total)
-        if name in ("sum", "mean", "nansum"):
-            x = args[0]
-            if not x.is_floating_point():
-                return None
-            dims = args[1] if len(args) > 1 else kwargs.get("dim")
-            return _sum_terms(x, dims, idx, name == "mean", total)
-        if name == "nll_loss_forward":
-            x, target, weight, reduction = args[0], args[1], args[2], int(args[3])
-            ignore = int(args[4]) if len(args) > 4 else -100
-            if weight is not None or reduction == 0 or x.dim() != 2:
-                return None
-            tgt = target.to("cpu").long()
-            keep = tgt != ignore  # ignored targets add nothing and do not count in the mean
-            picked = _f64(x)[torch.arange(x.shape[0])[keep], tgt[keep].clamp(0, x.shape[1] - 1)]
-            if reduction == 1:
-                picked = picked / max(1, int(keep.sum()))
-            s = float(picked.abs().sum())
-            return Terms(int(x.shape[0]), "exact", [s] * len(idx), [float(picked.square().sum().sqrt())] * len(idx), s)
-        if name in ("_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data"):
-            forward = name in ("_softmax", "_log_softmax")
-            x, dim = args[0], int(args[1] if forward else args[2])
-            return Terms(_row_length(x, dim), "relative" if forward else "estimated")
-        if name in ("native_layer_norm", "_fused_rms_norm", "rms_norm", "layer_norm"):
-            shape = args[1]
-            # a layer norm subtracts the mean: its error is absolute at the scale of the normalized values,
-            # so an output near zero is judged at the scale of the others ("relative" with a floor)
-            kind = "relative" if "rms" in name else "relative-floor"
-            return Terms(math.prod(shape) if shape else 1, kind)
-        if name in ("convolution", "_convolution"):
-            x, w, bias, stride, padding, dilation, transposed = args[:7]
-            groups = int(args[8]) if len(args) > 8 else 1
-            if not bool(transposed) and w.dim() in (3, 4):
-                return _conv_terms(x, w, bias, stride, padding, dilation, groups, idx, out.shape, total)
-            return Terms(int(math.prod(w.shape[1:])) * (1 if not bool(transposed) else int(w.shape[0])), "estimated")
-        if name == "convolution_backward":  # grad x: a sum over a group's output channels and the kernel
-            w, groups = args[2], int(args[9]) if len(args) > 9 else 1
-            return Terms(int(w.shape[0] // max(1, groups) * math.prod(w.shape[2:])), "estimated")
-        if name == "native_layer_norm_backward":  # grad x: the row's own sums of K terms
-            return Terms(math.prod(args[2]) if args[2] else 1, "estimated")
-        if name in ("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training"):
-            x = args[0]
-            if not _batch_norm_training(name, args):
-                return None  # (x - running mean) / sqrt(running var + eps) * w + b: elementwise
-            # normalized by its channel's statistics: absolute error at their scale, as a layer norm
-            return Terms(x.numel() // max(1, int(x.shape[1])), "relative-floor")
-        if name == "native_batch_norm_backward":
-            g = args[0]
-            return Terms(g.numel() // max(1, int(g.shape[1])), "estimated") if bool(args[7]) else None
-        if name == "_fused_rms_norm_backward":
-            n = math.prod(args[2]) if len(args) > 2 and args[2] else int(args[0].shape[-1])
-            return Terms(n, "estimated")
-        if "scaled_dot_product" in name:
-            return Terms(max(int(args[1].shape[-2]), int(args[0].shape[-1])), "estimated")
-        if name in ACCUMULATING:
-            if name.startswith(("index_put", "_index_put")):
-                acc = kwargs.get("accumulate", args[3] if len(args) > 3 else False)
-                return Terms(max(1, int(args[2].numel())), "estimated") if acc else None
-            if name == "embedding_dense_backward":
-                return Terms(max(1, int(args[1].numel())), "estimated")
-            src = args[3] if len(args) > 3 and isinstance(args[3], torch.Tensor) else args[-1]
-            return Terms(max(1, int(src.numel())), "estimated") if isinstance(src, torch.Tensor) else None
+        rule = _FIRST_OUTPUT.get(name)
+        if rule is None:
+            if "scaled_dot_product" not in name:
+                return None  # elementwise, or it moves data
+            rule = _attention_terms
+        return rule(name, args, kwargs, out, idx, total)
     except (IndexError, RuntimeError, TypeError, ValueError, ArithmeticError):
         return None
-    return None
 
 
 def input_scales(tensors_in: list[torch.Tensor], out: torch.Tensor, idx: list[int], cut) -> Terms | None:
@@ -361,4 +427,4 @@ def input_scales(tensors_in: list[torch.Tensor], out: torch.Tensor, idx: list[in
         if t.is_floating_point() and t.shape == out.shape:
             v = t.detach().to("cpu").reshape(-1)[flat].double().abs()
             best = torch.maximum(best, torch.nan_to_num(v, nan=0.0, posinf=0.0))
-    return Terms(0, "inputs", None, best.tolist(), None)
+    return Terms(k=0, kind="inputs", sum_abs=None, scale=best.tolist(), total_abs=None)

@@ -62,6 +62,19 @@ _RUN_LOCK = threading.Lock()  # one live run at a time in this server process
 _MEASURED_WORKER_PEAK: list[int] = []  # the largest per-worker RSS measured by a run in this process
 
 
+@dataclass(frozen=True, kw_only=True)
+class Launch:
+    """How one run's workers are started and watched: seconds for all of them to join the group, seconds
+    without progress before the run is called stuck, seconds for the whole run (None: the two timeouts
+    plus 2 s a step), the Python that runs them, and ``fault`` (tests only, see run_data_parallel)."""
+
+    startup_timeout: float = STARTUP_TIMEOUT
+    step_timeout: float = STEP_TIMEOUT
+    timeout: float | None = None
+    python: str = sys.executable
+    fault: dict | None = None
+
+
 class DataParallelError(RuntimeError):
     """A run could not be started or did not finish; the message says why, in plain words."""
 
@@ -167,6 +180,7 @@ class _Group:
 
     def __init__(self, world: int, cfgs: list[dict], listen: socket.socket, python: str, env: dict,
                  errdir: Path) -> None:
+        self.world = world
         self.procs: list[subprocess.Popen] = []
         self.pgid: int | None = None
         self.errfiles = [open(errdir / f"rank{r}.err", "w+b") for r in range(world)]  # noqa: SIM115
@@ -285,27 +299,29 @@ def _check_backend() -> None:
 
 
 def _supervise(world: int, mode: str, extra: dict, *, total: int, on_progress: OnProgress | None,
-               startup_timeout: float, step_timeout: float, timeout: float | None, python: str,
-               fault: dict | None) -> dict:
+               launch: Launch) -> dict:
     """Start the workers, follow them to the end, and always leave no process behind."""
     _check_backend()
     env = _worker_env()
-    deadline_s = timeout if timeout is not None else startup_timeout + step_timeout + 2.0 * total
+    deadline_s = launch.timeout
+    if deadline_s is None:
+        deadline_s = launch.startup_timeout + launch.step_timeout + 2.0 * total
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dp-") as tmp:
         listen = _listening_socket()
         port = listen.getsockname()[1]
-        base = {"mode": mode, "world": world, "port": port, "op_timeout": step_timeout,
-                "deadline": time.time() + deadline_s + 30.0, "fault": fault, **extra}
+        base = {"mode": mode, "world": world, "port": port, "op_timeout": launch.step_timeout,
+                "deadline": time.time() + deadline_s + 30.0, "fault": launch.fault, **extra}
         cfgs = [{**base, "rank": r, "listen_fd": listen.fileno() if r == 0 else None} for r in range(world)]
         try:
-            group = _Group(world, cfgs, listen, python, env, Path(tmp))
+            group = _Group(world, cfgs, listen, launch.python, env, Path(tmp))
         finally:
             listen.close()  # rank 0 holds its own copy; the parent no longer needs the port
         out = {"records": [], "digests": [], "ready": {}, "done": {}, "peak_rss": 0, "peak_pss": None,
                "pids": group.pids}
         try:
-            _follow(group, world, total, out, on_progress, started, startup_timeout, step_timeout, deadline_s)
+            _follow(group, out, total=total, on_progress=on_progress, launch=launch, started=started,
+                    deadline_s=deadline_s)
         except BaseException:
             group.kill()
             raise
@@ -319,8 +335,11 @@ def _supervise(world: int, mode: str, extra: dict, *, total: int, on_progress: O
         return out
 
 
-def _follow(group: _Group, world: int, total: int, out: dict, on_progress: OnProgress | None, started: float,
-            startup_timeout: float, step_timeout: float, deadline_s: float) -> None:
+def _follow(group: _Group, out: dict, *, total: int, on_progress: OnProgress | None, launch: Launch,
+            started: float, deadline_s: float) -> None:
+    """Read the workers' events into ``out`` until every worker is done, reporting progress and sampling
+    memory; raise DataParallelError when a worker fails or uses too much memory, or a timeout passes."""
+    world, startup_timeout, step_timeout = group.world, launch.startup_timeout, launch.step_timeout
     eof: set[int] = set()
     last_progress = time.monotonic()
     last_sample = 0.0
@@ -400,6 +419,9 @@ def run_data_parallel(world_size: int, steps: int, settings: TrainSettings = DP_
     raise to cancel the run (the workers are killed, the exception propagates). With
     ``wait=False`` a second concurrent call raises Busy instead of waiting its turn.
     ``fault`` (tests only) makes one rank fail: {"rank": r, "step": s, "kind": "raise"|"exit"|"hang"}.
+    ``startup_timeout``, ``step_timeout``, ``timeout``, ``python`` and ``fault`` are Launch's fields; they
+    are keywords of their own because this is the entry point that the page, scripts/data_parallel.py and
+    the tests call with one or two of them, and they travel on as one Launch.
     """
     try:
         check_settings(settings, world_size, steps)
@@ -415,9 +437,9 @@ def run_data_parallel(world_size: int, steps: int, settings: TrainSettings = DP_
             if not ok:
                 raise NoRoom(f"Not enough free memory for {world_size} worker processes: {why}")
         cfg = {"settings": asdict(replace(settings, steps=max(settings.steps, steps))), "steps": steps}
-        out = _supervise(world_size, "train", cfg, total=steps, on_progress=on_progress,
-                         startup_timeout=startup_timeout, step_timeout=step_timeout, timeout=timeout,
-                         python=python, fault=fault)
+        launch = Launch(startup_timeout=startup_timeout, step_timeout=step_timeout, timeout=timeout,
+                        python=python, fault=fault)
+        out = _supervise(world_size, "train", cfg, total=steps, on_progress=on_progress, launch=launch)
     finally:
         _RUN_LOCK.release()
     done = out["done"]
@@ -454,9 +476,8 @@ def gloo_allreduce(*arrays: np.ndarray, startup_timeout: float = STARTUP_TIMEOUT
     with tempfile.TemporaryDirectory(prefix="dp-probe-") as tmp:
         inputs = Path(tmp) / "inputs.npz"
         np.savez(inputs, **{f"a{i:03d}": v for i, v in enumerate(vs)})
-        _supervise(world, "probe", {"inputs": str(inputs), "outdir": tmp}, total=1, on_progress=None,
-                   startup_timeout=startup_timeout, step_timeout=step_timeout, timeout=None, python=python,
-                   fault=None)
+        launch = Launch(startup_timeout=startup_timeout, step_timeout=step_timeout, python=python)
+        _supervise(world, "probe", {"inputs": str(inputs), "outdir": tmp}, total=1, on_progress=None, launch=launch)
         per_rank = []
         for r in range(world):
             with np.load(Path(tmp) / f"rank{r}.npz") as f:

@@ -1,7 +1,7 @@
 """Hostile links, pastes and file names in a real browser: nothing from outside comes out live.
 
-The issue's reproductions: `/mitigations?seeds=[Sign in again](https://example.com)` rendered a live link,
-and `/non_associativity?a=![t](https://example.com/t.png)` made every viewer's browser fetch that image.
+Two links once injected content: `/mitigations?seeds=[Sign in again](https://example.com)` rendered a live
+link, and `/non_associativity?a=![t](https://example.com/t.png)` made every viewer's browser fetch that image.
 Here the real frontend renders them; the DOM must hold no link or image to the host, no request may go to
 it, and the visitor must still see the text they sent.
 """

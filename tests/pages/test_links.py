@@ -74,7 +74,7 @@ def _download_labels(at: AppTest) -> list[str]:
 
 def test_a_100000_number_paste_stays_out_of_the_link():
     numbers = ", ".join(repr(float(x)) for x in np.random.default_rng(0).standard_normal(100_000))
-    assert len(numbers) > 1_000_000  # the issue's 1 MB query
+    assert len(numbers) > 1_000_000  # a link holding it would be a query of over 1 MB
     at = _paste(open_page("summation_lab"), numbers)
     assert not at.exception, at.exception
     assert at.session_state["sl_last"].values.size == 100_000  # the paste itself is used
@@ -98,7 +98,7 @@ def test_a_short_paste_travels_in_the_link_percent_encoded():
 
 def test_a_paste_at_the_box_limit_gets_a_message_and_stays_out_of_the_link():
     """The browser cuts a longer paste at max_chars; a full box is refused with a message next to it,
-    and a bigger value (6 MB, as in the issue) never reaches the URL either."""
+    and a bigger value (6 MB: three million "1 ") never reaches the URL either."""
     for text in ("1 " * (MAX_PASTE_CHARS // 2), "1 " * 3_000_000):
         at = _paste(open_page("summation_lab"), text)
         assert not at.exception, at.exception

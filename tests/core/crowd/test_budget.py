@@ -17,8 +17,10 @@ from core.studies.sumlab import MAX_PERMUTATIONS
 from core.training.mlp import MAX_STEPS
 
 ALL_ORDERS = tuple(ORDERS)
-ISSUE_LINK = dict(n=10_000_000, storage="float64", working="same", orders=ALL_ORDERS, permutations=1000,
-                  generator="ill_conditioned")  # a shared link whose sum once ran past the per-request budget
+# a shared link whose sum (10 million ill-conditioned float64 values, every order, 1000 permutations) once ran
+# past the per-request budget
+OVER_BUDGET_LINK = dict(n=10_000_000, storage="float64", working="same", orders=ALL_ORDERS, permutations=1000,
+                        generator="ill_conditioned")
 
 
 def test_every_order_generator_and_format_has_a_weight():
@@ -37,15 +39,15 @@ def test_the_permutation_count_is_the_labs(n, k):
     assert budget.permutations_done(k, n) == expected
 
 
-def test_the_issues_link_is_over_budget_and_the_advice_fits():
-    cost = budget.sumlab_cost(**ISSUE_LINK)
+def test_a_link_of_ten_million_values_is_over_budget_and_the_advice_fits():
+    cost = budget.sumlab_cost(**OVER_BUDGET_LINK)
     assert not cost.fits and cost.heavy and cost.work > budget.WORK_BUDGET
     assert cost.over() and "value operations" in cost.over()[0]
     assert cost.parts[0][0] == "Sorted by increasing |x|"  # the most expensive part is named first
-    advice = budget.sumlab_advice(**ISSUE_LINK)
+    advice = budget.sumlab_advice(**OVER_BUDGET_LINK)
     assert {next(iter(a.change)) for a in advice} >= {"n", "orders"}
     for a in advice:
-        assert budget.sumlab_cost(**(ISSUE_LINK | a.change)).fits, a
+        assert budget.sumlab_cost(**(OVER_BUDGET_LINK | a.change)).fits, a
 
 
 def test_defaults_are_cheap_on_every_page():

@@ -211,7 +211,7 @@ def test_launch_choices_follow_the_source():
     half = cuda_config_for(10**6, np.float16)
     half_launch = cuda_launch(10**6, half)
     assert (half.vec, half.accumulators) == (8, 4)
-    assert half_launch.vectorized and half_launch.accumulators == 8 and half_launch.vec == 8  # PR #165055
+    assert half_launch.vectorized and half_launch.accumulators == 8 and half_launch.vec == 8  # 16-bit sums: 8 at a time
     assert cuda_config_for(5000, torch.bfloat16) == cuda_config_for(5000, BF16)
     assert cuda_config_for(5000, torch.float64).vec == 4
     assert cuda_launch(128, cuda_config_for(128, np.float32)).vectorized  # "dim0 >= 128" (L1106)
@@ -271,7 +271,8 @@ def test_decreasing_shuffle_is_one_halving_tree():
 
 
 def test_the_shuffle_order_changes_float32_sums_of_a_few_thousand_values():
-    """The issue's finding: changing only the warp stage changes most float32 results at n of a few thousand."""
+    """Changing only the warp stage (the fork-2025 kernel's increasing shuffle offsets against torch's
+    decreasing ones, the same launch) changes the float32 sums of more than half of 40 random vectors of 3,000."""
     rng = np.random.default_rng(11)
     n = 3000
     pinned = cuda_config_for(n, np.float32)

@@ -75,7 +75,8 @@ def _in_fresh_thread(fn):
 
 
 def test_a_stale_script_thread_cannot_write_its_count_back_as_the_process_default():
-    """The reported failure: a thread that started while another viewer held 1 thread."""
+    """A script thread whose first use of torch came while another viewer held a STALE block starts with
+    that count; its own block must not write it back as the count every new thread gets."""
     held, release = threading.Event(), threading.Event()
 
     def other_viewer():
@@ -135,7 +136,7 @@ def test_nested_blocks_restore_the_enclosing_request():
 def test_many_threads_racing_never_leak_a_thread_count():
     """16 threads race through 1 / configured / configured + 1 thread blocks. Half of them make their
     first use of torch while another viewer holds a STALE block, so they start with a stale count of
-    their own (the reported failure's precondition, made certain). Between blocks, probes take the lock
+    their own (the precondition of the test above, made certain). Between blocks, probes take the lock
     (so no block is open) and read what a fresh thread gets: it must always be the configured count."""
     workers, rounds = 16, 40
     stale_starts: list[int] = []
