@@ -26,7 +26,7 @@ def peer_count(triples: np.ndarray) -> int:
 
 
 def main(n: int = 100_000) -> None:
-    settings = SearchSettings("float32", n, 0, "normal")
+    settings = SearchSettings(fmt_name="float32", n_triples=n, seed=0, distribution="normal")
     triples = random_triples(settings).numpy()  # float32 numpy scalars for the peer
     t_ours, ours = median_time(lambda: search_counterexamples(settings), 5)
     t_peer, peer = median_time(lambda: peer_count(triples), 3)

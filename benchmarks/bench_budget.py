@@ -46,7 +46,7 @@ def peak(fn) -> float:
 
 
 def main(n: int = 1_000_000) -> dict:
-    x32 = generate(VectorSpec("normal", n, 0, "float32")).values
+    x32 = generate(VectorSpec(kind="normal", n=n, seed=0, storage="float32")).values
     unit = cpu(lambda: np.add.accumulate(x32), 5) / n
     print(f"unit: {unit * 1e9:.2f} ns of CPU per value operation (n = {n:,})")
     work_ratios, byte_ratios = [], []
@@ -65,7 +65,7 @@ def main(n: int = 1_000_000) -> dict:
 
     with torch_threads(1):
         for dtype in ("float64", "float32", "float16", "bfloat16"):
-            x = generate(VectorSpec("normal", n, 0, dtype)).values
+            x = generate(VectorSpec(kind="normal", n=n, seed=0, storage=dtype)).values
             for key in ORDERS:
                 report(f"{key} ({dtype})", budget.ORDER_WORK[key][dtype] * n,
                        cpu(lambda k=key, x=x, d=dtype: run_order(k, x, d)))
@@ -75,7 +75,7 @@ def main(n: int = 1_000_000) -> dict:
             report(f"running error ({dtype})", budget.RUNNING_FIXED[dtype] + budget.RUNNING_WORK[dtype] * n,
                    cpu(lambda x=x, d=dtype: running_error(x, d)))
             for gen in GENERATORS:
-                spec = VectorSpec(gen, n, 0, dtype)
+                spec = VectorSpec(kind=gen, n=n, seed=0, storage=dtype)
                 work, bytes_ = budget.vector_cost(gen, n, dtype)
                 if gen != "large_one_minus_large":
                     report(f"generate {gen} ({dtype})", work, cpu(lambda s=spec: generate(s)), bytes_,
@@ -85,7 +85,7 @@ def main(n: int = 1_000_000) -> dict:
                  ("alternating", "float16", "float64", DEFAULT_ORDERS, 5), ("normal", "float64", "float32",
                                                                           tuple(ORDERS), 0)]
         for gen, storage, working, orders, k in cases:
-            spec = VectorSpec(gen, n, 0, storage)
+            spec = VectorSpec(kind=gen, n=n, seed=0, storage=storage)
             cost = budget.sumlab_cost(n, storage, working, orders, k, gen)
 
             def request(spec=spec, storage=storage, working=working, orders=orders, k=k):

@@ -18,7 +18,7 @@ from core.studies.sumlab import run_lab, running_error
 
 
 def main(n: int = 1_000_000) -> None:
-    v = generate(VectorSpec("normal", n, 0, "float32"))
+    v = generate(VectorSpec(kind="normal", n=n, seed=0, storage="float32"))
     x = v.values
     run_lab(x, "float32", "same", DEFAULT_ORDERS, 20, 0)  # warm-up: imports, first-call costs
     t_np, _ = median_time(lambda: np.sum(x), 21)

@@ -55,9 +55,9 @@ from ui.render import inert
 from ui.urlstate import restore, share_box, sync
 
 URL_FIELDS = [
-    Field("cg_gen", "vector", "choice", SUITE_GENERATORS),
-    Field("cg_n", "n", "choice", SUITE_SIZES),
-    Field("cg_dtype", "format", "choice", SUITE_DTYPES),
+    Field(key="cg_gen", param="vector", kind="choice", options=SUITE_GENERATORS),
+    Field(key="cg_n", param="n", kind="choice", options=SUITE_SIZES),
+    Field(key="cg_dtype", param="format", kind="choice", options=SUITE_DTYPES),
 ]
 HELD = "_cg_upload"  # this session's uploaded recording: {"digest", "recording", "fidelity"}
 REFUSED = "_cg_upload_refused"  # (digest, message) of the last file refused, so it is not parsed on every rerun

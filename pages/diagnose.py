@@ -38,13 +38,13 @@ MAX_K = 1_000_000_000
 MB = MAX_UPLOAD_BYTES // (1024 * 1024)
 
 URL_FIELDS = [
-    Field("dg_source", "source", "choice", tuple(SOURCES)),
-    Field("dg_example", "example", "choice", tuple(EXAMPLES)),
-    Field("dg_k", "k", "int", low=0, high=MAX_K),
-    Field("dg_format", "format", "choice", FORMAT_CHOICES),
-    Field("dg_reduced", "reduced", "choice", (True, False)),
-    Field("dg_log_source", "logs", "choice", tuple(LOG_SOURCES)),
-    Field("dg_log_example", "log_example", "choice", tuple(LOG_EXAMPLES)),
+    Field(key="dg_source", param="source", kind="choice", options=tuple(SOURCES)),
+    Field(key="dg_example", param="example", kind="choice", options=tuple(EXAMPLES)),
+    Field(key="dg_k", param="k", kind="int", low=0, high=MAX_K),
+    Field(key="dg_format", param="format", kind="choice", options=FORMAT_CHOICES),
+    Field(key="dg_reduced", param="reduced", kind="choice", options=(True, False)),
+    Field(key="dg_log_source", param="logs", kind="choice", options=tuple(LOG_SOURCES)),
+    Field(key="dg_log_example", param="log_example", kind="choice", options=tuple(LOG_EXAMPLES)),
 ]
 DEFAULTS = {"dg_source": "example", "dg_example": "batch", "dg_k": 0, "dg_format": "auto", "dg_reduced": True,
             "dg_log_source": "example", "dg_log_example": "chaotic"}
@@ -94,8 +94,8 @@ def controls():
                            "which the results say. Give K when you know it.")
             o2.selectbox("The format the computation ran in", FORMAT_CHOICES, format_func=FORMAT_LABELS.get,
                          key="dg_format")
-    settings = DiagnoseSettings(source, bool(reduced), (int(k) or None) if k is not None else None,
-                                st.session_state["dg_format"])
+    settings = DiagnoseSettings(source=source, reduced=bool(reduced), k=(int(k) or None) if k is not None else None,
+                                format_choice=st.session_state["dg_format"])
     return settings, k_slot
 
 

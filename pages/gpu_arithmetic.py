@@ -51,20 +51,20 @@ DEFAULT_MODELS = list(DotLabSettings().models)
 TILES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 TF32_LABELS = {"rna": "nearest, ties away (CUTLASS default)", "rne": "nearest, ties even", "rz": "truncation"}
 URL_FIELDS = [
-    Field("ga_kind", "vectors", "choice", tuple(DOT_GENERATORS)),
-    Field("ga_k", "K", "int", low=1, high=MAX_K),
-    Field("ga_seed", "seed", "int", low=0, high=2**32 - 1),
-    Field("ga_cond", "condition", "choice", tuple(CONDITIONS)),
-    Field("ga_storage", "inputs", "choice", tuple(FORMATS)),
-    Field("ga_acc", "accumulate", "choice", tuple(FORMATS)),
-    Field("ga_models", "models", "multi", tuple(MODELS)),
-    Field("ga_tile", "tile", "choice", tuple(TILES)),
-    Field("ga_slices", "slices", "int", low=1, high=64),
-    Field("ga_tf32", "tf32", "choice", tuple(TF32_ROUNDINGS)),
-    Field("ga_buckets", "buckets", "int", low=1, high=64),
-    Field("ga_values", "values", "int", low=1, high=1_000_000),
-    Field("ga_runs", "runs", "int", low=1, high=10_000),
-    Field("ga_aformat", "atomic_format", "choice", ATOMIC_FORMATS),
+    Field(key="ga_kind", param="vectors", kind="choice", options=tuple(DOT_GENERATORS)),
+    Field(key="ga_k", param="K", kind="int", low=1, high=MAX_K),
+    Field(key="ga_seed", param="seed", kind="int", low=0, high=2**32 - 1),
+    Field(key="ga_cond", param="condition", kind="choice", options=tuple(CONDITIONS)),
+    Field(key="ga_storage", param="inputs", kind="choice", options=tuple(FORMATS)),
+    Field(key="ga_acc", param="accumulate", kind="choice", options=tuple(FORMATS)),
+    Field(key="ga_models", param="models", kind="multi", options=tuple(MODELS)),
+    Field(key="ga_tile", param="tile", kind="choice", options=tuple(TILES)),
+    Field(key="ga_slices", param="slices", kind="int", low=1, high=64),
+    Field(key="ga_tf32", param="tf32", kind="choice", options=tuple(TF32_ROUNDINGS)),
+    Field(key="ga_buckets", param="buckets", kind="int", low=1, high=64),
+    Field(key="ga_values", param="values", kind="int", low=1, high=1_000_000),
+    Field(key="ga_runs", param="runs", kind="int", low=1, high=10_000),
+    Field(key="ga_aformat", param="atomic_format", kind="choice", options=ATOMIC_FORMATS),
 ]
 DEFAULTS = {"ga_kind": "normal", "ga_k": 4096, "ga_seed": 0, "ga_cond": 1e8, "ga_storage": "float32",
             "ga_acc": "float32", "ga_models": list(DEFAULT_MODELS), "ga_tile": 8, "ga_slices": 4, "ga_tf32": "rna",
@@ -128,8 +128,14 @@ def controls() -> tuple[DotLabSettings, str | None, DeltaGenerator]:
     if slices > k:
         a2.warning(f"s = {int(slices)} is more than K = {int(k):,}: {int(slices) - int(k)} slices get no terms "
                    "and add +0.")
-    spec = DotSpec(kind, int(k), int(seed), storage, float(condition))
-    return DotLabSettings(spec, acc, tuple(models), int(tile), int(slices), tf32), format_error, k_slot
+    spec = DotSpec(kind=kind, k=int(k), seed=int(seed), storage=storage, condition=float(condition))
+    return (
+        DotLabSettings(
+            spec=spec, accumulate=acc, models=tuple(models), tile=int(tile), slices=int(slices), tf32_mode=tf32
+        ),
+        format_error,
+        k_slot,
+    )
 
 
 def summary(pair: DotPair, lab: DotLab) -> None:
@@ -251,7 +257,7 @@ def atomics(seed: int) -> None:
     runs = b3.number_input("Simulated runs (1 to 10,000)", min_value=1, max_value=10_000, step=100, key="ga_runs")
     aformat = b4.selectbox("Format", ATOMIC_FORMATS, key="ga_aformat")
     try:
-        spec = AtomicsSpec(int(buckets), int(values), int(runs), seed, aformat)
+        spec = AtomicsSpec(buckets=int(buckets), values=int(values), runs=int(runs), seed=seed, storage=aformat)
         spec.validate()
         with st.spinner("Simulating the runs…"):
             result = _atomics(spec)

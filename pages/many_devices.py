@@ -46,12 +46,12 @@ from ui.urlstate import restore, share_box, sync
 STEP_RANGE = (10, 200)  # live and emulated runs on this page
 KMAX_CHOICES = (16, 64, 256, 1024)
 URL_FIELDS = [
-    Field("md_world", "workers", "choice", WORLD_SIZES),
-    Field("md_steps", "steps", "int", low=STEP_RANGE[0], high=STEP_RANGE[1]),
-    Field("md_kmax", "largest_k", "choice", KMAX_CHOICES),
-    Field("md_model", "model", "choice", tuple(MODELS)),
-    Field("md_ks", "devices", "multi", EMULATED_KS),
-    Field("md_esteps", "emulated_steps", "int", low=STEP_RANGE[0], high=STEP_RANGE[1]),
+    Field(key="md_world", param="workers", kind="choice", options=WORLD_SIZES),
+    Field(key="md_steps", param="steps", kind="int", low=STEP_RANGE[0], high=STEP_RANGE[1]),
+    Field(key="md_kmax", param="largest_k", kind="choice", options=KMAX_CHOICES),
+    Field(key="md_model", param="model", kind="choice", options=tuple(MODELS)),
+    Field(key="md_ks", param="devices", kind="multi", options=EMULATED_KS),
+    Field(key="md_esteps", param="emulated_steps", kind="int", low=STEP_RANGE[0], high=STEP_RANGE[1]),
 ]
 DEFAULTS = {"md_world": 2, "md_steps": 100, "md_kmax": 1024, "md_model": "ring_gloo", "md_ks": list(EMULATED_KS),
             "md_esteps": 100}

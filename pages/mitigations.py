@@ -40,8 +40,8 @@ from ui.crowd import heavy_section
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.urlstate import restore, share_box, sync
 
-URL_FIELDS = [Field("mi_storage", "storage", "choice", STORAGE_FORMATS),
-              Field("mi_k", "seeds", "int", low=2, high=12)]
+URL_FIELDS = [Field(key="mi_storage", param="storage", kind="choice", options=STORAGE_FORMATS),
+              Field(key="mi_k", param="seeds", kind="int", low=2, high=12)]
 
 _lab = st.cache_data(max_entries=4, ttl=3600, show_spinner=False)(lab)
 _wider = st.cache_data(max_entries=4, ttl=1800, show_spinner=False)(wider_study)

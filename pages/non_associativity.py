@@ -99,9 +99,11 @@ def _search(settings: SearchSettings):
 
 
 URL_FIELDS = [
-    Field("na_preset", "preset", "choice", (*PRESETS, CUSTOM)),
-    Field("na_fmt", "format", "choice", tuple(FORMAT_NAMES)),
-    Field("na_a", "a", "text"), Field("na_b", "b", "text"), Field("na_c", "c", "text"),
+    Field(key="na_preset", param="preset", kind="choice", options=(*PRESETS, CUSTOM)),
+    Field(key="na_fmt", param="format", kind="choice", options=tuple(FORMAT_NAMES)),
+    Field(key="na_a", param="a", kind="text"),
+    Field(key="na_b", param="b", kind="text"),
+    Field(key="na_c", param="c", kind="text"),
 ]
 
 
@@ -226,7 +228,9 @@ def search(fmt_name: str) -> None:
         seed = s3.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="na_seed")
         submitted = st.form_submit_button("Search random triples", type="primary")
     if submitted:
-        st.session_state["na_search"] = _search(SearchSettings(fmt_name, int(n_triples), int(seed), dist))
+        st.session_state["na_search"] = _search(
+            SearchSettings(fmt_name=fmt_name, n_triples=int(n_triples), seed=int(seed), distribution=dist)
+        )
 
     found = st.session_state.get("na_search")
     if found is None:

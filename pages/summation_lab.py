@@ -70,17 +70,17 @@ DEFAULT_PASTE = "1e8, 1, -1e8, 0.1, 0.2, 0.3"
 # text never reaches the server's message limit (server.maxMessageSize) and a message says so.
 MAX_PASTE_CHARS = MAX_UPLOAD_BYTES
 URL_FIELDS = [
-    Field("sl_source", "vector", "choice", tuple(SOURCES)),
-    Field("sl_storage", "storage", "choice", tuple(FORMATS)),
-    Field("sl_working", "accumulate", "choice", WORKING_CHOICES),
-    Field("sl_n", "n", "int", low=1, high=MAX_N),
-    Field("sl_seed", "seed", "int", low=0, high=2**32 - 1),
-    Field("sl_cond", "condition", "choice", tuple(CONDITIONS)),
-    Field("sl_orders", "orders", "multi", tuple(ORDERS)),
-    Field("sl_k", "permutations", "int", low=0, high=MAX_PERMUTATIONS),
-    Field("sl_pseed", "perm_seed", "int", low=0, high=2**32 - 1),
-    Field("sl_paste", "numbers", "text", max_length=LINK_TEXT_CHARS),
-    Field("sl_tree_order", "tree", "choice", tuple(CPU_TREE_ORDERS)),
+    Field(key="sl_source", param="vector", kind="choice", options=tuple(SOURCES)),
+    Field(key="sl_storage", param="storage", kind="choice", options=tuple(FORMATS)),
+    Field(key="sl_working", param="accumulate", kind="choice", options=WORKING_CHOICES),
+    Field(key="sl_n", param="n", kind="int", low=1, high=MAX_N),
+    Field(key="sl_seed", param="seed", kind="int", low=0, high=2**32 - 1),
+    Field(key="sl_cond", param="condition", kind="choice", options=tuple(CONDITIONS)),
+    Field(key="sl_orders", param="orders", kind="multi", options=tuple(ORDERS)),
+    Field(key="sl_k", param="permutations", kind="int", low=0, high=MAX_PERMUTATIONS),
+    Field(key="sl_pseed", param="perm_seed", kind="int", low=0, high=2**32 - 1),
+    Field(key="sl_paste", param="numbers", kind="text", max_length=LINK_TEXT_CHARS),
+    Field(key="sl_tree_order", param="tree", kind="choice", options=tuple(CPU_TREE_ORDERS)),
 ]
 DEFAULTS = {"sl_source": "normal", "sl_storage": "float32", "sl_working": "same", "sl_n": 1_000_000, "sl_seed": 0,
             "sl_cond": 1e8, "sl_orders": list(DEFAULT_ORDERS), "sl_k": 20, "sl_pseed": 0, "sl_paste": DEFAULT_PASTE,
@@ -101,7 +101,7 @@ def generated_vector(source: str, storage: str) -> VectorSpec | None:
                  f"{int(n) * 8 / 1e9:.1f} GB in float64 before rounding. Choose n ≤ {MAX_N:,}.")
         return None
     try:
-        vector = VectorSpec(source, int(n), int(seed), storage, float(condition))
+        vector = VectorSpec(kind=source, n=int(n), seed=int(seed), storage=storage, condition=float(condition))
         vector.validate()
     except VectorError as err:
         g1.error(inert(err))
@@ -182,7 +182,13 @@ def controls(url_notes: list[str]) -> LabRequest | None:
     if not orders:
         st.warning("Choose at least one summation order.")
         return None
-    return LabRequest(vector, working_choice, tuple(orders), int(k_perm), int(perm_seed))
+    return LabRequest(
+        source=vector,
+        working_choice=working_choice,
+        orders=tuple(orders),
+        permutations=int(k_perm),
+        perm_seed=int(perm_seed),
+    )
 
 
 def within_budget(request: LabRequest) -> LabRequest | None:

@@ -48,14 +48,14 @@ SETTING_LABELS = {"source": "what differs", "dtype": "format", "optimizer": "opt
 HAS_GPU = any(d.kind != "cpu" for d in available_devices())
 SOURCE_KEYS = [k for k in SOURCES if k != "device" or HAS_GPU]
 URL_FIELDS = [
-    Field("td_preset", "preset", "choice", tuple(PRESETS)),
-    Field("td_source", "difference", "choice", tuple(SOURCE_KEYS)),
-    Field("td_dtype", "format", "choice", tuple(DTYPES)),
-    Field("td_opt", "optimizer", "choice", OPTIMIZERS),
-    Field("td_lr", "lr", "float", low=0.0, high=10.0),
-    Field("td_steps", "steps", "int", low=1, high=MAX_STEPS),
-    Field("td_seed", "seed", "int", low=0, high=2**31 - 1),
-    Field("td_speed", "speed", "choice", SPEEDS),
+    Field(key="td_preset", param="preset", kind="choice", options=tuple(PRESETS)),
+    Field(key="td_source", param="difference", kind="choice", options=tuple(SOURCE_KEYS)),
+    Field(key="td_dtype", param="format", kind="choice", options=tuple(DTYPES)),
+    Field(key="td_opt", param="optimizer", kind="choice", options=OPTIMIZERS),
+    Field(key="td_lr", param="lr", kind="float", low=0.0, high=10.0),
+    Field(key="td_steps", param="steps", kind="int", low=1, high=MAX_STEPS),
+    Field(key="td_seed", param="seed", kind="int", low=0, high=2**31 - 1),
+    Field(key="td_speed", param="speed", kind="choice", options=SPEEDS),
 ]
 
 

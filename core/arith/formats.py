@@ -35,7 +35,7 @@ import torch
 Exact = Fraction | float  # a Fraction when finite, else float inf/-inf/nan
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FloatFormat:
     """One IEEE 754 binary format as torch stores it. Its derived dtypes and width are computed once
     (``cached_property``): a trace asks for them for every op it records."""
@@ -100,10 +100,18 @@ class FloatFormat:
 _NUMPY_OF_TORCH = {torch.float16: np.dtype(np.float16), torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
                    torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
 
-FLOAT16 = FloatFormat("float16", 11, 5, 15, torch.float16, torch.int16)
-BFLOAT16 = FloatFormat("bfloat16", 8, 8, 127, torch.bfloat16, torch.int16)
-FLOAT32 = FloatFormat("float32", 24, 8, 127, torch.float32, torch.int32)
-FLOAT64 = FloatFormat("float64", 53, 11, 1023, torch.float64, torch.int64)
+FLOAT16 = FloatFormat(
+    name="float16", precision=11, exponent_bits=5, emax=15, torch_dtype=torch.float16, int_dtype=torch.int16
+)
+BFLOAT16 = FloatFormat(
+    name="bfloat16", precision=8, exponent_bits=8, emax=127, torch_dtype=torch.bfloat16, int_dtype=torch.int16
+)
+FLOAT32 = FloatFormat(
+    name="float32", precision=24, exponent_bits=8, emax=127, torch_dtype=torch.float32, int_dtype=torch.int32
+)
+FLOAT64 = FloatFormat(
+    name="float64", precision=53, exponent_bits=11, emax=1023, torch_dtype=torch.float64, int_dtype=torch.int64
+)
 
 FORMATS: dict[str, FloatFormat] = {f.name: f for f in (FLOAT16, BFLOAT16, FLOAT32, FLOAT64)}
 NUMPY_DTYPES: dict[str, np.dtype] = {name: f.numpy_dtype for name, f in FORMATS.items()}  # a view of FORMATS

@@ -79,7 +79,7 @@ def a_priori_bound(kind: str, n: int, sum_abs: Fraction, fmt: FloatFormat, depth
     return None if g is None else g * sum_abs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SumMetrics:
     value: Exact
     bits: int
@@ -105,8 +105,16 @@ def evaluate(
         same = isinstance(exact, float) and isinstance(value, float) and (
             value == exact or (math.isnan(value) and math.isnan(exact))
         )
-        return SumMetrics(value, bits, 0 if same else math.inf, None, math.nan if same else math.inf,
-                          None, bound, None)
+        return SumMetrics(
+            value=value,
+            bits=bits,
+            abs_error=0 if same else math.inf,
+            rel_error=None,
+            ulps=math.nan if same else math.inf,
+            correct_digits=None,
+            bound=bound,
+            within_bound=None,
+        )
     err = abs(value - exact)
     rel = None if exact == 0 else float(err / abs(exact))
     if rel is None:
@@ -116,7 +124,16 @@ def evaluate(
     else:
         digits = max(0.0, -math.log10(rel))
     within = None if bound is None else err <= bound
-    return SumMetrics(value, bits, err, rel, error_in_ulps(value, exact, fmt), digits, bound, within)
+    return SumMetrics(
+        value=value,
+        bits=bits,
+        abs_error=err,
+        rel_error=rel,
+        ulps=error_in_ulps(value, exact, fmt),
+        correct_digits=digits,
+        bound=bound,
+        within_bound=within,
+    )
 
 
 # -------------------------------------------------------------------------- exponential growth

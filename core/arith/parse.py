@@ -32,7 +32,7 @@ class ParseError(ValueError):
     """A typed value that cannot be used; ``str(err)`` is the message for the user."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ParsedNumber:
     text: str
     exact: Fraction  # the number the text denotes

@@ -31,7 +31,7 @@ class VectorError(ValueError):
     """Input that cannot become a vector; ``str(err)`` is the message for the user."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VectorSpec:
     kind: str = "normal"
     n: int = 1_000_000
@@ -83,7 +83,7 @@ def _is_whole(x) -> bool:
     return isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Vector:
     values: np.ndarray = field(repr=False)  # 1-D, storage dtype, read-only
     storage: str
@@ -181,7 +181,7 @@ def _large_one_minus_large(rng: np.random.Generator, spec: VectorSpec, fmt: Floa
     return np.array([large, 1.0, -large])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Generator:
     """One seeded generator: ``make(rng, spec, fmt, notes)`` draws float64 values (``generate``
     rounds them to the storage format) and may append notes. ``work`` and ``memory``: core.crowd.budget's
@@ -195,23 +195,74 @@ class Generator:
     memory: float
 
 
-GENERATOR_REGISTRY: dict[str, Generator] = {g.key: g for g in [
-    Generator("normal", "Normal: N(0, 1)", lambda rng, spec, fmt, notes: rng.standard_normal(spec.n), 8.5, 17),
-    Generator("uniform", "Uniform on [0, 1)", lambda rng, spec, fmt, notes: rng.random(spec.n), 2.4, 17),
-    Generator("lognormal", "Lognormal, wide exponent spread: exp(N(0, σ²)), σ = 4 (2 for float16)",
-              lambda rng, spec, fmt, notes: rng.lognormal(0.0, 2.0 if fmt.emax < 20 else 4.0, spec.n), 7.5, 17),
-    Generator("tiny_huge", "All positive, tiny and huge mixed: 2^U(-E, E)",
-              lambda rng, spec, fmt, notes: np.exp2(rng.uniform(-_tiny_huge_span(fmt), _tiny_huge_span(fmt), spec.n)),
-              6.5, 17),
-    Generator("alternating", "Alternating signs, near-cancelling: (-1)^i (1 + N(0, 0.01²))",
-              lambda rng, spec, fmt, notes: (1 + 0.01 * rng.standard_normal(spec.n))
-              * np.where(np.arange(spec.n) % 2 == 0, 1.0, -1.0), 15, 25),
-    Generator("ill_conditioned", "Ill-conditioned with a chosen condition number (after Ogita, Rump and Oishi)",
-              lambda rng, spec, fmt, notes: _ill_conditioned(rng, spec.n, spec.condition, fmt), 36, 41),
-    Generator("tenths", "0.1 repeated n times", lambda rng, spec, fmt, notes: np.full(spec.n, 0.1), 1.6, 17),
-    Generator("one_then_tiny", "1 followed by n - 1 values of half an ULP of 1", _one_then_tiny, 1.9, 17),
-    Generator("large_one_minus_large", "large, 1, -large (n = 3)", _large_one_minus_large, 0, 0),
-]}
+GENERATOR_REGISTRY: dict[str, Generator] = {
+    g.key: g
+    for g in [
+        Generator(
+            key="normal",
+            label="Normal: N(0, 1)",
+            make=lambda rng, spec, fmt, notes: rng.standard_normal(spec.n),
+            work=8.5,
+            memory=17,
+        ),
+        Generator(
+            key="uniform",
+            label="Uniform on [0, 1)",
+            make=lambda rng, spec, fmt, notes: rng.random(spec.n),
+            work=2.4,
+            memory=17,
+        ),
+        Generator(
+            key="lognormal",
+            label="Lognormal, wide exponent spread: exp(N(0, σ²)), σ = 4 (2 for float16)",
+            make=lambda rng, spec, fmt, notes: rng.lognormal(0.0, 2.0 if fmt.emax < 20 else 4.0, spec.n),
+            work=7.5,
+            memory=17,
+        ),
+        Generator(
+            key="tiny_huge",
+            label="All positive, tiny and huge mixed: 2^U(-E, E)",
+            make=lambda rng, spec, fmt, notes: np.exp2(
+                rng.uniform(-_tiny_huge_span(fmt), _tiny_huge_span(fmt), spec.n)
+            ),
+            work=6.5,
+            memory=17,
+        ),
+        Generator(
+            key="alternating",
+            label="Alternating signs, near-cancelling: (-1)^i (1 + N(0, 0.01²))",
+            make=lambda rng, spec, fmt, notes: (
+                (1 + 0.01 * rng.standard_normal(spec.n)) * np.where(np.arange(spec.n) % 2 == 0, 1.0, -1.0)
+            ),
+            work=15,
+            memory=25,
+        ),
+        Generator(
+            key="ill_conditioned",
+            label="Ill-conditioned with a chosen condition number (after Ogita, Rump and Oishi)",
+            make=lambda rng, spec, fmt, notes: _ill_conditioned(rng, spec.n, spec.condition, fmt),
+            work=36,
+            memory=41,
+        ),
+        Generator(
+            key="tenths",
+            label="0.1 repeated n times",
+            make=lambda rng, spec, fmt, notes: np.full(spec.n, 0.1),
+            work=1.6,
+            memory=17,
+        ),
+        Generator(
+            key="one_then_tiny",
+            label="1 followed by n - 1 values of half an ULP of 1",
+            make=_one_then_tiny,
+            work=1.9,
+            memory=17,
+        ),
+        Generator(
+            key="large_one_minus_large", label="large, 1, -large (n = 3)", make=_large_one_minus_large, work=0, memory=0
+        ),
+    ]
+}
 GENERATORS: dict[str, str] = {k: g.label for k, g in GENERATOR_REGISTRY.items()}  # the pickers' labels
 
 
@@ -238,7 +289,7 @@ def generate(spec: VectorSpec) -> Vector:
     if spec.kind == "ill_conditioned" and spec.n >= 2 and (
             math.log2(spec.condition) / 2 > fmt.emax - 2 - math.log2(spec.n)):
         notes.append(f"The exponent spread was capped to keep sum|x| finite in {spec.storage}.")
-    return Vector(values, spec.storage, describe_spec(spec), tuple(notes))
+    return Vector(values=values, storage=spec.storage, source=describe_spec(spec), notes=tuple(notes))
 
 
 # -------------------------------------------------------------------- the user's data
@@ -260,7 +311,7 @@ def _values_from_tokens(tokens: list[str], storage: str, what: str) -> Vector:
     _reject_non_finite(x64, tokens, what, literal)
     values = _round_tokens_exactly(tokens, x64, storage)
     _reject_overflow(values, tokens, storage, what)
-    return Vector(values, storage, f"{what}: {values.size:,} numbers rounded to {storage}")
+    return Vector(values=values, storage=storage, source=f"{what}: {values.size:,} numbers rounded to {storage}")
 
 
 def _is_float(t: str) -> bool:
@@ -391,7 +442,7 @@ def _parse_npy(name: str, data: bytes, storage: str) -> Vector:
         values = round_array(x64, storage)
         note = (f"{name} held {arr.dtype}; its values were rounded to {storage}.",)
     _reject_overflow(values, None, storage, name)
-    return Vector(values, storage, f"{name}: {values.size:,} values as {storage}", note)
+    return Vector(values=values, storage=storage, source=f"{name}: {values.size:,} values as {storage}", notes=note)
 
 
 def _ints_exact(arr: np.ndarray, x64: np.ndarray) -> bool:
@@ -423,8 +474,12 @@ def _parse_csv(name: str, data: bytes, storage: str) -> Vector:
         return _values_from_tokens(tokens, storage, name)
     tokens = [r[0].strip() for r in rows if r and r[0].strip()]
     vec = _values_from_tokens(tokens, storage, name)
-    return Vector(vec.values, storage, vec.source + " (first column)", (f"{name} has {width} columns; "
-                  "the first column was used.",))
+    return Vector(
+        values=vec.values,
+        storage=storage,
+        source=vec.source + " (first column)",
+        notes=(f"{name} has {width} columns; the first column was used.",),
+    )
 
 
 # ------------------------------------------------------------------ dot-product pairs

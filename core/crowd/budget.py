@@ -52,8 +52,11 @@ ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 _DT = ("float64", "float32", "float16", "bfloat16")
 
 
-def _by_dtype(f64: float, f32: float, f16: float, bf16: float) -> dict[str, float]:
-    return dict(zip(_DT, (f64, f32, f16, bf16), strict=True))
+def _by_dtype(weights: dict[str, float]) -> dict[str, float]:
+    """One weight per storage format, keyed by the format's name; every format needs one."""
+    if set(weights) != set(_DT):
+        raise ValueError(f"weights are needed for exactly {_DT}, got {tuple(weights)}")
+    return {dt: weights[dt] for dt in _DT}
 
 
 # ---------------------------------------------------------------- summation lab weights
@@ -68,14 +71,15 @@ def order_bytes(key: str) -> tuple[float, float]:
 
 
 ORDER_WORK: dict[str, dict[str, float]] = {k: order_work(k) for k in ORDERS}
-EXACT_WORK = _by_dtype(4.6, 1.6, 3.1, 1.8)  # the exact sum and the exact sum of |x|, by storage format
+# The exact sum and the exact sum of |x|, by storage format.
+EXACT_WORK = _by_dtype({"float64": 4.6, "float32": 1.6, "float16": 3.1, "bfloat16": 1.8})
 CAST_WORK = 1.0  # casting to another working format
 NARROWING_WORK = 6.0  # and, when that rounds, the exact sum of the rounding errors
 # One random permutation and its left-to-right sum, per value: cache-friendly up to about 10^6 values.
 PERMUTATION_WORK_SMALL, PERMUTATION_WORK_LARGE, PERMUTATION_SMALL_N = 13.0, 19.0, 1 << 20
 # The running error: a fixed part (exact partial sums at 200 points) plus a pass over the data.
-RUNNING_FIXED = _by_dtype(2.2e7, 1.1e7, 1.1e7, 1.1e7)
-RUNNING_WORK = _by_dtype(8.5, 3.6, 6.8, 6.2)
+RUNNING_FIXED = _by_dtype({"float64": 2.2e7, "float32": 1.1e7, "float16": 1.1e7, "bfloat16": 1.1e7})
+RUNNING_WORK = _by_dtype({"float64": 8.5, "float32": 3.6, "float16": 6.8, "bfloat16": 6.2})
 # Generating a vector, per value (float64 draws, then one correct rounding to the storage format).
 GENERATOR_WORK = {k: g.work for k, g in GENERATOR_REGISTRY.items()}  # each entry's weight (core.arith.vectors)
 BFLOAT16_ROUNDING_WORK = 14.0  # rounding to bfloat16 goes through float32, rounded to odd
@@ -99,7 +103,7 @@ TRAIN_BYTES_PER_STEP = 2_000  # records kept per step (losses, distances, bits)
 TRAIN_BYTES_FIXED = 16 * MB  # the two networks, the data set, optimizer state, autograd buffers
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cost:
     """A request's estimated work (value operations) and peak memory (bytes), with its parts."""
 
@@ -218,7 +222,7 @@ def sumlab_cost(n: int, storage: str, working: str, orders: Sequence[str], permu
         parts["the running error"] = RUNNING_FIXED[working] + RUNNING_WORK[working] * n
         transient = max(transient, RUNNING_BYTES * w * n)
     peak = max(gen_bytes, held + transient)
-    return Cost(sum(parts.values()), peak, _sorted_parts(parts))
+    return Cost(work=sum(parts.values()), peak_bytes=peak, parts=_sorted_parts(parts))
 
 
 def _largest_fitting(lo: int, hi: int, fits) -> int | None:
@@ -307,7 +311,7 @@ def cpu_vs_gpu_cost(n: int, dtype: str, generator: str, recordings: int = 0, gpu
         "the CUDA model": ORDER_WORK["cuda_model"][dtype] * n * (1 + recordings),
     }
     peak = max(gen_bytes, (0 if cached else s * n) + max(ORDER_BYTES["cuda_model"][0] * s, s + 8) * n)
-    return Cost(sum(parts.values()), peak, _sorted_parts(parts))
+    return Cost(work=sum(parts.values()), peak_bytes=peak, parts=_sorted_parts(parts))
 
 
 def training_cost(steps: int, seeds: int = 1, dtype: str = "float32", optimizer: str = "sgd_momentum",
@@ -317,7 +321,9 @@ def training_cost(steps: int, seeds: int = 1, dtype: str = "float32", optimizer:
     runs = steps * seeds * pairs
     work = per_step * runs
     what = f"{seeds:,} seed{'s' if seeds > 1 else ''} × {steps:,} steps" + (f" × {pairs} pairs" if pairs > 1 else "")
-    return Cost(work, TRAIN_BYTES_FIXED + TRAIN_BYTES_PER_STEP * steps, ((what, work),), long=True)
+    return Cost(
+        work=work, peak_bytes=TRAIN_BYTES_FIXED + TRAIN_BYTES_PER_STEP * steps, parts=((what, work),), long=True
+    )
 
 
 def training_advice(steps: int, seeds: int, dtype: str = "float32",

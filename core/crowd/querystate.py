@@ -21,7 +21,7 @@ MAX_PARAM_LENGTH = 2000
 LINK_TEXT_CHARS = 1_500
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Field:
     key: str  # the widget's session_state key
     param: str  # the name in the URL

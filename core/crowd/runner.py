@@ -75,7 +75,7 @@ class Memo:
             return len(self._items)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PairOutcome:
     """What the float64 comparison shows of one whole pair: small, whatever the step count."""
 
@@ -94,8 +94,8 @@ def pair_outcome(settings: TrainSettings, on_progress: OnProgress | None = None,
     run = PairedRun(settings)
     recs = run.run(settings.steps, on_progress, chunk)
     nz = [r for r in recs if r.abs_diff > 0]
-    out = PairOutcome(settings, tuple(r.step for r in nz), tuple(r.abs_diff for r in nz),
-                      summarize(recs).first_rel_1pct, recs[-1].param_distance)
+    out = PairOutcome(settings=settings, steps=tuple(r.step for r in nz), abs_diff=tuple(r.abs_diff for r in nz),
+                      first_rel_1pct=summarize(recs).first_rel_1pct, final_distance=recs[-1].param_distance)
     if memo is not None:
         memo.put(settings, out)
     return out

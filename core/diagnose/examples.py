@@ -39,7 +39,7 @@ BUG_INDEX = (17, 42)
 JUMP_STEP = 120
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Example:
     key: str
     title: str
@@ -60,7 +60,7 @@ def make_example(key: str) -> Example:
     """Compute one bundled example now (deterministic inputs; the results are this machine's)."""
     title = EXAMPLES[key]
     if key == "threads":
-        x = torch.from_numpy(generate(VectorSpec("normal", 1_000_000, 0, "float32")).values.copy())
+        x = torch.from_numpy(generate(VectorSpec(kind="normal", n=1_000_000, seed=0, storage="float32")).values.copy())
         with torch_threads(1):
             one = x.sum()
         with torch_threads(PROCESS_THREADS):
@@ -75,44 +75,58 @@ def make_example(key: str) -> Example:
                     "do too.")
         else:
             note = f"On this server 1 and {PROCESS_THREADS} threads gave different bits for this vector."
-        return Example(key, title, one, many, x, x.numel(),
-                       "x = 10⁶ N(0, 1) float32 values (the Summation lab's default vector)\n"
-                       f"with 1 thread: actual = x.sum();  with {PROCESS_THREADS}: expected = x.sum()", note)
+        return Example(key=key, title=title, actual=one, expected=many, inputs=x, reduction_length=x.numel(),
+                       code="x = 10⁶ N(0, 1) float32 values (the Summation lab's default vector)\n"
+                       f"with 1 thread: actual = x.sum();  with {PROCESS_THREADS}: expected = x.sum()", live_note=note)
     if key == "batch":
         a, b = _factors(0, 64, 2048, 1024)
         one, batch = torch.mm(a[:1], b), torch.mm(a, b)[:1]
         differ = int((one != batch).sum())
         note = (f"On this CPU {differ:,} of {one.numel():,} outputs differ." if differ else
                 "On this CPU the two give the same bits.")
-        return Example(key, title, one, batch, (a[:1], b), 2048,
-                       "a, b = randn(64, 2048), randn(2048, 1024) (seed 0; the Mitigations page's pair)\n"
-                       "actual = torch.mm(a[:1], b);  expected = torch.mm(a, b)[:1]", note)
+        return Example(key=key, title=title, actual=one, expected=batch, inputs=(a[:1], b), reduction_length=2048,
+                       code="a, b = randn(64, 2048), randn(2048, 1024) (seed 0; the Mitigations page's pair)\n"
+                       "actual = torch.mm(a[:1], b);  expected = torch.mm(a, b)[:1]", live_note=note)
     a, b = _factors(1, 128, 512, 256)
     expected = a @ b
     if key == "bfloat16":
         actual = torch.mm(a.bfloat16(), b.bfloat16()).float()
-        return Example(key, title, actual, expected, (a, b), 512,
-                       "a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
-                       "actual = torch.mm(a.bfloat16(), b.bfloat16()).float();  expected = a @ b",
-                       "Computed live with torch's bfloat16 matrix product on this CPU (float32 accumulation, "
-                       "bfloat16 result), as autocast would.")
+        return Example(
+            key=key,
+            title=title,
+            actual=actual,
+            expected=expected,
+            inputs=(a, b),
+            reduction_length=512,
+            code="a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
+            "actual = torch.mm(a.bfloat16(), b.bfloat16()).float();  expected = a @ b",
+            live_note="Computed live with torch's bfloat16 matrix product on this CPU (float32 accumulation, "
+            "bfloat16 result), as autocast would.",
+        )
     if key == "tf32":
         ar = torch.from_numpy(round_to(a.double().numpy(), "tf32")).float()
         br = torch.from_numpy(round_to(b.double().numpy(), "tf32")).float()
-        return Example(key, title, ar @ br, expected, (a, b), 512,
-                       "a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
-                       "actual = tf32(a) @ tf32(b) in float32;  expected = a @ b",
-                       "TF32 emulated on this CPU: each input rounded to 10 explicit mantissa bits (to nearest, "
-                       "ties to even), then multiplied in float32: what a TF32 tensor core computes, up to its own "
-                       "order of additions and its input conversion (some libraries round ties away from zero or "
-                       "truncate; the TF32 envelope covers both).")
+        return Example(
+            key=key,
+            title=title,
+            actual=ar @ br,
+            expected=expected,
+            inputs=(a, b),
+            reduction_length=512,
+            code="a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
+            "actual = tf32(a) @ tf32(b) in float32;  expected = a @ b",
+            live_note="TF32 emulated on this CPU: each input rounded to 10 explicit mantissa bits (to nearest, "
+            "ties to even), then multiplied in float32: what a TF32 tensor core computes, up to its own "
+            "order of additions and its input conversion (some libraries round ties away from zero or "
+            "truncate; the TF32 envelope covers both).",
+        )
     if key == "bug":
         actual = expected.clone()
         actual[BUG_INDEX] *= 1.01
-        return Example(key, title, actual, expected, (a, b), 512,
-                       "a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
+        return Example(key=key, title=title, actual=actual, expected=expected, inputs=(a, b), reduction_length=512,
+                       code="a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
                        f"actual = a @ b with element {BUG_INDEX} multiplied by 1.01;  expected = a @ b",
-                       "Everything else is bit-identical: both sides ran the same kernel.")
+                       live_note="Everything else is bit-identical: both sides ran the same kernel.")
     raise KeyError(key)
 
 
@@ -180,5 +194,5 @@ def make_log_example(key: str) -> tuple[LossLog, LossLog, str]:
         raise KeyError(key)
     steps = np.arange(1, a.size + 1, dtype=np.int64)
     zero = np.zeros(a.size)
-    return (LossLog(steps, a, zero, "run A (float32, NumPy, full batch)"),
-            LossLog(steps, b, zero, f"run B: {how}"), how)
+    return (LossLog(steps=steps, values=a, resolution=zero, source="run A (float32, NumPy, full batch)"),
+            LossLog(steps=steps, values=b, resolution=zero, source=f"run B: {how}"), how)

@@ -14,7 +14,7 @@ MAX_INPUT_ELEMENTS = 4_000_000  # all inputs together
 MAX_INPUT_WORK = 1_000_000_000  # M * K * N for the float64 products of sum|t| and sum t^2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Inputs:
     """The operands behind the compared results: a matrix product or a sum over the last axis."""
 
@@ -68,7 +68,7 @@ def prepare_inputs(inputs, shape: tuple[int, ...]) -> Inputs:
                              f"{a2.shape[0] * a2.shape[1] * b2.shape[1]:,}; at most {MAX_INPUT_WORK:,})")
         if a2.shape[1] == 0:
             raise ValueError("the factors have an empty inner dimension")
-        return Inputs("matmul", a2, b2, fa if FORMATS[fa].precision >= FORMATS[fb].precision else fb)
+        return Inputs(kind="matmul", a=a2, b=b2, fmt=fa if FORMATS[fa].precision >= FORMATS[fb].precision else fb)
     x, fx = as_float_array(inputs, "the summed array")
     if x.ndim == 0 or x.shape[-1] == 0:
         raise ValueError("the summed array needs at least one value along its last axis")
@@ -78,4 +78,4 @@ def prepare_inputs(inputs, shape: tuple[int, ...]) -> Inputs:
     if tuple(shape) != want and not (x.ndim == 1 and int(np.prod(shape)) == 1):
         raise ValueError(f"summing the last axis of shape {x.shape} gives shape {want}, but the compared results "
                          f"have shape {tuple(shape)}")
-    return Inputs("sum", x.reshape(-1, x.shape[-1]), None, fx)
+    return Inputs(kind="sum", a=x.reshape(-1, x.shape[-1]), b=None, fmt=fx)

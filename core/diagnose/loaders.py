@@ -46,7 +46,7 @@ class LoadError(ValueError):
     """Input that cannot be used; ``str(err)`` is the message for the visitor."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Loaded:
     values: np.ndarray  # in its own format (bfloat16 as ml_dtypes.bfloat16)
     fmt: str
@@ -123,7 +123,7 @@ def _load_npy(name: str, data: bytes, limit: int) -> Loaded:
         raise LoadError(f"{_clip(name)} holds {arr.dtype} data; a float16, float32 or float64 array is needed "
                         "(save bfloat16 tensors as .pt, or convert them to float32, which is exact).")
     _check_elements(name, arr.size, limit)
-    return Loaded(np.ascontiguousarray(arr), fmt, f"{name}: {fmt}, shape {tuple(arr.shape)}")
+    return Loaded(values=np.ascontiguousarray(arr), fmt=fmt, source=f"{name}: {fmt}, shape {tuple(arr.shape)}")
 
 
 def _load_torch(name: str, data: bytes, limit: int) -> Loaded:
@@ -158,7 +158,7 @@ def _load_torch(name: str, data: bytes, limit: int) -> Loaded:
     t = t.detach().contiguous()
     values = to_numpy(t)
     where = f" (entry {_clip(key, 20)})" if key else ""
-    return Loaded(values.copy(), fmt, f"{name}{where}: {fmt}, shape {tuple(t.shape)}")
+    return Loaded(values=values.copy(), fmt=fmt, source=f"{name}{where}: {fmt}, shape {tuple(t.shape)}")
 
 
 def _tensors_in(obj, prefix: str = "", depth: int = 0) -> list[tuple[str, torch.Tensor]]:
@@ -237,7 +237,7 @@ def parse_pasted(text: str, fmt: str, what: str = "The pasted text") -> Loaded:
         raise LoadError(f"{what} holds {len(tokens):,} numbers; at most {MAX_PASTED_NUMBERS:,} can be pasted "
                         "(upload a file for more).")
     values, notes = _values_from_tokens(tokens, fmt, what)
-    return Loaded(values, fmt, f"{what}: {values.size:,} numbers as {fmt}", notes)
+    return Loaded(values=values, fmt=fmt, source=f"{what}: {values.size:,} numbers as {fmt}", notes=notes)
 
 
 def _rows(name: str, data: bytes) -> list[list[str]]:
@@ -265,13 +265,13 @@ def _load_csv(name: str, data: bytes, fmt: str, limit: int) -> Loaded:
     values, notes = _values_from_tokens(tokens, fmt, _clip(name))
     shape = (len(rows) * width,) if width == 1 or len(rows) == 1 else (len(rows), width)
     values = values.reshape(shape)
-    return Loaded(values, fmt, f"{name}: {fmt} from text, shape {shape}", notes)
+    return Loaded(values=values, fmt=fmt, source=f"{name}: {fmt} from text, shape {shape}", notes=notes)
 
 
 # ------------------------------------------------------------------------------ logs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LossLog:
     steps: np.ndarray  # int64, strictly increasing
     values: np.ndarray  # float64 as written
@@ -328,7 +328,7 @@ def parse_log(name: str, data: bytes | str) -> LossLog:
         steps = s.astype(np.int64)
         if np.any(np.diff(steps) <= 0):
             raise LoadError(f"{_clip(name)}: the steps must increase from row to row.")
-    return LossLog(steps, values, resolution, f"{name}: {len(rows):,} steps")
+    return LossLog(steps=steps, values=values, resolution=resolution, source=f"{name}: {len(rows):,} steps")
 
 
 def _log_columns(name: str, header: list[str] | None, width: int) -> tuple[int | None, int]:
@@ -352,7 +352,7 @@ def _log_columns(name: str, header: list[str] | None, width: int) -> tuple[int |
 # --------------------------------------------------------------------------- the page's settings and checks
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DiagnoseSettings:
     """What the Diagnose page was asked: where the data come from, whether reduced precision may
     explain the difference, K (None: unknown) and the format the computation ran in ("auto": the

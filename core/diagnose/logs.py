@@ -51,7 +51,7 @@ class LogVerdict(StrEnum):
 LOG_VERDICTS = tuple(LogVerdict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LogDiagnosis:
     verdict: LogVerdict
     sentence: str
@@ -112,9 +112,17 @@ def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDi
     differ = np.flatnonzero(g > 0)
     base = dict(steps=steps, a=a, b=b, rel_gap=g, tiny=tiny, notes=tuple(notes))
     if differ.size == 0:
-        return LogDiagnosis(LogVerdict.IDENTICAL, f"Identical: the two logs agree at all {steps.size:,} common steps.",
-                            ("Every logged value is the same in both runs.",), first_step=None, first_gap=None,
-                            fit=None, jump_step=None, jump_factor=None, **base)
+        return LogDiagnosis(
+            verdict=LogVerdict.IDENTICAL,
+            sentence=f"Identical: the two logs agree at all {steps.size:,} common steps.",
+            reasons=("Every logged value is the same in both runs.",),
+            first_step=None,
+            first_gap=None,
+            fit=None,
+            jump_step=None,
+            jump_factor=None,
+            **base,
+        )
     i0 = int(differ[0])
     k0, g0 = int(steps[i0]), float(g[i0])
     reasons = []
@@ -144,8 +152,17 @@ def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDi
     if gmax <= TINY_ULPS * 2.0 ** (1 - FORMATS[fmt].precision):
         sentence = (f"A tiny difference that stays tiny: the logs differ from step {k0:,} by at most {gmax:.2g} "
                     "relative, rounding-sized throughout; nothing amplifies it (yet).")
-        return LogDiagnosis(LogVerdict.TINY, sentence, (*reasons, "The gap never grows beyond rounding size."),
-                            first_step=k0, first_gap=g0, fit=fit, jump_step=None, jump_factor=None, **base)
+        return LogDiagnosis(
+            verdict=LogVerdict.TINY,
+            sentence=sentence,
+            reasons=(*reasons, "The gap never grows beyond rounding size."),
+            first_step=k0,
+            first_gap=g0,
+            fit=fit,
+            jump_step=None,
+            jump_factor=None,
+            **base,
+        )
     if growth is not None and growth > 0:
         reasons.append(f"The gap then grows by a factor {math.exp(growth):.3g} per step (doubling every "
                        f"{doubling:,.3g} steps, fitted from step {fit.first_step:,} to {fit.last_step:,}) up to "
@@ -157,8 +174,17 @@ def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDi
                 f"rounding-sized {g0:.2g}, and the gap grows smoothly"
                 + (f" (doubling every {doubling:,.3g} steps)" if doubling else "")
                 + " instead of jumping. Compare such runs by their final metrics over several seeds, not step by step.")
-    return LogDiagnosis(LogVerdict.CHAOTIC, sentence, tuple(reasons), first_step=k0, first_gap=g0,
-                        fit=fit, jump_step=None, jump_factor=None, **base)
+    return LogDiagnosis(
+        verdict=LogVerdict.CHAOTIC,
+        sentence=sentence,
+        reasons=tuple(reasons),
+        first_step=k0,
+        first_gap=g0,
+        fit=fit,
+        jump_step=None,
+        jump_factor=None,
+        **base,
+    )
 
 
 def _jump(base, i, k0, g0, fit: GrowthFit | None, factor, reasons) -> LogDiagnosis:
@@ -167,8 +193,17 @@ def _jump(base, i, k0, g0, fit: GrowthFit | None, factor, reasons) -> LogDiagnos
     sentence = (f"A jump at step {kj:,}: look there. The gap appears at once (to {base['rel_gap'][i]:.2g} relative) "
                 "instead of growing from a rounding-sized difference, so something other than rounding changed: "
                 "the data, a random draw, a hyperparameter, or a bug.")
-    return LogDiagnosis(LogVerdict.JUMP, sentence, tuple(reasons), first_step=k0, first_gap=g0, fit=fit, jump_step=kj,
-                        jump_factor=factor, **base)
+    return LogDiagnosis(
+        verdict=LogVerdict.JUMP,
+        sentence=sentence,
+        reasons=tuple(reasons),
+        first_step=k0,
+        first_gap=g0,
+        fit=fit,
+        jump_step=kj,
+        jump_factor=factor,
+        **base,
+    )
 
 
 def _find_jump(steps: np.ndarray, g: np.ndarray, i0: int, growth: float | None):

@@ -28,7 +28,7 @@ class Verdict(StrEnum):
 REORDERING_ENVELOPE = "reordering"  # the key of the envelope of another summation order (the others: formats)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Distribution:
     """Summary of one per-element quantity over the finite elements."""
 
@@ -44,12 +44,12 @@ class Distribution:
         x = np.asarray(x, dtype=np.float64)
         x = np.sort(x[~np.isnan(x)])
         if x.size == 0:
-            return Distribution(0, math.nan, math.nan, math.nan, math.nan, math.nan)
-        q = [float(x[min(x.size - 1, math.ceil(p * (x.size - 1)))]) for p in (0.5, 0.9, 0.99, 0.999)]
-        return Distribution(int(x.size), float(x[-1]), *q)
+            return Distribution(count=0, max=math.nan, p50=math.nan, p90=math.nan, p99=math.nan, p999=math.nan)
+        p50, p90, p99, p999 = (float(x[min(x.size - 1, math.ceil(p * (x.size - 1)))]) for p in (0.5, 0.9, 0.99, 0.999))
+        return Distribution(count=int(x.size), max=float(x[-1]), p50=p50, p90=p90, p99=p99, p999=p999)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EnvelopeCheck:
     """One explanation's envelope, element by element, and whether the data fits it."""
 
@@ -75,7 +75,7 @@ class EnvelopeCheck:
         return self.exceed == 0 and self.bulk_ok
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PatternCheck:
     applicable: bool
     level: float  # the other 99 %'s level, ULPs of the local scale (at least 1)
@@ -87,7 +87,7 @@ class PatternCheck:
         return self.applicable and self.outliers.size > 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Simulation:
     """The inputs recomputed in several orders, and where the user's differences fall."""
 
@@ -135,7 +135,7 @@ class Simulation:
         return float(np.mean(p < value_ulps)) if p.size else math.nan
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WorstElement:
     index: tuple[int, ...]
     actual: float
@@ -147,7 +147,7 @@ class WorstElement:
     fits: tuple[str, ...]  # envelope keys that hold this element
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Diagnosis:
     verdict: Verdict
     sentence: str  # the verdict in one sentence

@@ -28,7 +28,7 @@ _NUMPY_NAMES = {f.numpy_dtype: name for name, f in FORMATS.items()}
 # ---------------------------------------------------------------------------- formats
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InputFormat:
     """A format one side may have rounded its inputs to (reduced precision)."""
 
@@ -51,15 +51,44 @@ class InputFormat:
 
 
 REDUCED_FORMATS: dict[str, InputFormat] = {
-    "float32": InputFormat("float32", "float32", 24, -126, float(FORMATS["float32"].max_finite), False,
-                           "one side ran in float32 (inputs rounded to float32, float32 accumulation)"),
-    "tf32": InputFormat("tf32", "TF32", 11, -126, float((2 - 2.0**-10) * 2.0**127), False,
-                        "TF32 tensor cores: float32 inputs rounded to 10 explicit mantissa bits, "
-                        "float32 accumulation, float32 result", may_truncate=True),
-    "float16": InputFormat("float16", "float16", 11, -14, 65504.0, True,
-                           "float16 autocast: inputs rounded to float16, float32 accumulation, float16 result"),
-    "bfloat16": InputFormat("bfloat16", "bfloat16", 8, -126, float(FORMATS["bfloat16"].max_finite), True,
-                            "bfloat16 autocast: inputs rounded to bfloat16, float32 accumulation, bfloat16 result"),
+    "float32": InputFormat(
+        key="float32",
+        name="float32",
+        precision=24,
+        emin=-126,
+        max_finite=float(FORMATS["float32"].max_finite),
+        rounds_output=False,
+        what="one side ran in float32 (inputs rounded to float32, float32 accumulation)",
+    ),
+    "tf32": InputFormat(
+        key="tf32",
+        name="TF32",
+        precision=11,
+        emin=-126,
+        max_finite=float((2 - 2.0**-10) * 2.0**127),
+        rounds_output=False,
+        what="TF32 tensor cores: float32 inputs rounded to 10 explicit mantissa bits, "
+        "float32 accumulation, float32 result",
+        may_truncate=True,
+    ),
+    "float16": InputFormat(
+        key="float16",
+        name="float16",
+        precision=11,
+        emin=-14,
+        max_finite=65504.0,
+        rounds_output=True,
+        what="float16 autocast: inputs rounded to float16, float32 accumulation, float16 result",
+    ),
+    "bfloat16": InputFormat(
+        key="bfloat16",
+        name="bfloat16",
+        precision=8,
+        emin=-126,
+        max_finite=float(FORMATS["bfloat16"].max_finite),
+        rounds_output=True,
+        what="bfloat16 autocast: inputs rounded to bfloat16, float32 accumulation, bfloat16 result",
+    ),
 }
 
 

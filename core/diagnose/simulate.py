@@ -159,6 +159,17 @@ def simulate(inputs: Inputs, a: np.ndarray, e: np.ndarray, fmt: str, elements: n
     flat_a, flat_e = a.reshape(-1)[elements], e.reshape(-1)[elements]
     unit = ulp_array(flat_e, f)
     with np.errstate(invalid="ignore", over="ignore"):
-        return Simulation(inputs.kind, inputs.k, elements, SIM_ORDERS, results, reference, reduced,
-                          np.abs(flat_a - flat_e), unit, np.abs(flat_a - reference), np.abs(flat_e - reference),
-                          tuple(notes))
+        return Simulation(
+            kind=inputs.kind,
+            k=inputs.k,
+            elements=elements,
+            orders=SIM_ORDERS,
+            results=results,
+            reference=reference,
+            reduced=reduced,
+            user_diff=np.abs(flat_a - flat_e),
+            unit=unit,
+            actual_err=np.abs(flat_a - reference),
+            expected_err=np.abs(flat_e - reference),
+            notes=tuple(notes),
+        )

@@ -59,7 +59,7 @@ def covering_tolerances(d: np.ndarray, e: np.ndarray) -> tuple[float, float]:
     return rtol0, atol0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AllcloseReport:
     rtol: float
     atol: float
@@ -81,4 +81,6 @@ def allclose_report(d, e, nan_any: np.ndarray, rtol: float, atol: float, shape, 
         i = int(np.argmax(np.where(fail, ratio, -1.0)))
         worst, worst_ratio = tuple(int(v) for v in np.unravel_index(i, shape)), float(ratio[i])
     small = int(np.sum(fail & ~nan_any & (np.abs(e) < small_cut)))
-    return AllcloseReport(rtol, atol, int(fail.sum()), small, worst, worst_ratio)
+    return AllcloseReport(
+        rtol=rtol, atol=atol, failing=int(fail.sum()), failing_small=small, worst_index=worst, worst_ratio=worst_ratio
+    )

@@ -463,8 +463,18 @@ def _worst(diffs: _Differences, envs: list[EnvelopeCheck], shape, count: int = 1
     reorder = envs[0]
     rows = []
     for i in diffs.nonfinite[:count]:
-        rows.append(WorstElement(tuple(int(v) for v in np.unravel_index(int(i), shape)), float(af[i]), float(ef[i]),
-                                 math.nan, math.nan, math.nan, math.inf, ()))
+        rows.append(
+            WorstElement(
+                index=tuple(int(v) for v in np.unravel_index(int(i), shape)),
+                actual=float(af[i]),
+                expected=float(ef[i]),
+                abs_diff=math.nan,
+                rel_diff=math.nan,
+                ulps=math.nan,
+                ratio_typical=math.inf,
+                fits=(),
+            )
+        )
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(fin, d / reorder.typical, -1.0)
         ratio = np.where(fin & (reorder.typical == 0), np.where(d > 0, np.inf, 0.0), ratio)
@@ -472,9 +482,18 @@ def _worst(diffs: _Differences, envs: list[EnvelopeCheck], shape, count: int = 1
     if cand.size and len(rows) < count:
         top = cand[np.argsort(-ratio[cand], kind="stable")[: count - len(rows)]]
         for i in top:
-            rows.append(WorstElement(tuple(int(v) for v in np.unravel_index(int(i), shape)), float(af[i]),
-                                     float(ef[i]), float(d[i]), float(diffs.rel[i]), float(diffs.ulps[i]),
-                                     float(ratio[i]), tuple(env.key for env in envs if d[i] <= env.envelope[i])))
+            rows.append(
+                WorstElement(
+                    index=tuple(int(v) for v in np.unravel_index(int(i), shape)),
+                    actual=float(af[i]),
+                    expected=float(ef[i]),
+                    abs_diff=float(d[i]),
+                    rel_diff=float(diffs.rel[i]),
+                    ulps=float(diffs.ulps[i]),
+                    ratio_typical=float(ratio[i]),
+                    fits=tuple(env.key for env in envs if d[i] <= env.envelope[i]),
+                )
+            )
     return tuple(rows)
 
 

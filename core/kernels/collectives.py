@@ -48,7 +48,7 @@ SEGMENT_BYTES = 1 << 20  # gloo's AllreduceOptionsImpl::kMaxSegmentSize (gloo/al
 QUANTUM_EXP = -149  # every float32 is an integer multiple of 2^-149
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CollectiveModel:
     key: str
     name: str
@@ -61,42 +61,42 @@ MODELS: dict[str, CollectiveModel] = {
     m.key: m
     for m in (
         CollectiveModel(
-            "ring_gloo", "Ring (gloo)",
-            "Reduce-scatter around a ring, then all-gather. The vector is cut into k chunks of whole "
+            key="ring_gloo", name="Ring (gloo)",
+            order="Reduce-scatter around a ring, then all-gather. The vector is cut into k chunks of whole "
             "segments; chunk c is summed starting at rank c−1 and going down to rank c, so neighbouring "
             "chunks start at different ranks.",
-            "facebookincubator/gloo, gloo/allreduce.cc (ring); torch's ProcessGroupGloo calls gloo::allreduce "
+            source="facebookincubator/gloo, gloo/allreduce.cc (ring); torch's ProcessGroupGloo calls gloo::allreduce "
             "without choosing an algorithm (torch/csrc/distributed/c10d/ProcessGroupGlooDetail.hpp, "
             "AsyncAllreduceWork), and gloo runs the ring for that case",
-            "bit for bit against torch's real gloo all-reduce with 3 and 4 processes (tests)",
+            checked="bit for bit against torch's real gloo all-reduce with 3 and 4 processes (tests)",
         ),
         CollectiveModel(
-            "ring_nccl", "Ring (NCCL-style)",
-            "NCCL's ring order: chunk c starts at ring position c+1 and goes up to c. One channel and k "
+            key="ring_nccl", name="Ring (NCCL-style)",
+            order="NCCL's ring order: chunk c starts at ring position c+1 and goes up to c. One channel and k "
             "equal chunks (NCCL splits over several channels with protocol-dependent chunk sizes, which "
             "moves the boundaries).",
-            "NVIDIA/nccl, src/device/all_reduce.h (runRing)",
-            "against a plain Python loop (tests); not against NCCL (no GPU here)",
+            source="NVIDIA/nccl, src/device/all_reduce.h (runRing)",
+            checked="against a plain Python loop (tests); not against NCCL (no GPU here)",
         ),
         CollectiveModel(
-            "tree_nccl", "Double binary tree (NCCL-style)",
-            "NCCL's double binary tree, one rank per node: each node adds its children's subtree sums to "
+            key="tree_nccl", name="Double binary tree (NCCL-style)",
+            order="NCCL's double binary tree, one rank per node: each node adds its children's subtree sums to "
             "its own value, first child first. First half of the elements on tree 0, second half on "
             "tree 1 (the mirrored or shifted tree).",
-            "NVIDIA/nccl, src/graph/trees.cc (ncclGetBtree, ncclGetDtree) and src/device/all_reduce.h "
+            source="NVIDIA/nccl, src/graph/trees.cc (ncclGetBtree, ncclGetDtree) and src/device/all_reduce.h "
             "(runTreeUpDown / runTreeSplit)",
-            "tree shapes against the figures in NCCL's trees.cc; sums against a recursive Python "
+            checked="tree shapes against the figures in NCCL's trees.cc; sums against a recursive Python "
             "reference (tests); not against NCCL (no GPU here)",
         ),
         CollectiveModel(
-            "halving_doubling", "Recursive halving-doubling (gloo)",
-            "Blocks of power-of-two size (the binary digits of k, largest first); inside a block, "
+            key="halving_doubling", name="Recursive halving-doubling (gloo)",
+            order="Blocks of power-of-two size (the binary digits of k, largest first); inside a block, "
             "partners at distance 1, 2, 4, … are summed (a balanced tree over neighbouring ranks), then "
             "each block adds the total of all smaller blocks.",
-            "facebookincubator/gloo, gloo/allreduce_halving_doubling.h (AllreduceHalvingDoubling); "
+            source="facebookincubator/gloo, gloo/allreduce_halving_doubling.h (AllreduceHalvingDoubling); "
             "Thakur, Rabenseifner, Gropp, Optimization of Collective Communication Operations in "
             "MPICH (2005)",
-            "against a recursive Python reference (tests); gloo's bcube equals it for powers of two",
+            checked="against a recursive Python reference (tests); gloo's bcube equals it for powers of two",
         ),
     )
 }
@@ -340,7 +340,7 @@ def correctly_rounded(result: np.ndarray, errors: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------------- comparisons
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelOutcome:
     model: str
     max_abs_ulps: float  # largest |error| against the exact sum, in ULPs
@@ -348,7 +348,7 @@ class ModelOutcome:
     correctly_rounded: float  # share of elements equal to the exact sum rounded once
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PairOutcome:
     a: str
     b: str
@@ -356,7 +356,7 @@ class PairOutcome:
     max_ulp_distance: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Comparison:
     ranks: int
     elements: int
@@ -372,12 +372,18 @@ def compare(x: np.ndarray, models: tuple[str, ...] = tuple(MODELS)) -> Compariso
     outcomes = []
     for m, r in results.items():
         err = np.abs(ulp_errors(r, exact))
-        outcomes.append(ModelOutcome(m, float(err.max(initial=0.0)), float(err.mean()) if err.size else 0.0,
-                                     float(correctly_rounded(r, err).mean()) if err.size else 1.0))
+        outcomes.append(
+            ModelOutcome(
+                model=m,
+                max_abs_ulps=float(err.max(initial=0.0)),
+                mean_abs_ulps=float(err.mean()) if err.size else 0.0,
+                correctly_rounded=float(correctly_rounded(r, err).mean()) if err.size else 1.0,
+            )
+        )
     pairs = []
     for a, b in combinations(models, 2):
         ra, rb = results[a], results[b]
         diff = ra.view(np.uint32) != rb.view(np.uint32)
-        pairs.append(PairOutcome(a, b, float(diff.mean()) if diff.size else 0.0,
-                                 int(ulp_distance_array(ra, rb).max(initial=0))))
-    return Comparison(x.shape[0], x.shape[1], tuple(outcomes), tuple(pairs))
+        pairs.append(PairOutcome(a=a, b=b, differing=float(diff.mean()) if diff.size else 0.0,
+                                 max_ulp_distance=int(ulp_distance_array(ra, rb).max(initial=0))))
+    return Comparison(ranks=x.shape[0], elements=x.shape[1], outcomes=tuple(outcomes), pairs=tuple(pairs))

@@ -138,7 +138,7 @@ _ACCUMULATOR = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CudaKernel:
     """One version of the reduction kernel's rules, with the source it was read from."""
 
@@ -226,7 +226,7 @@ def kernel_differences(key: str, reference: str = PINNED_KERNEL) -> list[str]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CudaReduceConfig:
     """Launch parameters of the reduction kernel.
 
@@ -256,7 +256,7 @@ class CudaReduceConfig:
             raise ValueError(f"unknown kernel {self.kernel!r}; known: {', '.join(KERNELS)}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CudaLaunch:
     """What the kernel actually does for one ``n``: the resolved configuration."""
 

@@ -43,7 +43,7 @@ _ISSUE_59489_VALUES = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PublishedCase:
     key: str
     url: str
@@ -239,7 +239,7 @@ def candidate_results(case: PublishedCase) -> dict[str, np.generic]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CaseResult:
     case: PublishedCase
     model_value: float
@@ -276,7 +276,7 @@ def _issue_refs(results) -> str:
     return ", ".join(u.replace("https://github.com/pytorch/pytorch/issues/", "pytorch/pytorch#") for u in urls)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KernelEvidence:
     kernel: str | None  # None: cases whose release is not stated (every modelled version launches them alike)
     title: str

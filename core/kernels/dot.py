@@ -54,7 +54,9 @@ MAX_TRACE_K = 32  # the operation picture
 # TF32 ("TensorFloat-32") is float32's sign and 8-bit exponent with 10 explicit mantissa bits:
 # precision 11, the range of float32. It is no storage format: tensor cores read float32
 # registers and use their top 19 bits. Values here are float32 values with the low 13 bits 0.
-TF32 = FloatFormat("tfloat32", 11, 8, 127, torch.float32, torch.int32)
+TF32 = FloatFormat(
+    name="tfloat32", precision=11, exponent_bits=8, emax=127, torch_dtype=torch.float32, int_dtype=torch.int32
+)
 
 TF32_ROUNDINGS: dict[str, str] = {
     "rna": "nearest, ties away from zero: CUTLASS's default for float32 operands of TF32 tensor-core GEMMs "
@@ -101,7 +103,7 @@ def to_tf32(values: np.ndarray, mode: str = "rna") -> np.ndarray:
 # --------------------------------------------------------------------------- models
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DotModel:
     key: str
     name: str
@@ -112,28 +114,80 @@ class DotModel:
     description: str
 
 
-MODELS: dict[str, DotModel] = {m.key: m for m in (
-    DotModel("separate", "Sequential, multiply then add", "stored", False, "sequential", None,
-             "s ← round(s + round(x_i·y_i)), i = 1…K: two roundings per term, as a CPU loop compiled without "
-             "FMA contraction"),
-    DotModel("fma", "Sequential FMA", "stored", True, "sequential", None,
-             "s ← round(x_i·y_i + s): one rounding per term, as one GPU thread's loop (nvcc contracts a*b + c to "
-             "an FMA by default) or a CPU with FMA"),
-    DotModel("tf32", "TF32 inputs, float32 accumulation", "tf32", True, "sequential", "float32",
-             "float32 inputs cut to TF32 (10 mantissa bits), exact products, one float32 rounding per term: "
-             "a float32 matrix product on Ampere or later with TF32 allowed"),
-    DotModel("fp16", "float16 inputs, float32 accumulation", "float16", True, "sequential", "float32",
-             "inputs rounded to float16, exact products, one float32 rounding per term (tensor-core style)"),
-    DotModel("bf16", "bfloat16 inputs, float32 accumulation", "bfloat16", True, "sequential", "float32",
-             "inputs rounded to bfloat16, exact products, one float32 rounding per term (tensor-core style)"),
-    DotModel("tiles", "Tiles of width T in a chain", "stored", True, "tiles", None,
-             "s ← round(s + x_j·y_j + … + x_{j+T-1}·y_{j+T-1}) per tile of T terms: an idealised matrix "
-             "instruction (D = A·B + C over a k-slice of width T, products and their sum exact, one rounding), "
-             "the tiles of the inner dimension accumulated in a chain"),
-    DotModel("split_k", "Split-K: s slices added at the end", "stored", True, "split_k", None,
-             "K cut into s contiguous slices; each slice is a chain of tiles (its own thread block), and the s "
-             "partial results are added in slice order at the end (a split-K reduction)"),
-)}
+MODELS: dict[str, DotModel] = {
+    m.key: m
+    for m in (
+        DotModel(
+            key="separate",
+            name="Sequential, multiply then add",
+            inputs="stored",
+            fused=False,
+            structure="sequential",
+            accumulate=None,
+            description="s ← round(s + round(x_i·y_i)), i = 1…K: two roundings per term, as a CPU loop compiled "
+            "without FMA contraction",
+        ),
+        DotModel(
+            key="fma",
+            name="Sequential FMA",
+            inputs="stored",
+            fused=True,
+            structure="sequential",
+            accumulate=None,
+            description="s ← round(x_i·y_i + s): one rounding per term, as one GPU thread's loop (nvcc contracts "
+            "a*b + c to an FMA by default) or a CPU with FMA",
+        ),
+        DotModel(
+            key="tf32",
+            name="TF32 inputs, float32 accumulation",
+            inputs="tf32",
+            fused=True,
+            structure="sequential",
+            accumulate="float32",
+            description="float32 inputs cut to TF32 (10 mantissa bits), exact products, one float32 rounding per term: "
+            "a float32 matrix product on Ampere or later with TF32 allowed",
+        ),
+        DotModel(
+            key="fp16",
+            name="float16 inputs, float32 accumulation",
+            inputs="float16",
+            fused=True,
+            structure="sequential",
+            accumulate="float32",
+            description="inputs rounded to float16, exact products, one float32 rounding per term (tensor-core style)",
+        ),
+        DotModel(
+            key="bf16",
+            name="bfloat16 inputs, float32 accumulation",
+            inputs="bfloat16",
+            fused=True,
+            structure="sequential",
+            accumulate="float32",
+            description="inputs rounded to bfloat16, exact products, one float32 rounding per term (tensor-core style)",
+        ),
+        DotModel(
+            key="tiles",
+            name="Tiles of width T in a chain",
+            inputs="stored",
+            fused=True,
+            structure="tiles",
+            accumulate=None,
+            description="s ← round(s + x_j·y_j + … + x_{j+T-1}·y_{j+T-1}) per tile of T terms: an idealised matrix "
+            "instruction (D = A·B + C over a k-slice of width T, products and their sum exact, one rounding), "
+            "the tiles of the inner dimension accumulated in a chain",
+        ),
+        DotModel(
+            key="split_k",
+            name="Split-K: s slices added at the end",
+            inputs="stored",
+            fused=True,
+            structure="split_k",
+            accumulate=None,
+            description="K cut into s contiguous slices; each slice is a chain of tiles (its own thread block), and "
+            "the s partial results are added in slice order at the end (a split-K reduction)",
+        ),
+    )
+}
 TENSOR_CORE_INPUTS = {"tf32": TF32, "float16": FORMATS["float16"], "bfloat16": FORMATS["bfloat16"]}
 TENSOR_CORE_NOTE = (
     "Tensor cores add the products of one instruction in a multi-operand adder whose alignment, truncation "
@@ -451,7 +505,7 @@ def conversion_error(sum_abs_xy: Fraction, sum_abs_x: Fraction, sum_abs_y: Fract
 # --------------------------------------------------------------------------- the operation picture
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TraceOp:
     """One rounding of a model: what it adds (products by index, earlier operations), the exact
     value of that sum and what it rounds to."""
@@ -480,7 +534,16 @@ def trace(model: DotModel, x: np.ndarray, y: np.ndarray, accumulate: str, tile: 
     ops: list[TraceOp] = []
 
     def op(label, products, inputs, exact):
-        ops.append(TraceOp(label, tuple(products), tuple(inputs), exact, round_to_format(exact, fmt), fmt.name))
+        ops.append(
+            TraceOp(
+                label=label,
+                products=tuple(products),
+                inputs=tuple(inputs),
+                exact=exact,
+                rounded=round_to_format(exact, fmt),
+                fmt=fmt.name,
+            )
+        )
         return len(ops) - 1
 
     def value(i):

@@ -59,7 +59,7 @@ class _Level:
     internal_positions: np.ndarray  # positions of nodes that split; children 2k, 2k+1 of the next level
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Tree:
     n: int
     level_sizes: tuple[int, ...]
@@ -104,7 +104,14 @@ def _tree(n: int) -> _Tree:
     groups = tuple(
         (int(length), _readonly(np.flatnonzero(leaf_lengths == length))) for length in np.unique(leaf_lengths)
     )
-    return _Tree(n, tuple(sizes), tuple(levels), _readonly(leaf_starts), _readonly(leaf_lengths), groups)
+    return _Tree(
+        n=n,
+        level_sizes=tuple(sizes),
+        levels=tuple(levels),
+        leaf_starts=_readonly(leaf_starts),
+        leaf_lengths=_readonly(leaf_lengths),
+        groups=groups,
+    )
 
 
 def numpy_leaf_blocks(n: int) -> list[tuple[int, int]]:

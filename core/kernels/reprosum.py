@@ -143,7 +143,7 @@ _LIMITS = {torch.float64: 1 << 26}  # see reproducible_sum, "Size limits"
 _LIMIT_NARROW = 1 << 29
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Working:
     """A working precision for the exact folds: where ``(v + M) - M`` rounds v to a grid."""
 
@@ -153,8 +153,8 @@ class _Working:
     bmax: int  # largest grid exponent b with M = 1.5 * 2^(b+p-1) and 2^(b+p) both finite
 
 
-_W32 = _Working(torch.float32, 24, -149, 127 - 24)
-_W64 = _Working(torch.float64, 53, -1074, 1023 - 53)
+_W32 = _Working(dtype=torch.float32, p=24, bmin=-149, bmax=127 - 24)
+_W64 = _Working(dtype=torch.float64, p=53, bmin=-1074, bmax=1023 - 53)
 
 
 def _chunk_size(t: torch.Tensor) -> int:

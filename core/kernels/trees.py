@@ -26,7 +26,7 @@ def tree_shapes() -> dict[str, TreeShape]:
 TREE_ORDERS: dict[str, str] = {k: t.label for k, t in tree_shapes().items()}  # the pickers' labels
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Node:
     id: int
     left: int | None  # child node ids (None for a leaf)
@@ -46,7 +46,7 @@ class Node:
         return 0.0 if self.leaf_index is not None else error_in_ulps(self.rounded, self.exact, fmt)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Tree:
     order: str
     fmt: FloatFormat
@@ -67,7 +67,7 @@ class _Builder:
         self.nodes: list[Node] = []
 
     def leaf(self, i: int, v: Exact) -> int:
-        self.nodes.append(Node(len(self.nodes), None, None, i, v, v, 0))
+        self.nodes.append(Node(id=len(self.nodes), left=None, right=None, leaf_index=i, exact=v, rounded=v, depth=0))
         return len(self.nodes) - 1
 
     def add(self, a: int, b: int) -> int:
@@ -75,7 +75,9 @@ class _Builder:
         exact = float(x) + float(y) if isinstance(x, float) or isinstance(y, float) else x + y
         rounded = round_to_format(exact, self.fmt)
         depth = 1 + max(self.nodes[a].depth, self.nodes[b].depth)
-        self.nodes.append(Node(len(self.nodes), a, b, None, exact, rounded, depth))
+        self.nodes.append(
+            Node(id=len(self.nodes), left=a, right=b, leaf_index=None, exact=exact, rounded=rounded, depth=depth)
+        )
         return len(self.nodes) - 1
 
     def chain(self, ids: list[int]) -> int:
@@ -110,4 +112,4 @@ def build_tree(values: np.ndarray, working: str, order: str) -> Tree:
     leaf_order = [int(i) for i in shape.leaf_order(x)]
     leaves = {i: b.leaf(i, exact_vals[i]) for i in leaf_order}
     root = shape.combine(b, [leaves[i] for i in leaf_order])
-    return Tree(order, fmt, tuple(b.nodes), root)
+    return Tree(order=order, fmt=fmt, nodes=tuple(b.nodes), root=root)

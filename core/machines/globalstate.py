@@ -58,7 +58,7 @@ def new_thread_threads() -> int:
     return seen[0]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GlobalState:
     torch_threads: int
     torch_threads_new_thread: int  # the process default a fresh thread starts with

@@ -37,7 +37,7 @@ def median_seconds(fn, repeats: int = 5, warmup: int = 1, device: str = "cpu") -
     return statistics.median(times)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Throughput:
     device: str
     op: str  # "matmul" or "sum"
@@ -116,8 +116,21 @@ def measure_throughput(
         med, iqr = median_and_quartiles([a / b for a, b in zip(t32, t64, strict=True)])
         s32, s64 = statistics.median(t32), statistics.median(t64)
         (amount32, amount64), size, unit = work[op]
-        out.append(Throughput(device.name, op, size, s32, s64, amount32 / s32 / 1e9, amount64 / s64 / 1e9, unit,
-                              repeats, iqr, med))
+        out.append(
+            Throughput(
+                device=device.name,
+                op=op,
+                size=size,
+                seconds32=s32,
+                seconds64=s64,
+                rate32=amount32 / s32 / 1e9,
+                rate64=amount64 / s64 / 1e9,
+                unit=unit,
+                repeats=repeats,
+                ratio_quartiles=iqr,
+                ratio_median=med,
+            )
+        )
     return out
 
 

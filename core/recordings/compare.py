@@ -20,7 +20,7 @@ from core.training.seeds import summarize
 # --------------------------------------------------------------------------- comparison
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainingComparison:
     preset: str
     steps: int  # compared (the shorter of the two)
@@ -29,7 +29,7 @@ class TrainingComparison:
     first_step_machines_differ: int | None  # first step where run A's loss has other bits on the two machines
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MachineComparison:
     """Two recordings result by result: what agrees bit for bit, what does not, and where."""
 
@@ -74,13 +74,21 @@ def compare_recordings(left: Recording, right: Recording) -> MachineComparison:
             continue
         k = min(t.steps, u.steps)
         differ = next((i + 1 for i in range(k) if t.loss_a_hex[i] != u.loss_a_hex[i]), None)
-        training.append(TrainingComparison(t.preset, k, t.first_rel_1pct, u.first_rel_1pct, differ))
+        training.append(
+            TrainingComparison(
+                preset=t.preset,
+                steps=k,
+                left_1pct=t.first_rel_1pct,
+                right_1pct=u.first_rel_1pct,
+                first_step_machines_differ=differ,
+            )
+        )
     return MachineComparison(
-        left, right, len(pairs), sum(same),
-        tuple(a.key[0:1] + a.key[2:] for (a, _), s in zip(pairs, same, strict=True) if not s),
-        len(wide), sum(a == b for a, b in wide), len(mpairs),
-        sum(a.result_sha256 == b.result_sha256 for a, b in mpairs), tuple(training),
-        tuple(compare_ops(left.op_fingerprint, right.op_fingerprint)),
+        left=left, right=right, sums_compared=len(pairs), sums_identical=sum(same),
+        sums_differing=tuple(a.key[0:1] + a.key[2:] for (a, _), s in zip(pairs, same, strict=True) if not s),
+        wider_compared=len(wide), wider_identical=sum(a == b for a, b in wide), matmuls_compared=len(mpairs),
+        matmuls_identical=sum(a.result_sha256 == b.result_sha256 for a, b in mpairs), training=tuple(training),
+        ops=tuple(compare_ops(left.op_fingerprint, right.op_fingerprint)),
     )
 
 
@@ -204,7 +212,7 @@ def pair_differences(cmp: MachineComparison) -> PairDifferences:
                            + cmp.ops_compared)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MostDifferent:
     """The two real machines whose recordings differ in the most results."""
 
@@ -227,7 +235,7 @@ def most_different_pair(recs: list[Recording]) -> MostDifferent | None:
             d = pair_differences(compare_recordings(recs[i], recs[j]))
             rank = (d.count, d.compared, -i, -j)
             if best is None or rank > best[0]:
-                best = (rank, MostDifferent(i, j, len(machines), d))
+                best = (rank, MostDifferent(left=i, right=j, machines=len(machines), differences=d))
     return best[1] if best else None
 
 
@@ -240,7 +248,7 @@ def default_pair(recs: list[Recording]) -> tuple[int, int]:
     return (0, 1) if len(recs) > 1 else (0, 0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Parting:
     """One recorded machine's own A/B pair of a training preset: the first step more than 1% apart."""
 
@@ -259,12 +267,19 @@ def machine_partings(recs: list[Recording], preset: str) -> tuple[Parting, ...]:
         env = r.provenance.environment
         for t in r.training:
             if t.preset == preset:
-                out.append(Parting(r.machine, r.label, t.first_rel_1pct, t.steps,
-                                   ", ".join(f"{k}={v}" for k, v in sorted(env.items())) if env else None))
+                out.append(
+                    Parting(
+                        machine=r.machine,
+                        label=r.label,
+                        step=t.first_rel_1pct,
+                        steps=t.steps,
+                        configuration=", ".join(f"{k}={v}" for k, v in sorted(env.items())) if env else None,
+                    )
+                )
     return tuple(out)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConfigurationEffect:
     """What one machine's numeric environment variables changed: its plain capture against the capture
     with them set, and the library those variables steer."""
@@ -282,8 +297,15 @@ def configuration_effects(recs: list[Recording]) -> tuple[ConfigurationEffect, .
         for c in m.configurations:
             env = c.provenance.environment or {}
             libraries = sorted({LIBRARY_OF.get(k, k) for k in env})
-            out.append(ConfigurationEffect(m, c, ", ".join(f"{k}={v}" for k, v in sorted(env.items())),
-                                           " and ".join(libraries), pair_differences(compare_recordings(m.plain, c))))
+            out.append(
+                ConfigurationEffect(
+                    machine=m,
+                    configuration=c,
+                    setting=", ".join(f"{k}={v}" for k, v in sorted(env.items())),
+                    library=" and ".join(libraries),
+                    changed=pair_differences(compare_recordings(m.plain, c)),
+                )
+            )
     return tuple(out)
 
 

@@ -189,7 +189,7 @@ def group_fingerprints(ops: dict[str, str]) -> dict[str, str | None]:
 SAME_BITS, OTHER_BITS, NOT_ON_BOTH = "same bits", "other bits", "not recorded on both"  # OpComparison.verdict
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OpComparison:
     name: str
     group: str
@@ -205,7 +205,7 @@ class OpComparison:
 
 def compare_ops(left: dict[str, str], right: dict[str, str]) -> list[OpComparison]:
     """Operation by operation: the same bits on both machines, other bits, or not recorded on both."""
-    return [OpComparison(op.name, op.group, left.get(op.name), right.get(op.name)) for op in OPS]
+    return [OpComparison(name=op.name, group=op.group, left=left.get(op.name), right=right.get(op.name)) for op in OPS]
 
 
 def first_differing_group(comparisons: list[OpComparison]) -> str | None:

@@ -124,7 +124,7 @@ def capture(device: Device | None = None, quick: bool = False, log=print, throug
             for dtype in SUITE_DTYPES:
                 if not device.supports(torch.float64 if dtype == "float64" else torch.float32):
                     continue
-                values = generate(VectorSpec(gen, n, 0, dtype)).values
+                values = generate(VectorSpec(kind=gen, n=n, seed=0, storage=dtype)).values
                 t = _tensor(values, device.torch_device)
                 entry = {"generator": gen, "seed": 0, "n": n, "dtype": dtype, "vector_sha256": vector_sha256(values),
                          "sum_hex": _hex(t.sum())}
@@ -241,7 +241,7 @@ def validate(data: dict) -> None:
                                  f"{len(t['loss_a_hex'])} and {len(t['loss_b_hex'])} losses")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SumEntry:
     generator: str
     seed: int
@@ -256,7 +256,7 @@ class SumEntry:
         return self.generator, self.seed, self.n, self.dtype
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MatmulEntry:
     shape: tuple[int, int, int]
     seed: int
@@ -264,7 +264,7 @@ class MatmulEntry:
     first_row_hex: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainingEntry:
     preset: str
     steps: int
@@ -296,7 +296,7 @@ class TrainingEntry:
         return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Provenance:
     """Where a recording was made: the ``provenance`` object of the JSON file, one typed field per key.
 
@@ -364,7 +364,7 @@ class Provenance:
         return self.device_kind in ("cuda", "mps")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ThroughputEntry:
     op: str
     size: int
@@ -380,7 +380,7 @@ class ThroughputEntry:
         return self.seconds_float32 / self.seconds_float64
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Recording:
     path: str
     format_version: int  # as stored in the file (version 1 is upgraded when loaded)
@@ -399,17 +399,28 @@ class Recording:
         stored = data["format_version"]
         if stored == 1:
             data = upgrade_v1(data)
-        sums = tuple(SumEntry(e["generator"], e["seed"], e["n"], e["dtype"], e["vector_sha256"], e["sum_hex"],
-                              e.get(f"sum_dtype_{WIDER[e['dtype']]}_hex") if WIDER[e["dtype"]] else None)
-                     for e in data["sums"])
-        matmuls = tuple(MatmulEntry(tuple(m["shape"]), m["seed"], m["result_sha256"], tuple(m["first_row_hex"]))
-                        for m in data["matmuls"])
-        training = tuple(TrainingEntry(t["preset"], t["steps"], t["note"], tuple(t["loss_a_hex"]),
-                                       tuple(t["loss_b_hex"])) for t in data["training"])
+        sums = tuple(
+            SumEntry(
+                generator=e["generator"],
+                seed=e["seed"],
+                n=e["n"],
+                dtype=e["dtype"],
+                vector_sha256=e["vector_sha256"],
+                sum_hex=e["sum_hex"],
+                wider_hex=e.get(f"sum_dtype_{WIDER[e['dtype']]}_hex") if WIDER[e["dtype"]] else None,
+            )
+            for e in data["sums"]
+        )
+        matmuls = tuple(MatmulEntry(shape=tuple(m["shape"]), seed=m["seed"], result_sha256=m["result_sha256"],
+                                    first_row_hex=tuple(m["first_row_hex"])) for m in data["matmuls"])
+        training = tuple(TrainingEntry(preset=t["preset"], steps=t["steps"], note=t["note"],
+                                       loss_a_hex=tuple(t["loss_a_hex"]), loss_b_hex=tuple(t["loss_b_hex"]))
+                         for t in data["training"])
         throughput = tuple(ThroughputEntry(**{k: t[k] for k in ThroughputEntry.__dataclass_fields__})
                            for t in data["throughput"])
-        return Recording(path, stored, Provenance.from_dict(data["provenance"]), sums, matmuls, training, throughput,
-                         dict(data["op_fingerprint"]))
+        return Recording(path=path, format_version=stored, provenance=Provenance.from_dict(data["provenance"]),
+                         sums=sums, matmuls=matmuls, training=training, throughput=throughput,
+                         op_fingerprint=dict(data["op_fingerprint"]))
 
     @property
     def name(self) -> str:
@@ -494,7 +505,7 @@ def recorded_outcomes(recs: list[Recording], preset: str) -> list[tuple[str, int
     return [(r.label, t.first_rel_1pct, t.steps) for r in recs for t in r.training if t.preset == preset]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Fidelity:
     compared: int
     matched: int
@@ -518,7 +529,7 @@ def model_fidelity(rec: Recording, max_n: int = 10_000_000) -> Fidelity:
             continue
         if cuda and not p.sm_count:
             continue
-        values = generate(VectorSpec(e.generator, e.n, e.seed, e.dtype)).values
+        values = generate(VectorSpec(kind=e.generator, n=e.n, seed=e.seed, storage=e.dtype)).values
         if vector_sha256(values) != e.vector_sha256:
             continue
         if cuda:
@@ -540,7 +551,8 @@ def model_fidelity(rec: Recording, max_n: int = 10_000_000) -> Fidelity:
         which = f"CPU cascade-sum model ({p.threads} threads) vs {rec.machine}"
     cond = (f"{which}; sizes "
             f"{', '.join(f'{s:,}' for s in sorted(sizes))}; {', '.join(sorted(dtypes))}")
-    return Fidelity(compared, matched, tuple(mismatches), cond, above, max_n)
+    return Fidelity(compared=compared, matched=matched, mismatches=tuple(mismatches), conditions=cond,
+                    above_max_n=above, max_n=max_n)
 
 
 def live_sum_bits(values: np.ndarray, device: Device, threads: int | None = None) -> int:

@@ -45,7 +45,7 @@ MIN_NEW, MAX_NEW = 8, 110
 DEFAULT_NEW = 32  # the default fork (token 16 of "the baker painted") lies well inside; 48 took three times as long
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServeSettings:
     """One serving run. ``others`` defaults to half as many requests as the identical ones."""
 
@@ -96,7 +96,7 @@ class ServeSettings:
         return self.requests // 2 if self.others is None else self.others
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Request:
     rid: int
     prompt: tuple[int, ...]
@@ -105,7 +105,7 @@ class Request:
     identical: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Fork:
     """Where one identical request first departs from the lone run."""
 
@@ -126,7 +126,7 @@ class Completion:
     fork: Fork | None  # None: the same as the lone run
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServeResult:
     settings: ServeSettings
     kernels_label: str
@@ -213,7 +213,9 @@ def serving_cost(s: ServeSettings) -> Cost:
     if s.kernels != "default":
         parts[f"{tokens:,} tokens, this CPU's kernels (the cost's baseline)"] = tokens * TOKEN_WORK["default"] * factor
     peak = 16 * MB + s.max_batch * CACHE_BYTES + s.max_batch * 1.5 * MB
-    return Cost(sum(parts.values()), peak, tuple(sorted(parts.items(), key=lambda kv: -kv[1])), long=True)
+    return Cost(
+        work=sum(parts.values()), peak_bytes=peak, parts=tuple(sorted(parts.items(), key=lambda kv: -kv[1])), long=True
+    )
 
 
 def schedule(s: ServeSettings) -> list[Request]:
@@ -230,11 +232,19 @@ def schedule(s: ServeSettings) -> list[Request]:
     for rid in range(total):
         t += rng.expovariate(s.arrivals_per_step)
         if kinds[rid]:
-            out.append(Request(rid, prompt, s.new_tokens, int(t), True))
+            out.append(Request(rid=rid, prompt=prompt, new_tokens=s.new_tokens, arrival=int(t), identical=True))
         else:
             p = other_prompts[o]
             o += 1
-            out.append(Request(rid, tuple(encode(p)), rng.randint(MIN_NEW, s.new_tokens), int(t), False))
+            out.append(
+                Request(
+                    rid=rid,
+                    prompt=tuple(encode(p)),
+                    new_tokens=rng.randint(MIN_NEW, s.new_tokens),
+                    arrival=int(t),
+                    identical=False,
+                )
+            )
     return out
 
 
@@ -243,7 +253,7 @@ def _top2(row: torch.Tensor) -> tuple[float, float]:
     return float(v[0]), float(v[1])
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Live:
     req: Request
     cache: KVCache | None
@@ -280,7 +290,14 @@ class _Tally:
             self.flips += 1
             live.agrees = False
             ref_ulps, ref_ratio = self.gap(self.ref_logits[i])
-            live.fork = Fork(i, decode([nxt]), decode([self.ref_tokens[i]]), ref_ulps, ref_ratio, ulps)
+            live.fork = Fork(
+                position=i,
+                token=decode([nxt]),
+                alone_token=decode([self.ref_tokens[i]]),
+                gap_ulps=ref_ulps,
+                gap_ratio=ref_ratio,
+                own_gap_ulps=ulps,
+            )
 
 
 def lone_run(model: TinyLM, kern: Kernels, s: ServeSettings) -> tuple[list[int], torch.Tensor]:
@@ -326,7 +343,7 @@ def serve(s: ServeSettings, on_progress: OnProgress | None = None,
             admitted = []
             while waiting and len(running) + len(admitted) < s.max_batch:
                 r = waiting.popleft()
-                admitted.append(_Live(r, model.new_cache()))
+                admitted.append(_Live(req=r, cache=model.new_cache()))
             if running:
                 sizes[len(running)] += 1
                 with torch_threads(SERVE_THREADS):

@@ -40,7 +40,7 @@ def add_exact(x: Exact, y: Exact) -> Exact:
     return x + y
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Step:
     """One addition as the hardware does it: exact sum of the operands, then one rounding."""
 
@@ -70,7 +70,7 @@ class Step:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Grouping:
     name: str  # "(a + b) + c"
     inner: Step
@@ -86,7 +86,7 @@ class Grouping:
         return self.outer.bits
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeviceOutcome:
     device: Device
     left_bits: int | None
@@ -94,7 +94,7 @@ class DeviceOutcome:
     message: str | None = None  # why a device could not compute, if it could not
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TripleResult:
     fmt: FloatFormat
     numbers: tuple[ParsedNumber, ParsedNumber, ParsedNumber]
@@ -160,8 +160,12 @@ def _groupings(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, exact_sum: Fra
     left_outer, _ = _step("(a + b) + c", ab_t, c)
     bc, bc_t = _step("b + c", b, c)
     right_outer, _ = _step("a + (b + c)", a, bc_t)
-    left = Grouping("(a + b) + c", ab, left_outer, error_in_ulps(left_outer.rounded, exact_sum, fmt))
-    right = Grouping("a + (b + c)", bc, right_outer, error_in_ulps(right_outer.rounded, exact_sum, fmt))
+    left = Grouping(
+        name="(a + b) + c", inner=ab, outer=left_outer, error_ulps=error_in_ulps(left_outer.rounded, exact_sum, fmt)
+    )
+    right = Grouping(
+        name="a + (b + c)", inner=bc, outer=right_outer, error_ulps=error_in_ulps(right_outer.rounded, exact_sum, fmt)
+    )
     return left, right
 
 
@@ -181,16 +185,22 @@ def evaluate_triple(
     outcomes = []
     for dev in devices if devices is not None else available_devices():
         if dev.kind == "cpu":
-            outcomes.append(DeviceOutcome(dev, left.bits, right.bits))
+            outcomes.append(DeviceOutcome(device=dev, left_bits=left.bits, right_bits=right.bits))
             continue
         if not dev.supports(fmt.torch_dtype):
-            outcomes.append(DeviceOutcome(dev, None, None, f"{dev.name} has no {fmt.name} support."))
+            outcomes.append(
+                DeviceOutcome(
+                    device=dev, left_bits=None, right_bits=None, message=f"{dev.name} has no {fmt.name} support."
+                )
+            )
             continue
         try:
             a, b, c = (t.to(dev.torch_device) for t in cpu)
-            outcomes.append(DeviceOutcome(dev, bits_of((a + b) + c), bits_of(a + (b + c))))
+            outcomes.append(DeviceOutcome(device=dev, left_bits=bits_of((a + b) + c), right_bits=bits_of(a + (b + c))))
         except (RuntimeError, AssertionError) as err:  # driver errors, device lost, OOM
-            outcomes.append(DeviceOutcome(dev, None, None, f"{dev.name} failed: {err}"))
+            outcomes.append(
+                DeviceOutcome(device=dev, left_bits=None, right_bits=None, message=f"{dev.name} failed: {err}")
+            )
 
     return TripleResult(
         fmt=fmt,
@@ -215,7 +225,7 @@ DISTRIBUTIONS: dict[str, str] = {
 MAX_TRIPLES = 1_000_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SearchSettings:
     fmt_name: str = "float32"
     n_triples: int = 100_000
@@ -231,7 +241,7 @@ class SearchSettings:
         check_seed(self.seed, ValueError)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SearchResult:
     settings: SearchSettings
     n_differ: int
@@ -286,4 +296,4 @@ def search_counterexamples(settings: SearchSettings) -> SearchResult:
         example = tuple(
             shortest_repr(value_of_bits(bits_of(t[i, j]), fmt), fmt) for j in range(3)
         )
-    return SearchResult(settings, n_differ, example, cpu_device().label)
+    return SearchResult(settings=settings, n_differ=n_differ, example=example, device=cpu_device().label)

@@ -45,7 +45,7 @@ H100_SMS = 132  # the SM count of an H100 SXM (and of an H200): the model's devi
 SEED = 0  # the seed every recording uses
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Replay:
     recording: Recording
     entry: SumEntry
@@ -60,15 +60,15 @@ def replay(rec: Recording, generator: str, seed: int, n: int, dtype: str) -> Rep
     entry = rec.find_sum(generator, seed, n, dtype)
     if entry is None:
         return None
-    spec = VectorSpec(generator, n, seed, dtype)
+    spec = VectorSpec(kind=generator, n=n, seed=seed, storage=dtype)
     values = vector_for(spec).values  # one vector and one hash for every recording (core.crowd.bytecache)
     matches = RESULTS.get_or_compute(("sha256", spec), lambda: vector_sha256(values)) == entry.vector_sha256
     model = None
     if matches and rec.provenance.device_kind == "cuda" and rec.provenance.sm_count:
         cfg = cuda_config_for(n, values.dtype, sm_count=int(rec.provenance.sm_count))
         model = bits_of(cuda_sum_model(values, cfg))
-    return Replay(rec, entry, matches, bits_of_hex(entry.sum_hex),
-                  bits_of_hex(entry.wider_hex) if entry.wider_hex else None, model)
+    return Replay(recording=rec, entry=entry, vector_matches=matches, recorded_bits=bits_of_hex(entry.sum_hex),
+                  recorded_wider_bits=bits_of_hex(entry.wider_hex) if entry.wider_hex else None, model_bits=model)
 
 
 @dataclass(frozen=True)
@@ -85,14 +85,14 @@ class CpuVsGpuSettings:
 
     @property
     def spec(self) -> VectorSpec:
-        return VectorSpec(self.generator, self.n, SEED, self.dtype)
+        return VectorSpec(kind=self.generator, n=self.n, seed=SEED, storage=self.dtype)
 
     @property
     def fmt(self) -> FloatFormat:
         return FORMATS[self.dtype]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SumRow:
     where: str
     tier: str  # "live", "recorded", "model" or "exact"
@@ -118,7 +118,7 @@ class Stage:
     values_left: int  # partial sums that exist after this stage
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReductionStages:
     """How this CPU's torch.sum and the modelled GPU kernel group ``n`` values, stage by stage."""
 
@@ -132,7 +132,7 @@ class ReductionStages:
     gpu: tuple[Stage, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SumsEverywhere:
     settings: CpuVsGpuSettings
     threads: int  # this server's configured torch threads
@@ -226,7 +226,9 @@ def reduction_stages(n: int, dtype, threads: int, sm_count: int = H100_SMS) -> R
         Stage("warp shuffle (offsets 16, 8, 4, 2, 1)", launch.blocks),
         Stage("last block combines the partials", 1),
     )
-    return ReductionStages(n, chunks, n < GRAIN_SIZE, lanes, launch, sm_count, cpu, gpu)
+    return ReductionStages(
+        n=n, threads=chunks, below_grain=n < GRAIN_SIZE, lanes=lanes, launch=launch, sm_count=sm_count, cpu=cpu, gpu=gpu
+    )
 
 
 def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: list[Recording],
@@ -280,10 +282,12 @@ def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: lis
                                                              "against published GPU results")))
     raw.append(("Exact sum, rounded once", "exact", exact_bits, "exact rational sum, one rounding"))
     shown = [shortest_repr(value_of_bits(b, fmt), fmt) for _, _, b, _ in raw]  # digits that identify each
-    rows = tuple(SumRow(where, tier, b, note, text, ulp_distance(b, exact_bits, fmt))
-                 for (where, tier, b, note), text in zip(raw, shown, strict=True))
-    return SumsEverywhere(s, threads, rows, tuple(notices), exact_bits,
-                          reduction_stages(s.n, values.dtype, threads, H100_SMS))
+    rows = tuple(
+        SumRow(where=where, tier=tier, bits=b, note=note, value=text, ulps_from_exact=ulp_distance(b, exact_bits, fmt))
+        for (where, tier, b, note), text in zip(raw, shown, strict=True)
+    )
+    return SumsEverywhere(settings=s, threads=threads, rows=rows, notices=tuple(notices), exact_bits=exact_bits,
+                          stages=reduction_stages(s.n, values.dtype, threads, H100_SMS))
 
 
 @dataclass(frozen=True)

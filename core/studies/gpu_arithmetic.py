@@ -81,7 +81,7 @@ DOT_GENERATORS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DotSpec:
     kind: str = "normal"
     k: int = 4096
@@ -98,7 +98,7 @@ class DotSpec:
             check_condition(self.condition)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DotPair:
     x: np.ndarray
     y: np.ndarray
@@ -120,12 +120,12 @@ def make_pair(spec: DotSpec) -> DotPair:
         source = f"{DOT_GENERATORS[spec.kind]}; K = {spec.k:,}, seed {spec.seed}, target condition " \
                  f"{spec.condition:.3g}, {spec.storage}"
     else:
-        both = generate(VectorSpec(spec.kind, 2 * spec.k, spec.seed, spec.storage))
+        both = generate(VectorSpec(kind=spec.kind, n=2 * spec.k, seed=spec.seed, storage=spec.storage))
         x, y, notes = both.values[: spec.k], both.values[spec.k :], both.notes
         source = f"{DOT_GENERATORS[spec.kind]}; K = {spec.k:,}, seed {spec.seed}, float64 rounded to {spec.storage}"
     for v in (x, y):
         v.setflags(write=False)
-    return DotPair(x, y, spec.storage, source, tuple(notes))
+    return DotPair(x=x, y=y, storage=spec.storage, source=source, notes=tuple(notes))
 
 
 def condition_number(x: np.ndarray, y: np.ndarray) -> float:
@@ -150,7 +150,7 @@ def _companions(pair: DotPair, rows: int) -> np.ndarray:
     return round_array(rng.standard_normal((rows - 1) * pair.k), pair.storage).reshape(rows - 1, pair.k)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LiveResult:
     key: str
     name: str
@@ -165,11 +165,21 @@ def torch_results(pair: DotPair, device: str = "cpu", rows: int = 64) -> list[Li
     big = torch.cat([tx[None], _tensor(_companions(pair, rows).reshape(-1)).reshape(rows - 1, pair.k).to(device)])
     where = (f"live: torch {torch.__version__} on this CPU, {current_settings()[0]} threads" if device == "cpu"
              else f"live: torch {torch.__version__} on {torch.cuda.get_device_name(device)}")
-    return [LiveResult("torch_dot", "torch.dot(x, y)", _value_of(torch.dot(tx, ty)), where),
-            LiveResult("torch_mm1", "torch.mm, M = 1 row", _value_of(torch.mm(tx[None], ty[:, None])[0, 0]),
-                       f"{where}; (1 × K) @ (K × 1)"),
-            LiveResult("torch_mm64", f"torch.mm, M = {rows} rows", _value_of(torch.mm(big, ty[:, None])[0, 0]),
-                       f"{where}; ({rows} × K) @ (K × 1), row 0 (rows 1–{rows - 1}: seeded normals)")]
+    return [
+        LiveResult(key="torch_dot", name="torch.dot(x, y)", result=_value_of(torch.dot(tx, ty)), provenance=where),
+        LiveResult(
+            key="torch_mm1",
+            name="torch.mm, M = 1 row",
+            result=_value_of(torch.mm(tx[None], ty[:, None])[0, 0]),
+            provenance=f"{where}; (1 × K) @ (K × 1)",
+        ),
+        LiveResult(
+            key="torch_mm64",
+            name=f"torch.mm, M = {rows} rows",
+            result=_value_of(torch.mm(big, ty[:, None])[0, 0]),
+            provenance=f"{where}; ({rows} × K) @ (K × 1), row 0 (rows 1–{rows - 1}: seeded normals)",
+        ),
+    ]
 
 
 def gpu_device() -> str | None:
@@ -188,15 +198,21 @@ def torch_gpu_results(pair: DotPair) -> list[LiveResult]:
         with cuda_tf32(tf32):
             for r in torch_results(pair, device):
                 suffix = f", TF32 {'on' if tf32 else 'off'}" if pair.storage == "float32" else ""
-                out.append(LiveResult(f"gpu_{r.key}_{'tf32' if tf32 else 'ieee'}", r.name + suffix, r.result,
-                                      r.provenance + suffix))
+                out.append(
+                    LiveResult(
+                        key=f"gpu_{r.key}_{'tf32' if tf32 else 'ieee'}",
+                        name=r.name + suffix,
+                        result=r.result,
+                        provenance=r.provenance + suffix,
+                    )
+                )
     return out
 
 
 # --------------------------------------------------------------------------- the lab
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DotRow:
     key: str
     name: str
@@ -211,7 +227,7 @@ class DotRow:
     bound_ulps: float | None = None  # the bound in ULPs of the exact result
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DotLab:
     pair: DotPair
     accumulate: str
@@ -228,13 +244,33 @@ def _row(key, name, origin, result: DotValue, exact: Exact, bound: Fraction | No
     if isinstance(exact, float) or isinstance(result.value, float):
         same = isinstance(exact, float) and isinstance(result.value, float) and (
             result.value == exact or (math.isnan(result.value) and math.isnan(exact)))
-        return DotRow(key, name, origin, result, math.nan if same else math.inf, None if same else math.inf,
-                      None, None, provenance)
+        return DotRow(
+            key=key,
+            name=name,
+            origin=origin,
+            result=result,
+            ulps=math.nan if same else math.inf,
+            abs_error=None if same else math.inf,
+            bound=None,
+            within_bound=None,
+            provenance=provenance,
+        )
     err = abs(result.value - exact)
     ulps = error_in_ulps(result.value, exact, result.fmt)
     within = None if bound is None else err <= bound
     bound_ulps = None if bound is None else _ratio(bound / ulp(exact, result.fmt))
-    return DotRow(key, name, origin, result, ulps, err, bound, within, provenance, bound_ulps=bound_ulps)
+    return DotRow(
+        key=key,
+        name=name,
+        origin=origin,
+        result=result,
+        ulps=ulps,
+        abs_error=err,
+        bound=bound,
+        within_bound=within,
+        provenance=provenance,
+        bound_ulps=bound_ulps,
+    )
 
 
 def _ratio(r: Fraction) -> float:
@@ -284,7 +320,20 @@ def run_lab(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: int =
         try:
             result, _ = run_model(model, pair.x, pair.y, accumulate, tile, slices, tf32_mode)
         except ModelNotApplicable as err:
-            rows.append(DotRow(key, name, ORIGIN_MODEL, None, math.nan, None, None, None, prov, str(err)))
+            rows.append(
+                DotRow(
+                    key=key,
+                    name=name,
+                    origin=ORIGIN_MODEL,
+                    result=None,
+                    ulps=math.nan,
+                    abs_error=None,
+                    bound=None,
+                    within_bound=None,
+                    provenance=prov,
+                    note=str(err),
+                )
+            )
             continue
         bound = None if isinstance(sum_abs, float) else model_bound(model, pair, accumulate, tile, slices,
                                                                     tf32_mode, sum_abs)
@@ -299,10 +348,20 @@ def run_lab(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: int =
     rows.append(_row("correct", f"Exact, rounded once to {accumulate}", ORIGIN_EXACT,
                      DotValue(rounded, acc, bits_of_value(rounded, acc)), exact, once,
                      "exact rational dot product (core.arith.exact.exact_dot), rounded once"))
-    return DotLab(pair, accumulate, tile, slices, tf32_mode, exact, sum_abs, kappa, tuple(rows))
+    return DotLab(
+        pair=pair,
+        accumulate=accumulate,
+        tile=tile,
+        slices=slices,
+        tf32_mode=tf32_mode,
+        exact=exact,
+        sum_abs=sum_abs,
+        kappa=kappa,
+        rows=tuple(rows),
+    )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DotLabSettings:
     """What the GPU arithmetic page asks for: the vectors, the accumulation format, the models and
     their parameters (tile width, split-K slices, TF32 conversion)."""
@@ -365,7 +424,7 @@ def k_grid(k: int) -> list[int]:
     return [*out, k]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CurvePoint:
     name: str
     origin: str
@@ -396,11 +455,18 @@ def error_curves(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: 
                           for k in ks}
         except ModelNotApplicable:
             continue
-        out += [CurvePoint(name, ORIGIN_MODEL, k, error_in_ulps(v.value, exacts[k], v.fmt)) for k, v in values.items()]
+        out += [
+            CurvePoint(name=name, origin=ORIGIN_MODEL, k=k, ulps=error_in_ulps(v.value, exacts[k], v.fmt))
+            for k, v in values.items()
+        ]
     if live:
         for k in ks:
             v = _value_of(torch.dot(_tensor(pair.x[:k]), _tensor(pair.y[:k])))
-            out.append(CurvePoint("torch.dot(x, y)", ORIGIN_LIVE, k, error_in_ulps(v.value, exacts[k], v.fmt)))
+            out.append(
+                CurvePoint(
+                    name="torch.dot(x, y)", origin=ORIGIN_LIVE, k=k, ulps=error_in_ulps(v.value, exacts[k], v.fmt)
+                )
+            )
     return out
 
 
@@ -410,7 +476,7 @@ MAX_ATOMIC_WORK = 20_000_000  # values x simulated runs
 ATOMIC_FORMATS = ("float32", "float64", "float16", "bfloat16")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AtomicsSpec:
     buckets: int = 4
     values: int = 4096
@@ -432,7 +498,7 @@ class AtomicsSpec:
             raise VectorError(f"Unknown format {self.storage!r}; choose one of {', '.join(ATOMIC_FORMATS)}.")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BucketResult:
     bucket: int
     count: int  # values that land in it
@@ -500,8 +566,19 @@ def simulate_atomics(spec: AtomicsSpec) -> AtomicsResult:
         if gpu_runs is not None:
             g = as_numpy(gpu_runs[:, bucket])
             gpu_values, gpu_distinct = g, int(np.unique(bit_view(g)).size)
-        out.append(BucketResult(
-            bucket, int((index == bucket).sum()), exact_sum_fraction(w), fmt, runs,
-            int(np.unique(bit_view(runs)).size), _np_value(fixed, fmt), _value_of(reproducible_sum(_tensor(w))),
-            _value_of(cpu[bucket]), gpu_distinct, gpu_values))
+        out.append(
+            BucketResult(
+                bucket=bucket,
+                count=int((index == bucket).sum()),
+                exact=exact_sum_fraction(w),
+                fmt=fmt,
+                runs=runs,
+                distinct=int(np.unique(bit_view(runs)).size),
+                fixed=_np_value(fixed, fmt),
+                reproducible=_value_of(reproducible_sum(_tensor(w))),
+                cpu_index_add=_value_of(cpu[bucket]),
+                gpu_distinct=gpu_distinct,
+                gpu_values=gpu_values,
+            )
+        )
     return AtomicsResult(spec, tuple(out), None if device is None else torch.cuda.get_device_name(device))

@@ -53,7 +53,7 @@ VENDOR_RATIOS: tuple[tuple[str, str, str], ...] = (
 # ---------------------------------------------------------------- wider accumulation
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AccumulationRow:
     storage: str
     accumulate: str
@@ -108,8 +108,18 @@ def wider_accumulation(x: torch.Tensor, wider: torch.dtype, repeats: int = 7, in
         value = _exact(r)
         err = abs(value - exact) if not isinstance(value, float) else float("inf")
         med, iqr = median_and_quartiles([a / b for a, b in zip(times[k], base, strict=True)])
-        rows.append(AccumulationRow(format_of(x.dtype).name, fmt.name, threads, value, err,
-                                    statistics.median(times[k]), med, iqr))
+        rows.append(
+            AccumulationRow(
+                storage=format_of(x.dtype).name,
+                accumulate=fmt.name,
+                threads=threads,
+                value=value,
+                abs_error=err,
+                seconds=statistics.median(times[k]),
+                vs_base=med,
+                vs_base_iqr=iqr,
+            )
+        )
     return rows
 
 
@@ -120,7 +130,7 @@ def _exact(t: torch.Tensor) -> Exact:
 # --------------------------------------------------------------------------- determinism
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeterminismResult:
     repeats: int
     distinct_by_threads: dict[int, int]  # thread count -> number of distinct results over repeats
@@ -151,10 +161,17 @@ def determinism(x: torch.Tensor, repeats: int = 5, seed: int = 0) -> Determinism
     ub = batch.view(torch.int32).numpy().astype(np.int64) & 0xFFFFFFFF
     max_ulps = max((ulp_distance(int(p), int(q), fmt) for p, q in zip(ua[diff.numpy()], ub[diff.numpy()],
                                                                       strict=True)), default=0)
-    return DeterminismResult(repeats, distinct, values, (m, k, n), int(diff.sum()), max_ulps)
+    return DeterminismResult(
+        repeats=repeats,
+        distinct_by_threads=distinct,
+        values_by_threads=values,
+        mm_shape=(m, k, n),
+        mm_differing=int(diff.sum()),
+        mm_max_ulps=max_ulps,
+    )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReproducibleSumCost:
     """reproducible_sum against torch.sum and np.sum on the same float32 vector."""
 
@@ -193,14 +210,24 @@ def reproducible_sum_cost(n: int = 10_000_000, repeats: int = 21, inner: int = 3
 
     (vs_torch, torch_iqr), (vs_numpy, numpy_iqr) = summary("torch"), summary("numpy")
     med = {k: statistics.median(v) for k, v in times.items()}
-    return ReproducibleSumCost(n, len(times["repro"]), torch.get_num_threads(), med["repro"], med["torch"],
-                               med["numpy"], vs_torch, torch_iqr, vs_numpy, numpy_iqr)
+    return ReproducibleSumCost(
+        n=n,
+        repeats=len(times["repro"]),
+        threads=torch.get_num_threads(),
+        seconds=med["repro"],
+        torch_seconds=med["torch"],
+        numpy_seconds=med["numpy"],
+        vs_torch=vs_torch,
+        vs_torch_iqr=torch_iqr,
+        vs_numpy=vs_numpy,
+        vs_numpy_iqr=numpy_iqr,
+    )
 
 
 # ------------------------------------------------------------------ the page's studies
 
-DEFAULT_VECTOR = VectorSpec("normal", 1_000_000, 0, "float32")  # the Summation lab's default vector
-HARD_VECTOR = VectorSpec("ill_conditioned", 100_000, 0, "float32", 1e12)
+DEFAULT_VECTOR = VectorSpec(kind="normal", n=1_000_000, seed=0, storage="float32")  # the Summation lab's default vector
+HARD_VECTOR = VectorSpec(kind="ill_conditioned", n=100_000, seed=0, storage="float32", condition=1e12)
 LAB_ORDERS = ("sequential", "reverse", "sorted_abs", "pairwise", "numpy", "torch_1", "torch_all", "kahan")
 STORAGE_FORMATS = ("float32", "float16", "bfloat16")
 WIDER = {"float32": "float64", "float16": "float32", "bfloat16": "float32"}
@@ -217,7 +244,7 @@ def cited_ratio(hardware: str) -> str:
 # ------------------------------------------------------------------------- float64
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PrecisionPair:
     """The training pair (default settings) in one format."""
 
@@ -237,7 +264,12 @@ def training_pair(dtype: str) -> PrecisionPair:
     def compute() -> PrecisionPair:
         run = PairedRun(TrainSettings(dtype=dtype))
         recs = run.run(run.settings.steps)
-        return PrecisionPair(dtype, run.settings.steps, summarize(recs).first_rel_1pct, recs[-1].param_distance)
+        return PrecisionPair(
+            dtype=dtype,
+            steps=run.settings.steps,
+            first_rel_1pct=summarize(recs).first_rel_1pct,
+            final_distance=recs[-1].param_distance,
+        )
 
     return RESULTS.get_or_compute(("mitigations-pair", dtype), compute)
 
@@ -279,7 +311,7 @@ def lab(working: str, spec: VectorSpec = DEFAULT_VECTOR) -> LabResult:
     return run_lab(generate(spec).values, "float32", working, LAB_ORDERS)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AccumulationError:
     order: str
     error32: Fraction  # |error| against the exact sum, accumulating in float32
@@ -289,8 +321,8 @@ class AccumulationError:
 
 def accumulation_errors(in32: LabResult, in64: LabResult) -> tuple[AccumulationError, ...]:
     """Order by order, how much smaller the error is when the same values are summed in float64."""
-    return tuple(AccumulationError(a.order.name, a.metrics.abs_error, b.metrics.abs_error,
-                                   a.metrics.abs_error / b.metrics.abs_error if b.metrics.abs_error else None)
+    return tuple(AccumulationError(order=a.order.name, error32=a.metrics.abs_error, error64=b.metrics.abs_error,
+                                   shrink=a.metrics.abs_error / b.metrics.abs_error if b.metrics.abs_error else None)
                  for a, b in zip(in32.rows, in64.rows, strict=True))
 
 
@@ -337,7 +369,7 @@ def wider_study(storage: str, n: int = 1_000_000) -> WiderStudy:
     """``n`` normal values stored in ``storage``, summed by torch.sum plainly and one format wider."""
     if storage not in WIDER:
         raise ValueError(f"storage must be one of {', '.join(WIDER)}")
-    v = generate(VectorSpec("normal", n, 0, storage))
+    v = generate(VectorSpec(kind="normal", n=n, seed=0, storage=storage))
     t = torch.from_numpy(v.values.astype(np.float32)).to(FORMATS[storage].torch_dtype)
     return WiderStudy(storage, tuple(wider_accumulation(t, FORMATS[WIDER[storage]].torch_dtype)))
 
@@ -352,7 +384,7 @@ def determinism_study(spec: VectorSpec = DEFAULT_VECTOR) -> DeterminismResult:
 # ------------------------------------------------------------ order-independent sum
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReproducibleStudy:
     ordinary: tuple[tuple[str, str], ...]  # (order, its float32 sum, shortest decimal)
     shuffles: int
@@ -384,5 +416,5 @@ def reproducible_study(spec: VectorSpec = DEFAULT_VECTOR, shuffles: int = 5, see
         b = bits_of(reproducible_sum(torch.from_numpy(np.array(perm))))
         if b not in bits:
             bits.append(b)
-    return ReproducibleStudy(ordinary, shuffles, tuple(bits),
-                             tuple(reproducible_sum_devices(torch.from_numpy(v.copy()))))
+    return ReproducibleStudy(ordinary=ordinary, shuffles=shuffles, shuffled_bits=tuple(bits),
+                             devices=tuple(reproducible_sum_devices(torch.from_numpy(v.copy()))))

@@ -47,7 +47,7 @@ class OrderRow:
     metrics: SumMetrics
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PermutationStudy:
     k: int
     seed: int
@@ -175,13 +175,22 @@ def permutation_study(values: np.ndarray, result: LabResult, permutations: int, 
     k = clamp_permutations(min(permutations, MAX_PERMUTATIONS), values.size)
     report(on_progress, done=0, total=k, what=f"{k:,} random permutation{'s' if k > 1 else ''}")
     sums = permutation_sums(xw, k, perm_seed)
-    seq_bound = (None if result.bound_sum is None else
-                 _bound(ORDERS["sequential"], OrderOutcome("p", sums[0], 0, ""), values.size, result.bound_sum, fmt,
-                        result.cast_error))
+    seq_bound = (
+        None
+        if result.bound_sum is None
+        else _bound(
+            ORDERS["sequential"],
+            OrderOutcome(key="p", value=sums[0], seconds=0, provenance=""),
+            values.size,
+            result.bound_sum,
+            fmt,
+            result.cast_error,
+        )
+    )
     lo, hi = sums[np.argmin(sums.astype(np.float64))], sums[np.argmax(sums.astype(np.float64))]
     return PermutationStudy(
-        k, perm_seed, sums, int(np.unique(sums).size),
-        (evaluate(lo, result.exact, result.sum_abs, fmt, seq_bound),
+        k=k, seed=perm_seed, values=sums, distinct=int(np.unique(sums).size),
+        metrics_min_max=(evaluate(lo, result.exact, result.sum_abs, fmt, seq_bound),
          evaluate(hi, result.exact, result.sum_abs, fmt, seq_bound)),
     )
 
@@ -203,7 +212,7 @@ def run_lab(values: np.ndarray, storage: str, working: str, orders: tuple[str, .
 # ------------------------------------------------------------------- running error
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunningError:
     positions: np.ndarray  # 1-based count of values summed
     abs_error: np.ndarray  # |sequential partial sum - exact partial sum|, float64
@@ -240,7 +249,7 @@ def running_error(values: np.ndarray, working: str, points: int = 200) -> Runnin
             ulps.append(error_in_ulps(computed, exact_prefix, fmt))
         g = gamma(int(p) - 1, fmt.unit_roundoff)
         bounds.append(math.nan if g is None else float(g * abs_prefix))
-    return RunningError(pos, np.array(errs), np.array(ulps), np.array(bounds))
+    return RunningError(positions=pos, abs_error=np.array(errs), ulps=np.array(ulps), bound=np.array(bounds))
 
 
 # ------------------------------------------------------------- a request, through the caches
@@ -262,7 +271,7 @@ def source_key(source: Source) -> Hashable:
     return ("data", source.storage, digest, source.source, source.notes)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class LabRequest:
     """The lab's settings: a vector (a recipe, or the visitor's numbers), the accumulation choice
     ("same" or a format), the orders, and the permutation study."""
@@ -295,7 +304,7 @@ class LabRequest:
         done = dict(first.parts)
         rest = tuple((what, work) for what, work in whole.parts if what not in done)
         return (dataclasses.replace(first, peak_bytes=whole.peak_bytes),
-                budget.Cost(max(0.0, whole.work - first.work), whole.peak_bytes, rest))
+                budget.Cost(work=max(0.0, whole.work - first.work), peak_bytes=whole.peak_bytes, parts=rest))
 
     def advice(self) -> list[budget.Suggestion]:
         return budget.sumlab_advice(self.source.n, self.source.storage, self.working, self.orders, self.permutations,
@@ -377,7 +386,7 @@ def lab_study(request: LabRequest, outcome: LabOutcome,
 # --------------------------------------------------------------- what the page explains
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LabTree:
     """One order's reduction tree over a small vector, measured against the exact sum."""
 
@@ -401,8 +410,15 @@ def lab_trees(request: LabRequest, result: LabResult, cpu_order: str) -> tuple[L
         tree = build_tree(values, result.working, order)
         finite = not isinstance(tree.result, float) and not isinstance(result.exact, float)
         err = abs(tree.result - result.exact) if finite else float("inf")
-        return LabTree(order, tree, error_in_ulps(tree.result, result.exact, result.fmt), len(tree.internal()),
-                       tree.nodes[tree.root].depth, err, relative_error(tree.result, result.exact))
+        return LabTree(
+            order=order,
+            tree=tree,
+            error_ulps=error_in_ulps(tree.result, result.exact, result.fmt),
+            additions=len(tree.internal()),
+            depth=tree.nodes[tree.root].depth,
+            abs_error=err,
+            rel_error=relative_error(tree.result, result.exact),
+        )
 
     return one(cpu_order), one("cuda")
 
@@ -457,7 +473,7 @@ def differing_tree_seed(n: int = 32, cpu_order: str = "pairwise", storage: str =
     holds on every machine). For the talk's "GPU block tree" scenario: a tree beside a tree that gives
     the same bits undercuts the point."""
     for seed in range(limit):
-        values = generate(VectorSpec(generator, n, seed, storage)).values
+        values = generate(VectorSpec(kind=generator, n=n, seed=seed, storage=storage)).values
         if build_tree(values, storage, cpu_order).result != build_tree(values, storage, "cuda").result:
             return seed
     raise ValueError(f"no seed below {limit} makes the {cpu_order} and CUDA trees of {n} values differ")

@@ -53,7 +53,7 @@ def cast_formats(o: OpRecord) -> tuple[str, str] | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Row:
     a: OpRecord
     b: OpRecord
@@ -61,7 +61,7 @@ class Row:
     judgement: Judgement
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Comparison:
     rows: list[Row]
     only_a: list[OpRecord]
@@ -106,7 +106,7 @@ class Comparison:
 
 def compare_ops(a: list[OpRecord], b: list[OpRecord]) -> Comparison:
     al: Alignment = align(a, b)
-    rows = [Row(a[m.a], b[m.b], m.how, judge(a[m.a], b[m.b])) for m in al.matches]
+    rows = [Row(a=a[m.a], b=b[m.b], how=m.how, judgement=judge(a[m.a], b[m.b])) for m in al.matches]
     first = next((r for r in rows if r.judgement.state != IDENTICAL), None)
     cast, side = None, ""
     for side_name, ops, idx, pos in (("B", b, al.only_b, (lambda r: r.b.index)), ("A", a, al.only_a,
@@ -135,8 +135,17 @@ def compare_ops(a: list[OpRecord], b: list[OpRecord]) -> Comparison:
     elif first is not None and first.judgement.state == NOT_COMPARABLE:
         note = _after_not_comparable(first, rows, [a[i] for i in al.only_a if a[i].index > first.a.index],
                                      [b[j] for j in al.only_b if b[j].index > first.b.index])
-    return Comparison(rows, [a[i] for i in al.only_a], [b[j] for j in al.only_b], len(a), len(b), first, note, cast,
-                      side)
+    return Comparison(
+        rows=rows,
+        only_a=[a[i] for i in al.only_a],
+        only_b=[b[j] for j in al.only_b],
+        n_a=len(a),
+        n_b=len(b),
+        first=first,
+        note=note,
+        cast=cast,
+        cast_side=side,
+    )
 
 
 def _after_not_comparable(first: Row, rows: list[Row], later_a: list[OpRecord], later_b: list[OpRecord]) -> str:

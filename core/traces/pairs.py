@@ -33,7 +33,7 @@ from core.traces.run import make_trace
 PLANTED_OP = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Pair:
     key: str
     label: str
@@ -44,33 +44,58 @@ class Pair:
     note: str
 
 
-PAIRS: dict[str, Pair] = {p.key: p for p in [
-    Pair("lm-batch", "Language model: one request alone vs in a batch of 8",
-         RunSettings(model="tiny-lm"), RunSettings(model="tiny-lm", batch=8), "batch 1", "batch 8",
-         "One decode step of the Serving page's model. B's request shares every matrix product with 7 others; "
-         "the trace follows its own rows."),
-    Pair("mlp-threads", "Training step: all threads vs one thread",
-         RunSettings(model="mlp-step"), RunSettings(model="mlp-step", threads=1), "all threads", "1 thread",
-         "One training step (forward, loss, backward, SGD) of the Training divergence MLP, with this server's "
-         "thread count and with one."),
-    Pair("mlp-bf16", "Training step: float32 vs bfloat16 autocast",
-         RunSettings(model="mlp-step"), RunSettings(model="mlp-step", dtype="autocast-bfloat16"), "float32",
-         "bfloat16 autocast",
-         "The same step with B's forward pass under torch.autocast(bfloat16): autocast adds casts that A has not, "
-         "so the runs part at B's first cast, a format change rather than a rounding difference."),
-    Pair("mlp-planted", "Training step with a planted bug in one op",
-         RunSettings(model="mlp-step"), RunSettings(model="mlp-step", perturb_op=PLANTED_OP), "plain",
-         "planted bug",
-         f"B multiplies the output of op {PLANTED_OP} by 1 + 2⁻¹⁰ on purpose: a bug, not rounding. The judgement "
-         "should say so."),
-]}
+PAIRS: dict[str, Pair] = {
+    p.key: p
+    for p in [
+        Pair(
+            key="lm-batch",
+            label="Language model: one request alone vs in a batch of 8",
+            a=RunSettings(model="tiny-lm"),
+            b=RunSettings(model="tiny-lm", batch=8),
+            a_name="batch 1",
+            b_name="batch 8",
+            note="One decode step of the Serving page's model. B's request shares every matrix product with 7 others; "
+            "the trace follows its own rows.",
+        ),
+        Pair(
+            key="mlp-threads",
+            label="Training step: all threads vs one thread",
+            a=RunSettings(model="mlp-step"),
+            b=RunSettings(model="mlp-step", threads=1),
+            a_name="all threads",
+            b_name="1 thread",
+            note="One training step (forward, loss, backward, SGD) of the Training divergence MLP, with this server's "
+            "thread count and with one.",
+        ),
+        Pair(
+            key="mlp-bf16",
+            label="Training step: float32 vs bfloat16 autocast",
+            a=RunSettings(model="mlp-step"),
+            b=RunSettings(model="mlp-step", dtype="autocast-bfloat16"),
+            a_name="float32",
+            b_name="bfloat16 autocast",
+            note="The same step with B's forward pass under torch.autocast(bfloat16): autocast adds casts that A has "
+            "not, so the runs part at B's first cast, a format change rather than a rounding difference.",
+        ),
+        Pair(
+            key="mlp-planted",
+            label="Training step with a planted bug in one op",
+            a=RunSettings(model="mlp-step"),
+            b=RunSettings(model="mlp-step", perturb_op=PLANTED_OP),
+            a_name="plain",
+            b_name="planted bug",
+            note=f"B multiplies the output of op {PLANTED_OP} by 1 + 2⁻¹⁰ on purpose: a bug, not rounding. The "
+            "judgement should say so.",
+        ),
+    ]
+}
 DEFAULT_PAIR = "lm-batch"
 ONLY_ONE = "only in one run"  # a timeline state beside the judgement's: an op that has no partner
 STATE_ORDER = (IDENTICAL, f"{BORN}, {WITHIN_ROUNDING}", f"{BORN}, {BEYOND_ROUNDING}", INHERITED, FORMAT_CHANGE,
                NOT_COMPARABLE, ONLY_ONE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PairResult:
     pair: Pair
     trace_a: dict
@@ -81,10 +106,10 @@ class PairResult:
 def run_pair(key: str) -> PairResult:
     pair = PAIRS[key]
     a, b = make_trace(pair.a), make_trace(pair.b)
-    return PairResult(pair, a, b, compare(a, b))
+    return PairResult(pair=pair, trace_a=a, trace_b=b, comparison=compare(a, b))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TimelinePoint:
     index: int  # op number in A (ops only in B: the A number of the op before them, + 0.5)
     state: str  # one of STATE_ORDER
@@ -100,18 +125,30 @@ def timeline(c: Comparison) -> list[TimelinePoint]:
         j = r.judgement
         state = j.state if j.state != BORN else f"{BORN}, {j.verdict}"
         detail = j.size.text() if j.size is not None and j.state != IDENTICAL else j.reason
-        pts.append(TimelinePoint(r.a.index, state, packet(r.a.op), r.a.module + (" (backward)" if r.a.backward else ""),
-                                 detail))
+        pts.append(
+            TimelinePoint(
+                index=r.a.index,
+                state=state,
+                op=packet(r.a.op),
+                module=r.a.module + (" (backward)" if r.a.backward else ""),
+                detail=detail,
+            )
+        )
     for o in c.only_a:
-        pts.append(TimelinePoint(o.index, ONLY_ONE, packet(o.op), o.module, "only in A"))
+        pts.append(TimelinePoint(index=o.index, state=ONLY_ONE, op=packet(o.op), module=o.module, detail="only in A"))
     b_to_a = {r.b.index: r.a.index for r in c.rows}
     for o in c.only_b:
         before = max((bi for bi in b_to_a if bi < o.index), default=None)
         cast = cast_formats(o)
-        pts.append(TimelinePoint((b_to_a[before] if before is not None else 0) + 0.5,
-                                 FORMAT_CHANGE if cast else ONLY_ONE, packet(o.op), o.module,
-                                 f"only in B (its op {o.index})" + (f": a cast from {cast[0]} to {cast[1]}" if cast
-                                                                    else "")))
+        pts.append(
+            TimelinePoint(
+                index=(b_to_a[before] if before is not None else 0) + 0.5,
+                state=FORMAT_CHANGE if cast else ONLY_ONE,
+                op=packet(o.op),
+                module=o.module,
+                detail=f"only in B (its op {o.index})" + (f": a cast from {cast[0]} to {cast[1]}" if cast else ""),
+            )
+        )
     return sorted(pts, key=lambda p: p.index)
 
 

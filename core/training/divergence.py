@@ -23,7 +23,7 @@ def changed_settings(settings: TrainSettings, preset: TrainSettings) -> tuple[st
     return tuple(f.name for f in fields(TrainSettings) if getattr(settings, f.name) != getattr(preset, f.name))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PairSnapshot:
     """The pair's records and decision grid at one moment (read atomically), and what is shown of them."""
 
@@ -70,7 +70,7 @@ class PairSnapshot:
 def snapshot(run: PairedRun, settings: TrainSettings, resolution: int | None) -> PairSnapshot:
     """The pair as it is now; with ``resolution``, the decision grid at the same step."""
     recs, grid = run.snapshot(resolution)
-    return PairSnapshot(settings, tuple(recs), grid, run.b_device_name)
+    return PairSnapshot(settings=settings, records=tuple(recs), grid=grid, b_device_name=run.b_device_name)
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ SEED_RULE = ("Rule: the A-B difference counts as seed noise when |mean final los
              "(the same k seeds on both sides; the same test for the accuracy).")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SeedVerdict:
     gap: float  # |mean final loss of A − mean final loss of B|
     spread: float  # the larger sample standard deviation of the final loss over one side's seeds
@@ -170,7 +170,7 @@ def seed_verdict(study: SeedStudy) -> SeedVerdict:
         raise ValueError("a seed verdict needs at least 2 seeds per side")
     gap, spread = _gap_and_spread(study.final_loss_a, study.final_loss_b)
     acc_gap, acc_spread = _gap_and_spread(study.final_acc_a, study.final_acc_b)
-    return SeedVerdict(gap, spread, acc_gap, acc_spread, len(study.seeds))
+    return SeedVerdict(gap=gap, spread=spread, acc_gap=acc_gap, acc_spread=acc_spread, seeds=len(study.seeds))
 
 
 @dataclass(frozen=True)

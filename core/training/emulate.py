@@ -73,7 +73,7 @@ def shard_gradients(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.T
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EmulatedRun:
     ranks: int
     model: str
@@ -120,7 +120,9 @@ def emulate_run(ranks: int, model: str, steps: int, settings: TrainSettings = DP
         digests.append(weights_digest(fb))
         if (t + 1) % every == 0 or t + 1 == steps:
             report(on_progress, done=t + 1, total=steps, what="steps")
-    return EmulatedRun(ranks, model, steps, records, summarize(records), tuple(digests))
+    return EmulatedRun(
+        ranks=ranks, model=model, steps=steps, records=records, summary=summarize(records), digests=tuple(digests)
+    )
 
 
 def rank_gradients(ranks: int, settings: TrainSettings = DP_SETTINGS) -> np.ndarray:

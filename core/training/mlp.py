@@ -31,7 +31,7 @@ FLUSH_EVERY = 64  # steps whose measurements are made together (bounds the snaps
 MAX_HIDDEN = 256
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainSettings:
     source: str = "permute_hidden"
     dtype: str = "float32"
@@ -170,7 +170,7 @@ class MLPModule(nn.Module):
         return x
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Run:
     params: dict[str, torch.Tensor]
     opt: torch.optim.Optimizer
@@ -230,7 +230,9 @@ def _plain_run(settings: TrainSettings) -> tuple[Run, np.ndarray]:
     dt = DTYPES[settings.dtype]
     p = {k: v.to(dt).requires_grad_(True) for k, v in init_params(settings.hidden, settings.classes,
                                                                   settings.seed).items()}
-    return Run(p, make_optimizer(p, settings), torch.from_numpy(x64).to(dt), torch.from_numpy(y)), schedule
+    return Run(
+        params=p, opt=make_optimizer(p, settings), x=torch.from_numpy(x64).to(dt), y=torch.from_numpy(y)
+    ), schedule
 
 
 def bare_training_loop(settings: TrainSettings) -> float:

@@ -43,7 +43,7 @@ from core.training.mlp import (
 # --------------------------------------------------------------------------- records
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepRecord:
     step: int  # 1-based: the update just applied
     loss_a: float
@@ -66,7 +66,7 @@ class StepRecord:
 # ------------------------------------------------------------------ what B changes
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BPlan:
     """How B departs from A, as a difference source's ``apply`` sets it up (defaults: B == A)."""
 
@@ -82,7 +82,7 @@ class BPlan:
     batch_perm: np.ndarray | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Difference:
     """One difference source: ``apply(settings, rng, plan)`` changes B's plan (rng: local, seeded)."""
 
@@ -135,19 +135,35 @@ def _device(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
     plan.device, plan.device_name = gpus[0].torch_device, gpus[0].name
 
 
-DIFFERENCES: dict[str, Difference] = {d.key: d for d in [
-    Difference("none", "Nothing (control): B repeats A exactly", _no_difference),
-    Difference("permute_hidden", "Reduction order: hidden units permuted (weights permuted to match)",
-               _permute_hidden, stand_in=True),
-    Difference("permute_batch", "Reduction order: examples shuffled inside each batch", _permute_batch, stand_in=True),
-    Difference("permute_features", "Reduction order: the two input features swapped", _permute_features,
-               stand_in=True),
-    Difference("threads", "CPU thread count: B runs with 1 thread, A with all", _threads),
-    Difference("float64", "Precision: A in float32, B in float64", _float64),
-    Difference("bfloat16", "Precision: B's forward pass under bfloat16 autocast", _bfloat16),
-    Difference("nudge", "Butterfly: one initial weight of B moved by one ULP", _nudge),
-    Difference("device", "A real GPU: B runs on the GPU, A on the CPU", _device),
-]}
+DIFFERENCES: dict[str, Difference] = {
+    d.key: d
+    for d in [
+        Difference(key="none", label="Nothing (control): B repeats A exactly", apply=_no_difference),
+        Difference(
+            key="permute_hidden",
+            label="Reduction order: hidden units permuted (weights permuted to match)",
+            apply=_permute_hidden,
+            stand_in=True,
+        ),
+        Difference(
+            key="permute_batch",
+            label="Reduction order: examples shuffled inside each batch",
+            apply=_permute_batch,
+            stand_in=True,
+        ),
+        Difference(
+            key="permute_features",
+            label="Reduction order: the two input features swapped",
+            apply=_permute_features,
+            stand_in=True,
+        ),
+        Difference(key="threads", label="CPU thread count: B runs with 1 thread, A with all", apply=_threads),
+        Difference(key="float64", label="Precision: A in float32, B in float64", apply=_float64),
+        Difference(key="bfloat16", label="Precision: B's forward pass under bfloat16 autocast", apply=_bfloat16),
+        Difference(key="nudge", label="Butterfly: one initial weight of B moved by one ULP", apply=_nudge),
+        Difference(key="device", label="A real GPU: B runs on the GPU, A on the CPU", apply=_device),
+    ]
+}
 SOURCES: dict[str, str] = {k: d.label for k, d in DIFFERENCES.items()}
 STAND_IN = {k for k, d in DIFFERENCES.items() if d.stand_in}
 
@@ -184,7 +200,7 @@ class Layout:
         return torch.argsort(torch.cat([permuted[k].reshape(-1) for k in PARAM_NAMES]).long())
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class Pair:
     """Everything ``make_pair`` builds: the two runs, the shared data and schedule, B's layout."""
 
@@ -215,7 +231,7 @@ def make_pair(settings: TrainSettings) -> Pair:
     base = init_params(s.hidden, s.classes, s.seed)
     dt = DTYPES[s.dtype]
     pa = {k: v.to(dt).clone().requires_grad_(True) for k, v in base.items()}
-    plan = BPlan({k: v.to(dt).clone() for k, v in base.items()}, dt)
+    plan = BPlan(params={k: v.to(dt).clone() for k, v in base.items()}, dtype=dt)
     DIFFERENCES[s.source].apply(s, np.random.default_rng(s.seed + 2), plan)
     layout = Layout(plan.hidden_perms, plan.feature_perm)
     pb = {k: v.to(plan.device).clone().requires_grad_(True) for k, v in layout.to_b(plan.params).items()}
@@ -224,16 +240,16 @@ def make_pair(settings: TrainSettings) -> Pair:
     if plan.feature_perm is not None:
         xb = xb[:, plan.feature_perm]
     yt = torch.from_numpy(y)
-    a = Run(pa, make_optimizer(pa, s), xa, yt, threads=plan.threads_a)
-    b = Run(pb, make_optimizer(pb, s), xb.to(plan.device), yt.to(plan.device), device=plan.device,
+    a = Run(params=pa, opt=make_optimizer(pa, s), x=xa, y=yt, threads=plan.threads_a)
+    b = Run(params=pb, opt=make_optimizer(pb, s), x=xb.to(plan.device), y=yt.to(plan.device), device=plan.device,
              autocast_bf16=plan.autocast_bf16, threads=plan.threads_b, batch_perm=plan.batch_perm)
-    return Pair(s, a, b, x64, y, schedule, layout, plan.device_name)
+    return Pair(settings=s, a=a, b=b, x64=x64, y=y, schedule=schedule, layout=layout, b_device_name=plan.device_name)
 
 
 # ------------------------------------------------------------------------ measuring
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class Snapshot:
     """What one step leaves for measuring: both runs' flat parameters (B in its own layout, on
     the CPU), losses and logits. Taken in microseconds; measured later, many at once."""
@@ -247,7 +263,7 @@ class Snapshot:
     logits_b: torch.Tensor
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class Yardstick:
     """What measuring needs besides the snapshots, fixed for a pair."""
 
@@ -262,9 +278,13 @@ def yardstick(pair: Pair) -> Yardstick:
     a, b = pair.a, pair.b
     labels = a.y[torch.from_numpy(pair.schedule)]
     perm = torch.from_numpy(b.batch_perm) if b.batch_perm is not None else None
-    return Yardstick(pair.layout.flat_index({k: a.params[k].shape for k in PARAM_NAMES}),
-                     sum(p.numel() for p in a.params.values()) * 8 * a.x.element_size(),
-                     labels, (labels[:, perm] if perm is not None else labels).to(b.device), pair.settings.batch)
+    return Yardstick(
+        to_a=pair.layout.flat_index({k: a.params[k].shape for k in PARAM_NAMES}),
+        total_bits=sum(p.numel() for p in a.params.values()) * 8 * a.x.element_size(),
+        labels_a=labels,
+        labels_b=(labels[:, perm] if perm is not None else labels).to(b.device),
+        batch=pair.settings.batch,
+    )
 
 
 def measure(snapshots: Sequence[Snapshot], ys: Yardstick) -> list[StepRecord]:
@@ -421,8 +441,17 @@ class PairedRun:
         fb = torch.cat(self._views_b)
         if fb.device.type != "cpu":
             fb = fb.cpu()
-        self._pending.append(Snapshot(done + 1, torch.cat(self._views_a), fb, loss_a, loss_b.cpu(),
-                                      logits_a, logits_b))
+        self._pending.append(
+            Snapshot(
+                step=done + 1,
+                params_a=torch.cat(self._views_a),
+                params_b=fb,
+                loss_a=loss_a,
+                loss_b=loss_b.cpu(),
+                logits_a=logits_a,
+                logits_b=logits_b,
+            )
+        )
 
     def _flush(self) -> None:
         """Measure every pending snapshot at once."""

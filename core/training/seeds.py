@@ -61,7 +61,7 @@ def summarize(records: list[StepRecord], saturation: float = 0.1) -> DivergenceS
 # ------------------------------------------------------------------------- seed study
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SeedStudy:
     seeds: tuple[int, ...]
     final_loss_a: tuple[float, ...]
@@ -113,4 +113,6 @@ def seed_study(settings: TrainSettings, k: int, on_progress: OnProgress | None =
         lb.append(result[1])
         aa.append(result[2])
         ab.append(result[3])
-    return SeedStudy(seeds, tuple(la), tuple(lb), tuple(aa), tuple(ab))
+    return SeedStudy(
+        seeds=seeds, final_loss_a=tuple(la), final_loss_b=tuple(lb), final_acc_a=tuple(aa), final_acc_b=tuple(ab)
+    )

@@ -120,7 +120,7 @@ async def run_all(url, expected_values):
 
 
 def expected_lab(storage, n):
-    v = generate(VectorSpec("normal", n, 0, storage))
+    v = generate(VectorSpec(kind="normal", n=n, seed=0, storage=storage))
     table = results_table(run_lab(v.values, storage, "same", DEFAULT_ORDERS, 20, 0))
     return [{k: str(row[k]) for k in COLUMNS} for row in table.to_dict("records")]
 

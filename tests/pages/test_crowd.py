@@ -15,8 +15,9 @@ from core.crowd.gate import HEAVY
 from core.kernels.orders import ORDERS
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
 
-ISSUE_LINK = {"vector": "ill_conditioned", "storage": "float64", "n": "10000000", "orders": ",".join(ORDERS),
-              "permutations": "1000"}
+# a shared link far over the per-request budget: every order and 1000 permutations of 10 million float64 values
+OVER_BUDGET_LINK = {"vector": "ill_conditioned", "storage": "float64", "n": "10000000", "orders": ",".join(ORDERS),
+                    "permutations": "1000"}
 OVER = "These settings need more than one request may use"
 
 
@@ -26,15 +27,15 @@ def open_lab(**params) -> AppTest:
     return at.run()
 
 
-def test_the_issues_link_gets_a_message_and_nothing_is_computed():
+def test_an_over_budget_link_gets_a_message_and_nothing_is_computed():
     t0 = time.monotonic()
-    at = open_lab(**ISSUE_LINK)
+    at = open_lab(**OVER_BUDGET_LINK)
     assert not at.exception, at.exception
     error = next(e.value for e in at.error if OVER in e.value)
     assert "value operations" in error and "Sorted by increasing |x|" in error
     assert "n at most" in error and "Reduce the settings above" in error
     assert not at.dataframe  # no result, and no 80 MB vector was made for it
-    assert VectorSpec("ill_conditioned", 10_000_000, 0, "float64", 1e8) not in VECTORS
+    assert VectorSpec(kind="ill_conditioned", n=10_000_000, seed=0, storage="float64", condition=1e8) not in VECTORS
     assert time.monotonic() - t0 < 30
 
 
@@ -61,7 +62,7 @@ def test_session_state_holds_the_recipe_not_the_vector():
     assert isinstance(at.session_state["sl_last"], VectorSpec)
     held = sum(approx_nbytes(v) for v in at.session_state.values())
     assert held < 1_000_000, held  # the 16 MB vector lives in the byte-bounded cache only
-    assert VectorSpec("normal", 2_000_000, 0, "float64", 1e8) in VECTORS
+    assert VectorSpec(kind="normal", n=2_000_000, seed=0, storage="float64", condition=1e8) in VECTORS
 
 
 def test_a_heavy_request_waits_for_a_slot_and_says_so():
@@ -122,7 +123,7 @@ def test_the_results_are_those_of_the_lab_itself():
     from ui.sumlab_view import results_table
 
     at = open_lab(n="3000", storage="float16", orders="sequential,pairwise,correct", permutations="0", seed="4")
-    v = generate(VectorSpec("normal", 3000, 4, "float16"))
+    v = generate(VectorSpec(kind="normal", n=3000, seed=4, storage="float16"))
     direct = results_table(run_lab(v.values, "float16", "same", ("sequential", "pairwise", "correct")))
     shown = at.dataframe[0].value
     assert list(shown["bits"]) == list(direct["bits"]) and np.all(shown["order"] == direct["order"])
@@ -146,4 +147,4 @@ def test_cpu_vs_gpu_takes_its_vector_from_the_shared_byte_bounded_cache():
     at.query_params.update({"vector": "uniform", "n": "1000", "format": "float64"})
     at.run()
     assert not at.exception
-    assert VectorSpec("uniform", 1000, 0, "float64") in VECTORS
+    assert VectorSpec(kind="uniform", n=1000, seed=0, storage="float64") in VECTORS

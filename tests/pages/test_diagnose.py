@@ -170,8 +170,8 @@ def test_bundled_loss_logs(key):
 
 def test_loss_logs_uploaded_and_pasted():
     a, b = make_log_example("jump")[:2]
-    a = type(a)(a.steps, [float(v) for v in a.values], a.resolution, a.source)
-    b = type(b)(b.steps, [float(v) for v in b.values], b.resolution, b.source)
+    a = type(a)(steps=a.steps, values=[float(v) for v in a.values], resolution=a.resolution, source=a.source)
+    b = type(b)(steps=b.steps, values=[float(v) for v in b.values], resolution=b.resolution, source=b.source)
     tb_a = "Wall time,Step,Value\n" + "\n".join(f"1.7e9,{s},{v!r}" for s, v in zip(a.steps, a.values, strict=True))
     tb_b = "Wall time,Step,Value\n" + "\n".join(f"1.7e9,{s},{v!r}" for s, v in zip(b.steps, b.values, strict=True))
     at = open_page(source="logs", logs="upload")

@@ -32,7 +32,7 @@ def test_defaults_show_a_striking_difference(lab):
     seq, corr = t.iloc[0], t[t["order"] == "Correctly rounded"].iloc[0]
     assert seq["bits"] != corr["bits"]  # 10^6 float32 values summed left to right are off by ~100 ULPs
     assert {"live", "model", "algorithm", "exact"} <= set(t["origin"])
-    exact = exact_sum_fraction(generate(VectorSpec("normal", 1_000_000, 0, "float32")).values)
+    exact = exact_sum_fraction(generate(VectorSpec(kind="normal", n=1_000_000, seed=0, storage="float32")).values)
     assert exact_decimal(exact) in all_text(lab)  # the exact sum, every digit
     provenance = " ".join(t["provenance"])  # this server's own thread count, whatever the machine has
     assert "1 thread" in provenance and f"{PROCESS_THREADS} thread" in provenance

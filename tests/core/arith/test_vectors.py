@@ -99,7 +99,7 @@ def error_message(func, *args) -> str:
 @pytest.mark.parametrize("storage", STORAGES)
 @pytest.mark.parametrize("kind", list(GENERATORS))
 def test_generate_dtype_length_readonly_and_provenance(kind, storage):
-    vec = generate(VectorSpec(kind, 64, 7, storage))
+    vec = generate(VectorSpec(kind=kind, n=64, seed=7, storage=storage))
     assert vec.storage == storage
     assert vec.fmt is FORMATS[storage]
     assert vec.values.dtype == NUMPY_DTYPES[storage]
@@ -116,11 +116,11 @@ def test_generate_dtype_length_readonly_and_provenance(kind, storage):
 @pytest.mark.parametrize("storage", STORAGES)
 @pytest.mark.parametrize("kind", list(GENERATORS))
 def test_generate_is_deterministic_in_the_seed(kind, storage):
-    spec = VectorSpec(kind, 200, 12345, storage)
+    spec = VectorSpec(kind=kind, n=200, seed=12345, storage=storage)
     a, b = generate(spec), generate(spec)
     assert a.values.tobytes() == b.values.tobytes()
     assert a.notes == b.notes and a.source == b.source
-    other = generate(VectorSpec(kind, 200, 12346, storage))
+    other = generate(VectorSpec(kind=kind, n=200, seed=12346, storage=storage))
     if kind in RANDOM_KINDS:
         assert not np.array_equal(a.values, other.values)
     else:
@@ -130,8 +130,8 @@ def test_generate_is_deterministic_in_the_seed(kind, storage):
 @pytest.mark.parametrize("storage", STORAGES)
 def test_generate_is_deterministic_for_huge_seeds(storage):
     seed = 2**63 - 1
-    a = generate(VectorSpec("normal", 50, seed, storage))
-    assert a.values.tobytes() == generate(VectorSpec("normal", 50, seed, storage)).values.tobytes()
+    a = generate(VectorSpec(kind="normal", n=50, seed=seed, storage=storage))
+    assert a.values.tobytes() == generate(VectorSpec(kind="normal", n=50, seed=seed, storage=storage)).values.tobytes()
 
 
 def _float64_draws(kind: str, n: int, seed: int, fmt: FloatFormat) -> np.ndarray:
@@ -154,7 +154,7 @@ def _float64_draws(kind: str, n: int, seed: int, fmt: FloatFormat) -> np.ndarray
 @pytest.mark.parametrize("kind", ["normal", "uniform", "lognormal", "tiny_huge", "alternating"])
 def test_generated_values_are_the_draws_rounded_once(kind, storage):
     fmt = FORMATS[storage]
-    vec = generate(VectorSpec(kind, 300, 3, storage))
+    vec = generate(VectorSpec(kind=kind, n=300, seed=3, storage=storage))
     draws = _float64_draws(kind, 300, 3, fmt)
     assert vec.values.tobytes() == round_array(draws, storage).tobytes()
     assert_correctly_rounded(vec.values, draws, storage)
@@ -163,7 +163,7 @@ def test_generated_values_are_the_draws_rounded_once(kind, storage):
 @pytest.mark.parametrize("storage", NARROW)
 def test_tiny_huge_spans_the_advertised_exponents(storage):
     fmt = FORMATS[storage]
-    x = generate(VectorSpec("tiny_huge", 20_000, 1, storage)).values.astype(np.float64)
+    x = generate(VectorSpec(kind="tiny_huge", n=20_000, seed=1, storage=storage)).values.astype(np.float64)
     e = vectors._tiny_huge_span(fmt)
     assert (x > 0).all()
     assert x.max() <= 2.0**e and x.min() >= 2.0**-e
@@ -172,14 +172,14 @@ def test_tiny_huge_spans_the_advertised_exponents(storage):
 
 @pytest.mark.parametrize("storage", STORAGES)
 def test_alternating_signs_alternate(storage):
-    x = generate(VectorSpec("alternating", 101, 5, storage)).values.astype(np.float64)
+    x = generate(VectorSpec(kind="alternating", n=101, seed=5, storage=storage)).values.astype(np.float64)
     assert (x[::2] > 0).all() and (x[1::2] < 0).all()
 
 
 @pytest.mark.parametrize("storage", STORAGES)
 def test_tenths_are_one_tenth_rounded_once(storage):
     fmt = FORMATS[storage]
-    vec = generate(VectorSpec("tenths", 17, 0, storage))
+    vec = generate(VectorSpec(kind="tenths", n=17, seed=0, storage=storage))
     want = round_to_format(Fraction(1, 10), fmt)  # the exact 1/10, not float64's 0.1, rounded once
     assert all(exact_of(v) == want for v in vec.values)
     assert vec.notes == ()
@@ -189,7 +189,7 @@ def test_tenths_are_one_tenth_rounded_once(storage):
 @pytest.mark.parametrize("n", [1, 2, 1000])
 def test_one_then_tiny_is_one_then_half_an_ulp_of_one(storage, n):
     fmt = FORMATS[storage]
-    x = generate(VectorSpec("one_then_tiny", n, 0, storage)).values
+    x = generate(VectorSpec(kind="one_then_tiny", n=n, seed=0, storage=storage)).values
     assert x.size == n
     assert exact_of(x[0]) == 1
     assert all(exact_of(v) == fmt.unit_roundoff for v in x[1:])
@@ -200,13 +200,13 @@ def test_one_then_tiny_is_one_then_half_an_ulp_of_one(storage, n):
 @pytest.mark.parametrize("storage", STORAGES)
 def test_large_one_minus_large(storage):
     fmt = FORMATS[storage]
-    vec = generate(VectorSpec("large_one_minus_large", 3, 0, storage))
+    vec = generate(VectorSpec(kind="large_one_minus_large", n=3, seed=0, storage=storage))
     large = Fraction(2) ** (fmt.precision + 1)
     assert [exact_of(v) for v in vec.values] == [large, 1, -large]
     assert round_to_format(large + 1, fmt) == large  # so left to right gives 0, the exact sum is 1
     assert vec.notes == ()
     for n in (1, 2, 4, 1_000_000):
-        other = generate(VectorSpec("large_one_minus_large", n, 0, storage))
+        other = generate(VectorSpec(kind="large_one_minus_large", n=n, seed=0, storage=storage))
         assert other.values.tobytes() == vec.values.tobytes()
         assert any("always has 3 values" in note and f"{n:,}" in note for note in other.notes)
         assert "n = 3" in other.source
@@ -228,8 +228,13 @@ def test_ill_conditioned_float64_reaches_the_target_condition(n):
     """
     target = 1e8
     ratios = np.array(
-        [condition_number(generate(VectorSpec("ill_conditioned", n, s, "float64", target)).values) / target
-         for s in KAPPA_SEEDS]
+        [
+            condition_number(
+                generate(VectorSpec(kind="ill_conditioned", n=n, seed=s, storage="float64", condition=target)).values
+            )
+            / target
+            for s in KAPPA_SEEDS
+        ]
     )
     assert np.isfinite(ratios).all()
     assert ratios.min() > 1 / 3, ratios.min()
@@ -240,8 +245,13 @@ def test_ill_conditioned_float64_reaches_the_target_condition(n):
 @pytest.mark.parametrize("target", [1e2, 1e4, 1e12])
 def test_ill_conditioned_float64_other_targets(target):
     ratios = np.array(
-        [condition_number(generate(VectorSpec("ill_conditioned", 500, s, "float64", target)).values) / target
-         for s in range(20)]
+        [
+            condition_number(
+                generate(VectorSpec(kind="ill_conditioned", n=500, seed=s, storage="float64", condition=target)).values
+            )
+            / target
+            for s in range(20)
+        ]
     )
     assert ratios.min() > 1 / 3 and 1 <= np.median(ratios) <= 10, ratios
 
@@ -249,14 +259,18 @@ def test_ill_conditioned_float64_other_targets(target):
 @pytest.mark.parametrize("n", [3, 5, 1001, 10_001])
 def test_ill_conditioned_odd_n_is_as_ill_conditioned_as_even_n(n):
     """Regression: with odd n one large value used to stay uncancelled (kappa ~ 1e3, not 1e8)."""
-    kappas = [condition_number(generate(VectorSpec("ill_conditioned", n, s, "float64", 1e8)).values)
-              for s in range(8)]
+    kappas = [
+        condition_number(
+            generate(VectorSpec(kind="ill_conditioned", n=n, seed=s, storage="float64", condition=1e8)).values
+        )
+        for s in range(8)
+    ]
     assert min(kappas) > 1e8 / 3, kappas
 
 
 def test_ill_conditioned_has_the_requested_length_and_a_provenance_note():
     for n in (1, 2, 3, 999):
-        vec = generate(VectorSpec("ill_conditioned", n, 1, "float64", 1e6))
+        vec = generate(VectorSpec(kind="ill_conditioned", n=n, seed=1, storage="float64", condition=1e6))
         assert vec.n == n
         assert "target condition 1e+06" in vec.source
         assert vec.notes == ()
@@ -266,27 +280,27 @@ def test_ill_conditioned_has_the_requested_length_and_a_provenance_note():
 def test_ill_conditioned_values_are_storage_values_with_a_finite_sum_of_magnitudes(storage):
     fmt = FORMATS[storage]
     for n in (1000, 100_000):
-        x = generate(VectorSpec("ill_conditioned", n, 2, storage, 1e8)).values
+        x = generate(VectorSpec(kind="ill_conditioned", n=n, seed=2, storage=storage, condition=1e8)).values
         assert x.dtype == NUMPY_DTYPES[storage]
         total = exact_of(np.abs(x.astype(np.float64)).sum())
         assert total <= fmt.max_finite, (n, float(total))
 
 
 def test_ill_conditioned_notes_when_the_exponent_spread_is_capped():
-    capped = generate(VectorSpec("ill_conditioned", 1000, 0, "float16", 1e8))
+    capped = generate(VectorSpec(kind="ill_conditioned", n=1000, seed=0, storage="float16", condition=1e8))
     assert any("exponent spread was capped" in note and "float16" in note for note in capped.notes)
     for storage in ("float32", "float64", "bfloat16"):
-        assert generate(VectorSpec("ill_conditioned", 1000, 0, storage, 1e8)).notes == ()
-    assert generate(VectorSpec("ill_conditioned", 1000, 0, "float16", 10.0)).notes == ()
+        assert generate(VectorSpec(kind="ill_conditioned", n=1000, seed=0, storage=storage, condition=1e8)).notes == ()
+    assert generate(VectorSpec(kind="ill_conditioned", n=1000, seed=0, storage="float16", condition=10.0)).notes == ()
     # the cap also covers the largest n: every |x| <= 2^(emax - 2 - log2 n), so sum|x| stays finite
-    big = generate(VectorSpec("ill_conditioned", 1_000_000, 0, "float16", 1e8))
+    big = generate(VectorSpec(kind="ill_conditioned", n=1_000_000, seed=0, storage="float16", condition=1e8))
     assert any("capped" in note for note in big.notes)
     assert np.abs(big.values.astype(np.float64)).sum() < float(FORMATS["float16"].max_finite)
 
 
 def test_overflow_when_rounding_is_noted(monkeypatch):
     monkeypatch.setattr(vectors, "_tiny_huge_span", lambda fmt: 20)  # 2^20 > float16's 65504
-    vec = generate(VectorSpec("tiny_huge", 5000, 0, "float16"))
+    vec = generate(VectorSpec(kind="tiny_huge", n=5000, seed=0, storage="float16"))
     n_inf = int(np.isinf(vec.values.astype(np.float64)).sum())
     assert n_inf > 0
     assert any(f"{n_inf:,} value(s) overflowed to ±inf" in note and "float16" in note for note in vec.notes)

@@ -43,7 +43,7 @@ def test_array_sizes_are_counted_by_their_bytes():
     assert 8_000_000 <= approx_nbytes(a) < 8_001_000
     assert abs(approx_nbytes(a[::2]) - approx_nbytes(a)) < 1_000  # a view keeps its whole base alive
     assert approx_nbytes((a, a)) < 8_002_000  # shared objects count once
-    v = generate(VectorSpec("normal", 100_000, 0, "float64"))
+    v = generate(VectorSpec(kind="normal", n=100_000, seed=0, storage="float64"))
     assert 800_000 <= approx_nbytes(v) < 810_000
 
 
@@ -129,7 +129,7 @@ def test_a_failed_computation_stores_nothing_and_the_waiters_try_again():
 
 
 def test_vectors_are_shared_read_only_and_regenerated_after_eviction():
-    spec = VectorSpec("uniform", 1_000, 3, "float32")
+    spec = VectorSpec(kind="uniform", n=1_000, seed=3, storage="float32")
     a = vector_for(spec)
     assert vector_for(spec) is a and not a.values.flags.writeable
     VECTORS.discard(spec)

@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 from core.crowd.querystate import MAX_PARAM_LENGTH, Field, decode, encode, encode_bounded, query_string
 
 FIELDS = [
-    Field("k_choice", "c", "choice", ("float32", "float64", 1_000_000)),
-    Field("k_multi", "m", "multi", ("sequential", "pairwise", "kahan")),
-    Field("k_int", "n", "int", low=1, high=10_000_000),
-    Field("k_float", "lr", "float", low=0.0, high=10.0),
-    Field("k_text", "t", "text", max_length=50),
+    Field(key="k_choice", param="c", kind="choice", options=("float32", "float64", 1_000_000)),
+    Field(key="k_multi", param="m", kind="multi", options=("sequential", "pairwise", "kahan")),
+    Field(key="k_int", param="n", kind="int", low=1, high=10_000_000),
+    Field(key="k_float", param="lr", kind="float", low=0.0, high=10.0),
+    Field(key="k_text", param="t", kind="text", max_length=50),
 ]
 
 

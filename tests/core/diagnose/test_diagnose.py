@@ -32,7 +32,9 @@ from core.diagnose.tolerances import MARGIN, nice_up
 from core.diagnose.verdict import ASSUMED_K, MAX_ELEMENTS, VERDICTS, diagnose
 from tests.strategies import bit_patterns
 
-TF32 = FloatFormat("tf32", 11, 8, 127, torch.float32, torch.int32)
+TF32 = FloatFormat(
+    name="tf32", precision=11, exponent_bits=8, emax=127, torch_dtype=torch.float32, int_dtype=torch.int32
+)
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -188,7 +188,7 @@ def test_parse_log_formats():
 def log(values, steps=None, resolution=0.0) -> LossLog:
     v = np.asarray(values, dtype=np.float64)
     s = np.arange(1, v.size + 1) if steps is None else np.asarray(steps)
-    return LossLog(s.astype(np.int64), v, np.full(v.size, resolution), "test")
+    return LossLog(steps=s.astype(np.int64), values=v, resolution=np.full(v.size, resolution), source="test")
 
 
 def test_identical_and_tiny_logs():

@@ -10,15 +10,15 @@ from core.diagnose.loaders import DiagnoseSettings, Loaded, pair_problem, parse_
 
 
 def _loaded(shape, dtype=np.float32, fmt="float32") -> Loaded:
-    return Loaded(np.zeros(shape, dtype=dtype), fmt, "test")
+    return Loaded(values=np.zeros(shape, dtype=dtype), fmt=fmt, source="test")
 
 
 def test_settings_derive_the_options_diagnose_takes():
     s = DiagnoseSettings()
     assert (s.source, s.reduced_precision, s.k, s.fmt, s.text_format) == ("example", "any", None, None, "float32")
-    s = DiagnoseSettings("paste", False, 512, "bfloat16")
+    s = DiagnoseSettings(source="paste", reduced=False, k=512, format_choice="bfloat16")
     assert (s.reduced_precision, s.fmt, s.text_format) == ("none", "bfloat16", "bfloat16")
-    assert hash(s) == hash(DiagnoseSettings("paste", False, 512, "bfloat16"))
+    assert hash(s) == hash(DiagnoseSettings(source="paste", reduced=False, k=512, format_choice="bfloat16"))
 
 
 def test_uploads_must_share_format_and_shape():

@@ -260,7 +260,7 @@ def test_tensor_core_conversions_match_torch(data, source, target):
 @pytest.mark.parametrize("storage", ["float32", "float64", "float16", "bfloat16"])
 def test_multiply_then_add_matches_torch_scalar_loop(storage):
     """torch's own float ops, one 0-d tensor at a time: round(s + round(x_i * y_i)) in the storage format."""
-    pair = make_pair(DotSpec("lognormal", 300, 3, storage))
+    pair = make_pair(DotSpec(kind="lognormal", k=300, seed=3, storage=storage))
     dtype = FORMATS[storage].torch_dtype
     tx, ty = (torch.from_numpy(v.view(UINT[FORMATS[storage].width]).astype(np.int64)).to(FORMATS[storage].int_dtype)
               .view(dtype) for v in (pair.x, pair.y))
@@ -274,7 +274,7 @@ def test_multiply_then_add_matches_torch_scalar_loop(storage):
 
 
 def test_structures_reduce_to_each_other():
-    pair = make_pair(DotSpec("normal", 257, 1, "float32"))
+    pair = make_pair(DotSpec(kind="normal", k=257, seed=1, storage="float32"))
     x, y = pair.x, pair.y
     fma = run_model(MODELS["fma"], x, y, "float32")[0]
     assert run_model(MODELS["tiles"], x, y, "float32", tile=1)[0] == fma
@@ -282,7 +282,7 @@ def test_structures_reduce_to_each_other():
     whole = run_model(MODELS["tiles"], x, y, "float32", tile=257)[0]  # one block: the exact sum rounded once
     assert whole.value == round_to_format(exact_dot_fraction(x, y), FORMATS["float32"])
     # float32 inputs already fit float32: the "float32 inputs" of a tensor-core model change nothing
-    f16 = make_pair(DotSpec("normal", 100, 2, "float16"))
+    f16 = make_pair(DotSpec(kind="normal", k=100, seed=2, storage="float16"))
     assert run_model(MODELS["fp16"], f16.x, f16.y, "float32")[0] == run_model(MODELS["fma"], f16.x, f16.y, "float32")[0]
     assert run_model(MODELS["tf32"], f16.x, f16.y, "float32")[0] == run_model(MODELS["fma"], f16.x, f16.y, "float32")[0]
 
@@ -367,14 +367,20 @@ def test_refusals():
     ("normal", "float16", "float16"),
 ])
 def test_every_result_within_its_bound(kind, storage, acc):
-    lab = run_lab(make_pair(DotSpec(kind, 300, 4, storage, 1e12)), acc, tuple(MODELS), tile=4, slices=3)
+    lab = run_lab(
+        make_pair(DotSpec(kind=kind, k=300, seed=4, storage=storage, condition=1e12)),
+        acc,
+        tuple(MODELS),
+        tile=4,
+        slices=3,
+    )
     for row in lab.rows:
         assert row.within_bound is not False, row.name
     assert {"model", "live", "exact"} <= {r.origin for r in lab.rows}
 
 
 def test_trace_ends_at_the_engine_result():
-    pair = make_pair(DotSpec("lognormal", 19, 7, "float32"))
+    pair = make_pair(DotSpec(kind="lognormal", k=19, seed=7, storage="float32"))
     for key, model in MODELS.items():
         for acc in ("float32", "float64"):
             ops = trace(model, pair.x, pair.y, acc, tile=4, slices=3)
@@ -382,7 +388,7 @@ def test_trace_ends_at_the_engine_result():
 
 
 def test_prefix_checkpoints_equal_runs_on_prefixes():
-    pair = make_pair(DotSpec("normal", 100, 9, "float32"))
+    pair = make_pair(DotSpec(kind="normal", k=100, seed=9, storage="float32"))
     ks = tuple(k_grid(100))
     for key in ("separate", "fma", "tf32", "bf16"):
         _, seen = run_model(MODELS[key], pair.x, pair.y, "float32", checkpoints=ks)
@@ -393,7 +399,7 @@ def test_prefix_checkpoints_equal_runs_on_prefixes():
 
 
 def test_torch_results_are_one_dot_product():
-    pair = make_pair(DotSpec("normal", 50, 0, "float32"))
+    pair = make_pair(DotSpec(kind="normal", k=50, seed=0, storage="float32"))
     exact = exact_dot_fraction(pair.x, pair.y)
     for r in torch_results(pair):
         assert abs(r.result.value - exact) < Fraction(1, 1000) and "live" in r.provenance
@@ -455,7 +461,7 @@ def test_atomics_refuses_too_much_work():
 def test_gpu_rows_when_present():  # pragma: no cover - runs only on a machine with CUDA
     from core.studies.gpu_arithmetic import torch_gpu_results
 
-    rows = torch_gpu_results(make_pair(DotSpec("normal", 1000, 0, "float32")))
+    rows = torch_gpu_results(make_pair(DotSpec(kind="normal", k=1000, seed=0, storage="float32")))
     assert {r.key for r in rows} >= {"gpu_torch_dot_ieee", "gpu_torch_dot_tf32"}
 
 

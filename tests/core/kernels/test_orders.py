@@ -107,7 +107,7 @@ BOUNDED_ORDERS = [k for k in ORDERS if k != "correct"]
     seed=st.integers(0, 10_000),
 )
 def test_every_order_stays_within_its_a_priori_bound(kind, storage, working, n, seed):
-    vec = generate(VectorSpec(kind, n, seed, storage, 1e6))
+    vec = generate(VectorSpec(kind=kind, n=n, seed=seed, storage=storage, condition=1e6))
     if not np.isfinite(vec.values.astype(np.float64)).all():
         return
     w = storage if working == "same" else working
@@ -138,7 +138,7 @@ def test_correctly_rounded_is_the_rounding_of_the_exact_sum(name):
 
 
 def test_real_numpy_and_torch_orders_are_the_real_libraries():
-    x = generate(VectorSpec("normal", 100_000, 1, "float32")).values
+    x = generate(VectorSpec(kind="normal", n=100_000, seed=1, storage="float32")).values
     assert bits(run_order("numpy", x, "float32").value) == bits(np.sum(x))
     t = torch.from_numpy(x.copy())
     assert bits(run_order("torch_all", x, "float32").value) == bits(t.sum().numpy())
@@ -149,7 +149,7 @@ def test_real_numpy_and_torch_orders_are_the_real_libraries():
 @pytest.mark.parametrize("name", list(NP))
 def test_models_agree_with_the_real_thing_on_this_machine(name):
     for n in (7, 300, 200_000):
-        x = generate(VectorSpec("normal", n, 4, name)).values
+        x = generate(VectorSpec(kind="normal", n=n, seed=4, storage=name)).values
         assert bits(run_order("numpy_model", x, name).value) == bits(run_order("numpy", x, name).value)
 
 
@@ -157,12 +157,12 @@ def test_models_agree_with_the_real_thing_on_this_machine(name):
 @pytest.mark.parametrize("name", list(NP))
 def test_torch_model_agrees_with_torch_where_the_model_is_established(name):
     for n in (7, 300, 200_000):
-        x = generate(VectorSpec("normal", n, 4, name)).values
+        x = generate(VectorSpec(kind="normal", n=n, seed=4, storage=name)).values
         assert bits(run_order("torch_model", x, name).value) == bits(run_order("torch_all", x, name).value)
 
 
 def test_thread_counts_can_differ_and_globals_are_restored():
-    x = generate(VectorSpec("normal", 1_000_000, 0, "float32")).values  # the lab's default vector
+    x = generate(VectorSpec(kind="normal", n=1_000_000, seed=0, storage="float32")).values  # the lab's default vector
     before = GlobalState.capture()
     one = run_order("torch_1", x, "float32")
     all_ = run_order("torch_all", x, "float32")

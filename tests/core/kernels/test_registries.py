@@ -24,15 +24,22 @@ def _largest_first(x: np.ndarray) -> np.ndarray:
     return np.argsort(-np.abs(x.astype(np.float64)), kind="stable")
 
 
-NEW = Order(key="largest_first",
-            name="Sorted by decreasing |x|",
-            origin="algorithm",
-            bound="sequential",
-            description="Large magnitudes first: the small ones are added last, to a large running sum.",
-            run=lambda s: Ran(sequential(s.x[_largest_first(s.x)])),
-            work={"float64": 60, "float32": 60, "float16": 55, "bfloat16": 56},
-            memory=OrderBytes(per_item=2, extra=8),
-            tree=TreeShape("largest_first", "Sorted by decreasing |x|", lambda b, ids: b.chain(ids), _largest_first))
+NEW = Order(
+    key="largest_first",
+    name="Sorted by decreasing |x|",
+    origin="algorithm",
+    bound="sequential",
+    description="Large magnitudes first: the small ones are added last, to a large running sum.",
+    run=lambda s: Ran(value=sequential(s.x[_largest_first(s.x)])),
+    work={"float64": 60, "float32": 60, "float16": 55, "bfloat16": 56},
+    memory=OrderBytes(per_item=2, extra=8),
+    tree=TreeShape(
+        key="largest_first",
+        label="Sorted by decreasing |x|",
+        combine=lambda b, ids: b.chain(ids),
+        leaves=_largest_first,
+    ),
+)
 
 
 @pytest.fixture
@@ -42,7 +49,7 @@ def registered(monkeypatch):
 
 
 def test_a_new_order_is_one_entry_and_runs_everywhere(registered):
-    x = generate(VectorSpec("lognormal", 1000, 3, "float32")).values
+    x = generate(VectorSpec(kind="lognormal", n=1000, seed=3, storage="float32")).values
     out = run_order("largest_first", x, "float32")
     expected = sequential(x[np.argsort(-np.abs(x.astype(np.float64)), kind="stable")])
     assert bits_of(out.value) == bits_of(expected)
@@ -78,10 +85,18 @@ def test_without_the_entry_the_order_is_unknown():
 def test_a_new_generator_is_one_entry(monkeypatch):
     from core.arith.vectors import GENERATOR_REGISTRY, Generator
 
-    monkeypatch.setitem(GENERATOR_REGISTRY, "powers_of_two", Generator(
-        "powers_of_two", "Powers of two, 2^0 .. 2^(n-1)", lambda rng, spec, fmt, notes: np.exp2(np.arange(spec.n)),
-        1.0, 17))
-    v = generate(VectorSpec("powers_of_two", 5, 0, "float32"))
+    monkeypatch.setitem(
+        GENERATOR_REGISTRY,
+        "powers_of_two",
+        Generator(
+            key="powers_of_two",
+            label="Powers of two, 2^0 .. 2^(n-1)",
+            make=lambda rng, spec, fmt, notes: np.exp2(np.arange(spec.n)),
+            work=1.0,
+            memory=17,
+        ),
+    )
+    v = generate(VectorSpec(kind="powers_of_two", n=5, seed=0, storage="float32"))
     assert v.values.tolist() == [1.0, 2.0, 4.0, 8.0, 16.0] and v.values.dtype == np.float32
     assert v.source.startswith("Powers of two, 2^0 .. 2^(n-1); n = 5")
     assert budget.vector_cost("powers_of_two", 1000, "float32")[0] == 1000.0
@@ -94,7 +109,9 @@ def test_a_new_difference_source_is_one_entry(monkeypatch):
     def swap_classes_of_w3(s, rng, plan):  # B starts with its output rows 0 and 1 swapped: a real difference
         plan.params["w3"] = plan.params["w3"][[1, 0, *range(2, s.classes)]]
 
-    monkeypatch.setitem(DIFFERENCES, "swap_rows", Difference("swap_rows", "Output rows swapped", swap_classes_of_w3))
+    monkeypatch.setitem(
+        DIFFERENCES, "swap_rows", Difference(key="swap_rows", label="Output rows swapped", apply=swap_classes_of_w3)
+    )
     run = PairedRun(TrainSettings(source="swap_rows", steps=3))
     records = run.run(3)
     assert len(records) == 3 and records[0].differing_bits > 0
@@ -109,4 +126,4 @@ def test_every_orders_weights_are_keyed_by_the_four_working_formats():
         assert set(order.work) == set(ITEMSIZE), order.key
         assert all(w > 0 for w in order.work.values()) and isinstance(order.memory, OrderBytes), order.key
     with pytest.raises(TypeError):
-        Order("k", "name", "algorithm", "sequential", "text", lambda s: Ran(0.0), {}, OrderBytes(1, 0))  # type: ignore[misc]
+        Order("k", "name", "algorithm", "sequential", "text", lambda s: Ran(value=0.0), {}, OrderBytes(1, 0))  # type: ignore[misc]

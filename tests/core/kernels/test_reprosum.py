@@ -87,7 +87,7 @@ def test_reproducible_sum_specials_follow_ieee():
 
 
 def test_float64_errors_are_smaller_than_float32_on_the_same_vector():
-    v = generate(VectorSpec("normal", 200_000, 0, "float32"))
+    v = generate(VectorSpec(kind="normal", n=200_000, seed=0, storage="float32"))
     orders = ("sequential", "pairwise", "torch_1", "torch_all", "numpy")
     r32 = run_lab(v.values, "float32", "same", orders)
     r64 = run_lab(v.values, "float32", "float64", orders)
@@ -98,8 +98,9 @@ def test_float64_errors_are_smaller_than_float32_on_the_same_vector():
 @pytest.mark.parametrize(("storage", "wider"), [("float32", torch.float64), ("float16", torch.float32),
                                                ("bfloat16", torch.float32)])
 def test_wider_accumulation_beats_storage_accumulation(storage, wider):
-    x = torch.from_numpy(generate(VectorSpec("normal", 100_000, 1, storage)).values.astype(np.float32)).to(
-        TORCH[storage])
+    x = torch.from_numpy(
+        generate(VectorSpec(kind="normal", n=100_000, seed=1, storage=storage)).values.astype(np.float32)
+    ).to(TORCH[storage])
     before = GlobalState.capture()
     rows = wider_accumulation(x, wider, repeats=2)
     assert GlobalState.capture() == before
@@ -116,14 +117,14 @@ def test_wider_accumulation_beats_storage_accumulation(storage, wider):
 
 
 def test_determinism_measurements():
-    x = torch.from_numpy(generate(VectorSpec("normal", 1_000_000, 0, "float32")).values.copy())
+    x = torch.from_numpy(generate(VectorSpec(kind="normal", n=1_000_000, seed=0, storage="float32")).values.copy())
     before = GlobalState.capture()
     d = determinism(x, repeats=3)
     assert GlobalState.capture() == before
     assert all(v == 1 for v in d.distinct_by_threads.values())  # run to run: repeatable
     if X86_SUM_KERNEL:  # where the CPU sum model is established (tests.machine: from the live facts)
         # each thread count's sum is the one the bit-exact model of torch's CPU reduction predicts for it
-        values = generate(VectorSpec("normal", 1_000_000, 0, "float32")).values
+        values = generate(VectorSpec(kind="normal", n=1_000_000, seed=0, storage="float32")).values
         for t, bits in d.values_by_threads.items():
             assert bits == bits_of_scalar(torch_cpu_sum_model(values, threads=t)), t
     assert 0 <= d.mm_differing <= d.mm_shape[2]
@@ -144,9 +145,26 @@ def test_throughput_is_measured_for_both_formats():
 
 
 def test_a_throughput_without_per_repeat_ratios_falls_back_to_the_median_times():
-    t = Throughput("cpu", "matmul", 8, 1.0, 2.0, 1.0, 0.5, "GFLOP/s")
+    t = Throughput(
+        device="cpu", op="matmul", size=8, seconds32=1.0, seconds64=2.0, rate32=1.0, rate64=0.5, unit="GFLOP/s"
+    )
     assert t.ratio == 0.5
-    assert Throughput("cpu", "matmul", 8, 1.0, 2.0, 1.0, 0.5, "GFLOP/s", 3, (0.4, 0.6), 0.55).ratio == 0.55
+    assert (
+        Throughput(
+            device="cpu",
+            op="matmul",
+            size=8,
+            seconds32=1.0,
+            seconds64=2.0,
+            rate32=1.0,
+            rate64=0.5,
+            unit="GFLOP/s",
+            repeats=3,
+            ratio_quartiles=(0.4, 0.6),
+            ratio_median=0.55,
+        ).ratio
+        == 0.55
+    )
 
 
 @pytest.mark.parametrize("xs", [[1.0], [3.0, 1.0], [0.1, 5.9, 6.0, 6.1, 0.2], [0.51, 0.5, 0.75, 0.6, 0.52, 0.49]])
@@ -160,7 +178,18 @@ def test_a_float64_ratio_above_one_is_explained_not_shown_bare():
     from core.machines.timing import Throughput
 
     def row(op, s32, s64, q):
-        return Throughput("cpu", op, 10, s32, s64, 1 / s32, 1 / s64, "x", 7, q)
+        return Throughput(
+            device="cpu",
+            op=op,
+            size=10,
+            seconds32=s32,
+            seconds64=s64,
+            rate32=1 / s32,
+            rate64=1 / s64,
+            unit="x",
+            repeats=7,
+            ratio_quartiles=q,
+        )
 
     assert "noise" in row("sum", 1.0, 0.9, (1.05, 1.2)).verdict()  # float64 "faster"
     assert "noise" in row("matmul", 1.0, 1.1, (0.8, 1.02)).verdict()  # spread includes 1

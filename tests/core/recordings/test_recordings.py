@@ -88,7 +88,7 @@ def test_recorded_sums_are_the_bits_of_real_torch_sums(recorded):
     rec, _, _ = recorded
     threads = rec["provenance"]["threads"]
     for e in rec["sums"]:
-        values = generate(VectorSpec(e["generator"], e["n"], e["seed"], e["dtype"])).values
+        values = generate(VectorSpec(kind=e["generator"], n=e["n"], seed=e["seed"], storage=e["dtype"])).values
         assert vector_sha256(values) == e["vector_sha256"]
         assert int(e["sum_hex"], 16) == live_sum_bits(values, cpu_device(), threads)
         assert len(e["sum_hex"]) == values.dtype.itemsize * 2  # hex of the bits, not a decimal string

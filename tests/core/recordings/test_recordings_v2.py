@@ -183,7 +183,7 @@ def test_replay_is_bit_exact_where_the_fingerprint_matches(bundled):
         for e in r.sums:
             if e.n > 100_000:
                 continue
-            values = generate(VectorSpec(e.generator, e.n, e.seed, e.dtype)).values
+            values = generate(VectorSpec(kind=e.generator, n=e.n, seed=e.seed, storage=e.dtype)).values
             assert vector_sha256(values) == e.vector_sha256
             assert live_sum_bits(values, cpu_device(), PROCESS_THREADS) == int(e.sum_hex, 16), (r.name, e.key)
 

@@ -32,7 +32,7 @@ def triple(fmt, *texts):
 
 
 def stored(fmt, values):
-    return tuple(ParsedNumber(str(v), v, v, fmt) for v in values)
+    return tuple(ParsedNumber(text=str(v), exact=v, stored=v, fmt=fmt) for v in values)
 
 
 def _bf16_round_float32(x: np.float32) -> Fraction:
@@ -141,7 +141,7 @@ def test_formats_must_match():
 
 
 def test_search_is_deterministic_and_its_example_really_differs():
-    s = SearchSettings("float32", 20_000, 7, "normal")
+    s = SearchSettings(fmt_name="float32", n_triples=20_000, seed=7, distribution="normal")
     a, b = search_counterexamples(s), search_counterexamples(s)
     assert a == b
     assert 0.05 < a.fraction < 0.6
@@ -152,7 +152,7 @@ def test_search_is_deterministic_and_its_example_really_differs():
 
 
 def test_search_counts_match_a_slow_reference():
-    s = SearchSettings("bfloat16", 500, 3, "wide")
+    s = SearchSettings(fmt_name="bfloat16", n_triples=500, seed=3, distribution="wide")
     t = random_triples(s)
     slow = 0
     for row in t:
@@ -165,14 +165,14 @@ def test_search_counts_match_a_slow_reference():
 @pytest.mark.parametrize("dist", ["normal", "uniform", "wide"])
 @pytest.mark.parametrize("name", list(FORMATS))
 def test_random_triples_are_finite_values_of_the_format(dist, name):
-    t = random_triples(SearchSettings(name, 1000, 1, dist))
+    t = random_triples(SearchSettings(fmt_name=name, n_triples=1000, seed=1, distribution=dist))
     assert t.dtype == FORMATS[name].torch_dtype and t.shape == (1000, 3)
     assert torch.isfinite(t).all()
 
 
 def test_search_leaves_global_rng_alone():
     before = GlobalState.capture()
-    search_counterexamples(SearchSettings("float16", 1000, 5, "uniform"))
+    search_counterexamples(SearchSettings(fmt_name="float16", n_triples=1000, seed=5, distribution="uniform"))
     assert GlobalState.capture() == before
 
 
@@ -193,6 +193,6 @@ def test_search_rejects_bad_settings(bad):
 
 def test_no_difference_found_gives_no_example():
     # a single triple of exact small integers never differs
-    s = SearchSettings("float64", 1, 0, "normal")
+    s = SearchSettings(fmt_name="float64", n_triples=1, seed=0, distribution="normal")
     res = search_counterexamples(s)
     assert res.n_differ in (0, 1) and (res.example is None) == (res.n_differ == 0)

@@ -32,7 +32,7 @@ def quick():
 
 
 def test_settings_accept_only_the_recorded_suite():
-    assert CpuVsGpuSettings().spec == VectorSpec("normal", 1_000_000, 0, "float32")
+    assert CpuVsGpuSettings().spec == VectorSpec(kind="normal", n=1_000_000, seed=0, storage="float32")
     for bad in ({"n": 12}, {"dtype": "float8"}, {"generator": "ill_conditioned"}):
         with pytest.raises(ValueError, match="suite"):
             CpuVsGpuSettings(**bad)

@@ -23,8 +23,14 @@ from core.studies.gpu_arithmetic import (
 
 
 def _small() -> tuple[DotLabSettings, object]:
-    settings = DotLabSettings(DotSpec("normal", 64, 3, "float32"), "float32", ("fma", "tiles", "split_k", "tf32"),
-                              tile=4, slices=3, tf32_mode="rz")
+    settings = DotLabSettings(
+        spec=DotSpec(kind="normal", k=64, seed=3, storage="float32"),
+        accumulate="float32",
+        models=("fma", "tiles", "split_k", "tf32"),
+        tile=4,
+        slices=3,
+        tf32_mode="rz",
+    )
     return settings, make_pair(settings.spec)
 
 
@@ -65,7 +71,11 @@ def test_violations_name_only_rows_outside_their_bound():
 
 def test_applicable_models_keep_the_order_and_skip_refusals():
     # float64 inputs: the tensor-core models (TF32, float16, bfloat16 inputs) do not apply
-    settings = DotLabSettings(DotSpec("normal", 16, 0, "float64"), "float64", ("tf32", "fma", "bf16", "tiles"))
+    settings = DotLabSettings(
+        spec=DotSpec(kind="normal", k=16, seed=0, storage="float64"),
+        accumulate="float64",
+        models=("tf32", "fma", "bf16", "tiles"),
+    )
     lab = settings.run(make_pair(settings.spec), live=False)
     refused = {r.key for r in lab.rows if r.result is None}
     assert applicable_models(lab) == [m for m in settings.models if m not in refused]

@@ -104,7 +104,7 @@ def test_cuda_tree_is_the_cuda_models_sum_addition_by_addition(working):
 
 
 def test_lab_panel_on_the_default_vector():
-    v = generate(VectorSpec("normal", 100_000, 0, "float32"))
+    v = generate(VectorSpec(kind="normal", n=100_000, seed=0, storage="float32"))
     r = run_lab(v.values, "float32", "same", tuple(ORDERS), permutations=10, perm_seed=1)
     assert r.exact == exact_sum_fraction(v.values)
     assert r.kappa == pytest.approx(float(exact_sum_fraction(np.abs(v.values)) / abs(r.exact)))
@@ -117,10 +117,15 @@ def test_lab_panel_on_the_default_vector():
 
 
 def test_lab_casts_and_notes_it():
-    v = generate(VectorSpec("normal", 1000, 0, "float64"))
+    v = generate(VectorSpec(kind="normal", n=1000, seed=0, storage="float64"))
     r = run_lab(v.values, "float64", "float32", DEFAULT_ORDERS)
     assert r.working == "float32" and r.cast_note and all(row.metrics.within_bound for row in r.rows)
-    widened = run_lab(generate(VectorSpec("normal", 1000, 0, "float16")).values, "float16", "float64", ("sequential",))
+    widened = run_lab(
+        generate(VectorSpec(kind="normal", n=1000, seed=0, storage="float16")).values,
+        "float16",
+        "float64",
+        ("sequential",),
+    )
     assert widened.cast_note is None and widened.rows[0].metrics.abs_error < Fraction(1, 10**9)
 
 
@@ -135,7 +140,7 @@ def test_lab_with_zero_sum_and_with_infinities():
 
 
 def test_running_error_ends_at_the_sequential_error():
-    v = generate(VectorSpec("uniform", 50_000, 2, "float32"))
+    v = generate(VectorSpec(kind="uniform", n=50_000, seed=2, storage="float32"))
     re = running_error(v.values, "float32", points=50)
     assert re.positions[-1] == 50_000 and re.positions[0] == 1
     seq = exact_value(sequential(v.values), FLOAT32)
@@ -173,8 +178,8 @@ def test_differing_tree_seed_makes_the_cpu_and_gpu_trees_differ(n, order):
     from core.studies.sumlab import differing_tree_seed
 
     seed = differing_tree_seed(n, order)
-    values = generate(VectorSpec("normal", n, seed, "float32")).values
+    values = generate(VectorSpec(kind="normal", n=n, seed=seed, storage="float32")).values
     assert build_tree(values, "float32", order).result != build_tree(values, "float32", "cuda").result
     for earlier in range(seed):  # the first such seed: every earlier one gives equal sums
-        v = generate(VectorSpec("normal", n, earlier, "float32")).values
+        v = generate(VectorSpec(kind="normal", n=n, seed=earlier, storage="float32")).values
         assert build_tree(v, "float32", order).result == build_tree(v, "float32", "cuda").result

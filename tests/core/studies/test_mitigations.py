@@ -28,8 +28,8 @@ from core.studies.mitigations import (
     wider_study,
 )
 
-SMALL = VectorSpec("normal", 2_000, 0, "float32")
-HARD = VectorSpec("ill_conditioned", 2_000, 0, "float32", 1e12)
+SMALL = VectorSpec(kind="normal", n=2_000, seed=0, storage="float32")
+HARD = VectorSpec(kind="ill_conditioned", n=2_000, seed=0, storage="float32", condition=1e12)
 
 
 def test_cited_ratios_come_from_the_vendor_table():
@@ -44,7 +44,18 @@ def test_a_failing_device_is_reported_and_the_others_still_measured(monkeypatch)
             raise RuntimeError("device disappeared")
         on_progress(Progress(done=1, total=2, what="half"))
         on_progress(Progress(done=2, total=2, what="done"))
-        return [Throughput(device.name, "matmul", 8, 1.0, 2.0, 1.0, 0.5, "GFLOP/s")]
+        return [
+            Throughput(
+                device=device.name,
+                op="matmul",
+                size=8,
+                seconds32=1.0,
+                seconds64=2.0,
+                rate32=1.0,
+                rate64=0.5,
+                unit="GFLOP/s",
+            )
+        ]
 
     monkeypatch.setattr(timing, "measure_throughput", fake)
     seen = []

@@ -33,9 +33,13 @@ from core.studies.sumlab import (
 )
 
 CASES = [
-    (VectorSpec("normal", 3000, 1, "float32"), "same", 7),
-    (VectorSpec("ill_conditioned", 2000, 2, "float64", 1e12), "float32", 5),  # a narrowing cast
-    (VectorSpec("uniform", 500, 3, "float16"), "float64", 3),
+    (VectorSpec(kind="normal", n=3000, seed=1, storage="float32"), "same", 7),
+    (
+        VectorSpec(kind="ill_conditioned", n=2000, seed=2, storage="float64", condition=1e12),
+        "float32",
+        5,
+    ),  # a narrowing cast
+    (VectorSpec(kind="uniform", n=500, seed=3, storage="float16"), "float64", 3),
 ]
 
 
@@ -69,8 +73,10 @@ def test_the_stages_with_non_finite_data_and_single_values():
 
 
 def test_requests_through_the_caches_match_the_lab_and_share_the_study():
-    spec = VectorSpec("normal", 4000, 21, "float32")
-    request = LabRequest(spec, "same", ("sequential", "pairwise"), 6, 2)
+    spec = VectorSpec(kind="normal", n=4000, seed=21, storage="float32")
+    request = LabRequest(
+        source=spec, working_choice="same", orders=("sequential", "pairwise"), permutations=6, perm_seed=2
+    )
     RESULTS.discard(request.orders_key())
     RESULTS.discard(request.study_key())
     assert cached_outcome(request) is None and cached_study(request) is None
@@ -88,24 +94,27 @@ def test_requests_through_the_caches_match_the_lab_and_share_the_study():
     reference = running_error(x, "float32")
     assert study.running.abs_error.tobytes() == reference.abs_error.tobytes()
     # other orders: new results for the orders, the same study (it does not depend on them)
-    other = LabRequest(spec, "same", ("kahan",), 6, 2)
+    other = LabRequest(source=spec, working_choice="same", orders=("kahan",), permutations=6, perm_seed=2)
     assert other.study_key() == request.study_key() and other.orders_key() != request.orders_key()
     assert cached_study(other) is study
 
 
 def test_pasted_numbers_are_keyed_by_their_content():
-    a = Vector(np.array([1.0, 2.0], dtype=np.float32), "float32", "pasted")
-    b = Vector(np.array([1.0, 3.0], dtype=np.float32), "float32", "pasted")
-    assert LabRequest(a).orders_key() != LabRequest(b).orders_key()
-    assert LabRequest(a).orders_key() == LabRequest(Vector(a.values.copy(), "float32", "pasted")).orders_key()
+    a = Vector(values=np.array([1.0, 2.0], dtype=np.float32), storage="float32", source="pasted")
+    b = Vector(values=np.array([1.0, 3.0], dtype=np.float32), storage="float32", source="pasted")
+    assert LabRequest(source=a).orders_key() != LabRequest(source=b).orders_key()
+    assert (
+        LabRequest(source=a).orders_key()
+        == LabRequest(source=Vector(values=a.values.copy(), storage="float32", source="pasted")).orders_key()
+    )
 
 
-@pytest.mark.parametrize("source", [VectorSpec("normal", 1_000_000, 0, "float32"),
-                                    VectorSpec("normal", 50, 0, "float64"),
-                                    Vector(np.ones(10, dtype=np.float16), "float16", "pasted")])
+@pytest.mark.parametrize("source", [VectorSpec(kind="normal", n=1_000_000, seed=0, storage="float32"),
+                                    VectorSpec(kind="normal", n=50, seed=0, storage="float64"),
+                                    Vector(values=np.ones(10, dtype=np.float16), storage="float16", source="pasted")])
 @pytest.mark.parametrize("working", ["same", "float64"])
 def test_the_stage_costs_add_up_to_the_request(source, working):
-    request = LabRequest(source, working, DEFAULT_ORDERS, 20, 0)
+    request = LabRequest(source=source, working_choice=working, orders=DEFAULT_ORDERS, permutations=20, perm_seed=0)
     whole = request.cost()
     generator = source.kind if isinstance(source, VectorSpec) else None
     assert whole == budget.sumlab_cost(source.n, source.storage, request.working, DEFAULT_ORDERS, 20, generator)
@@ -120,7 +129,7 @@ def test_the_stage_costs_add_up_to_the_request(source, working):
 
 
 def test_the_spread_of_the_orders():
-    x = generate(VectorSpec("normal", 10_000, 5, "float32")).values
+    x = generate(VectorSpec(kind="normal", n=10_000, seed=5, storage="float32")).values
     r = run_orders(x, "float32", "same", tuple(ORDERS))
     exact = exact_sum_fraction(x)
     errors = {row.order.name: abs(exact_value(row.metrics.value, r.fmt) - exact) for row in r.rows}
@@ -144,8 +153,8 @@ def test_exact_bits_is_the_significand_length():
 
 
 def test_the_punchline_trees():
-    spec = VectorSpec("normal", 20, 4, "float32")
-    request = LabRequest(spec)
+    spec = VectorSpec(kind="normal", n=20, seed=4, storage="float32")
+    request = LabRequest(source=spec)
     result = run_orders(generate(spec).values, "float32", "same", DEFAULT_ORDERS)
     cpu, gpu = lab_trees(request, result, "pairwise")
     assert (cpu.order, gpu.order) == ("pairwise", "cuda")
@@ -157,8 +166,8 @@ def test_the_punchline_trees():
     pairwise = next(row for row in result.rows if row.order.key == "pairwise")
     assert cpu.tree.result == exact_value(pairwise.metrics.value, fmt)  # the tree is the order
     assert cpu.depth == math.ceil(math.log2(20))
-    big = VectorSpec("normal", MAX_TREE_N + 1, 4, "float32")
-    assert lab_trees(LabRequest(big), run_orders(generate(big).values, "float32", "same", ("sequential",)),
+    big = VectorSpec(kind="normal", n=MAX_TREE_N + 1, seed=4, storage="float32")
+    assert lab_trees(LabRequest(source=big), run_orders(generate(big).values, "float32", "same", ("sequential",)),
                      "sequential") is None
 
 

@@ -16,7 +16,9 @@ def _summary(rel: int | None) -> DivergenceSummary:
 
 
 def _run(ranks: int, digests: tuple[str, ...], rel: int | None = None) -> emulate.EmulatedRun:
-    return emulate.EmulatedRun(ranks, "ring_gloo", len(digests), [], _summary(rel), digests)
+    return emulate.EmulatedRun(
+        ranks=ranks, model="ring_gloo", steps=len(digests), records=[], summary=_summary(rel), digests=digests
+    )
 
 
 def test_study_ks_stop_at_the_largest():

@@ -51,7 +51,7 @@ def test_snapshot_of_a_fresh_and_a_stepped_pair():
 
 def test_loss_formats_and_where_b_ran():
     def snap(**kw) -> PairSnapshot:
-        return PairSnapshot(replace(TrainSettings(), **kw), (), None, "CPU")
+        return PairSnapshot(settings=replace(TrainSettings(), **kw), records=(), grid=None, b_device_name="CPU")
 
     assert (snap().loss_a_dtype, snap().loss_b_dtype) == ("float32", "float32")
     assert (snap(dtype="float64").loss_a_dtype, snap(dtype="float64").loss_b_dtype) == ("float64", "float64")
@@ -72,7 +72,20 @@ def test_an_overflowing_pair_is_not_finite():
 
 
 def _record(step: int, loss_bits: tuple[int, int], differing_bits: int) -> StepRecord:
-    return StepRecord(step, 1.0, 1.0, loss_bits[0], loss_bits[1], 0.0, 0.0, 0.0, differing_bits, 100, 0.5, 0.5)
+    return StepRecord(
+        step=step,
+        loss_a=1.0,
+        loss_b=1.0,
+        loss_a_bits=loss_bits[0],
+        loss_b_bits=loss_bits[1],
+        abs_diff=0.0,
+        rel_diff=0.0,
+        param_distance=0.0,
+        differing_bits=differing_bits,
+        total_bits=100,
+        acc_a=0.5,
+        acc_b=0.5,
+    )
 
 
 def test_first_differences_names_loss_and_weights_apart():
@@ -127,7 +140,13 @@ def test_only_offered_speeds_are_accepted():
 
 
 def test_seed_verdict_matches_the_table_the_page_shows():
-    study = SeedStudy((0, 1, 2), (0.5, 0.7, 0.6), (0.52, 0.69, 0.9), (0.9,) * 3, (0.8,) * 3)
+    study = SeedStudy(
+        seeds=(0, 1, 2),
+        final_loss_a=(0.5, 0.7, 0.6),
+        final_loss_b=(0.52, 0.69, 0.9),
+        final_acc_a=(0.9,) * 3,
+        final_acc_b=(0.8,) * 3,
+    )
     v = seed_verdict(study)
     table = pd.DataFrame({"side": ["A"] * 3 + ["B"] * 3, "final loss": study.final_loss_a + study.final_loss_b})
     agg = table.groupby("side")["final loss"].agg(["mean", "std"])
@@ -135,14 +154,27 @@ def test_seed_verdict_matches_the_table_the_page_shows():
     assert v.spread == pytest.approx(max(agg["std"]))
     assert v.spread == max(statistics.stdev(study.final_loss_a), statistics.stdev(study.final_loss_b))
     assert v.inside == (v.gap <= v.spread)
-    far = seed_verdict(SeedStudy((0, 1), (0.5, 0.51), (0.9, 0.91), (1.0,) * 2, (1.0,) * 2))
+    far = seed_verdict(
+        SeedStudy(
+            seeds=(0, 1),
+            final_loss_a=(0.5, 0.51),
+            final_loss_b=(0.9, 0.91),
+            final_acc_a=(1.0,) * 2,
+            final_acc_b=(1.0,) * 2,
+        )
+    )
     assert not far.inside
 
 
 def test_seed_verdict_applies_one_rule_to_loss_and_accuracy():
     # a case a review found: a gap of means larger than one side's spread but not the other's
-    study = SeedStudy((0, 1, 2, 3), (1.0, 1.2, 1.1, 1.3), (1.05, 1.0, 1.4, 1.2), (0.9, 0.8, 0.85, 0.95),
-                      (0.9, 0.9, 0.9, 0.9))
+    study = SeedStudy(
+        seeds=(0, 1, 2, 3),
+        final_loss_a=(1.0, 1.2, 1.1, 1.3),
+        final_loss_b=(1.05, 1.0, 1.4, 1.2),
+        final_acc_a=(0.9, 0.8, 0.85, 0.95),
+        final_acc_b=(0.9, 0.9, 0.9, 0.9),
+    )
     v = seed_verdict(study)
     assert v.seeds == 4
     assert v.gap == pytest.approx(abs(statistics.mean(study.final_loss_a) - statistics.mean(study.final_loss_b)))
@@ -156,7 +188,9 @@ def test_seed_verdict_applies_one_rule_to_loss_and_accuracy():
 
 def test_seed_verdict_needs_two_seeds():
     with pytest.raises(ValueError, match="at least 2"):
-        seed_verdict(SeedStudy((0,), (1.0,), (1.0,), (1.0,), (1.0,)))
+        seed_verdict(
+            SeedStudy(seeds=(0,), final_loss_a=(1.0,), final_loss_b=(1.0,), final_acc_a=(1.0,), final_acc_b=(1.0,))
+        )
 
 
 def test_threads_note_says_why_one_thread_and_all_can_agree():
