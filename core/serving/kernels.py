@@ -79,7 +79,7 @@ def attention_default(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: 
     d = q.shape[-1]
     qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, H, T|L, D]
     scores = torch.matmul(qh, kh.transpose(-1, -2)) * (1.0 / math.sqrt(d))  # [B, H, T, L]
-    keys = torch.arange(k.shape[1])
+    keys = torch.arange(k.shape[1], device=k.device)
     mask = keys[None, None, None, :] > q_pos[:, None, :, None]
     scores = scores.masked_fill(mask, float("-inf"))
     p = torch.softmax(scores.float(), dim=-1).to(q.dtype)
@@ -230,7 +230,7 @@ def attention_gpu_model(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos
     return (out / total[..., None]).transpose(1, 2).to(q.dtype)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Kernels:
     """One set of the model's reductions."""
 
@@ -242,12 +242,17 @@ class Kernels:
     attention: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-DEFAULT = Kernels("default", "default kernels (torch's F.linear, rms_norm, softmax, batched attention)",
-                  linear_default, rmsnorm_default, softmax_default, attention_default)
-BATCH_INVARIANT = Kernels("batch_invariant", "batch-invariant kernels (fixed tiles, fixed-order loops over each "
-                          "request's own keys)",
-                          linear_invariant, rmsnorm_invariant, softmax_invariant, attention_invariant)
-GPU_MODEL = Kernels("gpu_model", "MODEL of a GPU's batch-dependent kernel choices (split-K matmul, split-KV "
-                    "attention), computed exactly on this CPU", linear_gpu_model, rmsnorm_default,
-                    softmax_default, attention_gpu_model)
+DEFAULT = Kernels(key="default", label="default kernels (torch's F.linear, rms_norm, softmax, batched attention)",
+                  linear=linear_default, rmsnorm=rmsnorm_default, softmax=softmax_default, attention=attention_default)
+BATCH_INVARIANT = Kernels(
+    key="batch_invariant",
+    label="batch-invariant kernels (fixed tiles, fixed-order loops over each request's own keys)",
+    linear=linear_invariant,
+    rmsnorm=rmsnorm_invariant,
+    softmax=softmax_invariant,
+    attention=attention_invariant,
+)
+GPU_MODEL = Kernels(key="gpu_model", label="MODEL of a GPU's batch-dependent kernel choices (split-K matmul, split-KV "
+                    "attention), computed exactly on this CPU", linear=linear_gpu_model, rmsnorm=rmsnorm_default,
+                    softmax=softmax_default, attention=attention_gpu_model)
 KERNELS = {k.key: k for k in (DEFAULT, GPU_MODEL, BATCH_INVARIANT)}
