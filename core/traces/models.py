@@ -7,9 +7,10 @@ Bundled models (``MODELS``), written as ``nn.Module`` trees so every op has a mo
   SGD with momentum 0.9 at lr 0.5, as core.training.mlp), as core.training.mlp.MLPModule: the
   network of core.training.mlp.forward built from the same layer list as modules, with the same
   bits (tests/core/traces/test_models.py);
-- ``tiny-lm``: a decode step of the serving page's language model in its module form
-  (core.serving.model.TinyLMModule, ``model.layers.<i>.attn`` ..., the bundled weights; the same module
-  that training differentiates through ``sequence_logits``): each request's prompt of ``LM_TOKENS`` characters but
+- ``tiny-lm``: a decode step of the serving page's language model, the server's own forward pass
+  (core.serving.model.TinyLMModule, ``model.layers.<i>.attn`` ..., the bundled weights, torch's
+  ordinary kernels; the module that the server runs and training differentiates): each request's
+  prompt of ``LM_TOKENS`` characters but
   the last is prefilled alone (not traced), then the B requests' last characters go through the
   model as one batch (traced). Request 0 is ``LM_PROMPT``; the trace follows its rows
   (core.traces.record), so traces at batch 1 and 8 align op for op.
@@ -47,7 +48,8 @@ import torch.nn.functional as F
 
 from core.machines.globalstate import torch_threads
 from core.serving import corpus
-from core.serving.model import ModelConfig, TinyLMModule, encode, load_params
+from core.serving.kernels import DEFAULT
+from core.serving.model import ModelConfig, TinyLM, encode, load_params
 from core.traces.record import scope, tensors_of
 from core.training import optim
 from core.training.mlp import MLPModule, TrainSettings, batch_schedule, init_params, spirals
@@ -152,40 +154,41 @@ def lm_prompts(batch: int) -> list[str]:
 
 
 def tiny_lm(s: RunSettings) -> tuple[nn.Module, tuple[torch.Tensor, ...], Callable[[], object]]:
-    """One decode step, as a server runs it: every request's prompt but its last character is
-    prefilled alone (untraced), then the last characters of the B requests go through the model as
-    one batch (traced): B rows in every matrix product, as in a serving engine's decode step."""
-    dt = _TORCH_DTYPES[s.dtype]
-    model = TinyLMModule(load_params()).to(dt).to(s.device)
-    tokens = torch.tensor([encode(p) for p in lm_prompts(s.batch)], device=s.device)
+    """One decode step, as the server runs it (core.serving.model.TinyLM, torch's ordinary kernels):
+    every request's prompt but its last character is prefilled alone (untraced), then the last
+    characters of the B requests go through the model's forward pass as one batch (traced): B rows in
+    every matrix product, as in a serving engine's decode step."""
+    weights = torch.float32 if s.dtype == "autocast-bfloat16" else _TORCH_DTYPES[s.dtype]
+    served = TinyLM(load_params(), ModelConfig(), weights, s.device)
+    prompts = [encode(p) for p in lm_prompts(s.batch)]
+    caches = [served.new_cache() for _ in prompts]
     with torch.no_grad(), _autocast(s):
-        caches = [model(tokens[i: i + 1, :-1])[1] for i in range(s.batch)]
-    past = [(torch.cat([c[layer][0] for c in caches]), torch.cat([c[layer][1] for c in caches]))
-            for layer in range(len(model.layers))]
-    last = tokens[:, -1:]
+        for p, c in zip(prompts, caches, strict=True):
+            served.forward(DEFAULT, [p[:-1]], [c])
+    step = served.step([[p[-1]] for p in prompts], caches)
 
     def forward():
         with torch.no_grad(), _autocast(s):
-            return model(last, past)[0]
+            return served.module(DEFAULT, step)
 
-    inputs = (last, *[t for kv in past for t in kv])
-    return model, inputs, forward
+    return served.module, step.tensors(), forward
 
 
 def tiny_lm_prefill(batch: int, tokens: int) -> tuple[nn.Module, tuple[torch.Tensor, ...], Callable[[], object]]:
     """The model's forward pass over ``batch`` corpus passages of ``tokens`` characters from position 0
-    (a prefill; benchmarks/bench_trace.py times it traced and untraced)."""
+    (a prefill, as the server runs it; benchmarks/bench_trace.py times it traced and untraced)."""
     if not (1 <= batch <= MAX_BATCH and 1 <= tokens <= ModelConfig().context):
         raise ValueError(f"batch 1 to {MAX_BATCH}, tokens 1 to {ModelConfig().context}")
     text = corpus.generate(batch * tokens + 100).replace("\n", " ")
-    model = TinyLMModule(load_params())
-    ids = torch.tensor([encode(text[i * tokens:(i + 1) * tokens]) for i in range(batch)])
+    served = TinyLM(load_params(), ModelConfig())
+    step = served.step([encode(text[i * tokens:(i + 1) * tokens]) for i in range(batch)],
+                       [served.new_cache() for _ in range(batch)])
 
     def forward():
         with torch.no_grad():
-            return model(ids)[0]
+            return served.module(DEFAULT, step)
 
-    return model, (ids,), forward
+    return served.module, step.tensors(), forward
 
 
 # ------------------------------------------------------------------------ a user's module

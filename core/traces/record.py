@@ -33,8 +33,8 @@ and, for each output, a digest of its bits, its L1 norm in float64, ``SAMPLE`` v
 of their bits at fixed flat positions and, for reductions, K and the terms of the sampled elements
 (core.traces.reductions); the non-tensor arguments are kept as bounded text. An op with several
 outputs (a layer norm's backward: the input's, the weight's and the bias's gradients) keeps each
-one's fields in ``outputs``, so each is judged against its own envelope. Views and ``detach``
-compute nothing and are not recorded.
+one's fields in ``outputs``, so each is judged against its own envelope. Views, ``detach`` and
+``clone`` compute nothing and are not recorded.
 
 Following one row (``follow_batch``, ``follow_row``): with a batch of B rows, a tensor derived from
 the run's inputs whose first dimension is a multiple of B is cut to row r's share (rows r·n/B to
@@ -69,7 +69,9 @@ MAX_OPS = 20_000  # ops recorded per trace; a run with more is refused, not trun
 MAX_ARG_TEXT = 200  # characters of non-tensor arguments kept per op
 MAX_INPUTS = 64  # input tensors recorded one by one (a longer list's rest is one digest)
 MAX_OUTPUTS = 8  # outputs of one op recorded one by one (more are only digested)
-_SKIP = {"detach", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided", "new_empty",
+# clone copies the same bits: torch's batched products clone strided operands at some batch sizes and not
+# at others, and a trace should not part two runs over a copy
+_SKIP = {"detach", "clone", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided", "new_empty",
          "new_empty_strided", "empty_permuted",
          "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
 _FUNCS: dict = {}  # op overload -> (name, not recorded)

@@ -21,18 +21,26 @@ def test_the_traced_mlp_gives_the_training_mlps_bits(dtype):
 
 
 def test_the_traced_decode_step_is_the_served_models_next_token():
-    """The trace's batch of last characters after prefilled prompts: the module form's logits are the
-    whole-sequence function's at the last position and the served model's next-token logits, to rounding
-    (a decode step reads cached keys; the served model has kernels of its own)."""
-    _, _, step = build(RunSettings(model="tiny-lm", batch=3))
-    logits = step()[:, -1]
+    """The trace runs the server's own forward pass: the traced batch of last characters after prefilled
+    prompts gives, bit for bit, the logits the served model gives those requests in one decode step,
+    and so does the pass recorded under the tracer (its last op's digest)."""
+    from core.traces.record import digest
+    from core.traces.run import make_trace
+
     prompts = [encode(p) for p in lm_prompts(3)]
-    whole = sequence_logits(load_params(), torch.tensor(prompts))[:, -1]
-    assert torch.allclose(logits, whole, rtol=1e-5, atol=1e-5)
-    one = build(RunSettings(model="tiny-lm", batch=1))[2]()[:, -1]
     served = TinyLM(load_params(), ModelConfig())
-    cache = served.new_cache()
-    served.forward(KERNELS["default"], [prompts[0][:-1]], [cache])
-    nxt = served.forward(KERNELS["default"], [[prompts[0][-1]]], [cache])[0]
-    assert torch.allclose(one[0], nxt, rtol=1e-4, atol=1e-4)
-    assert int(torch.argmax(one[0])) == int(torch.argmax(nxt))
+    caches = [served.new_cache() for _ in prompts]
+    for p, c in zip(prompts, caches, strict=True):
+        served.forward(KERNELS["default"], [p[:-1]], [c])
+    nxt = served.forward(KERNELS["default"], [[p[-1]] for p in prompts], caches)
+    root, inputs, step = build(RunSettings(model="tiny-lm", batch=3))
+    assert torch.equal(step(), nxt) and root.__class__.__name__ == "TinyLMModule"
+    whole = sequence_logits(load_params(), torch.tensor(prompts))[:, -1]
+    assert torch.allclose(nxt, whole, rtol=1e-5, atol=1e-5)  # the same function, in other shapes
+
+    alone = served.new_cache()
+    served.forward(KERNELS["default"], [prompts[0][:-1]], [alone])
+    one = served.forward(KERNELS["default"], [[prompts[0][-1]]], [alone])
+    trace = make_trace(RunSettings(model="tiny-lm"))
+    assert trace["ops"][-1]["out_digest"] == digest(one)
+    assert trace["ops"][-1]["module"] == "model.head"
