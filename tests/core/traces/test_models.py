@@ -33,7 +33,7 @@ def test_the_traced_decode_step_is_the_served_models_next_token():
     for p, c in zip(prompts, caches, strict=True):
         served.forward(KERNELS["default"], [p[:-1]], [c])
     nxt = served.forward(KERNELS["default"], [[p[-1]] for p in prompts], caches)
-    root, inputs, step = build(RunSettings(model="tiny-lm", batch=3))
+    root, _, step = build(RunSettings(model="tiny-lm", batch=3))
     assert torch.equal(step(), nxt) and root.__class__.__name__ == "TinyLMModule"
     whole = sequence_logits(load_params(), torch.tensor(prompts))[:, -1]
     assert torch.allclose(nxt, whole, rtol=1e-5, atol=1e-5)  # the same function, in other shapes
