@@ -148,12 +148,42 @@ def _widened(factor: float, typical_core: np.ndarray, out: np.ndarray, spread: n
     return max(factor, 2.0 * float(np.max(excess[ok] / t[ok])))
 
 
-def _check(d, fin, env) -> tuple[int, float]:
+def ratio_to(d, env) -> np.ndarray:
+    """d / env per element, where an envelope of 0 admits only 0: 0/0 is 0 and d/0 is inf."""
     with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(env > 0, d / np.where(env > 0, env, 1.0), np.where(d > 0, np.inf, 0.0))
+
+
+def _check(d, fin, env) -> tuple[int, float]:
+    with np.errstate(invalid="ignore"):
         over = fin & ~(d <= env)
-        ratio = np.where(env > 0, d / np.where(env > 0, env, 1.0), np.where(d > 0, np.inf, 0.0))
-    worst = float(np.max(np.where(fin, ratio, 0.0))) if fin.any() else 0.0
+    worst = float(np.max(np.where(fin, ratio_to(d, env), 0.0))) if fin.any() else 0.0
     return int(over.sum()), worst
+
+
+def output_rounding(m, fmt: FloatFormat, acc: FloatFormat) -> np.ndarray:
+    """What rounding an accumulated result to the output format adds to a difference, per element:
+    an ULP of ``fmt`` at the magnitude m where ``fmt`` is narrower than ``acc`` (each side rounds once,
+    by at most half an ULP), else nothing."""
+    return ulp_array(m, fmt) if fmt.precision < acc.precision else np.zeros_like(m)
+
+
+def summed_ulps(l1: float, count: int, fmt: FloatFormat) -> float:
+    """A bound on the sum of ulp(y_i) over ``count`` values of ``fmt`` whose absolute sum is ``l1``:
+    ulp(y) <= 2 u |y| for a normal y, and the smallest subnormal below that."""
+    return 2 * float(fmt.unit_roundoff) * l1 + count * float(fmt.min_subnormal)
+
+
+def envelope_of(bound, widened, out) -> np.ndarray:
+    """E = min(B, Z T) + output rounding: ``widened`` is Z T (with any bias), ``out`` the output rounding."""
+    with np.errstate(invalid="ignore"):
+        return np.minimum(bound, widened) + out
+
+
+def reordering_bound(k: int, sum_abs, acc: FloatFormat, outputs: int = 1):
+    """B_R = 2 gamma_K sum|t| + K minsub of two orders of K-term sums in ``acc``; over ``outputs`` sums
+    at once (``sum_abs`` then their total), the subnormal term counts once per sum."""
+    return 2 * gamma(k, float(acc.unit_roundoff), math.inf) * sum_abs + k * outputs * float(acc.min_subnormal)
 
 
 def reordering_sizes(k: int, s, m, sum_abs, acc: FloatFormat):
@@ -161,24 +191,23 @@ def reordering_sizes(k: int, s, m, sum_abs, acc: FloatFormat):
 
     T_R = u sqrt(K) max(s, |y|) + sqrt(K) minsub: s = sqrt(sum t^2) is the size for terms of random
     sign, and max(s, |y|) covers terms of one sign, whose reorderings differ by about 0.47 u sqrt(K)|y|
-    with |y| >= s; roundings in the subnormal range are absolute. B_R = 2 gamma_K sum|t| + K minsub.
+    with |y| >= s; roundings in the subnormal range are absolute. B_R: ``reordering_bound``.
     Both diagnose's verdict and the traces' judge take the envelope from here.
     """
     u, minsub = float(acc.unit_roundoff), float(acc.min_subnormal)
     typical = u * math.sqrt(k) * np.maximum(s, m) + math.sqrt(k) * minsub
-    bound = 2 * gamma(k, u, math.inf) * sum_abs + k * minsub
-    return typical, bound
+    return typical, reordering_bound(k, sum_abs, acc)
 
 
 def reordering_envelope(d, fin, m, s, sum_abs, rigorous, k, fmt: FloatFormat, acc: FloatFormat,
                          sim: Simulation | None) -> EnvelopeCheck:
     """The reordering envelope min(B_R, Z T_R) + output rounding, per element (see the module docstring)."""
-    out = ulp_array(m, fmt) if fmt.precision < acc.precision else np.zeros_like(m)
+    out = output_rounding(m, fmt, acc)
     core, bound_core = reordering_sizes(k, s, m, sum_abs, acc)
     factor = _widened(ENVELOPE_FACTOR, core, out, sim.spread if sim is not None else None,
                       sim.elements if sim is not None else None)
     with np.errstate(invalid="ignore"):
-        env = np.minimum(bound_core, factor * core) + out
+        env = envelope_of(bound_core, factor * core, out)
     exceed, worst = _check(d, fin, env)
     notes = () if rigorous else ("The bound uses the estimate sum|x| ≈ √K·scale (no inputs given).",)
     return EnvelopeCheck(REORDERING_ENVELOPE, f"Reordering in {acc.name}",
@@ -204,7 +233,7 @@ def reduced_envelope(key, d, fin, m, s, sum_abs, rows_abs, ops: Inputs | None, k
         e_in = (2 * u_in + u_in * u_in) * sum_abs
     bound_core = (e_in + gamma(k, u32, math.inf) * (sum_abs + e_in) + gamma(k, u_acc, math.inf) * sum_abs
                   + k * sub32 + k * float(acc.min_subnormal))
-    out = ulp_array(m, fmt) if fmt.precision < acc.precision else np.zeros_like(m)
+    out = output_rounding(m, fmt, acc)
     if p.rounds_output:
         out = np.maximum(out, ulp_array(m, p))
     core = (u_p + u32 * math.sqrt(k)) * s + math.sqrt(k) * (sub32 + 2 * h)
@@ -219,7 +248,7 @@ def reduced_envelope(key, d, fin, m, s, sum_abs, rows_abs, ops: Inputs | None, k
     # unbiased spread, which a large |S| against the scale s can carry beyond Z T_P (found by hypothesis).
     bias = 2 * u_p * m if p.may_truncate else 0.0
     with np.errstate(invalid="ignore"):
-        env = np.minimum(bound_core, factor * core + bias) + out
+        env = envelope_of(bound_core, factor * core + bias, out)
     exceed, worst = _check(d, fin, env)
     typical = core + out
     with np.errstate(divide="ignore", invalid="ignore"):

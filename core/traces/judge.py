@@ -25,8 +25,9 @@ with K the op's reduction length and u the unit roundoff of the format torch acc
 - rigorous bound B = 2 gamma_K sum|t| + K minsub (Higham, eq. 3.4: two orders each within
   gamma_K sum|t| of the exact sum);
 - envelope E = min(B, Z T) + one ULP of the output format where it is narrower than the
-  accumulation (Z = core.diagnose.envelopes.ENVELOPE_FACTOR = 8). T and B are computed by
-  core.diagnose.envelopes.reordering_sizes, for diagnose's verdict and this judge alike.
+  accumulation (Z = core.diagnose.envelopes.ENVELOPE_FACTOR = 8). T and B, the output rounding, E
+  and |a - b| / E come from core.diagnose.envelopes (reordering_sizes, output_rounding, envelope_of,
+  ratio_to), for diagnose's verdict and this judge alike.
 
 sum|t| and s come from the recorded terms of the op's inputs where the op is a matrix product or a
 sum ("exact": B is rigorous); for a softmax or a norm the output is one row reduction and sum|t| =
@@ -55,8 +56,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from core.arith.formats import FORMATS, decode_hex, ulp_array
-from core.arith.metrics import gamma
-from core.diagnose.envelopes import ENVELOPE_FACTOR, reordering_sizes
+from core.diagnose.envelopes import (
+    ENVELOPE_FACTOR,
+    envelope_of,
+    output_rounding,
+    ratio_to,
+    reordering_bound,
+    reordering_sizes,
+    summed_ulps,
+)
 from core.diagnose.rounding import accumulation_format, narrower
 from core.traces.record import OpRecord
 
@@ -186,8 +194,7 @@ def _envelope(a: OpRecord, b: OpRecord, kind: str, fmt, acc, m: np.ndarray, ulp:
     """The envelope of ``a``'s op class at the sampled magnitudes ``m`` (the larger of the two sides),
     in the output format ``fmt``, accumulated in ``acc``."""
     n = len(a.sample_index)
-    u, minsub = float(acc.unit_roundoff), float(acc.min_subnormal)
-    out_round = ulp if fmt.precision < acc.precision else np.zeros_like(m)
+    out_round = output_rounding(m, fmt, acc)
     total = None
     numel = math.prod(a.out_shape) if a.out_shape else 1
     if kind == "reduction":
@@ -195,10 +202,9 @@ def _envelope(a: OpRecord, b: OpRecord, kind: str, fmt, acc, m: np.ndarray, ulp:
         if a.terms_kind == "exact" and a.sum_abs is not None and a.scale is not None and len(a.sum_abs) == n:
             sum_abs, s, rigorous, extra = np.array(a.sum_abs), np.array(a.scale), True, np.zeros_like(m)
             basis = f"reordering of {k:,} terms"
-            if a.total_abs is not None:
-                total = (2 * gamma(k, u, math.inf) * a.total_abs + k * numel * minsub
-                         + (2 * float(fmt.unit_roundoff) * max(a.l1 or 0, b.l1 or 0) + numel * float(fmt.min_subnormal)
-                            if fmt.precision < acc.precision else 0.0))
+            if a.total_abs is not None:  # B_R over the whole output, and each output's rounding to fmt
+                total = reordering_bound(k, a.total_abs, acc, numel) + (
+                    summed_ulps(max(a.l1 or 0, b.l1 or 0), numel, fmt) if fmt.precision < acc.precision else 0.0)
         elif a.terms_kind in ("relative", "relative-floor"):
             one = np.ones_like(m) if packet(a.op) == "_log_softmax" else m
             if a.terms_kind == "relative-floor" and n:  # a layer norm: absolute at the others' scale
@@ -209,7 +215,7 @@ def _envelope(a: OpRecord, b: OpRecord, kind: str, fmt, acc, m: np.ndarray, ulp:
             sum_abs, s, rigorous, extra = math.sqrt(k) * m, m, False, ELEMENTWISE_ULPS * ulp
             basis = f"reordering of {k:,} terms (terms estimated)"
         typical, bound = reordering_sizes(k, s, m, sum_abs, acc)
-        env = np.minimum(bound, ENVELOPE_FACTOR * typical) + out_round + extra
+        env = envelope_of(bound, ENVELOPE_FACTOR * typical, out_round + extra)
     elif kind == "elementwise" and a.terms_kind == "inputs" and a.scale is not None and len(a.scale) == n:
         # a formula of its inputs that can cancel (tanh's backward g (1 - y^2), erf-based functions): an
         # absolute error at the inputs' scale, c = max |input| at that position (estimated, not a bound)
@@ -220,9 +226,7 @@ def _envelope(a: OpRecord, b: OpRecord, kind: str, fmt, acc, m: np.ndarray, ulp:
     elif kind == "elementwise":
         typical, bound = ulp, ELEMENTWISE_ULPS * ulp
         env, rigorous, basis = bound, True, "an elementwise function (not correctly rounded)"
-        # ulp(y) <= 2 u |y| for a normal y, so sum_i 4 ulp(y_i) <= 8 u L1 (plus subnormal spacing)
-        total = ELEMENTWISE_ULPS * 2 * float(fmt.unit_roundoff) * max(a.l1 or 0, b.l1 or 0) \
-            + numel * ELEMENTWISE_ULPS * float(fmt.min_subnormal)
+        total = ELEMENTWISE_ULPS * summed_ulps(max(a.l1 or 0, b.l1 or 0), numel, fmt)
     else:
         typical = bound = None
         env, rigorous, basis = np.zeros_like(m), True, "a correctly rounded op (no rounding freedom)"
@@ -258,8 +262,7 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
     kind = op_class(a)
     e = _envelope(a, b, kind, fmt, FORMATS[accumulation_format(out_dtype)], m, ulp)
     typical, bound, env, rigorous, basis, total = e.typical, e.bound, e.env, e.rigorous, e.basis, e.total
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r_env = np.where(env > 0, d / np.where(env > 0, env, 1), np.where(d > 0, np.inf, 0.0))
+    r_env = ratio_to(d, env)
     worst_i = int(np.argmax(r_env)) if n else 0
     worst = float(r_env[worst_i]) if n else 0.0
 
