@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -199,44 +200,76 @@ def reordering_sizes(k: int, s, m, sum_abs, acc: FloatFormat):
     return typical, reordering_bound(k, sum_abs, acc)
 
 
-def reordering_envelope(d, fin, m, s, sum_abs, rigorous, k, fmt: FloatFormat, acc: FloatFormat,
-                         sim: Simulation | None) -> EnvelopeCheck:
+@dataclass(frozen=True, kw_only=True)
+class Scale:
+    """What each element's difference is measured against (the derivation is in the module docstring)."""
+
+    m: np.ndarray  # max(|actual|, |expected|)
+    s: np.ndarray  # the scale: m, or sqrt(sum t^2) from the inputs, or the median floor
+    sum_abs: np.ndarray | float  # sum|t| per element, from the inputs, or estimated as sqrt(K) * s
+    rows_abs: np.ndarray | None  # the rows' sums of |a| and |b| (inputs only)
+    rigorous: bool  # from the inputs: the bounds are rigorous
+
+
+@dataclass(frozen=True, kw_only=True)
+class Elements:
+    """The compared elements as every envelope reads them: each one's difference ``d``, whether both
+    sides are finite (``fin``), its scale, the K terms it sums, the format the computation ran in
+    (``fmt``) and the one it accumulated in (``acc``)."""
+
+    d: np.ndarray
+    fin: np.ndarray
+    scale: Scale
+    k: int
+    fmt: FloatFormat
+    acc: FloatFormat
+
+
+def reordering_envelope(e: Elements, sim: Simulation | None) -> EnvelopeCheck:
     """The reordering envelope min(B_R, Z T_R) + output rounding, per element (see the module docstring)."""
-    out = output_rounding(m, fmt, acc)
-    core, bound_core = reordering_sizes(k, s, m, sum_abs, acc)
+    sc, k, fmt, acc, fin = e.scale, e.k, e.fmt, e.acc, e.fin
+    out = output_rounding(sc.m, fmt, acc)
+    core, bound_core = reordering_sizes(k, sc.s, sc.m, sc.sum_abs, acc)
     factor = _widened(ENVELOPE_FACTOR, core, out, sim.spread if sim is not None else None,
                       sim.elements if sim is not None else None)
-    with np.errstate(invalid="ignore"):
-        env = envelope_of(bound_core, factor * core, out)
-    exceed, worst = _check(d, fin, env)
-    notes = () if rigorous else ("The bound uses the estimate sum|x| ≈ √K·scale (no inputs given).",)
-    return EnvelopeCheck(REORDERING_ENVELOPE, f"Reordering in {acc.name}",
-                         f"the same {k:,}-term sums added in another order, accumulating in {acc.name}"
+    env = envelope_of(bound_core, factor * core, out)
+    exceed, worst = _check(e.d, fin, env)
+    notes = () if sc.rigorous else ("The bound uses the estimate sum|x| ≈ √K·scale (no inputs given).",)
+    return EnvelopeCheck(key=REORDERING_ENVELOPE, name=f"Reordering in {acc.name}",
+                         what=f"the same {k:,}-term sums added in another order, accumulating in {acc.name}"
                          + (f", rounded to {fmt.name}" if fmt.precision < acc.precision else ""),
-                         np.where(fin, core + out, np.nan), np.where(fin, env, np.nan),
-                         np.where(fin, bound_core + out, np.nan), rigorous, factor, exceed, worst, notes)
+                         typical=np.where(fin, core + out, np.nan), envelope=np.where(fin, env, np.nan),
+                         bound=np.where(fin, bound_core + out, np.nan), bound_rigorous=sc.rigorous, factor=factor,
+                         exceed=exceed, worst_ratio=worst, notes=notes)
 
 
-def reduced_envelope(key, d, fin, m, s, sum_abs, rows_abs, ops: Inputs | None, k, fmt: FloatFormat,
-                      acc: FloatFormat, sim: Simulation | None) -> EnvelopeCheck:
-    """The envelope of inputs rounded to ``key``, min(B_P, Z T_P + bias) + output rounding, per element."""
-    p = REDUCED_FORMATS[key]
+def _reduced_bound(p, e: Elements, ops: Inputs | None):
+    """B_P: the inputs' conversion to P, the float32 products and sums of the converted inputs, and the
+    accumulation (see the module docstring)."""
+    sum_abs, k = e.scale.sum_abs, e.k
     u_p, h = p.u, p.half_min_subnormal
     u_in = 2 * u_p if p.may_truncate else u_p  # the largest relative change of one input's conversion
-    u32, u_acc = float(FLOAT32.unit_roundoff), float(acc.unit_roundoff)
-    sub32 = float(FLOAT32.min_subnormal)
+    u32, u_acc = float(FLOAT32.unit_roundoff), float(e.acc.unit_roundoff)
     if ops is not None and ops.kind == "sum":
         e_in = u_in * sum_abs + k * h
     elif ops is not None:
-        e_in = (2 * u_in + u_in * u_in) * sum_abs + h * (1 + u_in) * rows_abs + k * h * h
+        e_in = (2 * u_in + u_in * u_in) * sum_abs + h * (1 + u_in) * e.scale.rows_abs + k * h * h
     else:
         e_in = (2 * u_in + u_in * u_in) * sum_abs
-    bound_core = (e_in + gamma(k, u32, math.inf) * (sum_abs + e_in) + gamma(k, u_acc, math.inf) * sum_abs
-                  + k * sub32 + k * float(acc.min_subnormal))
-    out = output_rounding(m, fmt, acc)
+    return (e_in + gamma(k, u32, math.inf) * (sum_abs + e_in) + gamma(k, u_acc, math.inf) * sum_abs
+            + k * float(FLOAT32.min_subnormal) + k * float(e.acc.min_subnormal))
+
+
+def reduced_envelope(key: str, e: Elements, ops: Inputs | None, sim: Simulation | None) -> EnvelopeCheck:
+    """The envelope of inputs rounded to ``key``, min(B_P, Z T_P + bias) + output rounding, per element."""
+    p = REDUCED_FORMATS[key]
+    sc, k, fin = e.scale, e.k, e.fin
+    bound_core = _reduced_bound(p, e, ops)
+    out = output_rounding(sc.m, e.fmt, e.acc)
     if p.rounds_output:
-        out = np.maximum(out, ulp_array(m, p))
-    core = (u_p + u32 * math.sqrt(k)) * s + math.sqrt(k) * (sub32 + 2 * h)
+        out = np.maximum(out, ulp_array(sc.m, p))
+    core = (p.u + float(FLOAT32.unit_roundoff) * math.sqrt(k)) * sc.s \
+        + math.sqrt(k) * (float(FLOAT32.min_subnormal) + 2 * p.half_min_subnormal)
     notes = []
     spread = None
     if sim is not None and key in sim.reduced:
@@ -246,18 +279,18 @@ def reduced_envelope(key, d, fin, m, s, sum_abs, rows_abs, ops: Inputs | None, k
     factor = _widened(ENVELOPE_FACTOR, core, out, spread, sim.elements if sim is not None else None)
     # Truncation shrinks every product toward zero by 2 u_P on average: a bias of about 2 u_P |S| on top of the
     # unbiased spread, which a large |S| against the scale s can carry beyond Z T_P (found by hypothesis).
-    bias = 2 * u_p * m if p.may_truncate else 0.0
-    with np.errstate(invalid="ignore"):
-        env = envelope_of(bound_core, factor * core + bias, out)
-    exceed, worst = _check(d, fin, env)
+    bias = 2 * p.u * sc.m if p.may_truncate else 0.0
+    env = envelope_of(bound_core, factor * core + bias, out)
+    exceed, worst = _check(e.d, fin, env)
     typical = core + out
     with np.errstate(divide="ignore", invalid="ignore"):
-        bulk = float(np.median(np.where(typical[fin] > 0, d[fin] / typical[fin], 0.0))) if fin.any() else 0.0
+        bulk = float(np.median(np.where(typical[fin] > 0, e.d[fin] / typical[fin], 0.0))) if fin.any() else 0.0
     if ops is None:
         notes.append("The bound uses the estimate sum|x| ≈ √K·scale (no inputs given).")
-    return EnvelopeCheck(key, f"{p.name} inputs", p.what, np.where(fin, typical, np.nan), np.where(fin, env, np.nan),
-                         np.where(fin, bound_core + out, np.nan), ops is not None, factor, exceed, worst, tuple(notes),
-                         bulk)
+    return EnvelopeCheck(key=key, name=f"{p.name} inputs", what=p.what, typical=np.where(fin, typical, np.nan),
+                         envelope=np.where(fin, env, np.nan), bound=np.where(fin, bound_core + out, np.nan),
+                         bound_rigorous=ops is not None, factor=factor, exceed=exceed, worst_ratio=worst,
+                         notes=tuple(notes), bulk_ratio=bulk)
 
 
 def pattern_check(d, fin, s, fmt: FloatFormat) -> PatternCheck:
@@ -267,12 +300,12 @@ def pattern_check(d, fin, s, fmt: FloatFormat) -> PatternCheck:
         q = np.where(fin, d / ulp_array(np.where(fin, s, 0.0), fmt), 0.0)
     worst = float(q.max()) if n else 0.0
     if n < MIN_PATTERN_ELEMENTS:
-        return PatternCheck(False, 1.0, np.array([], dtype=np.int64), worst)
+        return PatternCheck(applicable=False, level=1.0, outliers=np.array([], dtype=np.int64), worst=worst)
     kk = max(1, int(OUTLIER_SHARE * n))
     qs = np.sort(q[fin])[::-1]
     level = max(float(qs[kk]), 1.0)
     out = np.flatnonzero(fin & (q > OUTLIER_FACTOR * level))
-    return PatternCheck(True, level, out, worst)
+    return PatternCheck(applicable=True, level=level, outliers=out, worst=worst)
 
 
 def envelope_tolerances(env: EnvelopeCheck, fin, ef) -> tuple[float, float]:

@@ -28,6 +28,8 @@ import numpy as np
 
 from core.arith.formats import FORMATS, FloatFormat, ulp_array
 from core.diagnose.envelopes import (
+    Elements,
+    Scale,
     envelope_tolerances,
     median_floor,
     pattern_check,
@@ -133,10 +135,9 @@ def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: st
     scale = _scale(case, diffs, notes)
     sim = _simulation(case, diffs, scale, notes) if simulate_orders else None
     d, fin, k = diffs.d, diffs.fin, case.k
-    envs = [reordering_envelope(d, fin, scale.m, scale.s, scale.sum_abs, scale.rigorous, k, case.fmt, case.acc, sim)]
-    for key in case.keys:
-        envs.append(reduced_envelope(key, d, fin, scale.m, scale.s, scale.sum_abs, scale.rows_abs, case.ops, k,
-                                     case.fmt, case.acc, sim))
+    elements = Elements(d=d, fin=fin, scale=scale, k=k, fmt=case.fmt, acc=case.acc)
+    envs = [reordering_envelope(elements, sim)]
+    envs += [reduced_envelope(key, elements, case.ops, sim) for key in case.keys]
     pattern = pattern_check(d, fin, scale.s, case.fmt)
     verdict, explanation, reasons = _decide(case, diffs, envs, pattern)
     if sim is not None:
@@ -247,24 +248,13 @@ class _Differences:
                    n_signed_zero=int(np.sum(fin & (af == 0) & (ef == 0) & (np.signbit(af) != np.signbit(ef)))))
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Scale:
-    """What each element's difference is measured against (core.diagnose.envelopes has the derivation)."""
-
-    m: np.ndarray  # max(|actual|, |expected|)
-    s: np.ndarray  # the scale: m, or sqrt(sum t^2) from the inputs, or the median floor
-    sum_abs: np.ndarray | float  # sum|t| per element, from the inputs, or estimated as sqrt(K) * s
-    rows_abs: np.ndarray | None  # the rows' sums of |a| and |b| (inputs only)
-    rigorous: bool  # from the inputs: the bounds are rigorous
-
-
-def _scale(case: _Case, diffs: _Differences, notes: list[str]) -> _Scale:
+def _scale(case: _Case, diffs: _Differences, notes: list[str]) -> Scale:
     ops, k, fin = case.ops, case.k, diffs.fin
     m = np.where(fin, np.maximum(np.abs(diffs.af), np.abs(diffs.ef)), 0.0)
     floor = median_floor(case.e, fin.reshape(case.a.shape)).reshape(-1)
     if ops is None:
         s = np.maximum(m, floor)
-        return _Scale(m=m, s=s, sum_abs=math.sqrt(k) * s, rows_abs=None, rigorous=False)
+        return Scale(m=m, s=s, sum_abs=math.sqrt(k) * s, rows_abs=None, rigorous=False)
     with np.errstate(over="ignore", invalid="ignore"):
         if ops.kind == "matmul":
             sum_abs = (np.abs(ops.a) @ np.abs(ops.b)).reshape(-1)
@@ -279,10 +269,10 @@ def _scale(case: _Case, diffs: _Differences, notes: list[str]) -> _Scale:
     if not good.all():
         notes.append("Some inputs are not finite or too large to square: those elements use the estimated scale.")
     s = np.maximum(m, np.where(good, sq, floor))
-    return _Scale(m=m, s=s, sum_abs=np.where(good, sum_abs, math.sqrt(k) * s), rows_abs=rows_abs, rigorous=True)
+    return Scale(m=m, s=s, sum_abs=np.where(good, sum_abs, math.sqrt(k) * s), rows_abs=rows_abs, rigorous=True)
 
 
-def _simulation(case: _Case, diffs: _Differences, scale: _Scale, notes: list[str]) -> Simulation | None:
+def _simulation(case: _Case, diffs: _Differences, scale: Scale, notes: list[str]) -> Simulation | None:
     """The inputs' own summation orders on a sample of the elements that differ most (inputs only)."""
     ops, k, fin = case.ops, case.k, diffs.fin
     if ops is None:
