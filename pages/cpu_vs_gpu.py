@@ -11,7 +11,7 @@ from core.arith.formats import hex_bits
 from core.arith.vectors import GENERATORS
 from core.crowd.budget import cpu_vs_gpu_cost
 from core.crowd.bytecache import VECTORS
-from core.crowd.querystate import Field
+from core.crowd.querystate import Field, FieldKind
 from core.kernels.cuda_published import published_evidence_sentence
 from core.kernels.torch_cpu_model import GRAIN_SIZE
 from core.machines.devices import Device, available_devices, device_info
@@ -55,9 +55,9 @@ from ui.render import inert
 from ui.urlstate import restore, share_box, sync
 
 URL_FIELDS = [
-    Field(key="cg_gen", param="vector", kind="choice", options=SUITE_GENERATORS),
-    Field(key="cg_n", param="n", kind="choice", options=SUITE_SIZES),
-    Field(key="cg_dtype", param="format", kind="choice", options=SUITE_DTYPES),
+    Field(key="cg_gen", param="vector", kind=FieldKind.CHOICE, options=SUITE_GENERATORS),
+    Field(key="cg_n", param="n", kind=FieldKind.CHOICE, options=SUITE_SIZES),
+    Field(key="cg_dtype", param="format", kind=FieldKind.CHOICE, options=SUITE_DTYPES),
 ]
 HELD = "_cg_upload"  # this session's uploaded recording: {"digest", "recording", "fidelity"}
 REFUSED = "_cg_upload_refused"  # (digest, message) of the last file refused, so it is not parsed on every rerun

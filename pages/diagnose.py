@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.crowd.querystate import Field
+from core.crowd.querystate import Field, FieldKind
 from core.diagnose.examples import EXAMPLES, LOG_EXAMPLES, make_example, make_log_example
 from core.diagnose.inputs import prepare_inputs
 from core.diagnose.loaders import (
@@ -38,13 +38,13 @@ MAX_K = 1_000_000_000
 MB = MAX_UPLOAD_BYTES // (1024 * 1024)
 
 URL_FIELDS = [
-    Field(key="dg_source", param="source", kind="choice", options=tuple(SOURCES)),
-    Field(key="dg_example", param="example", kind="choice", options=tuple(EXAMPLES)),
-    Field(key="dg_k", param="k", kind="int", low=0, high=MAX_K),
-    Field(key="dg_format", param="format", kind="choice", options=FORMAT_CHOICES),
-    Field(key="dg_reduced", param="reduced", kind="choice", options=(True, False)),
-    Field(key="dg_log_source", param="logs", kind="choice", options=tuple(LOG_SOURCES)),
-    Field(key="dg_log_example", param="log_example", kind="choice", options=tuple(LOG_EXAMPLES)),
+    Field(key="dg_source", param="source", kind=FieldKind.CHOICE, options=tuple(SOURCES)),
+    Field(key="dg_example", param="example", kind=FieldKind.CHOICE, options=tuple(EXAMPLES)),
+    Field(key="dg_k", param="k", kind=FieldKind.INT, low=0, high=MAX_K),
+    Field(key="dg_format", param="format", kind=FieldKind.CHOICE, options=FORMAT_CHOICES),
+    Field(key="dg_reduced", param="reduced", kind=FieldKind.CHOICE, options=(True, False)),
+    Field(key="dg_log_source", param="logs", kind=FieldKind.CHOICE, options=tuple(LOG_SOURCES)),
+    Field(key="dg_log_example", param="log_example", kind=FieldKind.CHOICE, options=tuple(LOG_EXAMPLES)),
 ]
 DEFAULTS = {"dg_source": "example", "dg_example": "batch", "dg_k": 0, "dg_format": "auto", "dg_reduced": True,
             "dg_log_source": "example", "dg_log_example": "chaotic"}

@@ -10,7 +10,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from core.arith.formats import FORMATS
 from core.arith.vectors import VectorError
-from core.crowd.querystate import Field
+from core.crowd.querystate import Field, FieldKind
 from core.kernels.dot import (
     MAX_K,
     MAX_TRACE_K,
@@ -51,20 +51,20 @@ DEFAULT_MODELS = list(DotLabSettings().models)
 TILES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 TF32_LABELS = {"rna": "nearest, ties away (CUTLASS default)", "rne": "nearest, ties even", "rz": "truncation"}
 URL_FIELDS = [
-    Field(key="ga_kind", param="vectors", kind="choice", options=tuple(DOT_GENERATORS)),
-    Field(key="ga_k", param="K", kind="int", low=1, high=MAX_K),
-    Field(key="ga_seed", param="seed", kind="int", low=0, high=2**32 - 1),
-    Field(key="ga_cond", param="condition", kind="choice", options=tuple(CONDITIONS)),
-    Field(key="ga_storage", param="inputs", kind="choice", options=tuple(FORMATS)),
-    Field(key="ga_acc", param="accumulate", kind="choice", options=tuple(FORMATS)),
-    Field(key="ga_models", param="models", kind="multi", options=tuple(MODELS)),
-    Field(key="ga_tile", param="tile", kind="choice", options=tuple(TILES)),
-    Field(key="ga_slices", param="slices", kind="int", low=1, high=64),
-    Field(key="ga_tf32", param="tf32", kind="choice", options=tuple(TF32_ROUNDINGS)),
-    Field(key="ga_buckets", param="buckets", kind="int", low=1, high=64),
-    Field(key="ga_values", param="values", kind="int", low=1, high=1_000_000),
-    Field(key="ga_runs", param="runs", kind="int", low=1, high=10_000),
-    Field(key="ga_aformat", param="atomic_format", kind="choice", options=ATOMIC_FORMATS),
+    Field(key="ga_kind", param="vectors", kind=FieldKind.CHOICE, options=tuple(DOT_GENERATORS)),
+    Field(key="ga_k", param="K", kind=FieldKind.INT, low=1, high=MAX_K),
+    Field(key="ga_seed", param="seed", kind=FieldKind.INT, low=0, high=2**32 - 1),
+    Field(key="ga_cond", param="condition", kind=FieldKind.CHOICE, options=tuple(CONDITIONS)),
+    Field(key="ga_storage", param="inputs", kind=FieldKind.CHOICE, options=tuple(FORMATS)),
+    Field(key="ga_acc", param="accumulate", kind=FieldKind.CHOICE, options=tuple(FORMATS)),
+    Field(key="ga_models", param="models", kind=FieldKind.MULTI, options=tuple(MODELS)),
+    Field(key="ga_tile", param="tile", kind=FieldKind.CHOICE, options=tuple(TILES)),
+    Field(key="ga_slices", param="slices", kind=FieldKind.INT, low=1, high=64),
+    Field(key="ga_tf32", param="tf32", kind=FieldKind.CHOICE, options=tuple(TF32_ROUNDINGS)),
+    Field(key="ga_buckets", param="buckets", kind=FieldKind.INT, low=1, high=64),
+    Field(key="ga_values", param="values", kind=FieldKind.INT, low=1, high=1_000_000),
+    Field(key="ga_runs", param="runs", kind=FieldKind.INT, low=1, high=10_000),
+    Field(key="ga_aformat", param="atomic_format", kind=FieldKind.CHOICE, options=ATOMIC_FORMATS),
 ]
 DEFAULTS = {"ga_kind": "normal", "ga_k": 4096, "ga_seed": 0, "ga_cond": 1e8, "ga_storage": "float32",
             "ga_acc": "float32", "ga_models": list(DEFAULT_MODELS), "ga_tile": 8, "ga_slices": 4, "ga_tf32": "rna",

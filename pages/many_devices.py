@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.crowd.querystate import Field
+from core.crowd.querystate import Field, FieldKind
 from core.kernels.collectives import MODELS
 from core.training.data_parallel import DP_SETTINGS, EMULATED_KS, WORLD_SIZES, first_divergence
 from core.training.emulate import EmulationSettings, earliest_apart, emulate_run, order_study, run_pairs, study_ks
@@ -46,12 +46,12 @@ from ui.urlstate import restore, share_box, sync
 STEP_RANGE = (10, 200)  # live and emulated runs on this page
 KMAX_CHOICES = (16, 64, 256, 1024)
 URL_FIELDS = [
-    Field(key="md_world", param="workers", kind="choice", options=WORLD_SIZES),
-    Field(key="md_steps", param="steps", kind="int", low=STEP_RANGE[0], high=STEP_RANGE[1]),
-    Field(key="md_kmax", param="largest_k", kind="choice", options=KMAX_CHOICES),
-    Field(key="md_model", param="model", kind="choice", options=tuple(MODELS)),
-    Field(key="md_ks", param="devices", kind="multi", options=EMULATED_KS),
-    Field(key="md_esteps", param="emulated_steps", kind="int", low=STEP_RANGE[0], high=STEP_RANGE[1]),
+    Field(key="md_world", param="workers", kind=FieldKind.CHOICE, options=WORLD_SIZES),
+    Field(key="md_steps", param="steps", kind=FieldKind.INT, low=STEP_RANGE[0], high=STEP_RANGE[1]),
+    Field(key="md_kmax", param="largest_k", kind=FieldKind.CHOICE, options=KMAX_CHOICES),
+    Field(key="md_model", param="model", kind=FieldKind.CHOICE, options=tuple(MODELS)),
+    Field(key="md_ks", param="devices", kind=FieldKind.MULTI, options=EMULATED_KS),
+    Field(key="md_esteps", param="emulated_steps", kind=FieldKind.INT, low=STEP_RANGE[0], high=STEP_RANGE[1]),
 ]
 DEFAULTS = {"md_world": 2, "md_steps": 100, "md_kmax": 1024, "md_model": "ring_gloo", "md_ks": list(EMULATED_KS),
             "md_esteps": 100}

@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.arith.formats import FORMATS, hex_bits
 from core.crowd.budget import training_cost
-from core.crowd.querystate import Field
+from core.crowd.querystate import Field, FieldKind
 from core.kernels.reprosum import compiled_pass_available
 from core.machines.devices import available_devices, cpu_device
 from core.machines.timing import cpu_load
@@ -40,8 +40,8 @@ from ui.crowd import heavy_section
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.urlstate import restore, share_box, sync
 
-URL_FIELDS = [Field(key="mi_storage", param="storage", kind="choice", options=STORAGE_FORMATS),
-              Field(key="mi_k", param="seeds", kind="int", low=2, high=12)]
+URL_FIELDS = [Field(key="mi_storage", param="storage", kind=FieldKind.CHOICE, options=STORAGE_FORMATS),
+              Field(key="mi_k", param="seeds", kind=FieldKind.INT, low=2, high=12)]
 
 _lab = st.cache_data(max_entries=4, ttl=3600, show_spinner=False)(lab)
 _wider = st.cache_data(max_entries=4, ttl=1800, show_spinner=False)(wider_study)

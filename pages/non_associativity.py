@@ -7,7 +7,7 @@ import streamlit as st
 from core.arith.exact import shortest_repr
 from core.arith.formats import FORMATS
 from core.arith.parse import ParsedNumber, ParseError, parse_number
-from core.crowd.querystate import Field
+from core.crowd.querystate import Field, FieldKind
 from core.machines.devices import cpu_device
 from core.studies.assoc import (
     DISTRIBUTIONS,
@@ -99,11 +99,11 @@ def _search(settings: SearchSettings):
 
 
 URL_FIELDS = [
-    Field(key="na_preset", param="preset", kind="choice", options=(*PRESETS, CUSTOM)),
-    Field(key="na_fmt", param="format", kind="choice", options=tuple(FORMAT_NAMES)),
-    Field(key="na_a", param="a", kind="text"),
-    Field(key="na_b", param="b", kind="text"),
-    Field(key="na_c", param="c", kind="text"),
+    Field(key="na_preset", param="preset", kind=FieldKind.CHOICE, options=(*PRESETS, CUSTOM)),
+    Field(key="na_fmt", param="format", kind=FieldKind.CHOICE, options=tuple(FORMAT_NAMES)),
+    Field(key="na_a", param="a", kind=FieldKind.TEXT),
+    Field(key="na_b", param="b", kind=FieldKind.TEXT),
+    Field(key="na_c", param="c", kind=FieldKind.TEXT),
 ]
 
 

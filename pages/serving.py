@@ -8,7 +8,7 @@ from collections import OrderedDict
 import streamlit as st
 
 from core.crowd.budget import Cost
-from core.crowd.querystate import Field
+from core.crowd.querystate import Field, FieldKind
 from core.serving.engine import (
     DEFAULT_DTYPE,
     DEFAULT_KERNELS,
@@ -31,12 +31,12 @@ from ui.urlstate import restore, share_box, sync
 
 KERNEL_CHOICES = {"gpu_model": "MODEL of a GPU's batch-dependent kernel choices",
                   "default": "this CPU's own torch kernels"}
-URL_FIELDS = [Field(key="sv_n", param="requests", kind="int", low=1, high=MAX_REQUESTS),
-              Field(key="sv_batch", param="max_batch", kind="int", low=1, high=MAX_BATCH),
-              Field(key="sv_prompt", param="prompt", kind="text", max_length=MAX_PROMPT),
-              Field(key="sv_dtype", param="format", kind="choice", options=tuple(DTYPES)),
-              Field(key="sv_kernels", param="kernels", kind="choice", options=tuple(KERNEL_CHOICES)),
-              Field(key="sv_invariant", param="invariant", kind="choice", options=(False, True))]
+URL_FIELDS = [Field(key="sv_n", param="requests", kind=FieldKind.INT, low=1, high=MAX_REQUESTS),
+              Field(key="sv_batch", param="max_batch", kind=FieldKind.INT, low=1, high=MAX_BATCH),
+              Field(key="sv_prompt", param="prompt", kind=FieldKind.TEXT, max_length=MAX_PROMPT),
+              Field(key="sv_dtype", param="format", kind=FieldKind.CHOICE, options=tuple(DTYPES)),
+              Field(key="sv_kernels", param="kernels", kind=FieldKind.CHOICE, options=tuple(KERNEL_CHOICES)),
+              Field(key="sv_invariant", param="invariant", kind=FieldKind.CHOICE, options=(False, True))]
 DEFAULTS = {"sv_n": 40, "sv_batch": 16, "sv_prompt": DEFAULT_PROMPT, "sv_dtype": DEFAULT_DTYPE,
             "sv_kernels": DEFAULT_KERNELS, "sv_invariant": False}
 KEPT = 8  # finished studies kept for every visitor (a few kB each)

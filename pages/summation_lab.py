@@ -21,7 +21,7 @@ from core.arith.vectors import (
     parse_upload,
 )
 from core.crowd.budget import permutations_note
-from core.crowd.querystate import LINK_TEXT_CHARS, Field
+from core.crowd.querystate import LINK_TEXT_CHARS, Field, FieldKind
 from core.kernels.orders import DEFAULT_ORDERS, ORDERS
 from core.kernels.torch_cpu_model import GRAIN_SIZE
 from core.kernels.trees import MAX_TREE_N, TREE_ORDERS
@@ -70,17 +70,17 @@ DEFAULT_PASTE = "1e8, 1, -1e8, 0.1, 0.2, 0.3"
 # text never reaches the server's message limit (server.maxMessageSize) and a message says so.
 MAX_PASTE_CHARS = MAX_UPLOAD_BYTES
 URL_FIELDS = [
-    Field(key="sl_source", param="vector", kind="choice", options=tuple(SOURCES)),
-    Field(key="sl_storage", param="storage", kind="choice", options=tuple(FORMATS)),
-    Field(key="sl_working", param="accumulate", kind="choice", options=WORKING_CHOICES),
-    Field(key="sl_n", param="n", kind="int", low=1, high=MAX_N),
-    Field(key="sl_seed", param="seed", kind="int", low=0, high=2**32 - 1),
-    Field(key="sl_cond", param="condition", kind="choice", options=tuple(CONDITIONS)),
-    Field(key="sl_orders", param="orders", kind="multi", options=tuple(ORDERS)),
-    Field(key="sl_k", param="permutations", kind="int", low=0, high=MAX_PERMUTATIONS),
-    Field(key="sl_pseed", param="perm_seed", kind="int", low=0, high=2**32 - 1),
-    Field(key="sl_paste", param="numbers", kind="text", max_length=LINK_TEXT_CHARS),
-    Field(key="sl_tree_order", param="tree", kind="choice", options=tuple(CPU_TREE_ORDERS)),
+    Field(key="sl_source", param="vector", kind=FieldKind.CHOICE, options=tuple(SOURCES)),
+    Field(key="sl_storage", param="storage", kind=FieldKind.CHOICE, options=tuple(FORMATS)),
+    Field(key="sl_working", param="accumulate", kind=FieldKind.CHOICE, options=WORKING_CHOICES),
+    Field(key="sl_n", param="n", kind=FieldKind.INT, low=1, high=MAX_N),
+    Field(key="sl_seed", param="seed", kind=FieldKind.INT, low=0, high=2**32 - 1),
+    Field(key="sl_cond", param="condition", kind=FieldKind.CHOICE, options=tuple(CONDITIONS)),
+    Field(key="sl_orders", param="orders", kind=FieldKind.MULTI, options=tuple(ORDERS)),
+    Field(key="sl_k", param="permutations", kind=FieldKind.INT, low=0, high=MAX_PERMUTATIONS),
+    Field(key="sl_pseed", param="perm_seed", kind=FieldKind.INT, low=0, high=2**32 - 1),
+    Field(key="sl_paste", param="numbers", kind=FieldKind.TEXT, max_length=LINK_TEXT_CHARS),
+    Field(key="sl_tree_order", param="tree", kind=FieldKind.CHOICE, options=tuple(CPU_TREE_ORDERS)),
 ]
 DEFAULTS = {"sl_source": "normal", "sl_storage": "float32", "sl_working": "same", "sl_n": 1_000_000, "sl_seed": 0,
             "sl_cond": 1e8, "sl_orders": list(DEFAULT_ORDERS), "sl_k": 20, "sl_pseed": 0, "sl_paste": DEFAULT_PASTE,

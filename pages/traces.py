@@ -7,7 +7,7 @@ import hashlib
 
 import streamlit as st
 
-from core.crowd.querystate import Field
+from core.crowd.querystate import Field, FieldKind
 from core.traces.compare import Comparison, compare
 from core.traces.files import MAX_TRACE_BYTES, TraceFileError, dumps, from_bytes
 from core.traces.judge import ELEMENTWISE_ULPS, FORMAT_CHANGE, NOT_COMPARABLE
@@ -20,9 +20,9 @@ from ui.urlstate import restore, share_box, sync
 
 SOURCES = {"bundled": "A bundled pair, traced live here", "upload": "Upload two trace files"}
 MB = MAX_TRACE_BYTES // 2**20
-URL_FIELDS = [Field(key="tr_source", param="source", kind="choice", options=tuple(SOURCES)),
-              Field(key="tr_pair", param="pair", kind="choice", options=tuple(PAIRS)),
-              Field(key="tr_only", param="only_differences", kind="choice", options=(True, False))]
+URL_FIELDS = [Field(key="tr_source", param="source", kind=FieldKind.CHOICE, options=tuple(SOURCES)),
+              Field(key="tr_pair", param="pair", kind=FieldKind.CHOICE, options=tuple(PAIRS)),
+              Field(key="tr_only", param="only_differences", kind=FieldKind.CHOICE, options=(True, False))]
 DEFAULTS = {"tr_source": "bundled", "tr_pair": DEFAULT_PAIR, "tr_only": True}
 COMMANDS = """# on each machine (a bare GPU image needs only torch, NumPy, jsonschema and this repository)
 python -m scripts.trace run --model tiny-lm --batch 8 --device cuda --out gpu.json

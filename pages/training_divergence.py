@@ -7,7 +7,7 @@ from dataclasses import replace
 import streamlit as st
 
 from core.crowd.budget import training_advice, training_cost
-from core.crowd.querystate import Field
+from core.crowd.querystate import Field, FieldKind
 from core.crowd.runner import PAIR_MEMO, SEED_MEMO, current_run, pair_outcome
 from core.machines.devices import available_devices, cpu_device
 from core.recordings.compare import machine_partings
@@ -48,14 +48,14 @@ SETTING_LABELS = {"source": "what differs", "dtype": "format", "optimizer": "opt
 HAS_GPU = any(d.kind != "cpu" for d in available_devices())
 SOURCE_KEYS = [k for k in SOURCES if k != "device" or HAS_GPU]
 URL_FIELDS = [
-    Field(key="td_preset", param="preset", kind="choice", options=tuple(PRESETS)),
-    Field(key="td_source", param="difference", kind="choice", options=tuple(SOURCE_KEYS)),
-    Field(key="td_dtype", param="format", kind="choice", options=tuple(DTYPES)),
-    Field(key="td_opt", param="optimizer", kind="choice", options=OPTIMIZERS),
-    Field(key="td_lr", param="lr", kind="float", low=0.0, high=10.0),
-    Field(key="td_steps", param="steps", kind="int", low=1, high=MAX_STEPS),
-    Field(key="td_seed", param="seed", kind="int", low=0, high=2**31 - 1),
-    Field(key="td_speed", param="speed", kind="choice", options=SPEEDS),
+    Field(key="td_preset", param="preset", kind=FieldKind.CHOICE, options=tuple(PRESETS)),
+    Field(key="td_source", param="difference", kind=FieldKind.CHOICE, options=tuple(SOURCE_KEYS)),
+    Field(key="td_dtype", param="format", kind=FieldKind.CHOICE, options=tuple(DTYPES)),
+    Field(key="td_opt", param="optimizer", kind=FieldKind.CHOICE, options=OPTIMIZERS),
+    Field(key="td_lr", param="lr", kind=FieldKind.FLOAT, low=0.0, high=10.0),
+    Field(key="td_steps", param="steps", kind=FieldKind.INT, low=1, high=MAX_STEPS),
+    Field(key="td_seed", param="seed", kind=FieldKind.INT, low=0, high=2**31 - 1),
+    Field(key="td_speed", param="speed", kind=FieldKind.CHOICE, options=SPEEDS),
 ]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from urllib.parse import quote, urlencode
 
 MAX_PARAM_LENGTH = 2000
@@ -21,15 +22,28 @@ MAX_PARAM_LENGTH = 2000
 LINK_TEXT_CHARS = 1_500
 
 
+class FieldKind(StrEnum):
+    """What a field's parameter holds."""
+
+    CHOICE = "choice"  # one of ``options``
+    MULTI = "multi"  # several of ``options``, comma-separated
+    INT = "int"  # an integer in [low, high]
+    FLOAT = "float"  # a finite number in [low, high]
+    TEXT = "text"  # free text of at most ``max_length`` characters
+
+
 @dataclass(frozen=True, kw_only=True)
 class Field:
     key: str  # the widget's session_state key
     param: str  # the name in the URL
-    kind: str  # "choice", "multi", "int", "float" or "text"
+    kind: FieldKind
     options: tuple = ()  # for choice / multi
     low: float | None = None
     high: float | None = None
     max_length: int = 200
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", FieldKind(self.kind))  # a misspelt kind fails where it is declared
 
     @property
     def limit(self) -> int:
@@ -40,12 +54,12 @@ class Field:
         """The value a parameter denotes, or ValueError with a short reason."""
         if len(raw) > self.limit:
             raise ValueError(f"too long for a link: {len(raw):,} characters, at most {self.limit:,}")
-        if self.kind == "choice":
+        if self.kind == FieldKind.CHOICE:
             for o in self.options:
                 if str(o) == raw:
                     return o
             raise ValueError("not one of the choices")
-        if self.kind == "multi":
+        if self.kind == FieldKind.MULTI:
             parts = [p for p in raw.split(",") if p]
             chosen = []
             for p in parts:
@@ -57,18 +71,18 @@ class Field:
             if not chosen:
                 raise ValueError("empty")
             return chosen
-        if self.kind == "int":
+        if self.kind == FieldKind.INT:
             if not raw.lstrip("-").isdigit() or len(raw) > 20:
                 raise ValueError("not a whole number")
             value = int(raw)
-        elif self.kind == "float":
+        elif self.kind == FieldKind.FLOAT:
             try:
                 value = float(raw)
             except ValueError:
                 raise ValueError("not a number") from None
             if not math.isfinite(value):
                 raise ValueError("not finite")
-        elif self.kind == "text":
+        elif self.kind == FieldKind.TEXT:
             return raw
         else:  # pragma: no cover - a programming error in a page's declaration
             raise ValueError(f"unknown field kind {self.kind!r}")
@@ -77,9 +91,9 @@ class Field:
         return value
 
     def encode(self, value) -> str:
-        if self.kind == "multi":
+        if self.kind == FieldKind.MULTI:
             return ",".join(str(v) for v in value)
-        if self.kind == "float":
+        if self.kind == FieldKind.FLOAT:
             return repr(float(value))
         return str(value)
 

@@ -36,7 +36,7 @@ RECORD = DATA_DIR / "tiny_lm.json"
 EPS = 1e-5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelConfig:
     vocab: str = VOCAB
     d_model: int = 96
@@ -210,7 +210,7 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WeightsRecord:
     command: str
     corpus: str

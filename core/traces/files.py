@@ -26,6 +26,7 @@ from core.traces.record import (
     SAMPLE,
     OpRecord,
 )
+from core.traces.reductions import TermsKind
 
 FORMAT = "op-trace"
 VERSION = 2
@@ -48,7 +49,7 @@ _OUTPUT_PROPERTIES = {
                      "items": {"type": "integer", "minimum": 0, "maximum": MAX_DIM}},
     "sample_hex": {"type": "array", "maxItems": SAMPLE, "items": {"type": "string", "maxLength": 40}},
     "k": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_DIM},
-    "terms_kind": {"enum": ["exact", "relative", "relative-floor", "estimated", "inputs", None]},
+    "terms_kind": {"enum": [*(k.value for k in TermsKind), None]},
     "sum_abs": _NUM_LIST,
     "scale": _NUM_LIST,
     "total_abs": {"type": ["number", "null"], "minimum": 0},

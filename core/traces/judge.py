@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 import numpy as np
 
@@ -67,6 +68,7 @@ from core.diagnose.envelopes import (
 )
 from core.diagnose.rounding import accumulation_format, narrower
 from core.traces.record import OpRecord
+from core.traces.reductions import TermsKind
 
 ELEMENTWISE_ULPS = 4.0
 EXACT_OPS = frozenset({
@@ -128,7 +130,7 @@ class Size:
         return f"{self.differing} of {self.sampled} sampled elements differ, at most " + ", ".join(parts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Judgement:
     state: str  # one of STATES
     size: Size | None  # None when identical, or when the shapes differ
@@ -159,17 +161,25 @@ def packet(op: str) -> str:
     return parts[1] if len(parts) >= 2 and parts[0] == "aten" else op
 
 
-def op_class(rec: OpRecord) -> str:
-    """"reduction", "exact" or "elementwise" (see the module docstring)."""
+class OpClass(StrEnum):
+    """How an op may round (see the module docstring)."""
+
+    REDUCTION = "reduction"  # sums K terms: its order is free
+    EXACT = "exact"  # correctly rounded: the same inputs give the same bits everywhere
+    ELEMENTWISE = "elementwise"  # a function within a few ULPs, which two libraries may round apart
+
+
+def op_class(rec: OpRecord) -> OpClass:
+    """The op's class, from its recorded K, name, arguments and output format."""
     name = packet(rec.op)
     if rec.k is not None:
-        return "reduction"
+        return OpClass.REDUCTION
     if name in ("add", "add_", "sub", "sub_") and "alpha=" in rec.args and not any(
             f"alpha={one}," in rec.args + "," for one in ("1", "1.0", (1.0).hex())):
-        return "elementwise"  # a + alpha b may be fused into one rounding or done in two
+        return OpClass.ELEMENTWISE  # a + alpha b may be fused into one rounding or done in two
     if name in EXACT_OPS or rec.out_dtype not in FORMATS:
-        return "exact"
-    return "elementwise"
+        return OpClass.EXACT
+    return OpClass.ELEMENTWISE
 
 
 def _values(rec: OpRecord) -> np.ndarray:
@@ -190,24 +200,24 @@ class _Envelope:
     total: float | None
 
 
-def _envelope(a: OpRecord, b: OpRecord, kind: str, fmt, acc, m: np.ndarray, ulp: np.ndarray) -> _Envelope:
+def _envelope(a: OpRecord, b: OpRecord, kind: OpClass, fmt, acc, m: np.ndarray, ulp: np.ndarray) -> _Envelope:
     """The envelope of ``a``'s op class at the sampled magnitudes ``m`` (the larger of the two sides),
     in the output format ``fmt``, accumulated in ``acc``."""
     n = len(a.sample_index)
     out_round = output_rounding(m, fmt, acc)
     total = None
     numel = math.prod(a.out_shape) if a.out_shape else 1
-    if kind == "reduction":
+    if kind == OpClass.REDUCTION:
         k = max(1, a.k or 1)
-        if a.terms_kind == "exact" and a.sum_abs is not None and a.scale is not None and len(a.sum_abs) == n:
+        if a.terms_kind == TermsKind.EXACT and a.sum_abs is not None and a.scale is not None and len(a.sum_abs) == n:
             sum_abs, s, rigorous, extra = np.array(a.sum_abs), np.array(a.scale), True, np.zeros_like(m)
             basis = f"reordering of {k:,} terms"
             if a.total_abs is not None:  # B_R over the whole output, and each output's rounding to fmt
                 total = reordering_bound(k, a.total_abs, acc, numel) + (
                     summed_ulps(max(a.l1 or 0, b.l1 or 0), numel, fmt) if fmt.precision < acc.precision else 0.0)
-        elif a.terms_kind in ("relative", "relative-floor"):
+        elif a.terms_kind in (TermsKind.RELATIVE, TermsKind.RELATIVE_FLOOR):
             one = np.ones_like(m) if packet(a.op) == "_log_softmax" else m
-            if a.terms_kind == "relative-floor" and n:  # a layer norm: absolute at the others' scale
+            if a.terms_kind == TermsKind.RELATIVE_FLOOR and n:  # a layer norm: absolute at the others' scale
                 one = np.maximum(one, float(np.median(m)))
             sum_abs, s, rigorous, extra = one, one, True, ELEMENTWISE_ULPS * ulp
             basis = f"a row reduction of {k:,} terms"
@@ -216,14 +226,14 @@ def _envelope(a: OpRecord, b: OpRecord, kind: str, fmt, acc, m: np.ndarray, ulp:
             basis = f"reordering of {k:,} terms (terms estimated)"
         typical, bound = reordering_sizes(k, s, m, sum_abs, acc)
         env = envelope_of(bound, ENVELOPE_FACTOR * typical, out_round + extra)
-    elif kind == "elementwise" and a.terms_kind == "inputs" and a.scale is not None and len(a.scale) == n:
+    elif kind == OpClass.ELEMENTWISE and a.terms_kind == TermsKind.INPUTS and a.scale is not None and len(a.scale) == n:
         # a formula of its inputs that can cancel (tanh's backward g (1 - y^2), erf-based functions): an
         # absolute error at the inputs' scale, c = max |input| at that position (estimated, not a bound)
         c = np.array(a.scale)
         typical = ulp + float(fmt.unit_roundoff) * c * np.maximum(1.0, c)
         bound = ELEMENTWISE_ULPS * typical
         env, rigorous, basis = bound, False, "a formula of its inputs (its cancellation estimated from their size)"
-    elif kind == "elementwise":
+    elif kind == OpClass.ELEMENTWISE:
         typical, bound = ulp, ELEMENTWISE_ULPS * ulp
         env, rigorous, basis = bound, True, "an elementwise function (not correctly rounded)"
         total = ELEMENTWISE_ULPS * summed_ulps(max(a.l1 or 0, b.l1 or 0), numel, fmt)
@@ -278,7 +288,7 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
         # the two float64 norms carry their own rounding: at most numel 2^-53 of each
         l1_bound = total + (math.prod(a.out_shape) if a.out_shape else 1) * 2.0 ** -52 * max(a.l1, b.l1)
     within = bool(np.all(d <= env)) and (l1_bound is None or l1_gap is None or l1_gap <= l1_bound)
-    if kind == "exact" and a.out_digest != b.out_digest:
+    if kind == OpClass.EXACT and a.out_digest != b.out_digest:
         # the same numbers in other encodings (a NaN's payload, -0 against +0) are not a rounding difference
         # either; only where the sample shows other bits with equal values is that the explanation
         recoded = n > 0 and differing > 0 and bool(np.all(d == 0)) and l1_gap in (0.0, None)
@@ -312,33 +322,36 @@ def _shapes(r: OpRecord) -> list[list[int]]:
 
 def judge(a: OpRecord, b: OpRecord) -> Judgement:
     if a.out_digest == b.out_digest and a.out_shape == b.out_shape:
-        return Judgement(IDENTICAL, None, "same output bits")
+        return Judgement(state=IDENTICAL, size=None, reason="same output bits")
     shapes_a, shapes_b = _shapes(a), _shapes(b)
     # (a version 1 file has no per-output fields: only its first shape is compared)
     if a.out_shape != b.out_shape or (len(shapes_a) == len(shapes_b) and shapes_a != shapes_b):
         sa, sb = (a.out_shape, b.out_shape) if a.out_shape != b.out_shape else (shapes_a, shapes_b)
-        return Judgement(NOT_COMPARABLE, None, f"the output shapes differ ({sa} against {sb}), so "
+        return Judgement(state=NOT_COMPARABLE, size=None, reason=f"the output shapes differ ({sa} against {sb}), so "
                          "no element has a partner; a batch against another batch compares one row of each "
-                         "(scripts.trace run --follow-row)", "shapes differ")
+                         "(scripts.trace run --follow-row)", detail="shapes differ")
     if a.mixes_rows or b.mixes_rows:
-        return Judgement(NOT_COMPARABLE, None, "it reads the whole batch (an input was cut to the followed row, its "
-                         "output was not), so the other rows count in its result: it is not one row's arithmetic",
-                         "reads the whole batch")
+        return Judgement(state=NOT_COMPARABLE, size=None,
+                         reason="it reads the whole batch (an input was cut to the followed row, its output was "
+                         "not), so the other rows count in its result: it is not one row's arithmetic",
+                         detail="reads the whole batch")
     size = _sized(a, b)
     if a.out_dtype != b.out_dtype and a.out_dtype in FORMATS and b.out_dtype in FORMATS:
-        return Judgement(FORMAT_CHANGE, size, f"the outputs are in other formats ({a.out_dtype} against "
-                         f"{b.out_dtype}): the difference is the format's, not rounding's",
-                         f"{a.out_dtype} to {b.out_dtype}")
+        return Judgement(state=FORMAT_CHANGE, size=size,
+                         reason=f"the outputs are in other formats ({a.out_dtype} against {b.out_dtype}): the "
+                         "difference is the format's, not rounding's",
+                         detail=f"{a.out_dtype} to {b.out_dtype}")
     skip = 1 if packet(a.op) in WRITE_ONLY_FIRST else 0  # copy_ and fill_ overwrite their first input
     inputs_same = a.in_digests[skip:] == b.in_digests[skip:] and a.in_shapes == b.in_shapes
     if inputs_same and a.args != b.args:
-        return Judgement(BORN, _beyond(size), f"the same input bits with other arguments ({a.args} against "
-                                              f"{b.args})")
+        return Judgement(state=BORN, size=_beyond(size),
+                         reason=f"the same input bits with other arguments ({a.args} against {b.args})")
     if inputs_same:
-        return Judgement(BORN, size, "its inputs are bit-identical in both runs and its output is not")
+        return Judgement(state=BORN, size=size,
+                         reason="its inputs are bit-identical in both runs and its output is not")
     changed = [i for i, (x, y) in enumerate(zip(a.in_digests, b.in_digests, strict=False)) if x != y]
     which = ", ".join(f"input {i + 1}" for i in changed[:4]) or "the inputs' shapes"
-    return Judgement(INHERITED, size, f"{which} already differed")
+    return Judgement(state=INHERITED, size=size, reason=f"{which} already differed")
 
 
 def _beyond(size: Size | None) -> Size | None:

@@ -67,7 +67,7 @@ _TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16":
                  "float16": torch.float16, "autocast-bfloat16": torch.float32}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunSettings:
     """Everything a trace of a bundled model depends on."""
 

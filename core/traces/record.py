@@ -501,7 +501,8 @@ class TraceMode(TorchDispatchMode):
             t = reductions.input_scales(tensors_in, followed, idx, self._followed)
         return {"out_shape": list(followed.shape), "full_shape": list(out.shape), "out_dtype": dtype_name(out.dtype),
                 "out_digest": d, "l1": l1, "sample_index": idx, "sample_hex": sample_hex(followed, idx, flat, values),
-                "k": t.k if t and t.kind != "inputs" else None, "terms_kind": t.kind if t else None,
+                "k": t.k if t and t.kind != reductions.TermsKind.INPUTS else None,
+                "terms_kind": t.kind.value if t else None,
                 "sum_abs": t.sum_abs if t else None, "scale": t.scale if t else None,
                 "total_abs": t.total_abs if t else None}
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 import torch
@@ -43,13 +44,22 @@ from core.arith.metrics import gamma
 aten = torch.ops.aten
 
 
-@dataclass(frozen=True)
+class TermsKind(StrEnum):
+    """What a trace knows of an op's terms (a trace file holds the values)."""
+
+    EXACT = "exact"  # the terms, from the inputs: sum|t| and sqrt(sum t^2) per sampled element
+    RELATIVE = "relative"  # one row reduction (softmax, a norm's statistics): the output's own size
+    RELATIVE_FLOOR = "relative-floor"  # a layer norm: relative, and absolute at the other elements' scale
+    ESTIMATED = "estimated"  # K only
+    INPUTS = "inputs"  # a formula op: ``scale`` holds the inputs' largest magnitude at each sample, k is 0
+
+
+@dataclass(frozen=True, kw_only=True)
 class Terms:
     """K, and for the sampled elements sum|t| and sqrt(sum t^2) (None where not computed)."""
 
     k: int
-    kind: str  # "exact" (terms from the inputs), "relative" (row reduction), "estimated" (K only),
-    # "inputs" (a formula op: ``scale`` holds the inputs' largest magnitude at each sample, k is 0)
+    kind: TermsKind
     sum_abs: list[float] | None = None
     scale: list[float] | None = None
     total_abs: float | None = None  # sum over all output elements of sum|t|
@@ -113,7 +123,7 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
         if whole is not None:
             whole += float(bias_full.abs().sum())
         kk += 1
-    return Terms(k=kk, kind="exact", sum_abs=sum_abs.tolist(), scale=np.sqrt(sq).tolist(), total_abs=whole)
+    return Terms(k=kk, kind=TermsKind.EXACT, sum_abs=sum_abs.tolist(), scale=np.sqrt(sq).tolist(), total_abs=whole)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,7 +173,7 @@ def _conv_terms(x: torch.Tensor, w: torch.Tensor, bias, geometry: ConvGeometry, 
         if whole is not None:
             whole += float(_f64(bias).abs().sum()) * n_ * oh * ow
         k += 1
-    return Terms(k=k, kind="exact", sum_abs=sum_abs.tolist(), scale=sq.sqrt().tolist(), total_abs=whole)
+    return Terms(k=k, kind=TermsKind.EXACT, sum_abs=sum_abs.tolist(), scale=sq.sqrt().tolist(), total_abs=whole)
 
 
 def _upper_sum(x: torch.Tensor, dim: int, n: int) -> torch.Tensor:
@@ -201,8 +211,13 @@ def _sum_terms(x: torch.Tensor, dims, idx: list[int], mean: bool, total: bool = 
     whole = float(torch.nansum(rows.abs(), dtype=torch.float64)) if total else None
     if mean and k:
         sel, whole = sel / k, (whole / k if whole is not None else None)
-    return Terms(k=k, kind="exact", sum_abs=np.abs(sel).sum(1).tolist(), scale=np.sqrt((sel * sel).sum(1)).tolist(),
-                 total_abs=whole)
+    return Terms(
+        k=k,
+        kind=TermsKind.EXACT,
+        sum_abs=np.abs(sel).sum(1).tolist(),
+        scale=np.sqrt((sel * sel).sum(1)).tolist(),
+        total_abs=whole,
+    )
 
 
 def _row_length(x: torch.Tensor, dim: int) -> int:
@@ -227,15 +242,16 @@ def _batch_norm_training(name: str, args: tuple) -> bool:
     return bool(args[5]) if len(args) > 5 else True
 
 
-def _more_terms(name: str, args: tuple, out: torch.Tensor, idx: list[int], which: int,
-                total: bool = True) -> Terms | None:
+def _more_terms(
+    name: str, args: tuple, out: torch.Tensor, idx: list[int], which: int, total: bool = True
+) -> Terms | None:
     """K and terms of output ``which`` (> 0) of an op with several outputs (None: not a reduction, or
     unknown)."""
     if name == "native_layer_norm":  # (y, mean, rstd): the mean has its K terms x/K; rstd is one row reduction
         n = math.prod(args[1]) if args[1] else 1
         if which == 1:
             return _sum_terms(_norm_rows(args[0], n), [1], idx, mean=True, total=total)
-        return Terms(k=n, kind="relative")
+        return Terms(k=n, kind=TermsKind.RELATIVE)
     if name == "native_layer_norm_backward":  # (grad x, grad weight, grad bias): sums over the M rows
         g, x, shape, mean, rstd = args[:5]
         n = math.prod(shape) if shape else 1
@@ -250,24 +266,27 @@ def _more_terms(name: str, args: tuple, out: torch.Tensor, idx: list[int], which
             return None  # the running statistics: nothing is reduced
         if which == 1:
             return _sum_terms(x, _channel_dims(x), idx, mean=True, total=total)
-        return Terms(k=x.numel() // max(1, int(x.shape[1])), kind="relative")
+        return Terms(k=x.numel() // max(1, int(x.shape[1])), kind=TermsKind.RELATIVE)
     if name == "native_batch_norm_backward":  # (grad x, grad weight, grad bias): sums over all but the channels
         g = args[0]
         if which == 2:
             return _sum_terms(g, _channel_dims(g), idx, mean=False, total=total)
-        return Terms(k=g.numel() // max(1, int(g.shape[1])), kind="estimated")
+        return Terms(k=g.numel() // max(1, int(g.shape[1])), kind=TermsKind.ESTIMATED)
     if name == "convolution_backward":  # (grad x, grad weight, grad bias)
         g = args[0]
         if which == 2:
             return _sum_terms(g, _channel_dims(g), idx, mean=False, total=total)
-        return Terms(k=int(g.shape[0] * math.prod(g.shape[2:])), kind="estimated")
+        return Terms(k=int(g.shape[0] * math.prod(g.shape[2:])), kind=TermsKind.ESTIMATED)
     if name in ("_fused_rms_norm", "_fused_rms_norm_backward"):
         if name == "_fused_rms_norm":
-            return Terms(k=math.prod(args[1]) if args[1] else 1, kind="relative")  # rstd: one row reduction
+            return Terms(k=math.prod(args[1]) if args[1] else 1, kind=TermsKind.RELATIVE)  # rstd: one row reduction
         n = math.prod(args[2]) if len(args) > 2 and args[2] else int(args[0].shape[-1])
-        return Terms(k=max(1, args[0].numel() // max(1, n)), kind="estimated")  # grad weight: a sum over the rows
+        # grad weight: a sum over the rows
+        return Terms(k=max(1, args[0].numel() // max(1, n)), kind=TermsKind.ESTIMATED)
     if "scaled_dot_product" in name:  # the log-sum-exp, the key and value gradients: rows of the same lengths
-        return Terms(k=max(int(args[1].shape[-2]), int(args[2].shape[-2]), int(args[1].shape[-1])), kind="estimated")
+        return Terms(
+            k=max(int(args[1].shape[-2]), int(args[2].shape[-2]), int(args[1].shape[-1])), kind=TermsKind.ESTIMATED
+        )
     if name in ("var_mean", "std_mean") and which == 1:
         dims = args[1] if len(args) > 1 else None
         return _sum_terms(args[0], dims, idx, mean=True, total=total)
@@ -276,6 +295,7 @@ def _more_terms(name: str, args: tuple, out: torch.Tensor, idx: list[int], which
 
 # The first output's terms, one helper per class of op. Each takes (name, args, kwargs, out, idx, total) as
 # ``terms`` does and may raise on arguments it cannot read (``terms`` then answers None).
+
 
 def _product_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], total: bool) -> Terms:
     """Matrix products: t_k = a_ik b_kj; addmv, addmm and baddbmm add their bias as one more term."""
@@ -289,8 +309,7 @@ def _product_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx:
     return _matmul_terms(args[1], args[2], idx, alpha, args[0] if beta != 0 else None, beta, total)
 
 
-def _summed_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int],
-                  total: bool) -> Terms | None:
+def _summed_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], total: bool) -> Terms | None:
     """sum, mean, nansum, of the whole tensor or over dims: t_k = the summed values (over K for a mean)."""
     x = args[0]
     if not x.is_floating_point():
@@ -299,8 +318,7 @@ def _summed_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: 
     return _sum_terms(x, dims, idx, name == "mean", total)
 
 
-def _nll_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int],
-               total: bool) -> Terms | None:
+def _nll_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], total: bool) -> Terms | None:
     """nll_loss_forward without class weights: t_n = the picked log-probabilities (K = the batch)."""
     x, target, weight, reduction = args[0], args[1], args[2], int(args[3])
     ignore = int(args[4]) if len(args) > 4 else -100
@@ -313,88 +331,105 @@ def _nll_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: lis
         picked = picked / max(1, int(keep.sum()))
     s = float(picked.abs().sum())
     root_sq = float(picked.square().sum().sqrt())
-    return Terms(k=int(x.shape[0]), kind="exact", sum_abs=[s] * len(idx), scale=[root_sq] * len(idx), total_abs=s)
+    return Terms(
+        k=int(x.shape[0]), kind=TermsKind.EXACT, sum_abs=[s] * len(idx), scale=[root_sq] * len(idx), total_abs=s
+    )
 
 
 def _softmax_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], total: bool) -> Terms:
     """Softmax and log-softmax (one row reduction each) and their backward: K = the row length."""
     forward = name in ("_softmax", "_log_softmax")
     x, dim = args[0], int(args[1] if forward else args[2])
-    return Terms(k=_row_length(x, dim), kind="relative" if forward else "estimated")
+    return Terms(k=_row_length(x, dim), kind=TermsKind.RELATIVE if forward else TermsKind.ESTIMATED)
 
 
-def _norm_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int],
-                total: bool) -> Terms | None:
+def _norm_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], total: bool) -> Terms | None:
     """Layer, RMS and batch norms and their backward: K = the normalized length, no terms."""
     if name in ("native_layer_norm", "_fused_rms_norm", "rms_norm", "layer_norm"):
         shape = args[1]
         # a layer norm subtracts the mean: its error is absolute at the scale of the normalized values,
         # so an output near zero is judged at the scale of the others ("relative" with a floor)
-        kind = "relative" if "rms" in name else "relative-floor"
+        kind = TermsKind.RELATIVE if "rms" in name else TermsKind.RELATIVE_FLOOR
         return Terms(k=math.prod(shape) if shape else 1, kind=kind)
     if name == "native_layer_norm_backward":  # grad x: the row's own sums of K terms
-        return Terms(k=math.prod(args[2]) if args[2] else 1, kind="estimated")
+        return Terms(k=math.prod(args[2]) if args[2] else 1, kind=TermsKind.ESTIMATED)
     if name == "native_batch_norm_backward":
         g = args[0]
-        return Terms(k=g.numel() // max(1, int(g.shape[1])), kind="estimated") if bool(args[7]) else None
+        return Terms(k=g.numel() // max(1, int(g.shape[1])), kind=TermsKind.ESTIMATED) if bool(args[7]) else None
     if name == "_fused_rms_norm_backward":
         n = math.prod(args[2]) if len(args) > 2 and args[2] else int(args[0].shape[-1])
-        return Terms(k=n, kind="estimated")
+        return Terms(k=n, kind=TermsKind.ESTIMATED)
     x = args[0]  # native_batch_norm, _native_batch_norm_legit(_no_training)
     if not _batch_norm_training(name, args):
         return None  # (x - running mean) / sqrt(running var + eps) * w + b: elementwise
     # normalized by its channel's statistics: absolute error at their scale, as a layer norm
-    return Terms(k=x.numel() // max(1, int(x.shape[1])), kind="relative-floor")
+    return Terms(k=x.numel() // max(1, int(x.shape[1])), kind=TermsKind.RELATIVE_FLOOR)
 
 
-def _convolution_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int],
-                       total: bool) -> Terms:
+def _convolution_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], total: bool) -> Terms:
     """A convolution (exact terms for a 1-D or 2-D one that is not transposed, else K only) and the input
     gradient of its backward (K only)."""
     if name == "convolution_backward":  # grad x: a sum over a group's output channels and the kernel
         w, groups = args[2], int(args[9]) if len(args) > 9 else 1
-        return Terms(k=int(w.shape[0] // max(1, groups) * math.prod(w.shape[2:])), kind="estimated")
+        return Terms(k=int(w.shape[0] // max(1, groups) * math.prod(w.shape[2:])), kind=TermsKind.ESTIMATED)
     x, w, bias, stride, padding, dilation, transposed = args[:7]
     groups = int(args[8]) if len(args) > 8 else 1
     if not bool(transposed) and w.dim() in (3, 4):
         geometry = ConvGeometry(stride=stride, padding=padding, dilation=dilation, groups=groups)
         return _conv_terms(x, w, bias, geometry, idx, out.shape, total)
-    return Terms(k=int(math.prod(w.shape[1:])) * (1 if not bool(transposed) else int(w.shape[0])), kind="estimated")
+    return Terms(
+        k=int(math.prod(w.shape[1:])) * (1 if not bool(transposed) else int(w.shape[0])), kind=TermsKind.ESTIMATED
+    )
 
 
 def _attention_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], total: bool) -> Terms:
     """Fused attention (a scaled_dot_product op): K = the longer of the key length and the head size."""
-    return Terms(k=max(int(args[1].shape[-2]), int(args[0].shape[-1])), kind="estimated")
+    return Terms(k=max(int(args[1].shape[-2]), int(args[0].shape[-1])), kind=TermsKind.ESTIMATED)
 
 
-def _accumulated_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int],
-                       total: bool) -> Terms | None:
+def _accumulated_terms(
+    name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], total: bool
+) -> Terms | None:
     """Ops that add up duplicates (``ACCUMULATING``): K = the number of values added, an upper bound."""
     if name.startswith(("index_put", "_index_put")):
         acc = kwargs.get("accumulate", args[3] if len(args) > 3 else False)
-        return Terms(k=max(1, int(args[2].numel())), kind="estimated") if acc else None
+        return Terms(k=max(1, int(args[2].numel())), kind=TermsKind.ESTIMATED) if acc else None
     if name == "embedding_dense_backward":
-        return Terms(k=max(1, int(args[1].numel())), kind="estimated")
+        return Terms(k=max(1, int(args[1].numel())), kind=TermsKind.ESTIMATED)
     src = args[3] if len(args) > 3 and isinstance(args[3], torch.Tensor) else args[-1]
-    return Terms(k=max(1, int(src.numel())), kind="estimated") if isinstance(src, torch.Tensor) else None
+    return Terms(k=max(1, int(src.numel())), kind=TermsKind.ESTIMATED) if isinstance(src, torch.Tensor) else None
 
 
 _FIRST_OUTPUT = {
     **dict.fromkeys(("mm", "bmm", "mv", "dot", "matmul", "addmv", "addmm", "baddbmm"), _product_terms),
     **dict.fromkeys(("sum", "mean", "nansum"), _summed_terms),
     "nll_loss_forward": _nll_terms,
-    **dict.fromkeys(("_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data"),
-                    _softmax_terms),
-    **dict.fromkeys(("native_layer_norm", "_fused_rms_norm", "rms_norm", "layer_norm", "native_layer_norm_backward",
-                     "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-                     "native_batch_norm_backward", "_fused_rms_norm_backward"), _norm_terms),
+    **dict.fromkeys(
+        ("_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data"), _softmax_terms
+    ),
+    **dict.fromkeys(
+        (
+            "native_layer_norm",
+            "_fused_rms_norm",
+            "rms_norm",
+            "layer_norm",
+            "native_layer_norm_backward",
+            "native_batch_norm",
+            "_native_batch_norm_legit",
+            "_native_batch_norm_legit_no_training",
+            "native_batch_norm_backward",
+            "_fused_rms_norm_backward",
+        ),
+        _norm_terms,
+    ),
     **dict.fromkeys(("convolution", "_convolution", "convolution_backward"), _convolution_terms),
     **dict.fromkeys(ACCUMULATING, _accumulated_terms),
 }
 
 
-def terms(func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], which: int = 0,
-          total: bool = True) -> Terms | None:
+def terms(
+    func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], which: int = 0, total: bool = True
+) -> Terms | None:
     """K and the terms of the sampled elements ``idx`` (flat indices into ``out``, output ``which`` of
     the op), or None. ``total``: also the total of sum|t| over all of ``out`` (a trace that follows one
     row of a batch has no use for it: its L1 norm is the row's)."""
@@ -427,4 +462,4 @@ def input_scales(tensors_in: list[torch.Tensor], out: torch.Tensor, idx: list[in
         if t.is_floating_point() and t.shape == out.shape:
             v = t.detach().to("cpu").reshape(-1)[flat].double().abs()
             best = torch.maximum(best, torch.nan_to_num(v, nan=0.0, posinf=0.0))
-    return Terms(k=0, kind="inputs", sum_abs=None, scale=best.tolist(), total_abs=None)
+    return Terms(k=0, kind=TermsKind.INPUTS, sum_abs=None, scale=best.tolist(), total_abs=None)

@@ -100,7 +100,7 @@ class WorkerProgress(Progress):
     rss_bytes: int  # resident memory of all workers now
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DataParallelResult:
     world_size: int
     steps: int

@@ -5,14 +5,14 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.crowd.querystate import MAX_PARAM_LENGTH, Field, decode, encode, encode_bounded, query_string
+from core.crowd.querystate import MAX_PARAM_LENGTH, Field, FieldKind, decode, encode, encode_bounded, query_string
 
 FIELDS = [
-    Field(key="k_choice", param="c", kind="choice", options=("float32", "float64", 1_000_000)),
-    Field(key="k_multi", param="m", kind="multi", options=("sequential", "pairwise", "kahan")),
-    Field(key="k_int", param="n", kind="int", low=1, high=10_000_000),
-    Field(key="k_float", param="lr", kind="float", low=0.0, high=10.0),
-    Field(key="k_text", param="t", kind="text", max_length=50),
+    Field(key="k_choice", param="c", kind=FieldKind.CHOICE, options=("float32", "float64", 1_000_000)),
+    Field(key="k_multi", param="m", kind=FieldKind.MULTI, options=("sequential", "pairwise", "kahan")),
+    Field(key="k_int", param="n", kind=FieldKind.INT, low=1, high=10_000_000),
+    Field(key="k_float", param="lr", kind=FieldKind.FLOAT, low=0.0, high=10.0),
+    Field(key="k_text", param="t", kind=FieldKind.TEXT, max_length=50),
 ]
 
 
