@@ -92,10 +92,9 @@ def _rel_gap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(same, 0.0, g)
 
 
-def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDiagnosis:
-    """Compare two loss logs step by step (aligned on their common steps)."""
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}")
+def _aligned(log_a: LossLog, log_b: LossLog, fmt: str) -> dict:
+    """The logs on their common steps: the steps, both values, the relative gap, and the largest gap
+    rounding explains at each step (``tiny``: a few ULPs of ``fmt``, or ten times the printed resolution)."""
     steps, ia, ib = np.intersect1d(log_a.steps, log_b.steps, assume_unique=True, return_indices=True)
     if steps.size < 2:
         raise LoadError("The two logs share fewer than 2 steps; they need common step numbers.")
@@ -104,28 +103,56 @@ def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDi
     if dropped:
         notes.append(f"{dropped:,} row(s) whose step appears in only one log were left out.")
     a, b = log_a.values[ia], log_b.values[ib]
-    g = _rel_gap(a, b)
     with np.errstate(invalid="ignore", divide="ignore"):
         mag = np.maximum(np.abs(a), np.abs(b))
         printed = 10 * np.maximum(log_a.resolution[ia], log_b.resolution[ib]) / np.where(mag > 0, mag, 1.0)
     tiny = np.maximum(TINY_ULPS * 2.0 ** (1 - FORMATS[fmt].precision), np.nan_to_num(printed, nan=0.0))
+    return dict(steps=steps, a=a, b=b, rel_gap=_rel_gap(a, b), tiny=tiny, notes=tuple(notes))
+
+
+def _smooth(base: dict, i0: int, fit: GrowthFit | None, reasons: list[str], fmt: str) -> LogDiagnosis:
+    """A rounding-sized first difference and no jump after it: tiny throughout, or grown smoothly."""
+    steps, g = base["steps"], base["rel_gap"]
+    k0, g0 = int(steps[i0]), float(g[i0])
+    gmax = float(np.max(g))
+    if gmax <= TINY_ULPS * 2.0 ** (1 - FORMATS[fmt].precision):
+        sentence = (f"A tiny difference that stays tiny: the logs differ from step {k0:,} by at most {gmax:.2g} "
+                    "relative, rounding-sized throughout; nothing amplifies it (yet).")
+        return LogDiagnosis(verdict=LogVerdict.TINY, sentence=sentence,
+                            reasons=(*reasons, "The gap never grows beyond rounding size."), first_step=k0,
+                            first_gap=g0, fit=fit, jump_step=None, jump_factor=None, **base)
+    doubling = fit.doubling_steps if fit else None
+    if fit is not None and fit.slope > 0:
+        reasons.append(f"The gap then grows by a factor {math.exp(fit.slope):.3g} per step (doubling every "
+                       f"{doubling:,.3g} steps, fitted from step {fit.first_step:,} to {fit.last_step:,}) up to "
+                       f"{gmax:.2g} relative, "
+                       "with no jump beyond that trend: the signature of chaotic training amplifying rounding.")
+    else:
+        reasons.append(f"The gap grows to {gmax:.2g} relative without any single jump (too few points to fit a rate).")
+    sentence = (f"A tiny difference amplified by chaotic training: the logs first differ at step {k0:,} by a "
+                f"rounding-sized {g0:.2g}, and the gap grows smoothly"
+                + (f" (doubling every {doubling:,.3g} steps)" if doubling else "")
+                + " instead of jumping. Compare such runs by their final metrics over several seeds, not step by step.")
+    return LogDiagnosis(verdict=LogVerdict.CHAOTIC, sentence=sentence, reasons=tuple(reasons), first_step=k0,
+                        first_gap=g0, fit=fit, jump_step=None, jump_factor=None, **base)
+
+
+def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDiagnosis:
+    """Compare two loss logs step by step (aligned on their common steps): identical, a first difference
+    beyond rounding, a jump after a rounding-sized start, or a rounding-sized start that stays tiny or
+    grows smoothly (``_smooth``)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}")
+    base = _aligned(log_a, log_b, fmt)
+    steps, g, tiny = base["steps"], base["rel_gap"], base["tiny"]
     differ = np.flatnonzero(g > 0)
-    base = dict(steps=steps, a=a, b=b, rel_gap=g, tiny=tiny, notes=tuple(notes))
     if differ.size == 0:
-        return LogDiagnosis(
-            verdict=LogVerdict.IDENTICAL,
-            sentence=f"Identical: the two logs agree at all {steps.size:,} common steps.",
-            reasons=("Every logged value is the same in both runs.",),
-            first_step=None,
-            first_gap=None,
-            fit=None,
-            jump_step=None,
-            jump_factor=None,
-            **base,
-        )
+        return LogDiagnosis(verdict=LogVerdict.IDENTICAL,
+                            sentence=f"Identical: the two logs agree at all {steps.size:,} common steps.",
+                            reasons=("Every logged value is the same in both runs.",), first_step=None,
+                            first_gap=None, fit=None, jump_step=None, jump_factor=None, **base)
     i0 = int(differ[0])
     k0, g0 = int(steps[i0]), float(g[i0])
-    reasons = []
     if not math.isfinite(g0):
         return _jump(base, i0, k0, g0, None, math.inf,
                      [f"At step {k0:,} one log is NaN or infinite and the other is not: a run that blew up, not "
@@ -137,54 +164,17 @@ def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDi
                       + f" by {g0:.2g} relative: {g0 / tiny[i0]:,.3g} times the size of a rounding difference there. "
                       "Rounding differences start at the last bit and grow step by step; a first difference this "
                       "large comes from something else."])
-    reasons.append(f"The logs first differ at step {k0:,}, by {g0:.2g} relative: rounding-sized (below "
-                   f"{tiny[i0]:.2g}).")
+    reasons = [f"The logs first differ at step {k0:,}, by {g0:.2g} relative: rounding-sized (below "
+               f"{tiny[i0]:.2g})."]
     fit = growth_fit(steps, g, i0, SATURATION, MIN_FIT_POINTS)
-    growth, doubling = (fit.slope, fit.doubling_steps) if fit else (None, None)
-    jump_i, jump_factor = _find_jump(steps, g, i0, growth)
+    jump_i, jump_factor = _find_jump(steps, g, i0, fit.slope if fit else None)
     if jump_i is not None:
         kj = int(steps[jump_i])
         why = (f"At step {kj:,} the gap jumps to {g[jump_i]:.2g} relative, " +
                ("with NaN or inf in one log only." if not math.isfinite(g[jump_i]) else
                 f"{jump_factor:,.3g} times more in one logged interval than the fitted growth predicts."))
         return _jump(base, jump_i, k0, g0, fit, jump_factor, [*reasons, why])
-    gmax = float(np.max(g))
-    if gmax <= TINY_ULPS * 2.0 ** (1 - FORMATS[fmt].precision):
-        sentence = (f"A tiny difference that stays tiny: the logs differ from step {k0:,} by at most {gmax:.2g} "
-                    "relative, rounding-sized throughout; nothing amplifies it (yet).")
-        return LogDiagnosis(
-            verdict=LogVerdict.TINY,
-            sentence=sentence,
-            reasons=(*reasons, "The gap never grows beyond rounding size."),
-            first_step=k0,
-            first_gap=g0,
-            fit=fit,
-            jump_step=None,
-            jump_factor=None,
-            **base,
-        )
-    if growth is not None and growth > 0:
-        reasons.append(f"The gap then grows by a factor {math.exp(growth):.3g} per step (doubling every "
-                       f"{doubling:,.3g} steps, fitted from step {fit.first_step:,} to {fit.last_step:,}) up to "
-                       f"{gmax:.2g} relative, "
-                       "with no jump beyond that trend: the signature of chaotic training amplifying rounding.")
-    else:
-        reasons.append(f"The gap grows to {gmax:.2g} relative without any single jump (too few points to fit a rate).")
-    sentence = (f"A tiny difference amplified by chaotic training: the logs first differ at step {k0:,} by a "
-                f"rounding-sized {g0:.2g}, and the gap grows smoothly"
-                + (f" (doubling every {doubling:,.3g} steps)" if doubling else "")
-                + " instead of jumping. Compare such runs by their final metrics over several seeds, not step by step.")
-    return LogDiagnosis(
-        verdict=LogVerdict.CHAOTIC,
-        sentence=sentence,
-        reasons=tuple(reasons),
-        first_step=k0,
-        first_gap=g0,
-        fit=fit,
-        jump_step=None,
-        jump_factor=None,
-        **base,
-    )
+    return _smooth(base, i0, fit, reasons, fmt)
 
 
 def _jump(base, i, k0, g0, fit: GrowthFit | None, factor, reasons) -> LogDiagnosis:
