@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Term:
     name: str  # as the text writes it
     heading: str  # the defining heading; its markdown anchor is what ``link`` points to
@@ -30,43 +30,43 @@ class Term:
 
 TERMS: dict[str, Term] = {
     "ulp": Term(
-        "ULP", "What is a ULP", "non_associativity",
-        "**ULP** (unit in the last place): the gap between two neighbouring numbers of a format at a given "
+        name="ULP", heading="What is a ULP", page="non_associativity",
+        text="**ULP** (unit in the last place): the gap between two neighbouring numbers of a format at a given "
         "size. Between 1 and 2 a float32 ULP is 2⁻²³ ≈ 1.2·10⁻⁷ and a float64 ULP 2⁻⁵² ≈ 2.2·10⁻¹⁶; it doubles "
         "with every power of two. An error of 1 ULP means the result is the neighbouring number of the exact "
         "answer: the smallest difference the format can show. Errors in this app are counted in ULPs of the "
         "exact result.",
     ),
     "kappa": Term(
-        "κ", "What is the condition number κ", "summation_lab",
-        "**Condition number κ = Σ|x| / |Σx|**: how much the sum magnifies rounding. With κ = 1 (all values of "
+        name="κ", heading="What is the condition number κ", page="summation_lab",
+        text="**Condition number κ = Σ|x| / |Σx|**: how much the sum magnifies rounding. With κ = 1 (all values of "
         "one sign) every order is accurate to a few ULPs; with κ = 10⁸ large values cancel, and an error that is "
         "tiny next to Σ|x| is 10⁸ times larger next to the answer. Relative error ≲ κ × (the rounding of one "
         "addition × the depth of the order's tree).",
     ),
     "gamma": Term(
-        "γ(n)", "What is the bound γ(n)", "summation_lab",
-        "**γ(n) = n·u / (1 − n·u)**, with u the unit roundoff (half a ULP of 1: 2⁻²⁴ in float32, 2⁻⁵³ in "
+        name="γ(n)", heading="What is the bound γ(n)", page="summation_lab",
+        text="**γ(n) = n·u / (1 − n·u)**, with u the unit roundoff (half a ULP of 1: 2⁻²⁴ in float32, 2⁻⁵³ in "
         "float64): roughly n roundings' worth of relative error. A sum whose additions are nested at most n "
         "deep (its tree depth) has |error| ≤ γ(n)·Σ|x| (Higham, *Accuracy and Stability of Numerical "
         "Algorithms*, ch. 4): left to right n − 1 deep, pairwise only ⌈log₂ n⌉ deep. The lab states each bound "
         "in ULPs beside the error it bounds.",
     ),
     "split_k": Term(
-        "split-K", "What is split-K", "gpu_arithmetic",
-        "**Split-K**: a matrix product's inner dimension K (the length of each dot product) is cut into s slices "
+        name="split-K", heading="What is split-K", page="gpu_arithmetic",
+        text="**Split-K**: a matrix product's inner dimension K (the length of each dot product) is cut into s slices "
         "that run in parallel (on different thread blocks); each slice's partial dot product is rounded on its "
         "own, and the s partials are added at the end. Another s, another grouping, other bits.",
     ),
     "rna": Term(
-        "rna", "What is rna", "gpu_arithmetic",
-        "**rna** (round to nearest, ties away from zero): how CUTLASS converts a float32 input to TF32 by default, "
-        "keeping 10 of its 23 mantissa bits; a value exactly half-way between two TF32 values goes to the one "
+        name="rna", heading="What is rna", page="gpu_arithmetic",
+        text="**rna** (round to nearest, ties away from zero): how CUTLASS converts a float32 input to TF32 by "
+        "default, keeping 10 of its 23 mantissa bits; a value exactly half-way between two TF32 values goes to the one "
         "farther from zero. **rne** sends ties to the even one (IEEE's default), **rz** simply truncates.",
     ),
     "eta": Term(
-        "η", "What is η", "gpu_arithmetic",
-        "**η**: half the smallest positive subnormal number of the format (2⁻¹⁵⁰ in float32, 2⁻¹⁰⁷⁵ in float64), "
+        name="η", heading="What is η", page="gpu_arithmetic",
+        text="**η**: half the smallest positive subnormal number of the format (2⁻¹⁵⁰ in float32, 2⁻¹⁰⁷⁵ in float64), "
         "the most that one rounding can be off in absolute terms when its result underflows. Error bounds add "
         "m·η for m roundings so they also hold for tiny products.",
     ),

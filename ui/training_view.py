@@ -335,7 +335,7 @@ def value_and_bits(v: float, bits: int, dtype: str) -> str:
     return f"<code>{digits}</code> {bits_html(bits, fmt)}<br><small>exactly {exact_decimal(Fraction(v))}</small>"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PairSlots:
     """Where the pair is drawn: beside the buttons the progress bar and key numbers, beside them the two
     live charts (losses, relative gap: the first screen), and below the page's first screen the rest."""

@@ -36,7 +36,8 @@ Pinned source (kernel ``"torch-2.13"``)
   ``mean_kernel_impl`` in two stored ReduceMomentKernel.cu copies of the same generation (16-bit: vt0 4,
   input_vec_size 8; ``factor_t factor = static_cast<factor_t>(iter.num_output_elements()) / iter.numel()``
   with ``factor_t`` = float for float/half/bfloat16 and double for double). We attribute the 16-bit
-  change to PyTorch PR #165055 ("Vectorize 8 elements on 16 bit data types for sum/mean"; its diff was
+  change to the PyTorch pull request "Vectorize 8 elements on 16 bit data types for sum/mean"
+  (https://github.com/pytorch/pytorch/pull/165055; its diff was
   not read). The 2.13 Reduce.cuh no longer tests ``vt0 >= input_vec_size`` before vectorising (L1106),
   which is what lets vt0 = 4 run with 8-wide vectors; the older copies below still have the test. We
   take these two functions to be equal to 2.13's: the one part of the pin not read from the release.
