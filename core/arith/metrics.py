@@ -43,6 +43,23 @@ def gamma(k: int, u, unbounded=None):
     return k * u / (1 - k * u)
 
 
+def input_rounding_error(sum_abs, k: int, u, eta, *, truncating: bool = False, rows_abs=None):
+    """A bound on how far rounding every input to a format moves a K-term sum, exact for Fractions and
+    per element for arrays.
+
+    One rounding moves x by at most u|x| + eta (u the unit roundoff, eta half the smallest subnormal:
+    only an underflow has an absolute part); a truncation, by twice both. For a sum of values
+    (``rows_abs`` None) that gives u S + K eta with S = sum|x|; for a dot product of rounded x and y,
+    |x^ y^ - x y| <= ((1 + u)^2 - 1)|x y| + (1 + u) eta (|x| + |y|) + eta^2, so
+    ((1 + u)^2 - 1) S + (1 + u) eta R + K eta^2 with S = sum|x y| and R = ``rows_abs`` = sum|x| + sum|y|.
+    """
+    if truncating:
+        u, eta = 2 * u, 2 * eta
+    if rows_abs is None:
+        return u * sum_abs + k * eta
+    return (2 * u + u * u) * sum_abs + (1 + u) * eta * rows_abs + k * eta * eta
+
+
 def a_priori_bound(kind: str, n: int, sum_abs: Fraction, fmt: FloatFormat, depth: int | None = None) -> Fraction | None:
     """Largest possible |computed - exact| for an algorithm (None: no finite bound).
 

@@ -87,7 +87,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.arith.formats import FLOAT32, FloatFormat, ulp_array
-from core.arith.metrics import gamma
+from core.arith.metrics import gamma, input_rounding_error
 from core.diagnose.inputs import Inputs
 from core.diagnose.results import REORDERING_ENVELOPE, EnvelopeCheck, PatternCheck, Simulation
 from core.diagnose.rounding import REDUCED_FORMATS
@@ -247,15 +247,12 @@ def _reduced_bound(p, e: Elements, ops: Inputs | None):
     """B_P: the inputs' conversion to P, the float32 products and sums of the converted inputs, and the
     accumulation (see the module docstring)."""
     sum_abs, k = e.scale.sum_abs, e.k
-    u_p, h = p.u, p.half_min_subnormal
-    u_in = 2 * u_p if p.may_truncate else u_p  # the largest relative change of one input's conversion
     u32, u_acc = float(FLOAT32.unit_roundoff), float(e.acc.unit_roundoff)
-    if ops is not None and ops.kind == "sum":
-        e_in = u_in * sum_abs + k * h
-    elif ops is not None:
-        e_in = (2 * u_in + u_in * u_in) * sum_abs + h * (1 + u_in) * e.scale.rows_abs + k * h * h
-    else:
-        e_in = (2 * u_in + u_in * u_in) * sum_abs
+    if ops is not None:
+        rows = None if ops.kind == "sum" else e.scale.rows_abs
+        e_in = input_rounding_error(sum_abs, k, p.u, p.half_min_subnormal, truncating=p.may_truncate, rows_abs=rows)
+    else:  # no inputs: the relative part alone, at the estimated sum|t|
+        e_in = input_rounding_error(sum_abs, k, p.u, 0.0, truncating=p.may_truncate, rows_abs=0.0)
     return (e_in + gamma(k, u32, math.inf) * (sum_abs + e_in) + gamma(k, u_acc, math.inf) * sum_abs
             + k * float(FLOAT32.min_subnormal) + k * float(e.acc.min_subnormal))
 

@@ -42,7 +42,7 @@ from core.arith.formats import (
     format_of,
     round_to_format,
 )
-from core.arith.metrics import gamma
+from core.arith.metrics import gamma, input_rounding_error
 from core.arith.vectors import round_array
 
 MAX_K = 65_536  # every model is a Python loop over the K terms (about a microsecond each)
@@ -472,7 +472,7 @@ def rounding_counts(model: DotModel, k: int, tile: int, slices: int) -> tuple[in
     return max(per_slice) + slices - 1, sum(per_slice) + slices - 1
 
 
-def a_priori_bound(depth: int, roundings: int, sum_abs: Fraction, fmt: FloatFormat,
+def dot_bound(depth: int, roundings: int, sum_abs: Fraction, fmt: FloatFormat,
                    input_error: Fraction = Fraction(0)) -> Fraction | None:
     """|computed - exact| <= gamma_d * S + m * eta * (1 + gamma_d) + D.
 
@@ -491,15 +491,10 @@ def a_priori_bound(depth: int, roundings: int, sum_abs: Fraction, fmt: FloatForm
 
 def conversion_error(sum_abs_xy: Fraction, sum_abs_x: Fraction, sum_abs_y: Fraction, k: int,
                      fmt: FloatFormat, truncating: bool = False) -> Fraction:
-    """A bound on |sum x^_i y^_i - sum x_i y_i| when every input is rounded to fmt.
-
-    |x^ - x| <= u|x| + eta (u = 2^-p, eta half the smallest subnormal; truncation: twice both), so
-    |x^ y^ - x y| <= ((1 + u)^2 - 1)|x y| + (1 + u) eta (|x| + |y|) + eta^2, summed over i.
-    """
-    u, eta = fmt.unit_roundoff, fmt.min_subnormal / 2
-    if truncating:
-        u, eta = 2 * u, 2 * eta
-    return ((1 + u) ** 2 - 1) * sum_abs_xy + (1 + u) * eta * (sum_abs_x + sum_abs_y) + k * eta * eta
+    """A bound on |sum x^_i y^_i - sum x_i y_i| when every input is rounded to fmt (exact, in Fractions):
+    ``core.arith.metrics.input_rounding_error``."""
+    return input_rounding_error(sum_abs_xy, k, fmt.unit_roundoff, fmt.min_subnormal / 2, truncating=truncating,
+                                rows_abs=sum_abs_x + sum_abs_y)
 
 
 # --------------------------------------------------------------------------- the operation picture

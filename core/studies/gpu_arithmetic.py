@@ -54,10 +54,10 @@ from core.kernels.dot import (
     DotModel,
     DotValue,
     ModelNotApplicable,
-    a_priori_bound,
     accumulation_of,
     check_formats,
     conversion_error,
+    dot_bound,
     model_inputs,
     model_name,
     rounding_counts,
@@ -285,21 +285,21 @@ def model_bound(model: DotModel, pair: DotPair, accumulate: str, tile: int, slic
     fmt = accumulation_of(model, accumulate)
     depth, roundings = rounding_counts(model, pair.k, tile, slices)
     if model.inputs == "stored":
-        return a_priori_bound(depth, roundings, sum_abs, fmt)
+        return dot_bound(depth, roundings, sum_abs, fmt)
     a, b = model_inputs(model, pair.x, pair.y, tf32_mode)
     converted = exact_dot_fraction(np.abs(a), np.abs(b))
     if isinstance(converted, float):  # an input overflowed its new format
         return None
     d = conversion_error(sum_abs, exact_sum_fraction(np.abs(pair.x)), exact_sum_fraction(np.abs(pair.y)), pair.k,
                          TENSOR_CORE_INPUTS[model.inputs], truncating=(model.inputs == "tf32" and tf32_mode == "rz"))
-    return a_priori_bound(depth, roundings, converted, fmt, d)
+    return dot_bound(depth, roundings, converted, fmt, d)
 
 
 def live_bound(pair: DotPair, sum_abs: Fraction) -> Fraction | None:
     """For torch's kernels, whose order is not derived here: a bound for every order, with every
     product and every partial sum possibly rounded twice (through a wider format first)."""
     fmt = FORMATS[pair.storage]
-    return a_priori_bound(2 * pair.k, 4 * pair.k, sum_abs, fmt)
+    return dot_bound(2 * pair.k, 4 * pair.k, sum_abs, fmt)
 
 
 def run_lab(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: int = 8, slices: int = 4,
