@@ -166,18 +166,40 @@ def ulp(x: Exact, fmt: FloatFormat) -> Fraction:
     return Fraction(2) ** (e - fmt.precision + 1)
 
 
+def quantum_exponent(x, precision: int, emin: int) -> np.ndarray:
+    """q with 2^q the ULP of each float64 |x| in a format of ``precision`` bits and smallest normal
+    exponent ``emin`` (the convention above), as int64; x = 0 gives the subnormal spacing's."""
+    _, e = np.frexp(np.abs(np.asarray(x, dtype=np.float64)))  # |x| = m 2^e, 0.5 <= m < 1
+    return np.maximum(e.astype(np.int64) - 1, emin) - precision + 1
+
+
 def ulp_array(x, fmt) -> np.ndarray:
     """``ulp`` of each |x|, as float64 (exact: every ULP of these formats is a power of two within
     float64's range); nan where x is not finite. ``fmt`` is a FloatFormat, or any object with its
     ``precision`` and ``emin`` (a reduced format such as TF32)."""
     x = np.abs(np.asarray(x, dtype=np.float64))
-    _, e = np.frexp(x)
-    out = np.ldexp(1.0, np.maximum(e.astype(np.int64) - 1, fmt.emin) - fmt.precision + 1)
+    out = np.ldexp(1.0, quantum_exponent(x, fmt.precision, fmt.emin))
     out = np.where(x == 0, 2.0 ** (fmt.emin - fmt.precision + 1), out)
     return np.where(np.isfinite(x), out, np.nan)
 
 
 # ---------------------------------------------------------------------------- rounding
+
+
+def round_precision(x, precision: int, emin: int, max_finite: float) -> np.ndarray:
+    """Round float64 values to ``precision`` significant bits (exponents >= ``emin``, with
+    subnormals below), to nearest with ties to even, overflowing to +-inf: exactly one
+    IEEE rounding, for any precision up to 53 (``round_to_format`` is the same in Fractions).
+
+    With the quantum 2^q at x (``quantum_exponent``), x / 2^q is exact (a power of two scaling)
+    and below 2^p, so ``np.rint`` (ties to even) rounds it exactly.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        qexp = quantum_exponent(x, precision, emin)
+        r = np.ldexp(np.rint(np.ldexp(x, -qexp)), qexp)
+        r = np.where(np.isfinite(x) & (np.abs(r) > max_finite), np.copysign(np.inf, x), r)
+    return np.where(np.isfinite(x), r, x)
 
 
 def round_to_format(x: Exact, fmt: FloatFormat) -> Exact:

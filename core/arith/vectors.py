@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.arith.formats import FORMATS, FloatFormat, get_format
+from core.arith.formats import FORMATS, FloatFormat, get_format, quantum_exponent
 
 MAX_N = 10_000_000
 MAX_PASTED = 100_000
@@ -384,8 +384,7 @@ def _midpoints(x64: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarray, np.ndarra
     unbounded exponent, so the overflow threshold counts), and half the neighbours' spacing."""
     finite = np.isfinite(x64)
     mag = np.abs(np.where(finite, x64, 0.0))
-    _, e = np.frexp(mag)  # mag = m * 2^e with 0.5 <= m < 1
-    half_exp = np.maximum(e.astype(np.int64) - 1, fmt.emin) - fmt.precision
+    half_exp = quantum_exponent(mag, fmt.precision, fmt.emin) - 1
     t = np.ldexp(mag, -half_exp)  # exact: at most p + 1 significant bits above the binary point
     ties = finite & (t == np.floor(t)) & (np.fmod(t, 2.0) == 1.0)
     return ties, np.ldexp(np.ones_like(mag), half_exp)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.arith.formats import FORMATS
+from core.arith.formats import FORMATS, round_precision
 
 _TORCH_NAMES = {f.torch_dtype: name for name, f in FORMATS.items()}
 _NUMPY_NAMES = {f.numpy_dtype: name for name, f in FORMATS.items()}
@@ -101,23 +101,6 @@ def reduced_candidates(fmt: str) -> tuple[str, ...]:
     """Reduced-precision explanations worth testing for a result in ``fmt``, finest first."""
     return {"float64": ("float32", "tf32", "float16", "bfloat16"), "float32": ("tf32", "float16", "bfloat16"),
             "float16": ("float16", "bfloat16"), "bfloat16": ("bfloat16",)}[fmt]
-
-
-def round_precision(x, precision: int, emin: int, max_finite: float) -> np.ndarray:
-    """Round float64 values to ``precision`` significant bits (exponents >= ``emin``, with
-    subnormals below), to nearest with ties to even, overflowing to +-inf: exactly one
-    IEEE rounding, for any precision up to 53.
-
-    x = m 2^e with the quantum q = 2^(max(e, emin) - p + 1): x / q is exact (a power of two
-    scaling) and below 2^p, so ``np.rint`` (ties to even) rounds it exactly.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        _, e = np.frexp(np.abs(x))  # |x| = m 2^e, 0.5 <= m < 1: floor(log2|x|) = e - 1
-        qexp = np.maximum(e.astype(np.int64) - 1, emin) - precision + 1
-        r = np.ldexp(np.rint(np.ldexp(x, -qexp)), qexp)
-        r = np.where(np.isfinite(x) & (np.abs(r) > max_finite), np.copysign(np.inf, x), r)
-    return np.where(np.isfinite(x), r, x)
 
 
 def round_to(x, key: str) -> np.ndarray:

@@ -18,10 +18,10 @@ import math
 
 import numpy as np
 
-from core.arith.formats import FORMATS, ulp_array
+from core.arith.formats import FORMATS, round_precision, ulp_array
 from core.diagnose.inputs import Inputs
 from core.diagnose.results import Simulation
-from core.diagnose.rounding import REDUCED_FORMATS, accumulation_format, round_precision, round_to
+from core.diagnose.rounding import REDUCED_FORMATS, accumulation_format, round_to
 
 SIM_ELEMENTS = 256  # outputs recomputed at most (diagnose samples them)
 SIM_TERMS = 2**21  # sampled elements x K

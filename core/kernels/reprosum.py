@@ -115,7 +115,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from core.arith.formats import FLOAT32, FLOAT64, bits_of, format_of, round_to_format
+from core.arith.formats import FLOAT32, FLOAT64, bits_of, format_of, round_precision, round_to_format
 from core.arith.metrics import gamma
 from core.machines.devices import available_devices
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
@@ -280,20 +280,14 @@ _PACKED = {"float32": struct.Struct("<f"), "float16": struct.Struct("<e")}
 def _round_float(v: float, fmt) -> float:
     """The float64 value v rounded to fmt (nearest, ties to even, overflow to ±inf), exactly:
     by struct where it packs the format (it refuses what rounds beyond the largest finite value:
-    that is an overflow), else v scaled by a power of two (exact) to the format's quantum, then
-    Python's round."""
+    that is an overflow), else by ``round_precision``."""
     packed = _PACKED.get(fmt.name)
     if packed is not None:
         try:
             return packed.unpack(packed.pack(v))[0]
         except OverflowError:
             return math.copysign(math.inf, v)
-    e = math.frexp(v)[1] - 1  # 2^e <= |v| < 2^(e+1)
-    if v == 0 or e > fmt.emax:
-        return math.copysign(math.inf, v) if v else 0.0
-    q = max(e, fmt.emin) - fmt.precision + 1  # the quantum 2^q at |v|
-    out = math.ldexp(round(math.ldexp(abs(v), -q)), q)
-    return math.copysign(math.inf if out > fmt.max_finite else out, v)
+    return float(round_precision(v, fmt.precision, fmt.emin, float(fmt.max_finite)))
 
 
 def _decide(approx: float, abs_bound: float | None, depth: int, fmt) -> float | None:

@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from core.arith.exact import exact_sum_fraction
-from core.arith.formats import FLOAT32, FLOAT64, FORMATS, FloatFormat, round_to_format, value_of_bits
+from core.arith.formats import FLOAT32, FLOAT64, FORMATS, FloatFormat, round_precision, round_to_format, value_of_bits
 from core.arith.metrics import gamma
 from core.diagnose.envelopes import ENVELOPE_FACTOR, MIN_MEDIAN
 from core.diagnose.inputs import prepare_inputs
 from core.diagnose.results import BULK_SHARE
-from core.diagnose.rounding import REDUCED_FORMATS, as_float_array, round_precision, round_to
+from core.diagnose.rounding import REDUCED_FORMATS, as_float_array, round_to
 from core.diagnose.simulate import SIM_ORDERS, _sum_orders, fma_sequential
 from core.diagnose.tolerances import MARGIN, nice_up
 from core.diagnose.verdict import ASSUMED_K, MAX_ELEMENTS, VERDICTS, diagnose
