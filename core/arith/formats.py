@@ -285,6 +285,12 @@ def bit_view(x) -> np.ndarray:
     return a.view(format_of(a.dtype).uint_dtype)
 
 
+def differing_bits(a, b, axis=None):
+    """How many bits differ between the bit patterns of two arrays or tensors of one format (in all,
+    or summed along ``axis``)."""
+    return np.bitwise_count(bit_view(a) ^ bit_view(b)).sum(axis=axis)
+
+
 def bits_of(x) -> int:
     """Unsigned bit pattern of one value: a 0-d (or 1-element) tensor, NumPy scalar or array."""
     b = bit_view(x)

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from core.arith.exact import exact_sum_fraction, shortest_repr
-from core.arith.formats import FORMATS, Exact, bits_of, format_of, ulp_distance, value_of_bits
+from core.arith.formats import FORMATS, Exact, bits_of, format_of, ulp_distance_array, value_of_bits
 from core.arith.metrics import exact_value
 from core.arith.vectors import VectorSpec, generate
 from core.crowd.bytecache import RESULTS
@@ -156,11 +156,7 @@ def determinism(x: torch.Tensor, repeats: int = 5, seed: int = 0) -> Determinism
     one = torch.mm(a[:1], b)[0]
     batch = torch.mm(a, b)[0]
     diff = one != batch
-    fmt = FORMATS["float32"]
-    ua = one.view(torch.int32).numpy().astype(np.int64) & 0xFFFFFFFF
-    ub = batch.view(torch.int32).numpy().astype(np.int64) & 0xFFFFFFFF
-    max_ulps = max((ulp_distance(int(p), int(q), fmt) for p, q in zip(ua[diff.numpy()], ub[diff.numpy()],
-                                                                      strict=True)), default=0)
+    max_ulps = int(ulp_distance_array(one.numpy(), batch.numpy()).max(initial=0))
     return DeterminismResult(
         repeats=repeats,
         distinct_by_threads=distinct,

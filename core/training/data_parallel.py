@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from core.arith.formats import bits_of
+from core.arith.formats import bits_of, differing_bits
 from core.training import optim
 from core.training.mlp import PARAM_NAMES, TrainSettings, batch_schedule, forward, init_params, make_optimizer, spirals
 from core.training.pair import StepRecord, validate
@@ -99,15 +99,12 @@ def _record(step: int, loss_a: torch.Tensor, loss_b: torch.Tensor, logits_a: tor
             logits_b: torch.Tensor, yb: torch.Tensor, fa: torch.Tensor, fb: torch.Tensor) -> StepRecord:
     """The Training divergence pair's record of one step: A is one process, B the data-parallel replica."""
     la, lb = float(loss_a), float(loss_b)
-    wide = fa.dtype == torch.float64
-    int_t, uint_t = (torch.int64, np.uint64) if wide else (torch.int32, np.uint32)
-    xor = (fa.view(int_t) ^ fb.view(int_t)).numpy().view(uint_t)
     abs_diff = abs(la - lb)
     return StepRecord(
         step=step, loss_a=la, loss_b=lb, loss_a_bits=bits_of(loss_a.detach()), loss_b_bits=bits_of(loss_b.detach()),
         abs_diff=abs_diff, rel_diff=abs_diff / abs(la) if la else (0.0 if la == lb else float("inf")),
         param_distance=float(torch.linalg.vector_norm(fa.double() - fb.double())),
-        differing_bits=int(np.bitwise_count(xor).sum()), total_bits=fa.numel() * 8 * fa.element_size(),
+        differing_bits=int(differing_bits(fa, fb)), total_bits=fa.numel() * 8 * fa.element_size(),
         acc_a=float((logits_a.argmax(1) == yb).double().mean()),
         acc_b=float((logits_b.argmax(1) == yb).double().mean()),
     )

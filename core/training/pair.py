@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.arith.formats import bit_view
+from core.arith.formats import bit_view, differing_bits
 from core.machines.devices import available_devices
 from core.machines.globalstate import PROCESS_THREADS
 from core.machines.progress import OnProgress, report
@@ -298,8 +298,7 @@ def measure(snapshots: Sequence[Snapshot], ys: Yardstick) -> list[StepRecord]:
     if ys.to_a is not None:
         fb = fb[:, ys.to_a]
     fb_a = fb if fb.dtype == fa.dtype else fb.to(fa.dtype)
-    # XOR of the unsigned bit patterns (np.bitwise_count of a signed value counts the bits of |x|)
-    differing = np.bitwise_count(bit_view(fa) ^ bit_view(fb_a)).sum(axis=1).tolist()
+    differing = differing_bits(fa, fb_a, axis=1).tolist()
     dist = torch.linalg.vector_norm(fa.double() - fb.double(), dim=1).tolist()  # in float64
     la, lb = torch.stack([sn.loss_a for sn in snapshots]), torch.stack([sn.loss_b for sn in snapshots])
     losses_a, losses_b = la.tolist(), lb.tolist()

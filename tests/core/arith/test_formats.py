@@ -266,3 +266,16 @@ def test_hex_digits_are_hex_bits_of_each_pattern_and_decode_back(name, data):
     assert got == [hex_bits(b, fmt)[2:] for b in bits] == [hex_bits(b, fmt, prefix="") for b in bits]
     for b, h in zip(bits, got, strict=True):
         assert len(h) == fmt.width // 4 and int(h, 16) == b == bits_of_hex(h) == bits_of_hex(hex_bits(b, fmt))
+
+
+def test_differing_bits_counts_the_bits_of_the_patterns_not_the_values():
+    import numpy as np
+    import torch
+
+    from core.arith.formats import differing_bits
+
+    a = np.array([[0.0, 1.0], [np.inf, np.finfo(np.float32).max]], dtype=np.float32)
+    b = np.array([[-0.0, np.nextafter(np.float32(1.0), np.float32(2.0))], [np.inf, np.inf]], dtype=np.float32)
+    # -0 against +0: the sign bit; 1 against its neighbour: one bit; max against inf: 0x7f7fffff ^ 0x7f800000
+    assert differing_bits(a, b, axis=1).tolist() == [2, bin(0x7F7FFFFF ^ 0x7F800000).count("1")]
+    assert differing_bits(torch.tensor([1.0], dtype=torch.bfloat16), torch.tensor([-1.0], dtype=torch.bfloat16)) == 1
