@@ -173,6 +173,30 @@ class GrowthFit:
         return math.exp(self.intercept + self.slope * step)
 
 
+class FittedGrowth:
+    """What a result that carries a ``fit: GrowthFit | None`` says of it: growth figures only where
+    the fitted value grows (a shrinking or missing fit has no rate and no doubling)."""
+
+    fit: GrowthFit | None
+
+    @property
+    def growing(self) -> bool:
+        return self.fit is not None and self.fit.slope > 0
+
+    @property
+    def growth_per_step(self) -> float | None:
+        """The fitted d ln(value) / d step, where the value grows."""
+        return self.fit.slope if self.growing else None
+
+    @property
+    def doubling_steps(self) -> float | None:
+        return self.fit.doubling_steps if self.growing else None
+
+    @property
+    def fit_range(self) -> tuple[int, int] | None:
+        return (self.fit.first_step, self.fit.last_step) if self.fit else None
+
+
 def growth_fit(steps, values, start: int, saturation: float = 0.1, min_points: int = 5) -> GrowthFit | None:
     """The exponential fit of a gap that grows from rounding size until it saturates.
 

@@ -32,7 +32,7 @@ from enum import StrEnum
 import numpy as np
 
 from core.arith.formats import FORMATS
-from core.arith.metrics import GrowthFit, growth_fit
+from core.arith.metrics import FittedGrowth, GrowthFit, growth_fit
 from core.diagnose.loaders import LoadError, LossLog
 
 TINY_ULPS = 1024
@@ -52,7 +52,7 @@ LOG_VERDICTS = tuple(LogVerdict)
 
 
 @dataclass(frozen=True, kw_only=True)
-class LogDiagnosis:
+class LogDiagnosis(FittedGrowth):
     verdict: LogVerdict
     sentence: str
     reasons: tuple[str, ...]
@@ -67,19 +67,6 @@ class LogDiagnosis:
     jump_step: int | None
     jump_factor: float | None  # gap growth in that interval beyond the fitted trend
     notes: tuple[str, ...] = ()
-
-    @property
-    def growth_per_step(self) -> float | None:
-        """The fitted d ln(gap) / d step."""
-        return self.fit.slope if self.fit else None
-
-    @property
-    def doubling_steps(self) -> float | None:
-        return self.fit.doubling_steps if self.fit else None
-
-    @property
-    def fit_range(self) -> tuple[int, int] | None:
-        return (self.fit.first_step, self.fit.last_step) if self.fit else None
 
 
 def _rel_gap(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from core.arith.metrics import GrowthFit, growth_fit
+from core.arith.metrics import FittedGrowth, GrowthFit, growth_fit
 from core.machines.progress import OnProgress, offset, report
 from core.training.mlp import TrainSettings
 from core.training.pair import PairedRun, StepRecord
@@ -20,27 +20,10 @@ from core.training.pair import PairedRun, StepRecord
 
 
 @dataclass(frozen=True, kw_only=True)
-class DivergenceSummary:
+class DivergenceSummary(FittedGrowth):
     first_difference: int | None  # first step at which anything (loss or a parameter bit) differs
     first_rel_1pct: int | None  # first step with |loss A - loss B| / |loss A| > 1%
     fit: GrowthFit | None = None  # ln||dtheta|| against step over the growth phase
-
-    @property
-    def growing(self) -> bool:
-        return self.fit is not None and self.fit.slope > 0
-
-    @property
-    def growth_per_step(self) -> float | None:
-        """The fitted d ln||dtheta|| / d step, where the distance grows."""
-        return self.fit.slope if self.growing else None
-
-    @property
-    def doubling_steps(self) -> float | None:
-        return self.fit.doubling_steps if self.growing else None
-
-    @property
-    def fit_range(self) -> tuple[int, int] | None:
-        return (self.fit.first_step, self.fit.last_step) if self.fit else None
 
 
 def summarize(records: list[StepRecord], saturation: float = 0.1) -> DivergenceSummary:
