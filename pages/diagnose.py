@@ -187,8 +187,8 @@ def logs_section(s: DiagnoseSettings) -> LogDiagnosis | None:
         ex_key = st.selectbox("Bundled pair", list(LOG_EXAMPLES), format_func=LOG_EXAMPLES.get, key="dg_log_example")
         with st.spinner("Training both runs…"):
             how, result = _log_example(ex_key, fmt)
-        st.caption(f"Computed live: a 2-32-32-3 tanh network trained for 300 full-batch steps in float32 "
-                   f"(NumPy) on noisy spirals, run A as is; run B: {how}.")
+        st.caption(f"Computed live: the Training divergence page's tanh network (2-32-32-3) trained for 300 "
+                   f"full-batch steps in float32 (torch) on its noisy spirals, run A as is; run B: {how}.")
         return result
     c1, c2 = st.columns(2)
     if log_source == "upload":

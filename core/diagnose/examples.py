@@ -18,11 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from core.arith.vectors import VectorSpec, generate
 from core.diagnose.loaders import LossLog
 from core.diagnose.rounding import round_to
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
+from core.training.mlp import forward, init_params, spirals
 
 EXAMPLES: dict[str, str] = {
     "threads": "CPU: torch.sum of 10⁶ float32 values with 1 thread vs all threads",
@@ -133,53 +135,31 @@ def make_example(key: str) -> Example:
 # ------------------------------------------------------------------------- loss logs
 
 
-def _spirals(n: int = 256, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    t = rng.uniform(0, 1, n)
-    c = rng.integers(0, 3, n)
-    ang = 5 * t + c * 2 * np.pi / 3 + rng.normal(0, 0.3, n)
-    return np.stack([t * np.cos(ang), t * np.sin(ang)], 1).astype(np.float32), c
-
-
 def toy_training(order_seed: int | None = None, flip_from: int | None = None, steps: int = 300,
                  hidden: int = 32, lr: float = 1.0) -> np.ndarray:
-    """Losses of a 2-h-h-3 tanh network trained by full-batch gradient descent in float32.
+    """Losses of the Training divergence page's network (core.training.mlp: 2-h-h-3 tanh, its
+    spirals and its initial weights), trained by full-batch gradient descent in float32.
 
     ``order_seed`` permutes the examples (every sum over the batch is then added in another
     order: mathematically the same training); ``flip_from`` relabels a tenth of the examples
     from that step on (a data bug).
     """
-    x, y = _spirals()
-    rng = np.random.default_rng(1)
-    w1 = rng.normal(0, 1, (2, hidden)).astype(np.float32)
-    w2 = (rng.normal(0, 1, (hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)
-    w3 = (rng.normal(0, 1, (hidden, 3)) / np.sqrt(hidden)).astype(np.float32)
-    b1, b2, b3 = np.zeros(hidden, np.float32), np.zeros(hidden, np.float32), np.zeros(3, np.float32)
-    perm = np.arange(y.size) if order_seed is None else np.random.default_rng(order_seed).permutation(y.size)
-    x, y = x[perm], y[perm]
-    flipped = y.copy()
-    sel = np.random.default_rng(2).permutation(y.size)[: y.size // 10]
+    x64, y64 = spirals(256, 3, 0)
+    perm = np.arange(y64.size) if order_seed is None else np.random.default_rng(order_seed).permutation(y64.size)
+    x, y = torch.from_numpy(x64[perm]).float(), torch.from_numpy(y64[perm])
+    flipped = y.clone()
+    sel = torch.from_numpy(np.random.default_rng(2).permutation(y.numel())[: y.numel() // 10])
     flipped[sel] = (flipped[sel] + 1) % 3
-    lr32, n = np.float32(lr), np.float32(y.size)
+    p = {k: v.float().requires_grad_() for k, v in init_params(hidden, 3, 1).items()}
     losses = np.empty(steps)
-    rows = np.arange(y.size)
     for s in range(steps):
         labels = flipped if flip_from is not None and s + 1 >= flip_from else y
-        h1 = np.tanh(x @ w1 + b1)
-        h2 = np.tanh(h1 @ w2 + b2)
-        z = h2 @ w3 + b3
-        z = z - z.max(axis=1, keepdims=True)
-        p = np.exp(z)
-        p /= p.sum(axis=1, keepdims=True)
-        losses[s] = float(-np.mean(np.log(p[rows, labels] + np.float32(1e-12))))
-        dz = p.copy()
-        dz[rows, labels] -= 1
-        dz /= n
-        dh2 = (dz @ w3.T) * (1 - h2 * h2)
-        dh1 = (dh2 @ w2.T) * (1 - h1 * h1)
-        for param, grad in ((w3, h2.T @ dz), (b3, dz.sum(0)), (w2, h1.T @ dh2), (b2, dh2.sum(0)),
-                            (w1, x.T @ dh1), (b1, dh1.sum(0))):
-            param -= lr32 * grad
+        loss = F.cross_entropy(forward(p, x), labels)
+        grads = torch.autograd.grad(loss, list(p.values()))
+        with torch.no_grad():
+            for t, g in zip(p.values(), grads, strict=True):
+                t -= lr * g
+        losses[s] = float(loss.detach())
     return losses
 
 
