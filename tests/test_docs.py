@@ -70,3 +70,38 @@ def test_no_core_module_is_over_the_documented_size():
     sizes = {str(p.relative_to(ROOT)): len(_text(p).splitlines()) for p in (ROOT / "core").rglob("*.py")}
     assert {p: n for p, n in sizes.items() if n > CORE_MODULE_MAX_LINES} == {}
     assert [p.name for p in (ROOT / "core").glob("*.py")] == ["__init__.py"]
+
+
+def _modules(package: pathlib.Path) -> list[str]:
+    return sorted(p.stem for p in package.glob("*.py") if p.name != "__init__.py")
+
+
+def _architecture_block(text: str, package: str) -> str:
+    """The lines of architecture.md's package diagram that describe ``package`` (up to the next package)."""
+    diagram = text.split("### core, package by package", 1)[1].split("```", 2)[1]
+    names = re.findall(r"^\s*(?:\| )?([a-z_]+)/", diagram, flags=re.M)
+    start = diagram.index(f"{package}/")
+    later = [diagram.index(f"{n}/") for n in names if diagram.index(f"{n}/") > start]
+    return diagram[start:min(later, default=len(diagram))]
+
+
+@pytest.mark.parametrize("package", sorted(p.name for p in (ROOT / "core").iterdir() if (p / "__init__.py").exists()))
+def test_every_core_module_is_named_where_its_package_is_described(package):
+    """Each module of a core package is named in the package's docstring and in its entry of the
+    architecture's package diagram, so neither list can fall behind the files."""
+    import importlib
+
+    mods = _modules(ROOT / "core" / package)
+    doc = importlib.import_module(f"core.{package}").__doc__ or ""
+    block = _architecture_block(_text(ROOT / "docs" / "architecture.md"), package)
+    word = lambda m, text: re.search(rf"(?<![\w.]){m}(?!\w)", text) is not None  # noqa: E731
+    assert [m for m in mods if not word(m, doc)] == [], f"core/{package}/__init__.py"
+    assert [m for m in mods if not word(m, block)] == [], "docs/architecture.md"
+
+
+def test_the_fingerprints_operation_count_is_the_one_the_docs_state():
+    from core.recordings.fingerprint import OPS
+
+    for doc in ("architecture.md", "portability.md"):
+        counts = {int(n) for n in re.findall(r"(\d+) operations", _text(ROOT / "docs" / doc))}
+        assert counts == {len(OPS)}, doc

@@ -1,8 +1,10 @@
 """Arithmetic foundations: IEEE 754 formats, exact values, errors and bounds, vectors, parsing.
 
-formats (FloatFormat, exact decoding, correct rounding, ULPs), exact (exact and correctly rounded
-sums and dot products, faithful decimal output), metrics (errors in ULPs, condition numbers,
-a-priori bounds), vectors (seeded generators, the vector registry), parse (typed numbers, exactly).
+formats (FloatFormat, bits, exact decoding, correct rounding, ULPs and errors in ULPs), exact (exact
+and correctly rounded sums and dot products, faithful decimal output), buckets (the exact sums'
+compiled pass by exponent bucket), shares (pieces of a long pass that threads claim as they come
+free), metrics (gamma, condition numbers, a-priori and input-rounding bounds, the growth fit), vectors
+(seeded generators, the vector registry), parse (typed numbers, exactly).
 
 What it may import: its layer and the contracts in .importlinter (checked by
 ``lint-imports``).

@@ -1,6 +1,6 @@
 """Is my mismatch normal? The diagnosis of two results of one computation, and of two loss logs.
 
-Bottom to top: rounding (formats and rounding of arrays, ULPs, gamma_K, the reduced formats), inputs
+Bottom to top: rounding (the reduced formats and the accumulation format of each), inputs
 (the operands behind the results and their exact terms), tolerances (recommended tolerances, allclose
 reports), results (the result dataclasses), simulate (the inputs re-summed in several orders and in
 reduced precision), envelopes (what rounding can explain, element by element: envelopes, scale, pattern

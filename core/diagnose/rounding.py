@@ -1,6 +1,6 @@
-"""Formats and rounding of arrays, for the mismatch diagnosis: the reduced formats one side may have
-rounded its inputs to, exact rounding to any precision, ULPs, gamma_K, and the conversion of NumPy arrays
-and torch tensors to float64.
+"""Formats for the mismatch diagnosis: the reduced formats one side may have rounded its inputs to
+(rounded with core.arith.formats.round_precision), the format each accumulates in, and the conversion
+of NumPy arrays and torch tensors to float64. ULPs and gamma_K are core.arith's (formats, metrics).
 
 F is the format a computation ran in (its result format); A the format it accumulated in
 (``accumulation_format``): float32 for float16, bfloat16 and float32 (what torch's CPU and CUDA kernels

@@ -3,7 +3,8 @@
 Holds: ``corpus`` (the seeded grammar that writes the training text), ``model`` (a
 character-level causal transformer with a KV cache, its weights and tokenizer),
 ``kernels`` (the model's reductions two ways: torch's ordinary ops, and batch-invariant ones
-whose result for a row never depends on the batch around it) and ``engine`` (a server that
+whose result for a row never depends on the batch around it), ``fused`` (the batch-invariant
+RMSNorm, softmax and attention as compiled loops) and ``engine`` (a server that
 batches whatever requests are waiting, and the measurement of how identical requests fork).
 
 What it may import: its layer and the contracts in .importlinter (checked by

@@ -1,8 +1,8 @@
 """What one page computes, put together from the packages below.
 
-sumlab (Summation lab), cpu_vs_gpu (CPU vs GPU, with replays of recordings), mitigations (each fix
-measured on the Mitigations page's inputs), assoc (Non-associativity), gpu_arithmetic (GPU arithmetic's
-dot-product lab and atomics).
+overview (the Overview page's live numbers), sumlab (Summation lab), cpu_vs_gpu (CPU vs GPU, with
+replays of recordings), mitigations (each fix measured on the Mitigations page's inputs), assoc
+(Non-associativity), gpu_arithmetic (GPU arithmetic's dot-product lab and atomics).
 
 What it may import: its layer and the contracts in .importlinter (checked by
 ``lint-imports``).

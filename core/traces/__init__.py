@@ -6,8 +6,8 @@ reductions (K and the terms of each sampled element for the ops that reduce), fi
 file: its declared schema, size cap, reading, writing and uploads), models (the bundled models
 and a user's own ``make`` function), align (matching two op sequences that need not be equal),
 judge (identical, born here or inherited; a born difference against the rounding envelope of its
-op), compare (the per-op table and the one-line answer), pairs (the bundled pairs the page
-computes live).
+op), compare (the per-op table and the one-line answer), run (one trace: the run recorded, with
+its machine), pairs (the bundled pairs the page computes live).
 
 What it may import: its layer and the contracts in .importlinter (checked by
 ``lint-imports``). ``python -m scripts.trace run`` runs it in a bare GPU image, as scripts.capture does.

@@ -37,6 +37,7 @@ from enum import StrEnum
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from core.arith.formats import FLOAT32, FLOAT64, to_numpy
 from core.arith.metrics import gamma
@@ -142,8 +143,6 @@ def _conv_terms(x: torch.Tensor, w: torch.Tensor, bias, geometry: ConvGeometry, 
     """A 1-D or 2-D convolution's terms: each sampled output element sums the products of its input
     patch (over its group's channels) and its filter, K = C_in/groups x the kernel (+ 1 with a bias).
     The total over all elements is the convolution of |x| with |w|, in float64."""
-    import torch.nn.functional as F
-
     stride, padding, dilation, groups = geometry.stride, geometry.padding, geometry.dilation, geometry.groups
     w = _f64(w)
     x = x.detach().to("cpu")

@@ -1,6 +1,7 @@
 """Training the same model twice and watching the two runs part.
 
-mlp (the 2-64-64-3 MLP, its data, settings and presets), pair (the difference sources and the
+mlp (the 2-64-64-3 MLP, its data, settings and presets), optim (torch's optimizers stepped without
+loading its compiler), pair (the difference sources and the
 paired run that steps A and B from identical weights, and the measurement of each step's gap),
 seeds (divergence summaries and the seed study), divergence (what the Training divergence page
 says about a pair), data_parallel (what the data-parallel runs share: settings, one replica, shards,
