@@ -148,9 +148,12 @@ def floor_log2(x: Fraction) -> int:
 # binade of |x|: 2^(e-p+1) for 2^e <= |x| < 2^(e+1), so ulp(2^k) = 2^(k-p+1) (the spacing above a
 # power of two, as np.spacing gives it), the smallest subnormal in the subnormal range and at 0.
 # ``ulp`` is exact (Fractions), ``ulp_array`` the same per element in float64. An error in ULPs is
-# measured in ULPs of the *reference* (``error_in_ulps``: of the exact value); a distance between two
-# results counts the representable values between them (``ulp_distance``, ``ulp_distance_array``),
-# which needs no reference.
+# measured in ULPs of the *reference* (``error_in_ulps``: of the exact value; ``in_ulps``, the same for
+# arrays of absolute differences against any reference); a distance between two results counts the
+# representable values between them (``ulp_distance``, ``ulp_distance_array``), which needs no reference.
+# Where no exact value exists the caller names its reference: the mismatch diagnosis measures against
+# the user's expected array, a trace's judge against the larger of the two runs' values, and the serving
+# fork a logit gap against the larger logit.
 
 
 def ulp(x: Exact, fmt: FloatFormat) -> Fraction:
@@ -181,6 +184,14 @@ def ulp_array(x, fmt) -> np.ndarray:
     out = np.ldexp(1.0, quantum_exponent(x, fmt.precision, fmt.emin))
     out = np.where(x == 0, 2.0 ** (fmt.emin - fmt.precision + 1), out)
     return np.where(np.isfinite(x), out, np.nan)
+
+
+def in_ulps(d, reference, fmt) -> np.ndarray:
+    """Absolute differences ``d`` in ULPs of ``fmt`` at the magnitude of ``reference`` (element by element,
+    float64; 0 where d is 0, nan where the reference is not finite)."""
+    d = np.asarray(d, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(d == 0, 0.0, d / ulp_array(reference, fmt))
 
 
 # ---------------------------------------------------------------------------- rounding

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.arith.formats import FORMATS, FloatFormat, ulp_array
+from core.arith.formats import FORMATS, FloatFormat, in_ulps
 from core.diagnose.envelopes import (
     Elements,
     Scale,
@@ -240,8 +240,7 @@ class _Differences:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             d = np.where(fin, np.abs(af - ef), np.nan)
             rel = np.where(fin, np.where(ef != 0, d / np.abs(ef), np.where(d > 0, np.inf, 0.0)), np.nan)
-            unit = ulp_array(np.where(fin, ef, 0.0), fmt)
-            ulps = np.where(fin, d / unit, np.nan)
+            ulps = np.where(fin, in_ulps(d, np.where(fin, ef, 0.0), fmt), np.nan)
         return cls(af=af, ef=ef, fin=fin, both_nan=both_nan, nan_mismatch=nan_mismatch, inf_mismatch=inf_mismatch,
                    same_inf=same_inf, nonfinite=np.flatnonzero(nan_mismatch | inf_mismatch), d=d, rel=rel, ulps=ulps,
                    differ=fin & (d > 0),

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from core.arith.formats import format_of, ulp_array
+from core.arith.formats import format_of, in_ulps
 from core.crowd.budget import MB, Cost
 from core.machines.globalstate import torch_threads
 from core.machines.progress import OnProgress, Progress, report
@@ -273,7 +273,7 @@ class _Tally:
     def gap(self, row: torch.Tensor) -> tuple[float, float]:
         a, b = _top2(row)
         g = a - b
-        return g / float(ulp_array(a, format_of(self.dtype))), g / abs(a) if a else float("inf")
+        return float(in_ulps(g, a, format_of(self.dtype))), g / abs(a) if a else float("inf")
 
     def take(self, live: _Live, row: torch.Tensor) -> None:
         nxt = int(torch.argmax(row))

@@ -56,7 +56,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from core.arith.formats import FORMATS, decode_hex, ulp_array
+from core.arith.formats import FORMATS, decode_hex, in_ulps, ulp_array
 from core.diagnose.envelopes import (
     ENVELOPE_FACTOR,
     envelope_of,
@@ -295,8 +295,7 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
         within = recoded
         if recoded:
             basis = "a correctly rounded op: the same values, other encodings (NaN payloads or signed zeros)"
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ulps = np.where(d > 0, d / ulp, 0.0)
+    ulps = in_ulps(d, m, fmt)
     return Size(differing=differing, sampled=n, max_ulps=float(np.max(ulps)) if n else 0.0,
                 worst_abs=float(np.max(d)) if n else 0.0, vs_typical=ratio(typical), vs_bound=ratio(bound),
                 vs_envelope=worst, l1_gap=l1_gap, l1_bound=l1_bound, within=within, basis=basis, rigorous=rigorous)

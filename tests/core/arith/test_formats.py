@@ -279,3 +279,14 @@ def test_differing_bits_counts_the_bits_of_the_patterns_not_the_values():
     # -0 against +0: the sign bit; 1 against its neighbour: one bit; max against inf: 0x7f7fffff ^ 0x7f800000
     assert differing_bits(a, b, axis=1).tolist() == [2, bin(0x7F7FFFFF ^ 0x7F800000).count("1")]
     assert differing_bits(torch.tensor([1.0], dtype=torch.bfloat16), torch.tensor([-1.0], dtype=torch.bfloat16)) == 1
+
+
+def test_in_ulps_measures_at_the_references_magnitude():
+    import numpy as np
+
+    from core.arith.formats import FLOAT32, in_ulps
+
+    tiny = float(FLOAT32.min_subnormal)
+    got = in_ulps([2.0**-23, 2.0**-22, 3 * tiny, 0.0, 1.0], [1.0, 1.5, 0.0, np.nan, np.inf], FLOAT32)
+    assert got[:4].tolist() == [1.0, 2.0, 3.0, 0.0]  # ulp(0) is the smallest subnormal; d = 0 is 0 ULPs
+    assert np.isnan(got[4])  # no ULP at infinity
