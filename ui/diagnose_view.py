@@ -379,7 +379,9 @@ def log_loss_chart(ld: LogDiagnosis) -> alt.Chart:
     df = df[np.isfinite(df["loss"])]
     positive = bool((df["loss"] > 0).all())
     return alt.Chart(df).mark_line(strokeWidth=1.5).encode(
-        x="step:Q", y=alt.Y("loss:Q", scale=alt.Scale(type="log" if positive else "linear")),
+        # "~g": a log axis's default labels keep one digit, so 0.005 and 0.01 both read "0.01"
+        x="step:Q", y=alt.Y("loss:Q", scale=alt.Scale(type="log" if positive else "linear"),
+                            axis=alt.Axis(format="~g")),
         color=alt.Color("run:N", scale=alt.Scale(range=["#1f5fa8", "#d97706"]), title=None),
         strokeDash=alt.StrokeDash("run:N", legend=None),
     ).properties(height=CHART_HEIGHT)
