@@ -158,7 +158,7 @@ def tiny_lm(s: RunSettings) -> tuple[nn.Module, tuple[torch.Tensor, ...], Callab
     every request's prompt but its last character is prefilled alone (untraced), then the last
     characters of the B requests go through the model's forward pass as one batch (traced): B rows in
     every matrix product, as in a serving engine's decode step."""
-    weights = torch.float32 if s.dtype == "autocast-bfloat16" else _TORCH_DTYPES[s.dtype]
+    weights = _TORCH_DTYPES[s.dtype]  # autocast runs float32 weights
     served = TinyLM(load_params(), ModelConfig(), weights, s.device)
     prompts = [encode(p) for p in lm_prompts(s.batch)]
     caches = [served.new_cache() for _ in prompts]
