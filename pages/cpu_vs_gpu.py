@@ -41,10 +41,8 @@ from core.recordings.upload import MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, UploadError,
 from core.studies.cpu_vs_gpu import (
     CpuVsGpuSettings,
     SumsEverywhere,
-    ThreadSplit,
     sums_everywhere,
     tf32_product_difference,
-    thread_split,
 )
 from ui import cpu_vs_gpu_view as view
 from ui import glossary
@@ -72,14 +70,14 @@ def _fidelity(path: str, mtime: float):
     return model_fidelity(rec, max_n=100_000)  # sizes up to 10^5 on the page: bounded memory for every visitor
 
 
-def intro(recs: list[Recording], devices: list[Device]) -> None:
-    st.markdown(view.gpu_status(recs, [d.name for d in devices if d.kind != "cpu"]))
+def gpu_line(recs: list[Recording], devices: list[Device]) -> None:
+    st.caption(view.gpu_status(recs, [d.name for d in devices if d.kind != "cpu"]))
 
 
 def this_server(devices: list[Device], recs: list[Recording], problems: list[str]) -> None:
     for p in problems:
         st.warning(f"Recording refused: {inert(p)}")
-    with st.expander("What this server has: its facts, fingerprint and hashes"):
+    with st.expander("What this server has: its facts, fingerprint and hashes", icon=":material/dns:"):
         server_facts(devices, recs)
 
 
@@ -145,8 +143,9 @@ def your_recording(bundled: list[Recording]) -> Recording | None:
     session holds (its file and device, labelled unverified), with a button that removes it."""
     held = st.session_state.get(HELD)
     problem = None
-    with st.expander("Your own machine: upload a capture file (JSON) to compare it here",
+    with st.expander("Bring your own GPU: compare a capture of your machine here",
                      expanded=held is not None, icon=":material/upload_file:"):
+        st.markdown(view.CAPTURE_HOWTO)
         up = st.file_uploader(
             "Capture file, written by `python -m scripts.capture`", type=["json"], key=uploader_key(),
             help=f"At most {MAX_UPLOAD_MB} MB ({MAX_UPLOAD_BYTES:,} bytes; a capture is about 55 kB). Read as JSON "
@@ -160,10 +159,6 @@ def your_recording(bundled: list[Recording]) -> Recording | None:
                 if held is not None:
                     st.caption(f"Still using your earlier upload, {inert(held['recording'].name, line_start=False)}"
                                ".")
-        if held is None and up is None:
-            st.caption("No GPU here? Run `python -m scripts.capture` on yours and upload the file: its sums, "
-                       "products, fingerprint and training pair appear beside this server's and the bundled "
-                       "machines'.")
     if held is None:
         return None
     view.uploaded_card(held["recording"])
@@ -189,30 +184,52 @@ def controls(url_notes) -> CpuVsGpuSettings:
     return CpuVsGpuSettings(gen, int(n), dtype)
 
 
-def punchline(punch, split: ThreadSplit) -> None:
-    """torch.sum on one CPU thread and on all of them, and how many ULPs apart."""
-    s, fmt = split.settings, split.settings.fmt
+def punchline(punch, result: SumsEverywhere) -> None:
+    """This server's CPU against a GPU's order (live, recorded or modelled, whichever exists, labelled), and the
+    correctly rounded sum that neither device is."""
+    face = result.headline()
     with punch:
+        st.markdown(f"**The same {result.settings.n:,} {result.settings.dtype} values, summed by a CPU and by a "
+                    "GPU, give different bits: each device groups the additions its own way.**")
         cols = st.columns(3)
-        for col, (where, bits, text) in zip(cols, split.rows, strict=False):
-            col.metric(f"torch.sum, {where}", text, help=f"Bits {hex_bits(bits, fmt)}, computed live on this server.")
-        apart = split.apart
-        if apart is None:
-            cols[2].metric("Threads here", "1", help="This server runs torch with one thread: nothing to compare.")
-            st.caption("This server gives torch one thread, so the split cannot differ here; the table below "
-                       "compares the recorded machines and the GPU model.")
-        else:
-            cols[2].metric("Apart", f"{apart:,} ULP" if apart else "same bits", help=glossary.help_text("ulp"))
-            why = split.why_same()
-            st.caption(f"The same {s.n:,} {s.dtype} values, summed live on this server's CPU with one thread and "
-                       f"with {split.threads}: each thread sums its own contiguous chunk, so the split decides the "
-                       f"grouping ({'different bits' if apart else 'here the same bits: ' + why}; "
-                       f"{glossary.link('ulp', 'what is a ULP?')}).")
+        for col, row, label in zip(cols, (face.cpu, face.gpu, face.exact), face.labels, strict=True):
+            col.metric(label, row.value, help=f"Bits {hex_bits(row.bits, result.settings.fmt)}. {row.note}".strip())
+        st.caption(face.sentence + f" ({glossary.link('ulp', 'what is a ULP?')})")
+
+
+def why_orders(result: SumsEverywhere) -> None:
+    """Why the two devices add in different orders: each splits the sum to fit its hardware."""
+    st.subheader("Why the orders differ")
+    stages = result.stages
+    launch = stages.launch
+    left, right = st.columns([3, 2])
+    with left:
+        st.altair_chart(view.stages_chart(stages), width="stretch")
+    cpu_split = (f"below the grain size of {GRAIN_SIZE:,} values one thread does everything" if stages.below_grain
+                 else f"{stages.threads} threads each take one contiguous chunk")
+    right.markdown(
+        f"**A CPU** has a few cores: {cpu_split}, and inside a chunk {stages.lanes}-lane SIMD registers keep "
+        "running partial sums that are folded together at the end.\n\n"
+        f"**A GPU** has thousands of threads: in the modelled launch ({stages.sm_count} SMs), {launch.threads:,} "
+        f"threads each add every {launch.threads:,}-th group of {launch.vec} values, then each block adds its "
+        "threads' sums in a tree, and one block adds the blocks' results.\n\n"
+        "Each single addition is correctly rounded on both; the groupings differ, so the roundings do.")
+
+
+def threads_second(result: SumsEverywhere) -> None:
+    """One CPU, two thread counts: the split moves with the thread count too."""
+    rows = result.live_cpu
+    if len(rows) < 2:
+        st.caption("This server gives torch one thread, so a thread-count split cannot be shown live here.")
+        return
+    apart = result.cpu_threads_apart
+    parts = "; ".join(f"{r.where}: **{r.value}**" for r in rows)
+    st.markdown(f"**Even one CPU changes its grouping with its thread count** (live): {parts}; "
+                + (f"{apart:,} ULP apart." if apart else "here the same bits."))
 
 
 def the_same_sum(result: SumsEverywhere) -> None:
     s = result.settings
-    st.subheader("The same sum, everywhere")
     table = view.sums_frame(result)
     st.dataframe(table, hide_index=True, width="stretch")
     download_buttons(table, {"vector": s.generator, "n": s.n, "format": s.dtype, "seed": 0}, "cpu-vs-gpu", "cg")
@@ -220,7 +237,6 @@ def the_same_sum(result: SumsEverywhere) -> None:
 
 
 def model_fidelity_section(recs: list[Recording]) -> None:
-    st.subheader("How faithful is the GPU model?")
     if not any(r.is_gpu and not r.uploaded for r in recs):
         st.info("No real-GPU recording is bundled yet, so the CUDA model's match rate against a recording is "
                 "**unmeasured**" + (" (the rate against your upload below is measured, but on a file this server "
@@ -246,24 +262,7 @@ def model_fidelity_section(recs: list[Recording]) -> None:
                        "(for example another torch release's, or a block count this model does not choose).")
 
 
-def reduction_order(result: SumsEverywhere) -> None:
-    st.subheader("How each device orders the reduction")
-    stages = result.stages
-    launch = stages.launch
-    st.altair_chart(view.stages_chart(stages), width="stretch")
-    cpu_split = (f"below the grain size of {GRAIN_SIZE:,} values one thread does everything" if stages.below_grain
-                 else f"{stages.threads} threads each take one contiguous chunk")
-    st.markdown(
-        f"**CPU**: {cpu_split}; inside a chunk, "
-        f"{stages.lanes}-lane SIMD vectors feed 4 interleaved accumulators with a multi-level cascade. **GPU**: "
-        f"{launch.threads:,} threads each add every {launch.threads:,}-th vector of {launch.vec}, then trees inside "
-        "each block and a warp shuffle, then one block combines the blocks' partials. Different groupings, so "
-        "different roundings, even though each single addition is IEEE-correct on both."
-    )
-
-
 def two_machines(recs: list[Recording]) -> None:
-    st.subheader("Two real machines side by side")
     if len(recs) < 2:
         st.info("Fewer than two recordings are bundled, so there is nothing to set side by side.")
         return
@@ -292,7 +291,7 @@ def two_machines(recs: list[Recording]) -> None:
     for r in (left, right):
         if r.provenance.facts_note:
             st.caption(f"{inert(r.name)}: {inert(r.provenance.facts_note)}")
-    with st.expander("Operation by operation"):
+    if st.toggle("Operation by operation", key="cg_ops"):  # inside an expander: no expander in it
         view.op_table(cmp.ops, left.machine, right.machine)
     for tc in cmp.training:
         cols = st.columns(2)
@@ -310,12 +309,10 @@ def two_machines(recs: list[Recording]) -> None:
 
 
 def library_choice(recs: list[Recording]) -> None:
-    st.subheader("Same wheel, other code: libraries choose by the CPU")
     view.library_choice(configuration_effects(recs), same_dispatch_differences(recs), INTEL_MKL_NOTE)
 
 
 def training_on_a_gpu(recs: list[Recording], devices: list[Device]) -> None:
-    st.subheader("The training pair on a GPU")
     gpu_recs = [r for r in recs if r.is_gpu]
     if not gpu_recs:
         st.info("No GPU training recording is bundled. On this server the Training divergence page shows the same "
@@ -334,31 +331,41 @@ def main() -> None:
     ensure_app_navigation()
     url_notes = restore("cg", URL_FIELDS, {"cg_gen": "normal", "cg_n": 1_000_000, "cg_dtype": "float32"})
     st.title("CPU vs GPU")
-    punch = st.container(key="punchline")  # one CPU thread against all of them: filled first, in the first screen
+    punch = st.container(key="punchline")  # the CPU against the GPU's order: filled once computed, first screen
     devices = available_devices()
     bundled, problems = cached_recordings(recordings_dir())
-    intro(bundled, devices)
-    yours = your_recording(bundled)  # a visitor's own capture, for this session: it joins every list below
-    recs = bundled + ([yours] if yours is not None else [])
     settings = controls(url_notes)
+    why, threads, notices = st.container(), st.container(), st.container()
+    yours = your_recording(bundled)  # a visitor's own capture, for this session: it joins every list
+    with st.expander("Every result: recorded machines, the model and the exact sum, with their bits",
+                     icon=":material/table:", expanded=yours is not None):
+        everything = st.container()
+    recs = bundled + ([yours] if yours is not None else [])
     cost = cpu_vs_gpu_cost(settings.n, settings.dtype, settings.generator, len(recs),
                            sum(d.kind != "cpu" for d in devices),
                            cached=settings.spec in VECTORS)
-    cpu = next(d for d in devices if d.kind == "cpu")
-    with heavy_section(cost, "these sums"):  # a large uncached vector is made here: through the gate
-        split = thread_split(settings, cpu, PROCESS_THREADS)
-    punchline(punch, split)
     with heavy_section(cost, "these sums"):  # a few heavy computations at once, server-wide
         result = sums_everywhere(settings, devices, recs, PROCESS_THREADS)
-    for n in result.notices:
-        view.notice(n)
-    the_same_sum(result)
-    this_server(devices, recs, problems)  # facts and hashes: below the comparison, folded
-    model_fidelity_section(recs)
-    reduction_order(result)
-    two_machines(recs)
-    library_choice(bundled)  # the bundled machines' configuration captures and notes
-    training_on_a_gpu(recs, devices)
+    punchline(punch, result)
+    with why:
+        why_orders(result)
+    with threads:
+        threads_second(result)
+        gpu_line(recs, devices)
+    with notices:
+        for n in result.notices:
+            view.notice(n)
+    with everything:
+        the_same_sum(result)
+    with st.expander("How faithful is the GPU model?", icon=":material/verified:"):
+        model_fidelity_section(recs)
+    with st.expander("Two real machines side by side", icon=":material/compare:"):
+        two_machines(recs)
+    with st.expander("Same wheel, other code: libraries choose by the CPU", icon=":material/developer_board:"):
+        library_choice(bundled)  # the bundled machines' configuration captures and notes
+    with st.expander("The training pair on a GPU", icon=":material/show_chart:"):
+        training_on_a_gpu(recs, devices)
+    this_server(devices, recs, problems)  # facts and hashes, folded
     next_page_link("cpu_vs_gpu")
 
 

@@ -157,36 +157,33 @@ def punchline(punch, result: TripleResult) -> None:
         elif result.ulps_apart is None:
             p_gap.metric("Apart", "one is not finite")
         else:
-            p_gap.metric("Apart", f"{result.ulps_apart:,} ULP", help=glossary.help_text("ulp"))
+            p_gap.metric("Apart", view.apart_text(result), help=glossary.help_text("ulp"))
         st.caption("Same three numbers, two groupings: every addition rounds, and the roundings differ."
                    if result.differ else "Same three numbers, two groupings, the same bits here.")
-    glossary.define("ulp")  # the story's first use of the term
 
 
 def what_is_stored(result: TripleResult) -> None:
-    st.subheader("1 · What the format actually stores")
     st.markdown(bits_legend(result.fmt), unsafe_allow_html=True)
     st.markdown(view.stored_html(result), unsafe_allow_html=True)
 
 
 def two_groupings(result: TripleResult) -> None:
-    st.subheader("2 · Two groupings, two roundings each")
+    st.subheader("Two groupings, two roundings each")
     for col, g in zip(st.columns(2), (result.left, result.right), strict=True):
         with col.container(border=True):
             st.markdown(f"#### {g.name}")
             for step in (g.inner, g.outer):
                 st.markdown(view.step_html(result, step), unsafe_allow_html=True)
             st.markdown(f"Result {bits_html(g.bits, result.fmt)}", unsafe_allow_html=True)
-            st.metric("Error against the exact sum",
-                      ulps_text(g.error_ulps, relative_error(g.result, result.exact_sum)))
-    if result.differ:
-        st.error(view.verdict_text(result), icon=":material/call_split:")
-    else:
-        st.success(view.verdict_text(result), icon=":material/check_circle:")
+            st.metric("Error against the exact sum", view.error_text(g.error_ulps, g.result, result.exact_sum),
+                      help=f"{ulps_text(g.error_ulps, relative_error(g.result, result.exact_sum))} of the exact "
+                           "sum's format spacing. " + glossary.help_text("ulp"))
+    # an expected result, not a failure: a neutral box, never an error's red
+    st.container(key="na_verdict").info(view.verdict_text(result), icon=":material/call_split:" if result.differ
+                                        else ":material/check_circle:")
 
 
 def exact_answer(result: TripleResult) -> None:
-    st.subheader("3 · The exact answer")
     st.markdown(view.exact_html(result), unsafe_allow_html=True)
     winners = result.correct_groupings
     st.markdown(
@@ -203,20 +200,27 @@ def exact_answer(result: TripleResult) -> None:
         )
 
 
+GPU_ROUNDING = ("https://docs.nvidia.com/cuda/floating-point/index.html",
+                "NVIDIA, Floating Point and IEEE 754 Compliance for NVIDIA GPUs")
+
+
+def same_on_a_gpu(result: TripleResult) -> None:
+    """Is float32 different on a GPU? The format and each addition's rounding are not; the grouping is."""
+    live = ", ".join(d.device.name for d in result.devices)
+    st.markdown(
+        f"**Is {result.fmt.name} different on a GPU?** No: it is the same IEEE 754 format, and a single addition "
+        f"is correctly rounded to nearest on CPUs and on NVIDIA GPUs alike ([{GPU_ROUNDING[1]}]({GPU_ROUNDING[0]})), "
+        "so the same grouping gives the same bits. What differs between devices is the grouping they choose for "
+        f"long sums: the next page. (Computed live here on: {live}.)")
+
+
 def on_each_device(result: TripleResult) -> None:
-    st.subheader("4 · The same additions on each device")
     st.dataframe(view.devices_table(result), hide_index=True, width="stretch")
     if len(result.devices) == 1:
-        st.caption(
-            "No GPU is visible to this server, so only the CPU ran live. A single IEEE 754 "
-            "addition is correctly rounded on every device, so a GPU gives the same bits for "
-            "the same grouping; devices disagree on large sums because they choose "
-            "different groupings."
-        )
+        st.caption("No GPU is visible to this server, so only the CPU ran live.")
 
 
-def search(fmt_name: str) -> None:
-    st.subheader("5 · Find a counterexample")
+def search(fmt_name: str, result: TripleResult) -> None:
     st.markdown(
         f"Draw random {fmt_name} triples, add each both ways, and count how often the bits differ."
     )
@@ -248,6 +252,10 @@ def search(fmt_name: str) -> None:
                     unsafe_allow_html=True)
         st.button("Load this triple into the playground", on_click=_load_example,
                   args=(s.fmt_name, found.example), key="na_load_example")
+        if (result.fmt.name, tuple(n.text for n in result.numbers)) == (s.fmt_name, tuple(found.example)):
+            # the playground's results are at the top of the page: say here what loading did
+            st.success(f"Loaded. At the top of the page now: {view.verdict_text(result)}",
+                       icon=":material/arrow_upward:")
     else:
         st.info("No triple differed in this sample. Try more triples or another distribution.")
 
@@ -261,21 +269,27 @@ def main() -> None:
     st.title("Non-associativity: (a + b) + c ≠ a + (b + c)")
     punch = st.container(key="punchline")  # the two groupings' results, filled below: in the first screen
     st.markdown(
-        "Every floating-point addition rounds its exact result to the nearest number the "
-        "format can hold. Grouping three numbers differently rounds different intermediate "
-        "sums, so the final bits can differ even though real addition does not care about "
-        "the order. Pick a format and three numbers, or start from a preset."
+        "Every floating-point addition rounds its exact result to the nearest number the format can hold. "
+        "Group three numbers differently and different intermediate sums get rounded, so the final bits can "
+        "differ. Pick a format and three numbers, or a preset."
     )
     numbers = controls()
     if numbers is None:
         st.stop()
     result = evaluate_triple(numbers)
     punchline(punch, result)
-    what_is_stored(result)
     two_groupings(result)
-    exact_answer(result)
-    on_each_device(result)
-    search(result.fmt.name)
+    same_on_a_gpu(result)
+    with st.expander("What the format actually stores: each number's bits", icon=":material/memory:"):
+        what_is_stored(result)
+    with st.expander("The exact answer, and which grouping is correctly rounded", icon=":material/functions:"):
+        exact_answer(result)
+    with st.expander("The same additions on each device here", icon=":material/devices:"):
+        on_each_device(result)
+    with st.expander("Find a counterexample: random triples, both groupings", icon=":material/search:",
+                     expanded=st.session_state.get("na_search") is not None):
+        search(result.fmt.name, result)
+    glossary.define("ulp")  # the story's first use of the term, defined where a reader looks it up
     share_box(sync(URL_FIELDS), url_notes)
     cpu = cpu_device()
     st.caption(

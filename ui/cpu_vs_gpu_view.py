@@ -183,11 +183,10 @@ def mismatch_table(fid: Fidelity) -> None:
     st.dataframe(pd.DataFrame(fid.mismatches, columns=["vector", "n", "format", "ULPs apart"]), hide_index=True)
 
 
-CAPTURE_HOWTO = ("To add yours: in a checkout of this app on a machine with a GPU, run `python -m scripts.capture` "
-                 "(it writes one JSON file to data/recordings/; docs/gpu.md in the repository has "
-                 "the details), then commit the file or point `FP_RECORDINGS_DIR` at its folder. The app replays "
-                 "it with its provenance. Or upload the file below to set it beside this server's results for your "
-                 "session only.")
+# Shown only inside the page's collapsed "Bring your own GPU" section: a step a visitor takes on their own machine.
+CAPTURE_HOWTO = ("In a checkout of this app on a machine with a GPU, run `python -m scripts.capture`: it writes one "
+                 "JSON file of fixed sums, products and a training pair, with the machine's provenance. Upload it "
+                 "below to set it beside this server's results, for your session only.")
 
 
 def gpu_status(recs: list[Recording], live_gpus: list[str]) -> str:
@@ -200,9 +199,8 @@ def gpu_status(recs: list[Recording], live_gpus: list[str]) -> str:
     if gpu:
         parts.append("Recorded on real GPUs: " + "; ".join(inert(r.label, line_start=False) for r in gpu) + ".")
     else:
-        parts.append("**No GPU recording is bundled yet**" + ("" if live_gpus else " and this server has no GPU")
-                     + ": the GPU results here are a **model** of a GPU's reduction order, labelled as such. "
-                     + CAPTURE_HOWTO)
+        parts.append("No GPU recording is bundled" + ("" if live_gpus else " and this server has no GPU")
+                     + ": GPU results here come from a **model** of a GPU's reduction order, labelled as such.")
     return " ".join(parts)
 
 

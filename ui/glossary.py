@@ -33,16 +33,17 @@ TERMS: dict[str, Term] = {
         name="ULP", heading="What is a ULP", page="non_associativity",
         text="**ULP** (unit in the last place): the gap between two neighbouring numbers of a format at a given "
         "size. Between 1 and 2 a float32 ULP is 2⁻²³ ≈ 1.2·10⁻⁷ and a float64 ULP 2⁻⁵² ≈ 2.2·10⁻¹⁶; it doubles "
-        "with every power of two. An error of 1 ULP means the result is the neighbouring number of the exact "
-        "answer: the smallest difference the format can show. Errors in this app are counted in ULPs of the "
-        "exact result.",
+        "with every power of two. An error of 1 ULP is one such gap. Where the exact answer is itself a number of "
+        "the format, a result 1 ULP off is its neighbour; otherwise even the correctly rounded result is up to half "
+        "a ULP away. Errors in this app are counted in ULPs of the exact result.",
     ),
     "kappa": Term(
         name="κ", heading="What is the condition number κ", page="summation_lab",
-        text="**Condition number κ = Σ|x| / |Σx|**: how much the sum magnifies rounding. With κ = 1 (all values of "
-        "one sign) every order is accurate to a few ULPs; with κ = 10⁸ large values cancel, and an error that is "
-        "tiny next to Σ|x| is 10⁸ times larger next to the answer. Relative error ≲ κ × (the rounding of one "
-        "addition × the depth of the order's tree).",
+        text="**Condition number κ = Σ|x| / |Σx|**: how much the sum magnifies rounding. With κ = 10⁸ large values "
+        "cancel, and an error that is tiny next to Σ|x| is 10⁸ times larger next to the answer. κ = 1 (all values "
+        "of one sign) means no cancellation, not no error: the error still grows with the number of additions. In "
+        "float32, 16,777,216 + 1 rounds back to 16,777,216 (2²⁴), so a left-to-right sum of 2·10⁷ ones stops "
+        "there. Relative error ≲ κ × (the rounding of one addition × the depth of the order's tree).",
     ),
     "gamma": Term(
         name="γ(n)", heading="What is the bound γ(n)", page="summation_lab",

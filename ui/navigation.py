@@ -26,32 +26,41 @@ import streamlit as st
 # (Measured with streamlit 1.67; the browser test opens a deep link on a fresh server.)
 # Icons: :material/...: names draw with the Material Symbols font that Streamlit serves itself;
 # only the favicon would come from outside (see app.py's page_icon, an emoji for that reason).
-# (file stem, title, icon, what the home page says about it)
+#
+# The sidebar has three sections. The story is read in order in about fifteen minutes, each page
+# answering one question a learner brings; a visitor's own data, models and setup come next; the labs,
+# for the curious, last. The table's order is the reading order: each page's "Next" link follows it.
+STORY, OWN_RUNS, DEEP_DIVES = "The story", "Your own runs", "Deep dives"
+SECTIONS = (STORY, OWN_RUNS, DEEP_DIVES)
+
+# (file stem, title, icon, what the home page says about it, section)
 PAGE_TABLE = [
     ("non_associativity", "Non-associativity", ":material/swap_horiz:",
-     "add three numbers two ways and see exactly where each rounding happens"),
-    ("summation_lab", "Summation lab", ":material/functions:",
-     "one vector, many summation orders (NumPy, torch on 1 and all threads, a GPU model), each error measured "
-     "exactly against its bound"),
+     "the same three numbers added in two groupings give two answers, and why", STORY),
     ("cpu_vs_gpu", "CPU vs GPU", ":material/memory:",
-     "the same sum on every device here, recordings from other machines, and a model of a GPU reduction"),
-    ("gpu_arithmetic", "GPU arithmetic", ":material/calculate:",
-     "dot products as GPUs compute them (FMA, TF32, float16/bfloat16 inputs, tiles, split-K, atomic adds), each "
-     "exact on this CPU against the exact result"),
+     "why a CPU and a GPU add in different orders, and what that does to one sum", STORY),
     ("training_divergence", "Training divergence", ":material/show_chart:",
-     "train a tiny network twice and watch the runs drift apart, step by step"),
-    ("many_devices", "Many devices", ":material/hub:",
-     "data-parallel training on a real gloo process group, and the all-reduce orders of 2 to 1,024 devices"),
+     "train a tiny network twice and watch the runs drift apart, step by step", STORY),
     ("serving", "Serving an LLM", ":material/chat:",
-     "identical requests to a tiny language model at temperature 0 fork when a server batches them with others, "
-     "until batch-invariant kernels"),
+     "identical requests to a tiny language model at temperature 0 fork when a server batches them with others",
+     STORY),
     ("mitigations", "Mitigations", ":material/build:",
-     "float64, wider accumulation, determinism and an order-independent sum, with costs measured here"),
+     "what you can do, what each fix costs, and when a mismatch is normal", STORY),
     ("diagnose", "Diagnose a mismatch", ":material/troubleshoot:",
-     "your own CPU-vs-GPU difference: rounding noise, reduced precision or a bug, and the tolerance to use"),
+     "your own CPU-vs-GPU difference: rounding noise, reduced precision or a bug, and the tolerance to use",
+     OWN_RUNS),
     ("traces", "Where two runs part", ":material/alt_route:",
-     "two runs of a whole model traced op by op: the first op that differs, born there or inherited, and whether "
-     "rounding explains it"),
+     "two runs of a whole model traced op by op: the first op that differs, and whether rounding explains it",
+     OWN_RUNS),
+    ("summation_lab", "Summation lab", ":material/functions:",
+     "one vector, many summation orders (NumPy, torch, a GPU model, Kahan), each error measured exactly",
+     DEEP_DIVES),
+    ("gpu_arithmetic", "GPU arithmetic", ":material/calculate:",
+     "dot products as GPUs compute them (FMA, TF32, 16-bit inputs, split-K, atomic adds), each modelled exactly",
+     DEEP_DIVES),
+    ("many_devices", "Many devices", ":material/hub:",
+     "data-parallel training on a real process group, and the all-reduce orders of 2 to 1,024 devices",
+     DEEP_DIVES),
 ]
 
 APP_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -114,7 +123,7 @@ def next_page_link(stem: str) -> None:
     st.divider()
     try:
         if i + 1 < len(stems):
-            _, title, icon, blurb = PAGE_TABLE[i + 1]
+            _, title, icon, blurb, _ = PAGE_TABLE[i + 1]
             # a link is one line, cut where the column ends: the title in it, what the page does below it
             st.page_link(page_file(f"pages/{stems[i + 1]}.py"), label=f"Next: {title}", icon=icon)
             st.caption(blurb[:1].upper() + blurb[1:] + ".")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 from core.arith.exact import abbreviate, exact_decimal, shortest_repr, to_mpf
 from core.arith.formats import FLOAT64, Exact, FloatFormat, floor_log2, hex_bits, ulp
 from core.studies.assoc import Step, TripleResult
-from ui.render import bits_html, mono, ulps_text
+from ui.render import bits_html, mono, ulps_short, ulps_text
 
 
 def value_line(x: Exact, fmt: FloatFormat) -> str:
@@ -51,6 +52,30 @@ def step_html(result: TripleResult, step: Step) -> str:
         )
     return (f"`{step.expression}` exact {mono(abbreviate(exact_decimal(step.exact), 70))}<br>"
             f"&emsp;→ {fmt.name} {mono(shortest_repr(step.rounded, fmt))} · {verdict}")
+
+
+# Beyond this many ULPs a gap in ULPs says little to a reader (1 and 0 are 1,065,353,216 float32 values
+# apart): the difference itself says it.
+MEANINGFUL_ULPS = 1024
+
+
+def apart_text(result: TripleResult) -> str:
+    """The two results' gap for a metric: in ULPs when that is a readable count, else as a difference."""
+    apart = result.ulps_apart
+    if apart is not None and apart <= MEANINGFUL_ULPS:
+        return f"{apart:,} ULP"
+    diff = abs(Fraction(result.left.result) - Fraction(result.right.result))
+    return f"by {float(diff):.3g}"
+
+
+def error_text(error_ulps: float, value, exact) -> str:
+    """A grouping's error for a metric: in ULPs when that is a readable count, else as the difference from
+    the exact sum and its share of it (an answer off by 1 read "-8.389e+06 ULP (relati…", cut)."""
+    if not math.isfinite(error_ulps) or abs(error_ulps) <= MEANINGFUL_ULPS:
+        return ulps_short(error_ulps)
+    err = Fraction(value) - Fraction(exact)
+    share = f", {float(err / Fraction(exact)):+.0%}" if exact != 0 else ""
+    return f"{float(err):+.3g}{share}"
 
 
 def verdict_text(result: TripleResult) -> str:

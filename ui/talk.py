@@ -8,25 +8,26 @@ from core.studies.sumlab import differing_tree_seed
 
 KEY = "presenter"
 
-# (title, page file, link parameters, what the audience sees)
+# (title, page file, link parameters, what the audience sees), in the story's order, then the deep dives
 SCENARIOS: list[tuple[str, str, dict, str]] = [
     ("0.1 + 0.2 + 0.3", "pages/non_associativity.py", {"preset": "0.1 + 0.2 + 0.3 (float64)"},
      "Two groupings of three decimals, one ULP apart, every rounding shown."),
-    ("Sum of a million float32", "pages/summation_lab.py", {"n": "1000000", "storage": "float32"},
-     "Eight summation orders of the same vector against the exact sum."),
     ("1 vs all threads", "pages/cpu_vs_gpu.py", {"vector": "normal", "n": "1000000", "format": "float32"},
-     "torch.sum on this server's CPU with one thread and with all of them: the bits depend on the split."),
-    # the seed is chosen by computation (core.studies.sumlab.differing_tree_seed): the two trees give different sums
-    ("GPU block tree", "pages/summation_lab.py",
-     {"n": "32", "seed": str(differing_tree_seed(32, "pairwise")),
-      "orders": "sequential,pairwise,torch_all,cuda_model,correct", "permutations": "0", "tree": "pairwise"},
-     "32 values: the GPU's block reduction (threads, warp shuffles) drawn beside the CPU's pairwise tree."),
+     "A million float32 values summed by this CPU and in a GPU's order (a labelled model), then on 1 and all "
+     "threads: other bits each time."),
     ("Watch two runs diverge", "pages/training_divergence.py", {"preset": "Hidden units reordered (SGD, lr 0.5)"},
      "Same network, reordered sums: press Play."),
     ("Same prompt, two answers", "pages/serving.py", {},
      "Identical requests to a tiny language model at temperature 0, batched with others: they fork."),
     ("float64 saves the day", "pages/mitigations.py", {},
      "The same sums and training pair in float64, with what it costs here."),
+    ("Sum of a million float32", "pages/summation_lab.py", {"n": "1000000", "storage": "float32"},
+     "Deep dive: eight summation orders of the same vector against the exact sum."),
+    # the seed is chosen by computation (core.studies.sumlab.differing_tree_seed): the two trees give different sums
+    ("GPU block tree", "pages/summation_lab.py",
+     {"n": "32", "seed": str(differing_tree_seed(32, "pairwise")),
+      "orders": "sequential,pairwise,torch_all,cuda_model,correct", "permutations": "0", "tree": "pairwise"},
+     "Deep dive: 32 values through a GPU's block reduction, beside the CPU's pairwise tree."),
 ]
 
 # Streamlit sizes most text in rem (scaled by the html font size below), but code, bit strings and

@@ -100,6 +100,20 @@ class SumRow:
     note: str
     value: str  # the fewest digits, the same count for every row, that tell apart the rows that differ
     ulps_from_exact: int  # from the correctly rounded sum
+    gpu: bool = False  # a GPU's result: live on this server, recorded on one, or a model of one's order
+
+
+@dataclass(frozen=True, kw_only=True)
+class Headline:
+    """The page's first screen: this CPU's sum beside a GPU's (the best evidence there is: live, then recorded,
+    then the model), the correctly rounded sum, and the sentence that compares them."""
+
+    cpu: SumRow
+    gpu: SumRow
+    exact: SumRow
+    labels: tuple[str, str, str]
+    apart: int  # ULPs between the CPU's and the GPU's result
+    sentence: str
 
 
 @dataclass(frozen=True)
@@ -151,6 +165,32 @@ class SumsEverywhere:
         """ULPs between the one-thread and the all-threads CPU sums; None with a single thread."""
         cpu = self.live_cpu
         return ulp_distance(cpu[0].bits, cpu[-1].bits, self.settings.fmt) if len(cpu) == 2 else None
+
+    def headline(self) -> Headline:
+        """This server's CPU (all its threads) against a GPU's order: a live GPU where torch sees one, else a
+        recorded GPU for this vector, else the modelled order of a 132-SM GPU, each labelled for what it is."""
+        fmt = self.settings.fmt
+        cpu = self.live_cpu[-1]
+        exact = next(r for r in self.rows if r.tier == "exact")
+        gpus = [r for r in self.rows if r.gpu]
+        gpu = next((r for tier in ("live", "recorded") for r in gpus if r.tier == tier), None)
+        if gpu is None:
+            gpu = next(r for r in reversed(gpus) if r.tier == "model")
+            gpu_label, gpu_words = f"GPU order, modelled ({self.stages.sm_count} SMs)", "a model of a GPU's order"
+        elif gpu.tier == "live":
+            gpu_label, gpu_words = f"GPU, live: {gpu.where}", f"this server's GPU ({gpu.where})"
+        else:
+            gpu_label, gpu_words = "GPU, recorded", f"a GPU recording ({gpu.where})"
+        threads = self.threads if len(self.live_cpu) > 1 else 1
+        apart = ulp_distance(cpu.bits, gpu.bits, fmt)
+        first = (f"This server's CPU and {gpu_words} are {apart:,} ULP apart" if apart else
+                 f"Here this server's CPU and {gpu_words} happen to give the same bits (another size or vector "
+                 "differs)")
+        sentence = (f"{first}; the CPU's sum is {cpu.ulps_from_exact:,} ULP from the exact sum, the GPU's "
+                    f"{gpu.ulps_from_exact:,}. Neither device is the reference: the exact sum, rounded once, is.")
+        return Headline(cpu=cpu, gpu=gpu, exact=exact, apart=apart, sentence=sentence,
+                        labels=(f"CPU, live ({threads} thread{'s' if threads > 1 else ''})", gpu_label,
+                                "Exact sum, rounded once"))
 
     def ulp_matrix(self) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
         """Row names, and the ULP distance between every pair of rows."""
@@ -239,6 +279,7 @@ def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: lis
     values = vector_for(s.spec).values  # shared and bounded in bytes (core.crowd.bytecache)
     exact_bits = bits_of_value(correctly_rounded_sum(values, fmt), fmt)
     raw: list[tuple[str, str, int, str]] = []  # (where, tier, bits, note)
+    on_gpu: set[int] = set()  # indices into raw of GPU results
     notices: list[Notice] = []
     cpu = next(d for d in devices if d.kind == "cpu")
     raw += [(where, "live", bits, f"torch {torch.__version__}") for where, bits in _live_cpu_bits(values, cpu, threads)]
@@ -247,6 +288,7 @@ def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: lis
             notices.append(Notice("warning", f"{d.name} has no {s.dtype}: no live GPU result for this format."))
             continue
         try:
+            on_gpu.add(len(raw))
             raw.append((d.name, "live", live_sum_bits(values, d), ""))
         except torch.cuda.OutOfMemoryError:
             notices.append(Notice("error", f"{d.name} ran out of memory for n = {s.n:,}; the CPU results are still "
@@ -264,17 +306,20 @@ def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: lis
             notices.append(Notice("error", "its vector's SHA-256 differs from the one regenerated here, so the "
                                            "result is not comparable and is not shown.", rec.label))
             continue
+        if rec.is_gpu:
+            on_gpu.add(len(raw))
         raw.append((rec.machine, "recorded", rp.recorded_bits, rec.label))
         if rp.model_bits is not None:
+            on_gpu.add(len(raw))
             raw.append((f"CUDA model, SM count {rec.provenance.sm_count}" + (", for your upload" if rec.uploaded
                                                                                else ""), "model", rp.model_bits,
                         "our model of the GPU's reduction order for that device"))
     if not found:
         notices.append(Notice("info", f"No recording for {GENERATORS[s.generator].split(':')[0]}, n = {s.n:,}, "
                                       f"{s.dtype}" + (" is bundled." if not recs else " among the bundled recordings.")
-                              + " Nothing is shown in its place; capture one with `python -m scripts.capture` on a "
-                                "machine with a GPU."))
+                              + " Nothing is shown in its place."))
     gpu_recorded = any(r.is_gpu and not r.uploaded for r in recs)  # a visitor's upload checks nothing here
+    on_gpu.add(len(raw))
     raw.append((f"CUDA model, SM count {H100_SMS} (H100/H200-like)", "model",
                 bits_of(cuda_sum_model(values, cuda_config_for(s.n, values.dtype, sm_count=H100_SMS))),
                 "a model of the order, not a measurement" + ("" if gpu_recorded else
@@ -283,8 +328,9 @@ def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: lis
     raw.append(("Exact sum, rounded once", "exact", exact_bits, "exact rational sum, one rounding"))
     shown = [shortest_repr(value_of_bits(b, fmt), fmt) for _, _, b, _ in raw]  # digits that identify each
     rows = tuple(
-        SumRow(where=where, tier=tier, bits=b, note=note, value=text, ulps_from_exact=ulp_distance(b, exact_bits, fmt))
-        for (where, tier, b, note), text in zip(raw, shown, strict=True)
+        SumRow(where=where, tier=tier, bits=b, note=note, value=text, ulps_from_exact=ulp_distance(b, exact_bits, fmt),
+               gpu=i in on_gpu)
+        for i, ((where, tier, b, note), text) in enumerate(zip(raw, shown, strict=True))
     )
     return SumsEverywhere(settings=s, threads=threads, rows=rows, notices=tuple(notices), exact_bits=exact_bits,
                           stages=reduction_stages(s.n, values.dtype, threads, H100_SMS))

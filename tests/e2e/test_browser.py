@@ -99,7 +99,7 @@ def test_home_link_opens_the_playground(server, page):
 
 
 def _verdict(page):
-    return page.locator('[data-testid="stAlertContentError"]').last
+    return page.locator('.st-key-na_verdict [data-testid="stAlertContentInfo"]')
 
 
 def test_playground_reacts_like_a_person_expects(server, page):
@@ -130,11 +130,14 @@ def test_playground_reacts_like_a_person_expects(server, page):
     expect(page.locator('[data-testid="stAlertContentWarning"]')).to_have_count(0, timeout=RERUN)
 
     choose(page, "Format (dtype)", "float32")
+    page.get_by_text("Find a counterexample").click()  # a collapsed section below the story's evidence
     page.get_by_role("button", name="Search random triples").click()
     expect(page.get_by_text(re.compile(r"float32 triples .* give different bits"))).to_be_visible(timeout=RERUN)
     wait_for_app(page)
     page.get_by_role("button", name="Load this triple into the playground").click()
     expect(_verdict(page)).to_contain_text("The groupings differ in float32", timeout=RERUN)
+    # what loading did is said beside the button, not only at the top of the page
+    expect(page.get_by_text("Loaded. At the top of the page now")).to_be_visible(timeout=RERUN)
     wait_for_app(page)
     assert_healthy_page(page)
     screenshot(page, "non-associativity-counterexample")

@@ -43,7 +43,7 @@ def _viewer(url: str, preset: str, fmt_name: str, expected: str, barrier: thread
             barrier.wait(timeout=120)  # everyone changes settings at the same moment
             page.locator('[data-testid="stSelectbox"]').filter(has_text="Preset").first.click()
             page.get_by_role("option", name=preset, exact=True).click()
-            verdict = page.locator('[data-testid="stAlertContentError"]').last
+            verdict = page.locator('.st-key-na_verdict [data-testid="stAlertContentInfo"]')
             expect(verdict).to_contain_text(f"differ in {fmt_name}:", timeout=60_000)  # the rerun has landed
             wait_for_app(page)
             # waited for, not read once: four browsers on two cores repaint late; a verdict leaked from

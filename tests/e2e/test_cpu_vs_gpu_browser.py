@@ -29,7 +29,10 @@ def test_cpu_vs_gpu_page(server, page):
     # the server runs on the test's machine, so its fingerprint is the one computed here
     expect(page.get_by_text(re.compile("Fingerprint of this server: " + fingerprint(op_fingerprint())))).to_be_visible(
         timeout=RERUN)
-    expect(page.get_by_role("heading", name="Two real machines side by side")).to_be_visible(timeout=RERUN)
+    # the first screen sets this CPU against a GPU's order and the exact sum
+    expect(page.locator(".st-key-punchline")).to_contain_text("Neither device is the reference", timeout=RERUN)
+    page.get_by_text("Two real machines side by side").click()
+    page.get_by_text("The training pair on a GPU").click()
     recs, _ = load_recordings()
     cmp = compare_recordings(*(recs[i] for i in default_pair(recs)))
     verdict = page.get_by_text(re.compile(r"(gave the same bits in every result|part first in|part; run A)"))
@@ -43,6 +46,7 @@ def test_cpu_vs_gpu_page(server, page):
     page.get_by_role("option", name="bfloat16", exact=True).click()
     wait_for_app(page)
     assert_healthy_page(page)
+    page.get_by_text("Every result: recorded machines").click()
     table = page.locator('[data-testid="stDataFrame"]').filter(has_text="recorded")
     expect(table.first).to_be_visible(timeout=RERUN)
 
@@ -58,7 +62,7 @@ def test_a_visitors_own_capture_file_is_shown_as_theirs(server, page):
     page.goto(f"{server.url}/cpu_vs_gpu")
     wait_for_app(page, timeout=120_000)
     assert_healthy_page(page)
-    page.get_by_text("Your own machine: upload a capture file").click()
+    page.get_by_text("Bring your own GPU").click()
     uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]')
     uploader.set_input_files(files=[{"name": "my-gpu-capture.json", "mimeType": "application/json",
                                      "buffer": src.read_bytes()}])

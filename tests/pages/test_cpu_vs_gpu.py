@@ -120,19 +120,41 @@ def test_bundled_machines_side_by_side_with_fingerprints(monkeypatch):
 
 
 def test_gpu_text_matches_the_bundled_recordings_and_facts_are_folded():
-    """The intro promised results "recorded on real GPUs" while data/recordings has CPU ones only."""
+    """The intro promised results "recorded on real GPUs" while data/recordings has CPU ones only; and it told
+    visitors how to capture a GPU, which only a developer can act on (that stays in a collapsed section)."""
     from core.recordings.store import cached_recordings, recordings_dir
 
     at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
     assert not at.exception
     recs, _ = cached_recordings(recordings_dir())
-    first = at.markdown[0].value
+    status = next(c.value for c in at.caption if "GPU" in c.value and "bundled" in c.value or "Live on" in c.value)
     if any(r.is_gpu for r in recs):
-        assert first.startswith("Recorded on real GPUs") or first.startswith("Live on")
+        assert status.startswith("Recorded on real GPUs") or status.startswith("Live on")
     else:
-        assert "**No GPU recording is bundled yet**" in first and "python -m scripts.capture" in first
+        assert "No GPU recording is bundled" in status and "**model**" in status
+    assert "python -m scripts" not in status and "FP_RECORDINGS_DIR" not in all_text(at)
     assert "recorded** on real GPUs" not in all_text(at)
     assert any(e.label.startswith("What this server has") for e in at.expander)
+    own = next(e for e in at.expander if e.label.startswith("Bring your own GPU"))
+    assert "python -m scripts.capture" in " ".join(m.value for m in own.markdown)
+
+
+def test_the_first_screen_sets_the_cpu_against_a_gpu_order_and_the_exact_sum():
+    """The page leads with the CPU against the GPU (the GPU's order as a labelled model when nothing better
+    exists), and every figure of its sentence is the table's."""
+    at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    labels = [m.label for m in at.metric][:3]
+    assert labels[0].startswith("CPU, live") and labels[1].startswith("GPU") and labels[2] == "Exact sum, rounded once"
+    t = table(at)
+    gpu_row = t[t["where"].str.startswith("CUDA model, SM count 132")].iloc[0] if labels[1].startswith(
+        "GPU order, modelled") else None
+    cpu_row = t[(t["tier"] == "live") & t["where"].str.startswith("CPU")].iloc[-1]
+    assert at.metric[0].value == cpu_row["value"]
+    if gpu_row is not None:
+        assert at.metric[1].value == gpu_row["value"]
+        assert f"{int(cpu_row['ULPs from the correctly rounded sum']):,} ULP from the exact sum" in all_text(at)
+    assert "Neither device is the reference" in all_text(at)
 
 
 def test_bundled_page_opens_on_the_most_different_machines_and_names_what_differs(monkeypatch):
@@ -259,7 +281,7 @@ def test_bad_uploads_get_a_message_next_to_the_uploader_and_the_page_stays(monke
         assert any(says in e for e in errors), (name, errors)
         assert table(at)["where"].tolist() == before  # nothing joined, nothing lost
         assert not any(UPLOADED in s for s in markdown_sources(at))
-        assert any(e.label.startswith("Your own machine: upload") for e in at.expander)
+        assert any(e.label.startswith("Bring your own GPU") for e in at.expander)
     help_text = at.file_uploader[0].help
     assert "At most 4 MB" in help_text and f"{MAX_UPLOAD_BYTES:,} bytes" in help_text
 

@@ -16,8 +16,9 @@ def exact_str(x: decimal.Decimal) -> str:
 def test_default_shows_the_classic_float64_difference(na):
     assert not na.exception
     assert na.session_state["na_fmt"] == "float64"
-    verdict = na.error[0].value
+    verdict = na.info[0].value
     assert "0.6000000000000001 versus 0.6" in verdict and "1 representable value apart" in verdict
+    assert not na.error  # an expected result is never shown as an error
 
 
 def test_exact_values_agree_with_independent_decimal_arithmetic(na):
@@ -41,12 +42,20 @@ def test_exact_values_agree_with_independent_decimal_arithmetic(na):
     assert "What is a ULP?" in text  # the story's first page defines the term
 
 
-def test_a_huge_ulp_count_comes_with_its_relative_error(na):
+def test_a_huge_ulp_count_reads_as_the_difference_itself(na):
+    """1 and 0 are 1,065,353,216 float32 values apart, and an answer off by 1 read "-8.389e+06 ULP (relati…":
+    past a readable count of ULPs, the metrics give the difference and its share of the answer."""
     na.selectbox(key="na_preset").select("1e16 + 1 − 1e16 (float64)").run()
     assert not na.exception
-    errors = [m.value for m in na.metric if m.label == "Error against the exact sum"]
-    # both groupings give 0 for an exact sum of 1: -2^52 ULPs of 1, the whole answer
-    assert errors == [f"{-(2.0**52):+.4g} ULP (relative error 1)"] * 2
+    errors = [m for m in na.metric if m.label == "Error against the exact sum"]
+    # both groupings give 0 for an exact sum of 1: off by the whole answer
+    assert [m.value for m in errors] == ["-1, -100%"] * 2
+    assert all(f"{-(2.0**52):+.4g} ULP (relative error 1)" in m.proto.help for m in errors)
+    na.selectbox(key="na_preset").select("1e8 − 1e8 + 1 (float32)").run()
+    assert not na.exception
+    apart = next(m.value for m in na.metric if m.label == "Apart")
+    assert apart == "by 1"  # the groupings give 1 and 0
+    assert all(len(m.value) <= 12 for m in na.metric)  # short enough for a metric at 1280 px
 
 
 def test_preset_loads_format_and_numbers(na):
@@ -54,7 +63,7 @@ def test_preset_loads_format_and_numbers(na):
     assert not na.exception
     assert na.session_state["na_fmt"] == "float16"
     assert [na.text_input(key=k).value for k in ("na_a", "na_b", "na_c")] == ["2048", "1", "1"]
-    assert "2048 versus 2050" in na.error[0].value
+    assert "2048 versus 2050" in na.info[0].value
 
 
 def test_overflow_preset_explains_infinity(na):
@@ -62,14 +71,14 @@ def test_overflow_preset_explains_infinity(na):
     assert not na.exception
     text = all_text(na)
     assert "overflowed to inf" in text and "∞ (overflowed)" in text
-    assert "one is not finite" in na.error[0].value
+    assert "one is not finite" in na.info[0].value
 
 
 def test_changing_the_format_changes_the_result(na):
     na.selectbox(key="na_fmt").select("float32").run()
     assert not na.exception
     assert na.session_state["na_preset"] == "Custom"
-    assert "same float32 bits" in na.success[0].value
+    assert "same float32 bits" in na.info[0].value
     assert "0.100000001490116119384765625" in all_text(na)
 
 
@@ -88,7 +97,7 @@ def _assert_bad_input(na, text, fragment):
     warning = " ".join(w.value for w in na.warning)
     assert "last valid numbers: 0.1, 0.2, 0.3" in warning
     # the last good result is still on the page
-    assert any("0.6000000000000001 versus 0.6" in e.value for e in na.error)
+    assert any("0.6000000000000001 versus 0.6" in e.value for e in na.info)
 
 
 def test_empty_input_keeps_last_result(na):
@@ -132,7 +141,9 @@ def test_search_finds_a_counterexample_and_loads_it(na):
     na.button(key="na_load_example").click().run()
     assert not na.exception
     assert tuple(na.text_input(key=k).value for k in ("na_a", "na_b", "na_c")) == result.example
-    assert na.error and "The groupings differ in float32" in na.error[0].value
+    assert na.info and "The groupings differ in float32" in na.info[0].value
+    # loading is confirmed beside the button: the playground's result is at the top of the page
+    assert any(s.value.startswith("Loaded. At the top of the page now: The groupings differ") for s in na.success)
 
 
 def test_search_distribution_and_seed_change_the_result(na):
