@@ -51,25 +51,22 @@ def three_causes() -> None:
     with c1.container(border=True):
         st.markdown(
             """
-**1 · Same formats, other groupings.** float32 is the same IEEE 754 format on every CPU and GPU,
-and each single addition is rounded the same way. But rounding makes addition non-associative:
-`(a + b) + c` need not equal `a + (b + c)`.
+**1 · Same formats, other groupings.** float32 is the same IEEE 754 format on CPUs and GPUs, but
+rounding makes addition non-associative: `(a + b) + c` need not equal `a + (b + c)`.
 """
         )
     with c2.container(border=True):
         st.markdown(
             """
-**2 · Hardware chooses the order.** A CPU hands contiguous chunks to a few threads; a GPU spreads
-a sum over thousands of threads and adds their results in trees. Other groupings, other roundings:
-even one CPU changes its bits with its thread count.
+**2 · Hardware chooses the order.** A CPU gives a sum's chunks to a few threads; a GPU spreads it
+over thousands and adds their results in trees. Even one CPU regroups with its thread count.
 """
         )
     with c3.container(border=True):
         st.markdown(
             """
-**3 · Training can amplify.** A last-bit difference changes the weights a little, and every later
-step. Whether the gap grows depends on the learning rate, the optimizer and the model: some pairs
-part within a few hundred steps, others never do.
+**3 · Training can amplify.** A last-bit difference changes every later step. Whether the gap
+grows depends on the learning rate, the optimizer and the model: some pairs part, others never do.
 """
         )
 
@@ -94,16 +91,15 @@ def sections() -> None:
         with col:
             st.markdown(f"**{section}**")
             for page, title, icon, blurb, where in PAGES:
-                if where == section:  # a link is one line, cut where it ends: what the page does goes below
-                    st.page_link(page, label=title, icon=icon)
-                    st.caption(blurb[:1].upper() + blurb[1:] + ".")
+                if where == section:  # what the page does is the link's tooltip: the list stays one screen
+                    st.page_link(page, label=title, icon=icon, help=blurb[:1].upper() + blurb[1:] + ".")
 
 
 def talk_mode() -> None:
     st.subheader("Talk mode")
     st.caption("Prepared scenarios that follow the story: each opens a page with its settings in the link. "
                "**Presenter mode** in the sidebar (or `?talk=1` on a link) gives larger type and fewer controls.")
-    per_row = 4
+    per_row = 3  # a link is one line, cut where its column ends: four columns cut the titles
     for first in range(0, len(SCENARIOS), per_row):  # row by row: the reading order is the story's
         for col, (title, page, params, what) in zip(st.columns(per_row), SCENARIOS[first:first + per_row],
                                                     strict=False):

@@ -208,10 +208,10 @@ def same_on_a_gpu(result: TripleResult) -> None:
     """Is float32 different on a GPU? The format and each addition's rounding are not; the grouping is."""
     live = ", ".join(d.device.name for d in result.devices)
     st.markdown(
-        f"**Is {result.fmt.name} different on a GPU?** No: it is the same IEEE 754 format, and a single addition "
-        f"is correctly rounded to nearest on CPUs and on NVIDIA GPUs alike ([{GPU_ROUNDING[1]}]({GPU_ROUNDING[0]})), "
-        "so the same grouping gives the same bits. What differs between devices is the grouping they choose for "
-        f"long sums: the next page. (Computed live here on: {live}.)")
+        f"**Is {result.fmt.name} different on a GPU?** No: the same IEEE 754 format, and one addition is correctly "
+        f"rounded on CPUs and NVIDIA GPUs alike ([NVIDIA]({GPU_ROUNDING[0]} \"{GPU_ROUNDING[1]}\")), so the same "
+        f"grouping gives the same bits. Devices differ in the groupings they choose for long sums: the next page. "
+        f"(Live here on: {live}.)")
 
 
 def on_each_device(result: TripleResult) -> None:
@@ -268,11 +268,8 @@ def main() -> None:
         _load_preset(st.query_params["preset"])
     st.title("Non-associativity: (a + b) + c ≠ a + (b + c)")
     punch = st.container(key="punchline")  # the two groupings' results, filled below: in the first screen
-    st.markdown(
-        "Every floating-point addition rounds its exact result to the nearest number the format can hold. "
-        "Group three numbers differently and different intermediate sums get rounded, so the final bits can "
-        "differ. Pick a format and three numbers, or a preset."
-    )
+    st.markdown("Every addition rounds its exact result to the nearest number the format holds; group three "
+                "numbers differently and other intermediate sums get rounded. Pick a format and three numbers.")
     numbers = controls()
     if numbers is None:
         st.stop()
@@ -292,12 +289,8 @@ def main() -> None:
     glossary.define("ulp")  # the story's first use of the term, defined where a reader looks it up
     share_box(sync(URL_FIELDS), url_notes)
     cpu = cpu_device()
-    st.caption(
-        f"Provenance: sums computed live by torch {cpu.label.split('torch ')[-1]} on {cpu.name}; "
-        "exact values by rational arithmetic (fractions.Fraction), shown through mpmath "
-        "without rounding; every rounding is also checked against an exact IEEE "
-        "round-to-nearest-even model."
-    )
+    st.caption(f"Sums computed live by torch {cpu.label.split('torch ')[-1]} on {cpu.name}; exact values by "
+               "rational arithmetic, each rounding checked against an exact round-to-nearest-even model.")
     next_page_link("non_associativity")
 
 

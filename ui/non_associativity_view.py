@@ -47,8 +47,8 @@ def step_html(result: TripleResult, step: Step) -> str:
         verdict = f"**overflowed to {exact_decimal(step.rounded)}**"
     else:
         verdict = (
-            f"**rounded here** by {mono(abbreviate(exact_decimal(step.rounding_error), 50))}"
-            f" ({ulps_text(result.step_ulps(step))})"
+            # three digits of the rounding's size: its exact digits are the difference of the two lines shown
+            f"**rounded here** by {mono(f'{float(step.rounding_error):.3g}')} ({ulps_text(result.step_ulps(step))})"
         )
     return (f"`{step.expression}` exact {mono(abbreviate(exact_decimal(step.exact), 70))}<br>"
             f"&emsp;→ {fmt.name} {mono(shortest_repr(step.rounded, fmt))} · {verdict}")

@@ -17,6 +17,8 @@ A screenshot of each first screen is kept under artifacts/screenshots/first-<mod
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.e2e.conftest import (
@@ -29,9 +31,18 @@ from tests.e2e.conftest import (
     wait_for_page_end,
 )
 from tests.e2e.test_talk import HEIGHT, SLOW, WIDTH, assert_healthy, assert_punchline_in_first_screen
-from ui.navigation import PAGE_TABLE
+from ui.navigation import PAGE_TABLE, STORY
 
 PAGES = [("", "Overview"), *((stem, title) for stem, title, *_ in PAGE_TABLE)]
+STORY_PAGES = {"", *(stem for stem, *_, section in PAGE_TABLE if section == STORY)}
+STORY_MAX_HEIGHT = 3 * 720  # px: a story page is read in three screens at most, at its defaults
+
+# the height of the page's content: Streamlit scrolls its main block inside its own container
+PAGE_HEIGHT = """() => { const m = document.querySelector('[data-testid="stMain"]');
+    const b = m.querySelector('[data-testid="stMainBlockContainer"]') || m; return Math.round(b.scrollHeight); }"""
+
+# steps only a developer or a server's operator can take; a visitor meets them only inside a collapsed section
+DEVELOPER_TEXT = re.compile(r"python -m scripts|FP_RECORDINGS_DIR|pip install|make run|git clone")
 MIN_PLOT = 80  # px: a plotting area below this reads as a strip on a projector
 MIN_CHART_HEIGHT = 150  # px: a whole chart below this is a strip on a projector (about 60 px)
 
@@ -79,6 +90,14 @@ def test_punchline_in_first_screen(server, contexts, mode, stem, title):
         assert raw == [], f"{title} ({mode}): raw markdown shown: {raw}"
         plots = until(lambda: page.evaluate(PLOT_HEIGHTS), lambda h: all(x >= MIN_PLOT for x in h))
         assert all(x >= MIN_PLOT for x in plots), f"{title} ({mode}): plotting areas {plots} px, under {MIN_PLOT}"
+        # innerText leaves out what a closed expander holds: what a visitor sees without opening anything
+        seen = until(lambda: DEVELOPER_TEXT.findall(page.locator('[data-testid="stMain"]').inner_text()),
+                     lambda found: found == [])
+        assert seen == [], f"{title} ({mode}): developer instructions in open view: {seen}"
+        if stem in STORY_PAGES:
+            height = until(lambda: page.evaluate(PAGE_HEIGHT), lambda h: h <= STORY_MAX_HEIGHT)
+            print(f"\n{title} ({mode}): {height} px tall")
+            assert height <= STORY_MAX_HEIGHT, f"{title} ({mode}): {height} px, over three screens"
         if mode == "talk":
             assert_presenter_layout(page, title)
     finally:
