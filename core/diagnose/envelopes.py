@@ -257,6 +257,14 @@ def _reduced_bound(p, e: Elements, ops: Inputs | None):
             + k * float(FLOAT32.min_subnormal) + k * float(e.acc.min_subnormal))
 
 
+def reduced_sizes(p, k: int, s):
+    """T_P = (u_P + u_32 sqrt(K)) s + sqrt(K) (minsub_32 + 2 h_P): the typical difference that inputs rounded to
+    P make in K-term sums of scale s (see the module docstring); the reduced envelope and suggested
+    tolerances both take it from here."""
+    return (p.u + float(FLOAT32.unit_roundoff) * math.sqrt(k)) * s \
+        + math.sqrt(k) * (float(FLOAT32.min_subnormal) + 2 * p.half_min_subnormal)
+
+
 def reduced_envelope(key: str, e: Elements, ops: Inputs | None, sim: Simulation | None) -> EnvelopeCheck:
     """The envelope of inputs rounded to ``key``, min(B_P, Z T_P + bias) + output rounding, per element."""
     p = REDUCED_FORMATS[key]
@@ -265,8 +273,7 @@ def reduced_envelope(key: str, e: Elements, ops: Inputs | None, sim: Simulation 
     out = output_rounding(sc.m, e.fmt, e.acc)
     if p.rounds_output:
         out = np.maximum(out, ulp_array(sc.m, p))
-    core = (p.u + float(FLOAT32.unit_roundoff) * math.sqrt(k)) * sc.s \
-        + math.sqrt(k) * (float(FLOAT32.min_subnormal) + 2 * p.half_min_subnormal)
+    core = reduced_sizes(p, k, sc.s)
     notes = []
     spread = None
     if sim is not None and key in sim.reduced:

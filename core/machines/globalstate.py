@@ -113,3 +113,19 @@ def cuda_tf32(enabled: bool) -> Iterator[None]:
             yield
         finally:
             torch.backends.cuda.matmul.allow_tf32 = previous
+
+
+@contextmanager
+def deterministic_algorithms(enabled: bool) -> Iterator[None]:
+    """Run a block with torch's deterministic mode on or off, exclusively, then restore.
+
+    ``warn_only=True``: another viewer's operation that has no deterministic kernel (on a GPU) warns
+    instead of raising while the block runs."""
+    with GLOBAL_SETTINGS_LOCK:
+        previous = (torch.are_deterministic_algorithms_enabled(),
+                    torch.is_deterministic_algorithms_warn_only_enabled())
+        torch.use_deterministic_algorithms(enabled, warn_only=True)
+        try:
+            yield
+        finally:
+            torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])

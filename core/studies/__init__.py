@@ -2,7 +2,9 @@
 
 overview (the Overview page's live numbers), sumlab (Summation lab), cpu_vs_gpu (CPU vs GPU, with
 replays of recordings), mitigations (each fix measured on the Mitigations page's inputs), assoc
-(Non-associativity), gpu_arithmetic (GPU arithmetic's dot-product lab and atomics).
+(Non-associativity), gpu_arithmetic (GPU arithmetic's dot-product lab and atomics), reproducible
+(Make my runs reproducible: costs, modelled GPU generations, tolerances) with reproducible_rules (its
+registry of settings).
 
 What it may import: its layer and the contracts in .importlinter (checked by
 ``lint-imports``).

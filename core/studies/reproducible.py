@@ -1,0 +1,368 @@
+"""Make my runs reproducible: the settings for a visitor's own setup, what each guarantees, what it costs.
+
+* ``SETTINGS``: the registry, one ``Setting`` per knob (its snippet line, which setups it applies to, what it
+  guarantees and what it does not, where its cost comes from, the source's address); ``answer`` picks and
+  orders them for one ``Choice`` (what runs, on what, what must match) and says plainly what cannot be had;
+* ``live_costs``: what this server can run itself, timed here, in × the default's time (cached with a bound
+  and refreshed every ``COST_TTL_S``); ``CITED``: the costs published for what it cannot run;
+* ``gpu_generations``: one ``torch.sum`` as the CUDA reduction model (core.kernels.cuda_model) computes it
+  with the launch of an A100, H100, H200 and RTX 4090: a model, labelled so wherever it is shown;
+* ``suggest_tolerance``: the ``assert_close`` tolerances two correct implementations pass, from the rounding
+  envelope that the mismatch diagnosis and the traces use (core.diagnose.envelopes);
+* ``headline_rows``: the overview's mitigation rows, from the same figures.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from core.arith.formats import FORMATS, bits_of, hex_bits
+from core.arith.vectors import VectorSpec
+from core.crowd.bytecache import RESULTS, vector_for
+from core.diagnose.envelopes import ENVELOPE_FACTOR, envelope_of, output_rounding, reduced_sizes, reordering_sizes
+from core.diagnose.rounding import REDUCED_FORMATS, accumulation_format
+from core.diagnose.tolerances import format_tol, nice_up
+from core.kernels.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model
+from core.kernels.reprosum import reproducible_sum
+from core.machines.globalstate import deterministic_algorithms, torch_threads
+from core.machines.timing import interleaved_times, median_and_quartiles
+from core.studies.reproducible_rules import CITED, Answer, Choice, Setting, answer
+
+COST_TTL_S = 1800  # live costs are measured again after this long (the cache keeps each for its period)
+REPEATS = 15
+BUDGET_S = 1.0  # the live timings stop repeating after this long (after at least 5 repeats)
+
+
+# ------------------------------------------------------------------------------- tolerance
+
+TOLERANCE_DTYPES = ("float16", "bfloat16", "float32", "float64", "tf32")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tolerance:
+    """rtol and atol for ``torch.testing.assert_close`` of K-term sums (or matrix products) whose terms have
+    the root mean square ``scale``: |a - b| <= atol + rtol |b| holds wherever the rounding envelope does."""
+
+    dtype: str
+    length: int
+    scale: float
+    accumulate: str
+    rtol: float
+    atol: float
+    rtol0: float  # before rounding up to 1, 2 or 5 times a power of ten
+    atol0: float
+
+    @property
+    def line(self) -> str:
+        return f"rtol={format_tol(self.rtol)} atol={format_tol(self.atol)}"
+
+
+def suggest_tolerance(dtype: str, length: int, scale: float = 1.0, accumulate: str | None = None) -> Tolerance:
+    """The envelope of core.diagnose.envelopes turned into (rtol, atol), with no inputs to measure.
+
+    With s = sqrt(K) * scale (the terms' sqrt(sum t^2)) and sum|t| estimated as K * scale, as the envelope does
+    without inputs: reordering differs by at most E(y) = min(B_R, Z T_R(s, |y|)) + out(|y|), with T_R linear in
+    max(s, |y|) <= s + |y| and the output rounding ulp_F(y) <= ulp_F(1) |y| + ulp_F(0). So atol = E at y = 0 and
+    rtol = Z dT_R/d|y| + ulp_F(1). "tf32" is a float32 product on TF32 tensor cores against float32: the
+    reduced-precision envelope, Z T_P(s) plus its truncation bias 2 u_P |y|. Both are rounded up (``nice_up``).
+    ``accumulate``: the format the sums run in (default: float32 below float64, as torch's kernels do).
+    """
+    if dtype not in TOLERANCE_DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(TOLERANCE_DTYPES)}")
+    if not (isinstance(length, int) and 1 <= length <= 10**9):
+        raise ValueError("the length K must be a whole number from 1 to 10^9")
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError("the scale (RMS of the terms) must be a positive number")
+    k, z = length, ENVELOPE_FACTOR
+    s, sum_abs = math.sqrt(k) * scale, k * scale
+    if dtype == "tf32":
+        p = REDUCED_FORMATS["tf32"]
+        acc_name = "float32"
+        atol0, rtol0 = z * float(reduced_sizes(p, k, s)), 2 * p.u
+    else:
+        acc_name = accumulate or accumulation_format(dtype)
+        if acc_name not in FORMATS or FORMATS[acc_name].precision < FORMATS[dtype].precision:
+            raise ValueError(f"accumulate must be {dtype} or a wider format")
+        fmt, acc = FORMATS[dtype], FORMATS[acc_name]
+        t0, bound = reordering_sizes(k, s, 0.0, sum_abs, acc)
+        slope = float(reordering_sizes(k, 0.0, 1.0, 0.0, acc)[0] - reordering_sizes(k, 0.0, 0.0, 0.0, acc)[0])
+        out = output_rounding(np.array([0.0, 1.0]), fmt, acc)
+        atol0 = float(envelope_of(bound, z * float(t0), float(out[0])))
+        rtol0 = z * slope + float(out[1])
+    return Tolerance(dtype=dtype, length=k, scale=scale, accumulate=acc_name, rtol=nice_up(rtol0),
+                     atol=nice_up(atol0), rtol0=rtol0, atol0=atol0)
+
+
+# ------------------------------------------------------------------------------ live costs
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveCost:
+    """One mitigation timed here against its default, in × the default's time."""
+
+    key: str
+    label: str
+    what: str  # what was timed against what
+    ratio: float  # median over the repeats of the per-repeat ratio
+    iqr: tuple[float, float]
+    repeats: int
+
+    @property
+    def text(self) -> str:
+        return f"{self.ratio:.2f}×"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveCosts:
+    where: str  # the device and threads, for the caption
+    measured_at: float
+    rows: dict[str, LiveCost]
+
+
+def _training_step(x, w, idx, src, dest):
+    """A small training step: a matmul forward and backward, and the scatter and index adds that deterministic
+    mode replaces where it has to."""
+    w.grad = None
+    (x @ w).relu().sum().backward()
+    dest.zero_()
+    dest.index_add_(0, idx, src)
+    dest.scatter_add_(0, idx[:, None].expand_as(src), src)
+
+
+def _measure_live() -> LiveCosts:
+    g = torch.Generator().manual_seed(0)
+    a32, b32 = torch.randn(256, 256, generator=g), torch.randn(256, 256, generator=g)
+    a64, b64 = a32.double(), b32.double()
+    v = torch.randn(1_000_000, generator=g)
+    x, w = torch.randn(64, 256, generator=g), torch.randn(256, 256, generator=g).requires_grad_()
+    idx, src = torch.randint(0, 128, (4096,), generator=g), torch.randn(4096, 64, generator=g)
+    dest = torch.zeros(128, 64)
+
+    def step_det():
+        with deterministic_algorithms(True):
+            _training_step(x, w, idx, src, dest)
+
+    fns = {"mm32": lambda: a32 @ b32, "mm64": lambda: a64 @ b64, "sum": lambda: v.sum(),
+           "sum64": lambda: v.sum(dtype=torch.float64), "reprosum": lambda: reproducible_sum(v),
+           "step": lambda: _training_step(x, w, idx, src, dest), "step_det": step_det}
+    with torch_threads(1):  # several threads on a shared machine time the waits for a core, not the work
+        times = interleaved_times(fns, REPEATS, inner=3, budget_s=BUDGET_S)
+
+    def row(key, label, what, num, den) -> LiveCost:
+        med, iqr = median_and_quartiles([a / b for a, b in zip(times[num], times[den], strict=True)])
+        return LiveCost(key=key, label=label, what=what, ratio=med, iqr=iqr, repeats=len(times[num]))
+
+    rows = (row("float64", "float64", "a 256×256 matrix product in float64 against float32", "mm64", "mm32"),
+            row("wider", "Wider accumulation", "torch.sum(x, dtype=torch.float64) against torch.sum(x), "
+                "10⁶ float32 values", "sum64", "sum"),
+            row("reprosum", "Order-independent sum", "core.kernels.reprosum against torch.sum, 10⁶ float32 values",
+                "reprosum", "sum"),
+            row("deterministic_cpu", "Deterministic mode (CPU)", "a small training step (matmul forward and "
+                "backward, index_add_, scatter_add_) with torch.use_deterministic_algorithms(True) against "
+                "without", "step_det", "step"))
+    return LiveCosts(where=f"this server's CPU, one thread, torch {torch.__version__}", measured_at=time.time(),
+                     rows={r.key: r for r in rows})
+
+
+def _period() -> int:
+    return int(time.time() // COST_TTL_S)
+
+
+def live_costs() -> LiveCosts:
+    """The live measurements, made once per ``COST_TTL_S`` for every viewer (the shared bounded results cache;
+    simultaneous callers wait for one measurement). The first one compiles the order-independent sum's
+    pass (seconds)."""
+    return RESULTS.get_or_compute(("reproducible-costs", _period()), _measure_live)
+
+
+Linear = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def batch_invariant_cost(default: Linear, invariant: Linear) -> LiveCost:
+    """A linear layer (1024 × 1024 weight) at batch sizes 1, 8, 24 and 40, with ``invariant`` (the serving
+    page's batch-invariant linear, core.serving.kernels) against ``default`` (torch's F.linear), timed here.
+    The kernels are passed in: core.studies and core.serving are independent packages."""
+
+    def measure() -> LiveCost:
+        g = torch.Generator().manual_seed(0)
+        weight = torch.randn(1024, 1024, generator=g)
+        batches = [torch.randn(m, 1024, generator=g) for m in (1, 8, 24, 40)]
+        with torch_threads(1):
+            times = interleaved_times({"default": lambda: [default(b, weight) for b in batches],
+                                       "invariant": lambda: [invariant(b, weight) for b in batches]},
+                                      REPEATS, inner=3, budget_s=BUDGET_S)
+        med, iqr = median_and_quartiles([a / b for a, b in zip(times["invariant"], times["default"], strict=True)])
+        return LiveCost(key="batch_invariant", label="Batch-invariant linear (this app's)",
+                        what="one linear layer (1024×1024 float32) at batches of 1, 8, 24 and 40 rows, fixed "
+                        "32-row tiles against torch's F.linear", ratio=med, iqr=iqr, repeats=len(times["default"]))
+
+    return RESULTS.get_or_compute(("reproducible-batch-invariant", _period()), measure)
+
+
+# ---------------------------------------------------------------------------- GPU generations
+
+# (name, SMs, max threads per SM): SM counts from NVIDIA's data sheets and whitepapers (A100 108, H100 SXM and
+# H200 132, RTX 4090 128); threads per SM from the CUDA programming guide's table of compute capabilities
+# (2048 for 8.0 and 9.0, 1536 for 8.9).
+GPU_MODELS = (("A100", 108, 2048), ("H100 SXM", 132, 2048), ("H200", 132, 2048), ("RTX 4090", 128, 1536))
+GENERATION_SIZES = (1_000_000, 10_000_000)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuModelSum:
+    gpu: str
+    sms: int
+    max_threads: int
+    n: int
+    blocks: int
+    threads_per_block: int
+    bits: int
+    hex: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Generations:
+    rows: tuple[GpuModelSum, ...]
+
+    def groups(self, n: int) -> tuple[tuple[str, ...], ...]:
+        """The GPUs whose modelled sums of n values have equal bits, one tuple per distinct result."""
+        out: dict[int, list[str]] = {}
+        for r in self.rows:
+            if r.n == n:
+                out.setdefault(r.bits, []).append(r.gpu)
+        return tuple(tuple(v) for v in out.values())
+
+
+def gpu_generations() -> Generations:
+    """torch.sum of 10^6 and 10^7 standard normal float32 values (seed 0) as the CUDA model computes it with
+    each GPU's launch: a MODEL of torch 2.13's kernel, not a measurement. Cached for every viewer."""
+
+    def compute() -> Generations:
+        rows = []
+        fmt = FORMATS["float32"]
+        for n in GENERATION_SIZES:
+            values = vector_for(VectorSpec(kind="normal", n=n, seed=0, storage="float32")).values
+            for name, sms, threads in GPU_MODELS:
+                cfg = cuda_config_for(n, values.dtype, sm_count=sms, max_threads_per_sm=threads)
+                launch = cuda_launch(n, cfg)
+                b = bits_of(cuda_sum_model(values, cfg))
+                rows.append(GpuModelSum(gpu=name, sms=sms, max_threads=threads, n=n, blocks=launch.blocks,
+                                        threads_per_block=launch.threads_per_block, bits=b, hex=hex_bits(b, fmt)))
+        return Generations(rows=tuple(rows))
+
+    return RESULTS.get_or_compute(("reproducible-generations",), compute)
+
+
+# ------------------------------------------------------------------------------ the page
+
+
+@dataclass(frozen=True)
+class ReproSettings:
+    """The page's settings: the visitor's setup, and the tolerance's dtype, K and scale."""
+
+    workload: str = "eager"
+    hardware: str = "gpu"
+    target: str = "run_to_run"
+    dtype: str = "bfloat16"
+    length: int = 4096
+    scale: float = 1.0
+
+    @property
+    def choice(self) -> Choice:
+        return Choice(self.workload, self.hardware, self.target)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostLine:
+    """A setting's cost as the page shows it: in × the default's time, measured here or cited, or why not."""
+
+    text: str  # "1.02×", "1.34×", "1.0× (no work at run time)", "not published"
+    origin: str  # "measured here", "cited", "none"
+    detail: str
+    source: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReproPage:
+    settings: ReproSettings
+    answer: Answer
+    tolerance: Tolerance
+    costs: LiveCosts
+    batch_invariant: LiveCost | None
+    generations: Generations
+
+    def cost_of(self, s: Setting) -> CostLine:
+        return cost_line(s.cost, self.costs, self.batch_invariant)
+
+    @property
+    def snippet(self) -> str:
+        return self.answer.snippet(format_tol(self.tolerance.rtol), format_tol(self.tolerance.atol))
+
+
+def cost_line(key: str, costs: LiveCosts, batch: LiveCost | None) -> CostLine:
+    if key == "free":
+        return CostLine(text="1.0×", origin="none", detail="no work at run time", source=None)
+    if key == "aggregates":
+        return CostLine(text="1.0× per run", origin="none", detail="k seeds are k runs, to measure the spread",
+                        source=None)
+    live = batch if key == "batch_invariant" else costs.rows.get(key)
+    if live is not None:
+        return CostLine(text=live.text, origin="measured here",
+                        detail=f"{live.what}; median of {live.repeats} interleaved repeats, quartiles "
+                        f"{live.iqr[0]:.2f}–{live.iqr[1]:.2f}×", source=None)
+    if key in CITED:
+        c = CITED[key]
+        return CostLine(text=c.text, origin="cited", detail=c.what, source=c.source)
+    return CostLine(text="not published", origin="none", detail="no figure from its source; not measurable on this "
+                    "server's CPU", source=None)
+
+
+def reproducible_page(s: ReproSettings, batch_kernels: tuple[Linear, Linear] | None = None) -> ReproPage:
+    """Everything the page shows for ``s``: the answer (cheap), the tolerance (cheap), the live costs and the
+    modelled GPU sums (each cached for every viewer). ``batch_kernels``: (default, batch-invariant) linear."""
+    tol = suggest_tolerance(s.dtype, s.length, s.scale)
+    batch = batch_invariant_cost(*batch_kernels) if batch_kernels else None
+    return ReproPage(settings=s, answer=answer(s.choice), tolerance=tol, costs=live_costs(), batch_invariant=batch,
+                     generations=gpu_generations())
+
+
+# ------------------------------------------------------------------------------- the overview
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadlineRow:
+    key: str
+    mitigation: str
+    effect: str
+    cost: str  # in × the default's time, saying where the figure comes from
+
+
+def headline_rows(vendor_ratios: tuple[tuple[str, str, str], ...] = ()) -> tuple[HeadlineRow, ...]:
+    """The overview's mitigation rows with their costs in × the default's time, from this page's figures:
+    the same cached live measurement. ``vendor_ratios``: core.studies.mitigations.VENDOR_RATIOS rows
+    (name, ratio, source) to quote for GPUs."""
+    c = live_costs()
+    f64, wide, det = c.rows["float64"], c.rows["wider"], c.rows["deterministic_cpu"]
+    gpus = "; ".join(f"{name}: {ratio}" for name, ratio, *_ in vendor_ratios)
+    return (
+        HeadlineRow(key="float64", mitigation="Compute in float64",
+                    effect="Each rounding about 2^29 times smaller than float32's",
+                    cost=f"{f64.text} on this server's CPU (a matrix product, measured)"
+                    + (f"; GPUs, peak float64 : float32 as cited: {gpus}" if gpus else "")),
+        HeadlineRow(key="wider", mitigation="Accumulate in a wider format",
+                    effect="The reduction's own rounding errors shrink sharply; the order still matters",
+                    cost=f"{wide.text} for torch.sum of 10⁶ float32 values (measured here)"),
+        HeadlineRow(key="aggregates", mitigation="Accept the divergence, compare aggregates",
+                    effect="Runs agree within the seed-to-seed spread of final loss and accuracy",
+                    cost="1.0× per run; k seeds are k runs"),
+        HeadlineRow(key="settings", mitigation="Reproducible settings (Make my runs reproducible)",
+                    effect="The same bits run to run on one machine; not across devices or batch sizes",
+                    cost=f"{det.text} for deterministic mode on this CPU (measured); GPUs: not published, "
+                    f"batch-invariant serving {CITED['thinking_machines'].text} (cited)"),
+    )

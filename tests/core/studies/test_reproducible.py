@@ -1,0 +1,299 @@
+"""Make my runs reproducible: the settings registry answers every setup, the suggested tolerances pass real
+reorderings and fail planted errors, the live costs are cached and restore global state, and the modelled GPU
+generations agree where their launches agree."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+from core.arith.formats import FORMATS, bits_of, ulp_array
+from core.diagnose.envelopes import ENVELOPE_FACTOR, envelope_of, output_rounding, reordering_sizes
+from core.diagnose.rounding import accumulation_format, round_to
+from core.kernels.cuda_model import cuda_config_for, cuda_sum_model
+from core.machines.globalstate import torch_threads
+from core.studies import reproducible as R
+from core.studies.reproducible_rules import CITED, HARDWARE, SETTINGS, TARGETS, WORKLOADS, Choice, answer
+
+ALL = [Choice(w, h, t) for w, h, t in itertools.product(WORKLOADS, HARDWARE, TARGETS)]
+
+
+# ------------------------------------------------------------------------------ the registry
+
+
+def test_settings_are_one_entry_each_with_a_source():
+    keys = [s.key for s in SETTINGS]
+    assert len(keys) == len(set(keys))
+    for s in SETTINGS:
+        assert s.source.startswith("https://"), s.key
+        assert s.lines.strip(), s.key
+        if s.key != "imports":
+            assert s.guarantees and s.not_guaranteed, s.key
+
+
+@pytest.mark.parametrize("choice", ALL, ids=lambda c: f"{c.workload}-{c.hardware}-{c.target}")
+def test_every_combination_gets_a_coherent_answer(choice):
+    a = answer(choice)
+    assert a.settings, "no setting"
+    snippet = a.snippet("1e-2", "2e-3")
+    assert snippet.strip()
+    lines = snippet.splitlines()
+    env = [i for i, line in enumerate(lines) if line.startswith("os.environ")]
+    imports = [i for i, line in enumerate(lines) if re.match(r"import (torch|jax)\b", line)]
+    if env:  # environment variables before the library that reads them is imported
+        assert lines[0] == "import os"
+        assert not imports or max(env) < min(imports)
+    assert [s.order for s in a.settings] == sorted(s.order for s in a.settings)
+    if a.route:
+        assert a.cannot
+    for s in a.settings:  # every cost resolves to a figure or says why there is none
+        line = R.cost_line(s.cost, _fake_costs(), _fake_cost("batch_invariant"))
+        assert line.text
+        assert line.origin in {"measured here", "cited", "none"}
+        if line.origin == "cited":
+            assert line.source.startswith("https://")
+
+
+def _fake_cost(key):
+    return R.LiveCost(key=key, label=key, what="x", ratio=1.5, iqr=(1.4, 1.6), repeats=5)
+
+
+def _fake_costs():
+    return R.LiveCosts(where="here", measured_at=0.0,
+                       rows={k: _fake_cost(k) for k in ("float64", "wider", "reprosum", "deterministic_cpu")})
+
+
+def test_pytorch_training_on_one_gpu_run_to_run_has_the_key_settings():
+    a = answer(Choice("eager", "gpu", "run_to_run"))
+    assert {"cublas_workspace", "deterministic", "seeds", "dataloader", "cudnn"} <= set(a.keys)
+    text = a.snippet()
+    for needle in ("CUBLAS_WORKSPACE_CONFIG", "torch.use_deterministic_algorithms(True)", "torch.manual_seed(0)",
+                   "worker_init_fn=seed_worker", "generator=g", "cudnn.benchmark = False"):
+        assert needle in text
+    assert text.index("CUBLAS_WORKSPACE_CONFIG") < text.index("import torch")
+    assert not a.cannot
+
+
+@pytest.mark.parametrize(("choice", "keys"), [
+    (Choice("vllm", "gpu", "batch"), {"vllm_bi", "serving_seed"}),
+    (Choice("sglang", "gpus", "run_to_run"), {"sglang_det", "serving_seed"}),
+    (Choice("jax", "gpu", "run_to_run"), {"xla_flags", "jax_key"}),
+    (Choice("ddp", "gpus", "threads"), {"nccl_ring", "deterministic", "reprosum"}),
+    (Choice("hf", "gpu", "batch"), {"hf_determinism", "greedy", "batch_invariant_ops"}),
+    (Choice("compile", "gpu", "run_to_run"), {"compile_casts", "deterministic"}),
+    (Choice("eager", "cpu", "threads"), {"mkl_cbwr", "threads_pin", "reprosum"}),
+    (Choice("eager", "gpu", "cpu_gpu"), {"versions", "draw_on_cpu", "reprosum", "tf32"}),
+    (Choice("eager", "gpu", "gpu_models"), {"cccl", "reprosum", "versions"}),
+    (Choice("eager", "gpu", "close"), {"tolerance", "float64", "wider", "aggregates", "tf32"}),
+])
+def test_key_settings(choice, keys):
+    assert keys <= set(answer(choice).keys)
+
+
+@pytest.mark.parametrize("target", ["cpu_gpu", "gpu_models", "threads"])
+def test_what_cannot_be_had_is_said_with_its_route(target):
+    a = answer(Choice("eager", "gpu", target))
+    assert a.cannot
+    assert a.route and "order-independent" in a.route
+
+
+def test_close_enough_never_asks_for_bits():
+    for c in (c for c in ALL if c.target == "close"):
+        keys = set(answer(c).keys)
+        assert "tolerance" in keys
+        assert not keys & {"cublas_workspace", "deterministic", "vllm_bi", "sglang_det"}
+    assert "float64" not in answer(Choice("eager", "mps", "close")).keys  # MPS has no float64
+
+
+def test_choice_rejects_unknown_values():
+    with pytest.raises(ValueError, match="unknown hardware"):
+        Choice("eager", "tpu", "run_to_run")
+
+
+def test_cited_costs_are_in_times_the_default():
+    tm = CITED["thinking_machines"]
+    assert (round(tm.low, 2), round(tm.high, 2)) == (1.62, 2.12)  # 42 s and 55 s against 26 s
+    assert CITED["sglang"].text == "1.34×"
+
+
+# ----------------------------------------------------------------------------- the tolerance
+
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+LENGTHS = (16, 1000, 4096, 40_000)
+
+
+def _in(x: np.ndarray, fmt: str) -> np.ndarray:
+    """float64 values rounded to ``fmt`` (as float64)."""
+    return round_to(x, fmt) if fmt != "float64" else x
+
+
+def _np_dtype(name):
+    return {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}[name]
+
+
+def _sum_orders(x: np.ndarray, dtype: str) -> list[np.ndarray]:
+    """Row sums of x (values of ``dtype``) in real orders, accumulated as torch does, each rounded to ``dtype``."""
+    acc = accumulation_format(dtype)
+    xa = x.astype(_np_dtype(acc))
+    t = torch.from_numpy(x.astype(np.float32 if dtype != "float64" else np.float64)).to(FORMATS[dtype].torch_dtype)
+    out = [np.sum(xa, axis=1), np.cumsum(xa, axis=1)[:, -1], np.cumsum(xa[:, ::-1], axis=1)[:, -1]]
+    for threads in (1, 2):
+        with torch_threads(threads):
+            out.append(t.sum(dim=1).double().numpy())
+    out.append(np.array([float(cuda_sum_model(row.astype(_np_dtype(dtype)))) for row in x[:8]]
+                        + [float(v) for v in np.sum(xa[8:], axis=1)]))
+    return [_in(np.asarray(o, dtype=np.float64), dtype) for o in out]
+
+
+def _matmul_orders(a: np.ndarray, b: np.ndarray, dtype: str) -> list[np.ndarray]:
+    """a @ b (values of ``dtype``) by NumPy, torch at 1 and 2 threads, the modelled GPU sum of the products."""
+    acc = accumulation_format(dtype)
+    out = [np.matmul(a.astype(_np_dtype(acc)), b.astype(_np_dtype(acc)))]
+    ta = torch.from_numpy(a).to(FORMATS[dtype].torch_dtype)
+    tb = torch.from_numpy(b).to(FORMATS[dtype].torch_dtype)
+    for threads in (1, 2):
+        with torch_threads(threads):
+            out.append((ta @ tb).double().numpy())
+    prods = (a[:4, :, None] * b[None, :, :]).astype(_np_dtype(acc))  # exact for these formats' products
+    gpu = out[0].astype(np.float64).copy()
+    for i in range(4):
+        for j in range(b.shape[1]):
+            gpu[i, j] = float(cuda_sum_model(np.ascontiguousarray(prods[i, :, j])))
+    out.append(gpu)
+    return [_in(np.asarray(o, dtype=np.float64), dtype) for o in out]
+
+
+def _check_honest_and_planted(results: list[np.ndarray], tol: R.Tolerance, dtype: str) -> None:
+    largest = 0.0
+    for x, y in itertools.combinations(results, 2):
+        torch.testing.assert_close(torch.from_numpy(x), torch.from_numpy(y), rtol=tol.rtol, atol=tol.atol)
+        largest = max(largest, float(np.max(np.abs(x - y))))
+    ref = results[0]
+    i = int(np.argmax(np.abs(ref)))
+    floor = float(ulp_array(np.abs(ref.ravel()[i:i + 1]), FORMATS[dtype])[0])  # orders that all agreed
+    planted = ref.copy()
+    planted.ravel()[i] += 100 * max(largest, floor)
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(torch.from_numpy(planted), torch.from_numpy(ref), rtol=tol.rtol, atol=tol.atol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", LENGTHS)
+@pytest.mark.parametrize("scale", [1.0, 1e-3])
+def test_sums_in_real_orders_pass_and_planted_errors_fail(dtype, k, scale):
+    rng = np.random.default_rng(k)
+    rows = 24 if k < 40_000 else 8
+    x = _in(rng.standard_normal((rows, k)) * scale, dtype)
+    rms = float(np.sqrt(np.mean(x * x)))
+    tol = R.suggest_tolerance(dtype, k, rms)
+    _check_honest_and_planted(_sum_orders(x, dtype), tol, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", (64, 1000, 4096))
+def test_matrix_products_in_real_orders_pass_and_planted_errors_fail(dtype, k):
+    rng = np.random.default_rng(k + 1)
+    a, b = _in(rng.standard_normal((16, k)), dtype), _in(rng.standard_normal((k, 8)), dtype)
+    rms = float(np.sqrt(np.mean((a[:, :, None] * b[None, :, :]) ** 2)))
+    tol = R.suggest_tolerance(dtype, k, rms)
+    _check_honest_and_planted(_matmul_orders(a, b, dtype), tol, dtype)
+
+
+def test_same_sign_sums_pass():
+    rng = np.random.default_rng(5)
+    x = _in(rng.random((16, 4096)), "float32")
+    tol = R.suggest_tolerance("float32", 4096, float(np.sqrt(np.mean(x * x))))
+    _check_honest_and_planted(_sum_orders(x, "float32"), tol, "float32")
+
+
+@pytest.mark.parametrize("k", (64, 4096))
+def test_tf32_products_against_float32_pass_and_planted_errors_fail(k):
+    rng = np.random.default_rng(k)
+    a, b = _in(rng.standard_normal((16, k)), "float32"), _in(rng.standard_normal((k, 8)), "float32")
+    exact32 = _in(a @ b, "float32")
+    tf = _in(round_to(a, "tf32").astype(np.float32) @ round_to(b, "tf32").astype(np.float32), "float32")
+    trunc = lambda v: (v.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)  # noqa: E731
+    tt = _in(trunc(a) @ trunc(b), "float32")
+    rms = float(np.sqrt(np.mean((a[:, :, None] * b[None, :, :]) ** 2)))
+    tol = R.suggest_tolerance("tf32", k, rms)
+    _check_honest_and_planted([exact32, tf.astype(np.float64), tt.astype(np.float64)], tol, "float32")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", (1, 100, 4096, 10**6))
+def test_the_tolerance_covers_the_envelope_it_comes_from(dtype, k):
+    """One formula: wherever the diagnosis's reordering envelope admits a difference, so does the tolerance."""
+    tol = R.suggest_tolerance(dtype, k, 0.5)
+    s, acc, fmt = np.sqrt(k) * 0.5, FORMATS[accumulation_format(dtype)], FORMATS[dtype]
+    ys = np.array([0.0, 1e-30, 1e-5, 0.3, 1.0, s, 10 * s, 1e4, 3e4])
+    typical, bound = reordering_sizes(k, s, ys, k * 0.5, acc)
+    env = envelope_of(bound, ENVELOPE_FACTOR * typical, output_rounding(ys, fmt, acc))
+    assert np.all(env <= tol.atol + tol.rtol * ys)
+    assert tol.rtol >= tol.rtol0 and tol.atol >= tol.atol0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("float8", 10), "dtype"), (("float32", 0), "length"), (("float32", 10, -1.0), "scale"),
+    (("float64", 10, 1.0, "float32"), "wider"),
+])
+def test_bad_tolerance_requests_say_what_is_accepted(args, message):
+    with pytest.raises(ValueError, match=message):
+        R.suggest_tolerance(*args)
+
+
+# ----------------------------------------------------------------------- live costs and models
+
+
+def test_live_costs_are_cached_and_leave_deterministic_mode_as_it_was():
+    before = torch.are_deterministic_algorithms_enabled()
+    first = R.live_costs()
+    assert R.live_costs() is first  # one measurement per period for every viewer
+    assert torch.are_deterministic_algorithms_enabled() == before
+    assert set(first.rows) == {"float64", "wider", "reprosum", "deterministic_cpu"}
+    for row in first.rows.values():
+        assert row.ratio > 0 and row.repeats >= 5 and row.iqr[0] <= row.ratio <= row.iqr[1]
+
+
+def test_headline_rows_quote_the_same_cached_figures():
+    rows = {r.key: r for r in R.headline_rows((("NVIDIA A100", "1 : 2", "sheet"),))}
+    costs = R.live_costs().rows
+    assert set(rows) == {"float64", "wider", "aggregates", "settings"}
+    assert rows["float64"].cost.startswith(costs["float64"].text) and "NVIDIA A100: 1 : 2" in rows["float64"].cost
+    assert rows["wider"].cost.startswith(costs["wider"].text)
+    assert costs["deterministic_cpu"].text in rows["settings"].cost
+
+
+def test_batch_invariant_cost_times_the_kernels_it_is_given():
+    calls = []
+
+    def linear(x, w):
+        calls.append(x.shape[0])
+        return x @ w.T
+
+    cost = R.batch_invariant_cost(linear, linear)
+    assert cost.ratio > 0 and {1, 8, 24, 40} <= set(calls)
+
+
+def test_gpu_generations_follow_the_launch():
+    g = R.gpu_generations()
+    assert g.groups(1_000_000) == (("A100", "H100 SXM", "H200", "RTX 4090"),)  # blocks capped by the size: 123
+    by = {(r.gpu, r.n): r for r in g.rows}
+    big = 10_000_000
+    assert [by[(gpu, big)].blocks for gpu in ("A100", "H100 SXM", "H200", "RTX 4090")] == [432, 528, 528, 384]
+    assert by[("H100 SXM", big)].bits == by[("H200", big)].bits  # same SM count, same launch, same bits
+    values = R.vector_for(R.VectorSpec(kind="normal", n=big, seed=0, storage="float32")).values
+    assert by[("A100", big)].bits == bits_of(cuda_sum_model(values, cuda_config_for(big, values.dtype, sm_count=108)))
+
+
+ROOT_TOLERANCE_LINE = r"rtol=(\S+) atol=(\S+)"
+
+
+def test_the_tolerance_line_reads_back_as_numbers():
+    tol = R.suggest_tolerance("float32", 4096)
+    rtol, atol = re.fullmatch(ROOT_TOLERANCE_LINE, tol.line).groups()
+    assert (float(rtol), float(atol)) == (tol.rtol, tol.atol)
