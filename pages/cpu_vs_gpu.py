@@ -189,8 +189,7 @@ def punchline(punch, result: SumsEverywhere) -> None:
     correctly rounded sum that neither device is."""
     face = result.headline()
     with punch:
-        st.markdown(f"**The same {result.settings.n:,} {result.settings.dtype} values, summed by a CPU and by a "
-                    "GPU, give different bits: each device groups the additions its own way.**")
+        st.markdown(f"**{face.insight}**")
         cols = st.columns(3)
         for col, row, label in zip(cols, (face.cpu, face.gpu, face.exact), face.labels, strict=True):
             col.metric(label, row.value, help=f"Bits {hex_bits(row.bits, result.settings.fmt)}. {row.note}".strip())

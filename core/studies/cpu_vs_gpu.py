@@ -113,6 +113,7 @@ class Headline:
     exact: SumRow
     labels: tuple[str, str, str]
     apart: int  # ULPs between the CPU's and the GPU's result
+    insight: str  # the page's one sentence, true of these results
     sentence: str
 
 
@@ -186,9 +187,15 @@ class SumsEverywhere:
         first = (f"This server's CPU and {gpu_words} are {apart:,} ULP apart" if apart else
                  f"Here this server's CPU and {gpu_words} happen to give the same bits (another size or vector "
                  "differs)")
+        s = self.settings
+        how = "summed by a GPU" if gpu.tier != "model" else "summed in a GPU's order"
+        insight = (f"The same {s.n:,} {s.dtype} values, summed by this CPU and {how}, give different bits: each "
+                   "device groups the additions its own way." if apart else
+                   f"The same {s.n:,} {s.dtype} values, summed by this CPU and {how}, happen to give the same bits "
+                   "here, although each device groups the additions its own way.")
         sentence = (f"{first}; the CPU's sum is {cpu.ulps_from_exact:,} ULP from the exact sum, the GPU's "
                     f"{gpu.ulps_from_exact:,}. Neither device is the reference: the exact sum, rounded once, is.")
-        return Headline(cpu=cpu, gpu=gpu, exact=exact, apart=apart, sentence=sentence,
+        return Headline(cpu=cpu, gpu=gpu, exact=exact, apart=apart, insight=insight, sentence=sentence,
                         labels=(f"CPU, live ({threads} thread{'s' if threads > 1 else ''})", gpu_label,
                                 "Exact sum, rounded once"))
 

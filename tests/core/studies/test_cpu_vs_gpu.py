@@ -144,3 +144,30 @@ def test_identical_bits_across_threads_come_with_the_reason():
     if big.apart == 0:
         assert "happened to round to the same bits" in big.why_same()
     assert thread_split(CpuVsGpuSettings("normal", 1_000, "float32"), cpu, 1).why_same() is None
+
+
+@pytest.mark.parametrize(("generator", "n"), [("normal", 1_000_000), ("alternating", 1_000)])
+def test_the_headline_sets_this_cpu_against_a_gpus_order_labelled_as_what_it_is(generator, n):
+    """Without a GPU or a GPU recording, the first screen's GPU is the model of a 132-SM launch, named a model;
+    every figure of its sentence is the rows' own, and the one-line insight says "different bits" only when the
+    two results differ."""
+    out = sums_everywhere(CpuVsGpuSettings(generator, n, "float32"), [cpu_device()], [], threads=2)
+    head = out.headline()
+    assert head.cpu == out.live_cpu[-1] and head.exact.tier == "exact" and head.gpu.tier == "model"
+    assert head.gpu.gpu and not head.cpu.gpu and f"SM count {H100_SMS}" in head.gpu.where
+    assert head.labels == ("CPU, live (2 threads)", f"GPU order, modelled ({H100_SMS} SMs)", "Exact sum, rounded once")
+    assert head.apart == ulp_distance(head.cpu.bits, head.gpu.bits, FORMATS["float32"])
+    assert f"{head.cpu.ulps_from_exact:,} ULP from the exact sum, the GPU's {head.gpu.ulps_from_exact:,}" in head.sentence
+    assert ("give different bits" in head.insight) == (head.apart != 0)
+    assert "a model of a GPU's order" in head.sentence and "Neither device is the reference" in head.sentence
+
+
+def test_the_headline_prefers_a_recorded_gpu_to_the_model(quick):
+    """A GPU recording of the same vector is evidence from real hardware: it leads, labelled as recorded."""
+    as_gpu = json.loads(json.dumps(quick))
+    as_gpu["provenance"].update(device_kind="cuda", sm_count=H100_SMS)
+    gpu_rec = Recording.from_dict("gpu.json", as_gpu)
+    assert gpu_rec.is_gpu
+    out = sums_everywhere(CpuVsGpuSettings("normal", 1_000, "float32"), [cpu_device()], [gpu_rec], threads=2)
+    head = out.headline()
+    assert head.gpu.tier == "recorded" and head.labels[1] == "GPU, recorded"
