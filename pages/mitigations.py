@@ -11,21 +11,23 @@ from core.arith.formats import FORMATS, hex_bits
 from core.crowd.budget import training_cost
 from core.crowd.querystate import Field, FieldKind
 from core.kernels.reprosum import compiled_pass_available
-from core.machines.devices import available_devices, cpu_device
+from core.machines.devices import available_devices, cpu_device, machine_facts
 from core.machines.timing import cpu_load
 from core.recordings.store import cached_recordings
 from core.studies.mitigations import (
     HARD_VECTOR,
     STORAGE_FORMATS,
+    WIDER,
     ReproducibleSumCost,
     ThroughputRun,
     WiderStudy,
     accumulation_errors,
-    cited_ratio,
     determinism_study,
     distinct_results,
+    float64_peak,
     lab,
     measure_devices,
+    mismatch_check,
     reproducible_study,
     reproducible_sum_cost,
     training_pair,
@@ -37,6 +39,7 @@ from core.training.seeds import seed_study
 from ui import glossary
 from ui import mitigations_view as view
 from ui.crowd import heavy_section
+from ui.mitigations_view import story_link
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.urlstate import restore, share_box, sync
 
@@ -49,6 +52,7 @@ _determinism = st.cache_data(max_entries=2, ttl=1800, show_spinner=False)(determ
 _reproducible = st.cache_data(max_entries=2, ttl=3600, show_spinner=False)(reproducible_study)
 _training_pair = st.cache_data(max_entries=2, ttl=3600, show_spinner=False)(training_pair)
 _repro_cost = st.cache_data(max_entries=1, ttl=1800, show_spinner=False)(reproducible_sum_cost)
+_mismatch = st.cache_data(max_entries=1, ttl=3600, show_spinner=False)(mismatch_check)
 
 
 @st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
@@ -75,20 +79,11 @@ def _measure(bar) -> None:
         store.update(run=run, at=time.time())
 
 
-def intro() -> None:
-    st.markdown(
-        "Three ways to live with floating-point non-determinism, plus a fourth that removes the order "
-        "dependence of sums altogether. "
-        "Every timing below is **measured live on this server** (and may be disturbed by other visitors); "
-        "the vendor ratios are **cited**, not measured."
-    )
-
-
-def float64_section(punch) -> ThroughputRun | None:
-    """Section 1; its two trainings fill ``punch``, the page's first screen (above the introduction)."""
-    st.header("1 · Compute in float64")
-    st.markdown("Each float64 rounding is 2²⁹ times finer than float32's. What it costs depends on the hardware: "
-                "the vendors' peak ratios below, and a measurement on this server when you ask for one.")
+def punchline(punch) -> None:
+    """The insight in one sentence, and float64 on the Training divergence page's pair: the first screen."""
+    punch.markdown("**No setting makes two machines agree bit for bit, and every fix costs something.** float64, "
+                   "for one, postpones the divergence without curing it: the same training pair in both formats, "
+                   "trained live here.")
     # The first screen shows at once; the two trainings (seconds on a fresh server, cached afterwards) fill it in.
     bar = punch.progress(0.0, "Training the pair (hidden units reordered) in float32, live on this server…")
     p32 = _training_pair("float32")
@@ -101,196 +96,279 @@ def float64_section(punch) -> ThroughputRun | None:
                    "first step where the two losses are more than 1% apart.")
     t2.metric("The same pair in float64", p64.first_rel_1pct or f"not within {p64.steps} steps",
               help=f"Final ‖θA − θB‖: {p32.final_distance:.3g} in float32, {p64.final_distance:.3g} in float64.")
-    punch.caption("The first mitigation, float64, on the Training divergence page's default pair (hidden units "
-                  "reordered), both pairs trained live here: the same reordering, roundings 2²⁹ times finer. "
-                  "What it costs, and the other mitigations, below.")
-    run, at = _measured()
-    if st.button("Measure float32 against float64 on this server" + (" again" if run else ""), key="mi_measure",
-                 icon=":material/speed:", help="A 1024² matrix product and a sum of 2²⁴ values in both formats, "
-                 "7 interleaved repeats: many seconds on a busy server, so it runs only when asked."):
-        bar = st.progress(0.0, "Measuring…")
-        _measure(bar)
-        bar.empty()
+    punch.caption("The Training divergence page's default pair (hidden units reordered), both trained live here: the "
+                  "same reordering, each rounding 2²⁹ times finer in float64. Below: the five mitigations and their "
+                  "costs, in one unit, × the default's time (1.0× = as fast as without the fix).")
+
+
+def float64_section() -> ThroughputRun | None:
+    with st.expander("1 · Compute in float64: measured here, and the vendors' ratios"):
+        st.markdown("Each float64 rounding is 2²⁹ times finer than float32's. What it costs depends on the hardware: "
+                    "the vendors' peak rates below, and a measurement on this server when you ask for one.")
         run, at = _measured()
-    if run and run.rows:
-        view.throughput_table(run)
-        mm, sm = run.first("matmul"), run.first("sum")
-        st.caption(f"Measured on this server {(time.time() - at) / 60:.0f} min ago (by whichever visitor pressed "
-                   f"the button) with torch {run.torch_version}: both formats timed back to back in each of "
-                   f"{run.rows[0].repeats} repeats after a warm-up, the ratio taken per repeat; median, quartiles in "
-                   "brackets. Per value, a matrix product is limited by arithmetic and a large sum by memory "
-                   "bandwidth (float64 moves twice the bytes): both would give half"
-                   + (f"; here {mm.ratio:.2f} and {sm.ratio:.2f}." if mm and sm else "."))
-    else:
-        st.info("Not measured since this server started: the button above times both formats here (it takes many "
-                "seconds, so the page does not do it while loading).", icon=":material/speed:")
-    for failure in run.failures if run else ():
-        st.warning(failure)
-    recs = [r for r in cached_recordings()[0] if r.throughput]
-    if recs:
-        st.markdown("Recorded with `python -m scripts.capture` (each row names the machine and the date):")
-        view.recorded_throughput_table(recs)
-    view.vendor_table()
-    with st.spinner("Summing 10⁶ values in 8 orders, in float32 and float64, against the exact sum…"):
-        errors = accumulation_errors(_lab("same"), _lab("float64"))
-    st.markdown("The Summation lab's default vector (10⁶ normal float32 values), summed in float32 and in float64. "
-                "Each float64 rounding is 2²⁹ times finer:")
-    view.error_table(errors)
-    st.caption("Absolute errors against the exact sum, computed live; the float64 sums are of the same float32 "
-               "values.")
+        if st.button("Measure float32 against float64 on this server" + (" again" if run else ""), key="mi_measure",
+                     icon=":material/speed:", help="A 1024² matrix product and a sum of 2²⁴ values in both formats, "
+                     "7 interleaved repeats: many seconds on a busy server, so it runs only when asked."):
+            bar = st.progress(0.0, "Measuring…")
+            _measure(bar)
+            bar.empty()
+            run, at = _measured()
+        if run and run.rows:
+            view.throughput_table(run)
+            mm, sm = run.first("matmul"), run.first("sum")
+            st.caption(f"Measured on this server {(time.time() - at) / 60:.0f} min ago (by whichever visitor pressed "
+                       f"the button) with torch {run.torch_version}: both formats timed back to back in each of "
+                       f"{run.rows[0].repeats} repeats after a warm-up. The cost is float64's time over float32's for "
+                       "the same values: the reciprocal of the per-repeat speed ratio's median, its quartiles' "
+                       "reciprocals in brackets. Per value, a matrix product is limited by arithmetic and a large sum "
+                       "by memory bandwidth (float64 moves twice the bytes): both would take about twice the time"
+                       + (f"; here {view.time_ratio(mm.ratio):.2f}× and {view.time_ratio(sm.ratio):.2f}×."
+                          if mm and sm else "."))
+        else:
+            st.info("Not measured since this server started: the button above times both formats here (it takes "
+                    "many seconds, so the page does not do it while loading).", icon=":material/speed:")
+        for failure in run.failures if run else ():
+            st.warning(failure)
+        recs = [r for r in cached_recordings()[0] if r.throughput]
+        if recs:
+            st.markdown("Recorded on other machines with `python -m scripts.capture` (each row names the machine "
+                        "and the date):")
+            view.recorded_throughput_table(recs)
+        view.vendor_table()
+        with st.spinner("Summing 10⁶ values in 8 orders, in float32 and float64, against the exact sum…"):
+            errors = accumulation_errors(_lab("same"), _lab("float64"))
+        st.markdown("The Summation lab's default vector (10⁶ normal float32 values), summed in float32 and in "
+                    "float64. Each float64 rounding is 2²⁹ times finer:")
+        view.error_table(errors)
+        st.caption("Absolute errors against the exact sum, computed live; the float64 sums are of the same float32 "
+                   "values.")
     return run
 
 
 def wider_section() -> WiderStudy:
-    st.header("2 · Accumulate in a wider format")
-    st.markdown("`torch.sum(x, dtype=torch.float64)` casts the input to float64 and reduces there; for float16 or "
-                "bfloat16 data, `dtype=torch.float32` does the same one step up. The error collapses, but the result "
-                "is still a rounded sum whose last bits depend on the order.")
-    storage = st.selectbox("Stored format", list(STORAGE_FORMATS), key="mi_storage")
-    study = _wider(storage)
-    view.wider_table(study)
-    st.caption(f"Live on {cpu_device().name}: 10⁶ normal values stored as {storage}. Each of 7 repeats times every "
-               "row back to back (rotating the order), each row as the fastest of 3 calls; a time is the median over "
-               "the repeats, a ratio the median of the per-repeat ratios with their quartiles in brackets.")
-    slow = study.threads_slower
-    if slow:
-        cores, load = cpu_load()
-        st.caption(
-            "Why more threads are slower here: "
-            + ", ".join(f"{r.accumulate} on {r.threads} threads takes {r.vs_base:.1f}x" for r in slow)
-            + f" the plain one-thread time. This server has {cores} core{'s' if cores > 1 else ''} for "
-            + (f"a load of {load:.1f} runnable processes (1-minute average, read live)" if load is not None
-               else "every visitor and process")
-            + ": a multi-threaded sum waits at its end for its slowest thread, and a thread that finds no free "
-            "core waits for one (milliseconds) while the one-thread sum of 10⁶ values takes well under one. "
-            "On an idle machine with free cores the extra threads help instead.")
-    hard = _lab("float64", HARD_VECTOR)
-    st.markdown(
-        "Still order-dependent: "
-        + ("above, the wider sums with different thread counts already differ. " if study.wide_differs_across_threads
-           else "above, the wider sums happen to agree across thread counts. ")
-        + f"On an ill-conditioned float32 vector (10⁵ values, {glossary.link('kappa', 'κ')} ≈ {hard.kappa:.1e}) "
-        f"the same {len(hard.rows)} "
-        f"orders, all accumulating in float64, give **{distinct_results(hard)} different float64 results**."
-    )
+    with st.expander("2 · Accumulate in a wider format: torch.sum(x, dtype=…)"):
+        storage = st.selectbox("Stored format", list(STORAGE_FORMATS), key="mi_storage")
+        study = _wider(storage)
+        wide = WIDER[storage]
+        st.markdown(
+            f"`torch.sum(x, dtype=torch.{wide})` casts the input to {wide} before it reduces (torch.sum's "
+            "documentation, https://docs.pytorch.org/docs/stable/generated/torch.sum.html): a full copy, here "
+            f"{study.copy_bytes / 1e6:,.0f} MB for the {study.n:,} values beside their own "
+            f"{study.input_bytes / 1e6:,.0f} MB. "
+            + _sixteen_bit_note(study))
+        view.wider_table(study)
+        st.caption(f"Live on {cpu_device().name}: 10⁶ normal values stored as {storage}. Each of 7 repeats times "
+                   "every row back to back (rotating the order), each row as the fastest of 3 calls; a time is the "
+                   "median over the repeats, a ratio the median of the per-repeat ratios with their quartiles in "
+                   "brackets.")
+        slow = study.threads_slower
+        if slow:
+            cores, load = cpu_load()
+            st.caption(
+                "Why more threads are slower here: "
+                + ", ".join(f"{r.accumulate} on {r.threads} threads takes {r.vs_base:.1f}×" for r in slow)
+                + f" the plain one-thread time. This server has {cores} core{'s' if cores > 1 else ''} for "
+                + (f"a load of {load:.1f} runnable processes (1-minute average, read live)" if load is not None
+                   else "every visitor and process")
+                + ": a multi-threaded sum waits at its end for its slowest thread, and a thread that finds no free "
+                "core waits for one (milliseconds) while the one-thread sum of 10⁶ values takes well under one. "
+                "On an idle machine with free cores the extra threads help instead.")
+        hard = _lab("float64", HARD_VECTOR)
+        st.markdown(
+            "Still order-dependent: "
+            + ("above, the wider sums with different thread counts already differ. "
+               if study.wide_differs_across_threads else "above, the wider sums happen to agree across thread counts. ")
+            + f"On an ill-conditioned float32 vector (10⁵ values, {glossary.link('kappa', 'κ')} ≈ {hard.kappa:.1e}) "
+            f"the same {len(hard.rows)} "
+            f"orders, all accumulating in float64, give **{distinct_results(hard)} different float64 results**."
+        )
     return study
 
 
+def _sixteen_bit_note(study: WiderStudy) -> str:
+    """What a wider dtype adds, with the plain sum's own error (in ULPs of its result) as the evidence."""
+    if study.storage == "float32":
+        return "The float64 sum's error collapses, but it is still a rounded sum whose last bits depend on the order."
+    errors, fmt = study.threads_errors, study.storage
+    most = max(errors)
+    once = errors[1] <= 0.5  # within the one rounding of an exact (or float32) total to the stored format
+    note = ((f"For {fmt} data torch already accumulates in float32: the plain sum on one thread is off by "
+             f"{errors[1]:.2f} ULPs of its {fmt} result, no more than the one rounding of the total to {fmt}. ")
+            if once else f"The plain {fmt} sum on one thread is off by {errors[1]:.2f} ULPs of its result. ")
+    note += "What dtype=float32 adds is a result, and per-thread partial sums, no longer rounded to 16 bits"
+    if most > 1 and errors[most] > max(errors[1], 0.5):
+        return note + (f": on {most} threads the plain sum is off by {errors[most]:.2f} ULPs, as when each thread's "
+                       f"partial sum is rounded to {fmt} before they are combined.")
+    return note + "."
+
+
 def determinism_section() -> None:
-    st.header("3 · Deterministic is not the same as reproducible")
-    det = _determinism()
-    cols = st.columns(len(det.distinct_by_threads))
-    for col, (threads, distinct) in zip(cols, det.distinct_by_threads.items(), strict=True):
-        col.metric(f"torch.sum, {threads} thread{'s' if threads > 1 else ''}: distinct results in {det.repeats} "
-                   "runs", distinct)
-    bits = {t: hex_bits(b, FORMATS["float32"]) for t, b in det.values_by_threads.items()}
-    same = len(set(det.values_by_threads.values())) == 1
-    st.markdown(
-        "Run to run, with a fixed thread count, the CPU sum repeats itself bit for bit. Across thread counts: "
-        + ", ".join(f"{t} thread{'s' if t > 1 else ''} → `{b}`" for t, b in bits.items())
-        + (" — identical here." if same else " — **different bits**.")
-    )
-    m, k, n = det.mm_shape
-    st.markdown(
-        f"Batch size changes the kernel: on this CPU `mm(a[:1], b)` and `mm(a, b)[:1]` (a: {m}×{k}, b: {k}×{n}, "
-        f"float32) differ in **{det.mm_differing:,} of {n:,}** outputs (at most {det.mm_max_ulps:,} "
-        f"{glossary.link('ulp', 'ULPs')} apart). "
-        "One row goes through a matrix-vector kernel, a batch through a blocked matrix-matrix kernel with other "
-        "reduction splits (Thinking Machines, “Defeating Nondeterminism in LLM Inference”, 2025)."
-    )
-    st.info(
-        "`torch.use_deterministic_algorithms(True)` makes torch refuse or replace kernels whose results can change "
-        "from run to run on the same device (mostly atomics on GPUs). It does not make a CPU and a GPU agree, and it "
-        "does not fix thread-count or batch-size effects. It is a process-wide switch, so this shared server "
-        "explains it instead of toggling it.",
-        icon=":material/info:",
-    )
+    with st.expander("3 · Deterministic is not the same as reproducible"):
+        det = _determinism()
+        cols = st.columns(len(det.distinct_by_threads))
+        for col, (threads, distinct) in zip(cols, det.distinct_by_threads.items(), strict=True):
+            col.metric(f"torch.sum, {threads} thread{'s' if threads > 1 else ''}: results in {det.repeats} runs",
+                       distinct)
+        bits = {t: hex_bits(b, FORMATS["float32"]) for t, b in det.values_by_threads.items()}
+        same = len(set(det.values_by_threads.values())) == 1
+        st.markdown(
+            "Run to run, with a fixed thread count, the CPU sum repeats itself bit for bit. Across thread counts: "
+            + ", ".join(f"{t} thread{'s' if t > 1 else ''} → `{b}`" for t, b in bits.items())
+            + (" — identical here." if same else " — **different bits**.")
+        )
+        m, k, n = det.mm_shape
+        blas = machine_facts().get("blas")
+        st.markdown(
+            f"Batch size changes the result: on this CPU `mm(a[:1], b)` and `mm(a, b)[:1]` (a: {m}×{k}, b: {k}×{n}, "
+            f"float32) differ in **{det.mm_differing:,} of {n:,}** outputs (at most {det.mm_max_ulps:,} "
+            f"{glossary.link('ulp', 'ULPs')} apart), so the two shapes were added in different orders. torch hands "
+            f"both to the BLAS{f' ({blas})' if blas else ''}, whose choice of kernel is not documented: likely a "
+            "matrix-vector kernel for one row and a blocked matrix-matrix kernel with other reduction splits for the "
+            "batch (Thinking Machines, “Defeating Nondeterminism in LLM Inference”, 2025, "
+            "https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/)."
+            if det.mm_differing else
+            f"Batch size: on this CPU `mm(a[:1], b)` and `mm(a, b)[:1]` (a: {m}×{k}, b: {k}×{n}, float32) gave the "
+            "same bits here; on GPUs and other CPUs they can differ (Thinking Machines, 2025, "
+            "https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/)."
+        )
+        st.info(
+            "`torch.use_deterministic_algorithms(True)` makes torch use a deterministic kernel where one exists and "
+            "raise where none does, for operations whose results can change from run to run on the same device "
+            "(mostly atomics on GPUs; CUDA also needs CUBLAS_WORKSPACE_CONFIG=:4096:8). It does not make a CPU and a "
+            "GPU agree, and it does not fix thread-count or batch-size effects. It is a process-wide switch, so this "
+            "shared server explains it instead of toggling it.",
+            icon=":material/info:",
+        )
 
 
 def order_independent_section() -> ReproducibleSumCost:
-    st.header("4 · An order-independent sum")
-    st.markdown(
-        "Sum the values in float64 rows, in whatever order the hardware likes, and bound the error that any such "
-        "order can make. If both ends of that error interval round to the same float32, so does the exact sum: that "
-        "is the answer. Where the bound cannot decide (a sum right at a rounding boundary), split every value at one "
-        "power of two into a high part and a remainder: the high parts are multiples of that power with few enough "
-        "bits that float64 adds them **exactly in any order**; repeat on the remainders, combine the exact totals "
-        "and round once. The result is the correctly rounded sum: the same bits for every order, thread count and "
-        "device. A GPU computes the float64 partial sums with torch reductions; "
-        + ("on this CPU, large float32 vectors take one compiled pass (numba) that widens each value as it reads it. "
-           "Either way the same error bound decides, so both give the same bits." if compiled_pass_available() else
-           "so does this CPU here (numba, which would read large float32 vectors in one compiled pass, could not "
-           "be imported on this server).")
-    )
-    study = _reproducible()
-    view.reproducible_table(study)
-    values = len(study.shuffled_bits)
-    st.markdown(
-        f"{study.distinct_ordinary} different ordinary results; the order-independent sum gave "
-        f"**{values} value{'s' if values > 1 else ''}** over {study.shuffles} shuffles and on "
-        f"{view.device_bits(study)}."
-    )
-    cost = _repro_cost(n=1_000_000, budget_s=3.0)  # 10^6 on the page (bounded memory); the benchmark: 10^7
-    st.caption(f"Cost, measured live on this server ({cost.threads} thread{'s' if cost.threads > 1 else ''}, "
-               f"10⁶ float32; the median of {cost.repeats} interleaved repeats, quartiles in brackets, measured "
-               f"as benchmarks/bench_reprosum.py measures 10⁷): {cost.vs_torch:.1f}x the time of torch.sum "
-               f"({cost.vs_torch_iqr[0]:.1f}–{cost.vs_torch_iqr[1]:.1f}x) and {cost.vs_numpy:.1f}x "
-               f"np.sum ({cost.vs_numpy_iqr[0]:.1f}–{cost.vs_numpy_iqr[1]:.1f}x). The ratio depends on the size: "
-               "10⁶ float32 (4 MB) usually fit in a CPU's caches, where arithmetic sets the pace, and one vector "
-               "instruction adds twice as many float32 values as float64 values; from about 10⁷ values both sums "
-               "wait for memory and the gap narrows. A sum within the error bound of a rounding "
-               "boundary (rare, except under heavy cancellation) takes the exact folds and costs more.")
-    if cost.threads > 1 and cost.vs_torch_iqr[1] > 2 * cost.vs_torch_iqr[0]:
-        cores, load = cpu_load()
-        st.caption(f"The quartiles are wide because torch.sum runs on {cost.threads} threads here and this server "
-                   f"has {cores} core{'s' if cores > 1 else ''}"
-                   + (f" for a load of {load:.1f} runnable processes (1-minute average, read live)" if load is not None
-                      else "") + ": in some repeats a thread of torch.sum waited for a core another process held, "
-                   "which makes that repeat's ratio small. The median is the typical repeat.")
+    with st.expander("4 · An order-independent sum: the same bits in every order"):
+        st.markdown(
+            "Sum the values in float64 rows, in whatever order the hardware likes, and bound the error that any "
+            "such order can make. If both ends of that error interval round to the same float32, so does the exact "
+            "sum: that is the answer. Where the bound cannot decide (a sum right at a rounding boundary), split "
+            "every value at one power of two into a high part and a remainder: the high parts are multiples of that "
+            "power with few enough bits that float64 adds them **exactly in any order**; repeat on the remainders, "
+            "combine the exact totals and round once. The result is the correctly rounded sum: the same bits for "
+            "every order, thread count and device. A GPU computes the float64 partial sums with torch reductions; "
+            + ("on this CPU, large float32 vectors take one compiled pass (numba) that widens each value as it reads "
+               "it. Either way the same error bound decides, so both give the same bits."
+               if compiled_pass_available() else
+               "so does this CPU here (numba, which would read large float32 vectors in one compiled pass, could not "
+               "be imported on this server).")
+        )
+        study = _reproducible()
+        view.reproducible_table(study)
+        values = len(study.shuffled_bits)
+        st.markdown(
+            f"{study.distinct_ordinary} different ordinary results; the order-independent sum gave "
+            f"**{values} value{'s' if values > 1 else ''}** over {study.shuffles} shuffles and on "
+            f"{view.device_bits(study)}."
+        )
+        cost = _repro_cost(n=1_000_000, budget_s=3.0)  # 10^6 on the page (bounded memory); the benchmark: 10^7
+        st.caption(f"Cost, measured live on this server ({cost.threads} thread{'s' if cost.threads > 1 else ''}, "
+                   f"10⁶ float32; the median of {cost.repeats} interleaved repeats, quartiles in brackets, measured "
+                   f"as benchmarks/bench_reprosum.py measures 10⁷): {cost.vs_torch:.1f}× the time of torch.sum "
+                   f"({cost.vs_torch_iqr[0]:.1f}–{cost.vs_torch_iqr[1]:.1f}×) and {cost.vs_numpy:.1f}× "
+                   f"np.sum ({cost.vs_numpy_iqr[0]:.1f}–{cost.vs_numpy_iqr[1]:.1f}×). The ratio depends on the "
+                   "size: 10⁶ float32 (4 MB) usually fit in a CPU's caches, where arithmetic sets the pace, and one "
+                   "vector instruction adds twice as many float32 values as float64 values; from about 10⁷ values "
+                   "both sums wait for memory and the gap narrows. A sum within the error bound of a rounding "
+                   "boundary (rare, except under heavy cancellation) takes the exact folds and costs more.")
+        if cost.threads > 1 and cost.vs_torch_iqr[1] > 2 * cost.vs_torch_iqr[0]:
+            cores, load = cpu_load()
+            st.caption(f"The quartiles are wide because torch.sum runs on {cost.threads} threads here and this "
+                       f"server has {cores} core{'s' if cores > 1 else ''}"
+                       + (f" for a load of {load:.1f} runnable processes (1-minute average, read live)"
+                          if load is not None else "") + ": in some repeats a thread of torch.sum waited for a core "
+                       "another process held, which makes that repeat's ratio small. The median is the typical "
+                       "repeat.")
     return cost
 
 
 def accept_divergence_section(url_notes) -> None:
-    st.header("5 · Accept the divergence")
-    st.markdown("Compare final aggregate metrics across runs and devices, not step-by-step trajectories. The spread "
-                "between seeds is the yardstick: if the CPU-versus-reordered difference is no larger, it is noise.")
-    k = int(st.number_input("Seeds", min_value=2, max_value=12, key="mi_k"))
-    share_box(sync(URL_FIELDS), url_notes)
-    if st.button("Train the seeds (300 steps each, both sides)", key="mi_seeds"):
-        with heavy_section(training_cost(300, k), "this training"), st.spinner("Training…"):
-            verdict = seed_verdict(_seeds(k))
-        c1, c2, c3, c4 = st.columns(4)
-        c1.metric("|mean loss A − mean loss B|", f"{verdict.gap:.2e}")
-        c2.metric("Seed spread of final loss (larger std)", f"{verdict.spread:.2e}")
-        c3.metric("|mean accuracy A − mean accuracy B|", f"{verdict.acc_gap:.2%}")
-        c4.metric("Seed spread of accuracy (larger std)", f"{verdict.acc_spread:.2%}")
-        st.markdown(f"**Verdict ({verdict.seeds} seeds per side):** the gap between the mean final losses of A and B "
-                    f"is {verdict.words()}.")
-        st.caption(f"{SEED_RULE} The Training divergence page's seed study applies the same rule. Live on this CPU; "
-                   "B is the hidden-unit reordering of A (a stand-in for another device). Summers and Dinneen (ICML "
-                   "2021) found every source of nondeterminism gives about the same spread as seeds.")
+    with st.expander("5 · Accept the divergence: compare against the seed spread"):
+        st.markdown("Compare final aggregate metrics across runs and devices, not step-by-step trajectories. The "
+                    "spread between seeds is the yardstick: if the CPU-versus-reordered difference is no larger, it "
+                    "is noise.")
+        k = int(st.number_input("Seeds", min_value=2, max_value=12, key="mi_k"))
+        share_box(sync(URL_FIELDS), url_notes)
+        if st.button("Train the seeds (300 steps each, both sides)", key="mi_seeds"):
+            with heavy_section(training_cost(300, k), "this training"), st.spinner("Training…"):
+                verdict = seed_verdict(_seeds(k))
+            c1, c2, c3, c4 = st.columns(4)
+            c1.metric("|mean loss A − B|", f"{verdict.gap:.2e}", help="|mean final loss of A − mean of B|")
+            c2.metric("Seed spread of loss", f"{verdict.spread:.2e}",
+                      help="The larger standard deviation of the final loss over the seeds of one side.")
+            c3.metric("|mean accuracy A − B|", f"{verdict.acc_gap:.2%}")
+            c4.metric("Seed spread of accuracy", f"{verdict.acc_spread:.2%}",
+                      help="The larger standard deviation of the final accuracy over the seeds of one side.")
+            st.markdown(f"**Verdict ({verdict.seeds} seeds per side):** the gap between the mean final losses of A "
+                        f"and B is {verdict.words()}.")
+            st.caption(f"{SEED_RULE} The Training divergence page's seed study applies the same rule. Live on this "
+                       "CPU; B is the hidden-unit reordering of A (a stand-in for another device). Summers and "
+                       "Dinneen (ICML 2021) found every source of nondeterminism gives about the same spread as "
+                       "seeds.")
+
+
+def _range(xs: list[float]) -> str:
+    lo, hi = min(xs), max(xs)
+    return f"{lo:.0f}×" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}×"
 
 
 def summary(run: ThroughputRun | None, wider: WiderStudy, cost: ReproducibleSumCost) -> None:
-    st.header("Summary")
+    """The five mitigations in one table, every cost × the default's time."""
     mm = run.first("matmul") if run else None
-    float64_cost = (f"matmul at {mm.ratio:.2f}x float32 speed on {mm.device} (measured, section 1)" if mm
-                    else f"{cited_ratio('x86 CPU (SIMD)')} on x86 CPUs (cited; measure it here in section 1)")
-    view.summary_table(float64_cost, wider, cost.vs_torch)
+    here = (f"{view.time_ratio(mm.ratio):.1f}× here (matmul, measured)" if mm
+            else "about 2× on x86 CPUs (cited; measured here on request, in 1)")
+    datacentre = [float64_peak(h) for h in ("NVIDIA A100", "NVIDIA H100 (SXM)")]
+    consumer = [float64_peak(h) for h in ("NVIDIA T4", "NVIDIA RTX 4090")]
+    tensor = [c for p in datacentre for c in p.tensor_cost]
+    small = [p.plain_cost for p in consumer] + [c for p in consumer for c in p.tensor_cost]
+    float64_cost = (f"{here}; A100, H100: 2× without tensor cores, {_range(tensor)} against float32 on tensor "
+                    f"cores; T4, RTX 4090: {_range(small)} (cited, in 1)")
+    view.summary_table([
+        {"mitigation": "1 · float64 everywhere", "fixes": "errors 2²⁹ times smaller; divergence much later",
+         "does not fix": "order dependence; divergence is postponed, not cured", "cost, × the default's time":
+         float64_cost},
+        {"mitigation": "2 · wider accumulation", "fixes": "the reduction's own error",
+         "does not fix": "order dependence (far smaller); errors elsewhere in the model",
+         "cost, × the default's time": f"{wider.slowdown:.1f}× a plain torch.sum ({wider.storage}, 1 thread; "
+                                       f"measured), and a {wider.copy_bytes / 1e6:,.0f} MB copy per 10⁶ values"},
+        {"mitigation": "3 · deterministic algorithms", "fixes": "run-to-run changes on one device",
+         "does not fix": "CPU vs GPU, thread count, batch size",
+         "cost, × the default's time": "not measured: a process-wide switch, not toggled on a shared server"},
+        {"mitigation": "4 · order-independent sum", "fixes": "sums: the same bits everywhere",
+         "does not fix": "other operations (matmuls, convolutions) unless rewritten likewise",
+         "cost, × the default's time": f"{cost.vs_torch:.1f}× torch.sum (10⁶ float32; measured, in 4)"},
+        {"mitigation": "5 · accept the divergence", "fixes": "nothing, by design", "does not fix": "bit-level "
+         "comparisons", "cost, × the default's time": "1.0× per run; K seeded runs per side to compare"},
+    ])
 
 
 def main() -> None:
     ensure_app_navigation()
     url_notes = restore("mi", URL_FIELDS, {"mi_storage": "float32", "mi_k": DEFAULT_SEEDS})
     st.title("Mitigations and what they cost")
-    punch = st.container(key="punchline")  # the talk scenario's message: filled by section 1, in the first screen
-    intro()
-    run = float64_section(punch)
+    punch = st.container(key="punchline")  # the talk scenario's message: the insight and float64's pair
+    punchline(punch)
+    st.subheader("Five mitigations, and what each costs")
+    summary_slot = st.container()  # filled once the sections below have measured their costs
+    st.caption("Every measured cost is live on this server (and may be disturbed by other visitors); the vendor "
+               "rates are cited. Each mitigation in depth:")
+    run = float64_section()
     wider = wider_section()
     determinism_section()
     cost = order_independent_section()
     accept_divergence_section(url_notes)
-    summary(run, wider, cost)
+    with summary_slot:
+        summary(run, wider, cost)
+    view.mismatch_rule(_mismatch())
+    c1, c2 = st.columns(2)
+    with c1:
+        story_link("pages/diagnose.py", "Diagnose your own mismatch", ":material/troubleshoot:")
+    with c2:
+        story_link("pages/reproducible.py", "Make my runs reproducible: the checklist", ":material/checklist:")
     next_page_link("mitigations")
 
 

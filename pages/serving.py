@@ -9,6 +9,7 @@ import streamlit as st
 
 from core.crowd.budget import Cost
 from core.crowd.querystate import Field, FieldKind
+from core.machines.devices import machine_facts
 from core.serving.engine import (
     DEFAULT_DTYPE,
     DEFAULT_KERNELS,
@@ -25,6 +26,7 @@ from core.serving.engine import (
 from core.serving.model import load_record
 from ui import serving_view as view
 from ui.crowd import heavy_section, over_budget
+from ui.mitigations_view import story_link
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
 from ui.urlstate import restore, share_box, sync
@@ -103,37 +105,51 @@ def serve(s: ServeSettings, cost: Cost, punch) -> ForkStudy | None:
 
 def explain(study: ForkStudy, invariant_on: bool) -> None:
     shown = study.invariant if invariant_on else study.ordinary
-    st.subheader("What came back")
-    view.completions(shown)
-    st.caption(f"Greedy decoding (the largest logit wins; an exact tie goes to the earlier character). "
-               f"{view.batch_sizes(shown)}. A gap is between the two largest logits of the lone run at the "
-               "token where a request departs from it, in ULPs of the larger one.")
-    st.subheader("How rare is a fork?")
-    st.markdown("A request's logits move by an ULP or so when its company changes; its answer changes only where "
-                "the two best tokens were about that close. Measured on the identical requests here:")
-    view.rarity(shown)
-    if shown.settings.kernels == "default" and not invariant_on:
-        st.caption(view.own_kernels_note(shown))
-    st.subheader("What it costs")
-    view.cost(study)
-
-
-def takeaway(study: ForkStudy) -> None:
-    st.subheader("The takeaway")
     st.markdown(
-        "Temperature 0 is deterministic only for a fixed batch. A server batches whatever is waiting, and kernels "
-        "pick other reduction orders for other batch sizes (matrix-vector against matrix-matrix paths, split-K, "
-        "the number of KV splits), so one request's logits depend on its company. Where two tokens are nearly "
-        "tied, the company decides the answer. This is the Mitigations page's *fix the reduction order*, applied "
-        "where it matters: **batch-invariant kernels** (one matmul configuration for every batch; RMSNorm and "
-        "attention as loops in a fixed order over each request's own values, never the padding of others). "
-        f"Here they cost **{study.cost:.2f}×** the serving time; Thinking Machines measured 1.6× in vLLM "
-        "(42 s against 26 s) and SGLang reports 34% (cited, not measured here).")
+        "**Why.** A server decodes every waiting request in one batch, and kernels pick other reduction orders for "
+        "other batch sizes (split-K matmuls, the number of KV splits in attention), so one request's logits depend "
+        "on its company. Where the two best tokens are nearly tied, the company decides the answer. "
+        + view.measured_moves(shown))
+    st.markdown(
+        "**The fix** is to fix the reduction order where it matters: **batch-invariant kernels**, one matmul "
+        "configuration for every batch, RMSNorm and attention as loops in a fixed order over each request's own "
+        "values. " + view.cost_sentence(study))
+    with st.expander("Every completion, and the gap where each departs"):
+        view.completions(shown)
+        st.caption(f"Greedy decoding (the largest logit wins; an exact tie goes to the earlier character). "
+                   f"{view.batch_sizes(shown)}. A gap is between the two largest logits of the lone run at the "
+                   "token where a request departs from it, in ULPs of the larger one.")
+    with st.expander("How rare is a fork? (measured on the identical requests)"):
+        view.rarity(shown)
+        if shown.settings.kernels == "default" and not invariant_on:
+            st.caption(view.own_kernels_note(shown, machine_facts().get("blas")))
+    with st.expander("What batch-invariant serving costs here"):
+        view.cost(study)
+
+
+def takeaway() -> None:
+    with st.expander("Temperature 0 is not enough: what else changes a request's logits"):
+        st.markdown(
+            "The batch is the main cause, not the only one. What else a server changes from one request to the "
+            "next can move the logits too: the padding of a batch and the sequence lengths in it (kernels pick "
+            "their split by shape), chunked prefill (a prompt prefilled in other chunks is reduced in other "
+            "pieces), and a prefix cache (a cached prefix was computed with other company than a fresh one). "
+            "SGLang's FAQ attributes most of the non-determinism to dynamic batching and the rest to prefix caching "
+            "(https://docs.sglang.io/references/faq.html); Thinking Machines show that a forward pass's kernels are "
+            "run-to-run deterministic and that the variation comes from the batch and these choices, and make "
+            "prefill and decode reduce alike "
+            "(https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/). This page's engine "
+            "models the batch and the padding of prompts; it has no chunked prefill and no prefix cache.")
+        st.markdown("The settings that make your own runs reproducible, and what each costs:")
+        story_link("pages/reproducible.py", "Make my runs reproducible", ":material/checklist:")
     record = load_record()
-    st.caption(f"The model: {record.parameters:,} parameters, character level, trained on the CPU in "
-               f"{record.train_seconds:.0f} s by `{record.command}` on {inert(record.corpus)}; weights SHA-256 "
-               f"{record.sha256[:16]}…. The GPU kernels are a MODEL (split-K and split-KV counts chosen by the batch "
-               "size, computed exactly on this CPU); the CPU kernels are this server's own.")
+    with st.expander("The model, and how to serve or train it yourself"):
+        st.caption(f"The model: {record.parameters:,} parameters, character level, trained on the CPU in "
+                   f"{record.train_seconds:.0f} s on {inert(record.corpus)}; weights SHA-256 "
+                   f"{record.sha256[:16]}…. The GPU kernels are a MODEL (split-K and split-KV counts chosen by the "
+                   "batch size, computed exactly on this CPU); the CPU kernels are this server's own.")
+        st.markdown("On your own machine, in a checkout of this app:")
+        st.code(f"{record.command}\npython -m scripts.serve_fork --requests 200 --max-batch 16", language="bash")
 
 
 def main() -> None:
@@ -142,8 +158,8 @@ def main() -> None:
     st.title("Temperature 0, different answers")
     punch = st.container(key="punchline")  # the count of distinct completions: first screen
     st.markdown("A tiny language model behind a server that batches whatever requests are waiting. The same prompt "
-                "is sent many times among other requests; decoding is greedy, so every copy should come back the "
-                "same. Each is compared with the same request served alone.")
+                "is sent many times among other requests; decoding is greedy (temperature 0), so every copy should "
+                "come back the same. Each is compared with the same request served alone.")
     s, problems = controls()
     share_box(sync(URL_FIELDS), url_notes)
     if problems:
@@ -158,7 +174,7 @@ def main() -> None:
     invariant_on = bool(st.session_state.get("sv_invariant"))
     view.punchline(punch, study, invariant_on)
     explain(study, invariant_on)
-    takeaway(study)
+    takeaway()
     next_page_link("serving")
 
 

@@ -8,32 +8,82 @@ import streamlit as st
 from core.arith.exact import shortest_repr
 from core.arith.formats import FORMATS, hex_bits
 from core.recordings.store import Recording
-from core.studies.mitigations import VENDOR_RATIOS, AccumulationError, ReproducibleStudy, ThroughputRun, WiderStudy
+from core.studies.mitigations import (
+    AccumulationError,
+    MismatchCheck,
+    ReproducibleStudy,
+    ThroughputRun,
+    WiderStudy,
+    float64_peaks,
+)
+from ui.navigation import page_file
 
 
 def _table(rows: list[dict]) -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
+def _wrapped_table(rows: list[dict]) -> None:
+    """A static table whose cells wrap: every column fits the screen's width, nothing cut with an ellipsis."""
+    df = pd.DataFrame(rows)
+    st.table(df.set_index(df.columns[0]))
+
+
+def story_link(path: str, label: str, icon: str) -> None:
+    """A link to another page, or its name where the page is not in this session's navigation (a page run on its
+    own, in tests, or a page not registered yet): the guard ui.navigation.next_page_link uses."""
+    try:
+        st.page_link(page_file(path), label=label, icon=icon)
+    except st.errors.StreamlitAPIException:
+        st.caption(f"See the page “{label}”.")
+
+
+def time_ratio(speed_ratio: float) -> float:
+    """float64 time as a multiple of float32's, from float64 speed as a fraction of float32's."""
+    return 1.0 / speed_ratio if speed_ratio > 0 else float("inf")
+
+
 def throughput_table(run: ThroughputRun) -> None:
     """This server's float32-vs-float64 measurement, per value, with the spread and what it means."""
-    _table([{"device": t.device, "operation": f"{t.op} ({t.size:,}{'²' if t.op == 'matmul' else ' values'})",
-             "float32": f"{t.rate32:,.2f} {t.unit}", "float64": f"{t.rate64:,.2f} {t.unit}",
-             "float64 speed / float32 speed, per value (quartiles)":
-                 f"{t.ratio:.2f} ({t.ratio_quartiles[0]:.2f}–{t.ratio_quartiles[1]:.2f})",
-             "what it means": t.verdict()} for t in run.rows])
+    _wrapped_table([{"operation": f"{t.op} ({t.size:,}{'²' if t.op == 'matmul' else ' values'}), {t.device}",
+                     "float32": f"{t.rate32:,.2f} {t.unit}", "float64": f"{t.rate64:,.2f} {t.unit}",
+                     "float64 cost, × float32's time (quartiles)":
+                         f"{time_ratio(t.ratio):.2f}× ({time_ratio(t.ratio_quartiles[1]):.2f}–"
+                         f"{time_ratio(t.ratio_quartiles[0]):.2f}×)",
+                     "what it means": t.verdict()} for t in run.rows])
 
 
 def recorded_throughput_table(recs: list[Recording]) -> None:
     _table([{"device": r.label, "operation": f"{t.op} ({t.size:,})",
              "float32": f"{t.rate_float32:,.1f} {t.unit}", "float64": f"{t.rate_float64:,.1f} {t.unit}",
-             "float64 speed / float32 speed, per value": f"{t.ratio:.2f}"}
+             "float64 cost, × float32's time": f"{time_ratio(t.ratio):.2f}×"}
             for r in recs for t in r.throughput])
 
 
+def _times(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.0f}×" if x >= 10 else f"{x:.1f}×"
+
+
 def vendor_table() -> None:
-    st.dataframe(pd.DataFrame(VENDOR_RATIOS, columns=["hardware", "peak FP64 : FP32", "source"]), hide_index=True,
-                 width="stretch")
+    """The cited peak rates: float64's cost as × the float32 default's time, without and with tensor cores."""
+    rows = []
+    for p in float64_peaks():
+        tc = p.tensor_cost
+        rows.append({"hardware": p.hardware, "FP64 : FP32, no tensor cores": p.ratio,
+                     "float64 cost vs plain float32": _times(p.plain_cost) if p.plain_cost else
+                     ("about 2×" if p.ratio_text and p.ratio_text.startswith("about") else "—"),
+                     "vs float32 training on tensor cores (TF32 – bfloat16)":
+                         f"{_times(tc[0])} – {_times(tc[1])}" if tc else "—",
+                     "source": p.source})
+    _wrapped_table(rows)
+    links = "; ".join(f"[{p.source}]({p.url})" for p in float64_peaks() if p.url)
+    notes = "; ".join(f"{p.hardware}: {p.note}" for p in float64_peaks() if p.note)
+    st.caption("Vendor peak rates, dense (no sparsity), cited, not measured here; a cost is one peak rate over the "
+               "other, × the float32 default's time (1.0× = as fast). The 1 : 2 of the A100 and H100 holds without "
+               "tensor cores. float32 training usually runs its matrix products on tensor cores, in TF32 (cuDNN's "
+               "default for convolutions; for matmuls after torch.set_float32_matmul_precision(\"high\")) or in "
+               "bfloat16 under autocast, and float64 has only its FP64 (tensor-core) rate: so moving it to float64 "
+               f"costs the larger factors. {notes}. Sources: {links}.")
 
 
 def error_table(errors: tuple[AccumulationError, ...]) -> None:
@@ -61,20 +111,22 @@ def device_bits(study: ReproducibleStudy) -> str:
     return ", ".join(f"{where} (`{hex_bits(b, FORMATS['float32'])}`)" for where, b in study.devices)
 
 
-def summary_table(float64_cost: str, wider: WiderStudy, repro_vs_torch: float) -> None:
-    """Each mitigation: what it fixes, what it does not, and what it costs (measured, or cited)."""
-    _table([
-        {"mitigation": "float64 everywhere", "fixes": "errors 2²⁹ times smaller; divergence much later",
-         "does not fix": "order dependence; still diverges eventually",
-         "cost": f"{float64_cost}; 1/32 to 1/64 on consumer GPUs (cited)"},
-        {"mitigation": "wider accumulation (torch.sum dtype=)", "fixes": "the reduction's own error",
-         "does not fix": "order dependence (far smaller); errors elsewhere in the model",
-         "cost": f"{wider.slowdown:.1f}x a plain torch.sum ({wider.storage} input, 1 thread; measured)"},
-        {"mitigation": "deterministic algorithms", "fixes": "run-to-run changes on one device",
-         "does not fix": "CPU vs GPU, thread count, batch size", "cost": "not toggled on a shared server"},
-        {"mitigation": "order-independent sum", "fixes": "sums: same bits everywhere",
-         "does not fix": "other operations (matmuls, convolutions) unless rewritten likewise",
-         "cost": f"{repro_vs_torch:.1f}x torch.sum for 10⁶ float32 (measured live, section 4)"},
-        {"mitigation": "accept the divergence", "fixes": "nothing, by design", "does not fix": "bit-level comparisons",
-         "cost": "nothing at run time; K seeds per side to compare"},
-    ])
+def summary_table(rows: list[dict]) -> None:
+    """Each mitigation: what it fixes, what it does not, and what it costs (× the default's time)."""
+    _wrapped_table(rows)
+
+
+def mismatch_rule(check: MismatchCheck) -> None:
+    """Is my mismatch normal or a bug: the rule, with the Diagnose page's verdict on two live cases."""
+    st.markdown(
+        "**Is my mismatch normal or a bug?** A difference within the rounding envelope, about K·u·Σ|terms| for "
+        "sums of K terms (u: the format's unit roundoff, 2⁻²⁴ in float32), is normal: the same sums in another "
+        "order. Beyond it, a NaN or Inf on one side only, a flipped sign or a few elements far off while the rest "
+        "agree are worth a look.")
+    st.caption(
+        f"Live on this server, judged by the Diagnose page's own code: one row of a float32 matrix product "
+        f"(K = {check.k:,}) computed alone against the same row in a batch differs in {check.differing:,} of "
+        f"{check.outputs:,} outputs, the largest difference {check.normal_worst:.2f} of its envelope: verdict "
+        f"“{check.normal_verdict}”, {'normal' if check.normal_verdict in ('identical', 'reordering') else 'not normal'}"
+        ". The same pair with one output's sign flipped: "
+        f"{check.broken_worst:,.0f}× its envelope, verdict “{check.broken_verdict.replace('_', ' ')}”.")

@@ -9,8 +9,8 @@ request served alone (a batch of one, a plain loop over the model): the first to
 completion departs, and the gap between the two largest logits there, in ULPs of the larger
 logit and as a ratio. While a request still agrees with the lone run, each of its logit rows
 is compared bit for bit with the lone run's row at the same position: the share whose bits
-differ and the share whose best token flips are measured, not assumed, as is the smallest
-top-2 gap seen.
+differ and the share whose best token flips are measured, not assumed, as are the smallest
+top-2 gap seen and the largest move of one logit (in ULPs of its row's largest logit).
 
 Nothing here changes process-global state: the engine runs with the calling thread's torch
 settings, and every random choice comes from its own seeded generator.
@@ -137,6 +137,9 @@ class ServeResult:
     rows_argmax_flip: int
     min_gap_ulps: float  # the smallest top-2 gap seen in those rows, in ULPs
     min_gap_ratio: float
+    # the largest move of one logit in those rows against the lone run's, in ULPs of that row's largest |logit|
+    # (the unit of the top-2 gap, so the two compare directly); 0 when no row's bits moved
+    max_move_ulps: float = 0.0
     batch_sizes: dict[int, int]  # decode batch size → how many steps ran at it
     steps: int
     tokens: int  # every generated token, all requests
@@ -269,6 +272,7 @@ class _Tally:
         self.compared = self.differ = self.flips = 0
         self.min_ulps = float("inf")
         self.min_ratio = float("inf")
+        self.max_move_ulps = 0.0
 
     def gap(self, row: torch.Tensor) -> tuple[float, float]:
         a, b = _top2(row)
@@ -286,6 +290,10 @@ class _Tally:
         self.min_ulps, self.min_ratio = min(self.min_ulps, ulps), min(self.min_ratio, ratio)
         if not torch.equal(row.view(torch.int32), self.ref_bits[i]):
             self.differ += 1
+            ref = self.ref_logits[i]
+            move = float((row - ref).abs().max())
+            self.max_move_ulps = max(self.max_move_ulps,
+                                     float(in_ulps(move, float(ref.abs().max()), format_of(self.dtype))))
         if nxt != self.ref_tokens[i]:
             self.flips += 1
             live.agrees = False
@@ -379,5 +387,6 @@ def serve(s: ServeSettings, on_progress: OnProgress | None = None,
     return ServeResult(
         settings=s, kernels_label=kern.label, alone=decode(ref_tokens), completions=completions,
         rows_compared=tally.compared, rows_bits_differ=tally.differ, rows_argmax_flip=tally.flips,
-        min_gap_ulps=tally.min_ulps, min_gap_ratio=tally.min_ratio, batch_sizes=dict(sorted(sizes.items())),
+        min_gap_ulps=tally.min_ulps, min_gap_ratio=tally.min_ratio, max_move_ulps=tally.max_move_ulps,
+        batch_sizes=dict(sorted(sizes.items())),
         steps=step, tokens=total_tokens, seconds=seconds, cpu_seconds=cpu_seconds, torch_threads=SERVE_THREADS)

@@ -4,6 +4,8 @@
 * wider accumulation (``torch.sum(x, dtype=...)``): errors and cost;
 * determinism is not reproducibility: run-to-run, thread count, batch size;
 * the order-independent sum (core.kernels.reprosum) against torch.sum and np.sum;
+* is a mismatch normal or a bug: the Diagnose page's verdict on a one-row-against-batch pair and on a broken one;
+* the cited float64 peak rates (FLOAT64_PEAKS, read through ``float64_peaks``);
 * the Mitigations page's studies: each fix applied to fixed vectors and a fixed training pair.
 
 Timings use ``time.perf_counter`` medians after a warm-up; on a GPU they synchronize.
@@ -22,10 +24,11 @@ import numpy as np
 import torch
 
 from core.arith.exact import exact_sum_fraction, shortest_repr
-from core.arith.formats import FORMATS, Exact, bits_of, format_of, ulp_distance_array, value_of_bits
+from core.arith.formats import FORMATS, Exact, bits_of, format_of, ulp, ulp_distance_array, value_of_bits
 from core.arith.metrics import exact_value
 from core.arith.vectors import VectorSpec, generate
 from core.crowd.bytecache import RESULTS
+from core.diagnose.verdict import diagnose
 from core.kernels.orders import ORDERS, run_order
 from core.kernels.reprosum import reproducible_sum, reproducible_sum_devices
 from core.machines import timing
@@ -38,16 +41,90 @@ from core.training.mlp import TrainSettings
 from core.training.pair import PairedRun
 from core.training.seeds import summarize
 
-# Vendor peak FP64:FP32 ratios as cited in the project's reference notes (not measured here).
-VENDOR_RATIOS: tuple[tuple[str, str, str], ...] = (
-    ("NVIDIA H100 / H200 (SXM)", "1 : 2", "NVIDIA data sheets, as cited in the reference notes"),
-    ("NVIDIA A100", "1 : 2", "NVIDIA data sheet, as cited in the reference notes"),
-    ("NVIDIA RTX 4090", "1 : 64", "NVIDIA Ada architecture specifications, as cited in the reference notes"),
-    ("NVIDIA T4", "1 : 32", "NVIDIA Turing specifications, as cited in the reference notes"),
-    ("x86 CPU (SIMD)", "about 1 : 2", "vector width: 8 float32 vs 4 float64 per AVX2 register"),
-    ("Apple GPU (MPS)", "no float64", "PyTorch MPS backend: float64 is not supported"),
-)
+A100_DATASHEET = ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+                  "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf")
+H100_PAGE = "https://www.nvidia.com/en-us/data-center/h100/"
+ADA_WHITEPAPER = "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf"
+T4_PAGE = "https://www.nvidia.com/en-us/data-center/tesla-t4/"
+CUDA_THROUGHPUT = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#arithmetic-instructions"
 
+
+@dataclass(frozen=True, kw_only=True)
+class Float64Peak:
+    """One machine's vendor peak rates (dense TFLOPS, cited, not measured here) and what moving float32 work
+    to float64 costs there, as a multiple of the float32 default's time (peak rate over peak rate).
+
+    Two float32 defaults: plain float32 on the ordinary (non-tensor-core) units, and float32 training as it
+    usually runs on these GPUs, its matrix products on tensor cores in TF32 or bfloat16 (autocast); float64
+    gets the best rate it has, on FP64 tensor cores where they exist (A100, H100)."""
+
+    hardware: str
+    fp64: float | None  # TFLOPS without tensor cores; None: no float64 at all, or no rate cited
+    fp32: float | None
+    fp64_tensor: float | None = None  # FP64 on tensor cores (A100, H100)
+    tf32_tensor: float | None = None
+    bf16_tensor: float | None = None  # bfloat16 (T4: float16) inputs, float32 accumulation
+    ratio_text: str | None = None  # where no rates are cited: the ratio in words
+    source: str  # short name of the source
+    url: str | None = None
+    note: str = ""
+
+    @property
+    def ratio(self) -> str:
+        """Peak FP64 : FP32 without tensor cores, as "1 : 2"."""
+        if self.ratio_text is not None:
+            return self.ratio_text
+        return f"1 : {self.fp32 / self.fp64:.0f}"
+
+    @property
+    def plain_cost(self) -> float | None:
+        """float64 time over plain float32 time (no tensor cores): FP32 rate / FP64 rate."""
+        return self.fp32 / self.fp64 if self.fp32 and self.fp64 else None
+
+    @property
+    def tensor_cost(self) -> tuple[float, float] | None:
+        """float64 time over float32 training's time on tensor cores: (TF32 or its best float32 path,
+        bfloat16) rate over the best float64 rate."""
+        if not self.fp64 or not self.bf16_tensor:
+            return None
+        best64 = max(self.fp64, self.fp64_tensor or 0.0)
+        f32 = max(self.tf32_tensor or 0.0, self.fp32 or 0.0)
+        return f32 / best64, self.bf16_tensor / best64
+
+
+# Vendor peak rates (dense, no sparsity), cited from the vendors' own pages; none is measured here.
+FLOAT64_PEAKS: tuple[Float64Peak, ...] = (
+    Float64Peak(hardware="NVIDIA H100 (SXM)", fp64=34, fp32=67, fp64_tensor=67, tf32_tensor=494.7, bf16_tensor=989,
+                source="NVIDIA H100 product page", url=H100_PAGE,
+                note="TF32 494.7 and BF16 989 dense (the page gives 989 and 1,979 with sparsity)"),
+    Float64Peak(hardware="NVIDIA A100", fp64=9.7, fp32=19.5, fp64_tensor=19.5, tf32_tensor=156, bf16_tensor=312,
+                source="NVIDIA A100 datasheet", url=A100_DATASHEET),
+    Float64Peak(hardware="NVIDIA RTX 4090", fp64=82.6 / 64, fp32=82.6, tf32_tensor=82.6, bf16_tensor=165.2,
+                source="NVIDIA Ada architecture whitepaper", url=ADA_WHITEPAPER,
+                note="FP64 at 1/64 of the FP32 rate; BF16 with FP32 accumulation"),
+    Float64Peak(hardware="NVIDIA T4", fp64=8.1 / 32, fp32=8.1, bf16_tensor=65,
+                source="NVIDIA T4 page; CUDA guide (FP64 rate)", url=T4_PAGE,
+                note="no TF32 and no bfloat16: 65 is FP16/FP32 mixed precision; FP64 at 1/32 of the FP32 rate "
+                     f"(compute capability 7.5, CUDA C++ Programming Guide's throughput table, {CUDA_THROUGHPUT})"),
+    Float64Peak(hardware="x86 CPU (SIMD)", fp64=None, fp32=None, ratio_text="about 1 : 2",
+                source="vector width: 8 float32 or 4 float64 per AVX2 register (measured here on request)"),
+    Float64Peak(hardware="Apple GPU (MPS)", fp64=None, fp32=None, ratio_text="no float64",
+                source="PyTorch's MPS backend refuses float64 tensors"),
+)
+# (hardware, peak FP64 : FP32 without tensor cores, source): the same table, as text
+VENDOR_RATIOS: tuple[tuple[str, str, str], ...] = tuple((p.hardware, p.ratio, p.source) for p in FLOAT64_PEAKS)
+
+
+def float64_peaks() -> tuple[Float64Peak, ...]:
+    """The cited float64 peak table (one table: the Mitigations page, the overview and the settings page read it)."""
+    return FLOAT64_PEAKS
+
+
+def float64_peak(hardware: str) -> Float64Peak:
+    for p in FLOAT64_PEAKS:
+        if p.hardware == hardware:
+            return p
+    raise KeyError(hardware)
 
 
 # ---------------------------------------------------------------- wider accumulation
@@ -140,6 +217,18 @@ class DeterminismResult:
     mm_max_ulps: int
 
 
+MM_SHAPE = (64, 2048, 1024)  # a: m x k, b: k x n (float32)
+
+
+def _one_row_and_batch(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """a, b, row 0 of mm(a[:1], b) and row 0 of mm(a, b): the same products, as one row and in a batch."""
+    g = torch.Generator().manual_seed(seed)
+    m, k, n = MM_SHAPE
+    a = torch.randn(m, k, generator=g)
+    b = torch.randn(k, n, generator=g)
+    return a, b, torch.mm(a[:1], b)[0], torch.mm(a, b)[0]
+
+
 def determinism(x: torch.Tensor, repeats: int = 5, seed: int = 0) -> DeterminismResult:
     """Run-to-run (same threads), thread count, and batch size (mm of one row vs of all rows)."""
     counts = sorted({1, PROCESS_THREADS})
@@ -149,22 +238,43 @@ def determinism(x: torch.Tensor, repeats: int = 5, seed: int = 0) -> Determinism
             bits = {bits_of(x.sum()) for _ in range(repeats)}
         distinct[t] = len(bits)
         values[t] = next(iter(bits))
-    g = torch.Generator().manual_seed(seed)
-    m, k, n = 64, 2048, 1024
-    a = torch.randn(m, k, generator=g)
-    b = torch.randn(k, n, generator=g)
-    one = torch.mm(a[:1], b)[0]
-    batch = torch.mm(a, b)[0]
+    _, _, one, batch = _one_row_and_batch(seed)
     diff = one != batch
     max_ulps = int(ulp_distance_array(one.numpy(), batch.numpy()).max(initial=0))
     return DeterminismResult(
         repeats=repeats,
         distinct_by_threads=distinct,
         values_by_threads=values,
-        mm_shape=(m, k, n),
+        mm_shape=MM_SHAPE,
         mm_differing=int(diff.sum()),
         mm_max_ulps=max_ulps,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class MismatchCheck:
+    """Is a mismatch normal or a bug? The Diagnose page's verdict (core.diagnose.verdict) on two live cases:
+    one row of a matrix product computed alone against the same row computed in a batch (normal: another
+    order of the same sums), and the same pair with one output's sign flipped (what a bug can look like)."""
+
+    outputs: int
+    differing: int
+    k: int  # terms summed into each output
+    normal_verdict: str
+    normal_worst: float  # the largest |difference| over its rounding envelope (below 1: inside it)
+    broken_verdict: str
+    broken_worst: float
+
+
+def mismatch_check(seed: int = 0) -> MismatchCheck:
+    a, b, one, batch = _one_row_and_batch(seed)
+    normal = diagnose(one[None], batch[None], inputs=(a[:1], b), reduced_precision="none")
+    broken_row = batch.clone()
+    broken_row[0] = -broken_row[0]
+    broken = diagnose(one[None], broken_row[None], inputs=(a[:1], b), reduced_precision="none")
+    return MismatchCheck(outputs=one.numel(), differing=int((one != batch).sum()), k=MM_SHAPE[1],
+                         normal_verdict=str(normal.verdict), normal_worst=float(normal.envelopes[0].worst_ratio),
+                         broken_verdict=str(broken.verdict), broken_worst=float(broken.envelopes[0].worst_ratio))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,11 +340,8 @@ WIDER = {"float32": "float64", "float16": "float32", "bfloat16": "float32"}
 
 
 def cited_ratio(hardware: str) -> str:
-    """A vendor's peak float64 : float32 ratio as cited in VENDOR_RATIOS."""
-    for name, ratio, _ in VENDOR_RATIOS:
-        if name == hardware:
-            return ratio
-    raise KeyError(hardware)
+    """A vendor's peak float64 : float32 ratio (without tensor cores) as cited in FLOAT64_PEAKS."""
+    return float64_peak(hardware).ratio
 
 
 # ------------------------------------------------------------------------- float64
@@ -334,6 +441,7 @@ def distinct_results(result: LabResult) -> int:
 class WiderStudy:
     storage: str
     rows: tuple[AccumulationRow, ...]
+    n: int = 1_000_000
 
     @property
     def base(self) -> AccumulationRow:
@@ -360,6 +468,24 @@ class WiderStudy:
     def wide_differs_across_threads(self) -> bool:
         return len({r.value for r in self.rows if r.accumulate != self.storage}) > 1
 
+    @property
+    def copy_bytes(self) -> int:
+        """The wider copy of the input that torch.sum(x, dtype=wider) makes before it reduces (torch.sum's
+        documentation: "the input tensor is casted to dtype before the operation is performed")."""
+        return self.n * FORMATS[WIDER[self.storage]].width // 8
+
+    @property
+    def input_bytes(self) -> int:
+        return self.n * FORMATS[self.storage].width // 8
+
+    @property
+    def threads_errors(self) -> dict[int, float]:
+        """The plain sum's |error| in ULPs of its own (stored-format) result, by thread count: at most a half
+        where the result is a float32 total rounded once to the format."""
+        fmt = FORMATS[self.storage]
+        return {r.threads: float(abs(Fraction(r.abs_error)) / ulp(r.value, fmt))
+                for r in self.rows if r.accumulate == self.storage}
+
 
 def wider_study(storage: str, n: int = 1_000_000) -> WiderStudy:
     """``n`` normal values stored in ``storage``, summed by torch.sum plainly and one format wider."""
@@ -367,7 +493,7 @@ def wider_study(storage: str, n: int = 1_000_000) -> WiderStudy:
         raise ValueError(f"storage must be one of {', '.join(WIDER)}")
     v = generate(VectorSpec(kind="normal", n=n, seed=0, storage=storage))
     t = torch.from_numpy(v.values.astype(np.float32)).to(FORMATS[storage].torch_dtype)
-    return WiderStudy(storage, tuple(wider_accumulation(t, FORMATS[WIDER[storage]].torch_dtype)))
+    return WiderStudy(storage, tuple(wider_accumulation(t, FORMATS[WIDER[storage]].torch_dtype)), n)
 
 
 # --------------------------------------------------------------------- determinism

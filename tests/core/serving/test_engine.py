@@ -132,3 +132,14 @@ def test_the_shipped_model_writes_text():
 
 def test_the_prompt_alphabet_is_the_models():
     assert set(corpus.generate(2000)) <= set(ModelConfig().vocab)
+
+
+@pytest.mark.parametrize(("kernels", "dtype"), [("default", "float32"), ("gpu_model", "bfloat16"),
+                                                ("batch_invariant", "float32")])
+def test_the_largest_logit_move_is_measured_where_bits_moved(kernels, dtype):
+    """max_move_ulps is 0 exactly where no logit row's bits moved, and positive where some did; at batch size 1
+    nothing moves."""
+    r = serve(ServeSettings(requests=6, max_batch=8, kernels=kernels, dtype=dtype, **SHORT))
+    assert (r.max_move_ulps > 0) == (r.rows_bits_differ > 0)
+    alone = serve(ServeSettings(requests=3, others=2, max_batch=1, kernels=kernels, dtype=dtype, **SHORT))
+    assert alone.max_move_ulps == 0 and alone.rows_bits_differ == 0
