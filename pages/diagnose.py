@@ -5,7 +5,16 @@ from __future__ import annotations
 import streamlit as st
 
 from core.crowd.querystate import Field, FieldKind
-from core.diagnose.examples import EXAMPLES, LOG_EXAMPLES, make_example, make_log_example
+from core.diagnose.examples import (
+    EXAMPLES,
+    LOG_EXAMPLES,
+    LOG_LR,
+    LOG_POINTS,
+    LOG_STEPS,
+    log_network,
+    make_example,
+    make_log_example,
+)
 from core.diagnose.inputs import prepare_inputs
 from core.diagnose.loaders import (
     ARRAY_TYPES,
@@ -16,9 +25,11 @@ from core.diagnose.loaders import (
     LoadError,
     load_array,
     load_input,
+    load_reference,
     pair_problem,
     parse_log,
     reduction_length_problem,
+    reference_problem,
 )
 from core.diagnose.logs import LogDiagnosis, diagnose_logs
 from core.diagnose.results import Diagnosis
@@ -47,7 +58,9 @@ URL_FIELDS = [
     Field(key="dg_log_example", param="log_example", kind=FieldKind.CHOICE, options=tuple(LOG_EXAMPLES)),
 ]
 DEFAULTS = {"dg_source": "example", "dg_example": "batch", "dg_k": 0, "dg_format": "auto", "dg_reduced": True,
-            "dg_log_source": "example", "dg_log_example": "chaotic"}
+            "dg_log_source": "example", "dg_log_example": "reordered"}
+REFERENCE_HELP = ("Optional. The same computation done more accurately, e.g. in float64 (a.double() @ b.double()): "
+                  "both results are then judged against it, in ULPs of the reference. Read in float64.")
 
 
 @st.cache_data(max_entries=12, ttl=3600, show_spinner=False)
@@ -100,20 +113,25 @@ def controls():
 
 
 def upload_section(s: DiagnoseSettings, k_slot) -> Diagnosis | None:
-    st.caption(f"Each file at most {MB} MB and {MAX_ELEMENTS:,} elements: .npy (read with allow_pickle=False), .pt "
-               "or .pth (torch.save's zip format, read with torch.load(weights_only=True)), or .csv (numbers, one "
-               "row per matrix row). Save with np.save('actual.npy', t.cpu().numpy()) or torch.save(t.cpu(), "
-               "'actual.pt'). Nothing is kept after your session.")
+    with st.expander("File formats, and how to save a tensor", icon=":material/description:"):
+        st.caption(f"Each file at most {MB} MB and {MAX_ELEMENTS:,} elements: .npy (read with allow_pickle=False), "
+                   ".pt or .pth (torch.save's zip format, read with torch.load(weights_only=True)), or .csv "
+                   "(numbers, one row per matrix row). Save with np.save('a.npy', t.cpu().numpy()) or "
+                   "torch.save(t.cpu(), 'a.pt'). Nothing is kept after your session.")
     u1, u2 = st.columns(2)
     help_text = f"At most {MB} MB and {MAX_ELEMENTS:,} elements."
     fmt = s.text_format
-    got_a, raw_a = view.upload(u1, "actual (e.g. the GPU result)", "dg_up_actual", ARRAY_TYPES, load_array, fmt,
+    got_a, raw_a = view.upload(u1, "Result A (e.g. from the GPU)", "dg_up_actual", ARRAY_TYPES, load_array, fmt,
                                help_text)
-    got_e, raw_e = view.upload(u2, "expected (e.g. the CPU result)", "dg_up_expected", ARRAY_TYPES, load_array, fmt,
+    got_e, raw_e = view.upload(u2, "Result B (e.g. from the CPU)", "dg_up_expected", ARRAY_TYPES, load_array, fmt,
                                help_text)
+    ref_box = st.expander("Optional: a reference, e.g. the same computation in float64", icon=":material/balance:")
+    got_r, raw_r = view.upload(ref_box, "Reference", "dg_up_reference", ARRAY_TYPES, load_reference, fmt,
+                               REFERENCE_HELP)
     inputs_box = st.expander("Optional: the inputs, for a rigorous bound and a simulation", icon=":material/science:")
-    inputs_box.caption("The two factors of a matrix product (actual ≈ a @ b), or one array whose last axis was "
-                       "summed (leave the second empty). Same formats; at most 4·10⁶ values in all.")
+    inputs_box.caption("The two factors of a matrix product (each result ≈ a @ b), or one array whose last axis was "
+                       "summed (leave the second empty). Same formats; at most 4·10⁶ values in all. With them, both "
+                       "results are also judged against the exact result.")
     i1, i2 = inputs_box.columns(2)
     got_x, raw_x = view.upload(i1, "first factor a, or the summed array", "dg_up_a", ARRAY_TYPES, load_input, fmt,
                                help_text)
@@ -139,26 +157,44 @@ def upload_section(s: DiagnoseSettings, k_slot) -> Diagnosis | None:
     if problem:
         k_slot.error(problem, icon=":material/block:")
         return None
+    reference = _checked_reference(ref_box, got_r, got_a, pasted=False)
     key = view.digest(raw_a, raw_e, raw_x if inputs is not None else b"", raw_y if inputs is not None else b"",
-                      s.k, s.fmt, s.reduced_precision)
+                      raw_r if reference is not None else b"", s.k, s.fmt, s.reduced_precision)
     try:
         with st.spinner("Diagnosing…"):
             return _cached(key, lambda: diagnose(got_a.values, got_e.values, reduction_length=s.k, dtype=s.fmt,
-                                                 reduced_precision=s.reduced_precision, inputs=inputs))
+                                                 reduced_precision=s.reduced_precision, inputs=inputs,
+                                                 reference=reference))
     except (ValueError, TypeError) as err:
         st.error(inert(err), icon=":material/block:")
         return None
 
 
+def _checked_reference(where, got_r, got_a, pasted: bool):
+    """The reference's values when it fits the results, else None with the reason under its widget (the two
+    results are diagnosed all the same)."""
+    if got_r is None or got_a is None:
+        return None
+    problem = reference_problem(got_r, got_a, pasted=pasted)
+    if problem:
+        where.error(problem, icon=":material/block:")
+        return None
+    return got_r.values
+
+
 def paste_section(s: DiagnoseSettings) -> Diagnosis | None:
     p1, p2 = st.columns(2)
     cap = f"at most {MAX_PASTED_NUMBERS:,} numbers; commas, spaces or new lines; a printed tensor([...]) works"
-    text_a = p1.text_area(f"actual ({cap})", key="dg_paste_actual", height=140,
+    text_a = p1.text_area(f"Result A ({cap})", key="dg_paste_actual", height=140,
                           placeholder="tensor([0.1234567, -2.5000001, 3.0])")
-    text_e = p2.text_area(f"expected ({cap})", key="dg_paste_expected", height=140,
+    text_e = p2.text_area(f"Result B ({cap})", key="dg_paste_expected", height=140,
                           placeholder="tensor([0.1234566, -2.5, 3.0000002])")
-    got_a = view.pasted(p1, text_a, s.text_format, "actual")
-    got_e = view.pasted(p2, text_e, s.text_format, "expected")
+    ref_box = st.expander("Optional: a reference, e.g. the same computation in float64", icon=":material/balance:")
+    text_r = ref_box.text_area("Reference (read in float64)", key="dg_paste_reference", height=100,
+                               help=REFERENCE_HELP, placeholder="0.12345665, -2.50000004, 3.00000011")
+    got_a = view.pasted(p1, text_a, s.text_format, "result A")
+    got_e = view.pasted(p2, text_e, s.text_format, "result B")
+    got_r = view.pasted(ref_box, text_r, "float64", "reference")
     if got_a is None or got_e is None:
         if not text_a.strip() and not text_e.strip():
             st.info("Paste the two results, in the same order.", icon=":material/content_paste:")
@@ -167,10 +203,12 @@ def paste_section(s: DiagnoseSettings) -> Diagnosis | None:
     if problem:
         p2.error(problem, icon=":material/block:")
         return None
-    key = view.digest(text_a, text_e, s.text_format, s.k, s.fmt, s.reduced_precision)
+    reference = _checked_reference(ref_box, got_r, got_a, pasted=True)
+    key = view.digest(text_a, text_e, text_r if reference is not None else "", s.text_format, s.k, s.fmt,
+                      s.reduced_precision)
     try:
         return _cached(key, lambda: diagnose(got_a.values, got_e.values, reduction_length=s.k, dtype=s.fmt,
-                                             reduced_precision=s.reduced_precision))
+                                             reduced_precision=s.reduced_precision, reference=reference))
     except (ValueError, TypeError) as err:
         st.error(inert(err), icon=":material/block:")
         return None
@@ -187,8 +225,10 @@ def logs_section(s: DiagnoseSettings) -> LogDiagnosis | None:
         ex_key = st.selectbox("Bundled pair", list(LOG_EXAMPLES), format_func=LOG_EXAMPLES.get, key="dg_log_example")
         with st.spinner("Training both runs…"):
             how, result = _log_example(ex_key, fmt)
-        st.caption(f"Computed live: the Training divergence page's tanh network (2-32-32-3) trained for 300 "
-                   f"full-batch steps in float32 (torch) on its noisy spirals, run A as is; run B: {how}.")
+        st.caption(f"Computed live: the Training divergence page's tanh network ({log_network()}: its layers, "
+                   f"initial weights and noisy spirals) trained on {LOG_POINTS} points for {LOG_STEPS} full-batch "
+                   f"steps of gradient descent (learning rate {LOG_LR:g}) in float32 (torch), run A as is; run B: "
+                   f"{how}.")
         return result
     c1, c2 = st.columns(2)
     if log_source == "upload":
@@ -225,10 +265,9 @@ def main() -> None:
     punch = st.container(key="punchline")  # the verdict and its numbers, filled once the diagnosis is made
     st.markdown(
         "`torch.allclose` failed between a CPU and a GPU run, two GPUs, or two batch sizes. Is the difference the "
-        "ordinary rounding noise of another summation order, the expected effect of reduced precision (TF32, "
-        "bfloat16, float16), or too large for any rounding explanation, so probably a bug? And what tolerance "
-        "should the test use? Give the two results; the page measures every element's difference and compares it "
-        "with what each explanation predicts."
+        "rounding noise of another summation order, the effect of reduced precision (TF32, bfloat16, float16), or "
+        "too large for any rounding, so probably a bug? And what tolerance should the test use? Neither result is "
+        "the reference: give a reference or the inputs, and both are judged against it."
     )
     settings, k_slot = controls()
     diagnosis, log_result = None, None

@@ -16,7 +16,7 @@ from core.diagnose.loaders import LoadError, parse_log, parse_pasted
 from core.diagnose.logs import JUMP_FACTOR, LogDiagnosis, LogVerdict
 from core.diagnose.results import REORDERING_ENVELOPE, Diagnosis, Simulation, Verdict
 from core.diagnose.tolerances import ALLCLOSE_DEFAULT, MARGIN, format_tol
-from core.diagnose.verdict import VERDICT_HEADS
+from core.diagnose.verdict import VERDICT_HEADS, rel_text
 from ui.render import inert
 from ui.talk import styled
 
@@ -67,10 +67,14 @@ def metrics_row(d: Diagnosis) -> None:
     c = st.columns(5)
     c[0].metric("Elements differing", f"{d.n_differ:,}", help=f"Of {d.size:,} elements compared.")
     c[1].metric("Max difference (ULPs)", _num(d.ulp_stats.max),
-                help=f"The largest difference, in ULPs of the expected value, in {d.fmt}. Near zero an ULP is tiny, "
-                     "so this can be large for harmless elements.")
+                help=f"The largest |A − B|, in ULPs of result B's value in {d.fmt} (B only sets the unit; it is not "
+                     "the reference). Near zero an ULP is tiny, so this can be large for harmless elements.")
     c[2].metric("Median difference (ULPs)", _num(d.ulp_stats.p50))
-    c[3].metric("Max relative difference", _num(d.rel_stats.max))
+    # the same figure as the verdict's sentence: both leave out the elements near zero, where a relative difference
+    # says nothing (they once showed two different figures side by side)
+    c[3].metric("Max relative (≥ median)", "–" if math.isnan(d.rel_typical_max) else rel_text(d.rel_typical_max),
+                help="The largest |A − B| / |B| among the elements at least as large as the median |B|: the figure in "
+                     f"the verdict. Over all elements, including those near zero: {_num(d.rel_stats.max)}.")
     # an assumed K says so in its label, not only in a tooltip (K = 0 read silently as 65,536); labels are short
     # enough for a fifth of the page in any browser's font (a longer one is cut with an ellipsis)
     c[4].metric("K (assumed)" if d.k_source == "assumed" else "K (terms per sum)", f"{d.k:,}",
@@ -87,7 +91,7 @@ def tolerance_section(d: Diagnosis) -> None:
     st.code(d.assert_line, language="python")
     if d.margin is not None and math.isfinite(d.margin):
         st.caption(f"Passes with at least {MARGIN:g}× headroom: every element uses at most 1/{d.margin:.3g} of its "
-                   f"tolerance (atol + rtol·|expected|). rtol is {MARGIN:g}× the largest relative difference among "
+                   f"tolerance (atol + rtol·|B|). rtol is {MARGIN:g}× the largest relative difference among "
                    "elements of at least median size (and at least one ULP); atol covers the elements near zero.")
     else:
         st.caption("The results are equal, so this passes with any headroom.")
@@ -192,8 +196,7 @@ def difference_histogram(d: Diagnosis, kind: str) -> alt.LayerChart | None:
         v = v[np.isfinite(v) & (v > 0)]
         if v.size:
             marks.append({"envelope": SHORT.get(env.key, env.key), "at": float(np.median(v)), "i": i})
-    title = "|actual − expected| in ULPs of expected" if kind == "ulp" else \
-        ("|actual − expected| / |expected|" if kind == "rel" else "")
+    title = "|A − B| in ULPs of B" if kind == "ulp" else ("|A − B| / |B|" if kind == "rel" else "")
     x = alt.X("lo:Q", scale=alt.Scale(type="log"), title=title)
     bars = alt.Chart(hist).mark_bar(color="#9ca3af").encode(
         x=x, x2="hi:Q", y=alt.Y("count:Q", title="elements"), y2=alt.datum(0),
@@ -215,8 +218,8 @@ def worst_frame(d: Diagnosis) -> pd.DataFrame:
     names = {e.key: e.name for e in d.envelopes}
     return pd.DataFrame([{
         "index": str(w.index),
-        "expected": f"{w.expected:.9g}",
-        "actual": f"{w.actual:.9g}",
+        "result A": f"{w.actual:.9g}",
+        "result B": f"{w.expected:.9g}",
         "|difference|": _num(w.abs_diff),
         "relative": _num(w.rel_diff),
         "ULPs": _num(w.ulps),
@@ -241,7 +244,7 @@ def pattern_text(d: Diagnosis) -> str:
 
 def nonfinite_frame(d: Diagnosis) -> pd.DataFrame:
     rows = [w for w in d.worst if math.isinf(w.ratio_typical) and math.isnan(w.abs_diff)]
-    return pd.DataFrame([{"index": str(w.index), "expected": str(w.expected), "actual": str(w.actual)}
+    return pd.DataFrame([{"index": str(w.index), "result A": str(w.actual), "result B": str(w.expected)}
                          for w in rows])
 
 
@@ -263,8 +266,7 @@ def simulation_chart(sim: Simulation, explanation: str | None) -> alt.Chart | No
         return None
     df = pd.concat(frames, ignore_index=True)
     return alt.Chart(df).mark_bar(opacity=0.55).encode(
-        x=alt.X("lo:Q", scale=alt.Scale(type="log"), title="difference in ULPs of expected (zero differences "
-                "not shown)"),
+        x=alt.X("lo:Q", scale=alt.Scale(type="log"), title="difference in ULPs of B (zero differences not shown)"),
         x2="hi:Q",
         y=alt.Y("share:Q", stack=None, title="share of the series", axis=alt.Axis(format="%")), y2=alt.datum(0),
         color=alt.Color("series:N", scale=alt.Scale(range=["#9ca3af", "#b91c1c", "#7c3aed"]), title=None,
@@ -292,7 +294,7 @@ def simulation_section(d: Diagnosis) -> None:
     if chart is not None:
         st.altair_chart(styled(chart), width="stretch")
     err = pd.DataFrame({
-        "": ["actual", "expected"],
+        "": ["result A", "result B"],
         "median |x − exact| (ULPs)": [_num(float(np.median(sim.actual_err / sim.unit))),
                                       _num(float(np.median(sim.expected_err / sim.unit)))],
         "largest |x − exact| (ULPs)": [_num(float(np.max(sim.actual_err / sim.unit))),
@@ -309,10 +311,48 @@ def simulation_section(d: Diagnosis) -> None:
 # ------------------------------------------------------------------------ the whole page
 
 
+def accuracy_frame(d: Diagnosis) -> pd.DataFrame:
+    acc = d.accuracy
+    return pd.DataFrame([{
+        "": side.name,
+        "median error (ULPs)": _num(side.median_ulps),
+        "largest error (ULPs)": _num(side.max_ulps),
+        "closer at": f"{closer:,}",
+        "beyond the bound": f"{side.beyond_bound:,}",
+    } for side, closer in ((acc.side_a, acc.a_closer), (acc.side_b, acc.b_closer))])
+
+
+def accuracy_section(d: Diagnosis) -> None:
+    """Both results against the reference: neither side is the reference by default."""
+    acc = d.accuracy
+    st.subheader("Which result is closer to the truth")
+    if acc is None:
+        st.caption("Neither result is the reference: a GPU's tree sum is often closer to the exact sum than a CPU's "
+                   "left-to-right loop. Give a reference (e.g. the same computation in float64) or the inputs, and "
+                   "both are judged against it.")
+        return
+    st.markdown(acc.sentence)
+    for note in acc.notes:
+        st.caption(f":material/info: {note}")
+    with st.expander("Each side's error, and the bound it is held to"):
+        st.dataframe(accuracy_frame(d), hide_index=True)
+        ref = ("the exact result of the inputs (exact sums of each element's terms, as fractions), rounded once to "
+               "float64 for display" if acc.source == "exact" else f"your reference, read as {acc.ref_fmt}")
+        st.caption(f"Reference: {ref}. Errors in ULPs of the reference in {acc.fmt}. The bound: the largest error "
+                   "one K-term sum can have in any order, γ_K·Σ|t| with γ_K = K·u / (1 − K·u) and u the unit "
+                   "roundoff of the accumulation format (Higham, Accuracy and Stability of Numerical Algorithms, "
+                   "2nd ed., Lemma 3.4), plus the result's last rounding and the reference's own error"
+                   + ("" if acc.bound_rigorous else "; Σ|t| is estimated as √K × the element's scale (no inputs)")
+                   + ".")
+
+
 def headline(d: Diagnosis) -> None:
-    """The verdict and its key numbers: the page's punchline."""
+    """The verdict and its key numbers, and both sides against a reference when there is one: the page's
+    punchline."""
     verdict_box(d)
     metrics_row(d)
+    if d.accuracy is not None:
+        st.markdown(f":material/balance: {d.accuracy.headline}")
 
 
 def show_diagnosis(d: Diagnosis, with_headline: bool = True) -> None:
@@ -320,18 +360,28 @@ def show_diagnosis(d: Diagnosis, with_headline: bool = True) -> None:
         headline(d)
     st.subheader("The tolerance to use")
     tolerance_section(d)
-    st.subheader("Why the default allclose failed" if d.allclose.failing else "The default allclose")
-    allclose_section(d)
-    st.subheader("Why this verdict")
-    reasons_section(d)
-    if d.nan_mismatch or d.inf_mismatch:
-        st.markdown(f"**NaN/Inf mismatches:** {d.nan_mismatch:,} NaN in one result only, {d.inf_mismatch:,} "
-                    "infinite in one result only (or infinities of opposite sign).")
-        nf = nonfinite_frame(d)
-        if not nf.empty:
-            st.dataframe(nf, hide_index=True)
+    accuracy_section(d)
     next_checks(d)
-    st.subheader("Evidence")
+    with st.expander("Why this verdict", icon=":material/help:"):
+        reasons_section(d)
+        if d.nan_mismatch or d.inf_mismatch:
+            st.markdown(f"**NaN/Inf mismatches:** {d.nan_mismatch:,} NaN in one result only, {d.inf_mismatch:,} "
+                        "infinite in one result only (or infinities of opposite sign).")
+            nf = nonfinite_frame(d)
+            if not nf.empty:
+                st.dataframe(nf, hide_index=True)
+    with st.expander("Why the default allclose failed" if d.allclose.failing else "The default allclose",
+                     icon=":material/rule:"):
+        allclose_section(d)
+    with st.expander("Evidence: the envelopes, the histograms and the worst elements", icon=":material/analytics:"):
+        evidence_section(d)
+    with st.expander("Simulation from the inputs", icon=":material/science:"):
+        simulation_section(d)
+    for note in d.notes:
+        st.caption(f":material/info: {inert(note, line_start=False)}")
+
+
+def evidence_section(d: Diagnosis) -> None:
     st.dataframe(envelope_frame(d), hide_index=True, width="stretch")
     st.caption(f"Envelope = min(a-priori bound, factor × typical size), element by element; the factor is "
                f"{ENVELOPE_FACTOR:g} unless the simulation saw the inputs' own orders spread further. Typical sizes: "
@@ -360,10 +410,6 @@ def show_diagnosis(d: Diagnosis, with_headline: bool = True) -> None:
     if d.worst:
         st.markdown("**The worst elements** (largest difference relative to the typical reordering size):")
         st.dataframe(worst_frame(d), hide_index=True, width="stretch")
-    st.subheader("Simulation from the inputs")
-    simulation_section(d)
-    for note in d.notes:
-        st.caption(f":material/info: {inert(note, line_start=False)}")
 
 
 # --------------------------------------------------------------------------- loss logs

@@ -5,9 +5,13 @@ Tensors: CPU torch.sum with one thread against all threads; ``mm(a[:1], b)`` aga
 TF32-rounded inputs (each rounded to 10 explicit mantissa bits, to nearest with ties to even,
 then multiplied in float32 on the CPU: what a TF32 tensor core computes up to its own order of
 additions and its input conversion, which in some libraries rounds ties away from zero or
-truncates, within the same envelope); and a planted bug, one element changed by 1 %.
+truncates, within the same envelope); a planted bug, one element changed by 1 %; and rows of
+same-sign values added left to right against the same rows in the order of PyTorch's CUDA block
+reduction (core.kernels.cuda_model, a model of the GPU's order run on this CPU), where the exact sums
+show the tree the more accurate of the two.
 
-Loss logs: a small tanh network trained twice in float32 with NumPy, full batch, where run B
+Loss logs: the Training divergence page's network (core.training.mlp, at that page's default
+width, read from TrainSettings) trained twice in float32 with torch, full batch, where run B
 sees the examples in another order (so every gradient sum is reordered), and the same
 pair where B's data loader flips labels from one step on (a planted bug).
 """
@@ -23,8 +27,10 @@ import torch.nn.functional as F
 from core.arith.vectors import VectorSpec, generate
 from core.diagnose.loaders import LossLog
 from core.diagnose.rounding import round_to
+from core.kernels.cuda_model import cuda_config_for, cuda_sum_model
+from core.kernels.orders import sequential
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
-from core.training.mlp import forward, init_params, spirals
+from core.training.mlp import TrainSettings, forward, init_params, spirals
 
 EXAMPLES: dict[str, str] = {
     "threads": "CPU: torch.sum of 10⁶ float32 values with 1 thread vs all threads",
@@ -32,13 +38,16 @@ EXAMPLES: dict[str, str] = {
     "bfloat16": "float32 product vs the same product of bfloat16 inputs",
     "tf32": "float32 product vs the same product of TF32-rounded inputs",
     "bug": "A planted bug: one element changed by 1 %",
+    "tree": "A left-to-right loop vs a GPU-style tree sum",
 }
 LOG_EXAMPLES: dict[str, str] = {
-    "chaotic": "Two float32 trainings, the second sees each batch in another order",
+    "reordered": "Two float32 trainings, the second lists the examples in another order",
     "jump": "The same pair, but the second run's data loader flips labels from step 120",
 }
 BUG_INDEX = (17, 42)
 JUMP_STEP = 120
+TREE_ROWS, TREE_LENGTH = 32, 65_536  # the loop-against-tree example: rows of same-sign values
+LOG_STEPS, LOG_POINTS, LOG_LR = 300, 256, 1.2  # the loss-log pair: full-batch gradient descent
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,28 +138,54 @@ def make_example(key: str) -> Example:
                        code="a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
                        f"actual = a @ b with element {BUG_INDEX} multiplied by 1.01;  expected = a @ b",
                        live_note="Everything else is bit-identical: both sides ran the same kernel.")
+    if key == "tree":
+        x = generate(VectorSpec(kind="uniform", n=TREE_ROWS * TREE_LENGTH, seed=0, storage="float32")).values
+        x = x.reshape(TREE_ROWS, TREE_LENGTH)
+        cfg = cuda_config_for(TREE_LENGTH, x.dtype)
+        loop = torch.from_numpy(np.array([sequential(row) for row in x], dtype=np.float32))
+        tree = torch.from_numpy(np.array([cuda_sum_model(row, cfg) for row in x], dtype=np.float32))
+        return Example(key=key, title=title, actual=loop, expected=tree, inputs=torch.from_numpy(x.copy()),
+                       reduction_length=TREE_LENGTH,
+                       code=f"x = {TREE_ROWS} rows of {TREE_LENGTH:,} uniform [0, 1) float32 values (seed 0)\n"
+                       "result A = each row added left to right in float32 (a plain loop)\n"
+                       "result B = each row in the order of PyTorch's CUDA block reduction (a model of the GPU's "
+                       "order, H100/H200-like launch)",
+                       live_note="Both orders computed in float32 on this server's CPU: B reproduces the GPU's order "
+                       "of additions from PyTorch's source, it is not a GPU run. Neither is the reference: the "
+                       "exact sums of the rows judge both.")
     raise KeyError(key)
 
 
 # ------------------------------------------------------------------------- loss logs
 
 
-def toy_training(order_seed: int | None = None, flip_from: int | None = None, steps: int = 300,
-                 hidden: int = 32, lr: float = 1.0) -> np.ndarray:
-    """Losses of the Training divergence page's network (core.training.mlp: 2-h-h-3 tanh, its
-    spirals and its initial weights), trained by full-batch gradient descent in float32.
+def log_network(hidden: int | None = None) -> str:
+    """The trained network's layer widths as "2-64-64-3", read from the weights ``init_params`` makes."""
+    s = TrainSettings()
+    p = init_params(hidden or s.hidden, s.classes, 1)
+    widths = [p["w1"].shape[1], *(p[w].shape[0] for w in ("w1", "w2", "w3"))]
+    return "-".join(str(int(w)) for w in widths)
+
+
+def toy_training(order_seed: int | None = None, flip_from: int | None = None, steps: int = LOG_STEPS,
+                 hidden: int | None = None, lr: float = LOG_LR) -> np.ndarray:
+    """Losses of the Training divergence page's network (core.training.mlp: its tanh MLP at the
+    page's default width unless ``hidden`` is given, its spirals and its initial weights), trained by
+    full-batch gradient descent in float32.
 
     ``order_seed`` permutes the examples (every sum over the batch is then added in another
     order: mathematically the same training); ``flip_from`` relabels a tenth of the examples
     from that step on (a data bug).
     """
-    x64, y64 = spirals(256, 3, 0)
+    defaults = TrainSettings()
+    hidden = hidden or defaults.hidden
+    x64, y64 = spirals(LOG_POINTS, defaults.classes, 0)
     perm = np.arange(y64.size) if order_seed is None else np.random.default_rng(order_seed).permutation(y64.size)
     x, y = torch.from_numpy(x64[perm]).float(), torch.from_numpy(y64[perm])
     flipped = y.clone()
     sel = torch.from_numpy(np.random.default_rng(2).permutation(y.numel())[: y.numel() // 10])
-    flipped[sel] = (flipped[sel] + 1) % 3
-    p = {k: v.float().requires_grad_() for k, v in init_params(hidden, 3, 1).items()}
+    flipped[sel] = (flipped[sel] + 1) % defaults.classes
+    p = {k: v.float().requires_grad_() for k, v in init_params(hidden, defaults.classes, 1).items()}
     losses = np.empty(steps)
     for s in range(steps):
         labels = flipped if flip_from is not None and s + 1 >= flip_from else y
@@ -166,7 +201,7 @@ def toy_training(order_seed: int | None = None, flip_from: int | None = None, st
 def make_log_example(key: str) -> tuple[LossLog, LossLog, str]:
     """(log A, log B, how they were made), computed now."""
     a = toy_training()
-    if key == "chaotic":
+    if key == "reordered":
         b, how = toy_training(order_seed=3), "B trains on the same examples listed in another order"
     elif key == "jump":
         b, how = toy_training(flip_from=JUMP_STEP), f"B's data loader flips a tenth of the labels from step {JUMP_STEP}"
@@ -174,5 +209,5 @@ def make_log_example(key: str) -> tuple[LossLog, LossLog, str]:
         raise KeyError(key)
     steps = np.arange(1, a.size + 1, dtype=np.int64)
     zero = np.zeros(a.size)
-    return (LossLog(steps=steps, values=a, resolution=zero, source="run A (float32, NumPy, full batch)"),
+    return (LossLog(steps=steps, values=a, resolution=zero, source="run A (float32, torch, full batch)"),
             LossLog(steps=steps, values=b, resolution=zero, source=f"run B: {how}"), how)

@@ -95,6 +95,12 @@ def load_input(name: str, data: bytes, text_format: str = "float32") -> Loaded:
     return load_array(name, data, text_format, MAX_INPUT_ELEMENTS)
 
 
+def load_reference(name: str, data: bytes, text_format: str = "float64") -> Loaded:
+    """A reference for both results (e.g. the computation in float64): the same formats, with CSV text
+    read in float64 whatever the results' format (a reference rounded to theirs would judge nothing)."""
+    return load_array(name, data, "float64")
+
+
 NPY_MAGIC = b"\x93NUMPY"  # the first six bytes of every .npy file (NumPy's format specification, NEP 1)
 
 
@@ -380,19 +386,30 @@ class DiagnoseSettings:
 
 
 def pair_problem(actual: Loaded, expected: Loaded, pasted: bool = False) -> str | None:
-    """Why two results cannot be compared element for element (None when they can)."""
+    """Why two results (result A and result B) cannot be compared element for element (None when they can)."""
     if pasted:
         if actual.shape != expected.shape:
-            return (f"actual holds {actual.values.size:,} numbers but expected holds {expected.values.size:,}: they "
-                    "must match one for one.")
+            return (f"Result A holds {actual.values.size:,} numbers but result B holds {expected.values.size:,}: "
+                    "they must match one for one.")
         return None
     if actual.fmt != expected.fmt:
-        return (f"actual is {actual.fmt} but expected is {expected.fmt}: upload both in one dtype. A narrower "
+        return (f"Result A is {actual.fmt} but result B is {expected.fmt}: upload both in one dtype. A narrower "
                 "tensor converts to a wider one exactly (t.float(), t.double()); then choose the narrower "
                 "format above as the one the computation ran in.")
     if actual.shape != expected.shape:
-        return (f"actual has shape {actual.shape} but expected has shape {expected.shape}: they must match "
+        return (f"Result A has shape {actual.shape} but result B has shape {expected.shape}: they must match "
                 "element for element.")
+    return None
+
+
+def reference_problem(reference: Loaded, result: Loaded, pasted: bool = False) -> str | None:
+    """Why a reference cannot judge the results element for element (None when it can)."""
+    if pasted and reference.values.size != result.values.size:
+        return (f"The reference holds {reference.values.size:,} numbers but the results hold "
+                f"{result.values.size:,}: they must match one for one.")
+    if not pasted and reference.shape != result.shape:
+        return (f"The reference has shape {reference.shape} but the results have shape {result.shape}: they must "
+                "match element for element.")
     return None
 
 

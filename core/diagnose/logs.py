@@ -1,10 +1,12 @@
-"""Two training loss logs: a tiny difference amplified by chaotic training, or a jump at step k?
+"""Two training loss logs: a tiny difference amplified by training, or a jump at step k?
 
 Two runs that differ only in rounding (another device, thread count or kernel) agree
 exactly, or to the last bit, for a while; their first difference is the size of a rounding
-(relative gap |a - b| / max(|a|, |b|) of a few ULPs), and the gap then grows roughly
-exponentially, because training is chaotic, until it saturates at the size of the
-step-to-step noise (the Training divergence page shows this with its own pair). A bug, a
+(relative gap |a - b| / max(|a|, |b|) of a few ULPs). Training may then amplify it: where it
+does, the gap grows roughly exponentially until it saturates at the size of the step-to-step
+noise; where it does not, the gap stays tiny. Which happens depends on the learning rate, the
+optimizer and the model (the Training divergence page shows pairs of both kinds, and its
+bundled pair here grows), so neither is assumed: the logs are read for either. A bug, a
 different batch or a different hyperparameter instead makes the gap appear *at once*: the
 first difference is far above rounding size, or the gap jumps by orders of magnitude in one
 logged interval, far faster than the fitted growth.
@@ -44,7 +46,7 @@ class LogVerdict(StrEnum):
     """How two loss logs part (the module docstring defines each); each member is its name as text."""
     IDENTICAL = "identical"
     TINY = "tiny"
-    CHAOTIC = "chaotic"
+    AMPLIFIED = "amplified"
     JUMP = "jump"
 
 
@@ -113,14 +115,15 @@ def _smooth(base: dict, i0: int, fit: GrowthFit | None, reasons: list[str], fmt:
         reasons.append(f"The gap then grows by a factor {math.exp(fit.slope):.3g} per step (doubling every "
                        f"{doubling:,.3g} steps, fitted from step {fit.first_step:,} to {fit.last_step:,}) up to "
                        f"{gmax:.2g} relative, "
-                       "with no jump beyond that trend: the signature of chaotic training amplifying rounding.")
+                       "with no jump beyond that trend: the signature of training amplifying a rounding difference "
+                       "(how fast depends on the learning rate, the optimizer and the model).")
     else:
         reasons.append(f"The gap grows to {gmax:.2g} relative without any single jump (too few points to fit a rate).")
-    sentence = (f"A tiny difference amplified by chaotic training: the logs first differ at step {k0:,} by a "
+    sentence = (f"A tiny difference amplified by training: the logs first differ at step {k0:,} by a "
                 f"rounding-sized {g0:.2g}, and the gap grows smoothly"
                 + (f" (doubling every {doubling:,.3g} steps)" if doubling else "")
                 + " instead of jumping. Compare such runs by their final metrics over several seeds, not step by step.")
-    return LogDiagnosis(verdict=LogVerdict.CHAOTIC, sentence=sentence, reasons=tuple(reasons), first_step=k0,
+    return LogDiagnosis(verdict=LogVerdict.AMPLIFIED, sentence=sentence, reasons=tuple(reasons), first_step=k0,
                         first_gap=g0, fit=fit, jump_step=None, jump_factor=None, **base)
 
 

@@ -136,6 +136,41 @@ class Simulation:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SideError:
+    """One result's errors against the reference, in ULPs of the reference (core.diagnose.accuracy)."""
+
+    name: str  # "result A" or "result B"
+    median_ulps: float
+    max_ulps: float
+    beyond_bound: int  # judged elements whose error exceeds the bound
+    worst_ratio: float  # the largest error / bound
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accuracy:
+    """Both results judged against a reference, never one against the other (core.diagnose.accuracy)."""
+
+    source: str  # "given" (the visitor's reference) or "exact" (the exact result of the inputs)
+    ref_fmt: str  # the reference's format ("exact": rounded once to float64)
+    fmt: str  # the format the errors are counted in (ULPs of the reference in it)
+    elements: np.ndarray = field(repr=False)  # flat indices judged
+    reference: np.ndarray = field(repr=False)  # (E,) the reference, float64
+    err_a: np.ndarray = field(repr=False)  # (E,) |A - R| in ULPs of R
+    err_b: np.ndarray = field(repr=False)
+    bound: np.ndarray = field(repr=False)  # (E,) the bound on one side's error, in the same ULPs
+    bound_rigorous: bool  # sum|t| from the inputs
+    side_a: SideError
+    side_b: SideError
+    a_closer: int
+    b_closer: int
+    ties: int
+    sampled: bool  # only some of the elements were judged
+    sentence: str  # the whole comparison, with the bound
+    headline: str  # the comparison in one short line
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorstElement:
     index: tuple[int, ...]
     actual: float
@@ -190,6 +225,8 @@ class Diagnosis:
     worst: tuple[WorstElement, ...] = ()
     next_checks: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    rel_typical_max: float = math.nan  # the largest relative difference among elements of at least median size
+    accuracy: Accuracy | None = None  # both results against a reference, when one is given or computable
 
     def envelope(self, key: str) -> EnvelopeCheck | None:
         return next((e for e in self.envelopes if e.key == key), None)
@@ -199,5 +236,5 @@ class Diagnosis:
         if self.rtol is None:
             return None
         extra = (", equal_nan=True" if self.equal_nan else "") + ("" if self.check_dtype else ", check_dtype=False")
-        return (f"torch.testing.assert_close(actual, expected, rtol={format_tol(self.rtol)}, "
+        return (f"torch.testing.assert_close(result_a, result_b, rtol={format_tol(self.rtol)}, "
                 f"atol={format_tol(self.atol)}{extra})")

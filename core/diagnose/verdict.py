@@ -2,7 +2,10 @@
 
 ``diagnose(actual, expected)`` takes two arrays of one shape (NumPy arrays or torch tensors,
 float16 / bfloat16 / float32 / float64), measures every element's difference, and decides
-which explanation covers it, the smallest first:
+which explanation covers it, the smallest first. The words call them result A and result B:
+neither is the reference (the second only sets the unit of a difference, ULPs of its value, and
+the ``expected`` of torch's assert_close). Where a reference exists (given, or the exact result of
+the inputs) core.diagnose.accuracy judges both against it.
 
 ``"identical"``          every element has the same value;
 ``"reordering"``         the differences fit the same sums added in another order (another
@@ -15,7 +18,8 @@ which explanation covers it, the smallest first:
 
 The notation and the derivations of the envelopes, the scale and the pattern check are in
 core.diagnose.envelopes; the simulation of the inputs' own orders in core.diagnose.simulate; the
-recommended tolerances in core.diagnose.tolerances. This module decides the verdict from them and
+recommended tolerances in core.diagnose.tolerances; both sides against a reference in
+core.diagnose.accuracy. This module decides the verdict from them and
 words it: the sentence, the reasons and the worst elements.
 """
 
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.arith.formats import FORMATS, FloatFormat, in_ulps
+from core.diagnose.accuracy import against_exact, against_given
 from core.diagnose.envelopes import (
     Elements,
     Scale,
@@ -66,6 +71,9 @@ from core.diagnose.tolerances import (
 )
 
 VERDICTS = tuple(Verdict)
+# The deterministic-algorithms switch, as PyTorch documents it
+DETERMINISTIC_DOCS = "https://pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html"
+RANDOMNESS_DOCS = "https://pytorch.org/docs/stable/notes/randomness.html"
 # how each verdict's one-sentence summary begins
 VERDICT_HEADS = {Verdict.IDENTICAL: "Identical", Verdict.REORDERING: "Normal rounding noise",
                  Verdict.REDUCED_PRECISION: "Expected for reduced precision",
@@ -78,10 +86,14 @@ REDUCED_PRECISION_CHOICES = ("any", "none", "float32", "tf32", "float16", "bfloa
 NEXT_CHECKS = (
     "Same inputs? Hash the inputs of both runs (and the weights) just before the operation; a difference there "
     "is not the operation's fault.",
-    "Randomness: dropout, data augmentation, random initialisation or sampling without a shared seed. CPU and "
-    "CUDA generators give different streams even with the same seed.",
-    "Nondeterministic operations: atomics in index_add_, scatter_add_, embedding and interpolation backward on "
-    "GPUs. torch.use_deterministic_algorithms(True) makes torch raise where one is used.",
+    "Randomness: dropout, data augmentation, random initialisation or sampling without a shared seed. torch's CPU "
+    "and CUDA generators are different algorithms, so one seed gives different numbers on each (PyTorch's "
+    f"reproducibility notes, {RANDOMNESS_DOCS}): draw on the CPU, then move the tensor, to compare like with like.",
+    "Nondeterministic operations: on GPUs some ops add with atomics in an order that changes from run to run "
+    "(index_add_, scatter_add_, the backward passes of some others). torch.use_deterministic_algorithms(True) "
+    "switches an op to a deterministic implementation where one exists (index_add_ and scatter_add_ on CUDA among "
+    "them) and raises a RuntimeError only where none exists; on CUDA it also needs the environment variable "
+    f"CUBLAS_WORKSPACE_CONFIG=:4096:8 (or :16:8) set before the first cuBLAS call ({DETERMINISTIC_DOCS}).",
     "Uninitialised memory: torch.empty / empty_like / new_empty read before every element is written gives "
     "different garbage (sometimes NaN) each run.",
     "A real bug: a wrong axis, an off-by-one slice, an unintended broadcast, a missing mask, a stale buffer.",
@@ -113,7 +125,8 @@ def _reduced_keys(fmt: str, reduced_precision: str | None) -> tuple[str, ...]:
 
 
 def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: str | None = None,
-             reduced_precision: str | None = "any", inputs=None, simulate_orders: bool = True) -> Diagnosis:
+             reduced_precision: str | None = "any", inputs=None, simulate_orders: bool = True,
+             reference=None) -> Diagnosis:
     """Diagnose the difference between two results of the same computation.
 
     ``reduction_length``: K, the number of terms summed into each element (the inner
@@ -122,8 +135,10 @@ def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: st
     ``reduced_precision``: which reduced-precision explanations to consider ("any", "none",
     or one of "float32", "tf32", "float16", "bfloat16"); ``inputs``: the operands, ``(a, b)``
     of ``a @ b`` or one array whose last axis was summed (or an ``Inputs`` from
-    ``prepare_inputs``), for rigorous bounds and the simulation. Raises TypeError / ValueError
-    for inputs it cannot diagnose.
+    ``prepare_inputs``), for rigorous bounds, the simulation and the exact reference;
+    ``reference``: an array of the results' shape (e.g. the computation in float64) to judge both
+    against (without it, the exact result of the inputs is the reference when they are given).
+    Raises TypeError / ValueError for inputs it cannot diagnose.
 
     The steps, each a function below: check the arguments (``_case``), measure every element's
     difference (``_Differences``), the scale each is measured against (``_scale``), simulate the
@@ -143,6 +158,7 @@ def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: st
     if sim is not None:
         reasons += _simulation_reasons(sim, envs, verdict, explanation)
     tol = _tolerances(case, diffs, verdict, explanation, envs)
+    accuracy = _accuracy(case, diffs, scale, reference)
     shape = case.a.shape
     return Diagnosis(
         verdict=verdict, sentence=_sentence(verdict, explanation, case, diffs, tol.rtol, tol.atol, pattern),
@@ -157,8 +173,23 @@ def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: st
         inf_mismatch=int(diffs.inf_mismatch.sum()), nonfinite_index=diffs.nonfinite, envelopes=tuple(envs),
         pattern=pattern, simulation=sim, allclose=tol.allclose, assert_close_defaults=tol.assert_close_defaults,
         worst=_worst(diffs, envs, shape), next_checks=NEXT_CHECKS if verdict == Verdict.TOO_LARGE else (),
-        notes=tuple(notes),
+        notes=tuple(notes), rel_typical_max=typical_rel_max(diffs), accuracy=accuracy,
     )
+
+
+def _accuracy(case: _Case, diffs: _Differences, scale: Scale, reference):
+    """Both results against the given reference, else against the exact result of the inputs, else None."""
+    if reference is not None:
+        r, fr = as_float_array(reference, "the reference")
+        if r.size != case.a.size:
+            raise ValueError(f"the reference has shape {r.shape} but the results have shape {case.a.shape}")
+        return against_given(r, fr, diffs.af, diffs.ef, diffs.fin, fmt=case.fmt, acc=case.acc, k=case.k,
+                             sum_abs=scale.sum_abs, rigorous=scale.rigorous)
+    if case.ops is None:
+        return None
+    score = np.where(diffs.fin, diffs.d / np.maximum(scale.s, np.finfo(float).tiny), 0.0)
+    return against_exact(case.ops, diffs.af, diffs.ef, score, diffs.fin, fmt=case.fmt, acc=case.acc,
+                         sum_abs=scale.sum_abs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,10 +212,10 @@ class _Case:
 
 
 def _case(actual, expected, reduction_length, dtype, reduced_precision, inputs) -> _Case:
-    a, fa = as_float_array(actual, "actual")
-    e, fe = as_float_array(expected, "expected")
+    a, fa = as_float_array(actual, "result A")
+    e, fe = as_float_array(expected, "result B")
     if a.shape != e.shape:
-        raise ValueError(f"actual has shape {a.shape} but expected has shape {e.shape}")
+        raise ValueError(f"result A has shape {a.shape} but result B has shape {e.shape}")
     if a.size == 0:
         raise ValueError("the arrays are empty")
     if a.size > MAX_ELEMENTS:
@@ -200,7 +231,7 @@ def _case(actual, expected, reduction_length, dtype, reduced_precision, inputs) 
     keys = _reduced_keys(fmt_name, reduced_precision)
     notes = []
     if fa != fe:
-        notes.append(f"actual is {fa} and expected is {fe}: differences are measured in {fmt_name}.")
+        notes.append(f"Result A is {fa} and result B is {fe}: differences are measured in {fmt_name}.")
     if k_source == "assumed":
         notes.append(f"K (terms per sum) is unknown: the envelopes assume K = {ASSUMED_K:,}. Give K (or the "
                      "inputs) for a sharper envelope.")
@@ -433,11 +464,11 @@ def _simulation_reasons(sim: Simulation, envs, verdict, explanation) -> list[str
     a_ok = sim.actual_err <= env_r
     e_ok = sim.expected_err <= env_r
     if verdict == Verdict.TOO_LARGE and e_ok.all() and not a_ok.all():
-        out.append("expected is within reordering distance of the exact result of these inputs at every sampled "
-                   f"element; actual is not at {int((~a_ok).sum()):,} of them.")
+        out.append("Result B is within reordering distance of the exact result of these inputs at every sampled "
+                   f"element; result A is not at {int((~a_ok).sum()):,} of them.")
     elif verdict == Verdict.TOO_LARGE and a_ok.all() and not e_ok.all():
-        out.append("actual is within reordering distance of the exact result of these inputs at every sampled "
-                   f"element; expected is not at {int((~e_ok).sum()):,} of them.")
+        out.append("Result A is within reordering distance of the exact result of these inputs at every sampled "
+                   f"element; result B is not at {int((~e_ok).sum()):,} of them.")
     widest = envs[-1].envelope[sim.elements] if len(envs) > 1 else env_r
     if np.mean((sim.actual_err > widest) & (sim.expected_err > widest)) > 0.5:
         out.append("Neither result is near the exact result of the inputs given at most sampled elements: are "
@@ -486,18 +517,34 @@ def _worst(diffs: _Differences, envs: list[EnvelopeCheck], shape, count: int = 1
     return tuple(rows)
 
 
+def typical_rel_max(diffs: _Differences) -> float:
+    """The largest relative difference among the elements whose |B| is at least the median |B| (all finite
+    elements when none is): what the verdict's sentence and the page's metric both state. Elements near
+    zero are left out: a sum that cancels keeps the absolute error of its large terms, so its relative
+    difference says nothing about the computation."""
+    ef, rel, fin = diffs.ef, diffs.rel, diffs.fin
+    if not fin.any():
+        return math.nan
+    mag = np.abs(ef)
+    c = float(np.median(mag[fin]))
+    typical = fin & (mag >= c) & (mag > 0)
+    return float(np.max(rel[typical])) if typical.any() else float(np.max(rel[fin]))
+
+
+def rel_text(x: float) -> str:
+    """A relative difference as the sentence and the metric both print it."""
+    return f"{x:.3g}"
+
+
 def _size_text(diffs: _Differences) -> str:
-    """"median 3 ULPs where they differ, at most 2.1e-06 relative at ordinary magnitudes" (elements at
-    least as large as the median |expected|)."""
-    ef, rel, ulps, fin, differ = diffs.ef, diffs.rel, diffs.ulps, diffs.fin, diffs.differ
+    """"median 3 ULPs where they differ, at most 2.1e-06 relative among elements of at least median size"
+    (``typical_rel_max``)."""
+    ulps, differ = diffs.ulps, diffs.differ
     if not differ.any():
         return "none"
     med = float(np.median(ulps[differ]))
-    mag = np.abs(ef)
-    c = float(np.median(mag[fin])) if fin.any() else 0.0
-    ordinary = fin & (mag >= c) & (mag > 0)
-    rmax = float(np.max(rel[ordinary])) if ordinary.any() else float(np.max(rel[fin]))
-    return (f"median {_ulps(med)} where they differ, at most {rmax:.2g} relative at ordinary magnitudes")
+    return (f"median {_ulps(med)} where they differ, at most {rel_text(typical_rel_max(diffs))} relative among "
+            "elements of at least median size")
 
 
 def _ulps(x: float) -> str:

@@ -60,7 +60,11 @@ def test_each_bundled_example_shows_the_live_verdict(key):
         assert "What to check next" in all_text(at)
         assert not any(c.startswith("torch.testing.assert_close") for c in codes(at))
     assert ex.code in codes(at)
-    assert "Simulation from the inputs" in all_text(at)
+    assert "orders of the same" in all_text(at)  # the simulation, folded in its expander
+    # neither side is the reference: both are judged against the exact result of the example's inputs
+    assert d.accuracy is not None and d.accuracy.source == "exact"
+    assert d.accuracy.headline in all_text(at) and d.accuracy.sentence in all_text(at)
+    assert "expected" not in " ".join(m.label for m in at.metric)
     if key == "threads":
         same = bool((ex.actual == ex.expected).item())
         assert ("same bits" in all_text(at) or "single thread" in all_text(at)) == same
@@ -125,9 +129,9 @@ def test_bad_uploads_are_refused_with_a_reason():
     assert any("is not a .npy file" in e.value and "object array" not in e.value for e in at.error)
     at.file_uploader(key="dg_up_actual").upload("a.npy", npy(np.ones(4, np.float32))).run()
     at.file_uploader(key="dg_up_expected").upload("e.npy", npy(np.ones(4, np.float64))).run()
-    assert any("actual is float32 but expected is float64" in e.value for e in at.error)
+    assert any("Result A is float32 but result B is float64" in e.value for e in at.error)
     at.file_uploader(key="dg_up_expected").upload("e.npy", npy(np.ones(5, np.float32))).run()
-    assert any("shape (4,) but expected has shape (5,)" in e.value for e in at.error)
+    assert any("shape (4,) but result B has shape (5,)" in e.value for e in at.error)
     at.file_uploader(key="dg_up_expected").upload("e.npy", npy(np.ones(4, np.float32))).run()
     at.file_uploader(key="dg_up_a").upload("x.npy", npy(np.ones((3, 7), np.float32))).run()
     assert any("summing the last axis" in shown(e.value) for e in at.error)
@@ -151,7 +155,7 @@ def test_pasted_lists():
     assert "significant digits" in all_text(at)
     assert "numbers" not in at.query_params and not any("1.0000001" in v for v in at.query_params.values())
     at.text_area(key="dg_paste_expected").input("1 2 3").run()
-    assert any("actual holds 4 numbers but expected holds 3" in e.value for e in at.error)
+    assert any("Result A holds 4 numbers but result B holds 3" in e.value for e in at.error)
     at.text_area(key="dg_paste_expected").input("1 2 x 4").run()
     assert any("is not a number" in shown(e.value) for e in at.error)
 
@@ -230,3 +234,54 @@ def test_the_default_examples_verdict_is_the_punchline_and_an_assumed_k_says_so(
     assert not at.exception
     assert "K (assumed)" in [m.label for m in at.metric]
     assert any("K = 0 means unknown" in c.value and "65,536" in c.value for c in at.caption)
+
+
+def test_a_pasted_reference_judges_both_sides_and_a_bad_one_is_refused_next_to_its_box():
+    """Neither side is the reference by default; a reference (e.g. float64) judges both. A bad reference gets its
+    message inside the reference's box, and the two results, their verdict and the texts typed stay."""
+    at = open_page(source="paste")
+    a_text, b_text = "1.0000001, 2.0, 3.0000002, -4.0", "1 2 3 -4"
+    at.text_area(key="dg_paste_actual").input(a_text).run()
+    at.text_area(key="dg_paste_expected").input(b_text).run()
+    assert not at.exception
+    assert any("Neither result is the reference" in c.value for c in at.caption)  # no reference: it says so
+    verdict = boxes(at)
+    at.text_area(key="dg_paste_reference").input("1.00000005 2 3.0000001 -4").run()
+    assert not at.exception
+    a = np.array([1.0000001, 2.0, 3.0000002, -4.0], np.float32)
+    b = np.array([1, 2, 3, -4], np.float32)
+    d = diagnose(a, b, reference=np.array([1.00000005, 2, 3.0000001, -4]))
+    assert d.accuracy.headline in all_text(at) and d.accuracy.sentence in all_text(at)
+    for bad, why in (("1 2 x -4", "is not a number"),
+                     ("1 2 3", "The reference holds 3 numbers but the results hold 4")):
+        at.text_area(key="dg_paste_reference").input(bad).run()
+        assert not at.exception
+        errors = [shown(e.value) for e in at.error]
+        assert any(why in e for e in errors), errors
+        assert boxes(at).startswith(verdict.split("\n")[0])  # the verdict of A and B stays
+        assert at.text_area(key="dg_paste_actual").value == a_text
+        assert at.text_area(key="dg_paste_reference").value == bad
+        assert d.accuracy.headline not in all_text(at)
+
+
+def test_an_uploaded_reference_and_inputs_judge_both_results():
+    rng = np.random.default_rng(3)
+    x = rng.random((16, 4096)).astype(np.float32)
+    loop = np.add.accumulate(x, axis=1)[:, -1]
+    pairwise = x.sum(axis=1)  # NumPy's pairwise sum
+    at = open_page(source="upload")
+    at.file_uploader(key="dg_up_actual").upload("a.npy", npy(loop)).run()
+    at.file_uploader(key="dg_up_expected").upload("b.npy", npy(pairwise)).run()
+    at.file_uploader(key="dg_up_a").upload("x.npy", npy(x)).run()
+    assert not at.exception
+    d = diagnose(loop, pairwise, inputs=x)
+    assert d.accuracy.source == "exact" and d.accuracy.headline in all_text(at)
+    at.file_uploader(key="dg_up_reference").upload("r.npy", npy(np.ones(3))).run()
+    assert not at.exception
+    assert any("The reference has shape (3,) but the results have shape (16,)" in e.value for e in at.error)
+    assert d.accuracy.headline in all_text(at)  # the exact reference of the inputs still judges both
+    ref = x.astype(np.float64).sum(axis=1)
+    at.file_uploader(key="dg_up_reference").upload("r.npy", npy(ref)).run()
+    assert not at.exception
+    given = diagnose(loop, pairwise, inputs=x, reference=ref)
+    assert given.accuracy.source == "given" and given.accuracy.sentence in all_text(at)

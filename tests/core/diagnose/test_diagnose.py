@@ -46,7 +46,7 @@ def check_recommendation(d, actual, expected) -> None:
     torch.testing.assert_close(a, e, rtol=d.rtol, atol=d.atol, **kw)
     torch.testing.assert_close(a, e, rtol=d.rtol / MARGIN, atol=d.atol / MARGIN, **kw)
     assert d.margin >= MARGIN
-    assert d.assert_line.startswith("torch.testing.assert_close(actual, expected, rtol=")
+    assert d.assert_line.startswith("torch.testing.assert_close(result_a, result_b, rtol=")
 
 
 # --------------------------------------------------------------------- rounding helpers
@@ -479,7 +479,7 @@ def test_a_single_outlier_is_named_and_the_simulation_says_which_side():
     assert d.verdict == "too_large" and d.pattern.localized
     assert (17 * 100 + 42) in d.pattern.outliers
     assert d.worst[0].index == (17, 42)
-    assert any("expected is within reordering distance" in r for r in d.reasons)
+    assert any("Result B is within reordering distance" in r for r in d.reasons)
 
 
 # --------------------------------------------------------------------------- NaN / Inf

@@ -24,7 +24,7 @@ def test_settings_derive_the_options_diagnose_takes():
 def test_uploads_must_share_format_and_shape():
     assert pair_problem(_loaded((2, 3)), _loaded((2, 3))) is None
     msg = pair_problem(_loaded((2, 3)), _loaded((2, 3), np.float64, "float64"))
-    assert msg.startswith("actual is float32 but expected is float64")
+    assert msg.startswith("Result A is float32 but result B is float64")
     msg = pair_problem(_loaded((2, 3)), _loaded((3, 2)))
     assert "shape (2, 3)" in msg and "shape (3, 2)" in msg
     # format first: a pair that differs in both is told about the format
@@ -33,7 +33,7 @@ def test_uploads_must_share_format_and_shape():
 
 def test_pasted_lists_must_match_one_for_one():
     a, b = parse_pasted("1, 2, 3", "float32"), parse_pasted("1 2", "float32")
-    assert pair_problem(a, b, pasted=True) == ("actual holds 3 numbers but expected holds 2: they must match one "
+    assert pair_problem(a, b, pasted=True) == ("Result A holds 3 numbers but result B holds 2: they must match one "
                                                 "for one.")
     assert pair_problem(a, parse_pasted("3\n2\n1", "float32"), pasted=True) is None
 
