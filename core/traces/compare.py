@@ -8,6 +8,9 @@ The answer is one line, in run A's numbering (ops counted from 1), one of
     first difference: op <j> of <M> (only in B), <aten op> in <module path>: format change, <format> to <format>
     first difference: none in <N> ops
 
+and, where a rounding-sized difference flips a discrete choice after the first difference, the line goes on
+with ``; a choice flips at op <k>, <aten op> in <module path>`` (``flip``, below).
+
 The fourth form is a cast that only one run has (autocast's, in B's numbering; "only in A" for
 A's), found before any matched op differs: the runs part there, by a change of format, and every
 difference after it descends from that choice, not from rounding.
@@ -20,6 +23,12 @@ against the same op's envelope: it says whether the difference is still rounding
 For one that is not comparable, ``note`` says whether anything after it differs: bookkeeping over
 the batch (an index of its rows, a check of its whole mask) often differs in shape and changes
 nothing the followed row computes.
+
+A choice that flips (``flip``): an op whose discrete output (indices of a topk, a sort or an argmax, a
+comparison's mask, signs) differs while the floating inputs that differ carry only rounding-sized differences
+(every differing op before it is within rounding, and one was born so). From there the runs take other paths:
+another expert, another token, another branch of a mask. This is the moment a serving fork or a sudden jump in
+training is made of, and the comparison names it in words (``flip_sentence``).
 """
 
 from __future__ import annotations
@@ -31,14 +40,26 @@ from dataclasses import dataclass
 from core.arith.formats import FORMATS
 from core.traces.align import Alignment, align
 from core.traces.files import TraceFileError, digest_of, ops_of
-from core.traces.judge import BEYOND_ROUNDING, BORN, IDENTICAL, INHERITED, NOT_COMPARABLE, Judgement, judge, packet
+from core.traces.judge import (
+    BEYOND_ROUNDING,
+    BORN,
+    IDENTICAL,
+    INHERITED,
+    NOT_COMPARABLE,
+    WITHIN_ROUNDING,
+    Judgement,
+    discrete_kind,
+    judge,
+    packet,
+)
 from core.traces.record import OpRecord
 
 # the one-line answer's whole grammar (the module docstring's five forms)
 LINE = re.compile(r"first difference: (?:op (?P<index>\d+) of (?P<n>\d+)(?: \(only in (?P<side>[AB])\))?, "
                   r"(?P<op>aten\.\S+) in (?P<module>\S+): (?:(?P<state>born here|inherited), "
                   r"(?P<verdict>within rounding|beyond rounding)|not comparable, (?P<why>shapes differ|reads the whole "
-                  r"batch)|format change, (?P<src>\w+) to (?P<dst>\w+))|none in (?P<none>\d+) ops)")
+                  r"batch)|format change, (?P<src>\w+) to (?P<dst>\w+))(?:; a choice flips at op (?P<flip>\d+), "
+                  r"(?P<flip_op>aten\.\S+) in (?P<flip_module>\S+))?|none in (?P<none>\d+) ops)")
 CASTS = frozenset({"_to_copy", "to", "copy_", "_autocast_to_reduced_precision", "_autocast_to_full_precision",
                    "convert_element_type"})
 
@@ -72,6 +93,7 @@ class Comparison:
     note: str
     cast: OpRecord | None = None  # a format change only one run has, before any matched op differs
     cast_side: str = ""  # "A" or "B": the run that has it
+    flip: Row | None = None  # the first op whose discrete choice a rounding-sized difference flipped
 
     @property
     def line(self) -> str:
@@ -83,8 +105,21 @@ class Comparison:
         if self.first is None:
             return f"first difference: none in {self.n_a} ops"
         j = self.first.judgement
+        flip = "" if self.flip is None else (f"; a choice flips at op {self.flip.a.index}, {self.flip.a.op} in "
+                                             f"{self.flip.a.module}")
         return (f"first difference: op {self.first.a.index} of {self.n_a}, {self.first.a.op} in "
-                f"{self.first.a.module}: {j.state}, {j.verdict}")
+                f"{self.first.a.module}: {j.state}, {j.verdict}{flip}")
+
+    @property
+    def flip_sentence(self) -> str:
+        """The flip in one sentence ("" when no choice flips)."""
+        if self.flip is None:
+            return ""
+        r = self.flip
+        what = next((k for x in r.a.output_records() if (k := discrete_kind(x.op, x.out_dtype))), "choice")
+        return (f"op {r.a.index}, aten.{packet(r.a.op)} in {r.a.module}{' (backward)' if r.a.backward else ''}: a "
+                f"rounding-sized difference in its input changed its choice ({what} differ); from here the runs take "
+                "different paths")
 
     def counts(self) -> Counter:
         return Counter(r.judgement.state for r in self.rows)
@@ -136,6 +171,7 @@ def compare_ops(a: list[OpRecord], b: list[OpRecord]) -> Comparison:
         note = _after_not_comparable(first, rows, [a[i] for i in al.only_a if a[i].index > first.a.index],
                                      [b[j] for j in al.only_b if b[j].index > first.b.index])
     return Comparison(
+        flip=_flip(rows) if cast is None else None,
         rows=rows,
         only_a=[a[i] for i in al.only_a],
         only_b=[b[j] for j in al.only_b],
@@ -148,14 +184,48 @@ def compare_ops(a: list[OpRecord], b: list[OpRecord]) -> Comparison:
     )
 
 
+def _discrete_changed(r: Row) -> bool:
+    outs_a, outs_b = r.a.output_records(), r.b.output_records()
+    pairs = zip(outs_a, outs_b, strict=True) if len(outs_a) == len(outs_b) else [(r.a, r.b)]
+    return any(x.out_digest != y.out_digest and discrete_kind(x.op, x.out_dtype) for x, y in pairs)
+
+
+def _flip(rows: list[Row]) -> Row | None:
+    """The first op whose discrete output differs, with a floating input that differs, when every difference
+    born before it is born within rounding (and the first is): a choice that a rounding difference flipped.
+    An inherited difference may have grown on the way (a sum that cancels turns a few ULPs of its terms into
+    many of its result); it still descends from a rounding-sized one."""
+    born_within = False
+    for r in rows:
+        j = r.judgement
+        if j.state == IDENTICAL:
+            continue
+        floats_differ = any(x != y and t in FORMATS
+                            for x, y, t in zip(r.a.in_digests, r.b.in_digests, r.a.in_dtypes, strict=False))
+        if born_within and j.state == INHERITED and floats_differ and _discrete_changed(r):
+            return r
+        if j.state == INHERITED and born_within:
+            continue
+        if j.state != BORN or j.verdict != WITHIN_ROUNDING:
+            return None
+        born_within = True
+    return None
+
+
 def _after_not_comparable(first: Row, rows: list[Row], later_a: list[OpRecord], later_b: list[OpRecord]) -> str:
     """What follows an op that cannot be compared element by element: whether anything after it differs.
     Batch bookkeeping (an index over the batch, a check of the whole batch's mask) is often not
     comparable and yet changes nothing the followed row computes; the note says which it was."""
-    later = [r for r in rows if r.a.index > first.a.index and r.judgement.state != IDENTICAL]
+    after = [r for r in rows if r.a.index > first.a.index and r.judgement.state != IDENTICAL]
+    later = [r for r in after if r.judgement.state != NOT_COMPARABLE]
+    batchwide = len(after) - len(later)
     if not later and not later_a and not later_b:
-        return ("Nothing after it differs: every later matched op is identical, so its difference reaches nothing "
-                "the runs compute after it.")
+        if not batchwide:
+            return ("Nothing after it differs: every later matched op is identical, so its difference reaches nothing "
+                    "the runs compute after it.")
+        return (f"Nothing after it that can be compared differs: every later matched op is identical or, like it, "
+                f"not comparable ({batchwide} op{'s' if batchwide != 1 else ''}), so its difference reaches nothing "
+                "the followed row computes.")
     parts = []
     if later:
         j = later[0].judgement

@@ -55,7 +55,7 @@ _OUTPUT_PROPERTIES = {
     "total_abs": {"type": ["number", "null"], "minimum": 0},
 }
 OUTPUT = {"type": "object", "required": list(OUTPUT_FIELDS), "additionalProperties": False,
-          "properties": _OUTPUT_PROPERTIES}
+          "properties": _OUTPUT_PROPERTIES | {"scratch": {"type": "boolean"}}}  # a workspace: kept unjudged
 OP = {
     "type": "object",
     "required": [f for f in OpRecord.__dataclass_fields__ if f not in OPTIONAL_FIELDS],
@@ -63,6 +63,7 @@ OP = {
     "properties": {
         "outputs": {"type": "array", "maxItems": MAX_OUTPUTS, "items": OUTPUT},
         "mixes_rows": {"type": "boolean"},
+        "not_batch_first": {"type": "boolean"},
         "index": {"type": "integer", "minimum": 1},
         "op": _TEXT,
         "module": _TEXT,

@@ -86,6 +86,24 @@ STATES = (IDENTICAL, BORN, INHERITED, NOT_COMPARABLE, FORMAT_CHANGE)
 # the rounding verdict of a difference that is born here or inherited
 WITHIN_ROUNDING, BEYOND_ROUNDING = "within rounding", "beyond rounding"
 WRITE_ONLY_FIRST = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_"})
+# ops whose integer output is a choice among their input's elements (positions), and ops whose floating
+# output is a sign: a discrete output, which a rounding-sized change of the input can flip
+CHOICE_OPS = frozenset({"topk", "sort", "argsort", "argmax", "argmin", "max", "min", "kthvalue", "median", "nanmedian",
+                        "mode", "cummax", "cummin", "max_pool1d_with_indices", "max_pool2d_with_indices",
+                        "max_pool3d_with_indices", "adaptive_max_pool2d", "multinomial", "searchsorted", "bucketize"})
+SIGN_OPS = frozenset({"sign", "sgn", "heaviside", "signbit"})
+
+
+def discrete_kind(op: str, dtype: str) -> str | None:
+    """What a discrete output is: "indices" (a choice among the input's elements), "a mask" (booleans, a
+    comparison's), "signs", or "integers"; None for a floating output that is not a sign."""
+    name = packet(op)
+    if dtype in FORMATS:
+        return "signs" if name in SIGN_OPS else None
+    if dtype == "bool":
+        return "a mask"
+    return "indices" if name in CHOICE_OPS else "integers"
+
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,7 +131,10 @@ class Size:
 
     def _text(self) -> str:
         if self.max_ulps is None:
-            return f"{self.differing} of {self.sampled} sampled values differ (not a float output)"
+            what = self.basis.split(",")[0].split(":")[0] if self.basis != "other arguments" else "values"
+            return (f"{self.differing} of {self.sampled} sampled {what.removeprefix('a ')} differ"
+                    + (" (other choices, from inputs that already differed)" if "already differed" in self.basis
+                       else " (no rounding in them)"))
         if self.differing == 0:
             return "no sampled element differs (the difference is elsewhere in the output)" + (
                 f"; L1 gap {self.l1_gap:.3g}" + (f" against a bound of {self.l1_bound:.3g}" if self.l1_bound else "")
@@ -124,6 +145,8 @@ class Size:
                 parts.append(f"{_num(self.vs_typical)}x the typical √K·u size")
             if self.vs_bound is not None:
                 parts.append(f"{_num(self.vs_bound)}x the γ_K bound" + ("" if self.rigorous else " (estimated)"))
+        elif self.basis.startswith("a difference carried"):
+            parts.append(f"carried from its inputs (up to {ELEMENTWISE_ULPS:.0f} ULPs reads as rounding-sized)")
         elif self.vs_bound is not None:  # an elementwise function or formula: its allowance in ULPs
             parts.append(f"{_num(self.vs_bound)}x the {ELEMENTWISE_ULPS:.0f}-ULP allowance of {self.basis}"
                          + ("" if self.rigorous else " (estimated)"))
@@ -244,8 +267,11 @@ def _envelope(a: OpRecord, b: OpRecord, kind: OpClass, fmt, acc, m: np.ndarray, 
     return _Envelope(typical=typical, bound=bound, env=env, rigorous=rigorous, basis=basis, total=total)
 
 
-def size_of(a: OpRecord, b: OpRecord) -> Size | None:
-    """The difference between two outputs of the same shape and dtype, against ``a``'s envelope."""
+def size_of(a: OpRecord, b: OpRecord, inherited: bool = False) -> Size | None:
+    """The difference between two outputs of the same shape and dtype, against ``a``'s envelope.
+    ``inherited``: an input already differed. An op with no rounding freedom (+, a copy) then carries its
+    input's difference: up to ``ELEMENTWISE_ULPS`` ULPs of it reads as rounding-sized, not as this op's error.
+    A discrete output (indices, a mask, integers) has no rounding: equal or not."""
     if a.out_shape != b.out_shape or a.sample_index != b.sample_index:
         return None
     if a.out_dtype != b.out_dtype and not (a.out_dtype in FORMATS and b.out_dtype in FORMATS):
@@ -257,9 +283,13 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
     if not is_float:
         diff = sum(x != y for x, y in zip(a.sample_hex, b.sample_hex, strict=True))
         exact = a.out_digest == b.out_digest
+        what = discrete_kind(a.op, a.out_dtype) or "integers"
+        basis = (f"{what}, from inputs that already differed: a choice follows its input, so this is the input's "
+                 "difference passed on" if inherited else
+                 f"{what}: integers have no rounding, so the same inputs should give the same {what}")
         return Size(differing=diff, sampled=n, max_ulps=None, worst_abs=float(diff), vs_typical=None, vs_bound=None,
                     vs_envelope=0.0 if exact else math.inf, l1_gap=None, l1_bound=None, within=exact,
-                    basis="integer output", rigorous=True)
+                    basis=basis, rigorous=True)
     fmt = FORMATS[out_dtype]
     va, vb = _values(a), _values(b)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -272,6 +302,12 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
     kind = op_class(a)
     e = _envelope(a, b, kind, fmt, FORMATS[accumulation_format(out_dtype)], m, ulp)
     typical, bound, env, rigorous, basis, total = e.typical, e.bound, e.env, e.rigorous, e.basis, e.total
+    carried = inherited and kind == OpClass.EXACT
+    if carried:  # no rounding of its own: the input's difference, at a rounding-sized few ULPs or more
+        typical, bound, env = ulp, ELEMENTWISE_ULPS * ulp, ELEMENTWISE_ULPS * ulp
+        total, rigorous = None, True
+        basis = (f"a difference carried from its inputs (this op rounds correctly and adds none; up to "
+                 f"{ELEMENTWISE_ULPS:.0f} ULPs reads as rounding-sized)")
     r_env = ratio_to(d, env)
     worst_i = int(np.argmax(r_env)) if n else 0
     worst = float(r_env[worst_i]) if n else 0.0
@@ -288,7 +324,7 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
         # the two float64 norms carry their own rounding: at most numel 2^-53 of each
         l1_bound = total + (math.prod(a.out_shape) if a.out_shape else 1) * 2.0 ** -52 * max(a.l1, b.l1)
     within = bool(np.all(d <= env)) and (l1_bound is None or l1_gap is None or l1_gap <= l1_bound)
-    if kind == OpClass.EXACT and a.out_digest != b.out_digest:
+    if kind == OpClass.EXACT and a.out_digest != b.out_digest and not carried:
         # the same numbers in other encodings (a NaN's payload, -0 against +0) are not a rounding difference
         # either; only where the sample shows other bits with equal values is that the explanation
         recoded = n > 0 and differing > 0 and bool(np.all(d == 0)) and l1_gap in (0.0, None)
@@ -301,16 +337,16 @@ def size_of(a: OpRecord, b: OpRecord) -> Size | None:
                 vs_envelope=worst, l1_gap=l1_gap, l1_bound=l1_bound, within=within, basis=basis, rigorous=rigorous)
 
 
-def _sized(a: OpRecord, b: OpRecord) -> Size | None:
+def _sized(a: OpRecord, b: OpRecord, inherited: bool = False) -> Size | None:
     """The size of the difference; for several outputs, each against its own envelope: within when
     every differing output is, reported at the worst one."""
     outs_a, outs_b = a.output_records(), b.output_records()
     if len(outs_a) == 1 or len(outs_a) != len(outs_b):
-        return size_of(a, b)
+        return size_of(a, b, inherited)
     sizes = [replace(s, output=i + 1, outputs=len(outs_a)) for i, (x, y) in enumerate(zip(outs_a, outs_b, strict=True))
-             if x.out_digest != y.out_digest and (s := size_of(x, y)) is not None]
+             if x.out_digest != y.out_digest and (s := size_of(x, y, inherited)) is not None]
     if not sizes:  # the difference lies in an output past the recorded ones, or a shape differs
-        return size_of(a, b)
+        return size_of(a, b, inherited)
     worst = max(sizes, key=lambda z: (not z.within, z.vs_envelope))
     return replace(worst, within=all(z.within for z in sizes))
 
@@ -322,19 +358,17 @@ def _shapes(r: OpRecord) -> list[list[int]]:
 def judge(a: OpRecord, b: OpRecord) -> Judgement:
     if a.out_digest == b.out_digest and a.out_shape == b.out_shape:
         return Judgement(state=IDENTICAL, size=None, reason="same output bits")
+    if a.mixes_rows or b.mixes_rows:
+        return Judgement(state=NOT_COMPARABLE, size=None,
+                         reason="it reads across the batch's rows (a reduction over the batch, a sort of the whole "
+                         "batch's tokens, or an input whose rows were mixed so already), so the other rows count in "
+                         "its result: it is not the followed row's arithmetic", detail="reads the whole batch")
     shapes_a, shapes_b = _shapes(a), _shapes(b)
     # (a version 1 file has no per-output fields: only its first shape is compared)
     if a.out_shape != b.out_shape or (len(shapes_a) == len(shapes_b) and shapes_a != shapes_b):
         sa, sb = (a.out_shape, b.out_shape) if a.out_shape != b.out_shape else (shapes_a, shapes_b)
-        return Judgement(state=NOT_COMPARABLE, size=None, reason=f"the output shapes differ ({sa} against {sb}), so "
-                         "no element has a partner; a batch against another batch compares one row of each "
-                         "(scripts.trace run --follow-row)", detail="shapes differ")
-    if a.mixes_rows or b.mixes_rows:
-        return Judgement(state=NOT_COMPARABLE, size=None,
-                         reason="it reads the whole batch (an input was cut to the followed row, its output was "
-                         "not), so the other rows count in its result: it is not one row's arithmetic",
-                         detail="reads the whole batch")
-    size = _sized(a, b)
+        return Judgement(state=NOT_COMPARABLE, size=None, reason=_shapes_reason(a, b, sa, sb), detail="shapes differ")
+    size = _sized(a, b, inherited=a.in_digests != b.in_digests or a.in_shapes != b.in_shapes)
     if a.out_dtype != b.out_dtype and a.out_dtype in FORMATS and b.out_dtype in FORMATS:
         return Judgement(state=FORMAT_CHANGE, size=size,
                          reason=f"the outputs are in other formats ({a.out_dtype} against {b.out_dtype}): the "
@@ -351,6 +385,20 @@ def judge(a: OpRecord, b: OpRecord) -> Judgement:
     changed = [i for i, (x, y) in enumerate(zip(a.in_digests, b.in_digests, strict=False)) if x != y]
     which = ", ".join(f"input {i + 1}" for i in changed[:4]) or "the inputs' shapes"
     return Judgement(state=INHERITED, size=size, reason=f"{which} already differed")
+
+
+def _shapes_reason(a: OpRecord, b: OpRecord, sa, sb) -> str:
+    """Why two output shapes differ, in words: a batch not in the first dimension, or two batch sizes."""
+    head = f"the output shapes differ ({sa} against {sb}), so no element has a partner"
+    if len(a.out_shape) == len(b.out_shape):
+        apart = [d for d, (x, y) in enumerate(zip(a.out_shape, b.out_shape, strict=True)) if x != y]
+        sideways = len(apart) == 1 and apart[0] > 0
+        if sideways or a.not_batch_first or b.not_batch_first:
+            d = apart[0] + 1 if sideways else None
+            return (head + (f": they differ in dimension {d} only, where the batch sits" if d else "")
+                    + "; this tensor is not batch-first (an RNN's [layers, batch, hidden] state, a sequence-first or "
+                    "transposed tensor), and --follow-row cuts the first dimension only")
+    return head + ("; a batch against another batch compares one row of each (scripts.trace run --follow-row)")
 
 
 def _beyond(size: Size | None) -> Size | None:

@@ -74,7 +74,25 @@ MAX_OUTPUTS = 8  # outputs of one op recorded one by one (more are only digested
 _SKIP = {"detach", "clone", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided", "new_empty",
          "new_empty_strided", "empty_permuted",
          "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
-_FUNCS: dict = {}  # op overload -> (name, not recorded)
+_FUNCS: dict = {}  # op overload -> (name, not recorded, written arguments, scratch returns, batch reading)
+# returns that are scratch, not results, by their name in the op's schema (attention kernels' random state)
+SCRATCH_NAMES = frozenset({"rng_state", "unused", "philox_seed", "philox_offset", "debug_attn_mask", "workspace",
+                           "reserve"})
+# ops that read every element of a tensor together, whatever their arguments (a list of the nonzero positions)
+WHOLE_TENSOR_OPS = frozenset({"nonzero", "nonzero_static", "argwhere", "unique", "_unique", "_unique2",
+                              "unique_consecutive", "unique_dim", "bincount", "histc", "masked_select", "flip", "roll"})
+# ops that combine elements along their ``dim`` (or ``dims``) argument: across the batch's rows when it is the first
+DIM_OPS = frozenset({"sort", "argsort", "topk", "kthvalue", "cumsum", "cumsum_", "cumprod", "cumprod_", "cummax",
+                     "cummin", "logcumsumexp", "_softmax", "softmax", "_log_softmax", "log_softmax", "sum", "nansum",
+                     "mean", "nanmean", "prod", "amax", "amin", "aminmax", "max", "min", "argmax", "argmin", "std",
+                     "var", "var_mean", "std_mean", "norm", "linalg_vector_norm", "all", "any", "median", "nanmedian",
+                     "mode", "logsumexp", "index_select", "gather", "count_nonzero"})
+# views that can move the first dimension elsewhere (then the batch is no longer first)
+REORDERING_VIEWS = frozenset({"permute", "transpose", "t", "swapaxes", "swapdims", "movedim", "movedim_"})
+# ops that write a source into ``self``'s rows at given positions: their result has self's rows
+SCATTERS = frozenset({"index_add", "index_add_", "index_put", "index_put_", "index_copy", "index_copy_", "scatter",
+                      "scatter_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_", "masked_scatter",
+                      "masked_scatter_", "_index_put_impl_", "index_fill", "index_fill_"})
 # what digest() computes (earlier files: "blake2b-64" in version 1, then "sha256-64"); traces of two cannot be compared
 DIGEST = "xxh3-64"
 DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
@@ -165,8 +183,11 @@ class OpRecord:
     # an op with several outputs: each one's OUTPUT_FIELDS, the first included (the fields above are the
     # first output's, with out_digest over all of them); empty for one output, and in version 1 files
     outputs: list[dict] = field(default_factory=list)
-    # following one row: an input was cut to the row and the output was not (a reduction over the batch)
+    # following one row: the op reads across the batch's rows (a reduction over the batch, a sort of the whole
+    # batch's tokens, or an input whose rows were mixed so already), so its result is not one row's
     mixes_rows: bool = False
+    # following one row: an output keeps the batch in a dimension other than the first (a transposed [T, B, d])
+    not_batch_first: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -174,7 +195,8 @@ class OpRecord:
     @staticmethod
     def from_dict(d: dict) -> OpRecord:
         return OpRecord(**{k: d[k] for k in OpRecord.__dataclass_fields__ if k not in OPTIONAL_FIELDS},
-                        outputs=list(d.get("outputs") or []), mixes_rows=bool(d.get("mixes_rows", False)))
+                        outputs=list(d.get("outputs") or []), mixes_rows=bool(d.get("mixes_rows", False)),
+                        not_batch_first=bool(d.get("not_batch_first", False)))
 
     def output_records(self) -> list[OpRecord]:
         """One record per output, each with that output's fields (just ``self`` for a one-output op)."""
@@ -183,7 +205,7 @@ class OpRecord:
         return [replace(self, outputs=[], **{k: o[k] for k in OUTPUT_FIELDS}) for o in self.outputs]
 
 
-OPTIONAL_FIELDS = ("outputs", "mixes_rows")  # absent from version 1 files
+OPTIONAL_FIELDS = ("outputs", "mixes_rows", "not_batch_first")  # absent from older files
 OUTPUT_FIELDS = ("out_shape", "full_shape", "out_dtype", "out_digest", "l1", "sample_index", "sample_hex", "k",
                  "terms_kind", "sum_abs", "scale", "total_abs")
 # the output fields of an op that returns no tensor
@@ -281,15 +303,16 @@ _NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
 
 def l1_norm(flat: torch.Tensor, values: np.ndarray | None = None) -> float | None:
     """sum |x| of a flat tensor (``_flat``), accumulated in float64; None for no values, complex values, or a
-    sum that is not finite (a NaN or an infinity among them: the L1 check is then not made). |x| is exact."""
+    sum that is not finite (a NaN or an infinity among them: the L1 check is then not made). |x| is exact for
+    floats; integers are widened to float64 before |x| is taken, so no value (int64's most negative, which
+    casting -inf gives) comes out negative."""
     if not flat.numel() or flat.is_complex():
         return None
     if flat.dtype in _NUMPY_FLOATS:  # NumPy widens while it sums, in blocks: no float64 copy of the whole tensor
         l1 = float(np.add.reduce(np.abs(flat.numpy() if values is None else values), dtype=np.float64))
-    else:
+    else:  # integers and booleans: widened first, since |x| of the most negative int64 (the cast of -inf) overflows
         with torch.no_grad():
-            x = flat.to(torch.uint8) if flat.dtype == torch.bool else flat
-            l1 = float(x.abs().sum(dtype=torch.float64))
+            l1 = float(flat.to(torch.float64).abs().sum())
     return l1 if math.isfinite(l1) else None
 
 
@@ -316,6 +339,51 @@ def _written_arguments(func) -> tuple[tuple[int, str], ...]:
                  if a.alias_info is not None and a.alias_info.is_write)
 
 
+def _scratch_returns(func) -> frozenset[int]:
+    """Positions of the op's returns that its schema names as scratch (``SCRATCH_NAMES``)."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return frozenset()
+    return frozenset(i for i, r in enumerate(schema.returns) if r.name in SCRATCH_NAMES)
+
+
+def _dim_argument(func, name: str):
+    """(position, default) of the op's ``dim`` (or ``dims``) argument when it reads along one, else None."""
+    if name not in DIM_OPS:
+        return None
+    schema = getattr(func, "_schema", None)
+    arguments = list(getattr(schema, "arguments", ()))
+    for i, a in enumerate(arguments):
+        if a.name in ("dim", "dims"):
+            return i, a.name, (a.default_value if a.has_default_value() else None)
+    if sum(isinstance(a.type, torch.TensorType) for a in arguments) > 1:
+        return None  # an elementwise overload (max.other: the larger of two tensors)
+    return -1, "", None  # no dim argument: the op reduces every element
+
+
+def _moves_first_dim(t: torch.Tensor) -> bool:
+    """Whether a reordered view's first dimension is not its outermost in memory (a [B, T, d] tensor
+    transposed to [T, B, d]): its first dimension is then not the batch's."""
+    if t.dim() < 2 or t.shape[0] <= 1:
+        return False
+    s0 = t.stride(0)
+    return any(t.stride(d) > s0 for d in range(1, t.dim()) if t.shape[d] > 1)
+
+
+def _workspaces(outs: list, places: list, tensors_in: list) -> frozenset[int]:
+    """Returns that are a kernel's workspace: bytes (uint8) beside floating results, from an op that reads no
+    bytes (oneDNN's LSTM returns one for its backward when autograd is on; cuDNN's batch norm and RNN a
+    reserve). Their schemas leave them unnamed, so the rule is the dtype's: no op's result is raw bytes there."""
+    if not any(o.is_floating_point() for o in outs) or any(a.dtype == torch.uint8 for a in tensors_in):
+        return frozenset()
+    return frozenset(p for o, p in zip(outs, places, strict=False) if o.dtype == torch.uint8)
+
+
+def _scratch_digest(t: torch.Tensor) -> str:
+    """What stands for a scratch tensor's bits: its shape and dtype only (its bytes are no result)."""
+    return xxhash.xxh3_64_hexdigest(_prefix(t.shape, t.dtype) + b"scratch")
+
+
 def _version(t: torch.Tensor) -> int | None:
     """The tensor's version counter; None for an inference-mode tensor, which has none (not cached)."""
     try:
@@ -335,6 +403,29 @@ def tensors_of(obj, out: list) -> list:
         for x in obj.values():
             tensors_of(x, out)
     return out
+
+
+class OrderedTracker(ModuleTracker):
+    """torch's ModuleTracker, which keeps the running modules as a set, plus the order they were entered in.
+    In the backward pass several modules are "running" at once (a module is entered when the gradient of its
+    output arrives and left when its inputs' gradients are made; one whose inputs need no gradient is never
+    left), and sibling modules of one depth (k_proj and v_proj) tie: picking among a set would follow the hash
+    seed. Of siblings, the one entered last is the one whose backward is running now."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered: dict[str, int] = {}
+        self._count = 0
+
+    def _get_append_fn(self, name, is_bw):
+        add = super()._get_append_fn(name, is_bw)
+
+        def fn(*args) -> None:
+            add(*args)
+            self._count += 1
+            self.entered[name] = self._count
+
+        return fn
 
 
 class TraceMode(TorchDispatchMode):
@@ -366,6 +457,11 @@ class TraceMode(TorchDispatchMode):
         self._derived = TensorMap()  # tensors that derive from the run's inputs
         self._digests = TensorMap()  # tensor -> (version, digest of its followed bits)
         self._written: list | tuple = ()  # the tensors the op being recorded writes in place
+        # following a row: derived tensors whose first dimension is not the batch's rows (their rows mix the
+        # batch's, or the batch moved to another dimension): recorded whole, never cut
+        self._mixed = TensorMap()
+        self._scratch = TensorMap()  # outputs that are scratch (a kernel's workspace), not results
+        self.not_batch_first: list[OpRecord] = []  # ops with an output whose batch is not its first dimension
         self._counter = 0
 
     @classmethod
@@ -384,13 +480,16 @@ class TraceMode(TorchDispatchMode):
         parents = [p for p in list(self.tracker.parents) if p != "Global"]
         if not parents:
             return _current_scope() or "model"
-        deepest = max(parents, key=lambda p: (p.count("."), len(p)))
+        # the deepest; among modules of one depth (siblings in the backward pass), the one entered last, whose
+        # backward is running now; the name breaks a tie no entry order can make
+        entered = getattr(self.tracker, "entered", {})
+        deepest = max(parents, key=lambda p: (p.count("."), entered.get(p, 0), p))
         head, _, rest = deepest.partition(".")
         return "model" + ("." + rest if rest else "") if head == self.root_name else deepest
 
     def _followed(self, t: torch.Tensor) -> torch.Tensor:
         if self.follow > 1 and t.dim() and t.shape[0] % self.follow == 0 and not self.tracker.is_bw \
-                and self._derived.get(t, False):
+                and self._derived.get(t, False) and not self._mixed.get(t, False):
             share = t.shape[0] // self.follow
             return t.narrow(0, self.row * share, share)
         return t
@@ -408,6 +507,8 @@ class TraceMode(TorchDispatchMode):
     def _digest(self, t: torch.Tensor, followed: torch.Tensor | None = None, after: bool = False) -> str:
         """The digest of t's followed bits (``followed``: ``self._followed(t)``, where the caller has it),
         kept for t until its version changes. ``after``: t is an output of the op that just ran."""
+        if self._scratch.get(t, False):
+            return _scratch_digest(t)
         version = _version(t)
         written = after and self._is_written(t)  # its cached digest is of the bits before the op
         seen = self._digests.get(t) if version is not None and not written else None
@@ -416,6 +517,32 @@ class TraceMode(TorchDispatchMode):
         d = digest(self._followed(t) if followed is None else followed)
         self._remember(t, d, after)
         return d
+
+    def _taint(self, name, dim_arg, args, kwargs, tensors_in, cuts) -> str | None:
+        """Following a row: "rows" when the op's result mixes the batch's rows (it reads along the first
+        dimension of an input cut to the row, reads a whole tensor, or reads a tensor whose rows were mixed so
+        already), "layout" when an input's batch is not its first dimension, else None. An op that writes a
+        source into ``self``'s rows (index_add_: a mixture of experts puts each token's result back) has
+        self's rows, whatever its source's."""
+        mixed = self._mixed
+        got = [mixed.get(a) for a in tensors_in] if len(mixed) else []
+        if any(got):
+            if name in SCATTERS and not got[0]:
+                return None
+            return "rows" if "rows" in got else "layout"
+        if name in WHOLE_TENSOR_OPS:
+            return "rows" if any(c is not a for c, a in zip(cuts, tensors_in, strict=True)) else None
+        if dim_arg is None or not tensors_in or cuts[0] is tensors_in[0]:
+            return None
+        pos, key, default = dim_arg
+        if pos < 0:
+            return "rows"
+        dim = args[pos] if pos < len(args) else kwargs.get(key, default)
+        dims = dim if isinstance(dim, (list, tuple)) else [dim]
+        if dim is None or not dims:
+            return "rows"
+        nd = max(1, tensors_in[0].dim())
+        return "rows" if any(int(d) % nd == 0 for d in dims) else None
 
     def _is_written(self, t: torch.Tensor) -> bool:
         return any(t is w for w in self._written)
@@ -434,8 +561,9 @@ class TraceMode(TorchDispatchMode):
         if known is None:
             name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
             skip = getattr(func, "is_view", False) or name in _SKIP or not str(func).startswith("aten.")
-            known = _FUNCS[func] = (name, skip, _written_arguments(func))
-        name, skip, writes = known
+            known = _FUNCS[func] = (name, skip, _written_arguments(func), _scratch_returns(func),
+                                    _dim_argument(func, name))
+        name, skip, writes, scratch, dim_arg = known
         # an out= tensor is written, not read: it is not an input
         tensors_in = tensors_of([v for k, v in kwargs.items() if k != "out"], tensors_of(args, []))
         derived = any(self._derived.get(a, False) for a in tensors_in)
@@ -444,8 +572,17 @@ class TraceMode(TorchDispatchMode):
             if derived or (self.follow > 1 and name == "expand" and self._batched(out, tensors_in)):
                 for o in tensors_of(out, []):
                     self._derived[o] = True
+                if self.follow > 1 and derived:
+                    got = [self._mixed.get(a) for a in tensors_in] if len(self._mixed) else []
+                    taint = "rows" if "rows" in got else "layout" if "layout" in got or (
+                        name in REORDERING_VIEWS and _moves_first_dim(out)) else None
+                    if taint:
+                        for o in tensors_of(out, []):
+                            self._mixed[o] = taint
             return out
         cuts = [self._followed(a) for a in tensors_in]
+        taint = self._taint(name, dim_arg, args, kwargs, tensors_in, cuts) \
+            if self.follow > 1 and derived and not self.tracker.is_bw else None
         in_digests = [self._digest(a, c) for a, c in zip(tensors_in, cuts, strict=True)]
         in_shapes = [list(c.shape) for c in cuts]
         in_dtypes = [dtype_name(a.dtype) for a in tensors_in]
@@ -467,6 +604,9 @@ class TraceMode(TorchDispatchMode):
         if derived or (self.follow > 1 and not tensors_in and self._batched(out, [])):
             for o in outs:
                 self._derived[o] = True
+            if taint:
+                for o in outs:
+                    self._mixed[o] = taint
         self._counter += 1
         if self._counter > self.max_ops:
             raise TooManyOps(f"the run dispatched more than {self.max_ops:,} ops (the cap of one trace)")
@@ -480,13 +620,20 @@ class TraceMode(TorchDispatchMode):
         self._written = tensors_of([args[i] if i < len(args) else kwargs.get(n) for i, n in writes], []) \
             if writes else ()
         try:
-            self.ops.append(self._record(func, name, args, kwargs, tensors_in, head, outs, places))
+            self.ops.append(self._record(func, name, args, kwargs, tensors_in, head, outs, places, scratch, taint,
+                                         derived))
         finally:
             self._written = ()
         return out
 
-    def _output(self, func, name, args, kwargs, tensors_in, out: torch.Tensor, which: int) -> dict:
-        """One output's fields (``OUTPUT_FIELDS``): shape, dtype, digest, L1 norm, samples and terms."""
+    def _output(self, func, name, args, kwargs, tensors_in, out: torch.Tensor, which: int,
+                scratch: bool = False) -> dict:
+        """One output's fields (``OUTPUT_FIELDS``): shape, dtype, digest, L1 norm, samples and terms. A scratch
+        output (a kernel's workspace) keeps its shape and dtype only, and says it is scratch."""
+        if scratch:
+            self._scratch[out] = True
+            return {**NO_OUTPUT, "out_shape": list(out.shape), "full_shape": list(out.shape),
+                    "out_dtype": dtype_name(out.dtype), "out_digest": _scratch_digest(out), "scratch": True}
         followed = self._followed(out)
         idx = sample_positions(followed.numel())
         flat = _flat(followed)  # one row-major copy (or view) for the digest, the samples and the L1 norm
@@ -506,7 +653,8 @@ class TraceMode(TorchDispatchMode):
                 "sum_abs": t.sum_abs if t else None, "scale": t.scale if t else None,
                 "total_abs": t.total_abs if t else None}
 
-    def _record(self, func, name, args, kwargs, tensors_in, head: dict, outs, places) -> OpRecord:
+    def _record(self, func, name, args, kwargs, tensors_in, head: dict, outs, places, scratch=frozenset(),
+                taint: str | None = None, derived: bool = False) -> OpRecord:
         """The op's record. ``head``: its input fields (``in_shapes``, ``in_dtypes``, ``in_digests``), which
         this completes with the op's place in the run (one dict per op, as the record's keywords)."""
         head["index"] = self._counter
@@ -516,28 +664,45 @@ class TraceMode(TorchDispatchMode):
         head["args"] = _arg_text(args, kwargs)
         if not outs:
             return OpRecord(**head, **NO_OUTPUT)
-        each = [self._output(func, name, args, kwargs, tensors_in, o, i)
+        if len(outs) > 1:
+            scratch = scratch | _workspaces(outs, places, tensors_in)
+        each = [self._output(func, name, args, kwargs, tensors_in, o, i, i in scratch)
                 for o, i in zip(outs[:MAX_OUTPUTS], places[:MAX_OUTPUTS], strict=True)]
-        first = dict(each[0])
-        mixes = self.follow > 1 and first["out_shape"] == first["full_shape"] and any(
-            s != list(a.shape) for s, a in zip(head["in_shapes"], tensors_in, strict=False))
+        first = {k: v for k, v in each[0].items() if k != "scratch"}
+        mixes = taint == "rows" or (self.follow > 1 and first["out_shape"] == first["full_shape"] and any(
+            s != list(a.shape) for s, a in zip(head["in_shapes"], tensors_in, strict=False)))
+        sideways = self.follow > 1 and not mixes and (taint == "layout" or (
+            (derived or not tensors_in) and _sideways(outs[:MAX_OUTPUTS], self.follow)))
         if len(outs) > 1:  # every output counts (indices of a sort, a norm's mean and rstd, ...)
             rest = "".join(e["out_digest"] for e in each[1:]) \
                 + "".join(self._digest(o, after=True) for o in outs[MAX_OUTPUTS:])
             first["out_digest"] = _combined([first["out_digest"], rest])
-        return OpRecord(**head, **first, outputs=each if len(outs) > 1 else [], mixes_rows=mixes)
+        rec = OpRecord(**head, **first, outputs=each if len(outs) > 1 else [], mixes_rows=mixes,
+                       not_batch_first=sideways)
+        if sideways:
+            self.not_batch_first.append(rec)
+        return rec
+
+
+def _sideways(outs: list, batch: int) -> bool:
+    """An output that looks like it keeps the batch in another dimension than the first: its first dimension
+    is not a multiple of the batch and a later one is the batch (an RNN's [layers, batch, hidden] state)."""
+    return any(o.dim() >= 2 and o.shape[0] % batch and any(o.shape[d] == batch for d in range(1, o.dim()))
+               for o in outs)
 
 
 def run_traced(fn: Callable[[], object], root: torch.nn.Module | None, inputs=(), follow_batch: int = 1,
                perturb: tuple[int, float] | None = None, max_ops: int = MAX_OPS,
-               follow_row: int = 0) -> list[OpRecord]:
+               follow_row: int = 0, notes: list[str] | None = None) -> list[OpRecord]:
     """Run ``fn()`` under a ``TraceMode`` and return its op records. ``root``: the model whose
     submodules name the module paths (None: every op is in ``model``); ``inputs``: the tensors that
     stand for the run's data (what ``follow_batch`` follows). A perturbation that finds no op to
-    perturb (past the last op, or an op with no floating output) is refused: a ValueError that says why."""
+    perturb (past the last op, or an op with no floating output) is refused: a ValueError that says why.
+    ``notes``: where given, a sentence is added to it when, following a row, some outputs keep the batch in
+    another dimension than the first (they cannot be cut to the row)."""
     root_name = type(root).__name__ if root is not None else "model"
     with TRACE_LOCK:
-        tracker = ModuleTracker()
+        tracker = OrderedTracker()
         with tracker:
             mode = TraceMode(tracker, root_name, follow_batch, perturb, max_ops, follow_row)
             mode.mark_inputs(inputs)
@@ -548,4 +713,11 @@ def run_traced(fn: Callable[[], object], root: torch.nn.Module | None, inputs=()
             raise ValueError(f"cannot perturb op {perturb[0]}: the run has only {len(mode.ops)} ops")
         raise ValueError(f"cannot perturb op {perturb[0]} ({mode.perturb_seen}): it has no floating output "
                          "to multiply (pick a matrix product, a norm or another floating op)")
+    if notes is not None and mode.not_batch_first:
+        o = mode.not_batch_first[0]
+        n = len(mode.not_batch_first)
+        notes.append(f"{n} op{'s' if n > 1 else ''} keep the batch ({mode.follow} rows) in another dimension than "
+                     f"the first, the first at op {o.index} ({o.op} in {o.module}, shape {o.full_shape}): --follow-row "
+                     "cuts the first dimension only, so these compare as not comparable (an RNN's [layers, batch, "
+                     "hidden] state, a sequence-first or transposed tensor)")
     return mode.ops

@@ -33,10 +33,11 @@ def make_trace(s: RunSettings, backward: bool = False, max_ops: int = MAX_OPS) -
         follow = batch if s.model == "tiny-lm" or s.follow_row is not None else 1
         with threads_context(s):
             threads = torch.get_num_threads()
-            ops = run_traced(fn, root, inputs, follow, perturb, max_ops, s.follow_row or 0)
+            found: list[str] = []
+            ops = run_traced(fn, root, inputs, follow, perturb, max_ops, s.follow_row or 0, notes=found)
     machine = {k: v for k, v in device_info(_device(s)).items()}
     machine["threads"] = threads if s.device == "cpu" else machine.get("threads")
-    notes = [n for n in (dropout_note(root),) if n]
+    notes = [n for n in (dropout_note(root), *found) if n]
     settings = s.as_dict() | {"backward": backward, "threads_used": threads, "batch": batch, "notes": notes}
     return {"format": FORMAT, "version": VERSION, "digest": DIGEST,
             "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
