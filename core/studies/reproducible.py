@@ -32,7 +32,8 @@ from core.kernels.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model
 from core.kernels.reprosum import reproducible_sum
 from core.machines.globalstate import deterministic_algorithms, torch_threads
 from core.machines.timing import interleaved_times, median_and_quartiles
-from core.studies.reproducible_rules import CITED, Answer, Choice, Setting, answer
+from core.studies.mitigations import float64_peaks
+from core.studies.reproducible_rules import CITED, Answer, Choice, CitedCost, Setting, answer
 
 COST_TTL_S = 1800  # live costs are measured again after this long (the cache keeps each for its period)
 REPEATS = 15
@@ -305,6 +306,28 @@ class ReproPage:
         return self.answer.snippet(format_tol(self.tolerance.rtol), format_tol(self.tolerance.atol))
 
 
+def peak_costs() -> tuple[CitedCost, ...]:
+    """Costs read from the one cited table of vendor peak rates (core.studies.mitigations.float64_peaks):
+    float64 against float32 as training runs it (tensor cores, TF32 or bfloat16) or plainly, and float32
+    matmuls without TF32 against TF32 tensor cores, each at peak."""
+    out = []
+    for p in float64_peaks():
+        src = p.url or p.source
+        if p.tensor_cost:
+            lo, hi = sorted(p.tensor_cost)
+            out.append(CitedCost(key=f"float64:{p.hardware}", label=f"float64 on {p.hardware}", low=lo, high=hi,
+                                 what=f"{p.source}: peak float64 rate against float32 training's tensor-core rate "
+                                 "(TF32 to bfloat16)", source=src))
+        elif p.plain_cost:
+            out.append(CitedCost(key=f"float64:{p.hardware}", label=f"float64 on {p.hardware}", low=p.plain_cost,
+                                 high=p.plain_cost, what=f"{p.source}: peak FP32 : FP64 rate", source=src))
+        if p.tf32_tensor and p.fp32 and p.tf32_tensor > p.fp32:
+            out.append(CitedCost(key=f"tf32_off:{p.hardware}", label=f"TF32 off on {p.hardware}", low=1.0,
+                                 high=p.tf32_tensor / p.fp32, what=f"{p.source}: float32 matmuls on the plain units "
+                                 "against TF32 tensor cores, at peak (up to this for matmul-bound work)", source=src))
+    return tuple(out)
+
+
 def cost_line(key: str, costs: LiveCosts, batch: LiveCost | None) -> CostLine:
     if key == "free":
         return CostLine(text="1.0×", origin="none", detail="no work at run time", source=None)
@@ -319,6 +342,11 @@ def cost_line(key: str, costs: LiveCosts, batch: LiveCost | None) -> CostLine:
     if key in CITED:
         c = CITED[key]
         return CostLine(text=c.text, origin="cited", detail=c.what, source=c.source)
+    peaks = [c for c in peak_costs() if c.key.startswith(f"{key}:")]
+    if peaks:
+        return CostLine(text=f"up to {max(c.high for c in peaks):.1f}×", origin="cited",
+                        detail="; ".join(f"{c.label}: up to {c.high:.1f}× ({c.what})" for c in peaks),
+                        source=peaks[0].source)
     return CostLine(text="not published", origin="none", detail="no figure from its source; not measurable on this "
                     "server's CPU", source=None)
 
@@ -343,18 +371,18 @@ class HeadlineRow:
     cost: str  # in × the default's time, saying where the figure comes from
 
 
-def headline_rows(vendor_ratios: tuple[tuple[str, str, str], ...] = ()) -> tuple[HeadlineRow, ...]:
-    """The overview's mitigation rows with their costs in × the default's time, from this page's figures:
-    the same cached live measurement. ``vendor_ratios``: core.studies.mitigations.VENDOR_RATIOS rows
-    (name, ratio, source) to quote for GPUs."""
+def headline_rows() -> tuple[HeadlineRow, ...]:
+    """The overview's mitigation rows with their costs in × the default's time, from this page's figures: the
+    same cached live measurement, and the one cited table of vendor peaks (``peak_costs``)."""
     c = live_costs()
     f64, wide, det = c.rows["float64"], c.rows["wider"], c.rows["deterministic_cpu"]
-    gpus = "; ".join(f"{name}: {ratio}" for name, ratio, *_ in vendor_ratios)
+    gpus = "; ".join(f"{p.label.removeprefix('float64 on ')} {p.low:.0f}–{p.high:.0f}×" for p in peak_costs()
+                     if p.key.startswith("float64:") and p.low != p.high)
     return (
         HeadlineRow(key="float64", mitigation="Compute in float64",
                     effect="Each rounding about 2^29 times smaller than float32's",
                     cost=f"{f64.text} on this server's CPU (a matrix product, measured)"
-                    + (f"; GPUs, peak float64 : float32 as cited: {gpus}" if gpus else "")),
+                    + (f"; GPUs against float32 training on tensor cores, at peak (cited): {gpus}" if gpus else "")),
         HeadlineRow(key="wider", mitigation="Accumulate in a wider format",
                     effect="The reduction's own rounding errors shrink sharply; the order still matters",
                     cost=f"{wide.text} for torch.sum of 10⁶ float32 values (measured here)"),

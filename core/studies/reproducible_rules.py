@@ -52,7 +52,6 @@ ONEMKL_CNR = "https://www.intel.com/content/www/us/en/docs/onemkl/developer-refe
 MEGATRON = "https://github.com/NVIDIA/Megatron-LM/blob/main/docs/user-guide/deterministic-training.md"
 XLA_FLAGS = "https://github.com/openxla/xla/issues/12520"
 SEED_ISSUE = "https://github.com/pytorch/pytorch/issues/2976"
-A100_SHEET = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
 HF_DETERMINISM = "https://huggingface.co/docs/transformers/main/en/internal/trainer_utils#transformers.enable_full_determinism"
 INDUCTOR_CASTS = "https://github.com/pytorch/pytorch/issues/149472"
 REPROBLAS = "https://www2.eecs.berkeley.edu/Pubs/TechRpts/2015/EECS-2015-229.html"
@@ -97,9 +96,6 @@ CITED = {c.key: c for c in (
               what="SGLang's reported average overhead of 34.35% with CUDA graphs", source=SGLANG_BLOG),
     CitedCost(key="cccl", label="CCCL reductions, determinism gpu_to_gpu", low=1.2, high=1.3,
               what="NVIDIA's figure of 20-30% on large inputs against the not-guaranteed level", source=CCCL_BLOG),
-    CitedCost(key="tf32_off", label="float32 matmuls without TF32 (A100)", low=1.0, high=8.0,
-              what="A100 peak: 19.5 TFLOPS float32 against 156 TFLOPS TF32 tensor cores; a matmul-bound model "
-              "pays up to 8×, others less", source=A100_SHEET),
 )}
 
 
@@ -332,7 +328,7 @@ def _cannot(c: Choice) -> tuple[tuple[str, ...], str | None]:
                    "not for this hardware.")
     if out and c.target in {"cpu_gpu", "gpu_models", "threads"}:
         route = ("The only route is order-independent kernels: an order-independent sum gives the correctly rounded "
-                 "result, the same bits in any order on any device; its cost, measured here, is below.")
+                 "result, the same bits in any order on any device.")
     return tuple(out), route
 
 

@@ -1,0 +1,82 @@
+"""Make my runs reproducible in AppTest: the snippet follows the visitor's choices, costs come from the cached
+measurement, what cannot be had is said, the tolerance follows its controls, and the URL keeps the settings."""
+
+from __future__ import annotations
+
+from streamlit.testing.v1 import AppTest
+
+from core.studies.reproducible import live_costs, suggest_tolerance
+from core.studies.reproducible_rules import Choice, answer
+from tests.pages.conftest import ROOT, all_text
+
+SLOW = 300  # the first run measures the costs and compiles the order-independent sum
+
+
+def page(params: dict | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "pages" / "reproducible.py"), default_timeout=SLOW)
+    at.query_params.update(params or {})
+    return at.run()
+
+
+def codes(at: AppTest) -> list[str]:
+    return [c.value for c in at.code]
+
+
+def test_the_default_answer_is_pytorch_training_on_one_gpu_run_to_run():
+    at = page()
+    assert not at.exception, at.exception
+    snippet = codes(at)[0]
+    assert snippet == answer(Choice("eager", "gpu", "run_to_run")).snippet()
+    for needle in ("CUBLAS_WORKSPACE_CONFIG", "use_deterministic_algorithms(True)", "worker_init_fn",
+                   "cudnn.benchmark = False"):
+        assert needle in snippet
+    text = all_text(at)
+    assert "Make my runs reproducible" in text
+    det = live_costs().rows["deterministic_cpu"]
+    assert f"Deterministic mode (CPU) | {det.text}" in _table_text(at) or det.text in text
+    assert "a MODEL" in text and "A100" in _table_text(at)
+    assert not at.warning  # nothing that cannot be had
+
+
+def _table_text(at: AppTest) -> str:
+    return "\n".join(" | ".join(str(v) for v in row) for t in at.table for row in t.value.reset_index().values)
+
+
+def test_choices_change_the_snippet_and_say_what_cannot_be_had():
+    at = page()
+    at.selectbox(key="rp_run").set_value("vllm").run()
+    assert "VLLM_BATCH_INVARIANT" in codes(at)[0]
+    at.selectbox(key="rp_match").set_value("cpu_gpu").run()
+    assert not at.exception, at.exception
+    warning = " ".join(w.value for w in at.warning)
+    assert "cannot be had" in warning and "order-independent" in warning
+    assert live_costs().rows["reprosum"].text in warning  # its cost, measured here
+    assert at.query_params["run"] == "vllm" and at.query_params["match"] == "cpu_gpu"
+
+
+def test_close_enough_puts_the_tolerance_in_the_snippet():
+    at = page({"match": "close", "dtype": "float32", "k": "1000"})
+    assert not at.exception, at.exception
+    tol = suggest_tolerance("float32", 1000)
+    rtol, atol = (v.split("=")[1] for v in tol.line.split())
+    assert f"rtol={rtol}, atol={atol}" in codes(at)[0]
+    assert f"rtol={rtol}, atol={atol}" in codes(at)[1]
+
+
+def test_the_tolerance_follows_its_controls():
+    at = page()
+    at.selectbox(key="rp_dtype").set_value("float64").run()
+    at.number_input(key="rp_k").set_value(65536).run()
+    assert not at.exception, at.exception
+    tol = suggest_tolerance("float64", 65536)
+    rtol, atol = (v.split("=")[1] for v in tol.line.split())
+    assert any(f"rtol={rtol}, atol={atol}" in c for c in codes(at))
+    assert any("python -m scripts.tolerance --dtype float64 --length 65536" in c for c in codes(at))
+
+
+def test_a_bad_link_gets_a_note_and_the_defaults():
+    at = page({"run": "<script>", "k": "-3"})
+    assert not at.exception, at.exception
+    assert "CUBLAS_WORKSPACE_CONFIG" in codes(at)[0]
+    notes = " ".join(c.value for c in at.caption)
+    assert "was ignored" in notes

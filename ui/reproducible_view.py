@@ -1,0 +1,110 @@
+"""Drawing for "Make my runs reproducible": the settings with what each guarantees and costs, the costs table,
+the modelled GPU generations and the tolerance."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from core.studies.reproducible import Generations, ReproPage, Tolerance
+from core.studies.reproducible_rules import HARDWARE, TARGETS, WORKLOADS
+
+
+def _table(rows: list[dict]) -> None:
+    """A static table whose cells wrap: every column fits the screen's width, nothing cut with an ellipsis."""
+    df = pd.DataFrame(rows)
+    st.table(df.set_index(df.columns[0]))
+
+
+def headline(page: ReproPage) -> str:
+    """One sentence: what the visitor gets, and what it costs here."""
+    c = page.answer.choice
+    n = len([s for s in page.answer.settings if s.key != "imports"])
+    measured = [page.cost_of(s) for s in page.answer.settings]
+    live = [m.text for m in measured if m.origin == "measured here"]
+    got = (f"**{WORKLOADS[c.workload]} on {HARDWARE[c.hardware]}, {TARGETS[c.target]}:** {n} setting"
+           f"{'s' if n != 1 else ''}, in this order.")
+    if page.answer.cannot:
+        got += " Not everything can be had: see the warning below."
+    if live:
+        got += f" Costs measured on this server: {', '.join(dict.fromkeys(live))} the default's time."
+    return got
+
+
+def settings_list(page: ReproPage) -> None:
+    """Each setting: what it guarantees, what it does not, its cost and its source."""
+    lines = []
+    for s in page.answer.settings:
+        if s.key == "imports":
+            continue
+        cost = page.cost_of(s)
+        where = {"measured here": "measured on this server", "cited": "cited", "none": ""}[cost.origin]
+        cost_text = f"{cost.text}" + (f" ({where})" if where else "") + (f": {cost.detail}" if cost.detail else "")
+        lines.append(f"- **{s.title}.** {s.guarantees} *Not:* {s.not_guaranteed} *Cost:* {cost_text}. "
+                     f"[Source]({s.source})")
+    st.markdown("\n".join(lines))
+
+
+def cannot(page: ReproPage) -> None:
+    a = page.answer
+    if not a.cannot:
+        return
+    text = " ".join(a.cannot)
+    if a.route:
+        repro = page.costs.rows["reprosum"]
+        text += f" {a.route} Its cost, measured on this server: {repro.text} the time of torch.sum ({repro.what})."
+    st.warning(text, icon=":material/block:")
+
+
+def costs_table(page: ReproPage, cited: list[tuple[str, str, str, str]]) -> None:
+    """Live rows first, then the cited ones: one unit, × the default's time."""
+    rows = [{"Mitigation": r.label, "Cost (× default time)": f"{r.text} ({r.iqr[0]:.2f}–{r.iqr[1]:.2f})",
+             "Where from": f"measured here: {r.what}"}
+            for r in (*page.costs.rows.values(), *((page.batch_invariant,) if page.batch_invariant else ()))]
+    rows += [{"Mitigation": label, "Cost (× default time)": text, "Where from": f"cited: {what} ({source})"}
+             for label, text, what, source in cited]
+    _table(rows)
+    age = (time.time() - page.costs.measured_at) / 60
+    st.caption(f"Measured on {page.costs.where}, {age:.0f} min ago (shared by every visitor, measured again every "
+               "half hour): each repeat times a mitigation and its default back to back, the order rotating, each "
+               "as the fastest of 3 calls; the median of the per-repeat ratios, quartiles in brackets. A ratio "
+               "below 1.0 within its quartiles is no measurable cost. Cited figures were measured by their sources "
+               "on their hardware.")
+
+
+def generations_table(g: Generations) -> None:
+    sizes = sorted({r.n for r in g.rows})
+    rows = []
+    for gpu in dict.fromkeys(r.gpu for r in g.rows):
+        mine = {r.n: r for r in g.rows if r.gpu == gpu}
+        first = mine[sizes[0]]
+        row = {"GPU (modelled)": gpu, "SMs": first.sms, "Threads per SM": first.max_threads}
+        for n in sizes:
+            r = mine[n]
+            row[f"10^{len(str(n)) - 1}: blocks × threads"] = f"{r.blocks} × {r.threads_per_block}"
+            row[f"10^{len(str(n)) - 1}: sum bits"] = r.hex
+        rows.append(row)
+    _table(rows)
+
+
+def agreement(g: Generations) -> str:
+    parts = []
+    for n in sorted({r.n for r in g.rows}):
+        groups = g.groups(n)
+        if len(groups) == 1:
+            parts.append(f"For 10^{len(str(n)) - 1} values all four give the same bits: the launch is capped by the "
+                         "work (one block per 16 values per thread), not by the SM count, so every GPU runs the same "
+                         "grid.")
+        else:
+            parts.append(f"For 10^{len(str(n)) - 1} values they give {len(groups)} different results ("
+                         + "; ".join(" and ".join(grp) for grp in groups)
+                         + "): the grid is sized to fill the SMs (SMs × threads per SM ÷ 512 blocks), so each "
+                         "SM count splits the sum differently; GPUs with the same count agree.")
+    return " ".join(parts)
+
+
+def tolerance_code(tol: Tolerance) -> None:
+    st.code(f"torch.testing.assert_close(actual, expected, rtol={tol.line.split()[0][5:]}, "
+            f"atol={tol.line.split()[1][5:]})", language="python")
