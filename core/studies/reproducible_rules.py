@@ -49,10 +49,10 @@ TM_BLOG = "https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-infe
 TM_OPS = "https://github.com/thinking-machines-lab/batch_invariant_ops"
 CCCL_BLOG = "https://developer.nvidia.com/blog/controlling-floating-point-determinism-in-nvidia-cccl/"
 ONEMKL_CNR = "https://www.intel.com/content/www/us/en/docs/onemkl/developer-reference-c/2026-0/reproducibility-conditions.html"
-MEGATRON = "https://github.com/NVIDIA/Megatron-LM/blob/main/docs/user-guide/deterministic-training.md"
-XLA_FLAGS = "https://github.com/openxla/xla/issues/12520"
+MEGATRON = "https://docs.nvidia.com/megatron-core/developer-guide/nightly/user-guide/deterministic-training.html"
+XLA_FLAGS = "https://github.com/openxla/xla/pull/12520"
 SEED_ISSUE = "https://github.com/pytorch/pytorch/issues/2976"
-HF_DETERMINISM = "https://huggingface.co/docs/transformers/main/en/internal/trainer_utils#transformers.enable_full_determinism"
+HF_DETERMINISM = "https://github.com/huggingface/transformers/blob/main/src/transformers/trainer_utils.py"
 INDUCTOR_CASTS = "https://github.com/pytorch/pytorch/issues/149472"
 REPROBLAS = "https://www2.eecs.berkeley.edu/Pubs/TechRpts/2015/EECS-2015-229.html"
 
@@ -95,7 +95,8 @@ CITED = {c.key: c for c in (
     CitedCost(key="sglang", label="SGLang --enable-deterministic-inference", low=1.3435, high=1.3435,
               what="SGLang's reported average overhead of 34.35% with CUDA graphs", source=SGLANG_BLOG),
     CitedCost(key="cccl", label="CCCL reductions, determinism gpu_to_gpu", low=1.2, high=1.3,
-              what="NVIDIA's figure of 20-30% on large inputs against the not-guaranteed level", source=CCCL_BLOG),
+              what="NVIDIA's figure: 20-30% more time on large inputs for gpu_to_gpu (the default level is "
+              "run_to_run)", source=CCCL_BLOG),
 )}
 
 
@@ -134,7 +135,8 @@ SETTINGS: tuple[Setting, ...] = (
        lines='os.environ["NCCL_ALGO"] = "Ring"  # one all-reduce algorithm for every message size',
        applies=lambda c: (c.workload == "ddp" or c.hardware == "gpus") and c.workload in TORCH | {"jax"}
        and c.target in EXACT,
-       guarantees="Gradients from the ranks are added by one algorithm, not one chosen by message size.",
+       guarantees="Ring's reduction order is fixed by the topology: the same bits run to run (Megatron-LM's "
+       "deterministic mode defaults to it).",
        not_guaranteed="The same bits with another GPU count: the order over the ranks changes (Many devices page).",
        cost="unpublished", source=MEGATRON),
     _s(key="mkl_cbwr", title="oneMKL strict CNR", order=12,
@@ -153,8 +155,8 @@ SETTINGS: tuple[Setting, ...] = (
        lines='os.environ["VLLM_BATCH_INVARIANT"] = "1"  # before vLLM starts',
        applies=lambda c: c.workload == "vllm" and c.target in EXACT,
        guarantees="Outputs independent of the batch size and of the order of requests in a batch (beta).",
-       not_guaranteed="Other hardware or vLLM versions; its docs list the supported GPUs (NVIDIA compute "
-       "capability 8.0 or higher), not CPUs or Apple GPUs.", cost="thinking_machines", source=VLLM_BI),
+       not_guaranteed="Other hardware or vLLM versions; its docs list the supported GPUs (NVIDIA from compute "
+       "capability 8.0 or 9.0, by version), not CPUs or Apple GPUs.", cost="thinking_machines", source=VLLM_BI),
     _s(key="imports", title="Imports", order=20, lines="import random\nimport numpy as np\nimport torch",
        applies=lambda c: c.workload in TORCH,
        guarantees="", not_guaranteed="", cost="free", source=PT_RANDOMNESS),
@@ -180,7 +182,9 @@ SETTINGS: tuple[Setting, ...] = (
        lines="from transformers import enable_full_determinism\nenable_full_determinism(0)  # seeds, "
        "deterministic algorithms, CUBLAS_WORKSPACE_CONFIG",
        applies=lambda c: c.workload == "hf" and c.target in EXACT,
-       guarantees="Seeds Python, NumPy and torch and switches torch to deterministic algorithms in one call.",
+       guarantees="One call seeds Python, NumPy and torch, sets CUBLAS_WORKSPACE_CONFIG and CUDA_LAUNCH_BLOCKING=1 "
+       "(every kernel launch waits for the last), and turns on deterministic algorithms and cuDNN's deterministic "
+       "mode.",
        not_guaranteed="Batch invariance: padded batches of other sizes take other kernels.", cost="deterministic_cpu",
        source=HF_DETERMINISM),
     _s(key="deterministic", title="torch.use_deterministic_algorithms(True)", order=40,
@@ -261,9 +265,11 @@ SETTINGS: tuple[Setting, ...] = (
        not_guaranteed="Anything the library's other kernels compute (matmuls, attention).", cost="reprosum",
        source=REPROBLAS),
     _s(key="cccl", title="CCCL reductions, gpu_to_gpu", order=61,
-       lines="# your own CUDA reductions: cub::DeviceReduce with determinism gpu_to_gpu (CCCL 3.1)",
+       lines="# your own CUDA reductions (CCCL 3.1, C++): cub::DeviceReduce::Sum(in, out, n,\n"
+       "#     cuda::execution::require(cuda::execution::determinism::gpu_to_gpu))",
        applies=lambda c: c.hardware in NVIDIA and c.target in {"gpu_models", "machines"},
-       guarantees="The same bits from a CCCL reduction on different NVIDIA GPUs.",
+       guarantees="The same bits from a CCCL reduction on different NVIDIA GPU architectures (a reproducible "
+       "accumulator that bins the inputs by exponent).",
        not_guaranteed="Library kernels you do not write yourself.", cost="cccl", source=CCCL_BLOG),
     _s(key="float64", title="float64", order=70, lines="x = x.double()  # roundings 2^29 times finer than float32",
        applies=lambda c: c.target == "close" and c.hardware != "mps",
@@ -324,8 +330,8 @@ def _cannot(c: Choice) -> tuple[tuple[str, ...], str | None]:
         out.append("PyTorch's reproducibility notes cover the CPU and CUDA, not MPS: check run to run yourself. "
                    "MPS has no float64.")
     if c.workload in SERVING and c.hardware in {"cpu", "mps"} and c.target in EXACT:
-        out.append("Batch-invariant serving is documented for GPUs (vLLM: NVIDIA compute capability 8.0 or higher), "
-                   "not for this hardware.")
+        out.append("Batch-invariant serving is documented for GPUs (vLLM's docs list NVIDIA GPUs from compute "
+                   "capability 8.0 or 9.0, by version), not for this hardware.")
     if out and c.target in {"cpu_gpu", "gpu_models", "threads"}:
         route = ("The only route is order-independent kernels: an order-independent sum gives the correctly rounded "
                  "result, the same bits in any order on any device.")
