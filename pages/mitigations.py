@@ -41,6 +41,7 @@ from ui import mitigations_view as view
 from ui.crowd import heavy_section
 from ui.mitigations_view import story_link
 from ui.navigation import ensure_app_navigation, next_page_link
+from ui.render import inert
 from ui.urlstate import restore, share_box, sync
 
 URL_FIELDS = [Field(key="mi_storage", param="storage", kind=FieldKind.CHOICE, options=STORAGE_FORMATS),
@@ -52,6 +53,9 @@ _determinism = st.cache_data(max_entries=2, ttl=1800, show_spinner=False)(determ
 _reproducible = st.cache_data(max_entries=2, ttl=3600, show_spinner=False)(reproducible_study)
 _training_pair = st.cache_data(max_entries=2, ttl=3600, show_spinner=False)(training_pair)
 _repro_cost = st.cache_data(max_entries=1, ttl=1800, show_spinner=False)(reproducible_sum_cost)
+# cited addresses, shown as plain text (a page that takes link parameters shows no live link)
+TORCH_SUM_DOC = "https://docs.pytorch.org/docs/stable/generated/torch.sum.html"
+THINKING_MACHINES = "https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/"
 _mismatch = st.cache_data(max_entries=1, ttl=3600, show_spinner=False)(mismatch_check)
 
 
@@ -152,7 +156,7 @@ def wider_section() -> WiderStudy:
         wide = WIDER[storage]
         st.markdown(
             f"`torch.sum(x, dtype=torch.{wide})` casts the input to {wide} before it reduces (torch.sum's "
-            "documentation, https://docs.pytorch.org/docs/stable/generated/torch.sum.html): a full copy, here "
+            f"documentation, {inert(TORCH_SUM_DOC, line_start=False)}): a full copy, here "
             f"{study.copy_bytes / 1e6:,.0f} MB for the {study.n:,} values beside their own "
             f"{study.input_bytes / 1e6:,.0f} MB. "
             + _sixteen_bit_note(study))
@@ -224,12 +228,12 @@ def determinism_section() -> None:
             f"{glossary.link('ulp', 'ULPs')} apart), so the two shapes were added in different orders. torch hands "
             f"both to the BLAS{f' ({blas})' if blas else ''}, whose choice of kernel is not documented: likely a "
             "matrix-vector kernel for one row and a blocked matrix-matrix kernel with other reduction splits for the "
-            "batch (Thinking Machines, “Defeating Nondeterminism in LLM Inference”, 2025, "
-            "https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/)."
+            f"batch (Thinking Machines, “Defeating Nondeterminism in LLM Inference”, 2025, "
+            f"{inert(THINKING_MACHINES, line_start=False)})."
             if det.mm_differing else
             f"Batch size: on this CPU `mm(a[:1], b)` and `mm(a, b)[:1]` (a: {m}×{k}, b: {k}×{n}, float32) gave the "
             "same bits here; on GPUs and other CPUs they can differ (Thinking Machines, 2025, "
-            "https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/)."
+            f"{inert(THINKING_MACHINES, line_start=False)})."
         )
         st.info(
             "`torch.use_deterministic_algorithms(True)` makes torch use a deterministic kernel where one exists and "

@@ -41,6 +41,7 @@ URL_FIELDS = [Field(key="sv_n", param="requests", kind=FieldKind.INT, low=1, hig
               Field(key="sv_invariant", param="invariant", kind=FieldKind.CHOICE, options=(False, True))]
 DEFAULTS = {"sv_n": 40, "sv_batch": 16, "sv_prompt": DEFAULT_PROMPT, "sv_dtype": DEFAULT_DTYPE,
             "sv_kernels": DEFAULT_KERNELS, "sv_invariant": False}
+SGLANG_FAQ = "https://docs.sglang.io/references/faq.html"  # shown as plain text: no live link on a linked page
 KEPT = 8  # finished studies kept for every visitor (a few kB each)
 
 
@@ -135,10 +136,10 @@ def takeaway() -> None:
             "their split by shape), chunked prefill (a prompt prefilled in other chunks is reduced in other "
             "pieces), and a prefix cache (a cached prefix was computed with other company than a fresh one). "
             "SGLang's FAQ attributes most of the non-determinism to dynamic batching and the rest to prefix caching "
-            "(https://docs.sglang.io/references/faq.html); Thinking Machines show that a forward pass's kernels are "
+            f"({inert(SGLANG_FAQ, line_start=False)}); Thinking Machines show that a forward pass's kernels are "
             "run-to-run deterministic and that the variation comes from the batch and these choices, and make "
             "prefill and decode reduce alike "
-            "(https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/). This page's engine "
+            f"({inert(view.THINKING_MACHINES, line_start=False)}). This page's engine "
             "models the batch and the padding of prompts; it has no chunked prefill and no prefix cache.")
         st.markdown("The settings that make your own runs reproducible, and what each costs:")
         story_link("pages/reproducible.py", "Make my runs reproducible", ":material/checklist:")
@@ -157,9 +158,9 @@ def main() -> None:
     url_notes = restore("sv", URL_FIELDS, DEFAULTS)
     st.title("Temperature 0, different answers")
     punch = st.container(key="punchline")  # the count of distinct completions: first screen
-    st.markdown("A tiny language model behind a server that batches whatever requests are waiting. The same prompt "
-                "is sent many times among other requests; decoding is greedy (temperature 0), so every copy should "
-                "come back the same. Each is compared with the same request served alone.")
+    st.markdown("The same prompt, sent many times to a tiny language model behind a server that batches whatever "
+                "is waiting. Decoding is greedy (temperature 0), so every copy should come back as the request "
+                "served alone does.")
     s, problems = controls()
     share_box(sync(URL_FIELDS), url_notes)
     if problems:

@@ -17,6 +17,7 @@ from core.studies.mitigations import (
     float64_peaks,
 )
 from ui.navigation import page_file
+from ui.render import inert
 
 
 def _table(rows: list[dict]) -> None:
@@ -76,12 +77,13 @@ def vendor_table() -> None:
                          f"{_times(tc[0])} – {_times(tc[1])}" if tc else "—",
                      "source": p.source})
     _wrapped_table(rows)
-    links = "; ".join(f"[{p.source}]({p.url})" for p in float64_peaks() if p.url)
-    notes = "; ".join(f"{p.hardware}: {p.note}" for p in float64_peaks() if p.note)
+    # addresses as plain text (inert): the page takes link parameters, so it shows no live link
+    links = "; ".join(f"{p.source}, {inert(p.url, line_start=False)}" for p in float64_peaks() if p.url)
+    notes = "; ".join(f"{p.hardware}: {inert(p.note, line_start=False)}" for p in float64_peaks() if p.note)
     st.caption("Vendor peak rates, dense (no sparsity), cited, not measured here; a cost is one peak rate over the "
                "other, × the float32 default's time (1.0× = as fast). The 1 : 2 of the A100 and H100 holds without "
                "tensor cores. float32 training usually runs its matrix products on tensor cores, in TF32 (cuDNN's "
-               "default for convolutions; for matmuls after torch.set_float32_matmul_precision(\"high\")) or in "
+               "default for convolutions; for matmuls after `torch.set_float32_matmul_precision(\"high\")`) or in "
                "bfloat16 under autocast, and float64 has only its FP64 (tensor-core) rate: so moving it to float64 "
                f"costs the larger factors. {notes}. Sources: {links}.")
 

@@ -11,6 +11,9 @@ from core.serving.engine import Completion, ForkStudy, ServeResult
 from ui.render import inert
 
 SHOWN_GROUPS = 6  # completions drawn in full (the table lists every group)
+# cited addresses, shown as plain text (inert): a page that takes link parameters shows no live link
+THINKING_MACHINES = "https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/"
+SGLANG_DETERMINISTIC = "https://lmsys.org/blog/2025-09-22-sglang-deterministic/"
 
 
 def headline(n: int, k: int) -> str:
@@ -22,8 +25,8 @@ def headline(n: int, k: int) -> str:
 
 
 # The fork mark: a solid orange box with white bold text (the pale orange-background directive was faint),
-# and the text after it underlined in the same colour. HTML, so every piece of text is escaped (html.escape);
-# the prompt and the completions are in the model's alphabet anyway (lower-case letters, spaces, , and .).
+# and the text after it underlined in the same colour. The prompt (the visitor's) is inert; the generated text is
+# escaped HTML (it is in the model's alphabet anyway: lower-case letters, spaces, commas and full stops).
 FORK = "#c2410c"
 GENERATED = "background:rgba(28,131,225,0.13);border-radius:0.2em"
 
@@ -41,14 +44,14 @@ def highlighted(prompt: str, c: Completion | None, text: str) -> str:
     """The prompt and a completion as escaped HTML; its first departing character (a space shows as ␣) in a solid
     orange box and the rest underlined in orange."""
     if c is None or c.fork is None:
-        return f"{_esc(prompt)}{_generated(text)}"
+        return f"{inert(prompt)}{_generated(text)}"
     i = c.fork.position
     ch = text[i] if text[i] != " " else "␣"
     mark = (f'<span style="background:{FORK};color:#fff;font-weight:700;padding:0 0.15em;border-radius:0.2em" '
             f'title="first character that departs from the request served alone">{_esc(ch)}</span>')
     rest = (f'<span style="text-decoration:underline;text-decoration-color:{FORK};text-decoration-thickness:2px;'
             f'color:{FORK}">{_esc(text[i + 1:])}</span>')
-    return f"{_esc(prompt)}{_generated(text[:i])}{mark}{rest}"
+    return f"{inert(prompt)}{_generated(text[:i])}{mark}{rest}"
 
 
 def _line(label: str, body: str) -> str:
@@ -169,8 +172,8 @@ def cost_sentence(study: ForkStudy) -> str:
     return (f"Batch-invariant serving took **{study.cost:.2f}× the default's time** here: this CPU's kernels on a tiny "
             "model, on this server just now (1.0× = as fast as serving with this CPU's own torch kernels). It says "
             "nothing of a GPU: Thinking Machines measured 1.6× in vLLM (42 s against 26 s; "
-            "https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/) and SGLang reports a "
-            "34% slowdown, 1.34× (https://lmsys.org/blog/2025-09-22-sglang-deterministic/).")
+            f"{inert(THINKING_MACHINES, line_start=False)}) and SGLang reports a 34% slowdown, 1.34× "
+            f"({inert(SGLANG_DETERMINISTIC, line_start=False)}).")
 
 
 def cost(study: ForkStudy) -> None:

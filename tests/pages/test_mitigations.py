@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.training.divergence import DEFAULT_SEEDS, SEED_RULE
-from tests.pages.conftest import ROOT, TIMEOUT, all_text
+from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_the_float64_table_says_without_tensor_cores_and_gives_the_tensor_core_c
     assert vendor.loc["NVIDIA A100", "FP64 : FP32, no tensor cores"] == "1 : 2"
     assert vendor.loc["NVIDIA A100"].iloc[2] == f"{a100.tensor_cost[0]:.1f}× – {a100.tensor_cost[1]:.0f}×" == (
         "8.0× – 16×")
-    text = all_text(mi)
+    text = shown(all_text(mi))  # addresses are shown as plain text, never as live links
     for address in ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
                     "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf", "https://www.nvidia.com/en-us/data-center/h100/",
                     "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",

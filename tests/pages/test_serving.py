@@ -120,8 +120,8 @@ def test_commands_and_other_causes_sit_in_collapsed_expanders():
     at = page({"requests": "12"})
     assert not at.exception, at.exception
     assert "python -m" not in all_text(at) and "deterministic only for a fixed batch" not in all_text(at)
-    inside = {e.label: " ".join([str(x.value) for x in e.markdown] + [str(x.value) for x in e.code]
-                                + [str(x.value) for x in e.caption]) for e in at.expander}
+    inside = {e.label: shown(" ".join([str(x.value) for x in e.markdown] + [str(x.value) for x in e.code]
+                                      + [str(x.value) for x in e.caption])) for e in at.expander}
     assert at.expander and all(not e.proto.expanded for e in at.expander)
     commands = next(t for label, t in inside.items() if "yourself" in label)
     assert "python -m scripts.serve_fork" in commands and "python -m scripts.train_tiny_lm" in commands
