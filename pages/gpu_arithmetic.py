@@ -40,6 +40,7 @@ from core.studies.gpu_arithmetic import (
 )
 from ui import glossary
 from ui import gpu_arithmetic_view as view
+from ui.elementwise_view import draw_other_causes
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
@@ -161,7 +162,9 @@ def summary(pair: DotPair, lab: DotLab) -> None:
 def results(settings: DotLabSettings, pair: DotPair, lab: DotLab) -> None:
     st.subheader("Results")
     table = view.results_table(lab)
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(view.compact(table), hide_index=True, width="stretch")
+    with st.expander("Every column: the format, the bits and where each row came from"):
+        st.dataframe(table, hide_index=True, width="stretch")
     download_buttons(table, {"vectors": pair.source, "inputs": settings.spec.storage, "accumulate": settings.accumulate,
                              "models": ",".join(settings.models), "tile": settings.tile, "slices": settings.slices,
                              "tf32": settings.tf32_mode}, "gpu-arithmetic", "ga")
@@ -264,7 +267,10 @@ def atomics(seed: int) -> None:
     except VectorError as err:
         b3.error(inert(err))
         return
-    st.dataframe(view.atomics_table(result), hide_index=True, width="stretch")
+    atoms = view.atomics_table(result)
+    st.dataframe(view.atomics_compact(atoms), hide_index=True, width="stretch")
+    with st.expander("Every column: the fixed order, index_add_ on this CPU and on a GPU, the exact sums"):
+        st.dataframe(atoms, hide_index=True, width="stretch")
     choice = st.selectbox("Bucket to plot", list(range(len(result.buckets))), key="ga_bucket")
     hist, marks = view.atomics_frames(result.buckets[choice])
     st.altair_chart(view.atomics_chart(hist, marks), width="stretch")
@@ -275,6 +281,14 @@ def atomics(seed: int) -> None:
         + (f"GPU: index_add_ live on {inert(result.gpu, line_start=False)}, repeated {int(runs):,} times."
            if result.gpu else "No GPU here, so no live GPU runs; recorded ones are not part of the recordings yet.")
     )
+
+
+def other_causes() -> None:
+    st.subheader("Not every difference is a sum's order")
+    st.markdown("A GPU and a CPU also differ where no sum is reordered: functions such as exp, log and tanh are "
+                "not correctly rounded, and each library rounds them its own way. Measured here, against the "
+                "correctly rounded results:")
+    draw_other_causes()
 
 
 def main() -> None:
@@ -289,10 +303,17 @@ def main() -> None:
         st.markdown(
             "Most CPU-vs-GPU differences that people report come from **matrix products**. A **fused multiply-add** "
             "rounds a·b + c once instead of twice; tensor cores first cut float32 inputs to **TF32** (10 mantissa "
-            "bits) or take **float16/bfloat16** inputs and accumulate in float32; the inner dimension K is cut into "
-            "**tiles** and **split-K slices**; and **atomic adds** sum in whatever order threads arrive. Each model "
-            "is the named arithmetic done exactly on this CPU (integer arithmetic, every rounding to nearest-even "
-            "decided exactly)."
+            "bits) or take **float16/bfloat16** inputs; the inner dimension K is cut into **tiles** and **split-K "
+            "slices**; and **atomic adds** sum in whatever order threads arrive. Each model is the named arithmetic "
+            "done exactly on this CPU (integer arithmetic, every rounding to nearest-even decided exactly).\n\n"
+            "The tensor-core models here accumulate in float32, but a GPU need not: float16 tensor-core "
+            "instructions can also accumulate in float16 (PTX `mma` with an `.f16` accumulator: "
+            "[PTX ISA, warp-level matrix instructions]"
+            "(https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-mma)), "
+            "and PyTorch lets cuBLAS reduce float16 and bfloat16 matrix products, split-K sums included, in reduced "
+            "precision unless `torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction` and "
+            "`allow_bf16_reduced_precision_reduction` are set to False ([PyTorch CUDA notes, reduced precision "
+            "reduction](https://pytorch.org/docs/stable/notes/cuda.html#reduced-precision-reduction-in-fp16-gemms))."
         )
         for key in ("split_k", "rna", "eta"):
             glossary.define(key)
@@ -323,6 +344,7 @@ def main() -> None:
     error_against_k(settings, pair)
     every_rounding(settings, pair, lab)
     atomics(settings.spec.seed)
+    other_causes()
     next_page_link("gpu_arithmetic")
 
 

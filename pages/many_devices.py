@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from core.crowd.querystate import Field, FieldKind
@@ -35,9 +37,13 @@ from ui.many_devices_view import (
     outcomes_frame,
     pairs_frame,
     parting,
+    record_study_time,
+    seconds_per_k,
     short_step,
     study_chart,
+    study_estimate,
     study_frame,
+    study_progress,
 )
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
@@ -79,9 +85,9 @@ def start_live_run(settings: LiveSettings) -> None:
         st.caption(f":material/memory: {why}")
     else:
         st.warning(f"Not enough free memory on this server for {world} worker processes right now: {why} "
-                   "The emulated devices below need no extra processes; on your own machine, "
-                   f"`python -m scripts.data_parallel --world-size {world} --steps {steps}` runs the same training.",
-                   icon=":material/memory:")
+                   "The emulated devices below need no extra processes.", icon=":material/memory:")
+        with st.expander("Run the same training on your own machine", icon=":material/terminal:"):
+            st.code(f"python -m scripts.data_parallel --world-size {world} --steps {steps}", language="bash")
     if not st.button(f"Start {_workers(world)} and train {steps} steps", key="md_run",
                      disabled=not ok, icon=":material/play_arrow:"):
         return
@@ -189,13 +195,15 @@ def models_section() -> None:
                                    key="md_study_go", icon=":material/calculate:"):
         bar = st.progress(0.0, text="Summing…")
         with gated("the order study"):
-            study = order_study(ks, on_progress=lambda p: bar.progress(p.fraction, text=f"{p.what} done "
-                                                                                      f"({p.done} of {p.total})"))
+            started = time.monotonic()
+            study = order_study(ks, on_progress=study_progress(bar, started))
+            record_study_time(len(ks), time.monotonic() - started)
         bar.empty()
         STUDIES.put(ks, study)
     if study is None:
-        st.caption("Press the button to compute every model's sums for each k (a few seconds; the result is kept "
-                   "for every visitor of this server).")
+        st.caption("Press the button to compute every model's sums for each k: "
+                   f"{study_estimate(len(ks), seconds_per_k(_punch_study()[1]))} A bar shows each k as it is done; "
+                   "the result is kept for every visitor of this server.")
         return
     df = study_frame(study)
     a, b = st.columns(2)
@@ -275,14 +283,24 @@ PUNCH_RANKS = 8  # the first screen's all-reduce: 8 ranks, every model (about 0.
 
 @st.cache_resource(max_entries=1, ttl=3600, show_spinner=False)
 def _punch_study():
-    return order_study((PUNCH_RANKS,))[0]  # frozen, shared by every visitor
+    """The 8-rank comparison (frozen, shared by every visitor) and the seconds it took: one value of k,
+    the unit the order study's estimate counts in."""
+    started = time.monotonic()
+    c = order_study((PUNCH_RANKS,))[0]
+    return c, time.monotonic() - started
 
 
 def punchline() -> None:
     """A computed result without a button: the first-step gradients on 8 ranks summed in each all-reduce order."""
     with st.container(key="punchline"):
+        st.markdown(
+            "Data-parallel training sums every device's gradient (an **all-reduce**), and the algorithm fixes the "
+            "order. A **ring** passes partial sums from device to device around a circle, so each element is "
+            "added one device after another; a **tree** adds the devices in pairs, then pairs of those sums, "
+            "about log₂ k levels deep."
+        )
         with st.spinner(f"Summing the first-step gradients of {PUNCH_RANKS} ranks in every all-reduce order…"):
-            c = _punch_study()
+            c, _seconds = _punch_study()
         pair = next(p for p in c.pairs if {p.a, p.b} == {"ring_gloo", "tree_nccl"})
         ring = next(o for o in c.outcomes if o.model == "ring_gloo")
         tree = next(o for o in c.outcomes if o.model == "tree_nccl")

@@ -249,7 +249,14 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
                + ("only the grouping differs, and so do the last bits." if result.distinct_results > 1 else
                   "only the grouping differs; here every order gives the same bits.")
                + " Each error is exact (rational arithmetic).")
+    error_chart(result)
     return None
+
+
+def error_chart(result: LabResult) -> None:
+    errors = view.error_frame(result)
+    if not errors.empty:
+        st.altair_chart(view.error_bars(errors), width="stretch")
 
 
 def vector_and_exact_sum(outcome: LabOutcome) -> None:
@@ -289,7 +296,9 @@ def results(request: LabRequest, outcome: LabOutcome) -> None:
     result = outcome.result
     st.subheader("Results")
     table = view.results_table(result)
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(view.compact(table), hide_index=True, width="stretch")
+    with st.expander("Every column: bits, relative and absolute errors, provenance, time"):
+        st.dataframe(table, hide_index=True, width="stretch")
     download_buttons(table, {"vector": outcome.source, "storage": result.storage, "accumulate": result.working,
                              "orders": ",".join(request.orders), "permutations": request.permutations,
                              "permutation_seed": request.perm_seed},
@@ -306,9 +315,8 @@ def results(request: LabRequest, outcome: LabOutcome) -> None:
         "The bound's column in ULPs divides it by one ULP of the exact sum, like the error's."
     )
     glossary.define("gamma")  # the story's first use of the γ bounds
-    errors = view.error_frame(result)
-    if not errors.empty:
-        st.altair_chart(view.error_bars(errors), width="stretch")
+    if result.shows_trees:  # a long vector's chart is at the top of the page, under its numbers
+        error_chart(result)
 
 
 def threads_note(result: LabResult) -> None:
@@ -340,7 +348,11 @@ def random_orders(result: LabResult, requested: int) -> None:
                 f"{result.working} results** (seed {study.seed}).")
     if requested > study.k:
         st.caption(permutations_note(requested, result.n))
-    st.altair_chart(view.permutation_histogram(hist, marks), width="stretch")
+    domain = view.shared_domain(hist, marks)
+    st.altair_chart(view.permutation_histogram(hist, domain), width="stretch")
+    st.altair_chart(view.marks_strip(marks, domain), width="stretch")
+    st.caption("Above: how many of the random permutations gave each result. Below: where each chosen order's "
+               "result and the exact sum lie on the same axis, one row each.")
 
 
 def running_error(running: RunningError | None) -> None:

@@ -77,6 +77,14 @@ def results_table(lab: DotLab) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+COMPACT = ("model", "origin", "value", "error (ULPs)", "bound (ULPs)", "within bound")
+
+
+def compact(table: pd.DataFrame) -> pd.DataFrame:
+    """The results table's columns that fit the page at 1280 px (the rest sit in the full table)."""
+    return table[[c for c in COMPACT if c in table.columns]]
+
+
 def error_bars(lab: DotLab) -> pd.DataFrame:
     rows = [{"model": r.name, "origin": r.origin, "ulps": r.ulps, "abs_ulps": abs(r.ulps)}
             for r in lab.rows if r.result is not None and math.isfinite(r.ulps)]
@@ -112,13 +120,16 @@ def error_vs_k_chart(df: pd.DataFrame) -> alt.Chart:
         .mark_line(point=True)
         .encode(
             x=alt.X("K:Q", scale=alt.Scale(type="log", base=2), title="K, terms in the dot product"),
-            y=alt.Y("abs_ulps:Q", scale=alt.Scale(type="symlog"), title="|error| in ULPs of the exact result",
+            y=alt.Y("abs_ulps:Q", scale=alt.Scale(type="symlog"), title="|error| (ULPs)",
                     axis=alt.Axis(values=ULP_TICKS, format=",.0f")),
-            color=alt.Color("model:N", title="model", legend=alt.Legend(labelLimit=360)),
-            strokeDash=alt.StrokeDash("origin:N", scale=ORIGIN_DASHES, title="where it came from"),
+            # under the chart, one name a row, never cut: the models' names are long
+            color=alt.Color("model:N", title="model", legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
+            strokeDash=alt.StrokeDash("origin:N", scale=ORIGIN_DASHES, title="where it came from",
+                                      legend=alt.Legend(orient="bottom", labelLimit=0)),
             tooltip=["model", "origin", "K", alt.Tooltip("ulps:Q", format="+.4g")],
         )
-        .properties(height=height_for_legends(340, df["model"].nunique(), df["origin"].nunique()))
+        # the legends sit inside the chart's height: the plot keeps 300 px above them
+        .properties(height=300 + height_for_legends(0, df["model"].nunique(), df["origin"].nunique()))
     )
 
 
@@ -195,6 +206,15 @@ def atomics_table(res: AtomicsResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+ATOMICS_COMPACT = ("bucket", "values", "different results (simulated runs)", "run errors, min … max (ULPs)",
+                   "order-independent sum (ULPs)")
+
+
+def atomics_compact(table: pd.DataFrame) -> pd.DataFrame:
+    """The atomics table's columns that fit the page at 1280 px (every column sits in the full table)."""
+    return table[[c for c in ATOMICS_COMPACT if c in table.columns]]
+
+
 def atomics_frames(b: BucketResult) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each simulated run's error in ULPs, and marks for the fixed order, index_add_ and the
     order-independent sum (and the GPU's runs, when there are any)."""
@@ -219,16 +239,18 @@ def atomics_chart(hist: pd.DataFrame, marks: pd.DataFrame) -> alt.LayerChart:
         .encode(
             x=alt.X("ulps:Q", bin=alt.Bin(maxbins=40), title="bucket result − exact sum, in ULPs"),
             y=alt.Y("count():Q", title="runs"),
-            color=alt.Color("source:N", title=None, scale=alt.Scale(range=["#9ca3af", "#1f5fa8"])),
+            color=alt.Color("source:N", title=None, scale=alt.Scale(range=["#9ca3af", "#1f5fa8"]),
+                            legend=alt.Legend(orient="top", labelLimit=0)),
         )
     )
     rules = (
         alt.Chart(marks)
         .mark_rule(strokeWidth=2)
-        .encode(x="ulps:Q", strokeDash=alt.StrokeDash("label:N", title="marked", legend=alt.Legend(labelLimit=400)),
+        .encode(x="ulps:Q", strokeDash=alt.StrokeDash("label:N", title="marked",
+                                                      legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
                 tooltip=["label", alt.Tooltip("ulps:Q", format="+.4g")])
     )
-    height = height_for_legends(280, hist["source"].nunique(), marks["label"].nunique())
+    height = 260 + height_for_legends(0, hist["source"].nunique(), marks["label"].nunique())  # legends inside
     return styled(alt.layer(bars, rules).resolve_scale(color="independent").properties(height=height))
 
 
@@ -252,6 +274,16 @@ PUNCH_LABELS = {"fma": "Sequential FMA", "tf32": "TF32 inputs", "bf16": "bfloat1
                 "split_k": "Split-K"}
 
 
+# one short clause per term, where the first screen shows it first
+PUNCH_CLAUSES = {
+    "fma": "FMA (fused multiply-add): each a·b + c rounded once instead of twice.",
+    "tf32": "TF32: tensor cores cut each float32 input to 10 mantissa bits before multiplying.",
+    "bf16": "bfloat16 inputs: 8 significant bits per input, products added in float32.",
+    "fp16": "float16 inputs: 11 significant bits per input, products added in float32.",
+    "split_k": "Split-K: the K terms cut into slices summed in parallel, then the slices added.",
+}
+
+
 def punchline(lab: DotLab) -> None:
     """The page's numbers first: two models' errors (exact on this CPU) and torch.mm's batch dependence (live)."""
     rows = {r.key: r for r in lab.rows if r.result is not None}
@@ -269,6 +301,7 @@ def punchline(lab: DotLab) -> None:
                             "first of 64 rows (M = 64), run by torch on this CPU: another shape, another kernel.")
     k = lab.pair.k
     source = inert(lab.pair.source, line_start=False)
+    terms = " ".join(PUNCH_CLAUSES[row.key] for row in shown if row.key in PUNCH_CLAUSES)
     st.caption(f"The dot product of K = {k:,} terms ({source}), against its exact value: the models' "
                "errors in ULPs, and whether torch's own matrix product on this server depends on how many rows it "
-               "is given. Details, every model and the bounds below.")
+               f"is given. {terms} Details, every model and the bounds below.")

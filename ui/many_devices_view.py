@@ -24,6 +24,7 @@ from ui.talk import styled
 # Finished work shared by every visitor of this server (deterministic for its key, so never stale).
 EMULATIONS = Memo(24)  # (ranks, model, steps) -> EmulatedRun
 STUDIES = Memo(4)  # ks -> tuple of Comparison
+STUDY_RATE = Memo(1)  # "per k" -> seconds one value of k took in the last order study on this server
 RUN_COLOURS = ["#1f5fa8", "#d97706", "#16a34a", "#9333ea", "#dc2626", "#0891b2"]
 MODEL_COLOURS = alt.Scale(domain=[m.name for m in MODELS.values()], range=["#1f5fa8", "#0891b2", "#d97706", "#16a34a"])
 HEIGHT = 320
@@ -172,6 +173,38 @@ def live_progress(bar):
             bar.progress(0.1 * p.done / p.total, text=f"{p.done} of {p.total} workers joined the process group{mb}")
         else:
             bar.progress(min(1.0, 0.1 + 0.9 * p.done / p.total), text=f"Step {p.done} of {p.total}{mb}")
+
+    return update
+
+
+def record_study_time(ks: int, seconds: float) -> None:
+    """Keep the order study's measured time per value of k: the next estimate's unit."""
+    if ks:
+        STUDY_RATE.put("per k", seconds / ks)
+
+
+def seconds_per_k(punch_seconds: float) -> float:
+    """Seconds per value of k: the last full study's rate on this server, else the first screen's one k
+    (each k sums the same number of gradient elements, so each takes about as long)."""
+    rate = STUDY_RATE.get("per k")
+    return rate if rate is not None else punch_seconds
+
+
+def study_estimate(ks: int, per_k: float) -> str:
+    """The wait, from a measured rate: one sentence. Twice the rate as the upper end, for a busy server."""
+    low = max(1, round(ks * per_k))
+    return (f"about {low}–{max(low + 1, round(2 * ks * per_k))} s for {ks} values of k ({per_k:.2f} s each, "
+            "timed on this server; longer while other visitors compute).")
+
+
+def study_progress(bar, started: float):
+    """A progress callback for the order study: each k done, the time so far and the time left at that rate."""
+
+    def update(p: Progress) -> None:
+        spent = time.monotonic() - started
+        left = spent / p.done * (p.total - p.done) if p.done else 0.0
+        bar.progress(p.fraction, text=f"{p.what} done ({p.done} of {p.total}) · {spent:.0f} s so far, "
+                                      f"about {left:.0f} s left")
 
     return update
 

@@ -19,8 +19,7 @@ from core.kernels.trees import Tree
 from core.machines.progress import OnProgress
 from core.studies.sumlab import LabResult, RunningError, bound_in_ulps
 from ui.crowd import heavy_section
-from ui.legend import name_hidden
-from ui.talk import height_for_legends, styled
+from ui.talk import styled
 
 
 def _fmt_float(x: float | None, spec: str) -> str:
@@ -84,6 +83,14 @@ def results_table(r: LabResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+COMPACT = ("order", "origin", "value", "error (ULPs)", "a-priori bound (ULPs)", "within bound")
+
+
+def compact(table: pd.DataFrame) -> pd.DataFrame:
+    """The results table's columns that fit the page at 1280 px (every column sits in the full table)."""
+    return table[[c for c in COMPACT if c in table.columns]]
+
+
 def error_frame(r: LabResult) -> pd.DataFrame:
     rows = []
     for row in r.rows:
@@ -106,7 +113,7 @@ def permutation_frames(r: LabResult) -> tuple[pd.DataFrame, pd.DataFrame]:
     for row in r.rows:
         if math.isfinite(row.metrics.ulps):
             marks.append({"label": row.order.name, "ulps": row.metrics.ulps})
-    return hist, name_hidden(pd.DataFrame(marks), "label", "ulps")
+    return hist, pd.DataFrame(marks, columns=["label", "ulps"])
 
 
 def running_frame(re: RunningError) -> pd.DataFrame:
@@ -209,27 +216,44 @@ def error_bars(df: pd.DataFrame) -> alt.Chart:
     )
 
 
-def permutation_histogram(values: pd.DataFrame, marks: pd.DataFrame) -> alt.LayerChart:
-    """Distribution of random-permutation results, with the exact sum and each order marked."""
-    hist = (
+def shared_domain(values: pd.DataFrame, marks: pd.DataFrame) -> list[float]:
+    """One x range for the histogram and the strip under it, so that a position means one error in both."""
+    xs = list(values["ulps"]) + list(marks["ulps"])
+    low, high = min(xs), max(xs)
+    pad = max((high - low) * 0.04, 0.5)
+    return [low - pad, high + pad]
+
+
+def permutation_histogram(values: pd.DataFrame, domain: list[float]) -> alt.Chart:
+    """Distribution of random-permutation results: whole counts on the count axis (a count is a number of
+    permutations, never 0.2 of one)."""
+    return styled(
         alt.Chart(values)
         .mark_bar(opacity=0.7, color="#9ca3af")
         .encode(
-            x=alt.X("ulps:Q", bin=alt.Bin(maxbins=40), title="result − exact sum, in ULPs"),
-            y=alt.Y("count():Q", title="permutations"),
+            x=alt.X("ulps:Q", bin=alt.Bin(maxbins=40), title="result − exact sum, in ULPs",
+                    scale=alt.Scale(domain=domain, nice=False)),
+            y=alt.Y("count():Q", title="permutations", axis=alt.Axis(format="d", tickMinStep=1)),
+            tooltip=[alt.Tooltip("count():Q", title="permutations")],
         )
+        .properties(height=220)
     )
-    rules = (
+
+
+def marks_strip(marks: pd.DataFrame, domain: list[float]) -> alt.Chart:
+    """Each chosen order's result (and the exact sum) on the histogram's axis, one labelled row each: nine
+    lines drawn on one chart overlapped where the orders agree."""
+    return styled(
         alt.Chart(marks)
-        .mark_rule(strokeWidth=2)
+        .mark_point(filled=True, size=90)
         .encode(
-            x="ulps:Q",
-            color=alt.Color("label:N", title="marked", legend=alt.Legend(labelLimit=400)),  # "(under …)" shown whole
+            x=alt.X("ulps:Q", title="result − exact sum, in ULPs", scale=alt.Scale(domain=domain, nice=False)),
+            y=alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=0, labelOverlap=False)),
+            color=alt.Color("label:N", legend=None),
             tooltip=["label", alt.Tooltip("ulps:Q", format="+.4g")],
         )
+        .properties(height=24 * max(1, len(marks)))
     )
-    height = height_for_legends(260, int(marks["label"].nunique()))  # every marked order's entry
-    return styled(alt.layer(hist, rules).properties(height=height))
 
 
 def running_error_chart(df: pd.DataFrame) -> alt.Chart:

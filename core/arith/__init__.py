@@ -1,6 +1,7 @@
 """Arithmetic foundations: IEEE 754 formats, exact values, errors and bounds, vectors, parsing.
 
-formats (FloatFormat, bits, exact decoding, correct rounding, ULPs and errors in ULPs), exact (exact
+formats (FloatFormat, bits, exact decoding, correct rounding, ULPs and errors in ULPs), elementary (exp, log,
+tanh and sigmoid correctly rounded: the reference for library functions), exact (exact
 and correctly rounded sums and dot products, faithful decimal output), buckets (the exact sums'
 compiled pass by exponent bucket), shares (pieces of a long pass that threads claim as they come
 free), metrics (gamma, condition numbers, a-priori and input-rounding bounds, the growth fit), vectors

@@ -2,7 +2,8 @@
 
 overview (the Overview page's live numbers), sumlab (Summation lab), cpu_vs_gpu (CPU vs GPU, with
 replays of recordings), mitigations (each fix measured on the Mitigations page's inputs), assoc
-(Non-associativity), gpu_arithmetic (GPU arithmetic's dot-product lab and atomics), reproducible
+(Non-associativity), gpu_arithmetic (GPU arithmetic's dot-product lab and atomics), elementwise (exp, log,
+tanh and sigmoid against their correctly rounded values: causes other than a sum's order), reproducible
 (Make my runs reproducible: costs, modelled GPU generations, tolerances) with reproducible_rules (its
 registry of settings).
 

@@ -19,8 +19,14 @@ def open_page(**params) -> AppTest:
     return at.run()
 
 
+def frame_with(at, column: str):
+    """The first table on the page with ``column`` (the compact tables come first, their full ones folded)."""
+    return next(df.value for df in at.dataframe if column in df.value.columns)
+
+
 def table(at):
-    return at.dataframe[0].value
+    """The full results table (bits, format, provenance), folded under the compact one."""
+    return frame_with(at, "provenance")
 
 
 @pytest.fixture(scope="module")
@@ -93,10 +99,10 @@ def test_bad_formats_and_sizes_get_a_message_not_a_traceback():
 def test_small_k_draws_every_rounding():
     at = open_page(K=12, tile=4, slices=2)
     assert not at.exception
-    steps = at.dataframe[1].value
+    steps = frame_with(at, "operation")
     assert list(steps["operation"])[:2] == ["round(x0·y0)", "round(x1·y1)"]  # multiply then add, first
     at.selectbox(key="ga_trace_model").select("split_k").run()
-    steps = at.dataframe[1].value
+    steps = frame_with(at, "operation")
     assert not at.exception and steps["operation"].iloc[-1] == "partials 0…1"
     assert "Every rounding, for a small K" in all_text(at)
 
@@ -106,7 +112,7 @@ def test_ill_conditioned_vectors_and_atomics_settings():
                    runs=50, atomic_format="float16")
     assert not at.exception
     assert "target condition 1e+16" in shown(all_text(at))
-    atoms = at.dataframe[1].value
+    atoms = frame_with(at, "bucket")
     assert list(atoms["bucket"]) == [0, 1] and atoms["values"].sum() == 500
     assert all(s.endswith("of 50") for s in atoms["different results (simulated runs)"])
     at.selectbox(key="ga_bucket").select(1).run()
@@ -142,3 +148,35 @@ def test_the_numbers_come_first_and_the_terms_are_defined(defaults):
 
 def tf32_label(metrics: dict) -> str:
     return next(k for k in metrics if k.startswith("TF32 inputs"))
+
+
+def test_wide_tables_show_columns_that_fit_and_fold_the_rest(defaults):
+    """The results table's nine columns ran off the page at 1280 px: the first table shows six."""
+    compact, full = defaults.dataframe[0].value, table(defaults)
+    assert list(compact.columns) == ["model", "origin", "value", "error (ULPs)", "bound (ULPs)", "within bound"]
+    assert compact.equals(full[list(compact.columns)])
+    assert "bits" in full.columns and "provenance" in full.columns
+
+
+def test_terms_are_explained_where_the_first_numbers_use_them(defaults):
+    from ui.gpu_arithmetic_view import PUNCH_CLAUSES
+
+    captions = " ".join(c.value for c in defaults.caption)
+    assert PUNCH_CLAUSES["fma"] in captions and PUNCH_CLAUSES["tf32"] in captions
+
+
+def test_float16_accumulation_is_not_said_to_be_always_float32(defaults):
+    text = all_text(defaults)
+    assert "accumulate in float16" in text and "allow_fp16_reduced_precision_reduction" in text
+    assert "parallel-thread-execution" in text and "reduced-precision-reduction-in-fp16-gemms" in text
+
+
+def test_other_causes_are_shown_in_full(defaults):
+    from core.studies.elementwise import OTHER_CAUSES, cached_other_causes, headline
+
+    text = all_text(defaults)
+    assert "Not every difference is a sum's order" in text
+    assert headline(cached_other_causes()) in text
+    for name, _, url in OTHER_CAUSES:
+        assert name in text and url in text
+    assert any("torch ≠ NumPy" in df.value.columns for df in defaults.dataframe)

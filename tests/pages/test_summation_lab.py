@@ -21,7 +21,8 @@ def lab() -> AppTest:
 
 
 def table(at):
-    return at.dataframe[0].value
+    """The full results table (every column), folded under the compact one."""
+    return next(df.value for df in at.dataframe if "provenance" in df.value.columns)
 
 
 def test_defaults_show_a_striking_difference(lab):
@@ -215,3 +216,27 @@ def test_the_gpu_block_tree_scenario_shows_two_trees_with_different_sums():
     assert not at.exception
     results = [c.value.split(",")[0] for c in at.caption if c.value.startswith(("CPU: result", "GPU (model): result"))]
     assert len(results) == 2 and results[0].split("result ")[1] != results[1].split("result ")[1], results
+
+
+def test_the_results_fit_and_the_error_chart_comes_first(lab):
+    """Table columns ran off the page at 1280 px and the error chart sat three screens down."""
+    compact = lab.dataframe[0].value
+    assert list(compact.columns) == ["order", "origin", "value", "error (ULPs)", "a-priori bound (ULPs)",
+                                     "within bound"]
+    assert compact.equals(table(lab)[list(compact.columns)])
+    charts = lab.get("arrow_vega_lite_chart") or lab.get("vega_lite_chart")
+    assert charts  # the error bars: the page's first chart, under the first numbers
+
+
+def test_permutation_counts_are_whole_and_each_order_has_its_own_row():
+    import altair as alt
+    import pandas as pd
+
+    from ui.sumlab_view import marks_strip, permutation_histogram
+
+    hist = permutation_histogram(pd.DataFrame({"ulps": [0.5, 1.5, 1.5]}), [-2.0, 2.0]).to_dict()
+    axis = hist["encoding"]["y"]["axis"]
+    assert axis["format"] == "d" and axis["tickMinStep"] == 1
+    marks = pd.DataFrame({"label": ["exact sum", "a", "b"], "ulps": [0.0, 0.0, 0.0]})
+    strip = marks_strip(marks, [-2.0, 2.0])
+    assert isinstance(strip, alt.Chart) and strip.to_dict()["encoding"]["y"]["field"] == "label"
