@@ -19,17 +19,18 @@ def _table(rows: list[dict]) -> None:
 
 
 def headline(page: ReproPage) -> str:
-    """One sentence: what the visitor gets, and what it costs here."""
+    """One sentence: what the visitor gets, and what its settings cost where this server can measure them."""
     c = page.answer.choice
     n = len([s for s in page.answer.settings if s.key != "imports"])
-    measured = [page.cost_of(s) for s in page.answer.settings]
-    live = [m.text for m in measured if m.origin == "measured here"]
     got = (f"**{WORKLOADS[c.workload]} on {HARDWARE[c.hardware]}, {TARGETS[c.target]}:** {n} setting"
            f"{'s' if n != 1 else ''}, in this order.")
     if page.answer.cannot:
         got += " Not everything can be had: see the warning below."
+    live = {s.cost: page.costs.rows[s.cost] for s in page.answer.settings if s.cost in page.costs.rows}
     if live:
-        got += f" Costs measured on this server: {', '.join(dict.fromkeys(live))} the default's time."
+        got += " Measured on this server's CPU: " + ", ".join(
+            f"{r.label[0].lower()}{r.label[1:]} {r.text}" + (" (no measurable cost)" if r.within_noise else "")
+            for r in live.values()) + " the default's time."
     return got
 
 
@@ -40,7 +41,7 @@ def settings_list(page: ReproPage) -> None:
         if s.key == "imports":
             continue
         cost = page.cost_of(s)
-        where = {"measured here": "measured on this server", "cited": "cited", "none": ""}[cost.origin]
+        where = {"measured here": "measured on this server's CPU", "cited": "cited", "none": ""}[cost.origin]
         cost_text = f"{cost.text}" + (f" ({where})" if where else "") + (f": {cost.detail}" if cost.detail else "")
         lines.append(f"- **{s.title}.** {s.guarantees} *Not:* {s.not_guaranteed} *Cost:* {cost_text}. "
                      f"[Source]({s.source})")
@@ -90,18 +91,22 @@ def generations_table(g: Generations) -> None:
 
 
 def agreement(g: Generations) -> str:
+    """Which modelled GPUs agree for each size, and why: the launch, read from the rows."""
     parts = []
     for n in sorted({r.n for r in g.rows}):
+        rows = [r for r in g.rows if r.n == n]
         groups = g.groups(n)
+        size = f"10^{len(str(n)) - 1}"
         if len(groups) == 1:
-            parts.append(f"For 10^{len(str(n)) - 1} values all four give the same bits: the launch is capped by the "
-                         "work (one block per 16 values per thread), not by the SM count, so every GPU runs the same "
-                         "grid.")
+            parts.append(f"For {size} values all four give the same bits: each launches {rows[0].blocks} blocks of "
+                         f"{rows[0].threads_per_block} threads, because the grid is capped so that each thread still "
+                         "adds at least 16 values, below every GPU's target of SMs × threads per SM ÷ 512 blocks.")
         else:
-            parts.append(f"For 10^{len(str(n)) - 1} values they give {len(groups)} different results ("
-                         + "; ".join(" and ".join(grp) for grp in groups)
-                         + "): the grid is sized to fill the SMs (SMs × threads per SM ÷ 512 blocks), so each "
-                         "SM count splits the sum differently; GPUs with the same count agree.")
+            blocks = ", ".join(f"{r.gpu} {r.blocks}" for r in rows)
+            parts.append(f"For {size} values they give {len(groups)} different results ("
+                         + "; ".join(" = ".join(grp) for grp in groups)
+                         + f"): now the grid is sized to fill the SMs (SMs × threads per SM ÷ 512 blocks: {blocks}), "
+                         "so each SM count splits the sum at other places; GPUs with the same count agree.")
     return " ".join(parts)
 
 

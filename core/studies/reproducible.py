@@ -118,6 +118,11 @@ class LiveCost:
     def text(self) -> str:
         return f"{self.ratio:.2f}×"
 
+    @property
+    def within_noise(self) -> bool:
+        """1.0× lies between the quartiles: no cost this measurement can tell from none."""
+        return self.iqr[0] <= 1.0 <= self.iqr[1]
+
 
 @dataclass(frozen=True, kw_only=True)
 class LiveCosts:

@@ -185,7 +185,7 @@ SETTINGS: tuple[Setting, ...] = (
        guarantees="One call seeds Python, NumPy and torch, sets CUBLAS_WORKSPACE_CONFIG and CUDA_LAUNCH_BLOCKING=1 "
        "(every kernel launch waits for the last), and turns on deterministic algorithms and cuDNN's deterministic "
        "mode.",
-       not_guaranteed="Batch invariance: padded batches of other sizes take other kernels.", cost="deterministic_cpu",
+       not_guaranteed="Batch invariance: padded batches of other sizes take other kernels.", cost="unpublished",
        source=HF_DETERMINISM),
     _s(key="deterministic", title="torch.use_deterministic_algorithms(True)", order=40,
        lines="torch.use_deterministic_algorithms(True)",
