@@ -42,6 +42,7 @@ def test_every_combination_gets_a_coherent_answer(choice):
     assert a.settings, "no setting"
     snippet = a.snippet("1e-2", "2e-3")
     assert snippet.strip()
+    compile(snippet, "<snippet>", "exec")  # copyable: valid Python as it stands
     lines = snippet.splitlines()
     env = [i for i, line in enumerate(lines) if line.startswith("os.environ")]
     imports = [i for i, line in enumerate(lines) if re.match(r"import (torch|jax)\b", line)]
