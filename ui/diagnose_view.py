@@ -72,7 +72,7 @@ def metrics_row(d: Diagnosis) -> None:
     c[2].metric("Median difference (ULPs)", _num(d.ulp_stats.p50))
     # the same figure as the verdict's sentence: both leave out the elements near zero, where a relative difference
     # says nothing (they once showed two different figures side by side)
-    c[3].metric("Max relative (≥ median)", "–" if math.isnan(d.rel_typical_max) else rel_text(d.rel_typical_max),
+    c[3].metric("Max rel. (typical)", "–" if math.isnan(d.rel_typical_max) else rel_text(d.rel_typical_max),
                 help="The largest |A − B| / |B| among the elements at least as large as the median |B|: the figure in "
                      f"the verdict. Over all elements, including those near zero: {_num(d.rel_stats.max)}.")
     # an assumed K says so in its label, not only in a tooltip (K = 0 read silently as 65,536); labels are short

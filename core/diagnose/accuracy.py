@@ -111,17 +111,22 @@ def _sentence(source: str, ref_fmt: str, n: int, sampled: bool, a: SideError, b:
     return head + closer + tail
 
 
-def _headline(source: str, n: int, a: SideError, b: SideError, a_closer: int, b_closer: int) -> str:
-    """The comparison in one short line, for the page's first screen."""
+def _headline(source: str, n: int, sampled: bool, a: SideError, b: SideError, a_closer: int, b_closer: int) -> str:
+    """The comparison in one short line, for the page's first screen: medians first (the largest errors sit
+    where a sum cancels to near zero, whose ULP is tiny), then the largest."""
     ref = "the exact result" if source == "exact" else "your reference"
+    of = f" of {n:,} sampled elements" if sampled else (f" of {n:,} elements" if n > 1 else "")
     if a_closer > b_closer:
-        closer = f"A is closer at {a_closer:,} of {n:,} element(s)" if n > 1 else "A is closer"
+        closer = f"A is closer at {a_closer:,}{of}" if n > 1 else "A is closer"
     elif b_closer > a_closer:
-        closer = f"B is closer at {b_closer:,} of {n:,} element(s)" if n > 1 else "B is closer"
+        closer = f"B is closer at {b_closer:,}{of}" if n > 1 else "B is closer"
     else:
         closer = "neither is closer more often"
-    return (f"Neither result is the reference. Against {ref}: A is off by up to {_u(a.max_ulps)}, B by up to "
-            f"{_u(b.max_ulps)}; {closer}.")
+    if n == 1:
+        return (f"Neither result is the reference. Against {ref}: A is off by {_u(a.max_ulps)}, B by "
+                f"{_u(b.max_ulps)}; {closer}.")
+    return (f"Neither result is the reference. Against {ref}: A is off by a median {_u(a.median_ulps)} (up to "
+            f"{a.max_ulps:,.3g}), B by {_u(b.median_ulps)} (up to {b.max_ulps:,.3g}); {closer}.")
 
 
 def judge(af: np.ndarray, bf: np.ndarray, elements: np.ndarray, reference: np.ndarray, err_a: np.ndarray,
@@ -137,7 +142,7 @@ def judge(af: np.ndarray, bf: np.ndarray, elements: np.ndarray, reference: np.nd
     ties = int(np.sum(both & (err_a == err_b)))
     sentence = _sentence(source, ref_fmt, int(elements.size), sampled, a, b, a_closer, b_closer, ties, bound, k,
                          acc.name, rigorous)
-    headline = _headline(source, int(elements.size), a, b, a_closer, b_closer)
+    headline = _headline(source, int(elements.size), sampled, a, b, a_closer, b_closer)
     return Accuracy(source=source, ref_fmt=ref_fmt, fmt=fmt.name, elements=elements, reference=reference,
                     err_a=err_a, err_b=err_b, bound=bound, bound_rigorous=rigorous, side_a=a, side_b=b,
                     a_closer=a_closer, b_closer=b_closer, ties=ties, sampled=sampled, sentence=sentence,

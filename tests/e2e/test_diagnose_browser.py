@@ -1,4 +1,5 @@
-"""Diagnose a mismatch in a real browser: every bundled example and both bundled loss-log pairs."""
+"""Diagnose a mismatch in a real browser: every bundled example and both bundled loss-log pairs; both results
+judged against the exact result on the first screen, and the evidence's charts drawn once its section is opened."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 
 from playwright.sync_api import expect
 
-from core.diagnose.examples import EXAMPLES, LOG_EXAMPLES
+from core.diagnose.examples import EXAMPLES, LOG_EXAMPLES, log_network
 from core.diagnose.verdict import VERDICT_HEADS
 from tests.e2e.conftest import RERUN, assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
 
@@ -18,6 +19,15 @@ def pick(page, label: str, option: str) -> None:
     page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
     page.get_by_role("option", name=option, exact=True).click()
     wait_for_app(page)
+
+
+def open_section(page, label: str) -> None:
+    """Unfold the collapsed section whose label starts with ``label`` (it stays open across reruns)."""
+    section = page.locator('[data-testid="stExpander"]').filter(has_text=label).first
+    section.wait_for(timeout=RERUN)
+    if section.locator("details").get_attribute("open") is None:
+        section.locator("summary").click()
+    expect(section.locator("details")).to_have_attribute("open", re.compile(".*"), timeout=RERUN)
 
 
 def test_every_bundled_example_and_log_pair(server, page):
@@ -39,8 +49,15 @@ def test_every_bundled_example_and_log_pair(server, page):
         if key == "bug":
             expect(page.get_by_text("What to check next")).to_be_visible(timeout=RERUN)
         else:
-            expect(page.get_by_text("torch.testing.assert_close(actual, expected, rtol=").first).to_be_visible(
+            expect(page.get_by_text("torch.testing.assert_close(result_a, result_b, rtol=").first).to_be_visible(
                 timeout=RERUN)
+        # neither side is the reference: the first screen judges both against the exact result of the inputs
+        judged = page.locator(".st-key-punchline").get_by_text("Neither result is the reference", exact=False)
+        expect(judged, key).to_be_visible(timeout=RERUN)
+        if key == "tree":  # the tree sum is closer to the exact sum than the loop, at every row (IEEE, any CPU)
+            expect(judged, key).to_contain_text("B is closer at 32 of 32 elements", timeout=RERUN)
+        open_section(page, "Evidence: the envelopes")
+        open_section(page, "Simulation from the inputs")
         assert_charts_rendered(page, 1)
         expect(page).to_have_url(re.compile(re.escape(f"example={key}")), timeout=RERUN)
         screenshot(page, f"diagnose-{key}", full_page=True)
@@ -49,8 +66,8 @@ def test_every_bundled_example_and_log_pair(server, page):
     wait_for_app(page, timeout=120_000)
     for key, title in LOG_EXAMPLES.items():
         pick(page, "Bundled pair", title)
-        expect(page.get_by_text("Computed live: the Training divergence page", exact=False)).to_be_visible(
-            timeout=RERUN)
+        expect(page.get_by_text(f"Computed live: the Training divergence page's tanh network ({log_network()}",
+                                exact=False)).to_be_visible(timeout=RERUN)
         wait_for_app(page)
         assert_healthy_page(page)
         verdict = page.locator('[data-testid="stAlert"]').first

@@ -103,7 +103,7 @@ def test_the_loss_log_example_trains_the_training_divergence_pages_network():
     p = init_params(s.hidden, s.classes, 1)
     logits = forward(p, torch.from_numpy(x))
     assert log_network() == f"{x.shape[1]}-{s.hidden}-{s.hidden}-{logits.shape[1]}"
-    a, b, _ = make_log_example("reordered")
+    a, _, _ = make_log_example("reordered")
     assert a.values.size == LOG_STEPS and LOG_POINTS > 0
 
 
@@ -121,7 +121,7 @@ def test_whether_training_amplifies_a_rounding_difference_depends_on_the_learnin
     grown = diagnose_logs(*pair(LOG_LR))
     calm = diagnose_logs(*pair(TrainSettings().lr))
     assert grown.verdict == "amplified" and calm.verdict == "tiny"
-    assert LOG_LR != TrainSettings().lr
+    assert TrainSettings().lr != LOG_LR
     for d in (grown, calm):
         assert "chaotic" not in " ".join((d.sentence, *d.reasons))
 
