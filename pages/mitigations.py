@@ -290,13 +290,12 @@ def order_independent_section() -> ReproducibleSumCost:
     return cost
 
 
-def accept_divergence_section(url_notes) -> None:
+def accept_divergence_section() -> None:
     with st.expander("5 · Accept the divergence: compare against the seed spread"):
         st.markdown("Compare final aggregate metrics across runs and devices, not step-by-step trajectories. The "
                     "spread between seeds is the yardstick: if the CPU-versus-reordered difference is no larger, it "
                     "is noise.")
         k = int(st.number_input("Seeds", min_value=2, max_value=12, key="mi_k"))
-        share_box(sync(URL_FIELDS), url_notes)
         if st.button("Train the seeds (300 steps each, both sides)", key="mi_seeds"):
             with heavy_section(training_cost(300, k), "this training"), st.spinner("Training…"):
                 verdict = seed_verdict(_seeds(k))
@@ -364,7 +363,8 @@ def main() -> None:
     wider = wider_section()
     determinism_section()
     cost = order_independent_section()
-    accept_divergence_section(url_notes)
+    accept_divergence_section()
+    share_box(sync(URL_FIELDS), url_notes)  # the stored format (2) and the seeds (5), in a link
     with summary_slot:
         summary(run, wider, cost)
     view.mismatch_rule(_mismatch())

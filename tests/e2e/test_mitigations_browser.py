@@ -30,7 +30,7 @@ PAGE_HEIGHT = """() => document.querySelector('[data-testid="stMain"]').scrollHe
 def open_section(page, label: str) -> None:
     """Open the collapsed section whose label contains ``label`` (a click on its summary, as a person would)."""
     section = page.locator('[data-testid="stExpander"]').filter(has_text=label).first
-    section.locator("summary").click()
+    section.locator("summary").first.click()
     expect(section.locator("details")).to_have_attribute("open", "", timeout=RERUN)
 
 
