@@ -33,6 +33,7 @@ MATCH_LABELS = {"run_to_run": "Bits, run to run", "batch": "Bits, any batch size
                 "GPU count", "machines": "Bits, another machine", "gpu_models": "Bits, another GPU model",
                 "cpu_gpu": "Bits, CPU and GPU", "close": "Close enough (tolerance)"}
 SNIPPET_HEIGHT = {False: 300, True: 240}  # px
+LINE_PX = 24  # about one line of code, in either mode
 DTYPE_LABELS = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float64": "float64",
                 "tf32": "TF32 (float32 matmul on tensor cores)"}
 
@@ -49,8 +50,10 @@ def controls() -> ReproSettings:
 
 def answer_section(page: ReproPage, punch) -> None:
     punch.markdown(view.headline(page))
-    # a fixed height keeps the answer inside the first screen; the copy button copies every line
-    punch.code(page.snippet, language="python", height=SNIPPET_HEIGHT[presenter()])
+    # a long snippet scrolls in a box of fixed height, so the answer stays inside the first screen (the copy button
+    # copies every line); a short one takes the height of its lines
+    height, lines = SNIPPET_HEIGHT[presenter()], page.snippet.count("\n") + 1
+    punch.code(page.snippet, language="python", height=height if lines > height // LINE_PX else None)
     view.cannot(page)
     st.subheader("What each setting guarantees, what it does not, what it costs")
     view.settings_list(page)
