@@ -48,6 +48,9 @@ from ui.talk import more_settings
 from ui.urlstate import restore, share_box, sync
 
 CONDITIONS = [10.0**k for k in range(2, 31, 2)]
+# cited addresses, shown as plain text (a page that takes link parameters shows no live link)
+PTX_MMA = "https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-mma"
+TORCH_REDUCED_PRECISION = "https://pytorch.org/docs/stable/notes/cuda.html#reduced-precision-reduction-in-fp16-gemms"
 DEFAULT_MODELS = list(DotLabSettings().models)
 TILES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 TF32_LABELS = {"rna": "nearest, ties away (CUTLASS default)", "rne": "nearest, ties even", "rz": "truncation"}
@@ -307,13 +310,12 @@ def main() -> None:
             "slices**; and **atomic adds** sum in whatever order threads arrive. Each model is the named arithmetic "
             "done exactly on this CPU (integer arithmetic, every rounding to nearest-even decided exactly).\n\n"
             "The tensor-core models here accumulate in float32, but a GPU need not: float16 tensor-core "
-            "instructions can also accumulate in float16 (PTX `mma` with an `.f16` accumulator: "
-            "[PTX ISA, warp-level matrix instructions]"
-            "(https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-mma)), "
-            "and PyTorch lets cuBLAS reduce float16 and bfloat16 matrix products, split-K sums included, in reduced "
-            "precision unless `torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction` and "
-            "`allow_bf16_reduced_precision_reduction` are set to False ([PyTorch CUDA notes, reduced precision "
-            "reduction](https://pytorch.org/docs/stable/notes/cuda.html#reduced-precision-reduction-in-fp16-gemms))."
+            "instructions can also accumulate in float16 (PTX `mma` with an `.f16` accumulator; PTX ISA, warp-level "
+            f"matrix instructions, {inert(PTX_MMA, line_start=False)}), and PyTorch lets cuBLAS reduce float16 and "
+            "bfloat16 matrix products, split-K sums included, in reduced precision unless "
+            "`torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction` and "
+            "`allow_bf16_reduced_precision_reduction` are set to False (PyTorch's CUDA notes, "
+            f"{inert(TORCH_REDUCED_PRECISION, line_start=False)})."
         )
         for key in ("split_k", "rna", "eta"):
             glossary.define(key)

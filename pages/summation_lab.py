@@ -249,7 +249,6 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
                + ("only the grouping differs, and so do the last bits." if result.distinct_results > 1 else
                   "only the grouping differs; here every order gives the same bits.")
                + " Each error is exact (rational arithmetic).")
-    error_chart(result)
     return None
 
 
@@ -385,6 +384,7 @@ def main() -> None:
     url_notes = restore("sl", URL_FIELDS, DEFAULTS)
     st.title("Summation lab")
     punch = st.container(key="punchline")  # the message and its key numbers (or the two trees), filled below
+    errors_slot = st.container()  # a long vector's error chart, right under its numbers (the first two screens)
     st.markdown(
         "Pick a vector, the format it is stored in, the format the sum accumulates in, and a set "
         "of summation orders. Each order adds the same numbers; only the grouping differs. Every "
@@ -400,6 +400,9 @@ def main() -> None:
     outcome = orders_outcome(request)
     with punch:
         trees = punchline(request, outcome.result)
+    if not outcome.result.shows_trees:
+        with errors_slot:
+            error_chart(outcome.result)
     vector_and_exact_sum(outcome)
     results(request, outcome)
     threads_note(outcome.result)

@@ -18,6 +18,7 @@ from core.studies.elementwise import (
     subnormal_sentence,
 )
 from ui import glossary
+from ui.render import inert
 
 
 def _missed(wrong: int, total: int, most: int) -> str:
@@ -70,9 +71,9 @@ def draw_other_causes() -> None:
         f"{subnormal_sentence(result)} NumPy has no sigmoid: its row is 1/(1 + exp(−x)) in the argument's format. "
         "The grid: thresholds of overflow, underflow and saturation with their neighbours, tiny arguments, seeded "
         "random ones and, in float32, arguments whose results lie nearest a half-way point. CUDA's column: the "
-        f"maximum errors the CUDA C++ Programming Guide tabulates ([Mathematical Functions]({CUDA_MATH_SOURCE}); "
-        f"[CUDA Math API]({CUDA_MATH_API})), from extensive but not exhaustive tests; not measured here. sigmoid is "
-        "no CUDA function."
+        "maximum errors the CUDA C++ Programming Guide tabulates (Mathematical Functions, "
+        f"{inert(CUDA_MATH_SOURCE, line_start=False)}; CUDA Math API, {inert(CUDA_MATH_API, line_start=False)}), "
+        "from extensive but not exhaustive tests; not measured here. sigmoid is no CUDA function."
     )
     st.markdown(recorded_sentence(result))
     if result.recorded:
@@ -82,4 +83,5 @@ def draw_other_causes() -> None:
                    "letter means the same bits; the recordings do not say which part of the machine made the "
                    "difference.")
     st.markdown("Three more causes that are not a sum's order (not measured here):\n\n" + "\n".join(
-        f"- **{name}**: {text} ([source]({url}))" for name, text, url in OTHER_CAUSES))
+        f"- **{name}**: {inert(text, line_start=False)} (source: {inert(url, line_start=False)})"
+        for name, text, url in OTHER_CAUSES))

@@ -166,7 +166,7 @@ def test_terms_are_explained_where_the_first_numbers_use_them(defaults):
 
 
 def test_float16_accumulation_is_not_said_to_be_always_float32(defaults):
-    text = all_text(defaults)
+    text = shown(all_text(defaults))
     assert "accumulate in float16" in text and "allow_fp16_reduced_precision_reduction" in text
     assert "parallel-thread-execution" in text and "reduced-precision-reduction-in-fp16-gemms" in text
 
@@ -174,7 +174,7 @@ def test_float16_accumulation_is_not_said_to_be_always_float32(defaults):
 def test_other_causes_are_shown_in_full(defaults):
     from core.studies.elementwise import OTHER_CAUSES, cached_other_causes, headline
 
-    text = all_text(defaults)
+    text = shown(all_text(defaults))
     assert "Not every difference is a sum's order" in text
     assert headline(cached_other_causes()) in text
     for name, _, url in OTHER_CAUSES:

@@ -114,3 +114,36 @@ def test_bad_link_values_are_ignored_with_a_note(params):
     assert not at.exception, at.exception
     assert at.radio(key="md_world").value in dp.WORLD_SIZES
     assert 10 <= at.slider(key="md_steps").value <= 200
+
+
+def test_ring_and_tree_are_explained_before_the_numbers():
+    at = page()
+    assert not at.exception
+    first = at.markdown[0].value
+    assert "**ring**" in first and "**tree**" in first  # the punchline's first element, above its metrics
+
+
+def test_the_order_studys_wait_is_estimated_from_a_measured_rate():
+    """'A few seconds' took 26 s: the estimate now counts in the time one value of k took on this server."""
+    from ui import many_devices_view as view
+
+    view.STUDY_RATE.put("per k", 0.5)
+    try:
+        assert view.seconds_per_k(9.0) == 0.5  # the last full study's rate wins over the first screen's one k
+        assert view.study_estimate(28, 0.5).startswith("about 14–28 s for 28 values of k (0.50 s each")
+        view.record_study_time(28, 28.0)
+        assert view.seconds_per_k(9.0) == 1.0
+    finally:
+        view.STUDY_RATE.put("per k", None)
+    assert view.seconds_per_k(0.7) == 0.7  # nothing measured yet: the first screen's k = 8 sum
+    at = page({"largest_k": "1024"})
+    if any(b.key == "md_study_go" for b in at.button):
+        assert any("timed on this server" in c.value for c in at.caption)
+
+
+def test_the_command_line_sits_in_an_expander(monkeypatch):
+    monkeypatch.setattr(gloo, "memory_room", lambda: memory.Room(1 << 20, "a test limit"))
+    at = page()
+    assert not at.exception
+    assert not any("python -m" in w.value for w in at.warning)
+    assert any("python -m scripts.data_parallel" in c.value for e in at.expander for c in e.code)
