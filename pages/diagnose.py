@@ -59,6 +59,7 @@ URL_FIELDS = [
 ]
 DEFAULTS = {"dg_source": "example", "dg_example": "batch", "dg_k": 0, "dg_format": "auto", "dg_reduced": True,
             "dg_log_source": "example", "dg_log_example": "reordered"}
+TF32_DOCS = "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"
 REFERENCE_HELP = ("Optional. The same computation done more accurately, e.g. in float64 (a.double() @ b.double()): "
                   "both results are then judged against it, in ULPs of the reference. Read in float64.")
 
@@ -94,9 +95,11 @@ def controls():
     if source != "logs":
         o1, o2, o3 = st.columns(3)
         reduced = o3.checkbox("TF32 / autocast may have been on", key="dg_reduced",
-                              help="Consider reduced precision as an explanation: TF32 tensor cores (float32 matrix "
-                                   "products and, by default, convolutions on NVIDIA GPUs), bfloat16 or float16 "
-                                   "autocast. Untick when neither side can have used it.")
+                              help="Consider reduced precision as an explanation: TF32 tensor cores on NVIDIA GPUs "
+                                   "(float32 matrix products where torch.backends.cuda.matmul.allow_tf32 or "
+                                   "set_float32_matmul_precision allows it; convolutions by default, through "
+                                   f"cuDNN: {TF32_DOCS}), bfloat16 or float16 autocast. Untick when neither side can "
+                                   "have used it.")
         if source != "example":
             k = o1.number_input("K: terms summed into each element (0 = unknown)", min_value=0, max_value=MAX_K,
                                 step=1, key="dg_k",

@@ -79,7 +79,7 @@ def make_example(key: str) -> Example:
         same = bool((one == many).item()) and one.view(torch.int32).item() == many.view(torch.int32).item()
         if PROCESS_THREADS == 1:
             note = ("This server runs torch with a single thread, so both sums used the same split and cannot "
-                    "differ here; on a machine with more cores they usually do.")
+                    "differ here; on a machine with more cores they often do.")
         elif same:
             note = (f"On this server 1 and {PROCESS_THREADS} threads gave the same bits for this vector: no difference "
                     "to explain here. With more threads (or another vector) the split changes and the bits usually "
@@ -148,11 +148,10 @@ def make_example(key: str) -> Example:
                        reduction_length=TREE_LENGTH,
                        code=f"x = {TREE_ROWS} rows of {TREE_LENGTH:,} uniform [0, 1) float32 values (seed 0)\n"
                        "result A = each row added left to right in float32 (a plain loop)\n"
-                       "result B = each row in the order of PyTorch's CUDA block reduction (a model of the GPU's "
-                       "order, H100/H200-like launch)",
-                       live_note="Both orders computed in float32 on this server's CPU: B reproduces the GPU's order "
-                       "of additions from PyTorch's source, it is not a GPU run. Neither is the reference: the "
-                       "exact sums of the rows judge both.")
+                       "result B = each row in the order of PyTorch's CUDA sum (a model of it)",
+                       live_note="Both orders computed in float32 on this server's CPU: B reproduces the order of "
+                       f"additions PyTorch's source gives a {cfg.sm_count}-SM GPU (H100/H200-like); it is not a GPU "
+                       "run. Neither is the reference: the exact sums of the rows judge both.")
     raise KeyError(key)
 
 

@@ -153,7 +153,8 @@ def diagnose_logs(log_a: LossLog, log_b: LossLog, fmt: str = "float32") -> LogDi
                        f"The logs differ from their first common step, {k0:,},")
                       + f" by {g0:.2g} relative: {g0 / tiny[i0]:,.3g} times the size of a rounding difference there. "
                       "Rounding differences start at the last bit and grow step by step; a first difference this "
-                      "large comes from something else."])
+                      "large comes from something else, or from a discontinuity that a last-bit difference crossed "
+                      "(an argmax, a threshold, gradient clipping)."])
     reasons = [f"The logs first differ at step {k0:,}, by {g0:.2g} relative: rounding-sized (below "
                f"{tiny[i0]:.2g})."]
     fit = growth_fit(steps, g, i0, SATURATION, MIN_FIT_POINTS)
@@ -171,8 +172,9 @@ def _jump(base, i, k0, g0, fit: GrowthFit | None, factor, reasons) -> LogDiagnos
     """The diagnosis of a jump at index i: a first difference or a rise beyond the fitted trend."""
     kj = int(base["steps"][i])
     sentence = (f"A jump at step {kj:,}: look there. The gap appears at once (to {base['rel_gap'][i]:.2g} relative) "
-                "instead of growing from a rounding-sized difference, so something other than rounding changed: "
-                "the data, a random draw, a hyperparameter, or a bug.")
+                "instead of growing from a rounding-sized difference: most likely something other than rounding "
+                "changed (the data, a random draw, a hyperparameter, or a bug), unless a discontinuity (an argmax, "
+                "a threshold, gradient clipping) turned a last-bit difference into a jump at once.")
     return LogDiagnosis(
         verdict=LogVerdict.JUMP,
         sentence=sentence,

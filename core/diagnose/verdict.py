@@ -95,7 +95,7 @@ NEXT_CHECKS = (
     "them) and raises a RuntimeError only where none exists; on CUDA it also needs the environment variable "
     f"CUBLAS_WORKSPACE_CONFIG=:4096:8 (or :16:8) set before the first cuBLAS call ({DETERMINISTIC_DOCS}).",
     "Uninitialised memory: torch.empty / empty_like / new_empty read before every element is written gives "
-    "different garbage (sometimes NaN) each run.",
+    "different garbage (sometimes NaN) from run to run.",
     "A real bug: a wrong axis, an off-by-one slice, an unintended broadcast, a missing mask, a stale buffer.",
 )
 
@@ -329,9 +329,9 @@ def _decide(case: _Case, diffs: _Differences, envs: list[EnvelopeCheck],
     if nonfinite.size:
         verdict = Verdict.TOO_LARGE
         reasons.append(f"NaN or infinity in one result but not the other at {nonfinite.size:,} element(s) "
-                       f"({int(diffs.nan_mismatch.sum()):,} NaN, {int(diffs.inf_mismatch.sum()):,} infinite): no "
-                       "rounding of a finite computation turns a finite value into NaN, and no tolerance accepts inf "
-                       "against a finite number.")
+                       f"({int(diffs.nan_mismatch.sum()):,} NaN, {int(diffs.inf_mismatch.sum()):,} infinite): rounding "
+                       "reaches infinity or NaN only through an overflow (to inf, then inf − inf or 0 × inf), "
+                       "and no tolerance accepts NaN or inf against a finite number.")
         inf_mismatch = diffs.inf_mismatch
         near = np.abs(np.where(np.isfinite(af), af, ef)[inf_mismatch]) if inf_mismatch.any() else np.array([])
         if near.size and np.any(near > float(fmt.max_finite) / 2):
@@ -573,6 +573,6 @@ def _sentence(verdict: Verdict, explanation: str | None, case: _Case, diffs: _Di
         return f"Too large for rounding: {n_nonfinite:,} element(s) are NaN or infinite in only one of the results."
     if pattern.localized:
         return (f"Too large for rounding: {pattern.outliers.size:,} element(s) are far off ({size_txt}) while "
-                "the rest agree, which is the signature of a bug, not of rounding.")
+                "the rest agree, which points to a bug rather than to rounding.")
     return (f"Too large for rounding: the differences ({size_txt}) exceed what any summation order or reduced "
             f"precision explains for {kk}; look for a bug or a different input.")
