@@ -88,7 +88,8 @@ def make_example(key: str) -> Example:
             note = f"On this server 1 and {PROCESS_THREADS} threads gave different bits for this vector."
         return Example(key=key, title=title, actual=one, expected=many, inputs=x, reduction_length=x.numel(),
                        code="x = 10⁶ N(0, 1) float32 values (the Summation lab's default vector)\n"
-                       f"with 1 thread: actual = x.sum();  with {PROCESS_THREADS}: expected = x.sum()", live_note=note)
+                       f"with 1 thread: result_a = x.sum();  with {PROCESS_THREADS}: result_b = x.sum()",
+                       live_note=note)
     if key == "batch":
         a, b = _factors(0, 64, 2048, 1024)
         one, batch = torch.mm(a[:1], b), torch.mm(a, b)[:1]
@@ -97,7 +98,7 @@ def make_example(key: str) -> Example:
                 "On this CPU the two give the same bits.")
         return Example(key=key, title=title, actual=one, expected=batch, inputs=(a[:1], b), reduction_length=2048,
                        code="a, b = randn(64, 2048), randn(2048, 1024) (seed 0; the Mitigations page's pair)\n"
-                       "actual = torch.mm(a[:1], b);  expected = torch.mm(a, b)[:1]", live_note=note)
+                       "result_a = torch.mm(a[:1], b);  result_b = torch.mm(a, b)[:1]", live_note=note)
     a, b = _factors(1, 128, 512, 256)
     expected = a @ b
     if key == "bfloat16":
@@ -110,7 +111,7 @@ def make_example(key: str) -> Example:
             inputs=(a, b),
             reduction_length=512,
             code="a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
-            "actual = torch.mm(a.bfloat16(), b.bfloat16()).float();  expected = a @ b",
+            "result_a = torch.mm(a.bfloat16(), b.bfloat16()).float();  result_b = a @ b",
             live_note="Computed live with torch's bfloat16 matrix product on this CPU (float32 accumulation, "
             "bfloat16 result), as autocast would.",
         )
@@ -125,7 +126,7 @@ def make_example(key: str) -> Example:
             inputs=(a, b),
             reduction_length=512,
             code="a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
-            "actual = tf32(a) @ tf32(b) in float32;  expected = a @ b",
+            "result_a = tf32(a) @ tf32(b) in float32;  result_b = a @ b",
             live_note="TF32 emulated on this CPU: each input rounded to 10 explicit mantissa bits (to nearest, "
             "ties to even), then multiplied in float32: what a TF32 tensor core computes, up to its own "
             "order of additions and its input conversion (some libraries round ties away from zero or "
@@ -136,7 +137,7 @@ def make_example(key: str) -> Example:
         actual[BUG_INDEX] *= 1.01
         return Example(key=key, title=title, actual=actual, expected=expected, inputs=(a, b), reduction_length=512,
                        code="a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
-                       f"actual = a @ b with element {BUG_INDEX} multiplied by 1.01;  expected = a @ b",
+                       f"result_a = a @ b with element {BUG_INDEX} multiplied by 1.01;  result_b = a @ b",
                        live_note="Everything else is bit-identical: both sides ran the same kernel.")
     if key == "tree":
         x = generate(VectorSpec(kind="uniform", n=TREE_ROWS * TREE_LENGTH, seed=0, storage="float32")).values

@@ -76,7 +76,7 @@ DETERMINISTIC_DOCS = "https://pytorch.org/docs/stable/generated/torch.use_determ
 RANDOMNESS_DOCS = "https://pytorch.org/docs/stable/notes/randomness.html"
 # how each verdict's one-sentence summary begins
 VERDICT_HEADS = {Verdict.IDENTICAL: "Identical", Verdict.REORDERING: "Normal rounding noise",
-                 Verdict.REDUCED_PRECISION: "Expected for reduced precision",
+                 Verdict.REDUCED_PRECISION: "Explained by reduced precision",
                  Verdict.TOO_LARGE: "Too large for rounding"}
 ASSUMED_K = 65_536  # reduction length assumed when neither K nor the inputs are given
 MAX_ELEMENTS = 1_000_000  # per compared array
@@ -384,7 +384,7 @@ def _unexplained_reasons(reduced: list[EnvelopeCheck]) -> list[str]:
         else:
             out.append(f"{env.name}: every element is inside its envelope, but such inputs would move "
                        f"most elements by about its typical size, and the median element differs by only "
-                       f"{env.bulk_ratio:.2g} of it (at least {BULK_SHARE:.3g} expected): the large "
+                       f"{env.bulk_ratio:.2g} of it (at least {BULK_SHARE:.3g} needed): the large "
                        "differences are confined to some elements.")
     if not reduced:
         out.append("Reduced precision was ruled out.")
@@ -566,7 +566,7 @@ def _sentence(verdict: Verdict, explanation: str | None, case: _Case, diffs: _Di
     if verdict == Verdict.REDUCED_PRECISION:
         p = REDUCED_FORMATS[explanation]
         also = " (or float16, which keeps as many bits)" if explanation == "tf32" else ""
-        return (f"Expected for reduced precision: the differences ({size_txt}) are too large for another summation "
+        return (f"Explained by reduced precision: the differences ({size_txt}) are too large for another summation "
                 f"order in {acc} but fit {p.name} inputs{also} with float32 accumulation; compare with {tol} if that "
                 "precision is intended.")
     if n_nonfinite:

@@ -76,7 +76,7 @@ def test_each_bundled_example_shows_the_live_verdict(key):
 
 def test_unticking_reduced_precision_rules_it_out():
     at = open_page(example="bfloat16")
-    assert "Expected for reduced precision:" in boxes(at)
+    assert "Explained by reduced precision:" in boxes(at)
     at.checkbox(key="dg_reduced").uncheck().run()
     assert not at.exception
     assert "Too large for rounding:" in boxes(at)
