@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 
 from playwright.sync_api import expect
@@ -13,10 +14,12 @@ from tests.e2e.conftest import (
     RERUN,
     assert_charts_rendered,
     assert_healthy_page,
+    assert_no_legend_cut,
     choose,
     screenshot,
     set_number,
     wait_for_app,
+    wait_for_page_end,
 )
 
 
@@ -59,3 +62,25 @@ def test_gpu_arithmetic_page(server, page):
         chart = page.locator('[data-testid="stVegaLiteChart"]').nth(n)
         chart.scroll_into_view_if_needed()
         chart.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def test_terms_legends_and_other_causes_at_1280(server, browser):
+    """FMA and TF32 explained under the first numbers, every legend whole, and the section on causes other than
+    a sum's order with its measured sentence, at the projector's width."""
+    context = browser.new_context(viewport={"width": 1280, "height": 4000})
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/gpu_arithmetic", timeout=120_000)
+        wait_for_app(page, timeout=180_000)
+        wait_for_page_end(page)
+        assert_healthy_page(page)
+        punch = page.locator(".st-key-punchline")
+        expect(punch.get_by_text("FMA (fused multiply-add)", exact=False)).to_be_visible(timeout=RERUN)
+        expect(punch.get_by_text("TF32: tensor cores cut", exact=False)).to_be_visible(timeout=RERUN)
+        expect(page.get_by_text("Not every difference is a sum's order")).to_be_visible(timeout=RERUN)
+        expect(page.get_by_text(re.compile(r"missed the correctly rounded result on some of the grid's [\d,]+ "
+                                           r"arguments"))).to_be_visible(timeout=RERUN)
+        assert_no_legend_cut(page, "GPU arithmetic at 1280 px")
+        screenshot(page, "gpu-arithmetic-1280", full_page=True)
+    finally:
+        context.close()

@@ -54,3 +54,21 @@ def test_live_gloo_run_and_emulation(server, page):
     assert_healthy_page(page)
     assert_charts_rendered(page, 2)  # the live run's gap and the emulated runs' gap
     screenshot(page, "many-devices-emulated", full_page=True)
+
+
+def test_ring_and_tree_first_and_the_order_study_estimate(server, page):
+    """Ring and tree are explained above the first numbers; the order study says how long it will take from a
+    rate timed on this server, then shows its results."""
+    page.goto(f"{server.url}/many_devices?largest_k=16")
+    wait_for_app(page)
+    assert_healthy_page(page)
+    punch = page.locator(".st-key-punchline")
+    expect(punch.get_by_text("A ring passes partial sums", exact=False)).to_be_visible(timeout=RERUN)
+    button = page.get_by_role("button", name=re.compile(r"Compute the orders for k = 2 … 16"))
+    if button.count():  # not yet computed by this server
+        expect(page.get_by_text(re.compile(r"about \d+–\d+ s for 15 values of k \(\d\.\d\d s each, timed on this "
+                                           r"server"))).to_be_visible(timeout=RERUN)
+        button.click()
+    expect(page.get_by_text("Details for k =")).to_be_visible(timeout=300_000)
+    wait_for_app(page, timeout=300_000)
+    assert_healthy_page(page)
