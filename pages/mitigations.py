@@ -85,9 +85,9 @@ def _measure(bar) -> None:
 
 def punchline(punch) -> None:
     """The insight in one sentence, and float64 on the Training divergence page's pair: the first screen."""
-    punch.markdown("**No setting makes two machines agree bit for bit, and every fix costs something.** float64, "
-                   "for one, postpones the divergence without curing it: the same training pair in both formats, "
-                   "trained live here.")
+    punch.markdown("**No setting makes a CPU and a GPU agree bit for bit; each fix buys part of it, at a cost.** "
+                   "float64, for one, postpones the divergence without curing it: the same training pair in both "
+                   "formats, trained live here.")
     # The first screen shows at once; the two trainings (seconds on a fresh server, cached afterwards) fill it in.
     bar = punch.progress(0.0, "Training the pair (hidden units reordered) in float32, live on this server…")
     p32 = _training_pair("float32")
@@ -225,7 +225,8 @@ def determinism_section() -> None:
         st.markdown(
             f"Batch size changes the result: on this CPU `mm(a[:1], b)` and `mm(a, b)[:1]` (a: {m}×{k}, b: {k}×{n}, "
             f"float32) differ in **{det.mm_differing:,} of {n:,}** outputs (at most {det.mm_max_ulps:,} "
-            f"{glossary.link('ulp', 'ULPs')} apart), so the two shapes were added in different orders. torch hands "
+            f"{glossary.link('ulp', 'ULPs')} apart), so the two shapes were not computed the same way "
+            "(another order of the additions, or other instructions). torch hands "
             f"both to the BLAS{f' ({blas})' if blas else ''}, whose choice of kernel is not documented: likely a "
             "matrix-vector kernel for one row and a blocked matrix-matrix kernel with other reduction splits for the "
             f"batch (Thinking Machines, “Defeating Nondeterminism in LLM Inference”, 2025, "

@@ -136,9 +136,10 @@ def takeaway() -> None:
             "their split by shape), chunked prefill (a prompt prefilled in other chunks is reduced in other "
             "pieces), and a prefix cache (a cached prefix was computed with other company than a fresh one). "
             "SGLang's FAQ attributes most of the non-determinism to dynamic batching and the rest to prefix caching "
-            f"({inert(SGLANG_FAQ, line_start=False)}); Thinking Machines show that a forward pass's kernels are "
-            "run-to-run deterministic and that the variation comes from the batch and these choices, and make "
-            "prefill and decode reduce alike "
+            f"({inert(SGLANG_FAQ, line_start=False)}); Thinking Machines find a forward pass's kernels "
+            "run-to-run deterministic and trace the variation to the batch; their batch-invariant attention also "
+            "reduces a request's keys in the same order whether they come from the KV cache or from this step's "
+            "prefill, with a fixed split size "
             f"({inert(view.THINKING_MACHINES, line_start=False)}). This page's engine "
             "models the batch and the padding of prompts; it has no chunked prefill and no prefix cache.")
         st.markdown("The settings that make your own runs reproducible, and what each costs:")

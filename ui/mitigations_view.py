@@ -61,6 +61,9 @@ def recorded_throughput_table(recs: list[Recording]) -> None:
             for r in recs for t in r.throughput])
 
 
+TF32_NOTES = "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"
+
+
 def _times(x: float | None) -> str:
     return "—" if x is None else f"{x:,.0f}×" if x >= 10 else f"{x:.1f}×"
 
@@ -84,8 +87,9 @@ def vendor_table() -> None:
                "other, × the float32 default's time (1.0× = as fast). The 1 : 2 of the A100 and H100 holds without "
                "tensor cores. float32 training usually runs its matrix products on tensor cores, in TF32 (cuDNN's "
                "default for convolutions; for matmuls after `torch.set_float32_matmul_precision(\"high\")`) or in "
-               "bfloat16 under autocast, and float64 has only its FP64 (tensor-core) rate: so moving it to float64 "
-               f"costs the larger factors. {notes}. Sources: {links}.")
+               f"bfloat16 under autocast (PyTorch's TF32 notes, {inert(TF32_NOTES, line_start=False)}), and float64 "
+               f"has only its FP64 (tensor-core) rate: so moving it to float64 costs the larger factors. {notes}. "
+               f"Sources: {links}.")
 
 
 def error_table(errors: tuple[AccumulationError, ...]) -> None:

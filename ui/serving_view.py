@@ -159,7 +159,8 @@ def own_kernels_note(result: ServeResult, blas: str | None) -> str:
                 "fork can come of them.")
     lib = f"the BLAS ({blas})" if blas else "the BLAS"
     return (f"With this CPU's own kernels the bits of {share:.1%} of the logit rows moved ({dtype}), so a row alone "
-            f"and the same row in a batch were added in different orders: torch hands both shapes to {lib}, whose "
+            f"and the same row in a batch were not computed the same way (another order of the additions, or other "
+            f"instructions): torch hands both shapes to {lib}, whose "
             "choice of kernel is not documented; likely a matrix-vector kernel for one row and a blocked "
             f"matrix-matrix kernel for a batch. A logit moved by at most {result.max_move_ulps:,.1f} ULPs of its row's "
             f"largest logit, and the smallest top-2 gap seen was {result.min_gap_ulps:,.0f} ULPs: "
