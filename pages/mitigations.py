@@ -100,9 +100,8 @@ def punchline(punch) -> None:
                    "first step where the two losses are more than 1% apart.")
     t2.metric("The same pair in float64", p64.first_rel_1pct or f"not within {p64.steps} steps",
               help=f"Final ‖θA − θB‖: {p32.final_distance:.3g} in float32, {p64.final_distance:.3g} in float64.")
-    punch.caption("The Training divergence page's default pair (hidden units reordered), both trained live here: the "
-                  "same reordering, each rounding 2²⁹ times finer in float64. Below: the five mitigations and their "
-                  "costs, in one unit, × the default's time (1.0× = as fast as without the fix).")
+    punch.caption("The Training divergence page's default pair (hidden units reordered), trained live here; in float64 "
+                  "each rounding is 2²⁹ times finer. Every cost below is × the default's time (1.0× = as fast).")
 
 
 def float64_section() -> ThroughputRun | None:
@@ -358,8 +357,8 @@ def main() -> None:
     punchline(punch)
     st.subheader("Five mitigations, and what each costs")
     summary_slot = st.container()  # filled once the sections below have measured their costs
-    st.caption("Every measured cost is live on this server (and may be disturbed by other visitors); the vendor "
-               "rates are cited. Each mitigation in depth:")
+    st.caption("Measured costs are live on this server (other visitors may disturb them); vendor rates are cited. "
+               "Each in depth:")
     run = float64_section()
     wider = wider_section()
     determinism_section()

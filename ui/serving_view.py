@@ -83,8 +83,8 @@ def punchline(punch, study: ForkStudy, invariant_on: bool) -> None:
               "and what the request served alone produced there.")
     punch.caption(f"Served live on this server {where} ({inert(shown.kernels_label)}), {shown.settings.dtype}: "
                   f"{n:,} identical requests among {shown.settings.other_requests:,} others, at most "
-                  f"{shown.settings.max_batch} per batch. Orange: the first character where a batched copy departs "
-                  "from the same request served alone.")
+                  f"{shown.settings.max_batch} per batch. Orange: where a batched copy first departs from the lone "
+                  "run.")
 
 
 def completions(result: ServeResult) -> None:
