@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from core.studies.reproducible import TOLERANCE_DTYPES, suggest_tolerance
+from core.studies.reproducible import TOLERANCE_DTYPES, TOLERANCE_OPS, suggest_tolerance
 from scripts import tolerance
 from tests.core.studies.test_reproducible import ROOT_TOLERANCE_LINE
 
@@ -25,11 +25,12 @@ def test_the_command_prints_the_tolerance_last():
 
 @pytest.mark.parametrize("dtype", TOLERANCE_DTYPES)
 @pytest.mark.parametrize(("length", "scale"), [(1, 1.0), (4096, 1.0), (4096, 0.01), (10**6, 3.0)])
-def test_every_dtype_and_length(capsys, dtype, length, scale):
-    assert tolerance.main(["--dtype", dtype, "--length", str(length), "--scale", str(scale)]) == 0
+@pytest.mark.parametrize("op", TOLERANCE_OPS)
+def test_every_dtype_and_length(capsys, dtype, length, scale, op):
+    assert tolerance.main(["--dtype", dtype, "--length", str(length), "--scale", str(scale), "--op", op]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     rtol, atol = (float(v) for v in LAST.fullmatch(last).groups())
-    tol = suggest_tolerance(dtype, length, scale)
+    tol = suggest_tolerance(dtype, length, scale, op=op)
     assert (rtol, atol) == (tol.rtol, tol.atol)
 
 
@@ -43,6 +44,7 @@ def test_the_narrow_accumulation_is_an_option(capsys):
     (["--dtype", "float8", "--length", "4"], "invalid choice"),
     (["--dtype", "float32", "--length", "0"], "whole number"),
     (["--dtype", "float32", "--length", "4", "--scale", "nan"], "positive"),
+    (["--dtype", "float32", "--length", "4", "--op", "conv"], "invalid choice"),
 ])
 def test_bad_arguments_say_what_is_accepted(capsys, argv, message):
     with pytest.raises(SystemExit) as exit_:

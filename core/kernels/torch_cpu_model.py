@@ -265,3 +265,34 @@ def real_torch_sum(x: np.ndarray, threads: int) -> np.generic:
     with torch_threads(threads):
         out = torch.sum(t)
     return to_scalar(out)
+
+
+def cascade_depth(n: int, dtype=np.float32, threads: int = 1, lanes: int | None = None) -> int:
+    """Additions on the longest path of ``torch_cpu_sum_model`` for ``n`` values (at most n - 1): the cascade's
+    levels (a block of up to ``2**power`` rows each), the interleaved and lane combines, the tail, and with
+    several threads the slots' sum. For error bounds and tolerances, like ``orders.tree_depth_numpy``."""
+    dt = np.dtype(dtype)
+    lanes = default_lanes(dt) if lanes is None else lanes
+    reduced = _working_dtype(dt) != dt and dt != np.float64
+    per_vector = 2 * lanes if reduced else lanes
+
+    def serial(k: int) -> int:
+        count = k // per_vector if k >= per_vector else k
+        m = max(count // ILP_FACTOR, 1)
+        step = 1 << max(4, _ceil_log2(m) // NUM_LEVELS)
+        depth, rows = min(m, step), m // step
+        for _ in range(NUM_LEVELS - 1):  # each level adds up to `step` of the level below, the last all that is left
+            if rows == 0:
+                break
+            depth += rows if _ == NUM_LEVELS - 2 else min(rows, step)
+            rows //= step
+        depth += 3 + (ILP_FACTOR - 1) + ILP_FACTOR  # the cascade's levels, the accumulators, the row tail
+        if k >= per_vector:
+            depth += int(reduced) + (per_vector - 1) + lanes  # the pair widened, the scalar tail, the lanes
+        return depth
+
+    if threads == 1 or n < GRAIN_SIZE:
+        d = serial(n)
+    else:
+        d = max(serial(e - b) for b, e in thread_chunks(n, threads)) + serial(threads) + 1
+    return max(min(d, n - 1), 0)

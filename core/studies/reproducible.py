@@ -22,14 +22,23 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.arith.formats import FORMATS, bits_of, hex_bits
+from core.arith.formats import BFLOAT16, FORMATS, bits_of, hex_bits
 from core.arith.vectors import VectorSpec
 from core.crowd.bytecache import RESULTS, vector_for
-from core.diagnose.envelopes import ENVELOPE_FACTOR, envelope_of, output_rounding, reduced_sizes, reordering_sizes
+from core.diagnose.envelopes import (
+    ENVELOPE_FACTOR,
+    envelope_of,
+    output_rounding,
+    reduced_sizes,
+    reordering_sizes,
+    summed_ulps,
+)
 from core.diagnose.rounding import REDUCED_FORMATS, accumulation_format
-from core.diagnose.tolerances import format_tol, nice_up
 from core.kernels.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model
+from core.kernels.cuda_model import tree_depth as cuda_tree_depth
+from core.kernels.orders import tree_depth_numpy
 from core.kernels.reprosum import reproducible_sum
+from core.kernels.torch_cpu_model import GRAIN_SIZE, cascade_depth
 from core.machines.globalstate import deterministic_algorithms, torch_threads
 from core.machines.timing import interleaved_times, median_and_quartiles
 from core.studies.mitigations import float64_peaks
@@ -43,6 +52,31 @@ BUDGET_S = 1.0  # the live timings stop repeating after this long (after at leas
 # ------------------------------------------------------------------------------- tolerance
 
 TOLERANCE_DTYPES = ("float16", "bfloat16", "float32", "float64", "tf32")
+TOLERANCE_OPS = ("sum", "matmul")
+MAX_THREADS = 64  # the CPU thread counts a tolerance for a library's sum covers
+_NUMPY_DTYPES = {"float16": np.float16, "bfloat16": BFLOAT16.numpy_dtype, "float32": np.float32,
+                 "float64": np.float64}
+
+
+def reduction_depth(length: int, dtype: str) -> int:
+    """The most roundings on one term's path through a library's sum of ``length`` values of ``dtype``: the
+    largest of NumPy's pairwise sum, torch's CPU cascade (1 to 64 threads) and torch's CUDA reduction (the
+    model's launch on 132 SMs), each from its model in core.kernels; at most length - 1."""
+    dt = _NUMPY_DTYPES[dtype]
+    threads = [2**i for i in range(MAX_THREADS.bit_length())]
+    depths = [tree_depth_numpy(length)] + [cascade_depth(length, dt, threads=t) for t in threads]
+    if length * np.dtype(dt).itemsize < 2**31:  # the model's 32-bit indexing
+        depths.append(cuda_tree_depth(length, dtype=dt))
+    return max(1, min(max(depths), length - 1))
+
+
+def _ceil_2_digits(x: float) -> float:
+    """x rounded up to two significant digits (0 stays 0)."""
+    if not x > 0:
+        return 0.0
+    e = math.floor(math.log10(x)) - 1
+    v = float(f"{math.ceil(x / 10.0**e)}e{e}")
+    return v if v >= x else float(f"{math.ceil(x / 10.0**e) + 1}e{e}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,28 +88,37 @@ class Tolerance:
     length: int
     scale: float
     accumulate: str
+    op: str
+    depth: int  # the roundings on a term's path that the envelope counts: K for a product, the tree's for a sum
     rtol: float
     atol: float
-    rtol0: float  # before rounding up to 1, 2 or 5 times a power of ten
+    rtol0: float  # before rounding up to two significant digits
     atol0: float
 
     @property
     def line(self) -> str:
-        return f"rtol={format_tol(self.rtol)} atol={format_tol(self.atol)}"
+        return f"rtol={self.rtol:.1e} atol={self.atol:.1e}"
 
 
-def suggest_tolerance(dtype: str, length: int, scale: float = 1.0, accumulate: str | None = None) -> Tolerance:
+def suggest_tolerance(dtype: str, length: int, scale: float = 1.0, accumulate: str | None = None,
+                      op: str = "sum") -> Tolerance:
     """The envelope of core.diagnose.envelopes turned into (rtol, atol), with no inputs to measure.
 
-    With s = sqrt(K) * scale (the terms' sqrt(sum t^2)) and sum|t| estimated as K * scale, as the envelope does
-    without inputs: reordering differs by at most E(y) = min(B_R, Z T_R(s, |y|)) + out(|y|), with T_R linear in
-    max(s, |y|) <= s + |y| and the output rounding ulp_F(y) <= ulp_F(1) |y| + ulp_F(0). So atol = E at y = 0 and
-    rtol = Z dT_R/d|y| + ulp_F(1). "tf32" is a float32 product on TF32 tensor cores against float32: the
-    reduced-precision envelope, Z T_P(s) plus its truncation bias 2 u_P |y|. Both are rounded up (``nice_up``).
-    ``accumulate``: the format the sums run in (default: float32 below float64, as torch's kernels do).
+    The envelope counts the roundings on a term's path (its K): a matrix product, or any loop adding one term at
+    a time (``op="matmul"``), rounds up to K times; a library's sum (``op="sum"``: NumPy's, torch's on a CPU or
+    a GPU) is a tree whose longest path is ``reduction_depth``. With s = sqrt(K) * scale (the terms'
+    sqrt(sum t^2)) and sum|t| estimated as K * scale, as the envelope does without inputs, two correct results
+    differ by at most E(y) = min(B_R, Z T_R(s, |y|)) + out(|y|), T_R linear in max(s, |y|) <= s + |y| and the
+    output rounding ulp_F(y) <= ulp_F(1) |y| + ulp_F(0). So atol = E at y = 0 and rtol = Z dT_R/d|y| + ulp_F(1).
+    "tf32" is a float32 product on TF32 tensor cores against float32: the reduced-precision envelope, Z T_P(s)
+    plus its truncation bias 2 u_P |y|. Both are rounded up to two significant digits.
+    ``accumulate``: the format the sums run in (default: float32 below float64, as torch's kernels do); a sum
+    accumulated in the narrow format itself (NumPy's of bfloat16 is a loop) is counted as a loop.
     """
     if dtype not in TOLERANCE_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(TOLERANCE_DTYPES)}")
+    if op not in TOLERANCE_OPS:
+        raise ValueError(f"op must be one of {', '.join(TOLERANCE_OPS)}")
     if not (isinstance(length, int) and 1 <= length <= 10**9):
         raise ValueError("the length K must be a whole number from 1 to 10^9")
     if not (math.isfinite(scale) and scale > 0):
@@ -84,20 +127,28 @@ def suggest_tolerance(dtype: str, length: int, scale: float = 1.0, accumulate: s
     s, sum_abs = math.sqrt(k) * scale, k * scale
     if dtype == "tf32":
         p = REDUCED_FORMATS["tf32"]
-        acc_name = "float32"
+        acc_name, depth = "float32", k  # TF32 is a matrix product's input format
         atol0, rtol0 = z * float(reduced_sizes(p, k, s)), 2 * p.u
     else:
         acc_name = accumulate or accumulation_format(dtype)
         if acc_name not in FORMATS or FORMATS[acc_name].precision < FORMATS[dtype].precision:
             raise ValueError(f"accumulate must be {dtype} or a wider format")
+        loop = op == "matmul" or acc_name != accumulation_format(dtype)
+        depth = k if loop else reduction_depth(k, dtype)
         fmt, acc = FORMATS[dtype], FORMATS[acc_name]
-        t0, bound = reordering_sizes(k, s, 0.0, sum_abs, acc)
-        slope = float(reordering_sizes(k, 0.0, 1.0, 0.0, acc)[0] - reordering_sizes(k, 0.0, 0.0, 0.0, acc)[0])
+        t0, bound = reordering_sizes(depth, s, 0.0, sum_abs, acc)
+        slope = float(reordering_sizes(depth, 0.0, 1.0, 0.0, acc)[0] - reordering_sizes(depth, 0.0, 0.0, 0.0, acc)[0])
         out = output_rounding(np.array([0.0, 1.0]), fmt, acc)
         atol0 = float(envelope_of(bound, z * float(t0), float(out[0])))
         rtol0 = z * slope + float(out[1])
-    return Tolerance(dtype=dtype, length=k, scale=scale, accumulate=acc_name, rtol=nice_up(rtol0),
-                     atol=nice_up(atol0), rtol0=rtol0, atol0=atol0)
+        if not loop and fmt.precision < acc.precision and k >= GRAIN_SIZE:
+            # from this length torch's CPU sum splits the values over its threads and rounds each thread's partial
+            # sum to the result's format before adding them: up to ulp_F of each of up to 64 partials, whose
+            # magnitudes add up to about sqrt(threads) s (random signs) or |y| (one sign)
+            atol0 += float(summed_ulps(math.sqrt(MAX_THREADS) * s, MAX_THREADS, fmt))
+            rtol0 += 2 * float(fmt.unit_roundoff)
+    return Tolerance(dtype=dtype, length=k, scale=scale, accumulate=acc_name, op=op, depth=depth,
+                     rtol=_ceil_2_digits(rtol0), atol=_ceil_2_digits(atol0), rtol0=rtol0, atol0=atol0)
 
 
 # ------------------------------------------------------------------------------ live costs
@@ -278,6 +329,7 @@ class ReproSettings:
     dtype: str = "bfloat16"
     length: int = 4096
     scale: float = 1.0
+    op: str = "sum"
 
     @property
     def choice(self) -> Choice:
@@ -308,7 +360,8 @@ class ReproPage:
 
     @property
     def snippet(self) -> str:
-        return self.answer.snippet(format_tol(self.tolerance.rtol), format_tol(self.tolerance.atol))
+        rtol, atol = (v.split("=")[1] for v in self.tolerance.line.split())
+        return self.answer.snippet(rtol, atol)
 
 
 def peak_costs() -> tuple[CitedCost, ...]:
@@ -359,7 +412,7 @@ def cost_line(key: str, costs: LiveCosts, batch: LiveCost | None) -> CostLine:
 def reproducible_page(s: ReproSettings, batch_kernels: tuple[Linear, Linear] | None = None) -> ReproPage:
     """Everything the page shows for ``s``: the answer (cheap), the tolerance (cheap), the live costs and the
     modelled GPU sums (each cached for every viewer). ``batch_kernels``: (default, batch-invariant) linear."""
-    tol = suggest_tolerance(s.dtype, s.length, s.scale)
+    tol = suggest_tolerance(s.dtype, s.length, s.scale, op=s.op)
     batch = batch_invariant_cost(*batch_kernels) if batch_kernels else None
     return ReproPage(settings=s, answer=answer(s.choice), tolerance=tol, costs=live_costs(), batch_invariant=batch,
                      generations=gpu_generations())

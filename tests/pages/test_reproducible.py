@@ -74,7 +74,12 @@ def test_the_tolerance_follows_its_controls():
     tol = suggest_tolerance("float64", 65536)
     rtol, atol = (v.split("=")[1] for v in tol.line.split())
     assert any(f"rtol={rtol}, atol={atol}" in c for c in codes(at))
-    assert any("python -m scripts.tolerance --dtype float64 --length 65536" in c for c in codes(at))
+    assert any("python -m scripts.tolerance --dtype float64 --length 65536 --scale 1 --op sum" in c for c in codes(at))
+    at.radio(key="rp_op").set_value("matmul").run()
+    tol = suggest_tolerance("float64", 65536, op="matmul")
+    rtol, atol = (v.split("=")[1] for v in tol.line.split())
+    assert any(f"rtol={rtol}, atol={atol}" in c for c in codes(at))
+    assert at.query_params["op"] == "matmul"
 
 
 def test_a_bad_link_gets_a_note_and_the_defaults():

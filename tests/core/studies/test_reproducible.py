@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import itertools
 import re
+from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
 import pytest
 import torch
 
+from core.arith.exact import exact_sum_fraction
 from core.arith.formats import FORMATS, bits_of, ulp_array
 from core.diagnose.envelopes import ENVELOPE_FACTOR, envelope_of, output_rounding, reordering_sizes
 from core.diagnose.rounding import accumulation_format, round_to
 from core.kernels.cuda_model import cuda_config_for, cuda_sum_model
+from core.kernels.torch_cpu_model import cascade_depth, torch_cpu_sum_model
 from core.machines.globalstate import torch_threads
 from core.studies import reproducible as R
 from core.studies.reproducible_rules import CITED, HARDWARE, SETTINGS, TARGETS, WORKLOADS, Choice, answer
@@ -138,17 +141,24 @@ def _np_dtype(name):
 
 
 def _sum_orders(x: np.ndarray, dtype: str) -> list[np.ndarray]:
-    """Row sums of x (values of ``dtype``) in real orders, accumulated as torch does, each rounded to ``dtype``."""
+    """Row sums of x (values of ``dtype``) as libraries compute them, each rounded to ``dtype``: NumPy's pairwise
+    sum (accumulating as torch does), torch's on this CPU at 1 and 2 threads, the modelled CUDA reduction."""
     acc = accumulation_format(dtype)
     xa = x.astype(_np_dtype(acc))
     t = torch.from_numpy(x.astype(np.float32 if dtype != "float64" else np.float64)).to(FORMATS[dtype].torch_dtype)
-    out = [np.sum(xa, axis=1), np.cumsum(xa, axis=1)[:, -1], np.cumsum(xa[:, ::-1], axis=1)[:, -1]]
+    out = [np.sum(xa, axis=1)]
     for threads in (1, 2):
         with torch_threads(threads):
-            out.append(t.sum(dim=1).double().numpy())
-    out.append(np.array([float(cuda_sum_model(row.astype(_np_dtype(dtype)))) for row in x[:8]]
-                        + [float(v) for v in np.sum(xa[8:], axis=1)]))
+            out.append(np.array([float(row.sum()) for row in t]))
+    out.append(np.array([float(cuda_sum_model(row.astype(_np_dtype(dtype)))) for row in x]))
     return [_in(np.asarray(o, dtype=np.float64), dtype) for o in out]
+
+
+def _loop_orders(x: np.ndarray, dtype: str) -> list[np.ndarray]:
+    """Row sums added one term at a time, forwards and backwards, accumulating as torch does."""
+    xa = x.astype(_np_dtype(accumulation_format(dtype)))
+    return [_in(np.cumsum(v, axis=1)[:, -1].astype(np.float64), dtype) for v in (xa, xa[:, ::-1])] + _sum_orders(
+        x, dtype)[:1]
 
 
 def _matmul_orders(a: np.ndarray, b: np.ndarray, dtype: str) -> list[np.ndarray]:
@@ -196,12 +206,21 @@ def test_sums_in_real_orders_pass_and_planted_errors_fail(dtype, k, scale):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", (16, 1000, 4096))
+def test_loops_adding_one_term_at_a_time_pass_as_products(dtype, k):
+    rng = np.random.default_rng(k + 2)
+    x = _in(rng.standard_normal((24, k)), dtype)
+    tol = R.suggest_tolerance(dtype, k, float(np.sqrt(np.mean(x * x))), op="matmul")
+    _check_honest_and_planted(_loop_orders(x, dtype), tol, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("k", (64, 1000, 4096))
 def test_matrix_products_in_real_orders_pass_and_planted_errors_fail(dtype, k):
     rng = np.random.default_rng(k + 1)
     a, b = _in(rng.standard_normal((16, k)), dtype), _in(rng.standard_normal((k, 8)), dtype)
     rms = float(np.sqrt(np.mean((a[:, :, None] * b[None, :, :]) ** 2)))
-    tol = R.suggest_tolerance(dtype, k, rms)
+    tol = R.suggest_tolerance(dtype, k, rms, op="matmul")
     _check_honest_and_planted(_matmul_orders(a, b, dtype), tol, dtype)
 
 
@@ -227,20 +246,38 @@ def test_tf32_products_against_float32_pass_and_planted_errors_fail(k):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("k", (1, 100, 4096, 10**6))
-def test_the_tolerance_covers_the_envelope_it_comes_from(dtype, k):
-    """One formula: wherever the diagnosis's reordering envelope admits a difference, so does the tolerance."""
-    tol = R.suggest_tolerance(dtype, k, 0.5)
+@pytest.mark.parametrize("op", R.TOLERANCE_OPS)
+def test_the_tolerance_covers_the_envelope_it_comes_from(dtype, k, op):
+    """One formula: wherever the diagnosis's reordering envelope (of the roundings on a term's path) admits a
+    difference, so does the tolerance."""
+    tol = R.suggest_tolerance(dtype, k, 0.5, op=op)
+    assert tol.depth == (k if op == "matmul" else R.reduction_depth(k, dtype)) and tol.depth <= k
     s, acc, fmt = np.sqrt(k) * 0.5, FORMATS[accumulation_format(dtype)], FORMATS[dtype]
     ys = np.array([0.0, 1e-30, 1e-5, 0.3, 1.0, s, 10 * s, 1e4, 3e4])
-    typical, bound = reordering_sizes(k, s, ys, k * 0.5, acc)
+    typical, bound = reordering_sizes(tol.depth, s, ys, k * 0.5, acc)
     env = envelope_of(bound, ENVELOPE_FACTOR * typical, output_rounding(ys, fmt, acc))
     assert np.all(env <= tol.atol + tol.rtol * ys)
     assert tol.rtol >= tol.rtol0 and tol.atol >= tol.atol0
+    assert tol.rtol <= 1.1 * tol.rtol0 and tol.atol <= 1.1 * tol.atol0  # two significant digits, rounded up
+
+
+@pytest.mark.parametrize("n", [1, 7, 100, 5000, 40_000, 300_000])
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_torchs_cascade_depth_bounds_its_error(n, threads):
+    """The modelled torch sum's error stays within gamma(depth) * sum|x| (Higham's bound for that many roundings
+    on a path), on values whose partial sums grow (one sign), and the depth is at most n - 1."""
+    x = np.random.default_rng(n).random(n).astype(np.float32)
+    d = cascade_depth(n, np.float32, threads=threads)
+    assert 0 <= d <= max(n - 1, 0)
+    err = abs(Fraction(float(torch_cpu_sum_model(x, threads=threads))) - exact_sum_fraction(torch.from_numpy(x)))
+    u = 2.0**-24
+    total = Fraction(float(np.sum(x.astype(np.float64)))) * (1 + Fraction(1, 2**40))  # covers its own rounding
+    assert err <= Fraction(d * u / (1 - d * u)) * total
 
 
 @pytest.mark.parametrize(("args", "message"), [
     (("float8", 10), "dtype"), (("float32", 0), "length"), (("float32", 10, -1.0), "scale"),
-    (("float64", 10, 1.0, "float32"), "wider"),
+    (("float64", 10, 1.0, "float32"), "wider"), (("float32", 10, 1.0, None, "conv"), "op"),
 ])
 def test_bad_tolerance_requests_say_what_is_accepted(args, message):
     with pytest.raises(ValueError, match=message):
