@@ -326,9 +326,9 @@ def main() -> None:
         f"""
 Large models are trained **data-parallel**: every device holds a copy of the model, computes the
 gradient on its own share of each batch, and an **all-reduce** sums the gradients so that every copy
-takes the same step. That sum has an order of its own. A ring adds one device after another, a tree
-adds pairs of partial sums, and which partial sums are formed depends on the algorithm and on the
-**number of devices**, so the same training on 8 and on 16 devices parts ways just as a CPU and a GPU do.
+takes the same step. That sum has an order of its own: which partial sums are formed depends on the
+algorithm (ring or tree, above) and on the **number of devices**, so the same training on 8 and on
+16 devices parts ways just as a CPU and a GPU do.
 
 Below: a real `torch.distributed` process group on this server (gloo backend, 1, 2 or 4 worker
 processes), the all-reduce orders of 2 to 1,024 devices computed exactly, and training runs on 8, 64

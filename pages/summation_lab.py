@@ -350,8 +350,8 @@ def random_orders(result: LabResult, requested: int) -> None:
     domain = view.shared_domain(hist, marks)
     st.altair_chart(view.permutation_histogram(hist, domain), width="stretch")
     st.altair_chart(view.marks_strip(marks, domain), width="stretch")
-    st.caption("Above: how many of the random permutations gave each result. Below: where each chosen order's "
-               "result and the exact sum lie on the same axis, one row each.")
+    st.caption("Above: how many of the random permutations gave each result. Below: each chosen order's result "
+               "and the exact sum over the same range of ULPs, one row each.")
 
 
 def running_error(running: RunningError | None) -> None:

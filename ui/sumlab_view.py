@@ -217,7 +217,7 @@ def error_bars(df: pd.DataFrame) -> alt.Chart:
 
 
 def shared_domain(values: pd.DataFrame, marks: pd.DataFrame) -> list[float]:
-    """One x range for the histogram and the strip under it, so that a position means one error in both."""
+    """One range of ULPs for the histogram and the strip under it (each chart keeps its own tick labels)."""
     xs = list(values["ulps"]) + list(marks["ulps"])
     low, high = min(xs), max(xs)
     pad = max((high - low) * 0.04, 0.5)
