@@ -31,6 +31,8 @@ python -m scripts.trace run --model tiny-lm --out laptop.json
 python -m scripts.trace run --module my_model.py:make --arg width=256 --backward --out mine.json
 # batch invariance: a batch of 4 against its row 0 alone; --dtype casts the model and its inputs
 python -m scripts.trace run --module my_model.py:make --arg batch=4 --follow-row 0 --dtype bfloat16 --out b4.json
+# a planted difference: --list-ops numbers the ops; 2^-22 is rounding-sized
+python -m scripts.trace run --module my_model.py:make --perturb-op 12 --perturb-size 2.4e-7 --out plant.json
 # then upload both files here, or
 python -m scripts.trace compare gpu.json laptop.json"""
 
@@ -76,7 +78,7 @@ def uploaded(punch) -> tuple[Comparison, dict, dict, str, str] | None:
     b = _upload(u2, "Trace B (say, from your laptop)", "tr_up_b")
     if a is None or b is None:
         punch.info(f"Upload two trace files (each at most {MB} MB) to see where they part, or choose a bundled pair. "
-                   "Make them with the commands below.", icon=":material/upload:")
+                   "\"Trace your own model\" below says how to make them.", icon=":material/upload:")
         return None
     key = (st.session_state["_tr_up_a_parsed"][0], st.session_state["_tr_up_b_parsed"][0])
     held = st.session_state.get("_tr_compared")
@@ -133,43 +135,35 @@ def main() -> None:
 
 
 def explain() -> None:
-    st.subheader("Your own runs")
-    st.markdown("Trace the same model on the two machines (or thread counts, batch sizes, versions) that disagree, "
-                "then compare the two files here or on the command line:")
-    st.code(COMMANDS, language="bash")
+    with st.expander("Trace your own model"):
+        st.markdown("Trace the same model on the two machines (or thread counts, batch sizes, versions) that "
+                    "disagree, then upload both files here or compare them on the command line:")
+        st.code(COMMANDS, language="bash")
     with folded("How each op is judged"):
         st.markdown(
-            "Every aten op the run dispatches is recorded with the module it ran in, digests of its input and output "
-            "bits, its L1 norm, 32 sampled output values as bits, and its reduction length K (the inner dimension "
-            "of a matrix product, the length of a summed axis or a softmax row). The two op lists are matched by "
-            "module, op and shapes, then by module and op name, then by op and output shape; what stays unmatched "
-            "exists in one run only (a fused kernel, an autocast cast).\n\n"
-            "- **identical**: the output bits are equal;\n"
-            "- **born here**: the inputs are bit-identical and the output is not: this op made the difference;\n"
+            "Every aten op is recorded with its module, digests of its input and output bits, 32 sampled output "
+            "values and its reduction length K (a matrix product's inner dimension, a softmax row's length; a dash "
+            "where the op sums nothing). The two op lists are matched by module, op and shapes.\n\n"
+            "- **identical**: the same output bits;\n"
+            "- **born here**: the same input bits, other output bits: this op made the difference;\n"
             "- **inherited**: an input already differed;\n"
-            "- **format change**: the two outputs are in other formats (a bfloat16 run against a float32 one), or "
-            "one run has a cast the other lacks (autocast's): the runs part there by choice. Every difference "
-            "after it is the narrower format's precision, so no rounding verdict is given;\n"
-            "- **not comparable**: the output shapes differ (a batch of 4 against a batch of 1: trace with "
-            "`--follow-row 0` to keep one row of each), or, following a row, the op reads the whole batch (a "
-            "mask's `all()`), so the other rows count in its result.\n\n"
-            "An op with several outputs (a layer norm's backward gives three gradients) has each output judged "
-            "against its own envelope.\n\n"
-            "A born difference is measured on the sampled elements, in ULPs, and set against the envelope of a "
-            "reordered sum of K terms (the Diagnose page's): the typical size u·√K·‖t‖₂ and the rigorous bound "
-            "2·γ_K·Σ|t| (γ_K = Ku/(1−Ku), Higham eq. 3.4), with the terms taken from the op's real inputs for "
-            "matrix products and sums. **Within rounding**: every sampled element inside min(bound, 8 × typical) "
-            "and the L1 norms inside the bound over all elements. Ops that do not reduce: + − × ÷ √, copies and "
-            "casts are correctly rounded, so any difference from identical inputs is **beyond rounding**; exp, "
-            f"tanh and friends may differ by {ELEMENTWISE_ULPS:.0f} ULPs between two implementations; formulas "
-            "that can cancel (tanh's backward, erf-based functions) are judged at their inputs' scale.\n\n"
-            "The envelopes are float32's (or the coarser format of the two runs). A GPU that runs float32 matrix "
-            "products or convolutions on TF32 tensor cores, or reduces bfloat16/float16 products in reduced "
-            "precision (PyTorch's defaults for cuDNN convolutions and for half-precision matmul reductions), "
-            "goes beyond them by design: turn those off for the comparison (`torch.backends.cudnn.allow_tf32 = "
-            "False`, `torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False`, and the same for "
-            "fp16; `torch.backends.cuda.matmul.allow_tf32` is off by default) or read *beyond rounding* there as "
-            "their lower precision, which the Diagnose page tells apart.")
-
+            "- **format change**: the runs compute in other formats from here (bfloat16 against float32, or a "
+            "cast only one run has), so the difference is the format's, not rounding's;\n"
+            "- **not comparable**: no element has a partner (two batch sizes; a tensor whose batch is not its "
+            "first dimension), or the op reads across the batch's rows (a sort of the whole batch's tokens), "
+            "so other rows count in its result.\n\n"
+            "A born difference is measured in ULPs on the sampled elements against the envelope of a reordered "
+            "sum of K terms (the Diagnose page's): **within rounding** when every sampled element lies inside "
+            "min(2·γ_K·Σ|t|, 8·u·√K·‖t‖₂): Higham's bound (eq. 3.4, γ_K = Ku/(1−Ku)) and 8 times the typical "
+            "size, with the terms taken from the op's real inputs for matrix products and sums. Correctly rounded ops "
+            "(+ − × ÷ √, copies, casts) have no such freedom; exp, tanh and friends may differ by "
+            f"{ELEMENTWISE_ULPS:.0f} ULPs between two libraries. Indices, masks and signs have no rounding at "
+            "all: when a rounding-sized difference changes one, the page says a choice flips there.\n\n"
+            "A GPU that runs float32 products on TF32 tensor cores, or reduces bfloat16/float16 products in reduced "
+            "precision (PyTorch's defaults for cuDNN convolutions and half-precision matmul reductions), goes "
+            "beyond these float32 envelopes by design: turn those off for the comparison "
+            "(`torch.backends.cudnn.allow_tf32 = False`, "
+            "`torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False`, and the same for fp16) "
+            "or read *beyond rounding* there as their lower precision.")
 
 main()

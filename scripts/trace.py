@@ -4,7 +4,9 @@
     python -m scripts.trace run --model tiny-lm --batch 8 --out b.json
     python -m scripts.trace run --module path/to/file.py:make --arg width=64 --backward --out c.json
     python -m scripts.trace run --module gpt.py:make --arg batch=4 --follow-row 0 --dtype bfloat16 --out d.json
-    python -m scripts.trace compare a.json b.json
+    python -m scripts.trace run --module gpt.py:make --list-ops --out e.json
+    python -m scripts.trace run --module gpt.py:make --perturb-op 12 --perturb-size 6e-8 --out f.json
+    python -m scripts.trace compare a.json b.json --limit 40
 
 ``run`` records every aten op of one run (core.traces.record) with the machine's facts and writes a
 JSON trace file (core.traces.files: declared schema, 8 MB cap). Bundled models: ``mlp-step`` (one
@@ -15,32 +17,47 @@ tensor, a tuple or a dict of keyword arguments; the trace covers the model's cal
 ``--backward`` the backward pass of the sum of its first floating output. ``--dtype`` casts the
 model's floating parameters, buffers and inputs (bfloat16, float16, float64) or runs it under
 autocast (autocast-bfloat16). ``--follow-row R`` traces row R of the batch (the first input's
-leading dimension), so batch 4 compares op for op with that row alone. ``--perturb-op I``
-multiplies op I's first floating output by (1 + 2^-10): a planted difference, to see the judgement
-work (refused when op I does not exist or has no floating output). ``run`` needs torch, NumPy and
+leading dimension), so batch 4 compares op for op with that row alone; a tensor whose batch is not its
+first dimension (an RNN's [layers, batch, hidden] state) cannot be cut, and ``run`` says so in a note.
+``--list-ops`` prints every op with its number, module and output, to choose from. ``--perturb-op I``
+multiplies op I's first floating output by (1 + ``--perturb-size``, 2^-10 by default; 2^-22 is a
+rounding-sized plant): a planted difference, to see the judgement work (refused when op I does not
+exist or has no floating output). ``run`` needs torch, NumPy and
 jsonschema (and this repository), like ``scripts.capture``, so it runs in a bare GPU image: copy
 the trace file back and compare it with one from your laptop, or upload both on the app's "Where
 two runs part" page.
 
-``compare`` aligns the two op lists, judges every matched op (identical, born here, inherited, not
-comparable, format change; a born difference against its op's rounding envelope) and ends with exactly one line:
+``compare`` prints the answer first (after one line on each run): the one-line answer, the sentence on a
+choice that flips (when one does) and a note; then the per-op table (``--limit N`` matched ops, 40 by
+default; only the ops that differ, unless ``--all``); and ends
+with the one-line answer again, exactly one line of one of the forms
 
     first difference: op <i> of <N>, <aten op> in <module path>: <born here|inherited>, <within|beyond> rounding
     first difference: op <i> of <N>, <aten op> in <module path>: not comparable, shapes differ
     first difference: op <i> of <N>, <aten op> in <module path>: format change, <format A> to <format B>
     first difference: op <j> of <M> (only in B), <aten op> in <module path>: format change, <from> to <to>
     first difference: none in <N> ops
+
+where a born-within-rounding difference flips a discrete choice later (topk's experts, an argmax, a
+comparison's mask), the line goes on with "; a choice flips at op <k>, <aten op> in <module path>".
 """
 
 from __future__ import annotations
 
 import argparse
 import pathlib
+import re
 import sys
 
 
 def _threads(n) -> str:
     return f"{n} thread" + ("" if n == 1 else "s")
+
+
+def _device(name: str) -> str:
+    """The device's name without the machine's thread count ("CPU (x86_64, 2 threads)" -> "CPU (x86_64)"):
+    the run's own count is named beside it, and it may differ."""
+    return re.sub(r" \((.*?), \d+ threads?\)$", r" (\1)", re.sub(r" \(\d+ threads?\)$", "", name))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -63,7 +80,8 @@ def _run(args: argparse.Namespace) -> int:
         print("--batch is for the bundled models; pass your own batch size with --arg", file=sys.stderr)
         return 2
     s = RunSettings(model=args.model or args.module, threads=args.threads, batch=args.batch, dtype=args.dtype,
-                    device=args.device, perturb_op=args.perturb_op, args=tuple(pairs), follow_row=args.follow_row)
+                    device=args.device, perturb_op=args.perturb_op, args=tuple(pairs), follow_row=args.follow_row,
+                    perturb_size=args.perturb_size)
     try:
         trace = make_trace(s, backward=args.backward)
         path = write(trace, args.out)
@@ -82,8 +100,14 @@ def _run(args: argparse.Namespace) -> int:
     for note in trace["settings"].get("notes", []):
         print(f"note: {note}", file=sys.stderr)
     m = trace["machine"]
+    if args.list_ops:
+        print(f"{'op':>5}  {'aten op':<44} {'module':<40} output")
+        for o in trace["ops"]:
+            where = o["module"] + (" (bw)" if o["backward"] else "")
+            print(f"{o['index']:>5}  {o['op'][:44]:<44} {where[:40]:<40} {o['out_dtype']} {o['out_shape']}")
     print(f"wrote {path} ({path.stat().st_size:,} bytes): {len(trace['ops'])} ops of {s.model} on "
-          f"{m['device_name']} ({_threads(trace['settings']['threads_used'])}, torch {m['torch_version']})")
+          f"{_device(m['device_name'])} ({_threads(trace['settings']['threads_used'])}, torch {m['torch_version']})"
+          + ("" if args.list_ops else "; --list-ops lists them"))
     return 0
 
 
@@ -104,9 +128,15 @@ def _compare(args: argparse.Namespace) -> int:
     for label, t in (("A", a), ("B", b)):
         st, m = t["settings"], t["machine"]
         row = f" (row {st['follow_row']} followed)" if st.get("follow_row") is not None else ""
-        print(f"{label}: {st['model']} on {m['device_name']}, {_threads(st.get('threads_used'))}, batch "
+        print(f"{label}: {st['model']} on {_device(m['device_name'])}, {_threads(st.get('threads_used'))}, batch "
               f"{st.get('batch')}{row}, {st.get('dtype')}, torch {m['torch_version']}, {t['created']}")
-    print("\n".join(table_lines(c, limit=args.limit)))
+    print(c.line)  # the answer first; the table after it, and the line again at its end
+    if c.flip_sentence:
+        print("A choice flips: " + c.flip_sentence + ".")
+    if c.note:
+        print(c.note)
+    print()
+    print("\n".join(table_lines(c, limit=args.limit, only_differences=not args.all, note=False)))
     print(c.line)
     return 0
 
@@ -126,13 +156,18 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--device", default="cpu", help="cpu or cuda")
     r.add_argument("--follow-row", type=int, metavar="R",
                    help="--module: trace row R of the batch (the first input's leading dimension)")
-    r.add_argument("--perturb-op", type=int, help="plant a difference: multiply op I's output by 1 + 2^-10")
+    r.add_argument("--perturb-op", type=int, metavar="I",
+                   help="plant a difference: multiply op I's first floating output by 1 + the size (--list-ops)")
+    r.add_argument("--perturb-size", type=float, default=2.0 ** -10, metavar="S",
+                   help="the plant's relative size, between 0 and 1 (default 2^-10; 2^-22 is rounding-sized)")
+    r.add_argument("--list-ops", action="store_true", help="print every op: its number, module and output")
     r.add_argument("--out", type=pathlib.Path, required=True, help="the trace file to write")
     r.add_argument("--debug", action="store_true", help="show the full traceback when the run fails")
     c = sub.add_parser("compare", help="compare two trace files")
     c.add_argument("a", type=pathlib.Path)
     c.add_argument("b", type=pathlib.Path)
-    c.add_argument("--limit", type=int, default=400, help="matched ops shown in the table (default 400)")
+    c.add_argument("--limit", type=int, default=40, help="rows of the per-op table (default 40)")
+    c.add_argument("--all", action="store_true", help="the table lists every matched op, not only those that differ")
     args = p.parse_args(argv)
     return _run(args) if args.command == "run" else _compare(args)
 

@@ -62,6 +62,14 @@ def punchline(punch, c: Comparison, a_name: str, b_name: str) -> None:
     else:  # not comparable (shapes, the whole batch) or a format change: no rounding verdict to give
         c2.metric("What differs", j.state, help=j.reason[:1].upper() + j.reason[1:] + ".")
         c3.metric("Formats" if j.state == FORMAT_CHANGE else "Why", j.verdict, help=_size(first))
+    flip(punch, c)
+
+
+def flip(where, c: Comparison) -> None:
+    """The moment a rounding-sized difference flips a discrete choice, in one sentence (nothing when none does)."""
+    if c.flip_sentence:
+        s = c.flip_sentence
+        where.warning("A choice flips at " + inert(s[:1].lower() + s[1:]) + ".", icon=":material/call_split:")
 
 
 def _size(r: Row) -> str:
@@ -117,7 +125,8 @@ def rows_table(c: Comparison, only_differences: bool) -> pd.DataFrame:
         "module": [r.a.module + (" (bw)" if r.a.backward else "") for r in rows],
         "state": [r.judgement.state for r in rows],
         "verdict": [r.judgement.verdict or "" for r in rows],
-        "K": [r.a.k if r.a.k is not None else None for r in rows],
+        # a dash where the op sums nothing (an elementwise op has no reduction length)
+        "K": [f"{r.a.k:,}" if r.a.k is not None else "—" for r in rows],
         "size": [r.judgement.size.text() if r.judgement.size is not None and r.judgement.state != IDENTICAL
                  else "" for r in rows],
         "matched": [r.how for r in rows],

@@ -230,7 +230,10 @@ def _after_not_comparable(first: Row, rows: list[Row], later_a: list[OpRecord], 
     if later:
         j = later[0].judgement
         parts.append(f"{len(later)} later matched {'op differs' if len(later) == 1 else 'ops differ'}, the first at op "
-                     f"{later[0].a.index} ({later[0].a.op}: {j.state}{', ' + j.verdict if j.verdict else ''})")
+                     f"{later[0].a.index} ({later[0].a.op}: {j.state}{', ' + j.verdict if j.verdict else ''})"
+                     + (": inherited from what the ops that read across the batch computed (a whole batch rounds "
+                        "in other blocks than one row), not born in an op of the followed row"
+                        if j.state == INHERITED and first.judgement.detail == "reads the whole batch" else ""))
     if later_a or later_b:
         parts.append(f"after it {len(later_a)} ops are only in A and {len(later_b)} only in B (the runs take other "
                      "paths from there)")
@@ -246,16 +249,20 @@ def compare(trace_a: dict, trace_b: dict) -> Comparison:
     return compare_ops(ops_of(trace_a), ops_of(trace_b))
 
 
-def table_lines(c: Comparison, limit: int = 400) -> list[str]:
-    """A plain-text per-op table (the command line's), at most ``limit`` rows of matched ops."""
+def table_lines(c: Comparison, limit: int = 400, only_differences: bool = False,
+                note: bool = True) -> list[str]:
+    """A plain-text per-op table (the command line's), at most ``limit`` rows of matched ops (``only_differences``:
+    of those that differ), then the counts and, with ``note``, the flip and the note."""
+    shown_rows = [r for r in c.rows if r.judgement.state != IDENTICAL] if only_differences else c.rows
     out = [f"{'op A':>5} {'op B':>5}  {'state':<14} {'verdict':<22} {'aten op':<40} {'module':<28} size"]
-    for r in c.rows[:limit]:
+    for r in shown_rows[:limit]:
         j = r.judgement
         size = j.size.text() if j.size is not None and j.state != IDENTICAL else ""
         out.append(f"{r.a.index:>5} {r.b.index:>5}  {j.state:<14} {j.verdict or '':<22} {r.a.op[:40]:<40} "
                    f"{(r.a.module + (' (bw)' if r.a.backward else ''))[:28]:<28} {size}")
-    if len(c.rows) > limit:
-        out.append(f"... {len(c.rows) - limit} more matched ops")
+    if len(shown_rows) > limit:
+        out.append(f"... {len(shown_rows) - limit} more matched ops{' that differ' if only_differences else ''} "
+                   "(--limit N shows more)")
     for label, ops in (("A", c.only_a), ("B", c.only_b)):
         if ops:
             shown = ", ".join(f"{o.index} {o.op}" for o in ops[:12])
@@ -263,6 +270,8 @@ def table_lines(c: Comparison, limit: int = 400) -> list[str]:
     counts = c.counts()
     out.append(f"{len(c.rows)} matched ops: {counts.get('identical', 0)} identical, {counts.get('born here', 0)} born "
                f"here, {counts.get('inherited', 0)} inherited; {len(c.only_a)} only in A, {len(c.only_b)} only in B")
-    if c.note:
+    if note and c.flip_sentence:
+        out.append("A choice flips: " + c.flip_sentence + ".")
+    if note and c.note:
         out.append(c.note)
     return out

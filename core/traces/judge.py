@@ -398,6 +398,9 @@ def _shapes_reason(a: OpRecord, b: OpRecord, sa, sb) -> str:
             return (head + (f": they differ in dimension {d} only, where the batch sits" if d else "")
                     + "; this tensor is not batch-first (an RNN's [layers, batch, hidden] state, a sequence-first or "
                     "transposed tensor), and --follow-row cuts the first dimension only")
+    if not a.in_shapes and not b.in_shapes:
+        return (head + ": it makes a tensor from sizes alone, no input data, and its size follows the batch (an "
+                "arange over the batch's rows): bookkeeping of the batch, which a followed row cannot cut")
     return head + ("; a batch against another batch compares one row of each (scripts.trace run --follow-row)")
 
 

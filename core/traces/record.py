@@ -89,6 +89,12 @@ DIM_OPS = frozenset({"sort", "argsort", "topk", "kthvalue", "cumsum", "cumsum_",
                      "mode", "logsumexp", "index_select", "gather", "count_nonzero"})
 # views that can move the first dimension elsewhere (then the batch is no longer first)
 REORDERING_VIEWS = frozenset({"permute", "transpose", "t", "swapaxes", "swapdims", "movedim", "movedim_"})
+# ops whose result's rows are picked by an index (its first dimension's): they follow the index's rows
+GATHERS = frozenset({"index", "_unsafe_index", "index_select", "gather", "take", "embedding"})
+# ops that make a batch of copies of their input (a buffer's [1, T] positions to [B, T])
+BROADCASTS = frozenset({"expand", "expand_copy", "repeat", "tile", "repeat_interleave"})
+# ops that read only their input's shape, not its values (the rows of what they make mean nothing yet)
+SHAPE_ONLY = frozenset({"empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty", "empty_permuted"})
 # ops that write a source into ``self``'s rows at given positions: their result has self's rows
 SCATTERS = frozenset({"index_add", "index_add_", "index_put", "index_put_", "index_copy", "index_copy_", "scatter",
                       "scatter_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_", "masked_scatter",
@@ -518,31 +524,54 @@ class TraceMode(TorchDispatchMode):
         self._remember(t, d, after)
         return d
 
-    def _taint(self, name, dim_arg, args, kwargs, tensors_in, cuts) -> str | None:
-        """Following a row: "rows" when the op's result mixes the batch's rows (it reads along the first
-        dimension of an input cut to the row, reads a whole tensor, or reads a tensor whose rows were mixed so
-        already), "layout" when an input's batch is not its first dimension, else None. An op that writes a
-        source into ``self``'s rows (index_add_: a mixture of experts puts each token's result back) has
-        self's rows, whatever its source's."""
+    def _taint(self, name, dim_arg, args, kwargs, tensors_in, cuts) -> tuple[str | None, bool | str]:
+        """Following a row: (what the op's outputs are, whether the op itself mixes the batch's rows).
+
+        Outputs are "rows" when their first dimension no longer lines up with the batch's rows (the op reads
+        along the first dimension of an input cut to the row, such as a sort of the whole batch's tokens, or
+        reads a whole tensor, or computes from a tensor so mixed already), "layout" when an input's batch is
+        not its first dimension, else None (cut to the row as usual). Two kinds of op restore the rows:
+        a gather by an index whose rows are the batch's (a mixture of experts' tokens put back in order, its
+        result row i is entry i's own) follows the index, and a scatter into ``self`` (index_add_, index_put_)
+        keeps self's rows; such a scatter's integer result (positions in a list of the whole batch's tokens)
+        still depends on the other rows ("if integer")."""
         mixed = self._mixed
         got = [mixed.get(a) for a in tensors_in] if len(mixed) else []
         if any(got):
             if name in SCATTERS and not got[0]:
-                return None
-            return "rows" if "rows" in got else "layout"
+                return None, "if integer"
+            if name in GATHERS and self._gathers_rows(name, args, kwargs):
+                rest = [g for g in got[1:] if g]  # the index (an embedding's ids: its second input too)
+                if not rest:  # the index keeps the batch's rows: each row gets its own entries
+                    return None, False
+                return ("rows", True) if "rows" in rest else ("layout", False)
+            return ("rows", True) if "rows" in got else ("layout", False)
         if name in WHOLE_TENSOR_OPS:
-            return "rows" if any(c is not a for c, a in zip(cuts, tensors_in, strict=True)) else None
+            cut = any(c is not a for c, a in zip(cuts, tensors_in, strict=True))
+            return ("rows", True) if cut else (None, False)
         if dim_arg is None or not tensors_in or cuts[0] is tensors_in[0]:
-            return None
+            return None, False
         pos, key, default = dim_arg
         if pos < 0:
-            return "rows"
+            return "rows", True
         dim = args[pos] if pos < len(args) else kwargs.get(key, default)
         dims = dim if isinstance(dim, (list, tuple)) else [dim]
         if dim is None or not dims:
-            return "rows"
+            return "rows", True
         nd = max(1, tensors_in[0].dim())
-        return "rows" if any(int(d) % nd == 0 for d in dims) else None
+        return ("rows", True) if any(int(d) % nd == 0 for d in dims) else (None, False)
+
+    @staticmethod
+    def _gathers_rows(name, args, kwargs) -> bool:
+        """Whether a gather picks along the first dimension (x[idx], index_select(x, 0, idx)), so its result's
+        rows are its index's, not x[:, idx], whose rows are x's."""
+        if name in ("index", "_unsafe_index"):
+            idx = args[1] if len(args) > 1 else kwargs.get("indices", ())
+            return bool(idx) and isinstance(idx[0], torch.Tensor) and len([i for i in idx if i is not None]) == 1
+        if name in ("index_select", "gather"):
+            dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+            return int(dim) == 0
+        return True
 
     def _is_written(self, t: torch.Tensor) -> bool:
         return any(t is w for w in self._written)
@@ -569,10 +598,10 @@ class TraceMode(TorchDispatchMode):
         derived = any(self._derived.get(a, False) for a in tensors_in)
         if skip:
             out = func(*args, **kwargs)
-            if derived or (self.follow > 1 and name == "expand" and self._batched(out, tensors_in)):
+            if derived or (self.follow > 1 and name in BROADCASTS and self._batched(out, tensors_in)):
                 for o in tensors_of(out, []):
                     self._derived[o] = True
-                if self.follow > 1 and derived:
+                if self.follow > 1 and derived and name not in SHAPE_ONLY:
                     got = [self._mixed.get(a) for a in tensors_in] if len(self._mixed) else []
                     taint = "rows" if "rows" in got else "layout" if "layout" in got or (
                         name in REORDERING_VIEWS and _moves_first_dim(out)) else None
@@ -581,8 +610,8 @@ class TraceMode(TorchDispatchMode):
                             self._mixed[o] = taint
             return out
         cuts = [self._followed(a) for a in tensors_in]
-        taint = self._taint(name, dim_arg, args, kwargs, tensors_in, cuts) \
-            if self.follow > 1 and derived and not self.tracker.is_bw else None
+        taint, mixes = self._taint(name, dim_arg, args, kwargs, tensors_in, cuts) \
+            if self.follow > 1 and derived and not self.tracker.is_bw else (None, False)
         in_digests = [self._digest(a, c) for a, c in zip(tensors_in, cuts, strict=True)]
         in_shapes = [list(c.shape) for c in cuts]
         in_dtypes = [dtype_name(a.dtype) for a in tensors_in]
@@ -601,7 +630,12 @@ class TraceMode(TorchDispatchMode):
         places = [i for i, o in enumerate(out) if isinstance(o, torch.Tensor)] \
             if isinstance(out, tuple) and len(outs) == sum(isinstance(o, torch.Tensor) for o in out) \
             else list(range(len(outs)))
-        if derived or (self.follow > 1 and not tensors_in and self._batched(out, [])):
+        if self.follow > 1 and not derived and (name in BROADCASTS or not tensors_in):
+            if self._batched(out, tensors_in if name in BROADCASTS else []):
+                derived = True  # a batch made from no data (positions repeated over the batch)
+            elif not tensors_in and isinstance(out, torch.Tensor) and _sideways([out], self.follow):
+                derived, taint = True, "layout"  # an RNN's initial state, [layers, batch, hidden]
+        if derived:
             for o in outs:
                 self._derived[o] = True
             if taint:
@@ -621,7 +655,7 @@ class TraceMode(TorchDispatchMode):
             if writes else ()
         try:
             self.ops.append(self._record(func, name, args, kwargs, tensors_in, head, outs, places, scratch, taint,
-                                         derived))
+                                         mixes, derived))
         finally:
             self._written = ()
         return out
@@ -654,7 +688,7 @@ class TraceMode(TorchDispatchMode):
                 "total_abs": t.total_abs if t else None}
 
     def _record(self, func, name, args, kwargs, tensors_in, head: dict, outs, places, scratch=frozenset(),
-                taint: str | None = None, derived: bool = False) -> OpRecord:
+                taint: str | None = None, across: bool | str = False, derived: bool = False) -> OpRecord:
         """The op's record. ``head``: its input fields (``in_shapes``, ``in_dtypes``, ``in_digests``), which
         this completes with the op's place in the run (one dict per op, as the record's keywords)."""
         head["index"] = self._counter
@@ -669,8 +703,9 @@ class TraceMode(TorchDispatchMode):
         each = [self._output(func, name, args, kwargs, tensors_in, o, i, i in scratch)
                 for o, i in zip(outs[:MAX_OUTPUTS], places[:MAX_OUTPUTS], strict=True)]
         first = {k: v for k, v in each[0].items() if k != "scratch"}
-        mixes = taint == "rows" or (self.follow > 1 and first["out_shape"] == first["full_shape"] and any(
-            s != list(a.shape) for s, a in zip(head["in_shapes"], tensors_in, strict=False)))
+        mixes = across is True or (across == "if integer" and not outs[0].is_floating_point()) or (
+            self.follow > 1 and first["out_shape"] == first["full_shape"] and any(
+                s != list(a.shape) for s, a in zip(head["in_shapes"], tensors_in, strict=False)))
         sideways = self.follow > 1 and not mixes and (taint == "layout" or (
             (derived or not tensors_in) and _sideways(outs[:MAX_OUTPUTS], self.follow)))
         if len(outs) > 1:  # every output counts (indices of a sort, a norm's mean and rstd, ...)

@@ -386,6 +386,13 @@ def _attention_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, id
     return Terms(k=max(int(args[1].shape[-2]), int(args[0].shape[-1])), kind=TermsKind.ESTIMATED)
 
 
+def _grouped_terms(name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], total: bool) -> Terms:
+    """A grouped matrix product (a mixture of experts' tokens, each group by its expert's matrix): K = the first
+    operand's last dimension (the inner dimension; for a weight gradient grouped over tokens, the most any
+    group can sum)."""
+    return Terms(k=max(1, int(args[0].shape[-1])), kind=TermsKind.ESTIMATED)
+
+
 def _accumulated_terms(
     name: str, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], total: bool
 ) -> Terms | None:
@@ -422,6 +429,7 @@ _FIRST_OUTPUT = {
         _norm_terms,
     ),
     **dict.fromkeys(("convolution", "_convolution", "convolution_backward"), _convolution_terms),
+    **dict.fromkeys(("_grouped_mm", "grouped_mm"), _grouped_terms),
     **dict.fromkeys(ACCUMULATING, _accumulated_terms),
 }
 
