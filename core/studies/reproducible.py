@@ -259,7 +259,8 @@ def batch_invariant_cost(default: Linear, invariant: Linear) -> LiveCost:
                         what="one linear layer (1024×1024 float32) at batches of 1, 8, 24 and 40 rows, fixed "
                         "32-row tiles against torch's F.linear", ratio=med, iqr=iqr, repeats=len(times["default"]))
 
-    return RESULTS.get_or_compute(("reproducible-batch-invariant", _period()), measure)
+    names = tuple(f"{f.__module__}.{f.__qualname__}" for f in (default, invariant))
+    return RESULTS.get_or_compute(("reproducible-batch-invariant", names, _period()), measure)
 
 
 # ---------------------------------------------------------------------------- GPU generations
