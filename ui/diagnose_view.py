@@ -276,7 +276,7 @@ def simulation_chart(sim: Simulation, explanation: str | None) -> alt.Chart | No
     ).properties(height=CHART_HEIGHT)
 
 
-def simulation_section(d: Diagnosis) -> None:
+def simulation_section(d: Diagnosis, charts: bool = True) -> None:
     sim = d.simulation
     if sim is None:
         st.info("Give the inputs (the two factors of a matrix product, or the summed array) to see your difference "
@@ -290,7 +290,7 @@ def simulation_section(d: Diagnosis) -> None:
         + ", ".join(sim.orders[:7]) + f" and {len(sim.orders) - 7} seeded random orders. They differ from each other "
         f"by up to {_num(pmax)} ULPs; **{sim.within:,} of {n:,}** of your sampled differences lie within their "
         "element's spread of orders.")
-    chart = simulation_chart(sim, d.explanation)
+    chart = simulation_chart(sim, d.explanation) if charts else None
     if chart is not None:
         st.altair_chart(styled(chart), width="stretch")
     err = pd.DataFrame({
@@ -373,31 +373,37 @@ def show_diagnosis(d: Diagnosis, with_headline: bool = True) -> None:
     with st.expander("Why the default allclose failed" if d.allclose.failing else "The default allclose",
                      icon=":material/rule:"):
         allclose_section(d)
-    with st.expander("Evidence: the envelopes, the histograms and the worst elements", icon=":material/analytics:"):
-        evidence_section(d)
-    with st.expander("Simulation from the inputs", icon=":material/science:"):
-        simulation_section(d)
+    # the charts are drawn only once their section is open (a rerun): folded, they would be laid out unseen
+    evidence = st.expander("Evidence: the envelopes, the histograms and the worst elements",
+                           icon=":material/analytics:", key="dg_open_evidence", on_change="rerun")
+    with evidence:
+        evidence_section(d, charts=bool(evidence.open))
+    simulation = st.expander("Simulation from the inputs", icon=":material/science:", key="dg_open_simulation",
+                             on_change="rerun")
+    with simulation:
+        simulation_section(d, charts=bool(simulation.open))
     for note in d.notes:
         st.caption(f":material/info: {inert(note, line_start=False)}")
 
 
-def evidence_section(d: Diagnosis) -> None:
+def evidence_section(d: Diagnosis, charts: bool = True) -> None:
     st.dataframe(envelope_frame(d), hide_index=True, width="stretch")
     st.caption(f"Envelope = min(a-priori bound, factor × typical size), element by element; the factor is "
                f"{ENVELOPE_FACTOR:g} unless the simulation saw the inputs' own orders spread further. Typical sizes: "
                "u·√K·scale for reordering, (u_in + u_32·√K)·scale for reduced-precision inputs; derivations "
                "in core/diagnose/envelopes.py. The typical sizes are heuristics; the bounds are rigorous only with the "
                "inputs.")
-    c1, c2 = st.columns(2)
-    with c1:
-        ch = difference_histogram(d, "ulp")
-        if ch is not None:
-            st.altair_chart(styled(ch), width="stretch")
-    with c2:
-        ch = difference_histogram(d, "rel")
-        if ch is not None:
-            st.altair_chart(styled(ch), width="stretch")
-    if d.n_differ:
+    if charts:
+        c1, c2 = st.columns(2)
+        with c1:
+            ch = difference_histogram(d, "ulp")
+            if ch is not None:
+                st.altair_chart(styled(ch), width="stretch")
+        with c2:
+            ch = difference_histogram(d, "rel")
+            if ch is not None:
+                st.altair_chart(styled(ch), width="stretch")
+    if charts and d.n_differ:
         st.caption(f"Histograms of the {d.n_differ:,} differing elements ({d.n_compared - d.n_differ:,} are equal). "
                    "Dashed lines: each envelope at the median element (the envelopes differ from element to "
                    "element).")
