@@ -195,3 +195,25 @@ def test_a_transformers_batch_against_its_row(tmp_path):
     out = ok(trace("compare", str(a), str(b))).stdout.splitlines()
     assert ", batch 1, bfloat16," in out[0] and ", batch 4 (row 0 followed), bfloat16," in out[1], out[:2]
     assert GRAMMAR.fullmatch(out[-1]), out[-1]
+
+
+def test_compare_answers_first_and_names_a_flipped_choice(tmp_path):
+    """tests/corpus/argmax.py: a rounding-sized plant (--perturb-size 2^-22 at op 1, which --list-ops shows)
+    flips the argmax; compare says so before its table and ends with the line."""
+    spec = str(ROOT / "tests" / "corpus" / "argmax.py") + ":make"
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    listed = trace("run", "--module", spec, "--list-ops", "--out", str(a))
+    assert listed.returncode == 0, listed.stderr
+    assert re.search(r"^\s+1  aten\.mm\.default\s+model\.scores\s+float32 \[1, 3\]$", listed.stdout, re.M)
+    assert re.search(r"^\s+3  aten\.argmax\.default\s+model\s+int64 \[1\]$", listed.stdout, re.M)
+    assert "threads)" not in listed.stdout.splitlines()[-1]  # the run's thread count only, not the machine's too
+    planted = trace("run", "--module", spec, "--perturb-op", "1", "--perturb-size", str(2.0 ** -22), "--out", str(b))
+    assert planted.returncode == 0, planted.stderr
+    out = trace("compare", str(a), str(b)).stdout.splitlines()
+    line = ("first difference: op 1 of 3, aten.mm.default in model.scores: born here, within rounding; a choice flips "
+            "at op 3, aten.argmax.default in model")
+    assert out[2] == line and out[-1] == line
+    assert out[3] == ("A choice flips: op 3, aten.argmax in model: a rounding-sized difference in its input changed "
+                      "its choice (indices differ); from here the runs take different paths.")
+    bad = trace("run", "--module", spec, "--perturb-op", "1", "--perturb-size", "2", "--out", str(b))
+    assert bad.returncode == 2 and "between 0 and 1" in bad.stderr

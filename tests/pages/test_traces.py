@@ -148,3 +148,39 @@ def test_uploaded_traces_of_a_transformers_model(tmp_path):
     assert not at.exception and not at.error
     text = everything(at)
     assert compare(f32, row).line in text and "batch 4 (row 0 followed)" in text
+
+
+def test_commands_sit_in_a_collapsed_expander_and_k_shows_a_dash(results):
+    at = page()
+    assert not at.exception, at.exception
+    mine = [e for e in at.expander if e.label == "Trace your own model"]
+    assert len(mine) == 1
+    assert any("python -m scripts.trace run" in c.value for c in mine[0].code)
+    outside = [c.value for c in at.code if c not in list(mine[0].code)]
+    assert not any("python -m scripts.trace" in v for v in outside)
+    assert not any("python -m scripts.trace" in m.value for m in at.markdown)
+    at.toggle(key="tr_only").set_value(False).run()
+    ks = list(at.dataframe[0].value["K"])
+    assert "—" in ks and all(k == "—" or k.replace(",", "").isdigit() for k in ks) and None not in ks
+
+
+def test_a_flipped_choice_is_named_on_the_page():
+    """Two traces of tests/corpus/argmax.py, one with a rounding-sized plant that flips its argmax, uploaded:
+    the page says where the choice flips, in one sentence, beside the one-line answer."""
+    from core.traces.compare import compare
+    from core.traces.models import RunSettings
+    from core.traces.run import make_trace
+
+    spec = "tests/corpus/argmax.py:make"
+    a = make_trace(RunSettings(model=spec))
+    b = make_trace(RunSettings(model=spec, perturb_op=1, perturb_size=2.0 ** -22))
+    c = compare(a, b)
+    at = page()
+    at.radio(key="tr_source").set_value("upload").run()
+    at.file_uploader(key="tr_up_a").upload("a.json", dumps(a).encode(), "application/json").run()
+    at.file_uploader(key="tr_up_b").upload("b.json", dumps(b).encode(), "application/json").run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    warnings = shown(" ".join(w.value for w in at.warning))
+    assert "A choice flips at op 3, aten.argmax in model: a rounding-sized difference in its input changed its " \
+           "choice" in warnings
+    assert c.line in everything(at) and c.line.endswith("a choice flips at op 3, aten.argmax.default in model")

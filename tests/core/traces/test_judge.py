@@ -299,3 +299,61 @@ def test_other_shapes_are_not_comparable_and_other_formats_a_format_change(recs)
     assert j.size is not None and j.size.max_ulps is not None  # still measured, in the coarser format
     rows = OpRecord.from_dict(a.to_dict() | {"out_digest": "e" * 16, "mixes_rows": True})
     assert judge(a, rows).verdict == "reads the whole batch"
+
+
+# ------------------------------------------------------------------- inherited and discrete outputs
+
+
+def test_an_exact_op_carrying_a_few_ulps_is_not_beyond_rounding(recs):
+    """An inherited difference through + or x is its input's: a few ULPs of it read as rounding-sized; many as
+    beyond (the input's difference has grown, or was never rounding)."""
+    mul = recs["mul"]
+    i = _largest(mul)
+    for ulps, verdict in ((3, "within rounding"), (40, "beyond rounding")):
+        b = _changed(mul, sample_hex=[_bits_plus(h, ulps) if p == i else h for p, h in enumerate(mul.sample_hex)],
+                     in_digests=["f" * 16, *mul.in_digests[1:]])
+        j = judge(mul, b)
+        assert (j.state, j.verdict) == ("inherited", verdict), j.size
+        assert "carried from its inputs" in j.size.text()
+
+
+def _topk_indices() -> tuple[OpRecord, OpRecord]:
+    x = torch.tensor([[0.5, 0.25, 0.125, 1.0]])
+    (rec,) = run_traced(lambda: torch.topk(x, 2), None)
+    indices = OpRecord.from_dict(rec.outputs[1] | {k: v for k, v in rec.to_dict().items() if k not in rec.outputs[1]}
+                                 | {"outputs": []})
+    return rec, indices
+
+
+def test_indices_are_judged_as_a_choice():
+    _, idx = _topk_indices()
+    assert idx.out_dtype == "int64" and idx.sample_hex == ["3", "0"]
+    other = _changed(idx, sample_hex=["3", "1"], out_digest="0" * 16)
+    born = judge(idx, other)
+    assert born.state == "born here" and born.verdict == "beyond rounding"
+    assert born.size.text() == "1 of 2 sampled indices differ (no rounding in them)"
+    inherited = judge(idx, _changed(other, in_digests=["e" * 16]))
+    assert inherited.state == "inherited"
+    assert inherited.size.text() == "1 of 2 sampled indices differ (other choices, from inputs that already differed)"
+
+
+def test_a_scratch_workspace_is_recorded_and_never_judged():
+    """oneDNN's LSTM returns a uint8 workspace beside its results when autograd is on: recorded as scratch (its
+    shape, no bits), so two runs whose workspaces differ are identical."""
+    lstm = torch.nn.LSTM(4, 8)
+    x = torch.randn(5, 1, 4, generator=torch.Generator().manual_seed(0))
+    a, b = (next(o for o in run_traced(lambda: lstm(x), None) if o.op == "aten.mkldnn_rnn_layer.default")
+            for _ in range(2))
+    assert [o.get("scratch", False) for o in a.outputs] == [False, False, False, True]
+    assert a.outputs[3]["out_dtype"] == "uint8" and a.outputs[3]["sample_hex"] == [] and a.outputs[3]["l1"] is None
+    assert judge(a, b).state == "identical"
+
+
+def test_shapes_that_differ_say_why():
+    a = OpRecord.from_dict(_topk_indices()[0].to_dict() | {"out_shape": [2, 1, 16], "outputs": []})
+    b = OpRecord.from_dict(a.to_dict() | {"out_shape": [2, 4, 16], "out_digest": "1" * 16})
+    j = judge(a, b)
+    assert j.verdict == "shapes differ" and "dimension 2 only" in j.reason and "not batch-first" in j.reason
+    made = OpRecord.from_dict(a.to_dict() | {"in_shapes": [], "in_digests": [], "in_dtypes": [], "out_shape": [1]})
+    j = judge(made, OpRecord.from_dict(made.to_dict() | {"out_shape": [4], "out_digest": "1" * 16}))
+    assert "bookkeeping of the batch" in j.reason

@@ -476,3 +476,70 @@ def test_tracing_leaves_the_compiler_unloaded():
     root = pathlib.Path(__file__).resolve().parents[3]
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# --------------------------------------------------------------- integers, rows read across the batch
+
+
+def test_the_l1_norm_of_any_integer_is_non_negative():
+    from core.traces.record import l1_norm
+    t = torch.tensor([-2**63, 5, -7], dtype=torch.int64)
+    assert l1_norm(t) == pytest.approx(2.0**63 + 12)
+    assert l1_norm(torch.tensor([True, False, True])) == 2.0
+
+
+def test_a_sort_of_the_whole_batch_reads_across_it_and_a_gather_by_the_rows_restores_them():
+    """Following row 0 of 4: a sort of the flattened batch mixes its rows (recorded whole, marked), a gather
+    by an index whose rows are the batch's puts them back (cut again), and the backward is untouched."""
+    x = torch.tensor([[3.0, 1.0], [0.5, 2.0], [4.0, 0.25], [1.5, 5.0]])
+
+    def fn():
+        flat = x.reshape(-1)
+        values, perm = torch.sort(flat)
+        inv = torch.empty_like(perm)
+        inv[perm] = torch.arange(perm.numel())
+        back = (values * 2)[inv]  # each entry's own value, doubled, in the batch's order
+        return back.view(4, 2) + 1
+
+    ops = run_traced(fn, None, inputs=(x,), follow_batch=4)
+    by = {o.op.split(".")[1]: o for o in ops}
+    assert by["sort"].mixes_rows and by["sort"].out_shape == [8]
+    assert by["mul"].mixes_rows and by["mul"].out_shape == [8]
+    assert not by["index"].mixes_rows and by["index"].out_shape == [2]
+    assert not by["add"].mixes_rows and by["add"].out_shape == [1, 2]
+    assert by["add"].sample_hex == run_traced(lambda: fn_one(x[:1]), None, inputs=(x[:1],))[-1].sample_hex
+
+
+def fn_one(x):
+    flat = x.reshape(-1)
+    values, perm = torch.sort(flat)
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(perm.numel())
+    return ((values * 2)[inv]).view(1, 2) + 1
+
+
+def test_a_transposed_batch_is_not_cut_and_is_named():
+    x = torch.randn(4, 3, 2, generator=torch.Generator().manual_seed(1))
+    ops = run_traced(lambda: x.transpose(0, 1) * 2, None, inputs=(x,), follow_batch=4)
+    (mul,) = ops
+    assert mul.out_shape == [3, 4, 2] and mul.not_batch_first and not mul.mixes_rows
+
+
+def test_backward_modules_break_ties_by_entry_order_not_by_hash():
+    """Two sibling linears of one depth: in the backward pass each op is named after the one whose backward is
+    running (entered last), the same in every process."""
+
+    class Two(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.k_proj, self.v_proj = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.k_proj(x).sum() + 2 * self.v_proj(x).sum()
+
+    torch.manual_seed(0)
+    m = Two()
+    x = torch.randn(2, 3, requires_grad=True)
+    ops = run_traced(lambda: m(x).backward(), m, inputs=(x,))
+    bw = [o.module for o in ops if o.backward and o.op == "aten.mm.default"]
+    assert bw and set(bw) <= {"model.k_proj", "model.v_proj"} and len(set(bw)) == 2, bw
