@@ -57,7 +57,7 @@ def answer_section(page: ReproPage, punch) -> None:
     # a long snippet scrolls in a box of fixed height, so the answer stays inside the first screen (the copy button
     # copies every line); a short one takes the height of its lines
     height, lines = SNIPPET_HEIGHT[presenter()], page.snippet.count("\n") + 1
-    punch.code(page.snippet, language="python", height=height if lines > height // LINE_PX else None)
+    punch.code(page.snippet, language="python", wrap_lines=True, height=height if lines > height // LINE_PX else None)
     view.cannot(page)
     st.subheader("What each setting guarantees, what it does not, what it costs")
     view.settings_list(page)
