@@ -347,11 +347,9 @@ def random_orders(result: LabResult, requested: int) -> None:
                 f"{result.working} results** (seed {study.seed}).")
     if requested > study.k:
         st.caption(permutations_note(requested, result.n))
-    domain = view.shared_domain(hist, marks)
-    st.altair_chart(view.permutation_histogram(hist, domain), width="stretch")
-    st.altair_chart(view.marks_strip(marks, domain), width="stretch")
-    st.caption("Above: how many of the random permutations gave each result. Below: each chosen order's result "
-               "and the exact sum over the same range of ULPs, one row each.")
+    st.altair_chart(view.permutation_histogram(hist, marks), width="stretch")
+    st.caption("Grey bars: how many of the random permutations gave each result (left axis). Dots: each chosen "
+               "order's result and the exact sum, one row each (right axis), on the same axis of ULPs.")
 
 
 def running_error(running: RunningError | None) -> None:

@@ -19,7 +19,7 @@ from core.kernels.trees import Tree
 from core.machines.progress import OnProgress
 from core.studies.sumlab import LabResult, RunningError, bound_in_ulps
 from ui.crowd import heavy_section
-from ui.talk import styled
+from ui.talk import presenter, styled
 
 
 def _fmt_float(x: float | None, spec: str) -> str:
@@ -216,44 +216,34 @@ def error_bars(df: pd.DataFrame) -> alt.Chart:
     )
 
 
-def shared_domain(values: pd.DataFrame, marks: pd.DataFrame) -> list[float]:
-    """One range of ULPs for the histogram and the strip under it (each chart keeps its own tick labels)."""
-    xs = list(values["ulps"]) + list(marks["ulps"])
-    low, high = min(xs), max(xs)
-    pad = max((high - low) * 0.04, 0.5)
-    return [low - pad, high + pad]
-
-
-def permutation_histogram(values: pd.DataFrame, domain: list[float]) -> alt.Chart:
-    """Distribution of random-permutation results: whole counts on the count axis (a count is a number of
-    permutations, never 0.2 of one)."""
-    return styled(
+def permutation_histogram(values: pd.DataFrame, marks: pd.DataFrame) -> alt.LayerChart:
+    """One chart, one x axis: grey bars count the random permutations per result (left axis, whole counts: a
+    count is a number of permutations, never 0.2 of one), and a dot per chosen order and the exact sum, each on
+    its own labelled row (right axis), so that orders giving the same result no longer hide one another."""
+    x = alt.X("ulps:Q", title="result − exact sum, in ULPs")
+    bars = (
         alt.Chart(values)
-        .mark_bar(opacity=0.7, color="#9ca3af")
+        .mark_bar(opacity=0.45, color="#9ca3af")
         .encode(
-            x=alt.X("ulps:Q", bin=alt.Bin(maxbins=40), title="result − exact sum, in ULPs",
-                    scale=alt.Scale(domain=domain, nice=False)),
+            x=alt.X("ulps:Q", bin=alt.Bin(maxbins=40), title="result − exact sum, in ULPs"),
             y=alt.Y("count():Q", title="permutations", axis=alt.Axis(format="d", tickMinStep=1)),
             tooltip=[alt.Tooltip("count():Q", title="permutations")],
         )
-        .properties(height=220)
     )
-
-
-def marks_strip(marks: pd.DataFrame, domain: list[float]) -> alt.Chart:
-    """Each chosen order's result (and the exact sum) on the histogram's axis, one labelled row each: nine
-    lines drawn on one chart overlapped where the orders agree."""
-    return styled(
+    dots = (
         alt.Chart(marks)
-        .mark_point(filled=True, size=90)
+        .mark_point(filled=True, size=90, opacity=1)
         .encode(
-            x=alt.X("ulps:Q", title="result − exact sum, in ULPs", scale=alt.Scale(domain=domain, nice=False)),
-            y=alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=0, labelOverlap=False)),
+            x=x,
+            y=alt.Y("label:N", sort=None, title=None,
+                    axis=alt.Axis(orient="right", labelLimit=0, labelOverlap=False, grid=False)),
             color=alt.Color("label:N", legend=None),
             tooltip=["label", alt.Tooltip("ulps:Q", format="+.4g")],
         )
-        .properties(height=24 * max(1, len(marks)))
     )
+    # the height holds the x axis below the plot; each order's row needs its label's height at this mode's text size
+    height = 90 + (34 if presenter() else 24) * max(len(marks), 6)
+    return styled(alt.layer(bars, dots).resolve_scale(y="independent").properties(height=height))
 
 
 def running_error_chart(df: pd.DataFrame) -> alt.Chart:

@@ -32,7 +32,8 @@ STEPS = 6  # representable neighbours taken either side of a threshold
 
 # CUDA's documented maximum errors (ULPs from the correctly rounded result), from the CUDA C++ Programming
 # Guide, appendix "Mathematical Functions" (tables of single- and double-precision standard functions),
-# whose bounds come from extensive but not exhaustive tests. sigmoid is no CUDA function: torch composes it.
+# whose bounds come from extensive but not exhaustive tests (the same figures are transcribed in intel/llvm's
+# sycl/doc/cuda/cuda-vs-opencl-math-builtin-precisions.md). sigmoid is no CUDA function: torch composes it.
 CUDA_MATH_SOURCE = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#mathematical-functions-appendix"
 CUDA_MATH_API = "https://docs.nvidia.com/cuda/cuda-math-api/"
 CUDA_DOCUMENTED: dict[tuple[str, str], int] = {

@@ -229,14 +229,15 @@ def test_the_results_fit_and_the_error_chart_comes_first(lab):
 
 
 def test_permutation_counts_are_whole_and_each_order_has_its_own_row():
-    import altair as alt
     import pandas as pd
 
-    from ui.sumlab_view import marks_strip, permutation_histogram
+    from ui.sumlab_view import permutation_histogram
 
-    hist = permutation_histogram(pd.DataFrame({"ulps": [0.5, 1.5, 1.5]}), [-2.0, 2.0]).to_dict()
-    axis = hist["encoding"]["y"]["axis"]
-    assert axis["format"] == "d" and axis["tickMinStep"] == 1
     marks = pd.DataFrame({"label": ["exact sum", "a", "b"], "ulps": [0.0, 0.0, 0.0]})
-    strip = marks_strip(marks, [-2.0, 2.0])
-    assert isinstance(strip, alt.Chart) and strip.to_dict()["encoding"]["y"]["field"] == "label"
+    spec = permutation_histogram(pd.DataFrame({"ulps": [0.5, 1.5, 1.5]}), marks).to_dict()
+    bars, dots = spec["layer"]
+    axis = bars["encoding"]["y"]["axis"]
+    assert axis["format"] == "d" and axis["tickMinStep"] == 1  # never 0.2 of a permutation
+    assert dots["encoding"]["y"]["field"] == "label"  # one row per order: equal results no longer overlap
+    assert bars["encoding"]["x"]["field"] == dots["encoding"]["x"]["field"] == "ulps"
+    assert spec["resolve"]["scale"]["y"] == "independent"
