@@ -15,15 +15,27 @@ from core.recordings.store import cached_recordings
 from core.training.divergence import (
     DEFAULT_SEEDS,
     DEFAULT_SPEED,
+    HEAD_START_BITS,
     SEED_RULE,
     SPEEDS,
+    boundary_flip,
     changed_settings,
     frames_for,
+    postponement,
+    seed_streams,
     seed_verdict,
     threads_note,
 )
-from core.training.mlp import DEFAULT_PRESET, DTYPES, MAX_STEPS, OPTIMIZERS, PRESETS, TrainSettings
-from core.training.pair import SOURCES, PairedRun, validate
+from core.training.mlp import (
+    DEFAULT_PRESET,
+    DTYPES,
+    MAX_STEPS,
+    OPTIMIZERS,
+    PRESETS,
+    TrainSettings,
+    network_name,
+)
+from core.training.pair import PLAIN, SOURCES, PairedRun, validate
 from core.training.seeds import seed_study
 from ui.crowd import heavy_section, over_budget
 from ui.navigation import ensure_app_navigation, next_page_link
@@ -37,6 +49,7 @@ from ui.training_view import (
     play_requested,
     precision_overlay,
     recorded_partings,
+    replay,
     seed_chart,
     seed_frame,
 )
@@ -57,6 +70,11 @@ URL_FIELDS = [
     Field(key="td_seed", param="seed", kind=FieldKind.INT, low=0, high=2**31 - 1),
     Field(key="td_speed", param="speed", kind=FieldKind.CHOICE, options=SPEEDS),
 ]
+# The step the pair had reached travels in the URL too, so a reload (F5) replays the new pair to it. Only a
+# link or a reload sets it (ui.urlstate.restore); the page writes it after each run and then forgets it.
+REACHED = Field(key="td_reached", param="step", kind=FieldKind.INT, low=0, high=MAX_STEPS)
+WRITTEN = "_td_reached_written"
+GOTO = "_td_goto"  # the step a reload asked for, kept until the pair is back there (a rerun may come first)
 
 
 def _preset_values(name: str) -> dict:
@@ -100,29 +118,38 @@ def _on_reset() -> None:
     _session_run(fresh=True)
 
 
-def links() -> tuple[list[str], bool]:
-    """Settings from the page's link: restore's notes, and whether the link named a preset."""
+def links() -> tuple[list[str], bool, int | None]:
+    """Settings from the page's link: restore's notes, whether the link named a preset, and the step a reloaded
+    link asks the pair to be back at (None: none asked)."""
     if "td_source" not in st.session_state:
         st.session_state.update(_preset_values(DEFAULT_PRESET))
-    url_notes = restore("td", URL_FIELDS, {"td_speed": DEFAULT_SPEED})
-    return url_notes, apply_preset_link(URL_FIELDS, _preset_values)
+    url_notes = restore("td", [*URL_FIELDS, REACHED], {"td_speed": DEFAULT_SPEED})
+    reached = st.session_state.pop(REACHED.key, None)
+    if reached and reached != st.session_state.get(WRITTEN):  # a link's step, not the one this page wrote
+        st.session_state[GOTO] = reached
+    return url_notes, apply_preset_link(URL_FIELDS, _preset_values), st.session_state.get(GOTO)
+
+
+def keep_step(done: int):
+    """Write the step the pair has reached into the URL (with every setting), then forget it (see REACHED);
+    the query string (ui.urlstate.sync)."""
+    if done:
+        st.session_state[REACHED.key] = done
+    query = sync([*URL_FIELDS, REACHED])
+    st.session_state.pop(REACHED.key, None)
+    st.session_state[WRITTEN] = done
+    return query
 
 
 def intro(punch) -> None:
-    punch.markdown(f"A and B start bit-identical and see the same batches; **B differs only in: "
-                   f"{SOURCES[st.session_state['td_source']].lower()}**.")
+    """The insight in one sentence, then the network and the one difference (the first screen)."""
+    name = network_name(_settings())
+    punch.markdown(f"**One difference in the last bit can grow with every training step until two runs of the same "
+                   f"network part ways.** Runs A and B train the same {name} on noisy spirals from bit-identical "
+                   f"weights on identical batches. {PLAIN[st.session_state['td_source']]}.")
 
 
-def about() -> None:
-    folded("About these two runs").markdown(
-        "Two training runs of the same small network on the same data, from bit-identical weights, "
-        "seeing bit-identical batches. Run **B** differs from run **A** in exactly one way, chosen below. "
-        "Watch the losses agree, then drift, then go their separate ways: the relative gap stays on zero, "
-        "then lifts off; on the log scale further down, the gap climbs steadily from the first step."
-    )
-
-
-def controls(url_notes) -> TrainSettings:
+def controls(url_notes, step: int) -> TrainSettings:
     """The preset and every setting; stops the page with a message next to them when they do not fit."""
     st.selectbox("Preset", list(PRESETS), key="td_preset", on_change=_load_preset)
     preset = PRESETS[st.session_state["td_preset"]]
@@ -139,7 +166,7 @@ def controls(url_notes) -> TrainSettings:
     c4.number_input("Learning rate", min_value=0.0, max_value=10.0, step=0.05, format="%.4g", key="td_lr")
     c5.number_input(f"Steps (at most {MAX_STEPS:,})", min_value=1, max_value=MAX_STEPS, step=50, key="td_steps")
     c6.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="td_seed")
-    share_box(sync(URL_FIELDS), url_notes)
+    share_box(keep_step(step), url_notes)  # the step as last written (or asked for by a reload)
     if not HAS_GPU:
         st.caption("No GPU is visible to this server, so “a real GPU” is not offered; the reordering sources are "
                    "the honest CPU stand-in for another device: same mathematics, other summation order.")
@@ -178,9 +205,10 @@ def buttons(where, run: PairedRun, settings: TrainSettings) -> None:
                        "frames. A change while playing takes effect at once.")
 
 
-def the_pair(punch, run: PairedRun, settings: TrainSettings) -> None:
-    """Controls and key numbers beside the two live charts (the first screen), the details below; Play
-    what was asked for, then draw the pair once (live=False: widgets inside need unique keys).
+def the_pair(punch, run: PairedRun, settings: TrainSettings, goto: int | None) -> None:
+    """Controls and key numbers beside the two live charts (the first screen), the details below; replay to the
+    step a reloaded link asks for (``goto``), Play what was asked for, then draw the pair once (live=False:
+    widgets inside need unique keys).
 
     In presenter mode (the sidebar folded away, the whole width) the buttons take one row above,
     and the two charts stand side by side, taller; otherwise the buttons sit in the narrow column."""
@@ -197,44 +225,22 @@ def the_pair(punch, run: PairedRun, settings: TrainSettings) -> None:
         + (f"; B on {run.b_device_name}" if settings.source == "device" else "")
         + ". Parameter distance and differing bits compare B mapped back to A's layout (permutations undone exactly)."
     )
-    about()
-    play_requested(run, settings, slots, int(st.session_state["td_speed"]))
+    if goto and goto > run.done:
+        replay(run, min(goto, settings.steps), slots)
+    play_requested(run, settings, slots, int(st.session_state["td_speed"]), on_details=keep_step)
     draw_pair(run, settings, slots)
 
 
-# Results of the two buttons below are kept in the session (small summaries, with the settings
-# they belong to), so each section keeps showing its result while the other one is used.
-def float64_mitigation(settings: TrainSettings) -> None:
-    st.subheader("Compute in float64")
-    st.markdown("The same pair, same difference, both runs in float64: each rounding is about 2^29 times smaller, "
-                "so the gap starts far lower and needs many more doublings to become visible.")
-    if settings.dtype == "float64" or settings.source == "float64":
-        st.info("This run already uses float64; choose float32 and another difference to compare.")
-        return
-    if st.button("Run the float32 and float64 pairs", key="td_f64"):
-        pairs_cost = training_cost(settings.steps, 1, "float64", settings.optimizer, pairs=2)
-        with heavy_section(pairs_cost, "this training"):  # a few heavy computations at once, server-wide
-            bar = ProgressBar(st, "Training the float32 pair:")
-            f32 = pair_outcome(settings, bar.update, PAIR_MEMO)
-            bar.text = "Training the float64 pair:"
-            f64 = pair_outcome(replace(settings, dtype="float64"), bar.update, PAIR_MEMO)
-            bar.bar.empty()
-        st.session_state["td_f64_result"] = (f32, f64)
-    result = st.session_state.get("td_f64_result")
-    if result and result[0].settings == settings:
-        f32, f64 = result
-        st.altair_chart(precision_overlay(f32, f64), width="stretch")
-        st.markdown(
-            f"float32 pair: more than 1% apart from step **{f32.first_rel_1pct or 'never'}**; "
-            f"float64 pair: **{f64.first_rel_1pct or f'not within {settings.steps} steps'}**. "
-            f"Final ‖Δθ‖: {f32.final_distance:.3g} (float32) vs {f64.final_distance:.3g} (float64)."
-        )
-
-
-def accept_divergence(settings: TrainSettings) -> None:
-    st.subheader("Accept the divergence")
-    st.markdown("Single trajectories part ways, but the *distribution* of outcomes does not depend on which side "
-                "you are on. Train several seeds per side and compare what matters: final loss and accuracy.")
+# Results of the buttons below are kept in the session (small summaries, with the settings they
+# belong to), so each section keeps showing its result while another one is used.
+def equally_good(settings: TrainSettings) -> None:
+    """Do A and B end equally good? The seed study, and what its verdict supports."""
+    st.markdown("One pair's trajectories say little about outcomes. Train several seeds per side and compare what "
+                "matters, final loss and accuracy, with the spread that the seed alone causes. Whether small "
+                "differences grow at all depends on the learning rate, the optimizer and the model: the presets "
+                "“Control: nothing differs” and “One thread vs all threads” (on this server, see its note) never "
+                "part, and the reordered pair at a small learning rate such as 0.1 stays far below 1% for 500 "
+                "steps here (set it in the settings above and press Play).")
     k = int(st.number_input("Seeds per side", min_value=2, max_value=16, value=DEFAULT_SEEDS, key="td_k"))
     cost = training_cost(settings.steps, k, settings.dtype, settings.optimizer)  # core.crowd.budget
     if not cost.fits:
@@ -257,29 +263,123 @@ def accept_divergence(settings: TrainSettings) -> None:
     verdict = seed_verdict(study)
     st.markdown(f"**Verdict:** the gap between the mean final losses of A and B ({verdict.gap:.3g}) is "
                 f"{verdict.words()} (largest standard deviation over seeds on one side: {verdict.spread:.3g}).")
+    st.markdown(verdict.outcome_words(len(study.seeds)))
     st.caption(SEED_RULE)
     st.caption(f"Seeds {study.seeds[0]}–{study.seeds[-1]}, each trained for {settings.steps} steps on both sides; "
-               "accuracy on the whole data set.")
+               "accuracy on the whole data set. Published studies measured more: identical training runs of real "
+               "networks differed by up to 10.8% in accuracy, and implementation nondeterminism alone by up to 2.9% "
+               "(Pham et al., ASE 2020, https://doi.org/10.1145/3324884.3416545).")
+
+
+def float64_postpones(settings: TrainSettings) -> None:
+    """The float32 and the float64 pair on one chart, with what float64 should buy and what it bought."""
+    st.markdown(f"The same pair, the same difference, both runs in float64: each rounding is 2^{HEAD_START_BITS} "
+                "times smaller, so the gap starts far lower and needs many more doublings to become visible.")
+    if settings.dtype == "float64" or settings.source == "float64":
+        st.info("This run already uses float64; choose float32 and another difference to compare.")
+        return
+    if st.button("Run the float32 and float64 pairs", key="td_f64"):
+        pairs_cost = training_cost(settings.steps, 1, "float64", settings.optimizer, pairs=2)
+        with heavy_section(pairs_cost, "this training"):  # a few heavy computations at once, server-wide
+            bar = ProgressBar(st, "Training the float32 pair:")
+            f32 = pair_outcome(settings, bar.update, PAIR_MEMO)
+            bar.text = "Training the float64 pair:"
+            f64 = pair_outcome(replace(settings, dtype="float64"), bar.update, PAIR_MEMO)
+            bar.bar.empty()
+        st.session_state["td_f64_result"] = (f32, f64)
+    result = st.session_state.get("td_f64_result")
+    if result and result[0].settings == settings:
+        f32, f64 = result
+        st.altair_chart(precision_overlay(f32, f64), width="stretch")
+        st.markdown(
+            f"float32 pair: more than 1% apart from step **{f32.first_rel_1pct or 'never'}**; "
+            f"float64 pair: **{f64.first_rel_1pct or f'not within {settings.steps} steps'}**. "
+            f"Final ‖Δθ‖: {f32.final_distance:.3g} (float32) vs {f64.final_distance:.3g} (float64)."
+        )
+        plan = postponement(settings.steps, f32.distances, f32.first_rel_1pct, f64.distances, f64.first_rel_1pct)
+        for sentence in plan.words(PLAIN[settings.source]):
+            st.markdown(sentence)
+
+
+def jump_at_once(settings: TrainSettings) -> None:
+    """A discontinuity: one input whose predicted class differs right after the weights first differ."""
+    st.markdown("Growth is not the only way a tiny difference matters. A prediction is an argmax: at an input on "
+                "the decision boundary, logits a few ULPs apart can name another class at once, with no growth "
+                "before it (so can a ReLU's kink, a gradient-clipping threshold or an early-stopping rule).")
+    if st.button("Find such an input for these settings", key="td_flip"):
+        with st.spinner("Training a fresh pair to its first differing step and searching its decision boundary…"):
+            st.session_state["td_flip_result"] = (settings, boundary_flip(settings))
+    result = st.session_state.get("td_flip_result")
+    if not (result and result[0] == settings):
+        return
+    flip = result[1]
+    if not flip.differs:
+        st.markdown(f"Here A and B are still bit-identical after {flip.step} steps (losses and weights), so no input "
+                    "can get two classes: nothing differs to be turned into a jump.")
+    elif flip.point is None:
+        st.markdown(f"After step {flip.step} the weights differ, but none of the {flip.segments} boundary points "
+                    "searched gets two classes.")
+    else:
+        x1, x2 = flip.point
+        st.markdown(f"After step **{flip.step}**, the first whose weights differ, A and B are "
+                    f"{flip.relative_distance:.1e} apart relative to the size of A's weights, and their losses "
+                    + ("are bit-identical" if flip.rel_loss_gap == 0 else f"{flip.rel_loss_gap:.1e} apart relative")
+                    + f". At the input ({x1:.9g}, {x2:.9g}) their logits differ by at most "
+                    f"{flip.logit_ulps:.0f} ULP{'s' if flip.logit_ulps != 1 else ''}, yet A predicts class "
+                    f"**{flip.class_a}** and B class **{flip.class_b}**: a whole class, at once.")
+        st.caption(f"Computed live: bisection to A's decision boundary along {flip.segments} segments between data "
+                   "points of two classes, inputs rounded to A's format, both runs tested either side and the "
+                   "input confirmed on its own.")
+
+
+def same_seed(settings: TrainSettings) -> None:
+    """What a seed fixes and what it does not: other generators, other numbers."""
+    streams = seed_streams(settings)
+    moved = "; ".join(f"to {name} and back: {'the same bits' if same else 'other bits'}"
+                      for name, same in streams.moved)
+    st.markdown(
+        "A seed fixes a stream of random numbers only for one generator. torch's CPU generator is a Mersenne "
+        "Twister and its CUDA generator is Philox, so the same seed draws other numbers on a GPU: an "
+        "initialisation or a dropout mask drawn there differs from step 0. That is a difference of random "
+        "streams, not of rounding (PyTorch's reproducibility notes, https://pytorch.org/docs/stable/notes/"
+        "randomness.html; https://github.com/pytorch/pytorch/issues/2976).")
+    st.markdown(
+        f"What does hold, live on this server with this page's {streams.parameters:,} initial weights (seed "
+        f"{streams.seed}, a seeded torch.Generator on the CPU): drawn again, "
+        f"{'the same bits' if streams.redrawn_identical else 'other bits'}; with the next seed, "
+        f"{'other bits' if streams.other_seed_differs else 'the same bits'}; float32 copied to float64 and back, "
+        f"{'the same bits' if streams.widened_identical else 'other bits'}; {moved}. "
+        + "".join(f"Drawn by {name}'s own generator with the same seed: {'other' if other else 'the same'} "
+                  "numbers. " for name, other in streams.device_stream_differs)
+        + "So draw on the CPU, then move the tensor: a copy keeps every bit.")
 
 
 def main() -> None:
-    url_notes, opened_from_link = links()
+    url_notes, opened_from_link, goto = links()
     ensure_app_navigation()
     st.title("Training divergence")
     st.html(NUMBERS_CSS)
-    punch = st.container(key="punchline")  # what differs, the buttons, the key numbers and both losses: first screen
+    punch = st.container(key="punchline")  # the insight, the buttons, the key numbers and both losses: first screen
     intro(punch)
     with folded("Settings: preset, what differs, format, optimizer, steps"):
-        settings = controls(url_notes)
+        settings = controls(url_notes, goto or st.session_state.get(WRITTEN, 0))
     try:  # a scenario link makes a fresh pair: it opens ready to play
         run = current_run(st.session_state, "td_run", settings, fresh=opened_from_link)
     except (ValueError, RuntimeError) as err:
         st.error(f"Run B could not be set up: {err}")
         st.stop()
-    the_pair(punch, run, settings)
-    st.header("Mitigations")
-    float64_mitigation(settings)
-    accept_divergence(settings)
+    the_pair(punch, run, settings, None if opened_from_link else goto)
+    st.session_state.pop(GOTO, None)  # the pair is back at the step asked for (or was opened fresh by a link)
+    keep_step(run.done)
+    with st.expander("Do A and B end equally good? Train several seeds per side"):
+        equally_good(settings)
+    with st.expander("Same seed, other random numbers?"):
+        same_seed(settings)
+    with st.expander(f"Does float64 cure it? It postpones it: 2^{HEAD_START_BITS} smaller, about "
+                     f"{HEAD_START_BITS} doublings later"):
+        float64_postpones(settings)
+    with st.expander("A jump with no growth before it: one input, two classes"):
+        jump_at_once(settings)
     next_page_link("training_divergence")
 
 

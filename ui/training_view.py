@@ -21,7 +21,7 @@ from core.machines.progress import Progress
 from core.recordings.compare import Parting
 from core.training.divergence import PairSnapshot, check_speed, snapshot
 from core.training.mlp import TrainSettings
-from core.training.pair import SOURCES, PairedRun, StepRecord
+from core.training.pair import PLAIN, SOURCES, PairedRun, StepRecord
 from core.training.seeds import DivergenceSummary, SeedStudy
 from ui.export import download_buttons
 from ui.render import bits_html, inert
@@ -56,7 +56,7 @@ LINE_HEIGHT = 340
 STRIP_HEIGHT = 300
 # The two live charts beside the controls, both on the first screen at 1280x720: stacked in the
 # normal layout, side by side (and taller) in presenter mode.
-LIVE_HEIGHT, LIVE_HEIGHT_SIDE_BY_SIDE = 215, 360
+LIVE_HEIGHT, LIVE_HEIGHT_SIDE_BY_SIDE = 190, 300
 BOUNDARY_WIDTH, BOUNDARY_HEIGHT = 420, 480  # a square plotting area once axes and legend are placed
 CLASS_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"]
 
@@ -401,7 +401,8 @@ def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: b
     snap = snapshot(run, settings, None if live else 50)
     slots.show_progress(len(snap.records), settings.steps)
     df = records_frame(list(snap.records))
-    what = SOURCES[settings.source].split(":")[0].lower()
+    what = SOURCES[settings.source].split(":")[0]
+    what = what if what[:2].isupper() else what[:1].lower() + what[1:]  # "CPU threads" keeps its capitals
     kind = {"device": "real GPU", "stand-in": "reordered stand-in", "cpu": "live on this CPU"}[snap.b_kind]
     with slots.charts.container():  # drawn from the first Step on: a point each, or a message in the chart
         height = LIVE_HEIGHT_SIDE_BY_SIDE if slots.side_by_side else LIVE_HEIGHT
@@ -423,7 +424,7 @@ def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: b
         where_b = {"device": f"B ran on {snap.b_device_name}",
                    "stand-in": "both ran live on this CPU (B is a reordered stand-in for another device)",
                    "cpu": "both ran live on this CPU"}[snap.b_kind]
-        st.markdown(f"**After step {last.step}** · B differs by: {SOURCES[settings.source].lower()} · {where_b}.")
+        st.markdown(f"**After step {last.step}** · {PLAIN[settings.source]} · {where_b}.")
         a_col, b_col = st.columns(2)
         a_col.markdown("Loss A " + value_and_bits(last.loss_a, last.loss_a_bits, snap.loss_a_dtype),
                        unsafe_allow_html=True)
@@ -447,12 +448,21 @@ def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: b
         _boundaries(snap, run)
 
 
-def play_requested(run: PairedRun, settings: TrainSettings, slots: PairSlots, speed: int) -> None:
+def replay(run: PairedRun, target: int, slots: PairSlots) -> None:
+    """Bring a fresh pair to ``target`` steps (a reloaded page goes back to the step its run had reached): in
+    chunks, with a progress bar where the pair's progress is shown (a click or a closed tab stops it)."""
+    bar = ProgressBar(slots.progress, f"Back to step {target:,}, where this run was: replaying")
+    run.run(target - run.done, bar.update)
+
+
+def play_requested(run: PairedRun, settings: TrainSettings, slots: PairSlots, speed: int,
+                   on_details: Callable[[int], object] | None = None) -> None:
     """Apply what was asked for (Play: the whole run) in chunks, with a yield point between them.
 
     The pair is drawn every ``speed`` steps (core.training.divergence.SPEEDS: 1 shows every update). A click
     or a closed tab stops this loop within one chunk; the next script run carries on with what is
     still asked for. At the end the page is drawn again from the top, with Play and Step disabled.
+    ``on_details`` gets the step reached each time the details are drawn (the page keeps it in its URL).
     """
     if not run.requested:
         return
@@ -467,6 +477,8 @@ def play_requested(run: PairedRun, settings: TrainSettings, slots: PairSlots, sp
             draw_pair(run, settings, slots, live=True, details=done >= next_details)
             if done >= next_details:
                 next_details = done + detail_every
+                if on_details is not None:
+                    on_details(done)
             next_frame = done + frame
             last_yield = time.monotonic()
         elif time.monotonic() - last_yield >= YIELD_EVERY:

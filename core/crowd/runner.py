@@ -84,6 +84,7 @@ class PairOutcome:
     abs_diff: tuple[float, ...]
     first_rel_1pct: int | None
     final_distance: float
+    distances: tuple[float, ...] = ()  # ||theta_A - theta_B|| at every step (what float64 buys is fitted to it)
 
 
 def pair_outcome(settings: TrainSettings, on_progress: OnProgress | None = None,
@@ -95,7 +96,8 @@ def pair_outcome(settings: TrainSettings, on_progress: OnProgress | None = None,
     recs = run.run(settings.steps, on_progress, chunk)
     nz = [r for r in recs if r.abs_diff > 0]
     out = PairOutcome(settings=settings, steps=tuple(r.step for r in nz), abs_diff=tuple(r.abs_diff for r in nz),
-                      first_rel_1pct=summarize(recs).first_rel_1pct, final_distance=recs[-1].param_distance)
+                      first_rel_1pct=summarize(recs).first_rel_1pct, final_distance=recs[-1].param_distance,
+                      distances=tuple(r.param_distance for r in recs))
     if memo is not None:
         memo.put(settings, out)
     return out

@@ -107,10 +107,19 @@ def batch_schedule(n: int, batch: int, steps: int, seed: int) -> np.ndarray:
 # ------------------------------------------------------------------------------ model
 
 
+FEATURES = 2  # the spirals lie in the plane: two input features
+
+
 PARAM_NAMES = ("w1", "b1", "w2", "b2", "w3", "b3")
 # The architecture, written once: layer i is x @ w_i.T + b_i, then tanh where marked. forward and
 # MLPModule (the same network as nn.Linear and nn.Tanh modules, for module paths in traces) both read it.
 LAYERS = (("w1", "b1", True), ("w2", "b2", True), ("w3", "b3", False))
+
+
+def network_name(settings: TrainSettings) -> str:
+    """The network as the page names it, read from LAYERS and the settings ("2-64-64-3 tanh MLP")."""
+    sizes = [FEATURES, *(settings.hidden for _, _, tanh in LAYERS if tanh), settings.classes]
+    return f"{'-'.join(map(str, sizes))} tanh MLP"
 
 
 def init_params(hidden: int, classes: int, seed: int) -> dict[str, torch.Tensor]:
@@ -122,7 +131,7 @@ def init_params(hidden: int, classes: int, seed: int) -> dict[str, torch.Tensor]
         return (torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1) * bound
 
     return {
-        "w1": u((hidden, 2), 2), "b1": torch.zeros(hidden, dtype=torch.float64),
+        "w1": u((hidden, FEATURES), FEATURES), "b1": torch.zeros(hidden, dtype=torch.float64),
         "w2": u((hidden, hidden), hidden), "b2": torch.zeros(hidden, dtype=torch.float64),
         "w3": u((classes, hidden), hidden), "b3": torch.zeros(classes, dtype=torch.float64),
     }
@@ -272,6 +281,9 @@ PRESETS: dict[str, Preset] = {
                "coarser than float32's: the pair parts far sooner than with a reordering."),
         Preset("Adam, hidden units reordered (lr 0.1)", TrainSettings(optimizer="adam", lr=0.1),
                "Adam instead of SGD with momentum, hidden units reordered."),
+        Preset("Small steps: hidden units reordered (SGD, lr 0.1)", TrainSettings(lr=0.1),
+               "The default reordering with a five times smaller learning rate: whether a difference grows "
+               "depends on the step size, so compare this pair's gap with the default's."),
         Preset("Fast chaos (SGD, lr 0.8)", TrainSettings(lr=0.8),
                "A larger step size makes the dynamics more unstable, so the gap grows faster."),
         Preset("Control: nothing differs", TrainSettings(source="none"),

@@ -89,6 +89,7 @@ class Difference:
     key: str
     label: str
     apply: Callable[[TrainSettings, np.random.Generator, BPlan], None]
+    plain: str = ""  # the difference as one plain English sentence, for the page's first screen
     stand_in: bool = False  # a reordering that stands in for another device
 
 
@@ -138,33 +139,44 @@ def _device(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
 DIFFERENCES: dict[str, Difference] = {
     d.key: d
     for d in [
-        Difference(key="none", label="Nothing (control): B repeats A exactly", apply=_no_difference),
+        Difference(key="none", label="Nothing (control): B repeats A exactly", apply=_no_difference,
+                   plain="Nothing: run B repeats run A exactly"),
         Difference(
             key="permute_hidden",
             label="Reduction order: hidden units permuted (weights permuted to match)",
             apply=_permute_hidden,
+            plain="Run B stores its hidden units in another order (weights permuted to match), so its sums add "
+                  "up in another order",
             stand_in=True,
         ),
         Difference(
             key="permute_batch",
             label="Reduction order: examples shuffled inside each batch",
             apply=_permute_batch,
+            plain="Run B adds up the examples of each batch in another order",
             stand_in=True,
         ),
         Difference(
             key="permute_features",
             label="Reduction order: the two input features swapped",
             apply=_permute_features,
+            plain="Run B has its two input features swapped (weights swapped to match)",
             stand_in=True,
         ),
-        Difference(key="threads", label="CPU thread count: B runs with 1 thread, A with all", apply=_threads),
-        Difference(key="float64", label="Precision: A in float32, B in float64", apply=_float64),
-        Difference(key="bfloat16", label="Precision: B's forward pass under bfloat16 autocast", apply=_bfloat16),
-        Difference(key="nudge", label="Butterfly: one initial weight of B moved by one ULP", apply=_nudge),
-        Difference(key="device", label="A real GPU: B runs on the GPU, A on the CPU", apply=_device),
+        Difference(key="threads", label="CPU threads: run B uses 1, run A all of them", apply=_threads,
+                   plain="Run B uses 1 CPU thread, run A all of them"),
+        Difference(key="float64", label="Precision: A in float32, B in float64", apply=_float64,
+                   plain="Run A computes in float32, run B in float64"),
+        Difference(key="bfloat16", label="Precision: B's forward pass under bfloat16 autocast", apply=_bfloat16,
+                   plain="Run B computes its forward pass in bfloat16 (autocast)"),
+        Difference(key="nudge", label="Butterfly: one initial weight of B moved by one ULP", apply=_nudge,
+                   plain="One initial weight of run B is moved by one ULP (its last bit)"),
+        Difference(key="device", label="A real GPU: B runs on the GPU, A on the CPU", apply=_device,
+                   plain="Run B runs on the GPU, run A on the CPU"),
     ]
 }
 SOURCES: dict[str, str] = {k: d.label for k, d in DIFFERENCES.items()}
+PLAIN: dict[str, str] = {k: d.plain for k, d in DIFFERENCES.items()}
 STAND_IN = {k for k, d in DIFFERENCES.items() if d.stand_in}
 
 
@@ -516,11 +528,17 @@ class PairedRun:
         return float((pa == self.y).mean()), float((pb == self.y).mean())
 
     def _predict(self, pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x = torch.from_numpy(pts)
+        la, lb = self.logits(pts)
+        return la.argmax(1).numpy(), lb.argmax(1).numpy()
+
+    def logits(self, pts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """A's and B's logits at the points ``pts`` (float64, rounded to each run's input format), on the
+        CPU, each in its own precision (see decision_grid), B's classes in A's order."""
+        x = torch.from_numpy(np.asarray(pts, dtype=np.float64))
         with self._lock, torch.no_grad():
-            pa = forward(self.a.params, x.to(self.a.x.dtype)).argmax(1).numpy()
-            pb = forward_as(self.b, self.b_params_in_a_layout(), x.to(self.b.x.dtype)).argmax(1).numpy()
-        return pa, pb
+            la = forward(self.a.params, x.to(self.a.x.dtype))
+            lb = forward_as(self.b, self.b_params_in_a_layout(), x.to(self.b.x.dtype))
+        return la, lb
 
 
 def _permute(p, h1, h2, f):

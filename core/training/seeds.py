@@ -35,10 +35,16 @@ def summarize(records: list[StepRecord], saturation: float = 0.1) -> DivergenceS
     """
     first = next((r.step for r in records if r.differing_bits or r.loss_a_bits != r.loss_b_bits), None)
     rel = next((r.step for r in records if r.rel_diff > 0.01), None)
-    dist = np.array([r.param_distance for r in records])
-    nz = np.flatnonzero(dist > 0)
-    fit = growth_fit([r.step for r in records], dist, int(nz[0]), saturation) if nz.size else None
+    fit = distance_growth([r.step for r in records], [r.param_distance for r in records], saturation)
     return DivergenceSummary(first_difference=first, first_rel_1pct=rel, fit=fit)
+
+
+def distance_growth(steps, distances, saturation: float = 0.1) -> GrowthFit | None:
+    """The exponential fit of ||delta theta|| from its first nonzero step over its growth phase (None: never
+    nonzero, or too few points)."""
+    dist = np.asarray(distances, dtype=np.float64)
+    nz = np.flatnonzero(dist > 0)
+    return growth_fit(steps, dist, int(nz[0]), saturation) if nz.size else None
 
 
 # ------------------------------------------------------------------------- seed study

@@ -7,9 +7,9 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.training.divergence import DEFAULT_SPEED
-from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings
-from core.training.pair import PairedRun
+from core.training.divergence import DEFAULT_SPEED, boundary_flip, postponement, seed_streams, seed_verdict
+from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings, network_name
+from core.training.pair import PLAIN, PairedRun
 from core.training.seeds import seed_study, summarize
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 from ui.talk import PRESENTER_MIN_HEIGHT
@@ -336,15 +336,15 @@ def test_the_one_thread_preset_says_why_it_can_stay_identical(td):
     assert "On this server" in expected
 
 
-def test_presenter_mode_folds_the_settings_and_the_prose_and_keeps_the_live_view():
-    """Presenter mode made the page about 30% longer; its settings and prose now fold."""
+def test_presenter_mode_folds_the_settings_and_keeps_the_live_view():
+    """Presenter mode made the page about 30% longer; its settings now fold."""
     at = AppTest.from_file(str(ROOT / "pages" / "training_divergence.py"), default_timeout=TIMEOUT)
     at.session_state["presenter"] = True
     at.query_params.update({"steps": "20"})
     at.run()
     assert not at.exception
     labels = [e.label for e in at.expander]
-    assert "Settings: preset, what differs, format, optimizer, steps" in labels and "About these two runs" in labels
+    assert "Settings: preset, what differs, format, optimizer, steps" in labels
     at.button(key="td_step").click().run()
     assert not at.exception
     specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
@@ -352,3 +352,106 @@ def test_presenter_mode_folds_the_settings_and_the_prose_and_keeps_the_live_view
     assert specs[0]["config"]["axisLeft"]["titleAngle"] == 0  # horizontal: a long title cannot squash the plot
     normal = open_link(steps="20")
     assert not any(e.label.startswith("Settings:") for e in normal.expander)
+
+
+# ------------------------------------------------------------------ the story's first screen and its depth
+
+DEPTH = ("Do A and B end equally good? Train several seeds per side", "Same seed, other random numbers?",
+         "Does float64 cure it?", "A jump with no growth before it: one input, two classes")
+
+
+def test_the_insight_and_the_network_come_first_and_name_what_differs_in_plain_words(td):
+    """The intro came after the charts and said "chosen below" and "further down"; the threads preset's heading read
+    "cpu thread count: b runs with 1 thread, a with all"; the network was never named."""
+    first = td.markdown[0].value
+    assert first.startswith("**One difference in the last bit can grow with every training step")
+    assert f"the same {network_name(TrainSettings())} on noisy spirals" in first and "2-64-64-3 tanh MLP" in first
+    assert PLAIN["permute_hidden"] in first
+    text = all_text(td)
+    assert "chosen below" not in text and "further down" not in text
+    threads = open_link(preset="One thread vs all threads")
+    assert "Run B uses 1 CPU thread, run A all of them." in threads.markdown[0].value
+    assert "cpu thread count" not in all_text(threads).lower()
+    # the depth folds away, in normal mode too: every section below the pair is a collapsed expander
+    labels = [e.label for e in td.expander]
+    assert all(any(label.startswith(d) for label in labels) for d in DEPTH), labels
+    assert all(not e.proto.expanded for e in td.expander if e.label.startswith(DEPTH))
+
+
+def test_a_reload_keeps_the_step_the_run_had_reached():
+    """F5 after Play brought the pair back to step 0: the step travels in the URL and a reload replays to it."""
+    at = open_link(steps="40")
+    at.button(key="td_step10").click().run()
+    at.button(key="td_step").click().run()
+    assert at.session_state["td_run"].done == 11 and at.query_params["step"] == "11"
+    reloaded = open_link(**dict(at.query_params))  # a new session from the same address: what F5 does
+    assert not reloaded.exception
+    run = reloaded.session_state["td_run"]
+    assert run.done == 11 and reloaded.query_params["step"] == "11"
+    clean = PairedRun(TrainSettings(steps=40)).run(11)
+    assert [(r.loss_a_bits, r.loss_b_bits, r.differing_bits) for r in run.records] == [
+        (r.loss_a_bits, r.loss_b_bits, r.differing_bits) for r in clean]
+    assert "After step 11" in all_text(reloaded)
+    reloaded.button(key="td_step").click().run()  # and it carries on from there
+    assert reloaded.session_state["td_run"].done == 12 and reloaded.query_params["step"] == "12"
+    reloaded.button(key="td_reset").click().run()
+    assert reloaded.session_state["td_run"].done == 0 and "step" not in reloaded.query_params
+    played = open_link(steps="25")
+    played.button(key="td_play").click().run()
+    assert played.query_params["step"] == "25"
+    assert open_link(**dict(played.query_params)).session_state["td_run"].finished
+
+
+def test_the_scenario_link_still_opens_a_fresh_pair_ready_to_play():
+    from ui.talk import SCENARIOS
+
+    (params,) = [p for title, _, p, _ in SCENARIOS if title == "Watch two runs diverge"]
+    at = open_link(**params)
+    assert not at.exception and at.session_state["td_run"].done == 0
+    assert at.session_state["td_preset"] == params["preset"] and not at.button(key="td_play").disabled
+
+
+def test_the_seed_verdict_decides_what_is_said_about_the_outcomes():
+    """"The distribution of outcomes does not depend on which side" was shown even where the verdict was
+    "systematic"; now the sentence is the verdict's own."""
+    at = open_link(preset="bfloat16 autocast", steps="30")
+    at.number_input(key="td_k").set_value(3).run()
+    at.button(key="td_seeds").click().run()
+    assert not at.exception
+    _, study = at.session_state["td_seed_result"]
+    verdict = seed_verdict(study)
+    text = all_text(at)
+    assert verdict.outcome_words(3) in text
+    assert ("does not measurably depend on the side" in text) == verdict.inside
+    assert "does not depend on which side" not in text
+    assert "https://doi.org/10.1145/3324884.3416545" in text
+
+
+def test_the_float64_section_states_the_prediction_and_what_the_float64_pair_shows():
+    at = open_link(preset="Fast chaos (SGD, lr 0.8)", steps="150")
+    at.button(key="td_f64").click().run()
+    assert not at.exception
+    f32, f64 = at.session_state["td_f64_result"]
+    plan = postponement(150, f32.distances, f32.first_rel_1pct, f64.distances, f64.first_rel_1pct)
+    text = all_text(at)
+    assert all(sentence in text for sentence in plan.words(PLAIN["permute_hidden"]))
+    assert len(f32.distances) == 150 and plan.doubling is not None
+
+
+def test_the_jump_section_shows_an_input_whose_class_flips():
+    at = open_link(steps="30")
+    at.button(key="td_flip").click().run()
+    assert not at.exception
+    flip = boundary_flip(TrainSettings(steps=30))
+    text = all_text(at)
+    assert f"yet A predicts class **{flip.class_a}** and B class **{flip.class_b}**" in text
+    assert f"({flip.point[0]:.9g}, {flip.point[1]:.9g})" in text
+
+
+def test_same_seed_says_what_holds_live():
+    at = open_link(steps="30")
+    text = all_text(at)
+    streams = seed_streams(TrainSettings(steps=30))
+    assert f"{streams.parameters:,} initial weights" in text and "drawn again, the same bits" in text
+    assert "https://pytorch.org/docs/stable/notes/randomness.html" in text
+    assert "https://github.com/pytorch/pytorch/issues/2976" in text
