@@ -185,7 +185,29 @@ def _checked_reference(where, got_r, got_a, pasted: bool):
     return got_r.values
 
 
-def paste_section(s: DiagnoseSettings) -> Diagnosis | None:
+def _pasted_inputs(x_slot, y_slot, got_x, got_y, got_a):
+    """The pasted inputs of one sum or dot product, checked (None, with the reason under its box, when they do
+    not fit; the two results are diagnosed all the same)."""
+    if got_x is None and got_y is None:
+        return None
+    if got_x is None:
+        y_slot.error("The dot's second vector needs its first one, x.", icon=":material/block:")
+        return None
+    if got_a.values.size != 1:
+        x_slot.error(f"Inputs can be pasted for one result (one sum or dot product); these results hold "
+                     f"{got_a.values.size:,} numbers. Upload the inputs as files for more.", icon=":material/block:")
+        return None
+    x = got_x.values
+    try:
+        if got_y is None:
+            return prepare_inputs(x, (1,))
+        return prepare_inputs((x.reshape(1, -1), got_y.values.reshape(-1, 1)), (1, 1))
+    except (ValueError, TypeError) as err:
+        (y_slot if got_y is not None else x_slot).error(inert(err), icon=":material/block:")
+        return None
+
+
+def paste_section(s: DiagnoseSettings, k_slot) -> Diagnosis | None:
     p1, p2 = st.columns(2)
     cap = f"at most {MAX_PASTED_NUMBERS:,} numbers; commas, spaces or new lines; a printed tensor([...]) works"
     text_a = p1.text_area(f"Result A ({cap})", key="dg_paste_actual", height=140,
@@ -195,9 +217,17 @@ def paste_section(s: DiagnoseSettings) -> Diagnosis | None:
     ref_box = st.expander("Optional: a reference, e.g. the same computation in float64", icon=":material/balance:")
     text_r = ref_box.text_area("Reference (read in float64)", key="dg_paste_reference", height=100,
                                help=REFERENCE_HELP, placeholder="0.12345665, -2.50000004, 3.00000011")
+    in_box = st.expander("Optional: the inputs of one sum or dot product", icon=":material/science:")
+    in_box.caption("When each result is one sum or one dot product (a single number), paste what it added: the "
+                   "values of the sum, or the dot's two vectors. Their exact result then judges both results.")
+    i1, i2 = in_box.columns(2)
+    text_x = i1.text_area("x: the values summed, or the dot's first vector", key="dg_paste_x", height=100)
+    text_y = i2.text_area("y: the dot's second vector (empty for a sum)", key="dg_paste_y", height=100)
     got_a = view.pasted(p1, text_a, s.text_format, "result A")
     got_e = view.pasted(p2, text_e, s.text_format, "result B")
     got_r = view.pasted(ref_box, text_r, "float64", "reference")
+    got_x = view.pasted(i1, text_x, s.text_format, "x")
+    got_y = view.pasted(i2, text_y, s.text_format, "y")
     if got_a is None or got_e is None:
         if not text_a.strip() and not text_e.strip():
             st.info("Paste the two results, in the same order.", icon=":material/content_paste:")
@@ -207,11 +237,22 @@ def paste_section(s: DiagnoseSettings) -> Diagnosis | None:
         p2.error(problem, icon=":material/block:")
         return None
     reference = _checked_reference(ref_box, got_r, got_a, pasted=True)
-    key = view.digest(text_a, text_e, text_r if reference is not None else "", s.text_format, s.k, s.fmt,
+    inputs = _pasted_inputs(i1, i2, got_x, got_y, got_a)
+    problem = reduction_length_problem(s.k, inputs)
+    if problem:  # the inputs are left out; the two results are diagnosed all the same
+        k_slot.error(problem, icon=":material/block:")
+        inputs = None
+    a, e = got_a.values, got_e.values
+    if inputs is not None and inputs.kind == "matmul":  # one dot product: a (1, K) @ (K, 1) product
+        a, e = a.reshape(1, 1), e.reshape(1, 1)
+        reference = reference.reshape(1, 1) if reference is not None else None
+    key = view.digest(text_a, text_e, text_r if reference is not None else "",
+                      text_x + "\0" + text_y if inputs is not None else "", s.text_format, s.k, s.fmt,
                       s.reduced_precision)
     try:
-        return _cached(key, lambda: diagnose(got_a.values, got_e.values, reduction_length=s.k, dtype=s.fmt,
-                                             reduced_precision=s.reduced_precision, reference=reference))
+        return _cached(key, lambda: diagnose(a, e, reduction_length=s.k, dtype=s.fmt,
+                                             reduced_precision=s.reduced_precision, reference=reference,
+                                             inputs=inputs))
     except (ValueError, TypeError) as err:
         st.error(inert(err), icon=":material/block:")
         return None
@@ -279,7 +320,7 @@ def main() -> None:
     elif settings.source == "upload":
         diagnosis = upload_section(settings, k_slot)
     elif settings.source == "paste":
-        diagnosis = paste_section(settings)
+        diagnosis = paste_section(settings, k_slot)
     else:
         log_result = logs_section(settings)
     share_box(sync(URL_FIELDS), url_notes)

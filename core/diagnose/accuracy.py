@@ -89,9 +89,13 @@ def _sentence(source: str, ref_fmt: str, n: int, sampled: bool, a: SideError, b:
               b_closer: int, ties: int, bound: np.ndarray, k: int, acc: str, rigorous: bool) -> str:
     ref = ("the exact result of the inputs" if source == "exact" else f"your {ref_fmt} reference")
     where = f"on {n:,} sampled elements" if sampled else ("on the one element" if n == 1 else f"on all {n:,} elements")
-    head = (f"Neither result is the reference. Against {ref}, {where}: result A is off by at most "
-            f"{_u(a.max_ulps)} (median {a.median_ulps:,.3g}), result B by at most {_u(b.max_ulps)} "
-            f"(median {b.median_ulps:,.3g}).")
+    if n == 1:
+        head = (f"Neither result is the reference. Against {ref}: result A is off by {_u(a.max_ulps)}, result B "
+                f"by {_u(b.max_ulps)}.")
+    else:
+        head = (f"Neither result is the reference. Against {ref}, {where}: result A is off by at most "
+                f"{_u(a.max_ulps)} (median {a.median_ulps:,.3g}), result B by at most {_u(b.max_ulps)} "
+                f"(median {b.median_ulps:,.3g}).")
     if n == 1:
         closer = (" They are equally close." if ties else
                   f" Result {'A' if a_closer else 'B'} is the closer one.")

@@ -285,3 +285,26 @@ def test_an_uploaded_reference_and_inputs_judge_both_results():
     assert not at.exception
     given = diagnose(loop, pairwise, inputs=x, reference=ref)
     assert given.accuracy.source == "given" and given.accuracy.sentence in all_text(at)
+
+
+def test_pasted_inputs_of_one_sum_or_dot_give_the_exact_reference():
+    """0.1 + 0.1 + 0.1 in float32: the exact sum of the three float32 values judges both pasted results; a dot's
+    vectors that do not match are refused under their box, and the two results keep their verdict."""
+    at = open_page(source="paste")
+    at.text_area(key="dg_paste_actual").input("0.3").run()
+    at.text_area(key="dg_paste_expected").input("0.30000004").run()
+    at.text_area(key="dg_paste_x").input("0.1 0.1 0.1").run()
+    assert not at.exception
+    x = np.full(3, 0.1, np.float32)
+    d = diagnose(np.float32([0.3]), np.float32([0.30000004]), inputs=x)
+    assert d.accuracy.source == "exact" and d.accuracy.headline in all_text(at)
+    assert "K (terms per sum): 3" in all_text(at)
+    at.text_area(key="dg_paste_y").input("1 1 1").run()
+    dot = diagnose(np.float32([[0.3]]), np.float32([[0.30000004]]), inputs=(x.reshape(1, 3), np.ones((3, 1),
+                                                                                                    np.float32)))
+    assert not at.exception and dot.accuracy.headline in all_text(at)
+    at.text_area(key="dg_paste_y").input("1 1").run()
+    assert not at.exception
+    assert any("do not multiply" in shown(e.value) for e in at.error)
+    alone = diagnose(np.float32([0.3]), np.float32([0.30000004]))  # the results keep their verdict, K unknown
+    assert shown(alone.sentence) in boxes(at) and dot.accuracy.headline not in all_text(at)
