@@ -300,8 +300,10 @@ def main() -> None:
     st.title("GPU arithmetic")
     punch = st.container(key="punchline")  # the key numbers at the page's settings: filled once the lab has run
     st.markdown("Every entry of a matrix product is a dot product x·y = x₁y₁ + … + x_Ky_K. GPUs compute it with "
-                "other arithmetic than a CPU loop; each kind is computed below exactly on this CPU (a *model*), next "
-                "to torch's real result here and the **exact** dot product.")
+                "other arithmetic than a CPU loop: fused multiply-adds (each a·b + c rounded once), tensor cores fed "
+                "TF32 or 16-bit inputs, tiles, and **split-K** (the K terms cut into slices that are summed in "
+                "parallel, then added). Each kind is computed below exactly on this CPU (a *model*), next to torch's "
+                "real result here and the **exact** dot product.")
     with st.expander("What a GPU does differently, and the terms used here"):
         st.markdown(
             "Most CPU-vs-GPU differences that people report come from **matrix products**. A **fused multiply-add** "

@@ -32,11 +32,13 @@ from ui.many_devices_view import (
     gated,
     live_facts,
     live_progress,
+    live_wait_text,
     megabytes,
     models_frame,
     outcomes_frame,
     pairs_frame,
     parting,
+    record_live_time,
     record_study_time,
     seconds_per_k,
     short_step,
@@ -95,6 +97,7 @@ def start_live_run(settings: LiveSettings) -> None:
     try:
         with gated("the live run"):
             st.session_state["md_live"] = run_data_parallel(world, steps, on_progress=live_progress(bar), wait=False)
+        record_live_time(st.session_state["md_live"])
         st.session_state.pop("md_check", None)
     except Busy as err:
         st.info(inert(err), icon=":material/hourglass_top:")
@@ -108,8 +111,8 @@ def start_live_run(settings: LiveSettings) -> None:
 
 def live_result(live: DataParallelResult | None) -> None:
     if live is None:
-        st.caption("Press the button to start the workers. It takes a few seconds per worker to import torch; "
-                   "one run at a time on this server.")
+        st.caption("Press the button to start the workers. " + live_wait_text() + " One run at a time on this "
+                   "server.")
         return
     s = live.summary
     st.subheader(f"{_workers(live.world_size)} against one process, {live.steps} steps")

@@ -24,7 +24,7 @@ from ui.talk import styled
 # Finished work shared by every visitor of this server (deterministic for its key, so never stale).
 EMULATIONS = Memo(24)  # (ranks, model, steps) -> EmulatedRun
 STUDIES = Memo(4)  # ks -> tuple of Comparison
-STUDY_RATE = Memo(1)  # "per k" -> seconds one value of k took in the last order study on this server
+STUDY_RATE = Memo(2)  # "per k": seconds per value of k in the last order study; "live": the last live run's times
 RUN_COLOURS = ["#1f5fa8", "#d97706", "#16a34a", "#9333ea", "#dc2626", "#0891b2"]
 MODEL_COLOURS = alt.Scale(domain=[m.name for m in MODELS.values()], range=["#1f5fa8", "#0891b2", "#d97706", "#16a34a"])
 HEIGHT = 320
@@ -175,6 +175,21 @@ def live_progress(bar):
             bar.progress(min(1.0, 0.1 + 0.9 * p.done / p.total), text=f"Step {p.done} of {p.total}{mb}")
 
     return update
+
+
+def record_live_time(r: DataParallelResult) -> None:
+    """Keep the last live run's measured times: the next visitor's estimate."""
+    STUDY_RATE.put("live", (r.world_size, r.steps, r.startup_s, r.wall_s))
+
+
+def live_wait_text() -> str:
+    """What the live run's wait is: the last run's measured times here, else only that a bar shows it."""
+    last = STUDY_RATE.get("live")
+    if last is None:
+        return ("Each worker imports torch before it trains; a bar shows the workers joining, then each step.")
+    world, steps, startup, wall = last
+    return (f"The last run here ({world} worker{'s' if world > 1 else ''}, {steps} steps) took {startup:.0f} s to "
+            f"start its workers and {wall:.0f} s in all; a bar shows the workers joining, then each step.")
 
 
 def record_study_time(ks: int, seconds: float) -> None:

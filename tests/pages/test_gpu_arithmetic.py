@@ -163,6 +163,8 @@ def test_terms_are_explained_where_the_first_numbers_use_them(defaults):
 
     captions = " ".join(c.value for c in defaults.caption)
     assert PUNCH_CLAUSES["fma"] in captions and PUNCH_CLAUSES["tf32"] in captions
+    intro = defaults.markdown[0].value  # above the controls, whose models and slices name split-K
+    assert "**split-K** (the K terms cut into slices" in intro
 
 
 def test_float16_accumulation_is_not_said_to_be_always_float32(defaults):

@@ -67,6 +67,10 @@ def test_a_live_run_from_the_page_shows_what_core_measured():
     assert metrics["First differs from one process"] == short_step(r.summary.first_difference, 10)
     assert "every bit agrees" in all_text(at)
     assert any("MB" in c for c in cells(at))  # the memory facts
+    from ui.many_devices_view import STUDY_RATE, live_wait_text
+
+    assert STUDY_RATE.get("live") == (1, 10, r.startup_s, r.wall_s)  # the next visitor's estimate is this run's
+    assert f"took {r.startup_s:.0f} s to start its workers and {r.wall_s:.0f} s in all" in live_wait_text()
 
 
 def test_without_room_the_live_run_is_not_offered(monkeypatch):
