@@ -237,10 +237,11 @@ def equally_good(settings: TrainSettings) -> None:
     """Do A and B end equally good? The seed study, and what its verdict supports."""
     st.markdown("One pair's trajectories say little about outcomes. Train several seeds per side and compare what "
                 "matters, final loss and accuracy, with the spread that the seed alone causes. Whether small "
-                "differences grow at all depends on the learning rate, the optimizer and the model: the presets "
-                "“Control: nothing differs” and “One thread vs all threads” (on this server, see its note) never "
-                "part, and the reordered pair at a small learning rate such as 0.1 stays far below 1% for 500 "
-                "steps here (set it in the settings above and press Play).")
+                "differences grow at all depends on the learning rate, the optimizer and the model, and some pairs "
+                "never part: “Control: nothing differs” by construction, “One thread vs all threads” wherever torch "
+                "does not split this small model's work across threads (its note says whether it does on this "
+                "server), and a smaller learning rate can keep a reordered pair together: choose “Small steps: "
+                "hidden units reordered (SGD, lr 0.1)” and press Play to see whether it does here.")
     k = int(st.number_input("Seeds per side", min_value=2, max_value=16, value=DEFAULT_SEEDS, key="td_k"))
     cost = training_cost(settings.steps, k, settings.dtype, settings.optimizer)  # core.crowd.budget
     if not cost.fits:

@@ -148,3 +148,12 @@ def test_the_outcome_sentence_follows_the_verdict():
     systematic = replace(inside, gap=0.5)
     words = systematic.outcome_words(6)
     assert "the side matters" in words and "does not" not in words and not math.isnan(systematic.gap)
+
+
+def test_the_small_steps_preset_stays_together_where_the_default_parts():
+    """The page points to this preset as a reordered pair that a smaller learning rate keeps together: on this
+    machine's bits it does (another CPU may differ; the page says "to see whether it does here")."""
+    small, default = PRESETS["Small steps: hidden units reordered (SGD, lr 0.1)"].settings, TrainSettings()
+    assert replace(small, lr=default.lr) == default
+    assert summarize(PairedRun(small).run(small.steps)).first_rel_1pct is None
+    assert summarize(PairedRun(default).run(default.steps)).first_rel_1pct is not None
