@@ -77,3 +77,33 @@ def test_every_bundled_example_and_log_pair(server, page):
             expect(verdict, key).not_to_contain_text("A jump", use_inner_text=True, timeout=RERUN)
         assert_charts_rendered(page, 2)
         screenshot(page, f"diagnose-logs-{key}", full_page=True)
+
+
+def type_into(page, label: str, text: str) -> None:
+    """Type into the text area whose label starts with ``label`` and send it (Ctrl+Enter), as a person would."""
+    box = page.locator('[data-testid="stTextArea"]').filter(has_text=label).first.locator("textarea")
+    box.fill(text)
+    box.press("Control+Enter")
+    wait_for_app(page)
+
+
+def test_pasted_results_are_judged_against_a_pasted_reference(server, page):
+    """Neither pasted result is the reference; a reference typed into its folded box judges both on the first
+    screen, and a bad one is refused inside that box while the verdict of the two results stays."""
+    page.goto(f"{server.url}/diagnose?source=paste")
+    wait_for_app(page, timeout=120_000)
+    punch = page.locator(".st-key-punchline")
+    type_into(page, "Result A", "1.0000001, 2.0, 3.0000002, -4.0")
+    type_into(page, "Result B", "1 2 3 -4")
+    expect(punch).to_contain_text(VERDICT_HEADS["reordering"], use_inner_text=True, timeout=RERUN)
+    expect(punch).not_to_contain_text("Against your reference", use_inner_text=True, timeout=RERUN)
+    open_section(page, "Optional: a reference")
+    type_into(page, "Reference", "1.00000005 2 3.0000001 -4")
+    expect(punch).to_contain_text("Neither result is the reference. Against your reference", use_inner_text=True,
+                                  timeout=RERUN)
+    type_into(page, "Reference", "1 2 3")
+    section = page.locator('[data-testid="stExpander"]').filter(has_text="Optional: a reference").first
+    expect(section).to_contain_text("The reference holds 3 numbers but the results hold 4", timeout=RERUN)
+    expect(punch).to_contain_text(VERDICT_HEADS["reordering"], use_inner_text=True, timeout=RERUN)
+    expect(punch).not_to_contain_text("Against your reference", use_inner_text=True, timeout=RERUN)
+    assert_healthy_page(page)
