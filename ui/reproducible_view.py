@@ -44,7 +44,7 @@ def settings_list(page: ReproPage) -> None:
         where = {"measured here": "measured on this server's CPU", "cited": "cited", "none": ""}[cost.origin]
         cost_text = f"{cost.text}" + (f" ({where})" if where else "") + (f": {cost.detail}" if cost.detail else "")
         lines.append(f"- **{s.title}.** {s.guarantees} *Not:* {s.not_guaranteed} *Cost:* {cost_text}. "
-                     f"[Source]({s.source})")
+                     f"Source: <{s.source}>")
     st.markdown("\n".join(lines))
 
 
