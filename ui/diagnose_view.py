@@ -490,7 +490,7 @@ def show_log_diagnosis(ld: LogDiagnosis, where=None) -> None:
     st.caption(f"Rounding size: 1024 ULPs relative, or ten times the printed resolution of the values. A jump: the "
                f"gap's running maximum grows {JUMP_FACTOR:g}× beyond the fitted trend within one logged interval, "
                "to at least 1e-3, or appears above rounding size at the first difference. These thresholds are "
-               "heuristics (core/diagnose/logs.py).")
+               "heuristics.")
     for note in ld.notes:
         st.caption(f":material/info: {inert(note, line_start=False)}")
 
