@@ -40,9 +40,8 @@ Following one row (``follow_batch``, ``follow_row``): with a batch of B rows, a 
 the run's inputs whose first dimension is a multiple of B is cut to row r's share (rows r·n/B to
 (r+1)·n/B - 1) before it is hashed, sampled and sized, so a trace at batch 8 describes one request
 and aligns with a trace of that request alone. Parameters are never cut (they do not derive from
-the inputs), nor is the backward pass (parameter gradients sum over the whole batch). A tensor
-whose leading dimension is not the batch but happens to be a multiple of it (a transposed [T, B, d])
-is cut too: its shapes then differ from the other run's, and the comparison says so.
+the inputs), nor is the backward pass (parameter gradients sum over the whole batch), nor a tensor
+whose rows are no longer the batch's or whose batch is not first (core.traces.oprules says which).
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
 from core.arith.formats import format_of, hex_digits
-from core.traces import reductions
+from core.traces import oprules, reductions
 
 SAMPLE = 32  # output values kept per op, as hex bits
 MAX_OPS = 20_000  # ops recorded per trace; a run with more is refused, not truncated
@@ -75,30 +74,6 @@ _SKIP = {"detach", "clone", "lift_fresh", "_local_scalar_dense", "empty", "empty
          "new_empty_strided", "empty_permuted",
          "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
 _FUNCS: dict = {}  # op overload -> (name, not recorded, written arguments, scratch returns, batch reading)
-# returns that are scratch, not results, by their name in the op's schema (attention kernels' random state)
-SCRATCH_NAMES = frozenset({"rng_state", "unused", "philox_seed", "philox_offset", "debug_attn_mask", "workspace",
-                           "reserve"})
-# ops that read every element of a tensor together, whatever their arguments (a list of the nonzero positions)
-WHOLE_TENSOR_OPS = frozenset({"nonzero", "nonzero_static", "argwhere", "unique", "_unique", "_unique2",
-                              "unique_consecutive", "unique_dim", "bincount", "histc", "masked_select", "flip", "roll"})
-# ops that combine elements along their ``dim`` (or ``dims``) argument: across the batch's rows when it is the first
-DIM_OPS = frozenset({"sort", "argsort", "topk", "kthvalue", "cumsum", "cumsum_", "cumprod", "cumprod_", "cummax",
-                     "cummin", "logcumsumexp", "_softmax", "softmax", "_log_softmax", "log_softmax", "sum", "nansum",
-                     "mean", "nanmean", "prod", "amax", "amin", "aminmax", "max", "min", "argmax", "argmin", "std",
-                     "var", "var_mean", "std_mean", "norm", "linalg_vector_norm", "all", "any", "median", "nanmedian",
-                     "mode", "logsumexp", "index_select", "gather", "count_nonzero"})
-# views that can move the first dimension elsewhere (then the batch is no longer first)
-REORDERING_VIEWS = frozenset({"permute", "transpose", "t", "swapaxes", "swapdims", "movedim", "movedim_"})
-# ops whose result's rows are picked by an index (its first dimension's): they follow the index's rows
-GATHERS = frozenset({"index", "_unsafe_index", "index_select", "gather", "take", "embedding"})
-# ops that make a batch of copies of their input (a buffer's [1, T] positions to [B, T])
-BROADCASTS = frozenset({"expand", "expand_copy", "repeat", "tile", "repeat_interleave"})
-# ops that read only their input's shape, not its values (the rows of what they make mean nothing yet)
-SHAPE_ONLY = frozenset({"empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty", "empty_permuted"})
-# ops that write a source into ``self``'s rows at given positions: their result has self's rows
-SCATTERS = frozenset({"index_add", "index_add_", "index_put", "index_put_", "index_copy", "index_copy_", "scatter",
-                      "scatter_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_", "masked_scatter",
-                      "masked_scatter_", "_index_put_impl_", "index_fill", "index_fill_"})
 # what digest() computes (earlier files: "blake2b-64" in version 1, then "sha256-64"); traces of two cannot be compared
 DIGEST = "xxh3-64"
 DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
@@ -345,46 +320,6 @@ def _written_arguments(func) -> tuple[tuple[int, str], ...]:
                  if a.alias_info is not None and a.alias_info.is_write)
 
 
-def _scratch_returns(func) -> frozenset[int]:
-    """Positions of the op's returns that its schema names as scratch (``SCRATCH_NAMES``)."""
-    schema = getattr(func, "_schema", None)
-    if schema is None:
-        return frozenset()
-    return frozenset(i for i, r in enumerate(schema.returns) if r.name in SCRATCH_NAMES)
-
-
-def _dim_argument(func, name: str):
-    """(position, default) of the op's ``dim`` (or ``dims``) argument when it reads along one, else None."""
-    if name not in DIM_OPS:
-        return None
-    schema = getattr(func, "_schema", None)
-    arguments = list(getattr(schema, "arguments", ()))
-    for i, a in enumerate(arguments):
-        if a.name in ("dim", "dims"):
-            return i, a.name, (a.default_value if a.has_default_value() else None)
-    if sum(isinstance(a.type, torch.TensorType) for a in arguments) > 1:
-        return None  # an elementwise overload (max.other: the larger of two tensors)
-    return -1, "", None  # no dim argument: the op reduces every element
-
-
-def _moves_first_dim(t: torch.Tensor) -> bool:
-    """Whether a reordered view's first dimension is not its outermost in memory (a [B, T, d] tensor
-    transposed to [T, B, d]): its first dimension is then not the batch's."""
-    if t.dim() < 2 or t.shape[0] <= 1:
-        return False
-    s0 = t.stride(0)
-    return any(t.stride(d) > s0 for d in range(1, t.dim()) if t.shape[d] > 1)
-
-
-def _workspaces(outs: list, places: list, tensors_in: list) -> frozenset[int]:
-    """Returns that are a kernel's workspace: bytes (uint8) beside floating results, from an op that reads no
-    bytes (oneDNN's LSTM returns one for its backward when autograd is on; cuDNN's batch norm and RNN a
-    reserve). Their schemas leave them unnamed, so the rule is the dtype's: no op's result is raw bytes there."""
-    if not any(o.is_floating_point() for o in outs) or any(a.dtype == torch.uint8 for a in tensors_in):
-        return frozenset()
-    return frozenset(p for o, p in zip(outs, places, strict=False) if o.dtype == torch.uint8)
-
-
 def _scratch_digest(t: torch.Tensor) -> str:
     """What stands for a scratch tensor's bits: its shape and dtype only (its bytes are no result)."""
     return xxhash.xxh3_64_hexdigest(_prefix(t.shape, t.dtype) + b"scratch")
@@ -409,29 +344,6 @@ def tensors_of(obj, out: list) -> list:
         for x in obj.values():
             tensors_of(x, out)
     return out
-
-
-class OrderedTracker(ModuleTracker):
-    """torch's ModuleTracker, which keeps the running modules as a set, plus the order they were entered in.
-    In the backward pass several modules are "running" at once (a module is entered when the gradient of its
-    output arrives and left when its inputs' gradients are made; one whose inputs need no gradient is never
-    left), and sibling modules of one depth (k_proj and v_proj) tie: picking among a set would follow the hash
-    seed. Of siblings, the one entered last is the one whose backward is running now."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entered: dict[str, int] = {}
-        self._count = 0
-
-    def _get_append_fn(self, name, is_bw):
-        add = super()._get_append_fn(name, is_bw)
-
-        def fn(*args) -> None:
-            add(*args)
-            self._count += 1
-            self.entered[name] = self._count
-
-        return fn
 
 
 class TraceMode(TorchDispatchMode):
@@ -500,16 +412,6 @@ class TraceMode(TorchDispatchMode):
             return t.narrow(0, self.row * share, share)
         return t
 
-    def _batched(self, out, tensors_in: list) -> bool:
-        """A tensor made batch-shaped from no input data: a buffer expanded to the batch ([1, T] to
-        [B, T]: token type ids, position ids, a mask), or a factory's [B, ...] (``torch.ones(batch, T)``).
-        Its rows belong to the requests as much as the data's do, so it is followed too."""
-        if not isinstance(out, torch.Tensor) or out.dim() < 2 or out.shape[0] % self.follow:
-            return False
-        if tensors_in:  # expand: the leading dimension is new (1, or no dimension, before)
-            return tensors_in[0].dim() < out.dim() or tensors_in[0].shape[0] == 1
-        return out.shape[0] == self.follow
-
     def _digest(self, t: torch.Tensor, followed: torch.Tensor | None = None, after: bool = False) -> str:
         """The digest of t's followed bits (``followed``: ``self._followed(t)``, where the caller has it),
         kept for t until its version changes. ``after``: t is an output of the op that just ran."""
@@ -523,55 +425,6 @@ class TraceMode(TorchDispatchMode):
         d = digest(self._followed(t) if followed is None else followed)
         self._remember(t, d, after)
         return d
-
-    def _taint(self, name, dim_arg, args, kwargs, tensors_in, cuts) -> tuple[str | None, bool | str]:
-        """Following a row: (what the op's outputs are, whether the op itself mixes the batch's rows).
-
-        Outputs are "rows" when their first dimension no longer lines up with the batch's rows (the op reads
-        along the first dimension of an input cut to the row, such as a sort of the whole batch's tokens, or
-        reads a whole tensor, or computes from a tensor so mixed already), "layout" when an input's batch is
-        not its first dimension, else None (cut to the row as usual). Two kinds of op restore the rows:
-        a gather by an index whose rows are the batch's (a mixture of experts' tokens put back in order, its
-        result row i is entry i's own) follows the index, and a scatter into ``self`` (index_add_, index_put_)
-        keeps self's rows; such a scatter's integer result (positions in a list of the whole batch's tokens)
-        still depends on the other rows ("if integer")."""
-        mixed = self._mixed
-        got = [mixed.get(a) for a in tensors_in] if len(mixed) else []
-        if any(got):
-            if name in SCATTERS and not got[0]:
-                return None, "if integer"
-            if name in GATHERS and self._gathers_rows(name, args, kwargs):
-                rest = [g for g in got[1:] if g]  # the index (an embedding's ids: its second input too)
-                if not rest:  # the index keeps the batch's rows: each row gets its own entries
-                    return None, False
-                return ("rows", True) if "rows" in rest else ("layout", False)
-            return ("rows", True) if "rows" in got else ("layout", False)
-        if name in WHOLE_TENSOR_OPS:
-            cut = any(c is not a for c, a in zip(cuts, tensors_in, strict=True))
-            return ("rows", True) if cut else (None, False)
-        if dim_arg is None or not tensors_in or cuts[0] is tensors_in[0]:
-            return None, False
-        pos, key, default = dim_arg
-        if pos < 0:
-            return "rows", True
-        dim = args[pos] if pos < len(args) else kwargs.get(key, default)
-        dims = dim if isinstance(dim, (list, tuple)) else [dim]
-        if dim is None or not dims:
-            return "rows", True
-        nd = max(1, tensors_in[0].dim())
-        return ("rows", True) if any(int(d) % nd == 0 for d in dims) else (None, False)
-
-    @staticmethod
-    def _gathers_rows(name, args, kwargs) -> bool:
-        """Whether a gather picks along the first dimension (x[idx], index_select(x, 0, idx)), so its result's
-        rows are its index's, not x[:, idx], whose rows are x's."""
-        if name in ("index", "_unsafe_index"):
-            idx = args[1] if len(args) > 1 else kwargs.get("indices", ())
-            return bool(idx) and isinstance(idx[0], torch.Tensor) and len([i for i in idx if i is not None]) == 1
-        if name in ("index_select", "gather"):
-            dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
-            return int(dim) == 0
-        return True
 
     def _is_written(self, t: torch.Tensor) -> bool:
         return any(t is w for w in self._written)
@@ -590,27 +443,28 @@ class TraceMode(TorchDispatchMode):
         if known is None:
             name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
             skip = getattr(func, "is_view", False) or name in _SKIP or not str(func).startswith("aten.")
-            known = _FUNCS[func] = (name, skip, _written_arguments(func), _scratch_returns(func),
-                                    _dim_argument(func, name))
+            known = _FUNCS[func] = (name, skip, _written_arguments(func), oprules.scratch_returns(func),
+                                    oprules.dim_argument(func, name))
         name, skip, writes, scratch, dim_arg = known
         # an out= tensor is written, not read: it is not an input
         tensors_in = tensors_of([v for k, v in kwargs.items() if k != "out"], tensors_of(args, []))
         derived = any(self._derived.get(a, False) for a in tensors_in)
         if skip:
             out = func(*args, **kwargs)
-            if derived or (self.follow > 1 and name in BROADCASTS and self._batched(out, tensors_in)):
+            made = self.follow > 1 and name in oprules.BROADCASTS and oprules.batch_made(out, tensors_in, self.follow)
+            if derived or made:
                 for o in tensors_of(out, []):
                     self._derived[o] = True
-                if self.follow > 1 and derived and name not in SHAPE_ONLY:
+                if self.follow > 1 and derived and name not in oprules.SHAPE_ONLY:
                     got = [self._mixed.get(a) for a in tensors_in] if len(self._mixed) else []
                     taint = "rows" if "rows" in got else "layout" if "layout" in got or (
-                        name in REORDERING_VIEWS and _moves_first_dim(out)) else None
+                        name in oprules.REORDERING_VIEWS and oprules.moves_first_dim(out)) else None
                     if taint:
                         for o in tensors_of(out, []):
                             self._mixed[o] = taint
             return out
         cuts = [self._followed(a) for a in tensors_in]
-        taint, mixes = self._taint(name, dim_arg, args, kwargs, tensors_in, cuts) \
+        taint, mixes = oprules.taint(self._mixed, name, dim_arg, args, kwargs, tensors_in, cuts) \
             if self.follow > 1 and derived and not self.tracker.is_bw else (None, False)
         in_digests = [self._digest(a, c) for a, c in zip(tensors_in, cuts, strict=True)]
         in_shapes = [list(c.shape) for c in cuts]
@@ -630,10 +484,10 @@ class TraceMode(TorchDispatchMode):
         places = [i for i, o in enumerate(out) if isinstance(o, torch.Tensor)] \
             if isinstance(out, tuple) and len(outs) == sum(isinstance(o, torch.Tensor) for o in out) \
             else list(range(len(outs)))
-        if self.follow > 1 and not derived and (name in BROADCASTS or not tensors_in):
-            if self._batched(out, tensors_in if name in BROADCASTS else []):
+        if self.follow > 1 and not derived and (name in oprules.BROADCASTS or not tensors_in):
+            if oprules.batch_made(out, tensors_in if name in oprules.BROADCASTS else [], self.follow):
                 derived = True  # a batch made from no data (positions repeated over the batch)
-            elif not tensors_in and isinstance(out, torch.Tensor) and _sideways([out], self.follow):
+            elif not tensors_in and isinstance(out, torch.Tensor) and oprules.sideways([out], self.follow):
                 derived, taint = True, "layout"  # an RNN's initial state, [layers, batch, hidden]
         if derived:
             for o in outs:
@@ -699,7 +553,7 @@ class TraceMode(TorchDispatchMode):
         if not outs:
             return OpRecord(**head, **NO_OUTPUT)
         if len(outs) > 1:
-            scratch = scratch | _workspaces(outs, places, tensors_in)
+            scratch = scratch | oprules.workspaces(outs, places, tensors_in)
         each = [self._output(func, name, args, kwargs, tensors_in, o, i, i in scratch)
                 for o, i in zip(outs[:MAX_OUTPUTS], places[:MAX_OUTPUTS], strict=True)]
         first = {k: v for k, v in each[0].items() if k != "scratch"}
@@ -707,7 +561,7 @@ class TraceMode(TorchDispatchMode):
             self.follow > 1 and first["out_shape"] == first["full_shape"] and any(
                 s != list(a.shape) for s, a in zip(head["in_shapes"], tensors_in, strict=False)))
         sideways = self.follow > 1 and not mixes and (taint == "layout" or (
-            (derived or not tensors_in) and _sideways(outs[:MAX_OUTPUTS], self.follow)))
+            (derived or not tensors_in) and oprules.sideways(outs[:MAX_OUTPUTS], self.follow)))
         if len(outs) > 1:  # every output counts (indices of a sort, a norm's mean and rstd, ...)
             rest = "".join(e["out_digest"] for e in each[1:]) \
                 + "".join(self._digest(o, after=True) for o in outs[MAX_OUTPUTS:])
@@ -717,13 +571,6 @@ class TraceMode(TorchDispatchMode):
         if sideways:
             self.not_batch_first.append(rec)
         return rec
-
-
-def _sideways(outs: list, batch: int) -> bool:
-    """An output that looks like it keeps the batch in another dimension than the first: its first dimension
-    is not a multiple of the batch and a later one is the batch (an RNN's [layers, batch, hidden] state)."""
-    return any(o.dim() >= 2 and o.shape[0] % batch and any(o.shape[d] == batch for d in range(1, o.dim()))
-               for o in outs)
 
 
 def run_traced(fn: Callable[[], object], root: torch.nn.Module | None, inputs=(), follow_batch: int = 1,
@@ -737,7 +584,7 @@ def run_traced(fn: Callable[[], object], root: torch.nn.Module | None, inputs=()
     another dimension than the first (they cannot be cut to the row)."""
     root_name = type(root).__name__ if root is not None else "model"
     with TRACE_LOCK:
-        tracker = OrderedTracker()
+        tracker = oprules.OrderedTracker()
         with tracker:
             mode = TraceMode(tracker, root_name, follow_batch, perturb, max_ops, follow_row)
             mode.mark_inputs(inputs)
@@ -749,10 +596,5 @@ def run_traced(fn: Callable[[], object], root: torch.nn.Module | None, inputs=()
         raise ValueError(f"cannot perturb op {perturb[0]} ({mode.perturb_seen}): it has no floating output "
                          "to multiply (pick a matrix product, a norm or another floating op)")
     if notes is not None and mode.not_batch_first:
-        o = mode.not_batch_first[0]
-        n = len(mode.not_batch_first)
-        notes.append(f"{n} op{'s' if n > 1 else ''} keep the batch ({mode.follow} rows) in another dimension than "
-                     f"the first, the first at op {o.index} ({o.op} in {o.module}, shape {o.full_shape}): --follow-row "
-                     "cuts the first dimension only, so these compare as not comparable (an RNN's [layers, batch, "
-                     "hidden] state, a sequence-first or transposed tensor)")
+        notes.append(oprules.not_batch_first_note(mode.not_batch_first, mode.follow))
     return mode.ops
