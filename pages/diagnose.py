@@ -6,11 +6,13 @@ import streamlit as st
 
 from core.crowd.querystate import Field, FieldKind
 from core.diagnose.examples import (
+    CALM_LR,
     EXAMPLES,
     LOG_EXAMPLES,
     LOG_LR,
     LOG_POINTS,
     LOG_STEPS,
+    at_calm_lr,
     log_network,
     make_example,
     make_log_example,
@@ -70,6 +72,11 @@ def _example(key: str, reduced: str):
     d = diagnose(ex.actual, ex.expected, inputs=ex.inputs, reduction_length=ex.reduction_length,
                  reduced_precision=reduced)
     return ex.code, ex.live_note, d
+
+
+@st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
+def _calm(fmt: str) -> str:
+    return at_calm_lr(fmt)
 
 
 @st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
@@ -273,6 +280,12 @@ def logs_section(s: DiagnoseSettings) -> LogDiagnosis | None:
                    f"initial weights and noisy spirals) trained on {LOG_POINTS} points for {LOG_STEPS} full-batch "
                    f"steps of gradient descent (learning rate {LOG_LR:g}) in float32 (torch), run A as is; run B: "
                    f"{how}.")
+        if ex_key == "reordered":
+            with st.spinner("Training the pair at another learning rate…"):
+                calm = _calm(fmt)
+            st.caption(f"Whether training amplifies a rounding difference depends on the learning rate, the "
+                       f"optimizer and the model: at learning rate {CALM_LR:g} (the Training divergence page's "
+                       f"default) the same pair {calm}. Computed live.")
         return result
     c1, c2 = st.columns(2)
     if log_source == "upload":

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from core.arith.vectors import VectorSpec, generate
 from core.diagnose.loaders import LossLog
+from core.diagnose.logs import LogVerdict, diagnose_logs
 from core.diagnose.rounding import round_to
 from core.kernels.cuda_model import cuda_config_for, cuda_sum_model
 from core.kernels.orders import sequential
@@ -198,16 +199,33 @@ def toy_training(order_seed: int | None = None, flip_from: int | None = None, st
     return losses
 
 
-def make_log_example(key: str) -> tuple[LossLog, LossLog, str]:
-    """(log A, log B, how they were made), computed now."""
-    a = toy_training()
+CALM_LR = TrainSettings().lr  # the Training divergence page's default learning rate, at which the pair stays close
+
+
+def make_log_example(key: str, lr: float = LOG_LR) -> tuple[LossLog, LossLog, str]:
+    """(log A, log B, how they were made), computed now, at learning rate ``lr``."""
+    a = toy_training(lr=lr)
     if key == "reordered":
-        b, how = toy_training(order_seed=3), "B trains on the same examples listed in another order"
+        b, how = toy_training(order_seed=3, lr=lr), "B trains on the same examples listed in another order"
     elif key == "jump":
-        b, how = toy_training(flip_from=JUMP_STEP), f"B's data loader flips a tenth of the labels from step {JUMP_STEP}"
+        b, how = (toy_training(flip_from=JUMP_STEP, lr=lr),
+                  f"B's data loader flips a tenth of the labels from step {JUMP_STEP}")
     else:
         raise KeyError(key)
     steps = np.arange(1, a.size + 1, dtype=np.int64)
     zero = np.zeros(a.size)
     return (LossLog(steps=steps, values=a, resolution=zero, source="run A (float32, torch, full batch)"),
             LossLog(steps=steps, values=b, resolution=zero, source=f"run B: {how}"), how)
+
+
+def at_calm_lr(fmt: str = "float32") -> str:
+    """What the reordered pair does at ``CALM_LR``, in words ("stays rounding-sized for all 300 steps ..."):
+    whether training amplifies a rounding difference depends on the learning rate, shown live."""
+    a, b, _ = make_log_example("reordered", lr=CALM_LR)
+    d = diagnose_logs(a, b, fmt)
+    if d.verdict == LogVerdict.IDENTICAL:
+        return f"stays identical for all {a.values.size:,} steps"
+    if d.verdict == LogVerdict.TINY:
+        return (f"stays rounding-sized for all {a.values.size:,} steps (at most {float(np.max(d.rel_gap)):.2g} "
+                "relative)")
+    return "parts as well" + (f", doubling every {d.doubling_steps:,.3g} steps" if d.doubling_steps else "")

@@ -17,6 +17,7 @@ from core.diagnose.examples import (
     LOG_LR,
     LOG_POINTS,
     LOG_STEPS,
+    at_calm_lr,
     log_network,
     make_example,
     make_log_example,
@@ -124,6 +125,7 @@ def test_whether_training_amplifies_a_rounding_difference_depends_on_the_learnin
     assert TrainSettings().lr != LOG_LR
     for d in (grown, calm):
         assert "chaotic" not in " ".join((d.sentence, *d.reasons))
+    assert at_calm_lr().startswith(f"stays rounding-sized for all {LOG_STEPS} steps")  # what the page says
 
 
 def test_the_deterministic_algorithms_advice_says_what_pytorch_documents():
