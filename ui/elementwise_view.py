@@ -65,7 +65,8 @@ def draw_other_causes() -> None:
     st.markdown(headline(result))
     st.dataframe(results_table(result), hide_index=True, width="stretch")
     st.caption(
-        f"{result.provenance}. Correctly rounded results: mpmath, to as many bits as it takes to decide each rounding. "
+        f"{result.provenance[:1].upper()}{result.provenance[1:]}. Correctly rounded results: mpmath, to as many "
+        "bits as it takes to decide each rounding. "
         f"Missed: results other than the correctly rounded one; ≤ {glossary.link('ulp', 'ULPs')}: the largest "
         "distance from the correctly rounded result (CUDA's measure) where that result is a normal number. "
         f"{subnormal_sentence(result)} NumPy has no sigmoid: its row is 1/(1 + exp(−x)) in the argument's format. "

@@ -359,8 +359,8 @@ OTHER_CAUSES: tuple[tuple[str, str, str], ...] = (
      "(torch.backends.cuda.matmul.allow_tf32 is False since PyTorch 1.12).",
      "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"),
     ("Fusion by compilers",
-     "torch.compile fuses operations into one kernel that keeps intermediate values in registers, so results "
-     "are rounded at other points (or not at all) compared with eager mode, which rounds every operation's "
-     "output to its dtype.",
+     "torch.compile fuses operations into one kernel, where a bfloat16 or float16 intermediate can stay in "
+     "float32 instead of being rounded to its dtype after every operation as in eager mode: the rounding points "
+     "move, and so do the last bits.",
      "https://pytorch.org/docs/stable/notes/numerical_accuracy.html"),
 )
