@@ -69,13 +69,14 @@ class Server:
         raise RuntimeError(f"/_stcore/health never answered ok:\n{self.log.read_text()}")
 
     def warmed_up(self, timeout: float = 300) -> str:
-        """The warm-up's report line (scripts.serve), once it is in the server's log."""
+        """The warm-up's report lines (scripts.serve), joined by " | ", once its last one is in the server's log:
+        the talk links' visit, or the line saying where the warm-up stopped."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._log_file.flush()
-            for line in self.log.read_text().splitlines():
-                if line.startswith("warm-up "):
-                    return line
+            lines = [line for line in self.log.read_text().splitlines() if line.startswith("warm-up")]
+            if any(line.startswith(("warm-up: ", "warm-up stopped")) for line in lines):
+                return " | ".join(lines)
             if self.proc.poll() is not None:
                 raise RuntimeError(f"streamlit exited:\n{self.log.read_text()}")
             time.sleep(0.25)

@@ -5,19 +5,25 @@
 Streamlit runs none of an app's code until a first visitor opens a page, so on a fresh server that
 visitor waits for the imports (torch, pandas, altair: seconds) and for whatever the page computes
 first. Here the server starts at once, as ``streamlit run`` would, and a thread of its own imports
-the modules every page needs and trains the Mitigations page's two pairs
-(core.studies.mitigations.warm_up) into the process's shared results cache. A visitor who arrives
-meanwhile is served as usual; one who needs a result being computed waits for that one computation,
-never for a second one. Community Cloud runs ``streamlit run`` on its own entry point, so there the
-first visitor still pays for the imports.
+the modules every page needs, trains the Mitigations page's two pairs
+(core.studies.mitigations.warm_up) into the process's shared results cache, then opens the home page
+and every talk link (ui.talk.SCENARIOS, in presenter mode and without it) as a viewer would, over
+Streamlit's own websocket protocol (scripts/viewer.py): every cache those pages fill, wherever it is
+declared, is filled before a room opens the links, and a speaker's first click finds its page warm.
+A visitor who arrives meanwhile is served as usual; one who needs a result being computed waits for
+that one computation, never for a second one. Community Cloud runs ``streamlit run`` on its own entry
+point, so there the first visitor still pays for the imports.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import sys
 import threading
 import time
+import urllib.request
+from urllib.parse import urlencode
 
 import core.machines.native  # noqa: F401  (before anything loads torch: OpenMP and oneDNN read their settings then)
 
@@ -40,9 +46,68 @@ def warm_up(report=lambda line: print(line, file=sys.stderr, flush=True)) -> dic
     return took
 
 
-def _warm_up_quietly() -> None:
+def talk_links() -> list[tuple[str, str]]:
+    """(page url path, query) of the home page and every talk link, in presenter mode and without it."""
+    from ui.talk import SCENARIOS
+
+    links = [("", ""), ("", "talk=1")]
+    for _, page, params, _ in SCENARIOS:
+        stem = page.removeprefix("pages/").removesuffix(".py")
+        links += [(stem, urlencode(params)), (stem, urlencode({**params, "talk": "1"}))]
+    return links
+
+
+def _healthy(url: str, timeout: float = 120.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.read().decode().strip() == "ok":
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.25)
+    return False
+
+
+def visit_talk_links(url: str, report=lambda line: print(line, file=sys.stderr, flush=True)) -> float:
+    """Open every talk link once, one after another, as a viewer; seconds it took, reported in one line."""
+    from scripts.viewer import view
+
+    t0 = time.monotonic()
+    if not _healthy(url):
+        report(f"warm-up: {url} never answered, the talk links were not visited")
+        return 0.0
+
+    async def visit_all() -> list[str]:
+        failed = []
+        for page, query in talk_links():
+            v = await view(url, page, query, timeout=300)
+            if v.error:
+                failed.append(f"/{page}?{query}: {v.error}")
+        return failed
+
+    failed = asyncio.run(visit_all())
+    took = time.monotonic() - t0
+    report(f"warm-up: {len(talk_links())} talk links visited in {took:.1f} s"
+           + (f"; failed: {'; '.join(failed)}" if failed else ""))
+    return took
+
+
+def _port(argv: list[str]) -> int:
+    for i, arg in enumerate(argv):
+        if arg.startswith("--server.port="):
+            return int(arg.split("=", 1)[1])
+        if arg == "--server.port" and i + 1 < len(argv):
+            return int(argv[i + 1])
+    return 8501
+
+
+def _warm_up_quietly(port: int | None = None) -> None:
     try:
         warm_up()
+        if port is not None:
+            visit_talk_links(f"http://127.0.0.1:{port}")
     except Exception as err:  # a page computes what the warm-up could not; the server must not fall over
         print(f"warm-up stopped: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
 
@@ -50,8 +115,9 @@ def _warm_up_quietly() -> None:
 def main(argv: list[str] | None = None) -> int:
     from streamlit.web import cli
 
-    threading.Thread(target=_warm_up_quietly, name="warm-up", daemon=True).start()
-    sys.argv = ["streamlit", "run", "app.py", *(sys.argv[1:] if argv is None else argv)]
+    options = sys.argv[1:] if argv is None else argv
+    threading.Thread(target=_warm_up_quietly, args=(_port(options),), name="warm-up", daemon=True).start()
+    sys.argv = ["streamlit", "run", "app.py", *options]
     return cli.main()
 
 

@@ -28,11 +28,31 @@ def test_main_runs_streamlit_on_app_py_with_the_options_given_and_warms_up_besid
 
     seen, warmed = {}, threading.Event()
     monkeypatch.setattr(cli, "main", lambda: seen.setdefault("argv", list(sys.argv)) and 0)
-    monkeypatch.setattr(serve, "_warm_up_quietly", warmed.set)
+    ports = []
+    monkeypatch.setattr(serve, "_warm_up_quietly", lambda port: (ports.append(port), warmed.set()))
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     assert serve.main(["--server.port=8599", "--server.headless=true"]) == 0
     assert seen["argv"] == ["streamlit", "run", "app.py", "--server.port=8599", "--server.headless=true"]
-    assert warmed.wait(10)
+    assert warmed.wait(10) and ports == [8599]  # the talk links are visited on the server's own port
+
+
+def test_every_talk_link_is_warmed_in_both_modes_and_the_home_page_too():
+    from ui.talk import SCENARIOS
+
+    links = serve.talk_links()
+    assert ("", "") in links and ("", "talk=1") in links
+    assert len(links) == 2 + 2 * len(SCENARIOS)
+    for _, page, *_ in SCENARIOS:
+        stem = page.removeprefix("pages/").removesuffix(".py")
+        assert sum(s == stem and q.endswith("talk=1") for s, q in links) >= 1
+    assert serve._port(["--server.port", "8600"]) == 8600 and serve._port([]) == 8501
+
+
+def test_a_server_that_never_answers_is_reported_not_waited_for_forever(monkeypatch):
+    monkeypatch.setattr(serve, "_healthy", lambda url, timeout=120.0: False)
+    lines = []
+    assert serve.visit_talk_links("http://127.0.0.1:9", lines.append) == 0.0
+    assert lines == ["warm-up: http://127.0.0.1:9 never answered, the talk links were not visited"]
 
 
 def test_a_failing_warm_up_is_one_line_and_never_stops_the_server(monkeypatch, capsys):
@@ -40,5 +60,5 @@ def test_a_failing_warm_up_is_one_line_and_never_stops_the_server(monkeypatch, c
         raise RuntimeError("no memory left")
 
     monkeypatch.setattr(serve, "warm_up", fail)
-    serve._warm_up_quietly()
+    serve._warm_up_quietly(8501)
     assert capsys.readouterr().err.strip() == "warm-up stopped: RuntimeError: no memory left"
