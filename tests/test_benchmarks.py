@@ -48,3 +48,18 @@ def test_bench_pages_prints_the_slowest_first_render_last(capsys):
         r"slowest first render: (Overview|Non-associativity) \d+\.\d\d s warm, (Overview|Non-associativity) "
         r"\d+\.\d\d s fresh \(budget 2\.0 s warm, 4\.0 s fresh\)", last
     ), last
+
+
+@pytest.mark.browser
+def test_bench_audience_prints_the_room_last(capsys):
+    """A few protocol-level viewers at one talk link and at the bare page (a real server each; no browser, but
+    it runs with the tests that start servers)."""
+    from benchmarks import bench_audience
+
+    results = run_in_own_thread(lambda: bench_audience.main(4, ["0.1 + 0.2 + 0.3"]), timeout=600)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(r"audience: 4 viewers, p95 \d+\.\d\d s \(\d+\.\d x a bare page\), speaker's click "
+                        r"\d+\.\d\d s, peak private \d+ MB", out[-1]), out[-1]
+    assert any(line.startswith("bare page: p50 ") for line in out)
+    assert [r.title for r in results] == ["0.1 + 0.2 + 0.3"] and not results[0].errors
+    assert len(results[0].times) == 4  # every viewer got its page
