@@ -453,6 +453,8 @@ def replay(run: PairedRun, target: int, slots: PairSlots) -> None:
     chunks, with a progress bar where the pair's progress is shown (a click or a closed tab stops it)."""
     bar = ProgressBar(slots.progress, f"Back to step {target:,}, where this run was: replaying")
     run.run(target - run.done, bar.update)
+    if run.finished:  # the buttons above were drawn for an unfinished pair: draw the page again, Play disabled
+        st.rerun()
 
 
 def play_requested(run: PairedRun, settings: TrainSettings, slots: PairSlots, speed: int,

@@ -29,6 +29,7 @@ from tests.e2e.conftest import (
     screenshot,
     until,
     wait_for_app,
+    wait_for_page_end,
 )
 
 CLOCK = os.sysconf("SC_CLK_TCK")
@@ -43,7 +44,7 @@ def cpu_seconds(pid: int) -> float:
 def shown_step_and_bits(page) -> tuple[int, str, str]:
     """The step the page says it ran and the hex bit patterns of the losses it shows, read once the page shows
     both and two readings a quarter second apart agree (no script run is still repainting it)."""
-    head = page.get_by_text(re.compile(r"After step \d+ · B differs by"))
+    head = page.get_by_text(re.compile(r"After step \d+ · "))
     bits = page.locator(".fp-bits")
     expect(head).to_be_visible(timeout=RERUN)
     expect(bits).to_have_count(2, timeout=RERUN)
@@ -112,7 +113,7 @@ def test_step_then_play_and_watch_it_update(server, page):
     expect(page.get_by_text("Press Play to train both runs live")).to_be_visible(timeout=RERUN)
 
     page.get_by_role("button", name="Step", exact=True).click()
-    expect(page.get_by_text(re.compile(r"After step 1 · B differs by"))).to_be_visible(timeout=60_000)
+    expect(page.get_by_text(re.compile(r"After step 1 · "))).to_be_visible(timeout=60_000)
     wait_for_app(page)
     assert_charts_rendered(page, 4)
     screenshot(page, "training-step-1")
@@ -131,7 +132,7 @@ def test_step_then_play_and_watch_it_update(server, page):
         page.wait_for_timeout(50)
     assert 500 in seen, seen
     wait_for_app(page)
-    expect(page.get_by_text(re.compile(r"After step 500 · B differs by"))).to_be_visible(timeout=60_000)
+    expect(page.get_by_text(re.compile(r"After step 500 · "))).to_be_visible(timeout=60_000)
     expected = summarize(PairedRun(TrainSettings()).run(500)).first_rel_1pct  # computed here, not measured once
     gap = page.locator('[data-testid="stMetric"]').filter(has_text="Loss gap above 1% from step")
     expect(gap).to_contain_text(str(expected), timeout=RERUN)
@@ -211,7 +212,7 @@ def test_a_preset_link_sets_its_settings_in_the_browser(server, page):
     assert_healthy_page(page)
     expect(page.get_by_text(PRESETS[name].note)).to_be_visible(timeout=RERUN)
     page.get_by_role("button", name="+10 steps").click()
-    after_10 = page.get_by_text(re.compile(r"After step 10 · B differs by: cpu thread count"))
+    after_10 = page.get_by_text(re.compile(r"After step 10 · Run B uses 1 CPU thread, run A all of them"))
     expect(after_10).to_be_visible(timeout=60_000)
     wait_for_app(page)
     for label in ("Loss differs from step", "Weights differ from step"):
@@ -220,11 +221,21 @@ def test_a_preset_link_sets_its_settings_in_the_browser(server, page):
     assert PRESETS[name].settings != PRESETS[DEFAULT_PRESET].settings
 
 
+def open_section(page, title: str) -> None:
+    """Open the collapsed section whose label starts with ``title`` (the page's depth is folded away)."""
+    page.locator('[data-testid="stExpander"]').filter(has_text=title).first.locator("summary").click()
+
+
 def test_float64_mitigation_in_the_browser(server, page):
     page.goto(f"{server.url}/training_divergence")
     wait_for_app(page)
+    open_section(page, "Does float64 cure it?")
     page.get_by_role("button", name="Run the float32 and float64 pairs").click()
     expect(page.get_by_text(re.compile(r"float64 pair: not within 500 steps"))).to_be_visible(timeout=240_000)
+    # the prediction from the float32 pair's doubling time, and what the float64 pair showed
+    expect(page.get_by_text(re.compile(r"29 × [\d.]+ ≈ \d+ steps more"))).to_be_visible(timeout=RERUN)
+    expect(page.get_by_text(re.compile(r"The float64 pair is not 1% apart within 500 steps"))).to_be_visible(
+        timeout=RERUN)
     wait_for_app(page)
     assert_charts_rendered(page, 1)
     assert_healthy_page(page)
@@ -236,6 +247,7 @@ def _start_seed_study(server, page) -> int:
     k = max(k for k in range(2, 17) if training_cost(5000, k).fits)
     page.goto(f"{server.url}/training_divergence?steps=5000")
     wait_for_app(page)
+    open_section(page, "Do A and B end equally good?")
     seeds = page.get_by_label("Seeds per side")
     seeds.fill(str(k))
     seeds.press("Enter")
@@ -252,7 +264,7 @@ def test_the_seed_study_shows_progress_and_stops_when_a_setting_changes(server, 
     screenshot(page, "training-seeds-progress")
     page.get_by_role("button", name="Step", exact=True).click()
     # A study that ignored the change would hold the step back for minutes; a busy machine may take seconds.
-    expect(page.get_by_text(re.compile(r"After step 1 · B differs by"))).to_be_visible(timeout=RERUN)
+    expect(page.get_by_text(re.compile(r"After step 1 · "))).to_be_visible(timeout=RERUN)
     wait_for_app(page, timeout=RERUN)
     expect(page.locator('[data-testid="stProgress"]').filter(has_text="seeds per side")).to_have_count(
         0, timeout=RERUN)
@@ -330,7 +342,7 @@ def test_training_charts_at_1920_px(server, browser):
         page.goto(f"{server.url}/training_divergence?steps=150")
         wait_for_app(page)
         page.get_by_role("button", name="Play").click()
-        expect(page.get_by_text(re.compile(r"After step 150 · B differs by"))).to_be_visible(timeout=240_000)
+        expect(page.get_by_text(re.compile(r"After step 150 · "))).to_be_visible(timeout=240_000)
         wait_for_app(page, timeout=120_000)
         assert_charts_rendered(page, 5)
         assert_healthy_page(page)
@@ -362,7 +374,7 @@ def test_a_scenario_reopened_from_the_home_page_is_ready_to_play(server, page):
         expect(page.get_by_role("button", name="Play")).to_be_enabled(timeout=RERUN)
         if attempt == 0:
             page.get_by_role("button", name="+10 steps").click()
-            expect(page.get_by_text(re.compile(r"After step 10 · B differs by"))).to_be_visible(timeout=60_000)
+            expect(page.get_by_text(re.compile(r"After step 10 · "))).to_be_visible(timeout=60_000)
             wait_for_app(page)
             page.get_by_role("link", name="Overview").click()
             wait_for_app(page)
@@ -480,3 +492,49 @@ def test_the_losses_part_on_the_first_screen_while_play_runs(server, browser, ta
               f"A in blue {a_px}, B in orange {b_px} (canvas pixels, or SVG mark items x 100)")
     finally:
         context.close()
+
+
+STORY_HEIGHT = 2160  # px: a story page is at most three screens at its defaults (1280x720)
+
+
+@pytest.mark.parametrize("talk", ["0", "1"], ids=["normal", "presenter"])
+def test_the_page_is_at_most_three_screens_with_its_depth_folded(server, browser, talk):
+    """The page was 2,274 px at its defaults; its depth now sits in collapsed sections."""
+    context = browser.new_context(viewport=FIRST_SCREEN)
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/training_divergence" + ("?talk=1" if talk == "1" else ""))
+        wait_for_app(page, timeout=120_000)
+        wait_for_page_end(page)
+        assert_healthy_page(page)
+        main = page.locator('[data-testid="stMain"]')
+        height = until(lambda: main.evaluate("m => m.scrollHeight"), lambda h: h <= STORY_HEIGHT)
+        print(f"\n{'presenter' if talk == '1' else 'normal'}: the page is {height} px tall at its defaults")
+        assert height <= STORY_HEIGHT, height
+        intro = page.locator(".st-key-punchline").get_by_text("One difference in the last bit can grow")
+        expect(intro).to_be_visible(timeout=RERUN)
+        box = until(intro.bounding_box, lambda b: b is not None and b["y"] + b["height"] <= FIRST_SCREEN["height"])
+        assert box is not None and box["y"] + box["height"] <= FIRST_SCREEN["height"], box
+        expect(page.locator(".st-key-punchline")).to_contain_text("2-64-64-3 tanh MLP on noisy spirals")
+        screenshot(page, f"training-story-{'presenter' if talk == '1' else 'normal'}")
+    finally:
+        context.close()
+
+
+def test_a_reload_keeps_the_step_the_run_had_reached(server, page):
+    """F5 after Play showed the pair back at step 0 (the speaker had to press Play again)."""
+    page.goto(f"{server.url}/training_divergence?steps=60")
+    wait_for_app(page)
+    page.get_by_role("button", name="Play").click()
+    expect(page.get_by_text(re.compile(r"After step 60 · "))).to_be_visible(timeout=240_000)
+    wait_for_app(page)
+    until(lambda: page.url, lambda u: "step=60" in u)
+    assert "step=60" in page.url, page.url
+    step, a_hex, b_hex = shown_step_and_bits(page)
+    page.reload()
+    wait_for_app(page, timeout=120_000)
+    assert_healthy_page(page)
+    expect(page.get_by_text(re.compile(r"After step 60 · "))).to_be_visible(timeout=240_000)
+    assert shown_step_and_bits(page) == (step, a_hex, b_hex) == (60, *clean_bits(TrainSettings(steps=60), 60))
+    expect(page.get_by_role("button", name="Play")).to_be_disabled(timeout=RERUN)
+    assert "step=60" in page.url, page.url
