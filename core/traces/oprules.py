@@ -121,7 +121,7 @@ def sideways(outs: list, batch: int) -> bool:
                for o in outs)
 
 
-def taint(mixed, name, dim_arg, args, kwargs, tensors_in, cuts) -> tuple[str | None, bool | str]:
+def taint(mixed, name, dim_arg, args, kwargs, tensors_in, cuts: list[bool]) -> tuple[str | None, bool | str]:
     """Following a row, with ``mixed`` the tensors whose rows are no longer the batch's (TensorMap): (what
 the op's outputs are, whether the op itself mixes the batch's rows).
 
@@ -144,9 +144,9 @@ the op's outputs are, whether the op itself mixes the batch's rows).
             return ("rows", True) if "rows" in rest else ("layout", False)
         return ("rows", True) if "rows" in got else ("layout", False)
     if name in WHOLE_TENSOR_OPS:
-        cut = any(c is not a for c, a in zip(cuts, tensors_in, strict=True))
+        cut = any(cuts)
         return ("rows", True) if cut else (None, False)
-    if dim_arg is None or not tensors_in or cuts[0] is tensors_in[0]:
+    if dim_arg is None or not tensors_in or not cuts[0]:
         return None, False
     pos, key, default = dim_arg
     if pos < 0:

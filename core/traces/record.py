@@ -6,25 +6,20 @@ torch 2.13 ships ``torch.utils._debug_mode.DebugMode`` (private, a prototype). I
 dispatched op and, with ``DebugMode.log_tensor_hashes``, a hash of each tensor, and
 ``check_hash_mismatches`` compares two runs. What a trace here needs and DebugMode lacks:
 
-- *bits*: its hashes are a float64 L1 norm ("norm") or an XOR-sum of the bits ("hash_tensor"),
-  and an XOR-sum is blind to order: a result with two elements swapped hashes the same. Deciding
-  "inputs bit-identical, output not" needs a digest of the bytes in order (XXH3's 64 bits here, from
-  the xxhash package: it hashes at memory speed, 35x SHA-256 on the 2-core development VM, where a
-  traced forward pass of the tiny language model hashed 5 MB, 3.7 ms of SHA-256 against 15 ms for the
-  untraced pass; a digest only has to tell two runs' bits apart, not withstand an adversary, who could
-  write any digest into a trace file anyway);
-- *the reduction length and terms*: an op's K and, for sampled elements, sum|t| need the op's live
-  inputs at the moment it runs; DebugMode keeps its arguments as strings unless
-  ``store_original_args``, which keeps every tensor of the run alive until the end;
+- *bits*: its hashes are a float64 L1 norm or an XOR-sum of the bits, which is blind to order (two
+  elements swapped hash the same). "Inputs bit-identical, output not" needs a digest of the bytes in
+  order: XXH3's 64 bits here (xxhash; 35x SHA-256 on the 2-core development VM, where a traced forward
+  pass of the tiny language model hashed 5 MB, 3.7 ms of SHA-256 against 15 ms for the untraced pass;
+  a digest only has to tell two runs' bits apart, not withstand an adversary);
+- *the reduction length and terms*: K and sum|t| need the op's live inputs as it runs; DebugMode keeps
+  its arguments as strings unless ``store_original_args``, which keeps every tensor alive to the end;
 - *one module path per op*: ``record_nn_module`` logs module entries as separate calls;
-- *runs that differ*: ``check_hash_mismatches`` raises when the two op sequences differ in length or
-  names, which is exactly the case of a fused kernel on one device and a decomposition on the other
-  (core.traces.align handles it).
+- *runs that differ*: ``check_hash_mismatches`` raises when the op sequences differ in length or names,
+  the case of a fused kernel on one device and a decomposition on the other (core.traces.align).
 
-So ``TraceMode`` is a ``TorchDispatchMode`` (the mechanism DebugMode is built on) with
-``torch.utils.module_tracker.ModuleTracker`` for module paths (forward and backward).
-tests/core/traces/test_record.py checks that it sees the same compute ops, in the same order, as
-DebugMode on the bundled MLP step.
+So ``TraceMode`` is a ``TorchDispatchMode`` (DebugMode's mechanism) with a module tracker
+(core.traces.oprules.OrderedTracker, torch's ModuleTracker with entry order) for module paths.
+tests/core/traces/test_record.py checks that it sees DebugMode's compute ops, in order, on the MLP step.
 
 What is kept per op (``OpRecord``): the op's name, the module path (the deepest module it ran in,
 the root named ``model``; ``backward`` marks the backward pass), input and output shapes and dtypes,
@@ -199,7 +194,7 @@ def dtype_name(dt: torch.dtype) -> str:
 
 
 def _cpu(t: torch.Tensor) -> torch.Tensor:
-    t = t.detach()
+    t = t.detach() if t.requires_grad else t  # (detach makes a new tensor object: only where NumPy needs it)
     return t if t.device.type == "cpu" else t.to("cpu")
 
 
@@ -405,24 +400,28 @@ class TraceMode(TorchDispatchMode):
         head, _, rest = deepest.partition(".")
         return "model" + ("." + rest if rest else "") if head == self.root_name else deepest
 
-    def _followed(self, t: torch.Tensor) -> torch.Tensor:
+    def _share(self, t: torch.Tensor) -> int | None:  # rows of t that are the followed row's (None: not cut)
         if self.follow > 1 and t.dim() and t.shape[0] % self.follow == 0 and not self.tracker.is_bw \
                 and self._derived.get(t, False) and not self._mixed.get(t, False):
-            share = t.shape[0] // self.follow
-            return t.narrow(0, self.row * share, share)
-        return t
+            return t.shape[0] // self.follow
+        return None
 
-    def _digest(self, t: torch.Tensor, followed: torch.Tensor | None = None, after: bool = False) -> str:
-        """The digest of t's followed bits (``followed``: ``self._followed(t)``, where the caller has it),
-        kept for t until its version changes. ``after``: t is an output of the op that just ran."""
-        if self._scratch.get(t, False):
+    def _followed(self, t: torch.Tensor, share: int | bool | None = False) -> torch.Tensor:
+        share = self._share(t) if share is False else share
+        return t if share is None else t.narrow(0, self.row * share, share)
+
+    def _digest(self, t: torch.Tensor, followed: torch.Tensor | None = None, after: bool = False,
+                share: int | bool | None = False) -> str:
+        """The digest of t's followed bits (``followed``, ``share``: what the caller has of them), kept for t
+        until its version changes (a cached one needs no cut). ``after``: t is an output of the op just run."""
+        if self._scratch._d and self._scratch.get(t, False):
             return _scratch_digest(t)
         version = _version(t)
         written = after and self._is_written(t)  # its cached digest is of the bits before the op
         seen = self._digests.get(t) if version is not None and not written else None
         if seen is not None and seen[0] == version:
             return seen[1]
-        d = digest(self._followed(t) if followed is None else followed)
+        d = digest(self._followed(t, share) if followed is None else followed)
         self._remember(t, d, after)
         return d
 
@@ -463,11 +462,12 @@ class TraceMode(TorchDispatchMode):
                         for o in tensors_of(out, []):
                             self._mixed[o] = taint
             return out
-        cuts = [self._followed(a) for a in tensors_in]
-        taint, mixes = oprules.taint(self._mixed, name, dim_arg, args, kwargs, tensors_in, cuts) \
+        shares = [self._share(a) for a in tensors_in] if self.follow > 1 else [None] * len(tensors_in)
+        taint, mixes = oprules.taint(self._mixed, name, dim_arg, args, kwargs, tensors_in,
+                                     [c is not None for c in shares]) \
             if self.follow > 1 and derived and not self.tracker.is_bw else (None, False)
-        in_digests = [self._digest(a, c) for a, c in zip(tensors_in, cuts, strict=True)]
-        in_shapes = [list(c.shape) for c in cuts]
+        in_digests = [self._digest(a, share=c) for a, c in zip(tensors_in, shares, strict=True)]
+        in_shapes = [list(a.shape) if c is None else [c, *a.shape[1:]] for a, c in zip(tensors_in, shares, strict=True)]
         in_dtypes = [dtype_name(a.dtype) for a in tensors_in]
         if len(tensors_in) > MAX_INPUTS:  # a cat of hundreds: the rest as one digest (equal iff all are)
             rest = _combined(in_digests[MAX_INPUTS - 1:])

@@ -114,3 +114,34 @@ def test_the_autocast_pair_reads_as_a_format_change(browser, server):
         screenshot(page, "traces-autocast-1280x720")
     finally:
         context.close()
+
+
+def test_a_flipped_argmax_is_named_and_the_commands_wait_in_their_expander(page, server, tmp_path):
+    """A visitor uploads two traces of tests/corpus/argmax.py, one with a rounding-sized plant: the punchline says
+    where the choice flips, in words; the commands to trace their own model sit in a collapsed expander."""
+    from core.traces.models import RunSettings
+    from core.traces.run import make_trace
+
+    spec = "tests/corpus/argmax.py:make"
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(dumps(make_trace(RunSettings(model=spec))))
+    b.write_text(dumps(make_trace(RunSettings(model=spec, perturb_op=1, perturb_size=2.0 ** -22))))
+    page.goto(f"{server.url}/traces")
+    wait_for_app(page, timeout=SLOW)
+    commands = page.locator('[data-testid="stCode"]').filter(has_text="python -m scripts.trace run")
+    expect(commands.first).to_be_hidden(timeout=RERUN)  # collapsed until opened
+    page.get_by_text("Trace your own model", exact=True).click()
+    expect(commands.first).to_be_visible(timeout=RERUN)
+    page.get_by_text("Upload two trace files", exact=True).click()
+    wait_for_app(page)
+    inputs = page.locator('[data-testid="stFileUploader"] input[type="file"]')
+    inputs.nth(0).set_input_files(str(a))
+    wait_for_app(page)
+    inputs.nth(1).set_input_files(str(b))
+    wait_for_app(page)
+    punch = page.locator(".st-key-punchline")
+    expect(punch).to_contain_text("A choice flips at op 3, aten.argmax in model: a rounding-sized difference in its "
+                                  "input changed its choice", timeout=SLOW)
+    expect(answer(page)).to_contain_text("a choice flips at op 3, aten.argmax.default in model", timeout=RERUN)
+    assert_healthy_page(page)
+    screenshot(page, "traces-flip")
