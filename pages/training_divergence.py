@@ -39,6 +39,7 @@ from core.training.pair import PLAIN, SOURCES, PairedRun, validate
 from core.training.seeds import seed_study
 from ui.crowd import heavy_section, over_budget
 from ui.navigation import ensure_app_navigation, next_page_link
+from ui.render import inert
 from ui.talk import folded, presenter
 from ui.training_view import (
     NUMBERS_CSS,
@@ -55,6 +56,10 @@ from ui.training_view import (
 )
 from ui.urlstate import restore, share_box, sync
 
+# Sources, shown as plain text (inert): a page that takes link parameters shows no live link
+PHAM_2020 = "https://doi.org/10.1145/3324884.3416545"
+TORCH_RANDOMNESS = "https://pytorch.org/docs/stable/notes/randomness.html"
+TORCH_ISSUE_2976 = "https://github.com/pytorch/pytorch/issues/2976"
 OPT_LABELS = {"sgd_momentum": "SGD with momentum 0.9", "adam": "Adam"}
 SETTING_LABELS = {"source": "what differs", "dtype": "format", "optimizer": "optimizer", "lr": "learning rate",
                   "steps": "steps", "seed": "seed"}
@@ -267,9 +272,10 @@ def equally_good(settings: TrainSettings) -> None:
     st.markdown(verdict.outcome_words(len(study.seeds)))
     st.caption(SEED_RULE)
     st.caption(f"Seeds {study.seeds[0]}–{study.seeds[-1]}, each trained for {settings.steps} steps on both sides; "
-               "accuracy on the whole data set. Published studies measured more: identical training runs of real "
-               "networks differed by up to 10.8% in accuracy, and implementation nondeterminism alone by up to 2.9% "
-               "(Pham et al., ASE 2020, https://doi.org/10.1145/3324884.3416545).")
+               "accuracy on the whole data set. A published study of real networks measured more: identical training "
+               "runs differed by up to 10.8% in accuracy, and implementation nondeterminism alone by up to 2.9% "
+               "(Pham et al., “Problems and Opportunities in Training Deep Learning Software Systems: An Analysis "
+               f"of Variance”, ASE 2020, {inert(PHAM_2020, line_start=False)}).")
 
 
 def float64_postpones(settings: TrainSettings) -> None:
@@ -342,8 +348,8 @@ def same_seed(settings: TrainSettings) -> None:
         "A seed fixes a stream of random numbers only for one generator. torch's CPU generator is a Mersenne "
         "Twister and its CUDA generator is Philox, so the same seed draws other numbers on a GPU: an "
         "initialisation or a dropout mask drawn there differs from step 0. That is a difference of random "
-        "streams, not of rounding (PyTorch's reproducibility notes, https://pytorch.org/docs/stable/notes/"
-        "randomness.html; https://github.com/pytorch/pytorch/issues/2976).")
+        f"streams, not of rounding (PyTorch's reproducibility notes, {inert(TORCH_RANDOMNESS, line_start=False)}; "
+        f"{inert(TORCH_ISSUE_2976, line_start=False)}).")
     st.markdown(
         f"What does hold, live on this server with this page's {streams.parameters:,} initial weights (seed "
         f"{streams.seed}, a seeded torch.Generator on the CPU): drawn again, "
