@@ -45,7 +45,7 @@ from core.studies.cpu_vs_gpu import (
     tf32_product_difference,
 )
 from ui import cpu_vs_gpu_view as view
-from ui import glossary
+from ui import charts, glossary
 from ui.crowd import heavy_section
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation, next_page_link
@@ -202,8 +202,8 @@ def why_orders(result: SumsEverywhere) -> None:
     stages = result.stages
     launch = stages.launch
     left, right = st.columns([3, 2])
-    with left:
-        st.altair_chart(view.stages_chart(stages), width="stretch")
+    with left:  # one specification per vector and thread count, whoever opens the page
+        charts.show(view.stages_chart, stages, key=("stages", result.settings, result.threads))
     cpu_split = (f"below the grain size of {GRAIN_SIZE:,} values one thread does everything" if stages.below_grain
                  else f"{stages.threads} threads each take one contiguous chunk")
     right.markdown(

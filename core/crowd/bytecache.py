@@ -177,6 +177,9 @@ class ByteLRU:
 # results computed from them (lab tables, running errors: kilobytes each).
 VECTORS = ByteLRU(256 * MB)
 RESULTS = ByteLRU(32 * MB, max_entry=4 * MB)
+# Charts' Vega-Lite specifications (dicts, their data as tables), built once per result and drawing mode and
+# then sent to every viewer of that result: a room opening one link costs one chart conversion, not one each.
+CHART_SPECS = ByteLRU(16 * MB, max_entry=2 * MB)
 
 
 def vector_for(spec: VectorSpec) -> Vector:
