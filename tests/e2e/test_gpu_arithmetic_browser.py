@@ -21,6 +21,7 @@ from tests.e2e.conftest import (
     wait_for_app,
     wait_for_page_end,
 )
+from tests.e2e.test_summation_lab_browser import tables_fit
 
 
 def test_gpu_arithmetic_page(server, page):
@@ -81,6 +82,7 @@ def test_terms_legends_and_other_causes_at_1280(server, browser):
         expect(page.get_by_text(re.compile(r"missed the correctly rounded result on some of the grid's [\d,]+ "
                                            r"arguments"))).to_be_visible(timeout=RERUN)
         assert_no_legend_cut(page, "GPU arithmetic at 1280 px")
+        assert tables_fit(page) == []
         screenshot(page, "gpu-arithmetic-1280", full_page=True)
     finally:
         context.close()

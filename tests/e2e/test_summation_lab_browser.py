@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import (
@@ -17,7 +18,9 @@ from tests.e2e.conftest import (
     choose,
     screenshot,
     set_number,
+    until,
     wait_for_app,
+    wait_for_page_end,
 )
 
 
@@ -66,3 +69,36 @@ def test_lab_defaults_controls_and_download(server, page, tmp_path):
     expect(page.get_by_text(re.compile("cancel\\.npy:\u2060? 3 values as float32"))).to_be_visible(timeout=60_000)
     assert_healthy_page(page)
     screenshot(page, "summation-lab-upload")
+
+
+# each shown table's scroller: [content width, visible width] (Glide's grid scrolls sideways when columns overflow)
+TABLE_WIDTHS = """() => Array.from(document.querySelectorAll('[data-testid="stDataFrame"]'))
+    .filter(d => d.offsetParent !== null)
+    .map(d => { const s = d.querySelector('.dvn-scroller'); return s ? [s.scrollWidth, s.clientWidth] : null; })"""
+
+
+def tables_fit(page) -> list:
+    """The drawn tables whose columns run past their visible width (a table folded in a closed expander has no
+    scroller yet and is not measured)."""
+    widths = until(lambda: page.evaluate(TABLE_WIDTHS), lambda w: any(x is not None for x in w))
+    assert any(x is not None for x in widths), "no table was drawn"
+    return [w for w in widths if w is not None and w[0] > w[1] + 1]
+
+
+@pytest.mark.parametrize("query", ["", "?talk=1"], ids=["normal", "talk"])
+def test_tables_fit_and_the_error_chart_is_on_the_first_two_screens(server, browser, query):
+    """At 1280x720 the results table ran off to the right and the error chart sat three screens down."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/summation_lab{query}")
+        wait_for_app(page, timeout=180_000)
+        wait_for_page_end(page)
+        assert_healthy_page(page)
+        assert tables_fit(page) == []
+        chart = page.locator('[data-testid="stVegaLiteChart"]').first
+        expect(chart).to_be_attached(timeout=RERUN)
+        box = until(chart.bounding_box, lambda b: b is not None and b["height"] > 50)
+        assert box is not None and box["y"] < 2 * 720, box  # the page opens at its top
+    finally:
+        context.close()
