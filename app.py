@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 import core.machines.native  # first, before anything loads torch: OpenMP and oneDNN read their settings then
+from core.studies.reproducible import headline_rows
 from ui.navigation import (
     HOME_PAGE_KEY,
     PAGE_TABLE,
@@ -73,15 +74,11 @@ grows depends on the learning rate, the optimizer and the model: some pairs part
 
 def what_to_do() -> None:
     st.subheader("What you can do, and what it costs")
-    st.markdown(
-        """
-| Mitigation | What it buys | Cost |
-| --- | --- | --- |
-| Compute in float64 | Each rounding about 2^29 times smaller than in float32: divergence comes much later, but it still comes | About 2× the time on x86 CPUs (measured on the Mitigations page); on GPUs see the Mitigations page's vendor table: float32 work normally runs on TF32 or bfloat16 tensor cores, which float64 forgoes |
-| Accumulate wider: `torch.sum(x, dtype=torch.float64)` | The sum's own rounding errors shrink sharply; the order still matters, far less | torch copies the input to float64 first: twice the memory of a float32 input for that one operation |
-| Accept and compare aggregates | Runs still differ bit for bit; judge them by final loss and accuracy over several seeds | Nothing at run time; several seeds per configuration |
-"""
-    )
+    rows = headline_rows()  # the same figures as Make my runs reproducible: measured here, or cited there
+    head = "| Mitigation | What it buys | Cost, × the default's time |\n| --- | --- | --- |\n"
+    st.markdown(head + "\n".join(f"| {r.mitigation} | {r.effect} | {r.cost} |" for r in rows))
+    st.page_link(page_file("pages/reproducible.py"), label="Make my runs reproducible: the settings for your setup",
+                 icon=":material/checklist:")
 
 
 def sections() -> None:

@@ -46,6 +46,8 @@ PAGE_TABLE = [
      STORY),
     ("mitigations", "Mitigations", ":material/build:",
      "what you can do, what each fix costs, and when a mismatch is normal", STORY),
+    ("reproducible", "Make my runs reproducible", ":material/checklist:",
+     "your framework, hardware and what must match: the settings to copy, what each promises and costs", OWN_RUNS),
     ("diagnose", "Diagnose a mismatch", ":material/troubleshoot:",
      "your own CPU-vs-GPU difference: rounding noise, reduced precision or a bug, and the tolerance to use",
      OWN_RUNS),

@@ -446,7 +446,7 @@ def headline_rows() -> tuple[HeadlineRow, ...]:
                     effect="The reduction's own rounding errors shrink sharply; the order still matters",
                     cost=f"{wide.text} for torch.sum of 10⁶ float32 values (measured here)"),
         HeadlineRow(key="aggregates", mitigation="Accept the divergence, compare aggregates",
-                    effect="Runs agree within the seed-to-seed spread of final loss and accuracy",
+                    effect="Runs still differ bit for bit; judge them by final loss and accuracy over several seeds",
                     cost="1.0× per run; k seeds are k runs"),
         HeadlineRow(key="settings", mitigation="Reproducible settings (Make my runs reproducible)",
                     effect="The same bits run to run on one machine; not across devices or batch sizes",
