@@ -382,8 +382,8 @@ def main() -> None:
         equally_good(settings)
     with st.expander("Same seed, other random numbers?"):
         same_seed(settings)
-    with st.expander(f"Does float64 cure it? It postpones it: 2^{HEAD_START_BITS} smaller, about "
-                     f"{HEAD_START_BITS} doublings later"):
+    with st.expander(f"Does float64 cure it? Roundings 2^{HEAD_START_BITS} times smaller: about "
+                     f"{HEAD_START_BITS} doublings later, if the gap keeps growing"):
         float64_postpones(settings)
     with st.expander("A jump with no growth before it: one input, two classes"):
         jump_at_once(settings)
