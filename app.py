@@ -100,9 +100,9 @@ def talk_mode() -> None:
     for first in range(0, len(SCENARIOS), per_row):  # row by row: the reading order is the story's
         for col, (title, page, params, what) in zip(st.columns(per_row), SCENARIOS[first:first + per_row],
                                                     strict=False):
-            with col.container(border=True):
-                st.page_link(page_file(page), label=title, icon=":material/slideshow:", query_params=params)
-                st.caption(what)
+            with col:  # what the room will see is the link's tooltip: the list stays short
+                st.page_link(page_file(page), label=title, icon=":material/slideshow:", query_params=params,
+                             help=what)
     st.caption(
         "Every number in this app says where it came from: computed live on this server "
         "(which device, how many threads), recorded on real hardware (which device, versions, date), a model of a "
