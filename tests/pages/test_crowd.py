@@ -125,7 +125,7 @@ def test_the_results_are_those_of_the_lab_itself():
     at = open_lab(n="3000", storage="float16", orders="sequential,pairwise,correct", permutations="0", seed="4")
     v = generate(VectorSpec(kind="normal", n=3000, seed=4, storage="float16"))
     direct = results_table(run_lab(v.values, "float16", "same", ("sequential", "pairwise", "correct")))
-    shown = at.dataframe[0].value
+    shown = next(df.value for df in at.dataframe if "bits" in df.value.columns)  # the full table, folded
     assert list(shown["bits"]) == list(direct["bits"]) and np.all(shown["order"] == direct["order"])
 
 
