@@ -44,9 +44,10 @@ from core.studies.cpu_vs_gpu import (
     sums_everywhere,
     tf32_product_difference,
 )
-from ui import cpu_vs_gpu_view as view
 from ui import charts, glossary
+from ui import cpu_vs_gpu_view as view
 from ui.crowd import heavy_section
+from ui.elementwise_view import draw_other_causes
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
@@ -356,6 +357,9 @@ def main() -> None:
             view.notice(n)
     with everything:
         the_same_sum(result)
+    with st.expander("Not every difference is a sum's order: exp, tanh, log and sigmoid differ between libraries",
+                     icon=":material/function:"):
+        draw_other_causes()
     with st.expander("How faithful is the GPU model?", icon=":material/verified:"):
         model_fidelity_section(recs)
     with st.expander("Two real machines side by side", icon=":material/compare:"):

@@ -300,3 +300,16 @@ def test_markup_in_an_uploaded_recording_is_shown_as_text(monkeypatch):
         assert "<img" not in live and "](https" not in live and "`tick`" not in live, s
         assert ":material/lock:" not in live and "**bold**" not in live, s
     assert any(HOSTILE in w for w in table(at)["where"])  # table cells are plain text already
+
+
+def test_other_causes_than_a_sums_order_are_taught_where_the_story_asks_why_devices_differ():
+    """exp, tanh, log and sigmoid are not correctly rounded and libraries differ: measured here against mpmath,
+    folded on the story's CPU vs GPU page, with the causes that are no sum's order named."""
+    at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    section = next(e for e in at.expander if e.label.startswith("Not every difference is a sum's order"))
+    text = " ".join(m.value for m in section.markdown) + " ".join(c.value for c in section.caption)
+    assert "mpmath" in text
+    for cause in ("FMA contraction", "cuDNN's TF32 default for convolutions", "Fusion by compilers"):
+        assert cause in text, cause
+    assert any("exp" in d.value.to_string() for d in section.dataframe)
