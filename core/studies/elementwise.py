@@ -303,12 +303,13 @@ def headline(result: OtherCauses) -> str:
         missed.append(f"{impl.label.split()[0]} on {sum(r.not_correctly_rounded for r in mine):,}")
     worst = max(result.rows, key=lambda r: r.max_ulps)
     total = result.total_compared
-    if worst.max_ulps == 0:
+    if not any(r.not_correctly_rounded for r in result.rows):
         return (f"Live on this server, torch and NumPy returned the correctly rounded result on all {total:,} "
                 "arguments of the grid, hard cases included.")
+    how_far = (f"by at most {worst.max_ulps} ULP{'s' if worst.max_ulps != 1 else ''} where the result is a normal "
+               "number" if worst.max_ulps else "only where the result is subnormal")
     return (f"Live on this server, exp, log, tanh and sigmoid missed the correctly rounded result on some of the "
-            f"grid's {total:,} arguments (hard cases included): {' and '.join(missed)}, by at most "
-            f"{worst.max_ulps} ULP{'s' if worst.max_ulps != 1 else ''} where the result is a normal number; the two "
+            f"grid's {total:,} arguments (hard cases included): {' and '.join(missed)}, {how_far}; the two "
             f"libraries gave other bits for {result.total_differing:,} of them.")
 
 

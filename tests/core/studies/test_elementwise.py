@@ -153,3 +153,13 @@ def test_cached_once_and_mpmath_precision_untouched():
     first = ew.cached_other_causes()
     assert ew.cached_other_causes() is first
     assert mpmath.mp.prec == before
+
+
+def test_headline_of_a_server_where_every_result_is_correctly_rounded(result):
+    from dataclasses import replace
+
+    perfect = replace(result, rows=tuple(replace(r, not_correctly_rounded=0, max_ulps=0, worst_input=None,
+                                                 subnormal_wrong=0) for r in result.rows))
+    assert "returned the correctly rounded result on all" in ew.headline(perfect)
+    subnormal_only = replace(result, rows=tuple(replace(r, max_ulps=0) for r in result.rows))
+    assert "only where the result is subnormal" in ew.headline(subnormal_only)
