@@ -27,10 +27,10 @@ jsonschema (and this repository), like ``scripts.capture``, so it runs in a bare
 the trace file back and compare it with one from your laptop, or upload both on the app's "Where
 two runs part" page.
 
-``compare`` prints the answer first (after one line on each run): the one-line answer, the sentence on a
-choice that flips (when one does) and a note; then the per-op table (``--limit N`` matched ops, 40 by
-default; only the ops that differ, unless ``--all``); and ends
-with the one-line answer again, exactly one line of one of the forms
+``compare`` prints the answer first (after one line on each run): the one-line answer, why (the first
+difference's reason and size), the sentence on a choice that flips (when one does) and a note; then the
+per-op table (``--limit N`` matched ops, 40 by default; only the ops that differ, unless ``--all``); and
+ends with the one-line answer again, exactly one line of one of the forms
 
     first difference: op <i> of <N>, <aten op> in <module path>: <born here|inherited>, <within|beyond> rounding
     first difference: op <i> of <N>, <aten op> in <module path>: not comparable, shapes differ
@@ -131,6 +131,10 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"{label}: {st['model']} on {_device(m['device_name'])}, {_threads(st.get('threads_used'))}, batch "
               f"{st.get('batch')}{row}, {st.get('dtype')}, torch {m['torch_version']}, {t['created']}")
     print(c.line)  # the answer first; the table after it, and the line again at its end
+    if c.first is not None and c.cast is None:
+        j = c.first.judgement
+        size = f" {j.size.text()}." if j.size is not None else ""
+        print(f"Why: {j.reason}.{size}")
     if c.flip_sentence:
         print("A choice flips: " + c.flip_sentence + ".")
     if c.note:

@@ -213,7 +213,8 @@ def test_compare_answers_first_and_names_a_flipped_choice(tmp_path):
     line = ("first difference: op 1 of 3, aten.mm.default in model.scores: born here, within rounding; a choice flips "
             "at op 3, aten.argmax.default in model")
     assert out[2] == line and out[-1] == line
-    assert out[3] == ("A choice flips: op 3, aten.argmax in model: a rounding-sized difference in its input changed "
+    assert out[3].startswith("Why: its inputs are bit-identical in both runs and its output is not. ")
+    assert out[4] == ("A choice flips: op 3, aten.argmax in model: a rounding-sized difference in its input changed "
                       "its choice (indices differ); from here the runs take different paths.")
     bad = trace("run", "--module", spec, "--perturb-op", "1", "--perturb-size", "2", "--out", str(b))
     assert bad.returncode == 2 and "between 0 and 1" in bad.stderr
