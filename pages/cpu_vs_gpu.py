@@ -46,7 +46,7 @@ from core.studies.cpu_vs_gpu import (
 )
 from ui import charts, glossary
 from ui import cpu_vs_gpu_view as view
-from ui.crowd import heavy_section
+from ui.crowd import folded, heavy_section
 from ui.elementwise_view import draw_other_causes
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation, next_page_link
@@ -78,8 +78,9 @@ def gpu_line(recs: list[Recording], devices: list[Device]) -> None:
 def this_server(devices: list[Device], recs: list[Recording], problems: list[str]) -> None:
     for p in problems:
         st.warning(f"Recording refused: {inert(p)}")
-    with st.expander("What this server has: its facts, fingerprint and hashes", icon=":material/dns:"):
-        server_facts(devices, recs)
+    with folded("What this server has: its facts, fingerprint and hashes", "cg_open_server", ":material/dns:") as open_:
+        if open_:
+            server_facts(devices, recs)
 
 
 def server_facts(devices: list[Device], recs: list[Recording]) -> None:
@@ -357,17 +358,24 @@ def main() -> None:
             view.notice(n)
     with everything:
         the_same_sum(result)
-    with st.expander("Not every difference is a sum's order: exp, tanh, log and sigmoid differ between libraries",
-                     icon=":material/function:"):
-        draw_other_causes()
-    with st.expander("How faithful is the GPU model?", icon=":material/verified:"):
-        model_fidelity_section(recs)
-    with st.expander("Two real machines side by side", icon=":material/compare:"):
-        two_machines(recs)
-    with st.expander("Same wheel, other code: libraries choose by the CPU", icon=":material/developer_board:"):
-        library_choice(bundled)  # the bundled machines' configuration captures and notes
-    with st.expander("The training pair on a GPU", icon=":material/show_chart:"):
-        training_on_a_gpu(recs, devices)
+    # what is folded is computed and drawn only once opened: a room opening the link pays for its first screen
+    with folded("Not every difference is a sum's order: exp, tanh, log and sigmoid differ between libraries",
+                "cg_open_causes", ":material/function:") as open_:
+        if open_:
+            draw_other_causes()
+    with folded("How faithful is the GPU model?", "cg_open_model", ":material/verified:") as open_:
+        if open_:
+            model_fidelity_section(recs)
+    with folded("Two real machines side by side", "cg_open_pair", ":material/compare:") as open_:
+        if open_:
+            two_machines(recs)
+    with folded("Same wheel, other code: libraries choose by the CPU", "cg_open_libraries",
+                ":material/developer_board:") as open_:
+        if open_:
+            library_choice(bundled)  # the bundled machines' configuration captures and notes
+    with folded("The training pair on a GPU", "cg_open_training", ":material/show_chart:") as open_:
+        if open_:
+            training_on_a_gpu(recs, devices)
     this_server(devices, recs, problems)  # facts and hashes, folded
     next_page_link("cpu_vs_gpu")
 

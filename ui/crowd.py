@@ -55,3 +55,14 @@ def heavy_section(cost: budget.Cost, what: str) -> Iterator[None]:
         else:
             slot.empty()
         yield
+
+
+@contextmanager
+def folded(label: str, key: str, icon: str | None = None, expanded: bool = False) -> Iterator[bool]:
+    """A collapsed section whose content is made only once a visitor opens it (opening reruns the page): inside
+    ``with folded(...) as open_:``, draw only ``if open_``. A closed section then costs a view nothing, and holds
+    no chart laid out unseen (a closed expander's chart is drawn at zero size). The open state is the session's,
+    under ``key``."""
+    section = st.expander(label, expanded=expanded, icon=icon, key=key, on_change="rerun")
+    with section:
+        yield bool(section.open)

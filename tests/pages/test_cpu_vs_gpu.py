@@ -25,6 +25,16 @@ from ui.cpu_vs_gpu_view import CAPTURE_COMMAND, CHECK_COMMAND
 from ui.render import WORD_JOINER
 
 
+# The page's folded sections are made only once opened (ui.crowd.folded): these tests read them open
+FOLDED = ("cg_open_server", "cg_open_causes", "cg_open_model", "cg_open_pair", "cg_open_libraries", "cg_open_training")
+
+
+def opened(at: AppTest) -> AppTest:
+    for key in FOLDED:
+        at.session_state[key] = True
+    return at
+
+
 @pytest.fixture(scope="module")
 def recording_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("recordings")
@@ -34,7 +44,7 @@ def recording_dir(tmp_path_factory):
 
 def page(monkeypatch, directory) -> AppTest:
     monkeypatch.setenv("FP_RECORDINGS_DIR", str(directory))
-    return AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+    return opened(AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT)).run()
 
 
 def table(at):
@@ -95,7 +105,7 @@ def test_tampered_and_broken_recordings_are_refused(monkeypatch, recording_dir, 
 
 def test_bundled_machines_side_by_side_with_fingerprints(monkeypatch):
     monkeypatch.delenv("FP_RECORDINGS_DIR", raising=False)
-    at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+    at = opened(AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT)).run()
     assert not at.exception
     text = all_text(at)
     ops = op_fingerprint()
@@ -124,7 +134,7 @@ def test_gpu_text_matches_the_bundled_recordings_and_facts_are_folded():
     visitors how to capture a GPU, which only a developer can act on (that stays in a collapsed section)."""
     from core.recordings.store import cached_recordings, recordings_dir
 
-    at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+    at = opened(AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT)).run()
     assert not at.exception
     recs, _ = cached_recordings(recordings_dir())
     status = next(c.value for c in at.caption if "GPU" in c.value and "bundled" in c.value or "Live on" in c.value)
@@ -142,7 +152,7 @@ def test_gpu_text_matches_the_bundled_recordings_and_facts_are_folded():
 def test_the_first_screen_sets_the_cpu_against_a_gpu_order_and_the_exact_sum():
     """The page leads with the CPU against the GPU (the GPU's order as a labelled model when nothing better
     exists), and every figure of its sentence is the table's."""
-    at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+    at = opened(AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT)).run()
     assert not at.exception
     labels = [m.label for m in at.metric][:3]
     assert labels[0].startswith("CPU, live") and labels[1].startswith("GPU") and labels[2] == "Exact sum, rounded once"
@@ -161,7 +171,7 @@ def test_bundled_page_opens_on_the_most_different_machines_and_names_what_differ
     """The pair, the differing results, the parting steps and the library evidence are the ones
     core computes from the bundled files (nothing here is a constant of one machine)."""
     monkeypatch.delenv("FP_RECORDINGS_DIR", raising=False)
-    at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+    at = opened(AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT)).run()
     assert not at.exception
     recs, _ = load_recordings()
     most = most_different_pair(recs)
@@ -201,7 +211,7 @@ HOSTILE = "<img src=x onerror=alert(1)> **bold** [link](https://example.com) :ma
 
 def bundled_page(monkeypatch) -> AppTest:
     monkeypatch.delenv("FP_RECORDINGS_DIR", raising=False)
-    return AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+    return opened(AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT)).run()
 
 
 def upload(at: AppTest, name: str, data: bytes) -> AppTest:
@@ -305,7 +315,7 @@ def test_markup_in_an_uploaded_recording_is_shown_as_text(monkeypatch):
 def test_other_causes_than_a_sums_order_are_taught_where_the_story_asks_why_devices_differ():
     """exp, tanh, log and sigmoid are not correctly rounded and libraries differ: measured here against mpmath,
     folded on the story's CPU vs GPU page, with the causes that are no sum's order named."""
-    at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+    at = opened(AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT)).run()
     assert not at.exception
     section = next(e for e in at.expander if e.label.startswith("Not every difference is a sum's order"))
     text = " ".join(m.value for m in section.markdown) + " ".join(c.value for c in section.caption)
@@ -313,3 +323,13 @@ def test_other_causes_than_a_sums_order_are_taught_where_the_story_asks_why_devi
     for cause in ("FMA contraction", "cuDNN's TF32 default for convolutions", "Fusion by compilers"):
         assert cause in text, cause
     assert any("exp" in d.value.to_string() for d in section.dataframe)
+
+
+def test_folded_sections_cost_nothing_until_opened():
+    """A room opening the link pays for the first screen only: closed, the folded sections hold nothing."""
+    at = AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    for label in ("Two real machines side by side", "The training pair on a GPU", "How faithful is the GPU model?"):
+        section = next(e for e in at.expander if e.label == label)
+        assert not section.markdown and not section.dataframe and not section.get("vega_lite_chart"), label
+    assert not at.get("vega_lite_chart")[1:]  # only the first screen's stages chart is drawn
