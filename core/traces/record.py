@@ -76,8 +76,7 @@ DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.float16
 _FORMATS = {dt: format_of(dt) for dt in DTYPE_NAMES}  # looked up per sampled output
 
 
-# ModuleTracker installs process-global module hooks: two traces at once (two viewers) would see
-# each other's modules, so one trace runs at a time in a process.
+# module hooks are process-global: two traces at once would see each other's modules (one at a time)
 TRACE_LOCK = threading.RLock()
 _local = threading.local()
 
@@ -159,8 +158,7 @@ class OpRecord:
     # an op with several outputs: each one's OUTPUT_FIELDS, the first included (the fields above are the
     # first output's, with out_digest over all of them); empty for one output, and in version 1 files
     outputs: list[dict] = field(default_factory=list)
-    # following one row: the op reads across the batch's rows (a reduction over the batch, a sort of the whole
-    # batch's tokens, or an input whose rows were mixed so already), so its result is not one row's
+    # following one row: the op reads across the batch's rows (a sum over it, a sort of all its tokens)
     mixes_rows: bool = False
     # following one row: an output keeps the batch in a dimension other than the first (a transposed [T, B, d])
     not_batch_first: bool = False
@@ -402,7 +400,7 @@ class TraceMode(TorchDispatchMode):
 
     def _share(self, t: torch.Tensor) -> int | None:  # rows of t that are the followed row's (None: not cut)
         if self.follow > 1 and t.dim() and t.shape[0] % self.follow == 0 and not self.tracker.is_bw \
-                and self._derived.get(t, False) and not self._mixed.get(t, False):
+                and self._derived.get(t, False) and not (self._mixed._d and self._mixed.get(t, False)):
             return t.shape[0] // self.follow
         return None
 
@@ -463,9 +461,10 @@ class TraceMode(TorchDispatchMode):
                             self._mixed[o] = taint
             return out
         shares = [self._share(a) for a in tensors_in] if self.follow > 1 else [None] * len(tensors_in)
+        reads = self.follow > 1 and derived and not self.tracker.is_bw and (
+            dim_arg is not None or self._mixed._d or name in oprules.WHOLE_TENSOR_OPS)
         taint, mixes = oprules.taint(self._mixed, name, dim_arg, args, kwargs, tensors_in,
-                                     [c is not None for c in shares]) \
-            if self.follow > 1 and derived and not self.tracker.is_bw else (None, False)
+                                     [c is not None for c in shares]) if reads else (None, False)
         in_digests = [self._digest(a, share=c) for a, c in zip(tensors_in, shares, strict=True)]
         in_shapes = [list(a.shape) if c is None else [c, *a.shape[1:]] for a, c in zip(tensors_in, shares, strict=True)]
         in_dtypes = [dtype_name(a.dtype) for a in tensors_in]
@@ -516,8 +515,8 @@ class TraceMode(TorchDispatchMode):
 
     def _output(self, func, name, args, kwargs, tensors_in, out: torch.Tensor, which: int,
                 scratch: bool = False) -> dict:
-        """One output's fields (``OUTPUT_FIELDS``): shape, dtype, digest, L1 norm, samples and terms. A scratch
-        output (a kernel's workspace) keeps its shape and dtype only, and says it is scratch."""
+        """One output's fields (``OUTPUT_FIELDS``): shape, dtype, digest, L1 norm, samples and terms (a scratch
+        output, a kernel's workspace: its shape and dtype only, marked scratch)."""
         if scratch:
             self._scratch[out] = True
             return {**NO_OUTPUT, "out_shape": list(out.shape), "full_shape": list(out.shape),
@@ -560,8 +559,9 @@ class TraceMode(TorchDispatchMode):
         mixes = across is True or (across == "if integer" and not outs[0].is_floating_point()) or (
             self.follow > 1 and first["out_shape"] == first["full_shape"] and any(
                 s != list(a.shape) for s, a in zip(head["in_shapes"], tensors_in, strict=False)))
-        sideways = self.follow > 1 and not mixes and (taint == "layout" or (
-            (derived or not tensors_in) and oprules.sideways(outs[:MAX_OUTPUTS], self.follow)))
+        sideways = self.follow > 1 and not mixes and (taint == "layout" or (first["out_shape"] == first["full_shape"]
+                                                      and (derived or not tensors_in)
+                                                      and oprules.sideways(outs[:MAX_OUTPUTS], self.follow)))
         if len(outs) > 1:  # every output counts (indices of a sort, a norm's mean and rstd, ...)
             rest = "".join(e["out_digest"] for e in each[1:]) \
                 + "".join(self._digest(o, after=True) for o in outs[MAX_OUTPUTS:])
