@@ -1,5 +1,6 @@
 """Real model families for the tracer's tests: Hugging Face ``transformers`` models built from small
-configs with seeded random weights (nothing is downloaded). Each file has ``make(**args)`` returning
+configs with seeded random weights (nothing is downloaded), torch.nn's recurrent nets (rnn.py), and a
+chooser whose argmax a rounding-sized change flips (argmax.py). Each file has ``make(**args)`` returning
 ``(model, inputs)``, as ``python -m scripts.trace run --module FILE:make`` expects; ``batch`` and
 ``tokens`` (or ``size``) arrive as strings. Row 0 of every batch is the same example whatever the
 batch size, so a batch of 4 can be compared with row 0 alone (``--follow-row 0``)."""
