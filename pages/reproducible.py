@@ -17,6 +17,7 @@ from core.studies.reproducible import (
 from core.studies.reproducible_rules import CITED, HARDWARE, PT_RANDOMNESS, SEED_ISSUE, TARGETS, WORKLOADS
 from ui import reproducible_view as view
 from ui.navigation import PAGE_TABLE, ensure_app_navigation, next_page_link
+from ui.render import inert
 from ui.talk import presenter
 from ui.urlstate import restore, share_box, sync
 
@@ -75,8 +76,9 @@ def random_streams() -> None:
         st.markdown(
             "A seed fixes a generator's stream, not the numbers every device draws: torch's CPU generator is a "
             "Mersenne Twister and the CUDA one a Philox counter, so `torch.manual_seed(0)` then `torch.randn(3)` "
-            f"gives other values on a CPU and on a GPU ({SEED_ISSUE}). PyTorch's reproducibility notes say results "
-            f"need not match between CPU and GPU executions even with identical seeds ({PT_RANDOMNESS}). That "
+            f"gives other values on a CPU and on a GPU ({inert(SEED_ISSUE, line_start=False)}). PyTorch's "
+            "reproducibility notes say results need not match between CPU and GPU executions even with identical "
+            f"seeds ({inert(PT_RANDOMNESS, line_start=False)}). That "
             "difference is the stream, not rounding; rounding makes the rest differ even with equal inputs.\n\n"
             "What to do: draw random tensors on one device's generator and move them "
             "(`torch.randn(shape, generator=torch.Generator().manual_seed(0)).to(device)`), or always use the same "

@@ -10,6 +10,7 @@ import streamlit as st
 
 from core.studies.reproducible import Generations, ReproPage, Tolerance
 from core.studies.reproducible_rules import HARDWARE, TARGETS, WORKLOADS
+from ui.render import inert
 
 
 def _table(rows: list[dict]) -> None:
@@ -43,8 +44,10 @@ def settings_list(page: ReproPage) -> None:
         cost = page.cost_of(s)
         where = {"measured here": "measured on this server's CPU", "cited": "cited", "none": ""}[cost.origin]
         cost_text = f"{cost.text}" + (f" ({where})" if where else "") + (f": {cost.detail}" if cost.detail else "")
-        lines.append(f"- **{s.title}.** {s.guarantees} *Not:* {s.not_guaranteed} *Cost:* {cost_text}. "
-                     f"Source: <{s.source}>")
+        # addresses as text: a page that takes link parameters shows no live link (tests/pages/test_hostile.py)
+        lines.append(f"- **{s.title}.** {inert(s.guarantees, line_start=False)} *Not:* "
+                     f"{inert(s.not_guaranteed, line_start=False)} *Cost:* {inert(cost_text, line_start=False)}. "
+                     f"Source: {inert(s.source, line_start=False)}")
     st.markdown("\n".join(lines))
 
 

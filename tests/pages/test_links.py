@@ -39,9 +39,9 @@ def test_bad_links_fall_back_with_a_note():
 
 def test_non_associativity_link_and_preset_link():
     at = open_page("non_associativity", format="float16", a="2048", b="1", c="1")
-    assert not at.exception and "2048 versus 2050" in at.error[0].value
+    assert not at.exception and "2048 versus 2050" in at.info[0].value
     at = open_page("non_associativity", preset="256 + 1 + 1 (bfloat16)")
-    assert not at.exception and at.session_state["na_fmt"] == "bfloat16" and "256 versus 258" in at.error[0].value
+    assert not at.exception and at.session_state["na_fmt"] == "bfloat16" and "256 versus 258" in at.info[0].value
 
 
 def test_training_cpu_gpu_and_mitigation_links():

@@ -46,8 +46,10 @@ def test_the_random_orders_histogram_is_tall_enough_for_every_marked_order():
     import pandas as pd
 
     from ui.sumlab_view import permutation_histogram
-    from ui.talk import LEGEND_ROW_PX
 
+    # each marked order has its own labelled row on the right axis (no legend): 12 px text needs about 20 px a row
     marks = pd.DataFrame({"label": [f"order {i}" for i in range(12)], "ulps": [float(i) for i in range(12)]})
-    chart = permutation_histogram(pd.DataFrame({"ulps": [0.0, 1.0, -2.0]}), marks)
-    assert chart.to_dict()["height"] >= 12 * LEGEND_ROW_PX[False]
+    chart = permutation_histogram(pd.DataFrame({"ulps": [0.0, 1.0, -2.0]}), marks).to_dict()
+    assert chart["height"] >= 12 * 20 + 60  # and the x axis below the rows
+    dots = next(layer for layer in chart["layer"] if layer["mark"]["type"] == "point")
+    assert dots["encoding"]["y"]["axis"]["labelOverlap"] is False  # no row's label is dropped
