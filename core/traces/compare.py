@@ -233,7 +233,8 @@ def _after_not_comparable(first: Row, rows: list[Row], later_a: list[OpRecord], 
                      f"{later[0].a.index} ({later[0].a.op}: {j.state}{', ' + j.verdict if j.verdict else ''})"
                      + (": inherited from what the ops that read across the batch computed (a whole batch rounds "
                         "in other blocks than one row), not born in an op of the followed row"
-                        if j.state == INHERITED and first.judgement.detail == "reads the whole batch" else ""))
+                        if j.state == INHERITED and any(r.judgement.detail == "reads the whole batch"
+                                                        for r in after if r.a.index < later[0].a.index) else ""))
     if later_a or later_b:
         parts.append(f"after it {len(later_a)} ops are only in A and {len(later_b)} only in B (the runs take other "
                      "paths from there)")
