@@ -41,7 +41,7 @@ from core.studies.sumlab import (
     lab_trees,
     thread_split,
 )
-from ui import glossary
+from ui import charts, glossary
 from ui import sumlab_view as view
 from ui.crowd import over_budget
 from ui.export import download_buttons
@@ -232,7 +232,8 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
         for col, tree, title in ((cpu_col, trees[0], "CPU"), (gpu_col, trees[1], "GPU (model)")):
             if tree.order == "cuda":
                 col.markdown(f"**{TREE_ORDERS['cuda']}**")
-            col.altair_chart(view.tree_picture(tree.tree, height=300, max_abs_ulps=scale), width="stretch")
+            charts.show(lambda t, m: view.tree_picture(t, height=300, max_abs_ulps=m), tree.tree, scale,
+                        key=("sumlab-tree", request, cpu_order, tree.order), where=col)
             col.caption(f"{title}: result {shortest_repr(tree.tree.result, result.fmt)}, error "
                         f"{ulps_text(tree.error_ulps)} ({abs_rel_text(tree.abs_error, tree.rel_error)}); "
                         f"{tree.additions} additions, depth {tree.depth}.")
@@ -252,10 +253,10 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
     return None
 
 
-def error_chart(result: LabResult) -> None:
+def error_chart(result: LabResult, request: LabRequest) -> None:
     errors = view.error_frame(result)
-    if not errors.empty:
-        st.altair_chart(view.error_bars(errors), width="stretch")
+    if not errors.empty:  # one specification per request, whoever opens it (ui.charts)
+        charts.show(view.error_bars, errors, key=("sumlab-errors", request))
 
 
 def vector_and_exact_sum(outcome: LabOutcome) -> None:
@@ -315,7 +316,7 @@ def results(request: LabRequest, outcome: LabOutcome) -> None:
     )
     glossary.define("gamma")  # the story's first use of the γ bounds
     if result.shows_trees:  # a long vector's chart is at the top of the page, under its numbers
-        error_chart(result)
+        error_chart(result, request)
 
 
 def threads_note(result: LabResult) -> None:
@@ -336,7 +337,7 @@ def threads_note(result: LabResult) -> None:
                    "different bits.")
 
 
-def random_orders(result: LabResult, requested: int) -> None:
+def random_orders(result: LabResult, request: LabRequest) -> None:
     """``result`` with its permutation study (LabStudy.applied_to); ``requested``: the count asked for."""
     study = result.permutations
     if study is None or isinstance(result.exact, float) or result.exact == 0:
@@ -345,18 +346,18 @@ def random_orders(result: LabResult, requested: int) -> None:
     hist, marks = view.permutation_frames(result)
     st.markdown(f"{study.k:,} random permutations summed left to right gave **{study.distinct:,} different "
                 f"{result.working} results** (seed {study.seed}).")
-    if requested > study.k:
-        st.caption(permutations_note(requested, result.n))
-    st.altair_chart(view.permutation_histogram(hist, marks), width="stretch")
+    if request.permutations > study.k:
+        st.caption(permutations_note(request.permutations, result.n))
+    charts.show(view.permutation_histogram, hist, marks, key=("sumlab-permutations", request))
     st.caption("Grey bars: how many of the random permutations gave each result (left axis). Dots: each chosen "
                "order's result and the exact sum, one row each (right axis), on the same axis of ULPs.")
 
 
-def running_error(running: RunningError | None) -> None:
+def running_error(running: RunningError | None, request: LabRequest) -> None:
     if running is None:
         return
     st.subheader("How the left-to-right error grows")
-    st.altair_chart(view.running_error_chart(view.running_frame(running)), width="stretch")
+    charts.show(lambda r: view.running_error_chart(view.running_frame(r)), running, key=("sumlab-running", request))
     st.caption("Absolute error of the running sum after k values (exact prefix sums), and the bound γ(k−1)·Σ|x|.")
 
 
@@ -400,13 +401,13 @@ def main() -> None:
         trees = punchline(request, outcome.result)
     if not outcome.result.shows_trees:
         with errors_slot:
-            error_chart(outcome.result)
+            error_chart(outcome.result, request)
     vector_and_exact_sum(outcome)
     results(request, outcome)
     threads_note(outcome.result)
     study = study_of(request, outcome)
-    random_orders(study.applied_to(outcome.result), request.permutations)
-    running_error(study.running)
+    random_orders(study.applied_to(outcome.result), request)
+    running_error(study.running, request)
     reduction_tree(outcome.result, trees)
     next_page_link("summation_lab")
 
