@@ -146,8 +146,9 @@ def notice(n: Notice) -> None:
 def sums_frame(result: SumsEverywhere) -> pd.DataFrame:
     """One row per source: its value, bits, ULPs from the correctly rounded sum, and where it comes from."""
     fmt = result.settings.fmt
-    return pd.DataFrame([{"where": r.where, "tier": r.tier, "value": r.value, "bits": hex_bits(r.bits, fmt),
-                          "ULPs from the correctly rounded sum": r.ulps_from_exact, "note": r.note}
+    # the key column next to the value it judges: at 1280 px a column after the bits was off-screen
+    return pd.DataFrame([{"where": r.where, "value": r.value, "ULPs from the correctly rounded sum": r.ulps_from_exact,
+                          "tier": r.tier, "bits": hex_bits(r.bits, fmt), "note": r.note}
                          for r in result.rows])
 
 
