@@ -17,7 +17,14 @@ from ui.navigation import (
     page_file,
 )
 from ui.overview_view import live_hook
-from ui.talk import SCENARIOS, apply_from_link, scroll_to_top_on_page_change, sidebar_state, sidebar_toggle
+from ui.talk import (
+    SCENARIOS,
+    apply_from_link,
+    presenter,
+    scroll_to_top_on_page_change,
+    sidebar_state,
+    sidebar_toggle,
+)
 
 leave_directory_mode()  # before any widget: the first session's first run would give them other ids
 apply_from_link()  # before the page config: presenter mode folds the sidebar away
@@ -116,7 +123,8 @@ def home() -> None:
     introduction()
     three_causes()
     what_to_do()
-    sections()
+    if not presenter():  # the speaker walks the talk's scenarios; a reader picks pages from the sections
+        sections()
     talk_mode()
 
 
