@@ -39,7 +39,6 @@ def test_talk_mode_scenarios_and_presenter_switch():
     from streamlit.testing.v1 import AppTest
 
     from tests.pages.conftest import ROOT, TIMEOUT
-    from ui.navigation import PAGE_TABLE
     from ui.talk import SCENARIOS
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
