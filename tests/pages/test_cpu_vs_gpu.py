@@ -24,7 +24,6 @@ from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 from ui.cpu_vs_gpu_view import CAPTURE_COMMAND, CHECK_COMMAND
 from ui.render import WORD_JOINER
 
-
 # The page's folded sections are made only once opened (ui.crowd.folded): these tests read them open
 FOLDED = ("cg_open_server", "cg_open_causes", "cg_open_model", "cg_open_pair", "cg_open_libraries", "cg_open_training")
 
@@ -137,7 +136,7 @@ def test_gpu_text_matches_the_bundled_recordings_and_facts_are_folded():
     at = opened(AppTest.from_file(str(ROOT / "pages" / "cpu_vs_gpu.py"), default_timeout=TIMEOUT)).run()
     assert not at.exception
     recs, _ = cached_recordings(recordings_dir())
-    status = next(c.value for c in at.caption if "GPU" in c.value and "bundled" in c.value or "Live on" in c.value)
+    status = next(c.value for c in at.caption if ("GPU" in c.value and "bundled" in c.value) or "Live on" in c.value)
     if any(r.is_gpu for r in recs):
         assert status.startswith("Recorded on real GPUs") or status.startswith("Live on")
     else:

@@ -157,7 +157,8 @@ def test_the_headline_sets_this_cpu_against_a_gpus_order_labelled_as_what_it_is(
     assert head.gpu.gpu and not head.cpu.gpu and f"SM count {H100_SMS}" in head.gpu.where
     assert head.labels == ("CPU, live (2 threads)", f"GPU order, modelled ({H100_SMS} SMs)", "Exact sum, rounded once")
     assert head.apart == ulp_distance(head.cpu.bits, head.gpu.bits, FORMATS["float32"])
-    assert f"{head.cpu.ulps_from_exact:,} ULP from the exact sum, the GPU's {head.gpu.ulps_from_exact:,}" in head.sentence
+    figures = f"{head.cpu.ulps_from_exact:,} ULP from the exact sum, the GPU's {head.gpu.ulps_from_exact:,}"
+    assert figures in head.sentence
     assert ("give different bits" in head.insight) == (head.apart != 0)
     assert "a model of a GPU's order" in head.sentence and "Neither device is the reference" in head.sentence
 
