@@ -175,7 +175,7 @@ def stages_chart(stages: ReductionStages) -> alt.Chart:
             color=alt.Color("device:N", title=None),
             tooltip=["device", "what happens", alt.Tooltip("values left:Q", format=",")],
         )
-        .properties(height=280, title=f"Reducing {stages.n:,} values: how many partial sums exist after each stage")
+        .properties(height=280, title=f"{stages.n:,} values: partial sums left")  # a title that fits its column
     )
 
 
