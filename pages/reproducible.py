@@ -16,12 +16,11 @@ from core.studies.reproducible import (
 )
 from core.studies.reproducible_rules import CITED, HARDWARE, PT_RANDOMNESS, SEED_ISSUE, TARGETS, WORKLOADS
 from ui import reproducible_view as view
-from ui.navigation import PAGE_TABLE, ensure_app_navigation, next_page_link
+from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
 from ui.talk import presenter
 from ui.urlstate import restore, share_box, sync
 
-STEM = "reproducible"
 URL_FIELDS = [Field(key="rp_run", param="run", kind=FieldKind.CHOICE, options=tuple(WORKLOADS)),
               Field(key="rp_on", param="on", kind=FieldKind.CHOICE, options=tuple(HARDWARE)),
               Field(key="rp_match", param="match", kind=FieldKind.CHOICE, options=tuple(TARGETS)),
@@ -138,8 +137,7 @@ def main() -> None:
     generations_section(page)
     tolerance_section(page)
     share_box(sync(URL_FIELDS), url_notes)
-    if STEM in [stem for stem, *_ in PAGE_TABLE]:  # registered in the navigation (the lead adds it)
-        next_page_link(STEM)
+    next_page_link("reproducible")
 
 
 main()

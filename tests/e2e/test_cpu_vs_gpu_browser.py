@@ -25,14 +25,15 @@ def test_cpu_vs_gpu_page(server, page):
     assert_healthy_page(page)
     # the server's facts, fingerprint and hashes sit in an expander below the comparison
     page.get_by_text("What this server has: its facts, fingerprint and hashes").click()
+    wait_for_app(page, timeout=120_000)
     expect(page.get_by_text("No GPU is visible to torch on this server", exact=False)).to_be_visible(timeout=RERUN)
     # the server runs on the test's machine, so its fingerprint is the one computed here
     expect(page.get_by_text(re.compile("Fingerprint of this server: " + fingerprint(op_fingerprint())))).to_be_visible(
         timeout=RERUN)
     # the first screen sets this CPU against a GPU's order and the exact sum
     expect(page.locator(".st-key-punchline")).to_contain_text("Neither device is the reference", timeout=RERUN)
-    page.get_by_text("Two real machines side by side").click()
-    page.get_by_text("The training pair on a GPU").click()
+    page.get_by_text("Two real machines side by side").click()  # made once opened: a rerun
+    wait_for_app(page, timeout=120_000)
     recs, _ = load_recordings()
     cmp = compare_recordings(*(recs[i] for i in default_pair(recs)))
     verdict = page.get_by_text(re.compile(r"(gave the same bits in every result|part first in|part; run A)"))
@@ -42,6 +43,7 @@ def test_cpu_vs_gpu_page(server, page):
     # one chart of reduction stages, two training charts per recorded preset and machine
     assert_charts_rendered(page, 1 + 2 * len(cmp.training))
     screenshot(page, "cpu-vs-gpu-default", full_page=True)
+    wait_for_app(page)
     page.locator('[data-testid="stSelectbox"]').filter(has_text="Format").first.click()
     page.get_by_role("option", name="bfloat16", exact=True).click()
     wait_for_app(page)
@@ -75,7 +77,9 @@ def test_a_visitors_own_capture_file_is_shown_as_theirs(server, page):
     main = page.locator('[data-testid="stMain"]')
     expect(page.locator('[data-testid="stDataFrame"]').filter(has_text="uploaded by you").first).to_be_visible(
         timeout=RERUN)
-    # the model's line and the pair's choice
+    # the model's line and the pair's choice, in their folded sections (made once opened)
+    page.get_by_text("How faithful is the GPU model?").click()
+    wait_for_app(page, timeout=120_000)
     expect(main).to_contain_text(shown_loosely(mine.label), use_inner_text=True, timeout=RERUN)
     screenshot(page, "cpu-vs-gpu-uploaded", full_page=True)
 

@@ -95,7 +95,8 @@ async def server_globals(browser, url):
     page = await browser.new_page()
     await page.goto(f"{url}/cpu_vs_gpu")
     await _wait(page)
-    # in the collapsed "What this server has" expander: its text, though not rendered visible; read once it is whole
+    # in the folded "What this server has" section, made once it is opened (a rerun); read once it is whole
+    await page.get_by_text("What this server has: its facts, fingerprint and hashes").click()
     settings = page.get_by_text("Process-wide torch settings of this server", exact=False)
     await expect(settings).to_contain_text(re.compile(r"\d+ intra-op threads, deterministic algorithms (on|off)"),
                                            timeout=180_000)
