@@ -99,17 +99,19 @@ def agreement(g: Generations) -> str:
     for n in sorted({r.n for r in g.rows}):
         rows = [r for r in g.rows if r.n == n]
         groups = g.groups(n)
-        size = f"10^{len(str(n)) - 1}"
+        size = f"{n:,}"
         if len(groups) == 1:
             parts.append(f"For {size} values all four give the same bits: each launches {rows[0].blocks} blocks of "
                          f"{rows[0].threads_per_block} threads, because the grid is capped so that each thread still "
                          "adds at least 16 values, below every GPU's target of SMs × threads per SM ÷ 512 blocks.")
         else:
-            blocks = ", ".join(f"{r.gpu} {r.blocks}" for r in rows)
+            blocks = ", ".join(f"{r.gpu} {r.blocks}" + (" (its limit)" if r.blocks == r.sms * r.max_threads // 512
+                                                        else "") for r in rows)
             parts.append(f"For {size} values they give {len(groups)} different results ("
                          + "; ".join(" = ".join(grp) for grp in groups)
-                         + f"): now the grid is sized to fill the SMs (SMs × threads per SM ÷ 512 blocks: {blocks}), "
-                         "so each SM count splits the sum at other places; GPUs with the same count agree.")
+                         + "): the grid grows with the size up to each GPU's limit of SMs × threads per SM ÷ 512 "
+                         f"blocks, so the launches differ ({blocks} blocks), each splits the sum at other places, "
+                         "and GPUs with the same SM count agree.")
     return " ".join(parts)
 
 

@@ -35,8 +35,8 @@ def test_the_default_answer_is_pytorch_training_on_one_gpu_run_to_run():
     det = live_costs().rows["deterministic_cpu"]
     assert f"Deterministic mode (CPU) | {det.text}" in _table_text(at) or det.text in text
     assert "a MODEL" in text and "A100" in _table_text(at)
-    assert "For 10^6 values all four give the same bits: each launches 123 blocks of 512 threads" in text
-    assert "For 10^7 values they give 3 different results (A100; H100 SXM = H200; RTX 4090)" in text
+    assert "For 1,000,000 values all four give the same bits: each launches 123 blocks of 512 threads" in text
+    assert "For 4,000,000 values they give 3 different results (A100; H100 SXM = H200; RTX 4090)" in text
     assert f"deterministic mode (CPU) {det.text}" in text
     assert not at.warning  # nothing that cannot be had
 

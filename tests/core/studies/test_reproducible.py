@@ -321,8 +321,10 @@ def test_gpu_generations_follow_the_launch():
     g = R.gpu_generations()
     assert g.groups(1_000_000) == (("A100", "H100 SXM", "H200", "RTX 4090"),)  # blocks capped by the size: 123
     by = {(r.gpu, r.n): r for r in g.rows}
-    big = 10_000_000
-    assert [by[(gpu, big)].blocks for gpu in ("A100", "H100 SXM", "H200", "RTX 4090")] == [432, 528, 528, 384]
+    big = 4_000_000
+    # A100 and the RTX 4090 at their limits (108 × 2048 ÷ 512, 128 × 1536 ÷ 512), the 132-SM GPUs below theirs
+    assert [by[(gpu, big)].blocks for gpu in ("A100", "H100 SXM", "H200", "RTX 4090")] == [432, 489, 489, 384]
+    assert g.groups(big) == (("A100",), ("H100 SXM", "H200"), ("RTX 4090",))
     assert by[("H100 SXM", big)].bits == by[("H200", big)].bits  # same SM count, same launch, same bits
     values = R.vector_for(R.VectorSpec(kind="normal", n=big, seed=0, storage="float32")).values
     assert by[("A100", big)].bits == bits_of(cuda_sum_model(values, cuda_config_for(big, values.dtype, sm_count=108)))
