@@ -21,6 +21,7 @@ from core.arith.vectors import (
     parse_upload,
 )
 from core.crowd.budget import permutations_note
+from core.crowd.bytecache import RESULTS
 from core.crowd.querystate import LINK_TEXT_CHARS, Field, FieldKind
 from core.kernels.orders import DEFAULT_ORDERS, ORDERS
 from core.kernels.torch_cpu_model import GRAIN_SIZE
@@ -233,7 +234,7 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
             if tree.order == "cuda":
                 col.markdown(f"**{TREE_ORDERS['cuda']}**")
             charts.show(lambda t, m: view.tree_picture(t, height=300, max_abs_ulps=m), tree.tree, scale,
-                        key=("sumlab-tree", request, cpu_order, tree.order), where=col)
+                        key=("sumlab-tree", request.orders_key(), cpu_order, tree.order), where=col)
             col.caption(f"{title}: result {shortest_repr(tree.tree.result, result.fmt)}, error "
                         f"{ulps_text(tree.error_ulps)} ({abs_rel_text(tree.abs_error, tree.rel_error)}); "
                         f"{tree.additions} additions, depth {tree.depth}.")
@@ -254,9 +255,9 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
 
 
 def error_chart(result: LabResult, request: LabRequest) -> None:
-    errors = view.error_frame(result)
+    errors = RESULTS.get_or_compute(("sumlab-error-frame", request.orders_key()), lambda: view.error_frame(result))
     if not errors.empty:  # one specification per request, whoever opens it (ui.charts)
-        charts.show(view.error_bars, errors, key=("sumlab-errors", request))
+        charts.show(view.error_bars, errors, key=("sumlab-errors", request.orders_key()))
 
 
 def vector_and_exact_sum(outcome: LabOutcome) -> None:
@@ -295,7 +296,8 @@ def vector_and_exact_sum(outcome: LabOutcome) -> None:
 def results(request: LabRequest, outcome: LabOutcome) -> None:
     result = outcome.result
     st.subheader("Results")
-    table = view.results_table(result)
+    # the table's exact digits are made once per request for every viewer (the same for each)
+    table = RESULTS.get_or_compute(("sumlab-table", request.orders_key()), lambda: view.results_table(result))
     st.dataframe(view.compact(table), hide_index=True, width="stretch")
     with st.expander("Every column: bits, relative and absolute errors, provenance, time"):
         st.dataframe(table, hide_index=True, width="stretch")
@@ -348,7 +350,8 @@ def random_orders(result: LabResult, request: LabRequest) -> None:
                 f"{result.working} results** (seed {study.seed}).")
     if request.permutations > study.k:
         st.caption(permutations_note(request.permutations, result.n))
-    charts.show(view.permutation_histogram, hist, marks, key=("sumlab-permutations", request))
+    charts.show(view.permutation_histogram, hist, marks,
+                key=("sumlab-permutations", request.orders_key(), request.study_key()))
     st.caption("Grey bars: how many of the random permutations gave each result (left axis). Dots: each chosen "
                "order's result and the exact sum, one row each (right axis), on the same axis of ULPs.")
 
@@ -357,11 +360,12 @@ def running_error(running: RunningError | None, request: LabRequest) -> None:
     if running is None:
         return
     st.subheader("How the left-to-right error grows")
-    charts.show(lambda r: view.running_error_chart(view.running_frame(r)), running, key=("sumlab-running", request))
+    charts.show(lambda r: view.running_error_chart(view.running_frame(r)), running,
+                key=("sumlab-running", request.study_key()))
     st.caption("Absolute error of the running sum after k values (exact prefix sums), and the bound γ(k−1)·Σ|x|.")
 
 
-def reduction_tree(result: LabResult, trees: tuple[LabTree, LabTree] | None) -> None:
+def reduction_tree(result: LabResult, trees: tuple[LabTree, LabTree] | None, request: LabRequest) -> None:
     st.subheader("The reduction tree")
     if result.n > MAX_TREE_N:
         st.info(f"Trees are drawn for n ≤ {MAX_TREE_N}. Set n to 32 or less (or paste a few numbers) to see every "
@@ -373,7 +377,10 @@ def reduction_tree(result: LabResult, trees: tuple[LabTree, LabTree] | None) -> 
                    "n < 128): thread t adds its elements t and t + T, then the lanes combine by warp shuffles with "
                    "offsets T/2, …, 1 (lane t adds lane t + offset); lane 0 holds the sum. Larger vectors add more "
                    "blocks and vector loads; the CUDA model in the table above runs them all.")
-        st.dataframe(view.additions_table(trees[0].tree), hide_index=True, width="stretch")
+        # exact rational rounding of every addition: made once per vector and order, shown to every viewer
+        table = RESULTS.get_or_compute(("sumlab-additions", trees[0].order, request.orders_key()),
+                                       lambda: view.additions_table(trees[0].tree))
+        st.dataframe(table, hide_index=True, width="stretch")
         st.caption(f"Each addition of the CPU order: the exact sum of its two rounded inputs, and the {result.working} "
                    "value it rounds to (exact rational rounding, nearest even).")
 
@@ -408,7 +415,7 @@ def main() -> None:
     study = study_of(request, outcome)
     random_orders(study.applied_to(outcome.result), request)
     running_error(study.running, request)
-    reduction_tree(outcome.result, trees)
+    reduction_tree(outcome.result, trees, request)
     next_page_link("summation_lab")
 
 

@@ -42,7 +42,9 @@ def spec(build: Callable[..., Any], *args: Any, key: Hashable) -> dict | None:
 
 def show(build: Callable[..., Any], *args: Any, key: Hashable, where: Any = None, width: str | int = "stretch") -> None:
     """Draw ``build(*args)`` (an Altair chart) in ``where`` (the page by default). ``key`` names the result the
-    chart shows (a frozen settings object, say): two calls with one key and one builder draw one chart."""
+    chart shows (a frozen settings object, say): two calls with one key and one builder draw one chart. The key
+    must compare equal from one run to the next: a record with ``eq=False`` compares by identity, so its key
+    would miss every time (the Summation lab's requests give their ``orders_key()`` instead)."""
     where = st if where is None else where
     made = spec(build, *args, key=key)
     if made is None:
