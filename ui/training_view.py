@@ -23,6 +23,7 @@ from core.training.divergence import PairSnapshot, check_speed, snapshot
 from core.training.mlp import TrainSettings
 from core.training.pair import PLAIN, SOURCES, PairedRun, StepRecord
 from core.training.seeds import DivergenceSummary, SeedStudy
+from ui import charts
 from ui.export import download_buttons
 from ui.render import bits_html, inert
 from ui.talk import styled
@@ -407,8 +408,14 @@ def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: b
     with slots.charts.container():  # drawn from the first Step on: a point each, or a message in the chart
         height = LIVE_HEIGHT_SIDE_BY_SIDE if slots.side_by_side else LIVE_HEIGHT
         first, second = st.columns(2) if slots.side_by_side else (st, st)
-        first.altair_chart(loss_chart(df, None, height, x_title=slots.side_by_side), width="stretch")
-        second.altair_chart(relative_gap_chart(df, height), width="stretch")
+        if snap.records:
+            first.altair_chart(loss_chart(df, None, height, x_title=slots.side_by_side), width="stretch")
+            second.altair_chart(relative_gap_chart(df, height), width="stretch")
+        else:  # the charts before a first step are the same for every viewer: one specification each (ui.charts)
+            shape = (height, slots.side_by_side)
+            charts.show(lambda: loss_chart(df, None, height, x_title=slots.side_by_side), key=("no-step-loss", shape),
+                        where=first)
+            charts.show(lambda: relative_gap_chart(df, height), key=("no-step-gap", shape), where=second)
     if not snap.records:
         slots.numbers.info("Press Play to train both runs live, or Step to apply one update at a time.")
         slots.details.empty()
