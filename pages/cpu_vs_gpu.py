@@ -10,7 +10,7 @@ import streamlit as st
 from core.arith.formats import hex_bits
 from core.arith.vectors import GENERATORS
 from core.crowd.budget import cpu_vs_gpu_cost
-from core.crowd.bytecache import VECTORS
+from core.crowd.bytecache import RESULTS, VECTORS
 from core.crowd.querystate import Field, FieldKind
 from core.kernels.cuda_published import published_evidence_sentence
 from core.kernels.torch_cpu_model import GRAIN_SIZE
@@ -346,7 +346,11 @@ def main() -> None:
                            sum(d.kind != "cpu" for d in devices),
                            cached=settings.spec in VECTORS)
     with heavy_section(cost, "these sums"):  # a few heavy computations at once, server-wide
-        result = sums_everywhere(settings, devices, recs, PROCESS_THREADS)
+        if yours is None:  # the same sums for every viewer of these settings: computed live once, shown to each
+            key = ("cpu-vs-gpu", settings, PROCESS_THREADS, tuple(d.name for d in devices), tuple(r.path for r in recs))
+            result = RESULTS.get_or_compute(key, lambda: sums_everywhere(settings, devices, recs, PROCESS_THREADS))
+        else:
+            result = sums_everywhere(settings, devices, recs, PROCESS_THREADS)
     punchline(punch, result)
     with why:
         why_orders(result)
