@@ -51,6 +51,7 @@ from ui.elementwise_view import draw_other_causes
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
+from ui.talk import presenter
 from ui.urlstate import restore, share_box, sync
 
 URL_FIELDS = [
@@ -356,7 +357,8 @@ def main() -> None:
         why_orders(result)
     with threads:
         threads_second(result)
-        gpu_line(recs, devices)
+        if not presenter():  # on a slide the first screen's label ("modelled", "recorded") already says it
+            gpu_line(recs, devices)
     with notices:
         for n in result.notices:
             view.notice(n)
