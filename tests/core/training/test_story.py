@@ -151,8 +151,10 @@ def test_the_outcome_sentence_follows_the_verdict():
 
 
 def test_the_small_steps_preset_stays_together_where_the_default_parts():
-    """The page points to this preset as a reordered pair that a smaller learning rate keeps together: on this
-    machine's bits it does (another CPU may differ; the page says "to see whether it does here")."""
+    """The page points to this preset as a reordered pair that a smaller learning rate keeps together. Whether a
+    rounding-sized start reaches 1% is set by the training's growth rate (the learning rate here), not by which
+    bits one CPU rounds to: every CPU starts the pair rounding-apart, so the outcome does not rest on this
+    machine's bits (the page still says "press Play to see whether it does here")."""
     small, default = PRESETS["Small steps: hidden units reordered (SGD, lr 0.1)"].settings, TrainSettings()
     assert replace(small, lr=default.lr) == default
     assert summarize(PairedRun(small).run(small.steps)).first_rel_1pct is None
