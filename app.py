@@ -48,8 +48,8 @@ def introduction() -> None:
     st.markdown(
         """
 Train one model twice with the same data, seed and code, once on a CPU and once on a GPU, and the
-losses agree for a while, then drift apart. Nothing is broken: the two machines round in different
-places. The story below shows where, with exact numbers, in six short pages.
+losses can agree for a while, then drift apart. Nothing is broken: the two machines round in different
+places. This page and the story's next pages show where, with exact numbers.
 """
     )
 

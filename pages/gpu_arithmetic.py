@@ -288,8 +288,9 @@ def atomics(seed: int) -> None:
 
 def other_causes() -> None:
     st.subheader("Not every difference is a sum's order")
-    st.markdown("A GPU and a CPU also differ where no sum is reordered: functions such as exp, log and tanh are "
-                "not correctly rounded, and each library rounds them its own way. Measured here, against the "
+    st.markdown("A GPU and a CPU also differ where no sum is reordered: functions such as exp, log and tanh "
+                "need not be correctly rounded (IEEE 754 only recommends it), and libraries round them differently. "
+                "Measured here, against the "
                 "correctly rounded results:")
     draw_other_causes()
 

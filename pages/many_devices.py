@@ -331,7 +331,7 @@ Large models are trained **data-parallel**: every device holds a copy of the mod
 gradient on its own share of each batch, and an **all-reduce** sums the gradients so that every copy
 takes the same step. That sum has an order of its own: which partial sums are formed depends on the
 algorithm (ring or tree, above) and on the **number of devices**, so the same training on 8 and on
-16 devices parts ways just as a CPU and a GPU do.
+16 devices can part ways just as a CPU and a GPU do.
 
 Below: a real `torch.distributed` process group on this server (gloo backend, 1, 2 or 4 worker
 processes), the all-reduce orders of 2 to 1,024 devices computed exactly, and training runs on 8, 64

@@ -85,9 +85,9 @@ def _measure(bar) -> None:
 
 def punchline(punch) -> None:
     """The insight in one sentence, and float64 on the Training divergence page's pair: the first screen."""
-    punch.markdown("**No setting makes a CPU and a GPU agree bit for bit; each fix buys part of it, at a cost.** "
-                   "float64, for one, postpones the divergence without curing it: the same training pair in both "
-                   "formats, trained live here.")
+    punch.markdown("**No framework switch makes a CPU and a GPU agree bit for bit (only an order-independent "
+                   "algorithm does, for the operations rewritten that way); each fix buys part of it, at a cost.** "
+                   "float64, for one: the same training pair in both formats, trained live here.")
     # The first screen shows at once; the two trainings (seconds on a fresh server, cached afterwards) fill it in.
     bar = punch.progress(0.0, "Training the pair (hidden units reordered) in float32, live on this server…")
     p32 = _training_pair("float32")
@@ -100,8 +100,13 @@ def punchline(punch) -> None:
                    "first step where the two losses are more than 1% apart.")
     t2.metric("The same pair in float64", p64.first_rel_1pct or f"not within {p64.steps} steps",
               help=f"Final ‖θA − θB‖: {p32.final_distance:.3g} in float32, {p64.final_distance:.3g} in float64.")
-    punch.caption("The Training divergence page's default pair (hidden units reordered), trained live here; in float64 "
-                  "each rounding is 2²⁹ times finer. Every cost below is × the default's time (1.0× = as fast).")
+    if p64.first_rel_1pct is None:  # said from the pair's own numbers: float64 may outlast a run, or only postpone
+        what = (f"in float64 this pair stays together for all {p64.steps} steps here: its gap stopped growing before "
+                "float64's 2²⁹ head start ran out; where the gap keeps growing, float64 only postpones the parting")
+    else:
+        what = f"in float64 the same pair parts later, at step {p64.first_rel_1pct}: postponed, not cured"
+    punch.caption(f"The Training divergence page's default pair (hidden units reordered), trained live here; {what}. "
+                  "Every cost below is × the default's time (1.0× = as fast).")
 
 
 def float64_section() -> ThroughputRun | None:
@@ -174,7 +179,7 @@ def wider_section() -> WiderStudy:
                 + (f"a load of {load:.1f} runnable processes (1-minute average, read live)" if load is not None
                    else "every visitor and process")
                 + ": a multi-threaded sum waits at its end for its slowest thread, and a thread that finds no free "
-                "core waits for one (milliseconds) while the one-thread sum of 10⁶ values takes well under one. "
+                "core waits for one (milliseconds) while the one-thread sum of 10⁶ values is over sooner. "
                 "On an idle machine with free cores the extra threads help instead.")
         hard = _lab("float64", HARD_VECTOR)
         st.markdown(
@@ -275,8 +280,8 @@ def order_independent_section() -> ReproducibleSumCost:
                    f"as benchmarks/bench_reprosum.py measures 10⁷): {cost.vs_torch:.1f}× the time of torch.sum "
                    f"({cost.vs_torch_iqr[0]:.1f}–{cost.vs_torch_iqr[1]:.1f}×) and {cost.vs_numpy:.1f}× "
                    f"np.sum ({cost.vs_numpy_iqr[0]:.1f}–{cost.vs_numpy_iqr[1]:.1f}×). The ratio depends on the "
-                   "size: 10⁶ float32 (4 MB) usually fit in a CPU's caches, where arithmetic sets the pace, and one "
-                   "vector instruction adds twice as many float32 values as float64 values; from about 10⁷ values "
+                   "size: while the values fit in the CPU's last-level cache, arithmetic sets the pace, and one "
+                   "vector instruction adds twice as many float32 values as float64 values; once they exceed it, "
                    "both sums wait for memory and the gap narrows. A sum within the error bound of a rounding "
                    "boundary (rare, except under heavy cancellation) takes the exact folds and costs more.")
         if cost.threads > 1 and cost.vs_torch_iqr[1] > 2 * cost.vs_torch_iqr[0]:
@@ -310,8 +315,8 @@ def accept_divergence_section() -> None:
                         f"and B is {verdict.words()}.")
             st.caption(f"{SEED_RULE} The Training divergence page's seed study applies the same rule. Live on this "
                        "CPU; B is the hidden-unit reordering of A (a stand-in for another device). Summers and "
-                       "Dinneen (ICML 2021) found every source of nondeterminism gives about the same spread as "
-                       "seeds.")
+                       "Dinneen (ICML 2021) found, on the models they studied, that every source of nondeterminism "
+                       "gives about the same spread as seeds.")
 
 
 def _range(xs: list[float]) -> str:
@@ -331,9 +336,10 @@ def summary(run: ThroughputRun | None, wider: WiderStudy, cost: ReproducibleSumC
     float64_cost = (f"{here}; A100, H100: 2× without tensor cores, {_range(tensor)} against float32 on tensor "
                     f"cores; T4, RTX 4090: {_range(small)} (cited, in 1)")
     view.summary_table([
-        {"mitigation": "1 · float64 everywhere", "fixes": "errors 2²⁹ times smaller; divergence much later",
-         "does not fix": "order dependence; divergence is postponed, not cured", "cost, × the default's time":
-         float64_cost},
+        {"mitigation": "1 · float64 everywhere", "fixes":
+         "errors 2²⁹ times smaller; divergence later, or not within the run",
+         "does not fix": "order dependence; where the gap keeps growing, divergence is postponed, not cured",
+         "cost, × the default's time": float64_cost},
         {"mitigation": "2 · wider accumulation", "fixes": "the reduction's own error",
          "does not fix": "order dependence (far smaller); errors elsewhere in the model",
          "cost, × the default's time": f"{wider.slowdown:.1f}× a plain torch.sum ({wider.storage}, 1 thread; "

@@ -209,9 +209,9 @@ def same_on_a_gpu(result: TripleResult) -> None:
     live = ", ".join(d.device.name for d in result.devices)
     st.markdown(
         f"**Is {result.fmt.name} different on a GPU?** No: the same IEEE 754 format, and one addition is correctly "
-        f"rounded on CPUs and NVIDIA GPUs alike ([NVIDIA]({GPU_ROUNDING[0]} \"{GPU_ROUNDING[1]}\")), so the same "
-        f"grouping gives the same bits. Devices differ in the groupings they choose for long sums: the next page. "
-        f"(Live here on: {live}.)")
+        "rounded on CPUs and NVIDIA GPUs alike, subnormals kept (no flush-to-zero) "
+        f"([NVIDIA]({GPU_ROUNDING[0]} \"{GPU_ROUNDING[1]}\")), so the same grouping gives the same bits. "
+        f"Devices differ in the groupings they choose for long sums: the next page. (Live here on: {live}.)")
 
 
 def on_each_device(result: TripleResult) -> None:

@@ -112,9 +112,9 @@ def tolerance_section(page: ReproPage) -> None:
     st.caption(f"From the reordering envelope the mismatch diagnosis uses: {tol.dtype} results of "
                f"{tol.length:,}-term sums accumulated in {tol.accumulate}, terms of RMS {tol.scale:g}; {path}"
                f"{tol.depth:,} roundings on a term's path; rtol {tol.rtol0:.3g} and atol {tol.atol0:.3g} before "
-               "rounding up. Two correct implementations that add in other orders pass it (tested against NumPy, "
-               "torch at 1 and 2 threads and the modelled GPU order); an error 100 times the largest difference they "
-               "showed fails it.")
+               "rounding up. In this app's tests, sums of normal values in other orders (NumPy, torch at 1 and 2 "
+               "threads, the modelled GPU order) pass it, and an error 100 times the largest difference they showed "
+               "fails it.")
     with st.expander("The same in CI"):
         st.code(f"python -m scripts.tolerance --dtype {tol.dtype} --length {tol.length} --scale {tol.scale:g} "
                 f"--op {tol.op}", language="bash")

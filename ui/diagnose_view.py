@@ -327,9 +327,9 @@ def accuracy_section(d: Diagnosis) -> None:
     acc = d.accuracy
     st.subheader("Which result is closer to the truth")
     if acc is None:
-        st.caption("Neither result is the reference: a GPU's tree sum is often closer to the exact sum than a CPU's "
-                   "left-to-right loop. Give a reference (e.g. the same computation in float64) or the inputs, and "
-                   "both are judged against it.")
+        st.caption("Neither result is the reference: a tree sum (as GPUs use) is often closer to the exact sum than "
+                   "a plain left-to-right loop. Give a reference (e.g. the same computation in float64) or the "
+                   "inputs, and both are judged against it.")
         return
     st.markdown(acc.sentence)
     for note in acc.notes:

@@ -85,7 +85,8 @@ def vendor_table() -> None:
     notes = "; ".join(f"{p.hardware}: {inert(p.note, line_start=False)}" for p in float64_peaks() if p.note)
     st.caption("Vendor peak rates, dense (no sparsity), cited, not measured here; a cost is one peak rate over the "
                "other, × the float32 default's time (1.0× = as fast). The 1 : 2 of the A100 and H100 holds without "
-               "tensor cores. float32 training usually runs its matrix products on tensor cores, in TF32 (cuDNN's "
+               "tensor cores. float32 training often runs its matrix products on tensor cores when TF32 or autocast "
+               "is on: in TF32 (cuDNN's "
                "default for convolutions; for matmuls after `torch.set_float32_matmul_precision(\"high\")`) or in "
                f"bfloat16 under autocast (PyTorch's TF32 notes, {inert(TF32_NOTES, line_start=False)}), and float64 "
                f"has only its FP64 (tensor-core) rate: so moving it to float64 costs the larger factors. {notes}. "
@@ -127,8 +128,8 @@ def mismatch_rule(check: MismatchCheck) -> None:
     st.markdown(
         "**Is my mismatch normal or a bug?** A difference within the rounding envelope, about K·u·Σ|terms| for "
         "sums of K terms (u: the format's unit roundoff, 2⁻²⁴ in float32), is normal: the same sums in another "
-        "order. Beyond it, a NaN or Inf on one side only, a flipped sign or a few elements far off while the rest "
-        "agree are worth a look.")
+        "order. Beyond it, a NaN or Inf on one side only, a flipped sign on an element well outside its "
+        "envelope, or a few elements far off while the rest agree are worth a look.")
     st.caption(
         f"Live on this server, judged by the Diagnose page's own code: one row of a float32 matrix product "
         f"(K = {check.k:,}) computed alone against the same row in a batch differs in {check.differing:,} of "

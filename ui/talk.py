@@ -14,7 +14,7 @@ SCENARIOS: list[tuple[str, str, dict, str]] = [
      "Two groupings of three decimals, one ULP apart, every rounding shown."),
     ("1 vs all threads", "pages/cpu_vs_gpu.py", {"vector": "normal", "n": "1000000", "format": "float32"},
      "A million float32 values summed by this CPU and in a GPU's order (a labelled model), then on 1 and all "
-     "threads: other bits each time."),
+     "threads: see whether the bits change."),
     ("Watch two runs diverge", "pages/training_divergence.py", {"preset": "Hidden units reordered (SGD, lr 0.5)"},
      "Same network, reordered sums: press Play."),
     ("Same prompt, two answers", "pages/serving.py", {},

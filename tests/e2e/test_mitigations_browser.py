@@ -47,7 +47,9 @@ def test_mitigations_page(server, page):
     open_section(page, "4 · An order-independent sum")
     expect(page.get_by_text("the order-independent sum gave 1 value", exact=False)).to_be_visible(timeout=RERUN)
     open_section(page, "3 · Deterministic is not the same")
-    expect(page.get_by_text("Batch size changes the result", exact=False)).to_be_visible(timeout=RERUN)
+    # whether this CPU's BLAS gives a batch's row other bits is the machine's: either finding is said
+    expect(page.get_by_text(re.compile("Batch size changes the result|gave the same bits")).first).to_be_visible(
+        timeout=RERUN)
 
     open_section(page, "1 · Compute in float64")
     page.get_by_role("button", name="Measure float32 against float64 on this server").click()  # on demand
