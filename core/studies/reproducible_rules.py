@@ -140,12 +140,13 @@ SETTINGS: tuple[Setting, ...] = (
        not_guaranteed="The same bits with another GPU count: the order over the ranks changes (Many devices page).",
        cost="unpublished", source=MEGATRON),
     _s(key="mkl_cbwr", title="oneMKL strict CNR", order=12,
-       lines='os.environ["MKL_CBWR"] = "AUTO,STRICT"  # Intel oneMKL: gemm bits independent of the thread count',
+       lines='os.environ["MKL_CBWR"] = "AVX2,STRICT"  # Intel oneMKL: one code branch, gemm bits fixed',
        applies=lambda c: c.hardware == "cpu" and c.workload in TORCH and c.target in {"threads", "machines"},
-       guarantees="oneMKL's gemm, symm, hemm and trsm give the same bits at any thread count (AVX2 or "
-       "AVX-512 code branches), with MKL_DYNAMIC and OMP_DYNAMIC false.",
-       not_guaranteed="Torch's own reductions (torch.sum splits by thread count), other routines, or CPUs "
-       "without Intel's MKL.", cost="unpublished", source=ONEMKL_CNR),
+       guarantees="oneMKL's gemm, symm, hemm and trsm give the same bits at any thread count, and with a "
+       "fixed code branch (AVX2 here; AUTO would pick one per CPU) on other machines that run that branch, with "
+       "MKL_DYNAMIC and OMP_DYNAMIC false.",
+       not_guaranteed="Torch's own reductions (torch.sum splits by thread count), other routines, PyTorch builds "
+       "without MKL (Arm), or CPUs that cannot run the chosen branch.", cost="unpublished", source=ONEMKL_CNR),
     _s(key="xla_flags", title="XLA determinism flag", order=13,
        lines='os.environ["XLA_FLAGS"] = "--xla_gpu_deterministic_ops=true"  # before importing jax',
        applies=lambda c: c.workload == "jax" and c.hardware in NVIDIA and c.target in EXACT,
