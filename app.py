@@ -126,6 +126,8 @@ def home() -> None:
     if not presenter():  # the speaker walks the talk's scenarios; a reader picks pages from the sections
         sections()
     talk_mode()
+    page, title, icon, *_ = PAGES[0]  # like every page of the story, the first ends with the way on
+    st.page_link(page, label=f"Next: {title}", icon=icon)
 
 
 HOME = st.Page(home, title="Overview", icon=":material/home:", default=True)

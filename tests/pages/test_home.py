@@ -16,6 +16,12 @@ def test_home_renders_the_story(app):
     assert "depends on the learning rate, the optimizer and the model" in text
 
 
+def test_the_overview_ends_with_the_storys_next_page(app):
+    from ui.navigation import PAGE_TABLE
+
+    assert app.get("page_link")[-1].proto.label == f"Next: {PAGE_TABLE[0][1]}"
+
+
 def test_the_sidebar_has_the_story_then_your_runs_then_deep_dives():
     from ui.navigation import PAGE_TABLE, SECTIONS, STORY
 
@@ -45,7 +51,7 @@ def test_talk_mode_scenarios_and_presenter_switch():
     at.query_params["talk"] = "1"
     at.run()
     assert not at.exception and at.session_state["presenter"] is True
-    labels = [p.proto.label for p in at.get("page_link")][1:]  # after the table's; presenter mode lists no sections
+    labels = [p.proto.label for p in at.get("page_link")][1:-1]  # between the table's and "Next"; no sections
     assert sorted(labels) == sorted(title for title, *_ in SCENARIOS)
     assert at.toggle(key="presenter").value is True
     at.switch_page("pages/summation_lab.py").run()
