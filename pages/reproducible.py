@@ -9,13 +9,16 @@ from core.serving.kernels import BATCH_INVARIANT, DEFAULT
 from core.studies.reproducible import (
     TOLERANCE_DTYPES,
     TOLERANCE_OPS,
+    Generations,
     ReproPage,
     ReproSettings,
+    gpu_generations,
     peak_costs,
     reproducible_page,
 )
 from core.studies.reproducible_rules import CITED, HARDWARE, PT_RANDOMNESS, SEED_ISSUE, TARGETS, WORKLOADS
 from ui import reproducible_view as view
+from ui.crowd import folded
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
 from ui.talk import presenter
@@ -84,14 +87,21 @@ def random_streams() -> None:
             "device's generator; seed DataLoader workers and pass a generator (the snippet above does for training).")
 
 
-def generations_section(page: ReproPage) -> None:
-    st.subheader("Across GPU generations (a MODEL)")
+def generations_section() -> None:
+    # modelling 4·10^6 values on four launches takes about 50 MB for a moment: only for a visitor who opens it
+    with folded("Across GPU generations: one torch.sum as four GPUs would compute it (a MODEL)", "rp_open_generations",
+                ":material/memory:") as open_:
+        if open_:
+            generations_body(gpu_generations())
+
+
+def generations_body(generations: Generations) -> None:
     st.markdown("The same `torch.sum` of standard normal float32 values (seed 0) as torch 2.13's CUDA reduction "
                 "would compute it on four GPUs: the app's bit-exact MODEL of that kernel (core.kernels.cuda_model, "
                 "checked against published GPU results, not run on these GPUs here), given each GPU's SM count and "
                 "threads per SM.")
-    view.generations_table(page.generations)
-    st.markdown(view.agreement(page.generations))
+    view.generations_table(generations)
+    st.markdown(view.agreement(generations))
     st.caption("SM counts from NVIDIA's data sheets (A100 108; H100 SXM and H200 132; RTX 4090 128); threads per SM "
                "from the CUDA programming guide (2,048 for compute capability 8.0 and 9.0, 1,536 for 8.9). cuBLAS "
                "likewise promises equal bits only for the same architecture and SM count.")
@@ -134,7 +144,7 @@ def main() -> None:
     answer_section(page, punch)
     costs_section(page)
     random_streams()
-    generations_section(page)
+    generations_section()
     tolerance_section(page)
     share_box(sync(URL_FIELDS), url_notes)
     next_page_link("reproducible")

@@ -355,7 +355,6 @@ class ReproPage:
     tolerance: Tolerance
     costs: LiveCosts
     batch_invariant: LiveCost | None
-    generations: Generations
 
     def cost_of(self, s: Setting) -> CostLine:
         return cost_line(s.cost, self.costs, self.batch_invariant)
@@ -412,12 +411,12 @@ def cost_line(key: str, costs: LiveCosts, batch: LiveCost | None) -> CostLine:
 
 
 def reproducible_page(s: ReproSettings, batch_kernels: tuple[Linear, Linear] | None = None) -> ReproPage:
-    """Everything the page shows for ``s``: the answer (cheap), the tolerance (cheap), the live costs and the
-    modelled GPU sums (each cached for every viewer). ``batch_kernels``: (default, batch-invariant) linear."""
+    """What the page shows first for ``s``: the answer (cheap), the tolerance (cheap) and the live costs (cached for
+    every viewer); the modelled GPU sums (``gpu_generations``) are the page's folded section, made once opened.
+    ``batch_kernels``: (default, batch-invariant) linear."""
     tol = suggest_tolerance(s.dtype, s.length, s.scale, op=s.op)
     batch = batch_invariant_cost(*batch_kernels) if batch_kernels else None
-    return ReproPage(settings=s, answer=answer(s.choice), tolerance=tol, costs=live_costs(), batch_invariant=batch,
-                     generations=gpu_generations())
+    return ReproPage(settings=s, answer=answer(s.choice), tolerance=tol, costs=live_costs(), batch_invariant=batch)
 
 
 # ------------------------------------------------------------------------------- the overview

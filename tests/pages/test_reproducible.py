@@ -12,10 +12,20 @@ from tests.pages.conftest import ROOT, all_text
 SLOW = 300  # the first run measures the costs and compiles the order-independent sum
 
 
-def page(params: dict | None = None) -> AppTest:
+def page(params: dict | None = None, opened: bool = True) -> AppTest:
+    """The page with its folded GPU-generations section open (``opened``): it is made only once opened."""
     at = AppTest.from_file(str(ROOT / "pages" / "reproducible.py"), default_timeout=SLOW)
     at.query_params.update(params or {})
+    if opened:
+        at.session_state["rp_open_generations"] = True
     return at.run()
+
+
+def test_the_gpu_generations_are_modelled_only_once_opened():
+    at = page(opened=False)
+    assert not at.exception
+    section = next(e for e in at.expander if e.label.startswith("Across GPU generations"))
+    assert not section.markdown and not section.dataframe
 
 
 def codes(at: AppTest) -> list[str]:
@@ -34,7 +44,7 @@ def test_the_default_answer_is_pytorch_training_on_one_gpu_run_to_run():
     assert "Make my runs reproducible" in text
     det = live_costs().rows["deterministic_cpu"]
     assert f"Deterministic mode (CPU) | {det.text}" in _table_text(at) or det.text in text
-    assert "a MODEL" in text and "A100" in _table_text(at)
+    assert "MODEL of that kernel" in text and "A100" in _table_text(at)
     assert "For 1,000,000 values all four give the same bits: each launches 123 blocks of 512 threads" in text
     assert "For 4,000,000 values they give 3 different results (A100; H100 SXM = H200; RTX 4090)" in text
     assert f"deterministic mode (CPU) {det.text}" in text
