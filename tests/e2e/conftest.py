@@ -170,6 +170,33 @@ def choose(page, label: str, option: str) -> None:
     wait_for_app(page)
 
 
+# Records whether the app's script starts running after this point: a click that reached the server starts a
+# run, however short (the attribute passes through "running" even when the run ends within a frame).
+_WATCH_RUNS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  window.__fpRan = false;
+  if (window.__fpRuns) window.__fpRuns.disconnect();
+  window.__fpRuns = new MutationObserver(() => {
+    if (app.getAttribute('data-test-script-state') === 'running') window.__fpRan = true;
+  });
+  window.__fpRuns.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
+
+
+def press(page, button, started: float = 15) -> None:
+    """Click ``button`` as a person would: once the page has settled, then wait for the run it starts.
+
+    On a loaded machine a click can land while the browser re-lays the page out and never reach the server
+    (no run starts); a person would click again, and so does this, once. A click that started a run is never
+    repeated, so a button that needs two clicks to act still fails its test."""
+    wait_for_app(page)
+    page.evaluate(_WATCH_RUNS)
+    button.click()
+    if not until(lambda: page.evaluate("window.__fpRan"), bool, timeout=started):
+        button.click()
+    wait_for_app(page)
+
+
 def set_number(page, label: str, value: int) -> None:
     box = page.get_by_label(label, exact=True)
     box.fill(str(value))

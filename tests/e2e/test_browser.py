@@ -18,6 +18,7 @@ from tests.e2e.conftest import (
     assert_sidebar_collapsed,
     choose,
     expect_root_font_at_least,
+    press,
     screenshot,
     wait_for_app,
 )
@@ -132,7 +133,7 @@ def test_playground_reacts_like_a_person_expects(server, page):
 
     choose(page, "Format (dtype)", "float32")
     page.get_by_text("Find a counterexample").click()  # a collapsed section below the story's evidence
-    page.get_by_role("button", name="Search random triples").click()
+    press(page, page.get_by_role("button", name="Search random triples"))
     expect(page.get_by_text(re.compile(r"float32 triples .* give different bits"))).to_be_visible(timeout=RERUN)
     wait_for_app(page)
     page.get_by_role("button", name="Load this triple into the playground").click()

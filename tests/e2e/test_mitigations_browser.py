@@ -17,6 +17,7 @@ from tests.e2e.conftest import (
     Server,
     assert_charts_rendered,
     assert_healthy_page,
+    press,
     screenshot,
     until,
     wait_for_app,
@@ -52,7 +53,7 @@ def test_mitigations_page(server, page):
         timeout=RERUN)
 
     open_section(page, "1 · Compute in float64")
-    page.get_by_role("button", name="Measure float32 against float64 on this server").click()  # on demand
+    press(page, page.get_by_role("button", name="Measure float32 against float64 on this server"))  # on demand
     expect(page.get_by_text("Measured on this server", exact=False).first).to_be_visible(timeout=SLOW)
     wait_for_app(page)
 
@@ -63,7 +64,7 @@ def test_mitigations_page(server, page):
     wait_for_app(page)
 
     open_section(page, "5 · Accept the divergence")
-    page.get_by_role("button", name="Train the seeds (300 steps each, both sides)").click()
+    press(page, page.get_by_role("button", name="Train the seeds (300 steps each, both sides)"))
     expect(page.get_by_text("Seed spread of loss")).to_be_visible(timeout=SLOW)
     expect(page.get_by_text(re.compile(r"Verdict \(\d+ seeds per side\)"))).to_be_visible(
         timeout=RERUN)  # the same seed-verdict rule on both pages
