@@ -37,7 +37,13 @@ from core.recordings.store import (
     model_fidelity,
     recordings_dir,
 )
-from core.recordings.upload import MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, UploadError, recording_from_upload, upload_fidelity
+from core.recordings.upload import (
+    MAX_RECORDING_BYTES,
+    MAX_RECORDING_MB,
+    UploadError,
+    recording_from_upload,
+    upload_fidelity,
+)
 from core.studies.cpu_vs_gpu import (
     CpuVsGpuSettings,
     SumsEverywhere,
@@ -151,7 +157,8 @@ def your_recording(bundled: list[Recording]) -> Recording | None:
         st.markdown(view.CAPTURE_HOWTO)
         up = st.file_uploader(
             "Capture file, written by `python -m scripts.capture`", type=["json"], key=uploader_key(),
-            help=f"At most {MAX_UPLOAD_MB} MB ({MAX_UPLOAD_BYTES:,} bytes; a capture is about 55 kB). Read as JSON "
+            help=f"At most {MAX_RECORDING_MB} MB ({MAX_RECORDING_BYTES:,} bytes; a capture is about 55 kB). "
+                 "Read as JSON "
                  "and checked against the same schema as the bundled recordings; nothing is run from it. This "
                  "server has not verified what it says and keeps it for your session only, one file at a time.")
         if up is not None:

@@ -5,7 +5,8 @@ tanh and sigmoid correctly rounded: the reference for library functions), exact 
 and correctly rounded sums and dot products, faithful decimal output), buckets (the exact sums'
 compiled pass by exponent bucket), shares (pieces of a long pass that threads claim as they come
 free), metrics (gamma, condition numbers, a-priori and input-rounding bounds, the growth fit), vectors
-(seeded generators, the vector registry), parse (typed numbers, exactly).
+(seeded generators, the vector registry), parse (typed numbers, exactly), loader (the one loader of a
+visitor's numbers, pasted or in a CSV file: its tokeniser, its limits, clip for quoting visitor text).
 
 What it may import: its layer and the contracts in .importlinter (checked by
 ``lint-imports``).

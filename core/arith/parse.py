@@ -15,6 +15,7 @@ from fractions import Fraction
 
 from core.arith.exact import shortest_repr
 from core.arith.formats import FloatFormat, round_to_format
+from core.arith.loader import clip
 
 MAX_TEXT_LENGTH = 200
 MAX_DECIMAL_EXPONENT = 10_000  # beyond this every format over- or underflows anyway
@@ -79,7 +80,7 @@ def parse_exact(text: str) -> Fraction:
     if _HEX.match(s):
         return _parse_hex(s)
     raise ParseError(
-        f"“{_clip(s)}” is not a number. Use decimal or scientific notation (0.1, 1e-8), "
+        f"“{clip(s)}” is not a number. Use decimal or scientific notation (0.1, 1e-8), "
         "a fraction (1/3) or a hex float (0x1.8p-3)."
     )
 
@@ -99,17 +100,13 @@ def _parse_hex(s: str) -> Fraction:
     return sign * value
 
 
-def _clip(s: str, n: int = 40) -> str:
-    return s if len(s) <= n else s[: n - 1] + "…"
-
-
 def parse_number(text: str, fmt: FloatFormat) -> ParsedNumber:
     """Parse and round to ``fmt``; overflow to infinity is an error, underflow is not."""
     exact = parse_exact(text)
     stored = round_to_format(exact, fmt)
     if isinstance(stored, float) and math.isinf(stored):
         raise ParseError(
-            f"{_clip(text.strip())} overflows {fmt.name}: the largest finite {fmt.name} is "
+            f"{clip(text.strip())} overflows {fmt.name}: the largest finite {fmt.name} is "
             f"±{shortest_repr(fmt.max_finite, fmt)}, so it would be stored as "
             f"{'-' if exact < 0 else ''}inf."
         )

@@ -8,7 +8,7 @@ values actually summed.
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import decimal
 import io
 import math
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.arith.formats import FORMATS, FloatFormat, get_format, quantum_exponent
+from core.arith.loader import MAX_UPLOAD_BYTES, LoaderError, Numbers, check_upload, clip, read_column, read_text
 
 MAX_N = 10_000_000
 MAX_PASTED = 100_000
-MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 
 # The generators are a registry: see GENERATOR_REGISTRY below (GENERATORS is its view of labels).
 
@@ -295,31 +295,25 @@ def generate(spec: VectorSpec) -> Vector:
 # -------------------------------------------------------------------- the user's data
 
 
-def _values_from_tokens(tokens: list[str], storage: str, what: str) -> Vector:
-    if not tokens:
-        raise VectorError(f"{what} holds no numbers. Paste numbers separated by commas, spaces or new lines.")
-    if len(tokens) > MAX_PASTED:
-        raise VectorError(f"{what} holds {len(tokens):,} numbers; at most {MAX_PASTED:,} are accepted.")
+@contextlib.contextmanager
+def _vector_errors():
+    """core.arith.loader's problems as the lab's own error, with the same message."""
     try:
-        x64 = np.array([float(t) for t in tokens], dtype=np.float64)
-    except ValueError:
-        bad = next(t for t in tokens if not _is_float(t))
-        raise VectorError(f"{what}: “{bad[:30]}” is not a number.") from None
+        yield
+    except LoaderError as err:
+        raise VectorError(str(err)) from None
+
+
+def _vector(numbers: Numbers, storage: str, what: str) -> Vector:
+    """The numbers read by core.arith.loader, rounded to storage once: finite numerals only, none overflowing."""
+    x64, numerals = numbers.values, numbers.numerals
     literal = np.isnan(x64)  # nan, inf and infinity as written; numerals too big for float64 overflow below
     for i in np.flatnonzero(np.isinf(x64)):
-        literal[i] = _is_inf_literal(tokens[i])
-    _reject_non_finite(x64, tokens, what, literal)
-    values = _round_tokens_exactly(tokens, x64, storage)
-    _reject_overflow(values, tokens, storage, what)
+        literal[i] = _is_inf_literal(numerals[i])
+    _reject_non_finite(x64, numerals, what, literal)
+    values = round_numerals(numerals, x64, storage)
+    _reject_overflow(values, numerals, storage, what)
     return Vector(values=values, storage=storage, source=f"{what}: {values.size:,} numbers rounded to {storage}")
-
-
-def _is_float(t: str) -> bool:
-    try:
-        float(t)
-    except ValueError:
-        return False
-    return True
 
 
 def _is_inf_literal(t: str) -> bool:
@@ -329,7 +323,7 @@ def _is_inf_literal(t: str) -> bool:
 def _reject_non_finite(x64: np.ndarray, tokens: list[str] | None, what: str, mask: np.ndarray | None = None) -> None:
     bad = np.flatnonzero(~np.isfinite(x64) if mask is None else mask)
     if bad.size:
-        shown = ", ".join(f"#{i + 1} ({tokens[i][:20] if tokens is not None else x64[i]})" for i in bad[:5])
+        shown = ", ".join(f"#{i + 1} ({clip(tokens[i], 20) if tokens is not None else x64[i]})" for i in bad[:5])
         raise VectorError(
             f"{what} contains NaN or infinity at position {shown}"
             f"{' and more' if bad.size > 5 else ''}. Any sum with NaN is NaN and inf swamps every order, "
@@ -340,7 +334,7 @@ def _reject_non_finite(x64: np.ndarray, tokens: list[str] | None, what: str, mas
 def _reject_overflow(values: np.ndarray, tokens, storage: str, what: str) -> None:
     bad = np.flatnonzero(np.isinf(values))
     if bad.size:
-        shown = ", ".join(f"#{i + 1} ({tokens[i][:20] if tokens is not None else values[i]})" for i in bad[:5])
+        shown = ", ".join(f"#{i + 1} ({clip(tokens[i], 20) if tokens is not None else values[i]})" for i in bad[:5])
         fmt = get_format(storage)
         raise VectorError(
             f"{what}: {bad.size:,} number(s) overflow {storage} (largest finite ±{float(fmt.max_finite):.6g}), "
@@ -348,12 +342,12 @@ def _reject_overflow(values: np.ndarray, tokens, storage: str, what: str) -> Non
         )
 
 
-def _round_tokens_exactly(tokens: list[str], x64: np.ndarray, storage: str) -> np.ndarray:
+def round_numerals(numerals, x64: np.ndarray, storage: str) -> np.ndarray:
     """Round decimal text to storage without double rounding through float64.
 
     float() is correctly rounded to float64. Rounding that again to a narrower format is
     wrong only when the float64 value lies exactly halfway between two storage values (or
-    on the overflow threshold) while the text does not; for those few tokens the exact
+    on the overflow threshold) while the text does not; for those few numerals the exact
     decimal value decides the side. ``Decimal`` holds every digit of the text, whatever
     its length, and compares exactly.
     """
@@ -368,7 +362,7 @@ def _round_tokens_exactly(tokens: list[str], x64: np.ndarray, storage: str) -> n
     for i in np.flatnonzero(ties):
         mid = float(x64[i])
         try:
-            exact = decimal.Decimal(tokens[i])
+            exact = decimal.Decimal(numerals[i])
         except (decimal.InvalidOperation, ValueError):  # cannot happen for text float() accepted
             continue
         if exact == decimal.Decimal(mid):
@@ -391,56 +385,53 @@ def _midpoints(x64: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarray, np.ndarra
 
 
 def parse_pasted(text: str, storage: str) -> Vector:
-    """Numbers separated by commas, whitespace, semicolons or new lines."""
+    """Numbers separated by commas, whitespace, semicolons or new lines (core.arith.loader's text)."""
     _check_storage(storage)
-    if len(text) > MAX_UPLOAD_BYTES:
-        raise VectorError(f"The pasted text is {len(text):,} characters; at most {MAX_UPLOAD_BYTES:,} are accepted.")
-    tokens = [t for t in text.replace(",", " ").replace(";", " ").split() if t]
-    return _values_from_tokens(tokens, storage, "The pasted text")
+    with _vector_errors():
+        numbers = read_text(text, "The pasted text", max_chars=MAX_UPLOAD_BYTES, max_numbers=MAX_PASTED)
+    return _vector(numbers, storage, "The pasted text")
 
 
 def parse_upload(name: str, data: bytes, storage: str) -> Vector:
     """A .npy array (1-D, real numbers) or a CSV file (one column, or the first numeric column)."""
     _check_storage(storage)
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise VectorError(f"{name} is {len(data):,} bytes; uploads of at most {MAX_UPLOAD_BYTES:,} bytes are accepted.")
-    if not data:
-        raise VectorError(f"{name} is empty.")
+    with _vector_errors():
+        check_upload(name, data)
     if name.lower().endswith(".npy"):
         return _parse_npy(name, data, storage)
     if name.lower().endswith((".csv", ".txt")):
         return _parse_csv(name, data, storage)
-    raise VectorError(f"{name}: upload a .csv or .npy file.")
+    raise VectorError(f"{clip(name)}: upload a .csv or .npy file.")
 
 
 def _parse_npy(name: str, data: bytes, storage: str) -> Vector:
     try:
         arr = np.load(io.BytesIO(data), allow_pickle=False)
     except Exception:  # numpy raises several kinds for malformed files
-        raise VectorError(f"{name} is not a readable .npy file (object arrays are not accepted).") from None
+        raise VectorError(f"{clip(name)} is not a readable .npy file (object arrays are not accepted).") from None
     if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "fiu":
-        raise VectorError(f"{name} holds {getattr(arr, 'dtype', 'no')} data; a real-number array is needed.")
+        raise VectorError(f"{clip(name)} holds {getattr(arr, 'dtype', 'no')} data; a real-number array is needed.")
     if arr.ndim != 1:
-        raise VectorError(f"{name} has shape {arr.shape}; a 1-D array is needed.")
+        raise VectorError(f"{clip(name)} has shape {arr.shape}; a 1-D array is needed.")
     if arr.size == 0:
-        raise VectorError(f"{name} holds an empty array.")
+        raise VectorError(f"{clip(name)} holds an empty array.")
     with np.errstate(over="ignore"):
         x64 = arr.astype(np.float64)
     if arr.dtype.kind == "f":
-        _reject_non_finite(arr, None, name)
+        _reject_non_finite(arr, None, clip(name))
         if arr.dtype.itemsize > 8 and np.any(x64.astype(arr.dtype) != arr):
-            raise VectorError(f"{name} holds {arr.dtype} values that float64 cannot hold exactly; "
+            raise VectorError(f"{clip(name)} holds {arr.dtype} values that float64 cannot hold exactly; "
                               "save them as float64 (or narrower).")
     elif not _ints_exact(arr, x64):
-        raise VectorError(f"{name} holds integers too large for exact float64 conversion.")
+        raise VectorError(f"{clip(name)} holds integers too large for exact float64 conversion.")
     note = ()
     if arr.dtype == FORMATS[storage].numpy_dtype:
         values = arr.copy()
         values.setflags(write=False)
     else:
         values = round_array(x64, storage)
-        note = (f"{name} held {arr.dtype}; its values were rounded to {storage}.",)
-    _reject_overflow(values, None, storage, name)
+        note = (f"{clip(name)} held {arr.dtype}; its values were rounded to {storage}.",)
+    _reject_overflow(values, None, storage, clip(name))
     return Vector(values=values, storage=storage, source=f"{name}: {values.size:,} values as {storage}", notes=note)
 
 
@@ -453,32 +444,12 @@ def _ints_exact(arr: np.ndarray, x64: np.ndarray) -> bool:
 
 
 def _parse_csv(name: str, data: bytes, storage: str) -> Vector:
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise VectorError(f"{name} is not UTF-8 text; save the CSV as UTF-8.") from None
-    try:
-        rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
-    except csv.Error as err:
-        raise VectorError(f"{name} is not a readable CSV file ({err}).") from None
-    if not rows:
-        raise VectorError(f"{name} holds no rows.")
-    if not all(_is_float(c) for c in rows[0] if c.strip()):
-        rows = rows[1:]  # a header row
-    if not rows:
-        raise VectorError(f"{name} holds only a header row.")
-    width = max(len(r) for r in rows)
-    if width == 1 or len(rows) == 1:
-        tokens = [c.strip() for r in rows for c in r if c.strip()]
-        return _values_from_tokens(tokens, storage, name)
-    tokens = [r[0].strip() for r in rows if r and r[0].strip()]
-    vec = _values_from_tokens(tokens, storage, name)
-    return Vector(
-        values=vec.values,
-        storage=storage,
-        source=vec.source + " (first column)",
-        notes=(f"{name} has {width} columns; the first column was used.",),
-    )
+    with _vector_errors():
+        numbers = read_column(name, data, max_numbers=MAX_PASTED)
+    vec = _vector(numbers, storage, clip(name))
+    if not numbers.first_column:
+        return vec
+    return Vector(values=vec.values, storage=storage, source=vec.source + " (first column)", notes=numbers.notes)
 
 
 # ------------------------------------------------------------------ dot-product pairs

@@ -6,10 +6,9 @@
   stored uncompressed, so nothing expands beyond the upload's size), then
   ``torch.load(weights_only=True, map_location="cpu")``: PyTorch's restricted unpickler,
   which builds tensors and plain containers only and never imports or calls arbitrary code.
-* ``.csv`` / ``.txt``: numbers as text, rounded to the chosen format. NaN and inf are kept:
-  they are part of what is compared.
-* pasted text: numbers separated by commas, spaces, semicolons or new lines; the brackets
-  and ``tensor(...)`` / ``array(...)`` wrappers of a printed tensor are ignored.
+* ``.csv`` / ``.txt`` and pasted text: read by core.arith.loader (the one loader of a visitor's
+  numbers, its tokeniser and limits; a printed tensor pastes as it is), then rounded to the chosen
+  format once. NaN and inf are kept: they are part of what is compared.
 
 Every limit is checked before the data is parsed. Error messages may quote a file name or
 pasted text: pages show them as inert text.
@@ -17,10 +16,9 @@ pasted text: pages show them as inert text.
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import io
 import math
-import re
 import zipfile
 from dataclasses import dataclass
 
@@ -29,11 +27,25 @@ import torch
 
 from core.arith.exact import shortest_repr
 from core.arith.formats import FORMATS, NUMPY_DTYPES, to_numpy
-from core.arith.vectors import round_array
+from core.arith.loader import MAX_UPLOAD_BYTES as MAX_UPLOAD_BYTES  # pages/diagnose.py reads it from here
+from core.arith.loader import (
+    LoaderError,
+    Numbers,
+    check_length,
+    check_upload,
+    check_values,
+    clip,
+    csv_rows,
+    is_numeral,
+    read_table,
+    read_text,
+    significant_digits,
+    split_header,
+)
+from core.arith.vectors import round_numerals
 from core.diagnose.inputs import MAX_INPUT_ELEMENTS, Inputs
 from core.diagnose.verdict import MAX_ELEMENTS
 
-MAX_UPLOAD_BYTES = 5 * 1024 * 1024  # the server's upload limit (.streamlit/config.toml maxUploadSize = 5 MB)
 MAX_PASTE_CHARS = 100_000
 MAX_PASTED_NUMBERS = 10_000
 MAX_LOG_ROWS = 100_000
@@ -58,28 +70,24 @@ class Loaded:
         return tuple(self.values.shape)
 
 
-def _clip(s: str, n: int = 40) -> str:
-    s = str(s)
-    return s if len(s) <= n else s[: n - 1] + "…"
-
-
-def _check_size(name: str, data: bytes) -> None:
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise LoadError(f"{_clip(name)} is {len(data):,} bytes; at most {MAX_UPLOAD_BYTES:,} bytes are accepted.")
-    if not data:
-        raise LoadError(f"{_clip(name)} is empty.")
+@contextlib.contextmanager
+def _load_errors():
+    """core.arith.loader's problems as this package's own error, with the same message."""
+    try:
+        yield
+    except LoaderError as err:
+        raise LoadError(str(err)) from None
 
 
 def _check_elements(name: str, n: int, limit: int) -> None:
-    if n > limit:
-        raise LoadError(f"{_clip(name)} holds {n:,} values; at most {limit:,} are accepted.")
-    if n == 0:
-        raise LoadError(f"{_clip(name)} holds no values.")
+    with _load_errors():
+        check_values(name, n, limit)
 
 
 def load_array(name: str, data: bytes, text_format: str = "float32", limit: int = MAX_ELEMENTS) -> Loaded:
     """A tensor from an uploaded file (see the module docstring); LoadError with the reason."""
-    _check_size(name, data)
+    with _load_errors():
+        check_upload(name, data)
     low = name.lower()
     if low.endswith(".npy"):
         return _load_npy(name, data, limit)
@@ -87,7 +95,7 @@ def load_array(name: str, data: bytes, text_format: str = "float32", limit: int 
         return _load_torch(name, data, limit)
     if low.endswith((".csv", ".txt")):
         return _load_csv(name, data, text_format, limit)
-    raise LoadError(f"{_clip(name)}: upload a .npy, .pt, .pth or .csv file.")
+    raise LoadError(f"{clip(name)}: upload a .npy, .pt, .pth or .csv file.")
 
 
 def load_input(name: str, data: bytes, text_format: str = "float32") -> Loaded:
@@ -107,26 +115,26 @@ NPY_MAGIC = b"\x93NUMPY"  # the first six bytes of every .npy file (NumPy's form
 def _load_npy(name: str, data: bytes, limit: int) -> Loaded:
     """The reason given is the real one (a file of random bytes was refused as an object array)."""
     if not data.startswith(NPY_MAGIC):
-        raise LoadError(f"{_clip(name)} is not a .npy file: it does not start with the .npy header (the bytes "
+        raise LoadError(f"{clip(name)} is not a .npy file: it does not start with the .npy header (the bytes "
                         "\\x93NUMPY that np.save writes first). Save the array with np.save, or upload it as .pt or "
                         ".csv.")
     try:
         arr = np.load(io.BytesIO(data), allow_pickle=False)
     except ValueError as err:
         if "pickle" in str(err).lower():  # NumPy: "Object arrays cannot be loaded when allow_pickle=False"
-            raise LoadError(f"{_clip(name)} holds an object array, which would need unpickling: not accepted. Save "
+            raise LoadError(f"{clip(name)} holds an object array, which would need unpickling: not accepted. Save "
                             "a numeric array (e.g. np.save(path, t.cpu().numpy())).") from None
-        raise LoadError(f"{_clip(name)} starts like a .npy file but its header or data is damaged or cut short.") \
+        raise LoadError(f"{clip(name)} starts like a .npy file but its header or data is damaged or cut short.") \
             from None
     except Exception:  # numpy raises several kinds (EOFError, OSError, SyntaxError) for a damaged header or body
-        raise LoadError(f"{_clip(name)} starts like a .npy file but its header or data is damaged or cut short.") \
+        raise LoadError(f"{clip(name)} starts like a .npy file but its header or data is damaged or cut short.") \
             from None
     if not isinstance(arr, np.ndarray):
-        raise LoadError(f"{_clip(name)} is not a single array (.npz archives are not accepted).")
+        raise LoadError(f"{clip(name)} is not a single array (.npz archives are not accepted).")
     fmt = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float32",
            np.dtype(np.float64): "float64"}.get(arr.dtype)
     if fmt is None:
-        raise LoadError(f"{_clip(name)} holds {arr.dtype} data; a float16, float32 or float64 array is needed "
+        raise LoadError(f"{clip(name)} holds {arr.dtype} data; a float16, float32 or float64 array is needed "
                         "(save bfloat16 tensors as .pt, or convert them to float32, which is exact).")
     _check_elements(name, arr.size, limit)
     return Loaded(values=np.ascontiguousarray(arr), fmt=fmt, source=f"{name}: {fmt}, shape {tuple(arr.shape)}")
@@ -137,33 +145,33 @@ def _load_torch(name: str, data: bytes, limit: int) -> Loaded:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             infos = z.infolist()
     except zipfile.BadZipFile:
-        raise LoadError(f"{_clip(name)} is not in PyTorch's zip format (torch.save's default since 1.6); only that "
+        raise LoadError(f"{clip(name)} is not in PyTorch's zip format (torch.save's default since 1.6); only that "
                         "format is read.") from None
     if any(i.compress_type != zipfile.ZIP_STORED for i in infos) or sum(i.file_size for i in infos) > 2 * len(data):
-        raise LoadError(f"{_clip(name)} holds compressed entries; torch.save never writes those, so it is refused.")
+        raise LoadError(f"{clip(name)} holds compressed entries; torch.save never writes those, so it is refused.")
     try:
         obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as err:  # the restricted unpickler refuses anything but tensors and plain containers
-        raise LoadError(f"{_clip(name)} could not be read with torch.load(weights_only=True): "
-                        f"{_clip(type(err).__name__, 30)}. Save a tensor (or a dict holding one) with torch.save.") \
+        raise LoadError(f"{clip(name)} could not be read with torch.load(weights_only=True): "
+                        f"{clip(type(err).__name__, 30)}. Save a tensor (or a dict holding one) with torch.save.") \
             from None
     tensors = _tensors_in(obj)
     if not tensors:
-        raise LoadError(f"{_clip(name)} holds no tensor.")
+        raise LoadError(f"{clip(name)} holds no tensor.")
     if len(tensors) > 1:
-        keys = ", ".join(_clip(k, 20) for k, _ in tensors[:5])
-        raise LoadError(f"{_clip(name)} holds {len(tensors)} tensors ({keys}{', …' if len(tensors) > 5 else ''}); "
+        keys = ", ".join(clip(k, 20) for k, _ in tensors[:5])
+        raise LoadError(f"{clip(name)} holds {len(tensors)} tensors ({keys}{', …' if len(tensors) > 5 else ''}); "
                         "save just the one to compare.")
     key, t = tensors[0]
     if t.layout != torch.strided:
-        raise LoadError(f"{_clip(name)} holds a {t.layout} tensor; save a dense one (t.to_dense()).")
+        raise LoadError(f"{clip(name)} holds a {t.layout} tensor; save a dense one (t.to_dense()).")
     fmt = _TORCH_FORMATS.get(t.dtype)
     if fmt is None:
-        raise LoadError(f"{_clip(name)} holds a {t.dtype} tensor; float16, bfloat16, float32 or float64 is needed.")
+        raise LoadError(f"{clip(name)} holds a {t.dtype} tensor; float16, bfloat16, float32 or float64 is needed.")
     _check_elements(name, t.numel(), limit)
     t = t.detach().contiguous()
     values = to_numpy(t)
-    where = f" (entry {_clip(key, 20)})" if key else ""
+    where = f" (entry {clip(key, 20)})" if key else ""
     return Loaded(values=values.copy(), fmt=fmt, source=f"{name}{where}: {fmt}, shape {tuple(t.shape)}")
 
 
@@ -184,29 +192,13 @@ def _tensors_in(obj, prefix: str = "", depth: int = 0) -> list[tuple[str, torch.
 
 # ------------------------------------------------------------------------------ text
 
-_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)$", re.I)
-_WRAPPERS = re.compile(r"(?i)\b(?:tensor|array)\s*\(|dtype\s*=\s*[\w.]+|device\s*=\s*'?[\w:]+'?|"
-                       r"requires_grad\s*=\s*\w+|grad_fn\s*=\s*<[^>]*>|[\[\]()]")
 
-
-def _significant_digits(token: str) -> int | None:
-    """Significant decimal digits written in a numeral (None for nan / inf)."""
-    t = token.lower().lstrip("+-")
-    if t in ("nan", "inf", "infinity"):
-        return None
-    mant = t.split("e")[0].replace(".", "").lstrip("0")
-    return max(len(mant), 1)
-
-
-def _values_from_tokens(tokens: list[str], fmt: str, what: str) -> tuple[np.ndarray, tuple[str, ...]]:
-    bad = next((t for t in tokens if not _NUMBER.match(t)), None)
-    if bad is not None:
-        raise LoadError(f"{what}: “{_clip(bad, 30)}” is not a number.")
-    x64 = np.array([float(t) for t in tokens], dtype=np.float64)
-    with np.errstate(over="ignore"):
-        values = round_array(x64, fmt)
+def _rounded(numbers: Numbers, fmt: str, what: str) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The numbers read in ``fmt`` (each numeral rounded once), with notes on what the text could not say."""
+    numerals, x64 = numbers.numerals, numbers.values.reshape(-1)
+    values = round_numerals(numerals, x64, fmt)
     notes = []
-    digits = [d for d in (_significant_digits(t) for t in tokens) if d is not None]
+    digits = [d for d in (significant_digits(t) for t in numerals) if d is not None]
     need = FORMATS[fmt].decimal_digits
     if digits and max(digits) < need:
         notes.append(f"{what} has at most {max(digits)} significant digits; {fmt} needs {need} to pin a value down. "
@@ -215,63 +207,36 @@ def _values_from_tokens(tokens: list[str], fmt: str, what: str) -> tuple[np.ndar
     # a numeral written with more than the format holds: the nearest value of the format, printed with the
     # numeral's own digit count, reads otherwise (3.0000001 as float32 is 3). A numeral printed from the
     # format itself ("0.1", or float32's nine digits) reads back the same and gets no note.
-    moved = [(t, v) for t, v, x in zip(tokens, values.tolist(), x64.tolist(), strict=True)
-             if math.isfinite(x) and math.isfinite(v) and (d := _significant_digits(t))
+    moved = [(t, v) for t, v, x in zip(numerals, values.tolist(), x64.tolist(), strict=True)
+             if math.isfinite(x) and math.isfinite(v) and (d := significant_digits(t))
              and f"{v:.{d}g}" != f"{x:.{d}g}"]
     if moved:
         t, v = moved[0]
         notes.append(f"{what}: {len(moved):,} number(s) hold more digits than {fmt} keeps and were rounded to the "
-                     f"nearest {fmt} value when read (“{_clip(t, 30)}” became {shortest_repr(v, FORMATS[fmt])}); "
+                     f"nearest {fmt} value when read (“{clip(t, 30)}” became {shortest_repr(v, FORMATS[fmt])}); "
                      "what is compared is the rounded values.")
     overflow = int(np.sum(np.isinf(values) & np.isfinite(x64)))
     if overflow:
         notes.append(f"{what}: {overflow:,} number(s) overflow {fmt} and became ±inf.")
-    return values, tuple(notes)
+    return values.reshape(numbers.values.shape), tuple(notes)
 
 
 def parse_pasted(text: str, fmt: str, what: str = "The pasted text") -> Loaded:
     """A 1-D array from pasted numbers (see the module docstring)."""
     if fmt not in NUMPY_DTYPES:
         raise LoadError(f"unknown format {fmt!r}")
-    if len(text) > MAX_PASTE_CHARS:
-        raise LoadError(f"{what} is {len(text):,} characters long; at most {MAX_PASTE_CHARS:,} are accepted.")
-    cleaned = _WRAPPERS.sub(" ", text)
-    tokens = [t for t in re.split(r"[\s,;]+", cleaned) if t]
-    if not tokens:
-        raise LoadError(f"{what} holds no numbers. Paste numbers separated by commas, spaces or new lines.")
-    if len(tokens) > MAX_PASTED_NUMBERS:
-        raise LoadError(f"{what} holds {len(tokens):,} numbers; at most {MAX_PASTED_NUMBERS:,} can be pasted "
-                        "(upload a file for more).")
-    values, notes = _values_from_tokens(tokens, fmt, what)
+    with _load_errors():
+        numbers = read_text(text, what, max_chars=MAX_PASTE_CHARS, max_numbers=MAX_PASTED_NUMBERS,
+                            accepted="can be pasted (upload a file for more)")
+    values, notes = _rounded(numbers, fmt, what)
     return Loaded(values=values, fmt=fmt, source=f"{what}: {values.size:,} numbers as {fmt}", notes=notes)
 
 
-def _rows(name: str, data: bytes) -> list[list[str]]:
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise LoadError(f"{_clip(name)} is not UTF-8 text; save the CSV as UTF-8.") from None
-    try:
-        return [[c.strip() for c in r] for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
-    except csv.Error as err:
-        raise LoadError(f"{_clip(name)} is not a readable CSV file ({_clip(err, 60)}).") from None
-
-
 def _load_csv(name: str, data: bytes, fmt: str, limit: int) -> Loaded:
-    rows = _rows(name, data)
-    if rows and not all(_NUMBER.match(c) for c in rows[0] if c):
-        rows = rows[1:]  # a header
-    if not rows:
-        raise LoadError(f"{_clip(name)} holds no rows of numbers.")
-    width = len(rows[0])
-    if any(len(r) != width for r in rows):
-        raise LoadError(f"{_clip(name)}: the rows have different numbers of columns; a rectangular table is needed.")
-    _check_elements(name, width * len(rows), limit)
-    tokens = [c for r in rows for c in r]
-    values, notes = _values_from_tokens(tokens, fmt, _clip(name))
-    shape = (len(rows) * width,) if width == 1 or len(rows) == 1 else (len(rows), width)
-    values = values.reshape(shape)
-    return Loaded(values=values, fmt=fmt, source=f"{name}: {fmt} from text, shape {shape}", notes=notes)
+    with _load_errors():
+        numbers = read_table(name, data, max_values=limit)
+    values, notes = _rounded(numbers, fmt, clip(name))
+    return Loaded(values=values, fmt=fmt, source=f"{name}: {fmt} from text, shape {values.shape}", notes=notes)
 
 
 # ------------------------------------------------------------------------------ logs
@@ -287,7 +252,7 @@ class LossLog:
 
 
 def _resolution(token: str) -> float:
-    t = token.lower().lstrip("+-")
+    t = token.lower().lstrip("+-").replace("_", "")
     if t in ("nan", "inf", "infinity"):
         return 0.0
     mant, _, exp = t.partition("e")
@@ -298,31 +263,29 @@ def _resolution(token: str) -> float:
 def parse_log(name: str, data: bytes | str) -> LossLog:
     """A loss log: TensorBoard's CSV export (Wall time, Step, Value), ``step,value`` rows, or one
     value per line (steps 1, 2, ...). Columns are found by their header names when there is one."""
-    if isinstance(data, str):
-        if len(data) > MAX_PASTE_CHARS * 10:
-            raise LoadError(f"{name} is {len(data):,} characters long; at most {MAX_PASTE_CHARS * 10:,} are accepted.")
-        raw = data.encode()
-    else:
-        _check_size(name, data)
-        raw = data
-    rows = _rows(name, raw)
+    with _load_errors():
+        if isinstance(data, str):
+            check_length(data, name, MAX_PASTE_CHARS * 10)
+            data = data.encode()
+        else:
+            check_upload(name, data)
+        rows = csv_rows(name, data)
     if not rows:
-        raise LoadError(f"{_clip(name)} holds no rows.")
-    header = None
-    if not all(_NUMBER.match(c) for c in rows[0] if c):
-        header, rows = [c.lower() for c in rows[0]], rows[1:]
+        raise LoadError(f"{clip(name)} holds no rows.")
+    header, rows = split_header(rows)
+    header = None if header is None else [c.lower() for c in header]
     if not rows:
-        raise LoadError(f"{_clip(name)} holds only a header row.")
+        raise LoadError(f"{clip(name)} holds only a header row.")
     if len(rows) > MAX_LOG_ROWS:
-        raise LoadError(f"{_clip(name)} holds {len(rows):,} rows; at most {MAX_LOG_ROWS:,} are accepted.")
+        raise LoadError(f"{clip(name)} holds {len(rows):,} rows; at most {MAX_LOG_ROWS:,} are accepted.")
     width = len(rows[0])
     if any(len(r) != width for r in rows):
-        raise LoadError(f"{_clip(name)}: the rows have different numbers of columns.")
+        raise LoadError(f"{clip(name)}: the rows have different numbers of columns.")
     step_col, value_col = _log_columns(name, header, width)
     for r in rows:
         for c in ((step_col, value_col) if step_col is not None else (value_col,)):
-            if not _NUMBER.match(r[c]):
-                raise LoadError(f"{_clip(name)}: “{_clip(r[c], 30)}” is not a number.")
+            if not is_numeral(r[c]):
+                raise LoadError(f"{clip(name)}: “{clip(r[c], 30)}” is not a number.")
     values = np.array([float(r[value_col]) for r in rows])
     resolution = np.array([_resolution(r[value_col]) for r in rows])
     if step_col is None:
@@ -330,10 +293,10 @@ def parse_log(name: str, data: bytes | str) -> LossLog:
     else:
         s = np.array([float(r[step_col]) for r in rows])
         if not np.all(np.isfinite(s)) or np.any(s != np.round(s)) or np.any(np.abs(s) > 2**53):
-            raise LoadError(f"{_clip(name)}: the steps must be whole numbers.")
+            raise LoadError(f"{clip(name)}: the steps must be whole numbers.")
         steps = s.astype(np.int64)
         if np.any(np.diff(steps) <= 0):
-            raise LoadError(f"{_clip(name)}: the steps must increase from row to row.")
+            raise LoadError(f"{clip(name)}: the steps must increase from row to row.")
     return LossLog(steps=steps, values=values, resolution=resolution, source=f"{name}: {len(rows):,} steps")
 
 
@@ -351,7 +314,7 @@ def _log_columns(name: str, header: list[str] | None, width: int) -> tuple[int |
         return 0, 1
     if width == 3:
         return 1, 2  # TensorBoard: wall time, step, value
-    raise LoadError(f"{_clip(name)} has {width} columns and no header; give a Step and a Value column.")
+    raise LoadError(f"{clip(name)} has {width} columns and no header; give a Step and a Value column.")
 
 
 

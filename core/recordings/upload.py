@@ -1,6 +1,6 @@
 """A visitor's own capture file, uploaded to a page: bytes to a validated Recording, or the reason not.
 
-The bytes are measured against MAX_UPLOAD_BYTES before anything is decoded, decoded as UTF-8 and
+The bytes are measured against MAX_RECORDING_BYTES before anything is decoded, decoded as UTF-8 and
 parsed with ``json`` only (never pickle or eval; NaN and infinities, which standard JSON has not,
 are refused), then validated and loaded exactly as the bundled files are: ``Recording.from_dict``
 checks the schema of core.recordings.schema and upgrades a version-1 file in memory. One limit
@@ -19,6 +19,7 @@ import json
 import math
 from dataclasses import replace
 
+from core.arith.loader import MAX_UPLOAD_BYTES, clip
 from core.recordings.store import (
     SUITE_DTYPES,
     SUITE_GENERATORS,
@@ -30,13 +31,15 @@ from core.recordings.store import (
     model_fidelity,
 )
 
-MAX_UPLOAD_BYTES = 4 * 1024 * 1024  # a capture is about 55 kB; the server takes at most 5 MB (.streamlit/config.toml)
-MAX_UPLOAD_MB = MAX_UPLOAD_BYTES // (1024 * 1024)
+# A capture is about 55 kB. The cap sits below every page's MAX_UPLOAD_BYTES (Streamlit's own limit), so a file
+# between the two gets this module's message, which says what a capture is, rather than the uploader's.
+MAX_RECORDING_BYTES = MAX_UPLOAD_BYTES - 1024 * 1024
+MAX_RECORDING_MB = MAX_RECORDING_BYTES // (1024 * 1024)
 MAX_UPLOAD_THREADS = 4096
 MAX_NAME_CHARS = 80
 JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 HOW = "upload the .json file that python -m scripts.capture wrote"
-__all__ = ["MAX_UPLOAD_BYTES", "MAX_UPLOAD_MB", "MAX_UPLOAD_THREADS", "UPLOADED", "UploadError",
+__all__ = ["MAX_RECORDING_BYTES", "MAX_RECORDING_MB", "MAX_UPLOAD_THREADS", "UPLOADED", "UploadError",
            "recording_from_upload", "upload_fidelity"]
 
 
@@ -45,9 +48,8 @@ class UploadError(RecordingError):
     the file's name or content: show it inert)."""
 
 
-def _clip(name: str) -> str:
-    name = str(name) or "the file"
-    return name if len(name) <= MAX_NAME_CHARS else name[: MAX_NAME_CHARS - 1] + "…"
+def _who(name: str) -> str:
+    return clip(str(name) or "the file", MAX_NAME_CHARS)
 
 
 def _no_constant(token: str):
@@ -63,14 +65,14 @@ def _finite(token: str) -> float:
 
 def parse_upload(name: str, data: bytes) -> dict:
     """The JSON object of an uploaded file, checked for size before it is decoded; UploadError otherwise."""
-    who = _clip(name)
+    who = _who(name)
     if not isinstance(data, bytes | bytearray | memoryview):
         raise UploadError(f"{who}: no file content.")
     size = len(data)
     if size == 0:
         raise UploadError(f"{who} is empty: {HOW}.")
-    if size > MAX_UPLOAD_BYTES:
-        raise UploadError(f"{who} is {size:,} bytes; at most {MAX_UPLOAD_BYTES:,} bytes ({MAX_UPLOAD_MB} MB) are "
+    if size > MAX_RECORDING_BYTES:
+        raise UploadError(f"{who} is {size:,} bytes; at most {MAX_RECORDING_BYTES:,} bytes ({MAX_RECORDING_MB} MB) are "
                           "accepted, and a capture is about 55 kB.")
     try:
         text = bytes(data).decode("utf-8")
@@ -93,7 +95,7 @@ def parse_upload(name: str, data: bytes) -> dict:
 def recording_from_upload(name: str, data: bytes) -> Recording:
     """The uploaded file as a Recording marked ``uploaded`` (``path`` is its name, clipped), validated
     exactly as a bundled file is; UploadError with the reason otherwise."""
-    who = _clip(name)
+    who = _who(name)
     parsed = parse_upload(name, data)
     try:
         rec = Recording.from_dict(who, parsed)

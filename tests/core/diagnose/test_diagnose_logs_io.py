@@ -161,6 +161,20 @@ def test_pasted_lists():
     assert "overflow" in parse_pasted("1e40", "float32").notes[-1]
 
 
+def test_text_is_rounded_to_the_format_once_from_its_decimal_digits():
+    """1 + 2^-24 + 2^-60 reads as float64's 1 + 2^-24, a float32 tie that rounds to 1; the text itself is above
+    the tie, so float32 holds 1 + 2^-23 (core.arith.vectors.round_numerals, as the Summation lab reads it)."""
+    from fractions import Fraction
+
+    from core.arith.exact import exact_decimal
+
+    text = exact_decimal(1 + Fraction(1, 2**24) + Fraction(1, 2**60))
+    assert float(text) == 1 + 2**-24
+    assert parse_pasted(text, "float32").values.tolist() == [1 + 2**-23]
+    assert load_array("t.csv", f"{text}\n{text}\n".encode()).values.tolist() == [1 + 2**-23] * 2
+    assert parse_pasted("1_000.5", "float64").values.tolist() == [1000.5]  # digits grouped as Python writes them
+
+
 # ------------------------------------------------------------------------------ logs
 
 
