@@ -146,17 +146,20 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.traces.models import DTYPES, MODELS, batched_models, or_list
+
     p = argparse.ArgumentParser(prog="python -m scripts.trace", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="trace one run and write its trace file")
-    r.add_argument("--model", help="a bundled model: mlp-step or tiny-lm")
+    r.add_argument("--model", help="a bundled model: " + "; ".join(f"{k}, {m.description}" for k, m in MODELS.items()))
     r.add_argument("--module", help="path/to/file.py:make, a function returning (model, inputs)")
     r.add_argument("--arg", action="append", metavar="KEY=VALUE", help="passed to make() as a string; repeatable")
     r.add_argument("--backward", action="store_true", help="also trace the backward pass of the output's sum")
     r.add_argument("--threads", type=int, help="torch threads for this run (default: the process's)")
-    r.add_argument("--batch", type=int, default=1, help="tiny-lm: requests in the batch (default 1)")
-    r.add_argument("--dtype", default="float32", help="float32, float64, bfloat16, float16 or autocast-bfloat16")
+    r.add_argument("--batch", type=int, default=1,
+                   help=f"{', '.join(batched_models())}: requests in the batch (default 1)")
+    r.add_argument("--dtype", default="float32", help=or_list(DTYPES))
     r.add_argument("--device", default="cpu", help="cpu or cuda")
     r.add_argument("--follow-row", type=int, metavar="R",
                    help="--module: trace row R of the batch (the first input's leading dimension)")

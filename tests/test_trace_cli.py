@@ -155,7 +155,9 @@ def test_bad_input(tmp_path):
         (["run", "--model", "tiny-lm", "--follow-row", "1", "--out", out], ["--follow-row", "--module"]),
         (["run", "--module", "tests/corpus/gpt2.py:make", "--arg", "batch=2", "--follow-row", "2", "--out", out],
          ["--follow-row 2", "has 2 rows"]),
-        (["run", "--model", "tiny-lm", "--dtype", "float64", "--out", out], ["float32 or bfloat16"]),
+        (["run", "--model", "tiny-lm", "--dtype", "float64", "--out", out],
+         ["the tiny language model runs in float32, bfloat16, float16 or autocast-bfloat16"]),
+        (["run", "--model", "mlp-step", "--batch", "2", "--out", out], ["128 examples", "--batch is for tiny-lm"]),
     ]
     for args, words in cases:
         bad(trace(*args), *words)

@@ -1,6 +1,8 @@
 """What a trace runs: the bundled models, a user's own ``make`` function, and the run settings.
 
-Bundled models (``MODELS``), written as ``nn.Module`` trees so every op has a module path:
+Bundled models (``MODELS``, one ``Bundled`` entry each: its builder, the formats it runs in, whether
+``--batch`` applies, whether the trace follows request 0's rows), written as ``nn.Module`` trees so
+every op has a module path:
 
 - ``mlp-step``: one training step of the Training divergence MLP (2-64-64-3, tanh, the default
   preset's spirals, first batch of 128, its seeded initial weights; cross-entropy, backward, and
@@ -54,10 +56,6 @@ from core.traces.record import scope, tensors_of
 from core.training import optim
 from core.training.mlp import MLPModule, TrainSettings, batch_schedule, init_params, spirals
 
-MODELS = {
-    "mlp-step": "one training step of the Training divergence MLP (forward, cross-entropy, backward, SGD step)",
-    "tiny-lm": "a decode step (forward pass) of the serving page's tiny language model, request 0 of a batch",
-}
 DTYPES = ("float32", "float64", "bfloat16", "float16", "autocast-bfloat16")
 MAX_BATCH = 64
 MAX_THREADS = 256
@@ -73,7 +71,7 @@ class RunSettings:
 
     model: str = "mlp-step"
     threads: int | None = None  # None: the process's own count
-    batch: int = 1  # tiny-lm: requests in the batch (the MLP step's batch is the preset's 128)
+    batch: int = 1  # a bundled model that takes a batch: its requests (see Bundled.fixed_batch)
     dtype: str = "float32"
     device: str = "cpu"
     perturb_op: int | None = None  # plant a difference: multiply this op's output by (1 + perturb_size)
@@ -82,25 +80,26 @@ class RunSettings:
     follow_row: int | None = None  # a module's batch: trace this row of it (None: the whole batch)
 
     def validate(self) -> None:
-        if self.model not in MODELS and ":" not in self.model:
+        bundled = MODELS.get(self.model)
+        if bundled is None and ":" not in self.model:
             raise ValueError(f"unknown model {self.model!r}: one of {', '.join(MODELS)}, or path/to/file.py:make")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}")
-        if self.model == "tiny-lm" and self.dtype == "float64":
-            raise ValueError("the tiny language model runs in float32 or bfloat16")
+        if bundled is not None and self.dtype not in bundled.dtypes:
+            raise ValueError(f"{bundled.name} runs in {or_list(bundled.dtypes)}")
         if not 1 <= self.batch <= MAX_BATCH:
             raise ValueError(f"batch must be between 1 and {MAX_BATCH}")
-        if self.model == "mlp-step" and self.batch != 1:
-            raise ValueError("the MLP step's batch is the preset's 128 examples; --batch is for tiny-lm")
+        if bundled is not None and bundled.fixed_batch is not None and self.batch != 1:
+            raise ValueError(f"{bundled.fixed_batch}; --batch is for {or_list(batched_models())}")
         if self.threads is not None and not 1 <= self.threads <= MAX_THREADS:
             raise ValueError(f"threads must be between 1 and {MAX_THREADS}")
         if self.device not in ("cpu", "cuda"):
             raise ValueError("device must be cpu or cuda")
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ValueError("this machine has no CUDA device")
-        if self.follow_row is not None and (self.model in MODELS or not 0 <= self.follow_row < 2**31):
-            raise ValueError("--follow-row takes a row number from 0, for a --module (the language model "
-                             "already follows request 0)")
+        if self.follow_row is not None and (bundled is not None or not 0 <= self.follow_row < 2**31):
+            followers = "".join(f" ({m.name} already follows request 0)" for m in MODELS.values() if m.follows_row)
+            raise ValueError(f"--follow-row takes a row number from 0, for a --module{followers}")
         if self.perturb_op is not None and self.perturb_op < 1:
             raise ValueError("the perturbed op is counted from 1")
         if not (math.isfinite(self.perturb_size) and 0 < abs(self.perturb_size) < 1):
@@ -189,6 +188,57 @@ def tiny_lm_prefill(batch: int, tokens: int) -> tuple[nn.Module, tuple[torch.Ten
             return served.module(DEFAULT, step)
 
     return served.module, step.tensors(), forward
+
+
+# ------------------------------------------------------------------- the bundled models' registry
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bundled:
+    """A bundled model: one entry of ``MODELS``. ``RunSettings.validate``, ``build``, core.traces.run and
+    ``python -m scripts.trace`` read the entry; adding a model is adding one entry."""
+
+    key: str  # --model's value
+    name: str  # in messages: "the tiny language model"
+    description: str  # --model's help
+    build: Callable[[RunSettings], tuple[nn.Module, tuple[torch.Tensor, ...], Callable[[], object]]]
+    dtypes: tuple[str, ...]  # the formats it runs in (from DTYPES)
+    fixed_batch: str | None = None  # why --batch does not apply to it; None: --batch B runs a batch of B requests
+    follows_row: bool = False  # the trace follows request 0's rows, so its batches align op for op
+
+
+MODELS: dict[str, Bundled] = {
+    m.key: m
+    for m in [
+        Bundled(
+            key="mlp-step",
+            name="the MLP step",
+            description="one training step of the Training divergence MLP (forward, cross-entropy, backward, SGD step)",
+            build=mlp_step,
+            dtypes=DTYPES,
+            fixed_batch="the MLP step's batch is the preset's 128 examples",
+        ),
+        Bundled(
+            key="tiny-lm",
+            name="the tiny language model",
+            description="a decode step (forward pass) of the serving page's tiny language model, request 0 of a batch",
+            build=tiny_lm,
+            dtypes=tuple(d for d in DTYPES if d != "float64"),
+            follows_row=True,
+        ),
+    ]
+}
+
+
+def batched_models() -> tuple[str, ...]:
+    """The bundled models that take ``--batch``."""
+    return tuple(k for k, m in MODELS.items() if m.fixed_batch is None)
+
+
+def or_list(items) -> str:
+    """"a", "a or b", "a, b or c"."""
+    items = list(items)
+    return ", ".join(items[:-1]) + " or " + items[-1] if len(items) > 1 else "".join(items)
 
 
 # ------------------------------------------------------------------------ a user's module
@@ -300,11 +350,8 @@ def build(s: RunSettings, backward: bool = False):
     """(root module or None, input tensors, the function to trace) for these settings."""
     s.validate()
     check_format(s)
-    if s.model == "mlp-step":
-        return mlp_step(s)
-    if s.model == "tiny-lm":
-        return tiny_lm(s)
-    return user_model(s.model, s, backward)
+    bundled = MODELS.get(s.model)
+    return bundled.build(s) if bundled is not None else user_model(s.model, s, backward)
 
 
 def threads_context(s: RunSettings):

@@ -25,12 +25,13 @@ def make_trace(s: RunSettings, backward: bool = False, max_ops: int = MAX_OPS) -
     # tracker sees them
     with TRACE_LOCK:
         root, inputs, fn = build(s, backward)
-        # a module's batch is its first input's leading dimension; the bundled LM's is its setting
-        batch = s.batch if s.model in MODELS else batch_of(inputs)
+        # a module's batch is its first input's leading dimension; a bundled model's is its setting
+        bundled = MODELS.get(s.model)
+        batch = s.batch if bundled is not None else batch_of(inputs)
         if s.follow_row is not None and s.follow_row >= batch:
             raise ValueError(f"--follow-row {s.follow_row}: the batch (the first input's leading dimension) "
                              f"has {batch} rows")
-        follow = batch if s.model == "tiny-lm" or s.follow_row is not None else 1
+        follow = batch if (bundled is not None and bundled.follows_row) or s.follow_row is not None else 1
         with threads_context(s):
             threads = torch.get_num_threads()
             found: list[str] = []

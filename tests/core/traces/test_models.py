@@ -44,3 +44,34 @@ def test_the_traced_decode_step_is_the_served_models_next_token():
     trace = make_trace(RunSettings(model="tiny-lm"))
     assert trace["ops"][-1]["out_digest"] == digest(one)
     assert trace["ops"][-1]["module"] == "model.head"
+
+
+def test_a_bundled_model_is_one_registry_entry(monkeypatch, capsys):
+    """Adding a model is adding one ``MODELS`` entry: validation, the build, the trace's batch and followed
+    row, and the command's help all read it."""
+    import torch.nn as nn
+
+    from core.traces import models
+    from core.traces.run import make_trace
+    from scripts import trace as trace_cli
+
+    def pair_of_rows(s: RunSettings):
+        layer = nn.Linear(3, 2).to(torch.float64 if s.dtype == "float64" else torch.float32)
+        x = torch.ones(s.batch, 3, dtype=layer.weight.dtype)
+        return layer, (x,), lambda: layer(x)
+
+    entry = models.Bundled(key="toy", name="the toy layer", description="one linear layer on a batch of ones",
+                           build=pair_of_rows, dtypes=("float32", "float64"), follows_row=True)
+    monkeypatch.setitem(models.MODELS, entry.key, entry)  # the one entry
+    with pytest.raises(ValueError, match="the toy layer runs in float32 or float64"):
+        RunSettings(model="toy", dtype="bfloat16").validate()
+    with pytest.raises(ValueError, match=r"the toy layer already follows request 0"):
+        RunSettings(model="toy", follow_row=0).validate()
+    with pytest.raises(ValueError, match="--batch is for tiny-lm or toy"):
+        RunSettings(model="mlp-step", batch=2).validate()
+    trace = make_trace(RunSettings(model="toy", batch=3, dtype="float64"))
+    assert trace["settings"]["batch"] == 3 and trace["ops"][-1]["out_shape"] == [1, 2]  # request 0's row
+    with pytest.raises(SystemExit):
+        trace_cli.main(["run", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "toy, one linear layer on a batch of ones" in shown and "tiny-lm, toy: requests in the batch" in shown
