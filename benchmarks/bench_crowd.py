@@ -30,9 +30,9 @@ import time
 from dataclasses import dataclass
 
 from benchmarks.harness import CHROMIUM, CHROMIUM_ARGS, Server
+from core.kernels.orders import ORDERS
 
-ALL_ORDERS = ("sequential,reverse,sorted_asc,sorted_desc,sorted_abs,pairwise,numpy,numpy_model,torch_1,torch_all,"
-              "torch_model,cuda_model,kahan,neumaier,correct")
+ALL_ORDERS = ",".join(ORDERS)
 HEAVY = 5  # heavy visitors at once, per scenario
 NORMAL_VISITS = 3  # the normal visitor's visits alone, and again alongside the heavy ones
 

@@ -1,6 +1,7 @@
 """How libraries and devices order reductions, modelled exactly, and sums that do not depend on order.
 
-orders (the summation-order registry), numpy_model (np.sum pairwise), torch_cpu_model (torch.sum on a
+orders (the summation-order registry), sums (the textbook algorithms it names, one vector or many
+rows at once), numpy_model (np.sum pairwise), torch_cpu_model (torch.sum on a
 CPU: cascade sums, lanes, thread chunks), cuda_model and cuda_published (PyTorch's CUDA block
 reduction and the public GPU results it reproduces), collectives (all-reduce algorithms), trees
 (additions written out for small vectors), dot (dot products as CPUs and GPUs compute them: FMA,

@@ -7,8 +7,10 @@ loop in C, unlike ``np.sum``, which is pairwise), trees are computed level by le
 compensated sums run across many lanes at once.
 
 ``ORDERS`` is the registry: each ``Order`` carries its label, the function that runs it, its
-a-priori bound, its cost weights (for core.crowd.budget) and, for small vectors, how to write it out
-as a tree of additions (for core.kernels.trees). Adding an order is adding one entry.
+a-priori bound, its cost weights (for core.crowd.budget), for small vectors how to write it out
+as a tree of additions (for core.kernels.trees) and, where it has one, how it sums many short rows
+at once (for core.diagnose.simulate). The algorithms themselves are in core.kernels.sums. Adding an
+order is adding one entry.
 """
 
 from __future__ import annotations
@@ -21,11 +23,21 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from core.arith.exact import correctly_rounded_sum, exact_sum_fraction
+from core.arith.exact import correctly_rounded_sum
 from core.arith.formats import BFLOAT16 as BFLOAT16_FORMAT
-from core.arith.formats import FORMATS, format_of, round_to_format, to_scalar, to_torch
+from core.arith.formats import FORMATS, to_scalar, to_torch
 from core.kernels.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model, tree_depth
 from core.kernels.numpy_model import numpy_pairwise_model
+from core.kernels.sums import (
+    compensated,
+    lane_length,
+    lanes_depth,
+    lanes_then_pairwise,
+    pairwise,
+    sequential,
+    split_depth,
+    split_sequential,
+)
 from core.kernels.torch_cpu_model import torch_cpu_sum_model
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
 
@@ -73,6 +85,16 @@ class TreeShape:
         return range(x.size) if self.leaves is None else self.leaves(x)
 
 
+@dataclass(frozen=True, kw_only=True)
+class RowShape:
+    """How an order sums every row of an (E, n) array at once, each addition rounding to the array's dtype,
+    with the bits of each row summed alone: core.diagnose.simulate recomputes sampled outputs of a user's
+    matrix product this way, every order with a ``RowShape`` one column, named ``label`` there."""
+
+    label: str
+    run: Callable[[np.ndarray], np.ndarray]
+
+
 class OrderBytes(NamedTuple):
     """Bytes an order holds on top of the vector, per value: ``per_item`` times the working format's
     item size, plus ``extra`` bytes."""
@@ -94,6 +116,7 @@ class Order:
     work: Mapping[str, float]
     memory: OrderBytes
     tree: TreeShape | None = None
+    rows: RowShape | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,81 +135,6 @@ def working_array(values: np.ndarray, working: str) -> np.ndarray:
     """Cast stored values to the working dtype (exact unless narrowing)."""
     dt = FORMATS[working].numpy_dtype
     return values if values.dtype == dt else values.astype(dt)
-
-
-def sequential(x: np.ndarray) -> np.generic:
-    """Left to right, each partial sum rounded to x's dtype."""
-    if x.size == 0:
-        return x.dtype.type(0)
-    with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is a result, not an error
-        return np.add.accumulate(x)[-1]
-
-
-
-
-def pairwise(x: np.ndarray) -> np.generic:
-    """Plain pairwise tree: add neighbours level by level, (x0+x1), (x2+x3), ...
-
-    The vector is padded with +0.0 to a power of two (adding +0 is exact), so this is
-    the balanced binary tree over the original order; depth ceil(log2 n).
-    """
-    n = x.size
-    if n == 0:
-        return x.dtype.type(0)
-    size = 1 << max(0, (n - 1).bit_length())
-    level = np.zeros(size, dtype=x.dtype)
-    level[:n] = x
-    with np.errstate(over="ignore", invalid="ignore"):
-        while level.size > 1:
-            level = level[0::2] + level[1::2]
-    return level[0]
-
-
-
-
-LANES = 1024
-
-
-def lane_length(n: int, lanes: int = LANES) -> int:
-    """Values per lane in the vectorized compensated sums."""
-    return -(-n // max(1, min(lanes, n))) if n else 0
-
-
-def compensated(x: np.ndarray, variant: str = "kahan", lanes: int = LANES) -> np.generic:
-    """Kahan or Neumaier compensated summation, vectorized across ``lanes`` lanes.
-
-    Lane j sums x[j], x[j + lanes], ... with compensation, all lanes at once (one numpy
-    step per row of the reshaped vector), every operation rounding to x's dtype. With one
-    lane this is the textbook algorithm (Kahan returns s, Neumaier s + c). With several,
-    the lanes' sums and corrections are combined exactly and rounded once.
-    """
-    n = x.size
-    if n == 0:
-        return x.dtype.type(0)
-    lanes = max(1, min(lanes, n))
-    rows = -(-n // lanes)
-    padded = np.zeros(rows * lanes, dtype=x.dtype)
-    padded[:n] = x
-    s = np.zeros(lanes, dtype=x.dtype)
-    c = np.zeros(lanes, dtype=x.dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for row in padded.reshape(rows, lanes):
-            if variant == "kahan":
-                y = row - c
-                t = s + y
-                c = (t - s) - y  # minus the part of y that t lost
-                s = t
-            else:  # Neumaier: the exact error of each addition, whichever operand is larger
-                t = s + row
-                big = np.abs(s) >= np.abs(row)
-                c = c + np.where(big, (s - t) + row, (row - t) + s)
-                s = t
-    if lanes == 1:
-        return s[0] if variant == "kahan" else (s + c)[0]
-    parts = np.concatenate([s, -c if variant == "kahan" else c])
-    total = round_to_format(exact_sum_fraction(parts), format_of(x.dtype))
-    with np.errstate(over="ignore"):
-        return np.array(float(total)).astype(x.dtype)[()]
 
 
 def correctly_rounded(values: np.ndarray, working: str) -> np.generic:
@@ -317,6 +265,34 @@ def _pairwise(s: SumInput) -> Ran:
     return Ran(value=pairwise(s.x))
 
 
+def _reverse_rows(x: np.ndarray) -> np.ndarray:
+    return sequential(x[..., ::-1])
+
+
+def _lanes_8(s: SumInput) -> Ran:
+    return Ran(value=lanes_then_pairwise(s.x, 8), depth=lanes_depth(s.x.size, 8))
+
+
+def _lanes_8_rows(x: np.ndarray) -> np.ndarray:
+    return lanes_then_pairwise(x, 8)
+
+
+def _lanes_32(s: SumInput) -> Ran:
+    return Ran(value=lanes_then_pairwise(s.x, 32), depth=lanes_depth(s.x.size, 32))
+
+
+def _lanes_32_rows(x: np.ndarray) -> np.ndarray:
+    return lanes_then_pairwise(x, 32)
+
+
+def _split_4(s: SumInput) -> Ran:
+    return Ran(value=split_sequential(s.x, 4), depth=split_depth(s.x.size, 4))
+
+
+def _split_4_rows(x: np.ndarray) -> np.ndarray:
+    return split_sequential(x, 4)
+
+
 def _correct(s: SumInput) -> Ran:
     return Ran(value=correctly_rounded(s.values, s.working))
 
@@ -386,6 +362,7 @@ ORDERS: dict[str, Order] = {
             work={"float64": 1.2, "float32": 1.1, "float16": 3.2, "bfloat16": 1.9},
             memory=OrderBytes(per_item=1, extra=0),
             tree=TreeShape(key="sequential", label="Sequential, left to right", combine=_chain),
+            rows=RowShape(label="sequential", run=sequential),
         ),
         Order(
             key="reverse",
@@ -397,6 +374,7 @@ ORDERS: dict[str, Order] = {
             work={"float64": 1.2, "float32": 1.1, "float16": 3.2, "bfloat16": 1.9},
             memory=OrderBytes(per_item=1, extra=0),
             tree=TreeShape(key="reverse", label="Sequential, right to left", combine=_chain, leaves=_reversed),
+            rows=RowShape(label="reverse", run=_reverse_rows),
         ),
         Order(
             key="sorted_asc",
@@ -441,6 +419,43 @@ ORDERS: dict[str, Order] = {
             work={"float64": 1.5, "float32": 0.7, "float16": 3.8, "bfloat16": 1.0},
             memory=OrderBytes(per_item=2.6, extra=0),
             tree=TreeShape(key="pairwise", label="Pairwise tree", combine=_balanced),
+            rows=RowShape(label="pairwise", run=pairwise),
+        ),
+        Order(
+            key="lanes_8",
+            name="8 lanes, then pairwise",
+            origin=ORIGIN_ALGORITHM,
+            bound="tree",
+            description="Eight running sums, lane j over x[j], x[j + 8], ..., then the lanes added as a pairwise "
+            "tree: the shape of a CPU's SIMD accumulators, not any one library's order.",
+            run=_lanes_8,
+            work={"float64": 2.0, "float32": 1.4, "float16": 3.8, "bfloat16": 2.4},
+            memory=OrderBytes(per_item=2, extra=0),
+            rows=RowShape(label="8 lanes, then pairwise (CPU SIMD-like)", run=_lanes_8_rows),
+        ),
+        Order(
+            key="lanes_32",
+            name="32 lanes, then pairwise",
+            origin=ORIGIN_ALGORITHM,
+            bound="tree",
+            description="32 running sums, lane j over x[j], x[j + 32], ..., then the lanes added as a pairwise "
+            "tree: the shape of a GPU warp's threads, not any one kernel's order.",
+            run=_lanes_32,
+            work={"float64": 2.4, "float32": 1.5, "float16": 3.9, "bfloat16": 2.5},
+            memory=OrderBytes(per_item=2, extra=0),
+            rows=RowShape(label="32 lanes, then pairwise (GPU warp-like)", run=_lanes_32_rows),
+        ),
+        Order(
+            key="split_4",
+            name="Split into 4 chunks",
+            origin=ORIGIN_ALGORITHM,
+            bound="tree",
+            description="Four contiguous slices, each summed left to right, then their four sums left to right: "
+            "a split-K reduction.",
+            run=_split_4,
+            work={"float64": 1.2, "float32": 1.1, "float16": 3.8, "bfloat16": 2.4},
+            memory=OrderBytes(per_item=0.3, extra=0),
+            rows=RowShape(label="split-K: 4 chunks", run=_split_4_rows),
         ),
         Order(
             key="numpy",

@@ -29,7 +29,7 @@ from core.arith.metrics import exact_value
 from core.arith.vectors import VectorSpec, generate
 from core.crowd.bytecache import RESULTS
 from core.diagnose.verdict import diagnose
-from core.kernels.orders import ORDERS, run_order
+from core.kernels.orders import DEFAULT_ORDERS, ORDERS, ORIGIN_ALGORITHM, ORIGIN_LIVE, run_order
 from core.kernels.reprosum import reproducible_sum, reproducible_sum_devices
 from core.machines import timing
 from core.machines.devices import Device
@@ -334,7 +334,10 @@ def reproducible_sum_cost(n: int = 10_000_000, repeats: int = 21, inner: int = 3
 
 DEFAULT_VECTOR = VectorSpec(kind="normal", n=1_000_000, seed=0, storage="float32")  # the Summation lab's default vector
 HARD_VECTOR = VectorSpec(kind="ill_conditioned", n=100_000, seed=0, storage="float32", condition=1e12)
-LAB_ORDERS = ("sequential", "reverse", "sorted_abs", "pairwise", "numpy", "torch_1", "torch_all", "kahan")
+# The Summation lab's default orders that a program on this CPU runs (live, or a textbook algorithm; not the GPU
+# model, nor the correctly rounded sum, which no order changes), and the two reorderings a programmer tries first
+LAB_ORDERS = tuple(k for k, o in ORDERS.items() if k in ("reverse", "sorted_abs")
+                   or (k in DEFAULT_ORDERS and o.origin in (ORIGIN_LIVE, ORIGIN_ALGORITHM)))
 STORAGE_FORMATS = ("float32", "float16", "bfloat16")
 WIDER = {"float32": "float64", "float16": "float32", "bfloat16": "float32"}
 

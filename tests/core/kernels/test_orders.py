@@ -18,14 +18,12 @@ from core.arith.vectors import GENERATORS, VectorSpec, generate
 from core.kernels.orders import (
     ORDERS,
     clamp_permutations,
-    compensated,
-    pairwise,
     permutation_sums,
     run_order,
-    sequential,
     tree_depth_numpy,
     working_array,
 )
+from core.kernels.sums import compensated, lanes_then_pairwise, pairwise, sequential, split_sequential
 from core.kernels.torch_cpu_model import torch_cpu_sum_model
 from core.machines.globalstate import GlobalState
 from tests.machine import X86_SUM_KERNEL, X86_SUM_REASON
@@ -72,6 +70,41 @@ def test_sequential_and_pairwise_match_slow_references(name, n):
     x = (np.random.default_rng(n).standard_normal(n) * 10).astype(NP[name])
     assert bits(sequential(x)) == bits(slow_sequential(x))
     assert bits(pairwise(x)) == bits(slow_pairwise(x))
+
+
+def slow_lanes(x, lanes):
+    rounds = -(-len(x) // lanes)
+    padded = np.concatenate([x, np.zeros(rounds * lanes - len(x), x.dtype)])
+    return slow_pairwise(np.array([slow_sequential(padded[j::lanes]) for j in range(lanes)], x.dtype))
+
+
+def slow_split(x, chunks):
+    size = -(-len(x) // chunks)
+    return slow_sequential(np.array([slow_sequential(x[s:s + size]) for s in range(0, len(x), size)], x.dtype))
+
+
+@pytest.mark.parametrize("name", list(NP))
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 7, 8, 9, 31, 32, 33, 100, 1000])
+def test_lanes_and_split_k_match_slow_references(name, n):
+    x = (np.random.default_rng(n).standard_normal(n) * 10).astype(NP[name])
+    for lanes in (8, 32):
+        assert bits(lanes_then_pairwise(x, lanes)) == bits(slow_lanes(x, lanes)), lanes
+    assert bits(split_sequential(x, 4)) == bits(slow_split(x, 4))
+
+
+@pytest.mark.parametrize("name", list(NP))
+@pytest.mark.parametrize("n", [1, 3, 8, 33, 257])
+def test_an_orders_row_shape_gives_each_rows_own_bits(name, n):
+    """core.diagnose.simulate sums many rows at once: each row's result is the order's result for that row."""
+    rows = (np.random.default_rng(n).lognormal(0, 3, (5, n)) * np.random.default_rng(0).choice([-1, 1], (5, n)))
+    rows = rows.astype(NP[name])
+    shaped = [o for o in ORDERS.values() if o.rows is not None]
+    assert [o.key for o in shaped] == ["sequential", "reverse", "pairwise", "lanes_8", "lanes_32", "split_4"]
+    for order in shaped:
+        together = order.rows.run(rows)
+        assert together.shape == (5,) and together.dtype == rows.dtype
+        for i in range(5):
+            assert bits(together[i]) == bits(run_order(order.key, rows[i], name).value), (order.key, i)
 
 
 @pytest.mark.parametrize("name", ["float16", "float32", "float64"])

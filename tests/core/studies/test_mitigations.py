@@ -65,6 +65,16 @@ def test_a_failing_device_is_reported_and_the_others_still_measured(monkeypatch)
     assert run.first("matmul").ratio == 0.5 and run.first("sum") is None
 
 
+def test_the_pages_orders_are_the_labs_default_orders_a_program_runs():
+    """The lab's default orders that run here (not the GPU model or the correctly rounded sum), plus the two
+    reorderings; eight, as the page's spinner says."""
+    from core.kernels.orders import DEFAULT_ORDERS, ORDERS
+
+    assert LAB_ORDERS == ("sequential", "reverse", "sorted_abs", "pairwise", "numpy", "torch_1", "torch_all", "kahan")
+    assert set(DEFAULT_ORDERS) - set(LAB_ORDERS) == {"cuda_model", "correct"}
+    assert all(ORDERS[k].origin in ("live", "algorithm") for k in LAB_ORDERS)
+
+
 def test_accumulation_errors_shrink_order_by_order():
     in32, in64 = lab("same", SMALL), lab("float64", SMALL)
     errors = accumulation_errors(in32, in64)
