@@ -14,12 +14,13 @@ What comes back is ``Numbers``: the float64 value of every numeral as written (N
 kept: whether they are allowed is the caller's rule), the numerals themselves (so a caller can round
 the decimal text to a narrower format once, exactly: core.arith.vectors.round_numerals), and notes on
 what was left out. Every limit is checked before the data is parsed. Problems raise ``LoaderError``;
-each caller re-raises it as its own error type with the same message. Messages quote visitor text
+each caller re-raises it as its own error type with the same message (``errors_as``). Messages quote visitor text
 (file names, numerals) through ``clip``: pages show them as inert text.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import re
@@ -46,6 +47,15 @@ _SEPARATORS = re.compile(r"[\s,;]+")
 class LoaderError(ValueError):
     """A visitor's input that cannot be read; ``str(err)`` is the message for the visitor (it may quote
     their text: show it inert)."""
+
+
+@contextlib.contextmanager
+def errors_as(error: type[ValueError]):
+    """Run loader calls with a LoaderError raised as the caller's own ``error``, with the same message."""
+    try:
+        yield
+    except LoaderError as err:
+        raise error(str(err)) from None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,6 @@ values actually summed.
 
 from __future__ import annotations
 
-import contextlib
 import decimal
 import io
 import math
@@ -18,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.arith.formats import FORMATS, FloatFormat, get_format, quantum_exponent
-from core.arith.loader import MAX_UPLOAD_BYTES, LoaderError, Numbers, check_upload, clip, read_column, read_text
+from core.arith.formats import FORMATS, FloatFormat, get_format, last_bit_even, quantum_exponent
+from core.arith.loader import MAX_UPLOAD_BYTES, Numbers, check_upload, clip, errors_as, read_column, read_text
 
 MAX_N = 10_000_000
 MAX_PASTED = 100_000
@@ -120,7 +119,7 @@ def round_array(x64: np.ndarray, storage: str) -> np.ndarray:
         else:
             x32 = x64.astype(np.float32)
             inexact = (x32.astype(np.float64) != x64) & np.isfinite(x32)
-            even = (x32.view(np.uint32) & 1) == 0
+            even = last_bit_even(x32)
             fix = inexact & even
             if fix.any():
                 toward = np.where(x64[fix] > x32[fix].astype(np.float64), np.inf, -np.inf).astype(np.float32)
@@ -295,15 +294,6 @@ def generate(spec: VectorSpec) -> Vector:
 # -------------------------------------------------------------------- the user's data
 
 
-@contextlib.contextmanager
-def _vector_errors():
-    """core.arith.loader's problems as the lab's own error, with the same message."""
-    try:
-        yield
-    except LoaderError as err:
-        raise VectorError(str(err)) from None
-
-
 def _vector(numbers: Numbers, storage: str, what: str) -> Vector:
     """The numbers read by core.arith.loader, rounded to storage once: finite numerals only, none overflowing."""
     x64, numerals = numbers.values, numbers.numerals
@@ -387,7 +377,7 @@ def _midpoints(x64: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarray, np.ndarra
 def parse_pasted(text: str, storage: str) -> Vector:
     """Numbers separated by commas, whitespace, semicolons or new lines (core.arith.loader's text)."""
     _check_storage(storage)
-    with _vector_errors():
+    with errors_as(VectorError):
         numbers = read_text(text, "The pasted text", max_chars=MAX_UPLOAD_BYTES, max_numbers=MAX_PASTED)
     return _vector(numbers, storage, "The pasted text")
 
@@ -395,7 +385,7 @@ def parse_pasted(text: str, storage: str) -> Vector:
 def parse_upload(name: str, data: bytes, storage: str) -> Vector:
     """A .npy array (1-D, real numbers) or a CSV file (one column, or the first numeric column)."""
     _check_storage(storage)
-    with _vector_errors():
+    with errors_as(VectorError):
         check_upload(name, data)
     if name.lower().endswith(".npy"):
         return _parse_npy(name, data, storage)
@@ -444,7 +434,7 @@ def _ints_exact(arr: np.ndarray, x64: np.ndarray) -> bool:
 
 
 def _parse_csv(name: str, data: bytes, storage: str) -> Vector:
-    with _vector_errors():
+    with errors_as(VectorError):
         numbers = read_column(name, data, max_numbers=MAX_PASTED)
     vec = _vector(numbers, storage, clip(name))
     if not numbers.first_column:

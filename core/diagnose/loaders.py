@@ -16,7 +16,6 @@ pasted text: pages show them as inert text.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import math
 import zipfile
@@ -29,13 +28,13 @@ from core.arith.exact import shortest_repr
 from core.arith.formats import FORMATS, NUMPY_DTYPES, to_numpy
 from core.arith.loader import MAX_UPLOAD_BYTES as MAX_UPLOAD_BYTES  # pages/diagnose.py reads it from here
 from core.arith.loader import (
-    LoaderError,
     Numbers,
     check_length,
     check_upload,
     check_values,
     clip,
     csv_rows,
+    errors_as,
     is_numeral,
     read_table,
     read_text,
@@ -70,23 +69,14 @@ class Loaded:
         return tuple(self.values.shape)
 
 
-@contextlib.contextmanager
-def _load_errors():
-    """core.arith.loader's problems as this package's own error, with the same message."""
-    try:
-        yield
-    except LoaderError as err:
-        raise LoadError(str(err)) from None
-
-
 def _check_elements(name: str, n: int, limit: int) -> None:
-    with _load_errors():
+    with errors_as(LoadError):
         check_values(name, n, limit)
 
 
 def load_array(name: str, data: bytes, text_format: str = "float32", limit: int = MAX_ELEMENTS) -> Loaded:
     """A tensor from an uploaded file (see the module docstring); LoadError with the reason."""
-    with _load_errors():
+    with errors_as(LoadError):
         check_upload(name, data)
     low = name.lower()
     if low.endswith(".npy"):
@@ -225,7 +215,7 @@ def parse_pasted(text: str, fmt: str, what: str = "The pasted text") -> Loaded:
     """A 1-D array from pasted numbers (see the module docstring)."""
     if fmt not in NUMPY_DTYPES:
         raise LoadError(f"unknown format {fmt!r}")
-    with _load_errors():
+    with errors_as(LoadError):
         numbers = read_text(text, what, max_chars=MAX_PASTE_CHARS, max_numbers=MAX_PASTED_NUMBERS,
                             accepted="can be pasted (upload a file for more)")
     values, notes = _rounded(numbers, fmt, what)
@@ -233,7 +223,7 @@ def parse_pasted(text: str, fmt: str, what: str = "The pasted text") -> Loaded:
 
 
 def _load_csv(name: str, data: bytes, fmt: str, limit: int) -> Loaded:
-    with _load_errors():
+    with errors_as(LoadError):
         numbers = read_table(name, data, max_values=limit)
     values, notes = _rounded(numbers, fmt, clip(name))
     return Loaded(values=values, fmt=fmt, source=f"{name}: {fmt} from text, shape {values.shape}", notes=notes)
@@ -263,7 +253,7 @@ def _resolution(token: str) -> float:
 def parse_log(name: str, data: bytes | str) -> LossLog:
     """A loss log: TensorBoard's CSV export (Wall time, Step, Value), ``step,value`` rows, or one
     value per line (steps 1, 2, ...). Columns are found by their header names when there is one."""
-    with _load_errors():
+    with errors_as(LoadError):
         if isinstance(data, str):
             check_length(data, name, MAX_PASTE_CHARS * 10)
             data = data.encode()

@@ -20,6 +20,7 @@ from core.arith.loader import (
     check_values,
     clip,
     csv_rows,
+    errors_as,
     is_numeral,
     read_column,
     read_numerals,
@@ -182,6 +183,18 @@ def test_the_lab_and_diagnose_refuse_the_same_text_with_the_same_message(text):
     with pytest.raises(loaders.LoadError) as diagnose:
         loaders.parse_pasted(text, "float32")
     assert str(lab.value) == str(diagnose.value)
+
+
+def test_errors_as_raises_the_callers_own_error_with_the_same_message():
+    class Mine(ValueError):
+        pass
+
+    with pytest.raises(Mine) as err, errors_as(Mine):
+        check_upload("e.csv", b"")
+    assert str(err.value) == "e.csv is empty."
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+    with pytest.raises(KeyError), errors_as(Mine):
+        raise KeyError("not the loader's")
 
 
 def test_each_caller_keeps_its_own_error_type_and_limits():
