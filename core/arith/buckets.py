@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from core.arith import shares
+from core.arith.formats import bit_view
 
 LANES = 4
 MAX_THREADS = 4
@@ -46,8 +47,7 @@ def _kernels():
         return None
 
     @numba.njit(nogil=True, boundscheck=False, cache=False)
-    def sum32(x, acc):  # pragma: no cover - compiled; tested through core.arith.exact
-        bits = x.view(np.uint32)
+    def sum32(x, bits, acc):  # pragma: no cover - compiled; tested through core.arith.exact
         n = x.size
         main = n - n % 4
         for i in range(0, main, 4):
@@ -79,12 +79,11 @@ def _kernels():
         return top
 
     @numba.njit(nogil=True, boundscheck=False, cache=False)
-    def dot32(a, b, hi, lo):  # pragma: no cover - compiled; tested through core.arith.exact
-        a_bits, b_bits = a.view(np.uint32), b.view(np.uint32)
+    def dot32(a_bits, b_bits, hi, lo):  # pragma: no cover - compiled; tested through core.arith.exact
         acc = np.zeros((LANES, 512), dtype=np.int64)
         m = np.empty(DOT_TILE, dtype=np.int64)
         e = np.empty(DOT_TILE, dtype=np.uint32)  # unsigned: indexing with it needs no wraparound check
-        n = a.size
+        n = a_bits.size
         top = np.uint32(0)
         since = 0
         for start in range(0, n, DOT_TILE):
@@ -130,9 +129,11 @@ def sum_buckets32(x: np.ndarray) -> np.ndarray:
     """The 512 (sign, exponent) totals of the 1-D float32 array x, as core.arith.exact's
     ``_buckets_float32`` computes them with NumPy (the same float64 values: each is exact)."""
     x = np.ascontiguousarray(x)
+    bits = bit_view(x)
     pieces, threads = _pieces(x.size)
     acc = np.zeros((len(pieces), LANES, 512))
-    shares.run_pieces(lambda i: _kernels()[0](x[slice(*pieces[i])], acc[i]), len(pieces), threads)
+    shares.run_pieces(lambda i: _kernels()[0](x[slice(*pieces[i])], bits[slice(*pieces[i])], acc[i]), len(pieces),
+                      threads)
     return acc.sum(axis=(0, 1))  # exact: every table's total is a multiple of the bucket's unit, within 2^53
 
 
@@ -144,7 +145,7 @@ def dot_buckets32(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     A float32 value is an integer significand below 2^24 times 2^(f - 150), f its exponent field (1 for
     a subnormal), so a product is an integer below 2^48 times 2^(fa + fb - 300), and per exponent
     sum the signed integers add exactly in int64."""
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    a, b = bit_view(np.ascontiguousarray(a)), bit_view(np.ascontiguousarray(b))  # the kernel reads bits only
     pieces, threads = _pieces(a.size)
     hi, lo = np.zeros((len(pieces), 512), dtype=np.int64), np.zeros((len(pieces), 512), dtype=np.int64)
     tops = [0] * len(pieces)

@@ -18,7 +18,7 @@ import torch
 from mpmath.libmp import from_man_exp
 
 from core.arith import buckets
-from core.arith.formats import Exact, FloatFormat, round_to_format, to_numpy
+from core.arith.formats import Exact, FloatFormat, bit_view, round_to_format, to_numpy
 
 
 def is_dyadic(x: Fraction) -> bool:
@@ -180,7 +180,7 @@ def _buckets_float32(a: np.ndarray) -> np.ndarray:
         if compiled:
             acc += buckets.sum_buckets32(part)
         else:
-            acc += np.bincount(part.view(np.uint32) >> 23, weights=part.astype(np.float64), minlength=512)
+            acc += np.bincount(bit_view(part) >> 23, weights=part.astype(np.float64), minlength=512)
     return acc
 
 
@@ -190,7 +190,7 @@ def _buckets_float64(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     hi_acc, lo_acc = np.zeros(4096), np.zeros(4096)
     low_mask = np.uint64((1 << 26) - 1)
     for s in range(0, a.size, _CHUNK):
-        u = a[s : s + _CHUNK].view(np.uint64)
+        u = bit_view(a[s : s + _CHUNK])
         idx = u >> np.uint64(52)
         frac = u & np.uint64((1 << 52) - 1)
         implicit = ((idx & np.uint64(0x7FF)) != 0).astype(np.uint64) << np.uint64(52)
@@ -301,8 +301,8 @@ def _dot_narrow(a: np.ndarray, b: np.ndarray) -> Fraction | None:
         return Fraction(total, 1 << 298)
     hi_acc, lo_acc = np.zeros(4096), np.zeros(4096)
     size = min(_DOT_CHUNK, a.size)
-    p, hi, idx = np.empty(size), np.empty(size), np.empty(size, dtype=np.uint64)
-    p_bits, hi_bits = p.view(np.uint64), hi.view(np.uint64)
+    p, hi, bucket = np.empty(size), np.empty(size), np.empty(size, dtype=np.int64)  # bincount takes int64
+    p_bits, hi_bits = bit_view(p), bit_view(hi)
     direct = a.dtype != ml_dtypes.bfloat16 and b.dtype != ml_dtypes.bfloat16  # numpy casts these itself
     for s in range(0, a.size, _DOT_CHUNK):
         m = min(_DOT_CHUNK, a.size - s)
@@ -312,11 +312,10 @@ def _dot_narrow(a: np.ndarray, b: np.ndarray) -> Fraction | None:
         else:
             np.multiply(a[s : s + m].astype(np.float64), b[s : s + m].astype(np.float64), out=pm)
         np.bitwise_and(p_bits[:m], _HI_MASK, out=hi_bits[:m])
-        np.right_shift(p_bits[:m], np.uint64(52), out=idx[:m])
-        bucket = idx[:m].view(np.int64)
-        hi_acc += np.bincount(bucket, weights=hm, minlength=4096)
+        np.right_shift(p_bits[:m], np.uint64(52), out=bucket[:m])  # sign and exponent field: below 4096
+        hi_acc += np.bincount(bucket[:m], weights=hm, minlength=4096)
         np.subtract(pm, hm, out=pm)  # lo = p - hi, exact
-        lo_acc += np.bincount(bucket, weights=pm, minlength=4096)
+        lo_acc += np.bincount(bucket[:m], weights=pm, minlength=4096)
     return _dot_total(hi_acc, lo_acc)
 
 
@@ -340,7 +339,7 @@ def _dot_float64(a: np.ndarray, b: np.ndarray) -> Fraction:
     values are summed (28 + 25 = 53 bits).
     """
     def parts(v: np.ndarray):
-        u = v.astype(np.float64).view(np.uint64)
+        u = bit_view(v.astype(np.float64))
         field = (u >> np.uint64(52)) & np.uint64(0x7FF)
         m = (u & np.uint64((1 << 52) - 1)) | ((field != 0).astype(np.uint64) << np.uint64(52))
         e = np.maximum(field.astype(np.int64), 1) - 1075

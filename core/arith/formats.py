@@ -4,10 +4,14 @@ Everything here is integer and rational arithmetic (``fractions.Fraction``); no
 floating-point operation is used to decide a rounding. torch is used only to move bit
 patterns in and out of tensors of the matching dtype.
 
-``FloatFormat`` is the one type of a number format: it owns its name, its NumPy and torch
-dtypes and its bit layout. Values move between NumPy and torch only through ``to_torch`` and
-``to_numpy`` (bfloat16, which NumPy knows through ml_dtypes, included), and bit patterns are
-read only through ``bit_view`` (many values) and ``bits_of`` (one value).
+``FloatFormat`` is the one type of a number format, for every format the project knows: the four
+that torch stores (``FORMATS``) and TF32, which tensor cores read from float32 registers. It owns
+its name, its NumPy and torch dtypes and its bit layout. Values move between NumPy and torch only
+through ``to_torch`` and ``to_numpy`` (bfloat16, which NumPy knows through ml_dtypes, included),
+and bit patterns are read and written only here: ``bit_view`` and ``from_bit_view`` (many values),
+``bits_of`` and ``tensor_from_bits`` (one value), and the comparisons and tests built on them
+(``same_bits``, ``bits_differ``, ``last_bit_even``). No other module reinterprets memory with
+``.view(dtype)`` (tests/test_bit_views.py holds every module outside this one to that).
 
 Conventions
 -----------
@@ -38,7 +42,8 @@ Exact = Fraction | float  # a Fraction when finite, else float inf/-inf/nan
 @dataclass(frozen=True, kw_only=True)
 class FloatFormat:
     """One IEEE 754 binary format as torch stores it. Its derived dtypes and width are computed once
-    (``cached_property``): a trace asks for them for every op it records."""
+    (``cached_property``): a trace asks for them for every op it records. A format without storage of
+    its own (TF32) names the dtypes that hold its values (float32's); ``width`` is its own bits."""
 
     name: str
     precision: int  # p, including the implicit bit
@@ -54,8 +59,8 @@ class FloatFormat:
 
     @cached_property
     def uint_dtype(self) -> np.dtype:
-        """The same-width unsigned NumPy integer dtype: the bit view of a value."""
-        return np.dtype(f"u{self.width // 8}")
+        """The unsigned NumPy integer dtype of the stored width: the bit view of a value."""
+        return np.dtype(f"u{self.numpy_dtype.itemsize}")
 
     @property
     def emin(self) -> int:
@@ -111,6 +116,14 @@ FLOAT32 = FloatFormat(
 )
 FLOAT64 = FloatFormat(
     name="float64", precision=53, exponent_bits=11, emax=1023, torch_dtype=torch.float64, int_dtype=torch.int64
+)
+
+# TF32 ("TensorFloat-32") is float32's sign and 8-bit exponent with 10 explicit mantissa bits: precision 11,
+# the range of float32. It is no storage format: tensor cores read float32 registers and use their top 19
+# bits, so its values are float32 values with the low 13 bits 0, and it is not in FORMATS (the formats a
+# dtype stores; ``format_of(torch.float32)`` is FLOAT32).
+TF32 = FloatFormat(
+    name="TF32", precision=11, exponent_bits=8, emax=127, torch_dtype=torch.float32, int_dtype=torch.int32
 )
 
 FORMATS: dict[str, FloatFormat] = {f.name: f for f in (FLOAT16, BFLOAT16, FLOAT32, FLOAT64)}
@@ -176,17 +189,16 @@ def quantum_exponent(x, precision: int, emin: int) -> np.ndarray:
     return np.maximum(e.astype(np.int64) - 1, emin) - precision + 1
 
 
-def ulp_array(x, fmt) -> np.ndarray:
-    """``ulp`` of each |x|, as float64 (exact: every ULP of these formats is a power of two within
-    float64's range); nan where x is not finite. ``fmt`` is a FloatFormat, or any object with its
-    ``precision`` and ``emin`` (a reduced format such as TF32)."""
+def ulp_array(x, fmt: FloatFormat) -> np.ndarray:
+    """``ulp`` of each |x| in ``fmt`` (TF32 included), as float64 (exact: every ULP of these formats is a
+    power of two within float64's range); nan where x is not finite."""
     x = np.abs(np.asarray(x, dtype=np.float64))
     out = np.ldexp(1.0, quantum_exponent(x, fmt.precision, fmt.emin))
     out = np.where(x == 0, 2.0 ** (fmt.emin - fmt.precision + 1), out)
     return np.where(np.isfinite(x), out, np.nan)
 
 
-def in_ulps(d, reference, fmt) -> np.ndarray:
+def in_ulps(d, reference, fmt: FloatFormat) -> np.ndarray:
     """Absolute differences ``d`` in ULPs of ``fmt`` at the magnitude of ``reference`` (element by element,
     float64; 0 where d is 0, nan where the reference is not finite)."""
     d = np.asarray(d, dtype=np.float64)
@@ -294,6 +306,43 @@ def bit_view(x) -> np.ndarray:
     """The unsigned bit patterns of an array or tensor of a format in FORMATS (a view where possible)."""
     a = to_numpy(x) if isinstance(x, torch.Tensor) else np.asarray(x)
     return a.view(format_of(a.dtype).uint_dtype)
+
+
+def from_bit_view(bits, fmt: FloatFormat) -> np.ndarray:
+    """The ``fmt`` values that unsigned bit patterns stand for (cast to ``fmt.uint_dtype`` first), as an array
+    of ``fmt.numpy_dtype`` (a view where possible): the inverse of ``bit_view``. TF32's values are float32's."""
+    return np.asarray(bits, dtype=fmt.uint_dtype).view(fmt.numpy_dtype)
+
+
+def byte_view(a) -> np.ndarray:
+    """An array's memory as its bytes, in order (uint8, a view; any dtype): what a digest hashes."""
+    return np.asarray(a).view(np.uint8)
+
+
+def _int_view(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's bit patterns as its same-width signed integers: a view, on the tensor's own device."""
+    return t.view(format_of(t.dtype).int_dtype)
+
+
+def same_bits(a, b) -> bool:
+    """Whether two arrays, or two tensors (compared on their device), of one format have the same shape and
+    the same bit patterns: -0 is not +0, and a NaN matches only the same NaN."""
+    if isinstance(a, torch.Tensor):
+        return torch.equal(_int_view(a), _int_view(b))
+    return bool(np.array_equal(bit_view(a), bit_view(b)))
+
+
+def bits_differ(a, b):
+    """Element by element, whether two arrays or two tensors of one format hold different bit patterns: a
+    bool tensor on the tensors' device for tensors, else a NumPy array."""
+    if isinstance(a, torch.Tensor):
+        return _int_view(a) != _int_view(b)
+    return bit_view(a) != bit_view(b)
+
+
+def last_bit_even(x) -> np.ndarray:
+    """Whether each value's last stored significand bit is 0: the neighbour a tie goes to under ties-to-even."""
+    return (bit_view(x) & 1) == 0
 
 
 def differing_bits(a, b, axis=None):

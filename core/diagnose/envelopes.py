@@ -247,12 +247,13 @@ def _reduced_bound(p, e: Elements, ops: Inputs | None):
     """B_P: the inputs' conversion to P, the float32 products and sums of the converted inputs, and the
     accumulation (see the module docstring)."""
     sum_abs, k = e.scale.sum_abs, e.k
-    u32, u_acc = float(FLOAT32.unit_roundoff), float(e.acc.unit_roundoff)
+    u32, u_acc, u_p = float(FLOAT32.unit_roundoff), float(e.acc.unit_roundoff), float(p.fmt.unit_roundoff)
     if ops is not None:
         rows = None if ops.kind == "sum" else e.scale.rows_abs
-        e_in = input_rounding_error(sum_abs, k, p.u, p.half_min_subnormal, truncating=p.may_truncate, rows_abs=rows)
+        e_in = input_rounding_error(sum_abs, k, u_p, float(p.fmt.min_subnormal) / 2, truncating=p.may_truncate,
+                                    rows_abs=rows)
     else:  # no inputs: the relative part alone, at the estimated sum|t|
-        e_in = input_rounding_error(sum_abs, k, p.u, 0.0, truncating=p.may_truncate, rows_abs=0.0)
+        e_in = input_rounding_error(sum_abs, k, u_p, 0.0, truncating=p.may_truncate, rows_abs=0.0)
     return (e_in + gamma(k, u32, math.inf) * (sum_abs + e_in) + gamma(k, u_acc, math.inf) * sum_abs
             + k * float(FLOAT32.min_subnormal) + k * float(e.acc.min_subnormal))
 
@@ -261,8 +262,8 @@ def reduced_sizes(p, k: int, s):
     """T_P = (u_P + u_32 sqrt(K)) s + sqrt(K) (minsub_32 + 2 h_P): the typical difference that inputs rounded to
     P make in K-term sums of scale s (see the module docstring); the reduced envelope and suggested
     tolerances both take it from here."""
-    return (p.u + float(FLOAT32.unit_roundoff) * math.sqrt(k)) * s \
-        + math.sqrt(k) * (float(FLOAT32.min_subnormal) + 2 * p.half_min_subnormal)
+    return (float(p.fmt.unit_roundoff) + float(FLOAT32.unit_roundoff) * math.sqrt(k)) * s \
+        + math.sqrt(k) * (float(FLOAT32.min_subnormal) + float(p.fmt.min_subnormal))
 
 
 def reduced_envelope(key: str, e: Elements, ops: Inputs | None, sim: Simulation | None) -> EnvelopeCheck:
@@ -272,18 +273,18 @@ def reduced_envelope(key: str, e: Elements, ops: Inputs | None, sim: Simulation 
     bound_core = _reduced_bound(p, e, ops)
     out = output_rounding(sc.m, e.fmt, e.acc)
     if p.rounds_output:
-        out = np.maximum(out, ulp_array(sc.m, p))
+        out = np.maximum(out, ulp_array(sc.m, p.fmt))
     core = reduced_sizes(p, k, sc.s)
     notes = []
     spread = None
     if sim is not None and key in sim.reduced:
         spread = np.max(np.abs(sim.reduced[key][:, None] - sim.results), axis=1)
     elif sim is not None:
-        notes.append(f"The inputs do not fit {p.name}'s range: not simulated.")
+        notes.append(f"The inputs do not fit {p.fmt.name}'s range: not simulated.")
     factor = _widened(ENVELOPE_FACTOR, core, out, spread, sim.elements if sim is not None else None)
     # Truncation shrinks every product toward zero by 2 u_P on average: a bias of about 2 u_P |S| on top of the
     # unbiased spread, which a large |S| against the scale s can carry beyond Z T_P (found by hypothesis).
-    bias = 2 * p.u * sc.m if p.may_truncate else 0.0
+    bias = 2 * float(p.fmt.unit_roundoff) * sc.m if p.may_truncate else 0.0
     env = envelope_of(bound_core, factor * core + bias, out)
     exceed, worst = _check(e.d, fin, env)
     typical = core + out
@@ -291,7 +292,7 @@ def reduced_envelope(key: str, e: Elements, ops: Inputs | None, sim: Simulation 
         bulk = float(np.median(np.where(typical[fin] > 0, e.d[fin] / typical[fin], 0.0))) if fin.any() else 0.0
     if ops is None:
         notes.append("The bound uses the estimate sum|x| ≈ √K·scale (no inputs given).")
-    return EnvelopeCheck(key=key, name=f"{p.name} inputs", what=p.what, typical=np.where(fin, typical, np.nan),
+    return EnvelopeCheck(key=key, name=f"{p.fmt.name} inputs", what=p.what, typical=np.where(fin, typical, np.nan),
                          envelope=np.where(fin, env, np.nan), bound=np.where(fin, bound_core + out, np.nan),
                          bound_rigorous=ops is not None, factor=factor, exceed=exceed, worst_ratio=worst,
                          notes=tuple(notes), bulk_ratio=bulk)

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from core.arith.formats import same_bits
 from core.arith.vectors import VectorSpec, generate
 from core.diagnose.loaders import LossLog
 from core.diagnose.logs import LogVerdict, diagnose_logs
@@ -77,7 +78,7 @@ def make_example(key: str) -> Example:
             one = x.sum()
         with torch_threads(PROCESS_THREADS):
             many = x.sum()
-        same = bool((one == many).item()) and one.view(torch.int32).item() == many.view(torch.int32).item()
+        same = bool((one == many).item()) and same_bits(one, many)
         if PROCESS_THREADS == 1:
             note = ("This server runs torch with a single thread, so both sums used the same split and cannot "
                     "differ here; on a machine with more cores they often do.")

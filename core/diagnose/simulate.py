@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from core.arith.formats import FORMATS, round_precision, ulp_array
+from core.arith.formats import FORMATS, last_bit_even, round_precision, ulp_array
 from core.diagnose.inputs import Inputs
 from core.diagnose.results import Simulation
 from core.diagnose.rounding import REDUCED_FORMATS, accumulation_format, round_to
@@ -76,7 +76,7 @@ def fma_sequential(terms: np.ndarray) -> np.ndarray:
             s = acc + t
             bb = s - acc
             err = (acc - (s - bb)) + (t - bb)
-            even = (s.view(np.int64) & 1) == 0
+            even = last_bit_even(s)
             fix = (err != 0) & even & np.isfinite(s)
             if fix.any():
                 s[fix] = np.nextafter(s[fix], np.where(err[fix] > 0, np.inf, -np.inf))
@@ -120,7 +120,7 @@ def sample_elements(score: np.ndarray, candidates: np.ndarray, count: int) -> np
 
 def inputs_fit(ops: Inputs, key: str) -> bool:
     """float16 cannot hold inputs beyond its range: that explanation is skipped in the simulation."""
-    lim = REDUCED_FORMATS[key].max_finite
+    lim = float(REDUCED_FORMATS[key].fmt.max_finite)
     big = float(np.max(np.abs(ops.a))) if ops.a.size else 0.0
     if ops.b is not None and ops.b.size:
         big = max(big, float(np.max(np.abs(ops.b))))

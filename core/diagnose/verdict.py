@@ -456,7 +456,7 @@ def _simulation_reasons(sim: Simulation, envs, verdict, explanation) -> list[str
     if explanation is not None and explanation in sim.reduced:
         rd = sim.reduced_diffs_ulps(explanation)
         u = sim.user_ulps
-        out.append(f"With the inputs rounded to {REDUCED_FORMATS[explanation].name}, the simulated results move by "
+        out.append(f"With the inputs rounded to {REDUCED_FORMATS[explanation].fmt.name}, the simulated results move by "
                    f"a median {float(np.median(rd)):,.3g} ULPs (at most {float(np.max(rd)):,.3g}) from the "
                    f"full-precision orders; your differences there: median {float(np.median(u)):,.3g}, at most "
                    f"{float(np.max(u)):,.3g} ULPs.")
@@ -564,7 +564,7 @@ def _sentence(verdict: Verdict, explanation: str | None, case: _Case, diffs: _Di
         return (f"Normal rounding noise: {int(differ.sum()):,} of {size:,} elements differ ({size_txt}), as much "
                 f"as adding the same {kk} terms in another order in {acc} does; compare with {tol}.")
     if verdict == Verdict.REDUCED_PRECISION:
-        p = REDUCED_FORMATS[explanation]
+        p = REDUCED_FORMATS[explanation].fmt
         also = " (or float16, which keeps as many bits)" if explanation == "tf32" else ""
         return (f"Explained by reduced precision: the differences ({size_txt}) are too large for another summation "
                 f"order in {acc} but fit {p.name} inputs{also} with float32 accumulation; compare with {tol} if that "

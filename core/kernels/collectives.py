@@ -40,7 +40,7 @@ from itertools import combinations
 
 import numpy as np
 
-from core.arith.formats import FORMATS, error_in_ulps, ulp_distance_array
+from core.arith.formats import FORMATS, bit_view, bits_differ, error_in_ulps, last_bit_even, ulp_distance_array
 
 FLOAT32 = FORMATS["float32"]
 
@@ -301,7 +301,7 @@ def exact_column_sums(x: np.ndarray) -> list[int]:
         raise ValueError("too many ranks for the exact bucket sums")
     if not np.isfinite(x).all():
         raise ValueError("the exact sums need finite values")
-    keys = (x.view(np.uint32) >> 23).astype(np.int64)  # sign and biased exponent
+    keys = (bit_view(x) >> 23).astype(np.int64)  # sign and biased exponent
     flat = (np.arange(n, dtype=np.int64)[None, :] * 512 + keys).ravel()
     buckets = np.bincount(flat, weights=x.astype(np.float64).ravel(), minlength=n * 512).reshape(n, 512)
     totals = np.zeros(n, dtype=object)
@@ -332,7 +332,7 @@ def ulp_errors(result: np.ndarray, exact: list[int]) -> np.ndarray:
 
 def correctly_rounded(result: np.ndarray, errors: np.ndarray) -> np.ndarray:
     """Whether each result is the exact sum rounded to nearest, ties to even."""
-    even = (np.asarray(result, np.float32).view(np.uint32) & 1) == 0
+    even = last_bit_even(np.asarray(result, np.float32))
     a = np.abs(errors)
     return (a < 0.5) | ((a == 0.5) & even)
 
@@ -383,7 +383,7 @@ def compare(x: np.ndarray, models: tuple[str, ...] = tuple(MODELS)) -> Compariso
     pairs = []
     for a, b in combinations(models, 2):
         ra, rb = results[a], results[b]
-        diff = ra.view(np.uint32) != rb.view(np.uint32)
+        diff = bits_differ(ra, rb)
         pairs.append(PairOutcome(a=a, b=b, differing=float(diff.mean()) if diff.size else 0.0,
                                  max_ulp_distance=int(ulp_distance_array(ra, rb).max(initial=0))))
     return Comparison(ranks=x.shape[0], elements=x.shape[1], outcomes=tuple(outcomes), pairs=tuple(pairs))

@@ -32,14 +32,16 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-import torch
 
 from core.arith.formats import (
     FORMATS,
+    TF32,
     Exact,
     FloatFormat,
+    bit_view,
     bits_of_value,
     format_of,
+    from_bit_view,
     round_to_format,
 )
 from core.arith.metrics import gamma, input_rounding_error
@@ -51,13 +53,8 @@ MAX_TRACE_K = 32  # the operation picture
 
 # --------------------------------------------------------------------------- TF32
 
-# TF32 ("TensorFloat-32") is float32's sign and 8-bit exponent with 10 explicit mantissa bits:
-# precision 11, the range of float32. It is no storage format: tensor cores read float32
-# registers and use their top 19 bits. Values here are float32 values with the low 13 bits 0.
-TF32 = FloatFormat(
-    name="tfloat32", precision=11, exponent_bits=8, emax=127, torch_dtype=torch.float32, int_dtype=torch.int32
-)
-
+# TF32 (core.arith.formats.TF32) is float32's range with 10 explicit mantissa bits; its values here are
+# float32 values with the low 13 bits 0, cut from float32 as one of these conversions does.
 TF32_ROUNDINGS: dict[str, str] = {
     "rna": "nearest, ties away from zero: CUTLASS's default for float32 operands of TF32 tensor-core GEMMs "
            "(PreferredRoundingMode<tfloat32_t, float> is round_half_ulp_truncate: add 0x1000 to the bits, "
@@ -90,14 +87,13 @@ def to_tf32(values: np.ndarray, mode: str = "rna") -> np.ndarray:
     a = np.asarray(values)
     if a.dtype != np.float32:
         raise TypeError(f"TF32 conversion takes float32 values, not {a.dtype}")
-    u = a.view(np.uint32).astype(np.uint64)  # room for the carry
+    u = bit_view(a).astype(np.uint64)  # room for the carry
     finite = (u & 0x7F800000) != 0x7F800000
     if mode == "rna":
         u = np.where(finite, u + 0x1000, u)
     elif mode == "rne":
         u = np.where(finite, u + 0xFFF + ((u >> 13) & 1), u)
-    u = np.where(finite, u & 0xFFFFE000, u).astype(np.uint32)
-    return u.view(np.float32)
+    return from_bit_view(np.where(finite, u & 0xFFFFE000, u).astype(np.uint32), TF32)
 
 
 # --------------------------------------------------------------------------- models

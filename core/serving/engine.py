@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from core.arith.formats import format_of, in_ulps
+from core.arith.formats import format_of, in_ulps, same_bits
 from core.crowd.budget import MB, Cost
 from core.machines.globalstate import torch_threads
 from core.machines.progress import OnProgress, Progress, report
@@ -268,7 +268,6 @@ class _Live:
 class _Tally:
     def __init__(self, dtype: torch.dtype, ref_tokens: list[int], ref_logits: torch.Tensor) -> None:
         self.dtype, self.ref_tokens, self.ref_logits = dtype, ref_tokens, ref_logits
-        self.ref_bits = ref_logits.view(torch.int32)
         self.compared = self.differ = self.flips = 0
         self.min_ulps = float("inf")
         self.min_ratio = float("inf")
@@ -288,7 +287,7 @@ class _Tally:
         self.compared += 1
         ulps, ratio = self.gap(row)
         self.min_ulps, self.min_ratio = min(self.min_ulps, ulps), min(self.min_ratio, ratio)
-        if not torch.equal(row.view(torch.int32), self.ref_bits[i]):
+        if not same_bits(row, self.ref_logits[i]):
             self.differ += 1
             ref = self.ref_logits[i]
             move = float((row - ref).abs().max())

@@ -18,6 +18,7 @@ from core.arith.exact import shortest_repr
 from core.arith.formats import (
     Exact,
     FloatFormat,
+    bits_differ,
     bits_of,
     bits_of_value,
     error_in_ulps,
@@ -288,7 +289,7 @@ def search_counterexamples(settings: SearchSettings) -> SearchResult:
     a, b, c = t[:, 0], t[:, 1], t[:, 2]
     left = (a + b) + c
     right = a + (b + c)
-    differ = left.view(fmt.int_dtype) != right.view(fmt.int_dtype)
+    differ = bits_differ(left, right)
     n_differ = int(differ.sum())
     example = None
     if n_differ:

@@ -128,7 +128,7 @@ def suggest_tolerance(dtype: str, length: int, scale: float = 1.0, accumulate: s
     if dtype == "tf32":
         p = REDUCED_FORMATS["tf32"]
         acc_name, depth = "float32", k  # TF32 is a matrix product's input format
-        atol0, rtol0 = z * float(reduced_sizes(p, k, s)), 2 * p.u
+        atol0, rtol0 = z * float(reduced_sizes(p, k, s)), 2 * float(p.fmt.unit_roundoff)
     else:
         acc_name = accumulate or accumulation_format(dtype)
         if acc_name not in FORMATS or FORMATS[acc_name].precision < FORMATS[dtype].precision:

@@ -55,7 +55,7 @@ import xxhash
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
-from core.arith.formats import format_of, hex_digits
+from core.arith.formats import bit_view, byte_view, format_of, hex_digits, to_numpy
 from core.traces import oprules, reductions
 
 SAMPLE = 32  # output values kept per op, as hex bits
@@ -214,10 +214,10 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
 
 
 def _values(flat: torch.Tensor) -> np.ndarray:
-    """A flat tensor's memory as a NumPy array (shared, no copy): its own values, bfloat16 as its bit
-    patterns (torch hands NumPy no bfloat16 array, and bits are all these readers need). The digest,
-    the samples and the L1 norm all read this one array."""
-    return (flat.view(torch.uint16) if flat.dtype == torch.bfloat16 else flat).numpy()
+    """A flat tensor's memory as a NumPy array (shared, no copy): its own values, bfloat16 through
+    core.arith.formats.to_numpy (torch hands NumPy no bfloat16 array). The digest, the samples and the
+    L1 norm all read this one array."""
+    return to_numpy(flat) if flat.dtype == torch.bfloat16 else flat.numpy()
 
 
 def digest(t: torch.Tensor, flat: torch.Tensor | None = None, values: np.ndarray | None = None) -> str:
@@ -227,7 +227,7 @@ def digest(t: torch.Tensor, flat: torch.Tensor | None = None, values: np.ndarray
     if t.numel():
         if values is None:
             values = _values(_flat(t) if flat is None else flat)
-        h.update(values.view(np.uint8))  # the bytes in order (a bool is one byte, 0 or 1)
+        h.update(byte_view(values))  # the bytes in order (a bool is one byte, 0 or 1)
     return h.hexdigest()
 
 
@@ -267,7 +267,7 @@ def sample_hex(t: torch.Tensor, idx: list[int], flat: torch.Tensor | None = None
     fmt = _FORMATS.get(t.dtype)
     if fmt is not None:
         values = _values(flat) if values is None else values
-        return hex_digits(values.view(fmt.uint_dtype)[_position_array(tuple(idx))], fmt)
+        return hex_digits(bit_view(values)[_position_array(tuple(idx))], fmt)
     picked = flat[torch.tensor(idx, dtype=torch.long)] if idx else flat[:0]
     return [str(int(v)) if not t.is_complex() else str(complex(v)) for v in picked.tolist()]
 

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from core.arith.formats import same_bits
 from core.machines.memory import proc_kib
 from core.training.data_parallel import _data, _record, _Replica, shards, weights_digest
 from core.training.mlp import TrainSettings
@@ -157,5 +158,5 @@ def _train_worker(cfg: dict, rank: int, world: int, dist) -> None:
     mine = dp.flat()
     gathered = [torch.empty_like(mine) for _ in range(world)]
     dist.all_gather(gathered, mine)
-    same = all(torch.equal(g.view(torch.int32), mine.view(torch.int32)) for g in gathered)
+    same = all(same_bits(g, mine) for g in gathered)
     _emit({"event": "done", "rank": rank, "max_rss": _max_rss_bytes(), "replicas_identical": same})

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from core.arith.exact import exact_sum_fraction
-from core.arith.formats import FLOAT32, FLOAT64, FORMATS, FloatFormat, round_precision, round_to_format, value_of_bits
+from core.arith.formats import FLOAT32, FLOAT64, FORMATS, TF32, round_precision, round_to_format, value_of_bits
 from core.arith.metrics import gamma
 from core.diagnose.envelopes import ENVELOPE_FACTOR, MIN_MEDIAN
 from core.diagnose.inputs import prepare_inputs
@@ -32,9 +32,6 @@ from core.diagnose.tolerances import MARGIN, nice_up
 from core.diagnose.verdict import ASSUMED_K, MAX_ELEMENTS, VERDICTS, diagnose
 from tests.strategies import bit_patterns
 
-TF32 = FloatFormat(
-    name="tf32", precision=11, exponent_bits=8, emax=127, torch_dtype=torch.float32, int_dtype=torch.int32
-)
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -563,5 +560,12 @@ def test_simulation_reference_is_the_exact_sum_rounded_once():
 
 
 def test_reduced_formats_table():
-    assert REDUCED_FORMATS["tf32"].precision == 11 and REDUCED_FORMATS["tf32"].emin == -126
-    assert REDUCED_FORMATS["bfloat16"].u == 2.0**-8 and REDUCED_FORMATS["float16"].max_finite == 65504.0
+    """Each reduced format is the FloatFormat itself (one type of a format), with the values IEEE and NVIDIA give."""
+    tf32, bf16, f16 = (REDUCED_FORMATS[k].fmt for k in ("tf32", "bfloat16", "float16"))
+    assert tf32 is TF32 and bf16 is FORMATS["bfloat16"] and f16 is FORMATS["float16"]
+    assert REDUCED_FORMATS["float32"].fmt is FLOAT32
+    assert set(REDUCED_FORMATS) == {"float32", "tf32", "float16", "bfloat16"}
+    assert tf32.precision == 11 and tf32.emin == -126 and float(tf32.max_finite) == (2 - 2.0**-10) * 2.0**127
+    assert float(bf16.unit_roundoff) == 2.0**-8 and float(f16.max_finite) == 65504.0 and f16.emin == -14
+    assert [k for k, p in REDUCED_FORMATS.items() if p.rounds_output] == ["float16", "bfloat16"]
+    assert [k for k, p in REDUCED_FORMATS.items() if p.may_truncate] == ["tf32"]

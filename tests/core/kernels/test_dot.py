@@ -16,11 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.arith.exact import exact_dot_fraction, exact_sum_fraction
-from core.arith.formats import FORMATS, bits_of_value, round_to_format, value_of_bits
+from core.arith.formats import FORMATS, TF32, bits_of_value, round_to_format, value_of_bits
 from core.arith.vectors import VectorError, ill_conditioned_dot
 from core.kernels.dot import (
     MODELS,
-    TF32,
     ModelNotApplicable,
     check_formats,
     exact_products,
