@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.arith.formats import FORMATS, FloatFormat, get_format, quantum_exponent
+from core.arith.formats import FORMATS, FloatFormat, get_format, last_bit_even, quantum_exponent
 from core.arith.loader import MAX_UPLOAD_BYTES, Numbers, check_upload, clip, errors_as, read_column, read_text
 
 MAX_N = 10_000_000
@@ -119,7 +119,7 @@ def round_array(x64: np.ndarray, storage: str) -> np.ndarray:
         else:
             x32 = x64.astype(np.float32)
             inexact = (x32.astype(np.float64) != x64) & np.isfinite(x32)
-            even = (x32.view(np.uint32) & 1) == 0
+            even = last_bit_even(x32)
             fix = inexact & even
             if fix.any():
                 toward = np.where(x64[fix] > x32[fix].astype(np.float64), np.inf, -np.inf).astype(np.float32)
