@@ -3,9 +3,10 @@ precision, so a user's differences can be placed among those of real orders.
 
 For up to ``SIM_ELEMENTS`` outputs the K terms are formed
 exactly in float64 (products of float32 or narrower values are exact), then summed in A
-in the orders listed in ``SIM_ORDERS`` (sequential with fused multiply-add emulated
-exactly by round-to-odd, sequential, reverse, pairwise, 8 and 32 lanes then pairwise,
-split-K, seeded random orders) and with the inputs rounded to each reduced format. The
+in the orders ``sim_orders()`` lists: sequential with fused multiply-add emulated exactly by
+round-to-odd, every order of core.kernels.orders.ORDERS that has a ``RowShape`` (sequential,
+reverse, pairwise, 8 and 32 lanes then pairwise, split-K), and seeded random orders; and
+with the inputs rounded to each reduced format. The
 user's differences are placed in the distribution of differences between those orders,
 and each side is compared with the correctly rounded float64 sum of the exact terms. If
 the inputs' own orders spread further than T_R predicts, the envelope factor grows to
@@ -22,6 +23,8 @@ from core.arith.formats import FORMATS, last_bit_even, round_precision, ulp_arra
 from core.diagnose.inputs import Inputs
 from core.diagnose.results import Simulation
 from core.diagnose.rounding import REDUCED_FORMATS, accumulation_format, round_to
+from core.kernels.orders import ORDERS, RowShape
+from core.kernels.sums import sequential
 
 SIM_ELEMENTS = 256  # outputs recomputed at most (diagnose samples them)
 SIM_TERMS = 2**21  # sampled elements x K
@@ -29,39 +32,17 @@ SIM_FMA_MAX_K = 8192  # the exact fused-multiply-add emulation loops over K in P
 SIM_PERMUTATIONS = 6
 
 
-SIM_ORDERS = ("sequential, fused multiply-add", "sequential", "reverse", "pairwise",
-              "8 lanes, then pairwise (CPU SIMD-like)", "32 lanes, then pairwise (GPU warp-like)",
-              "split-K: 4 chunks", *(f"random order #{i + 1}" for i in range(SIM_PERMUTATIONS)))
+FMA_ORDER = "sequential, fused multiply-add"
 
 
-def _pairwise_rows(x: np.ndarray) -> np.ndarray:
-    n = x.shape[1]
-    size = 1 << max(0, (n - 1).bit_length())
-    level = np.zeros((x.shape[0], size), dtype=x.dtype)
-    level[:, :n] = x
-    while level.shape[1] > 1:
-        level = level[:, 0::2] + level[:, 1::2]
-    return level[:, 0]
+def row_orders() -> tuple[RowShape, ...]:
+    """Every order of core.kernels.orders.ORDERS that sums many rows at once, in the registry's order."""
+    return tuple(o.rows for o in ORDERS.values() if o.rows is not None)
 
 
-def _sequential_rows(x: np.ndarray) -> np.ndarray:
-    return np.add.accumulate(x, axis=1)[:, -1]
-
-
-def _lanes_rows(x: np.ndarray, lanes: int) -> np.ndarray:
-    e, n = x.shape
-    rows = -(-n // lanes)
-    padded = np.zeros((e, rows * lanes), dtype=x.dtype)
-    padded[:, :n] = x
-    per_lane = np.add.accumulate(padded.reshape(e, rows, lanes), axis=1)[:, -1, :]
-    return _pairwise_rows(per_lane)
-
-
-def _split_rows(x: np.ndarray, chunks: int = 4) -> np.ndarray:
-    n = x.shape[1]
-    size = -(-n // chunks)
-    parts = [_sequential_rows(x[:, s:s + size]) for s in range(0, n, size)]
-    return _sequential_rows(np.stack(parts, axis=1))
+def sim_orders() -> tuple[str, ...]:
+    """The simulation's columns: the fused sequential sum, ``row_orders``, then the seeded random orders."""
+    return (FMA_ORDER, *(r.label for r in row_orders()), *(f"random order #{i + 1}" for i in range(SIM_PERMUTATIONS)))
 
 
 def fma_sequential(terms: np.ndarray) -> np.ndarray:
@@ -85,17 +66,15 @@ def fma_sequential(terms: np.ndarray) -> np.ndarray:
 
 
 def _sum_orders(terms: np.ndarray, acc: str, fused: bool, seed: int = 0) -> np.ndarray:
-    """(E, len(SIM_ORDERS)) results of each order in the accumulation format (float64 values).
+    """(E, len(sim_orders())) results of each order in the accumulation format (float64 values).
     Columns whose order does not apply (no fused emulation) repeat the plain sequential sum."""
     dt = np.float32 if acc == "float32" else np.float64
     with np.errstate(over="ignore", invalid="ignore"):
         t = terms.astype(dt)  # products rounded to the accumulation format (exact for a summed vector)
-        seq = _sequential_rows(t)
-        out = [fma_sequential(terms) if fused else seq, seq, _sequential_rows(t[:, ::-1]), _pairwise_rows(t),
-               _lanes_rows(t, 8), _lanes_rows(t, 32), _split_rows(t)]
+        out = [fma_sequential(terms) if fused else sequential(t), *(r.run(t) for r in row_orders())]
         rng = np.random.default_rng(seed)
         for _ in range(SIM_PERMUTATIONS):
-            out.append(_sequential_rows(t[:, rng.permutation(t.shape[1])]))
+            out.append(sequential(t[:, rng.permutation(t.shape[1])]))
     return np.stack([np.asarray(o, dtype=np.float64) for o in out], axis=1)
 
 
@@ -104,7 +83,7 @@ def _one_order(terms: np.ndarray, fused: bool) -> np.ndarray:
     if fused:
         return fma_sequential(terms)
     with np.errstate(over="ignore", invalid="ignore"):
-        return _sequential_rows(terms.astype(np.float32)).astype(np.float64)
+        return sequential(terms.astype(np.float32)).astype(np.float64)
 
 
 def sample_elements(score: np.ndarray, candidates: np.ndarray, count: int) -> np.ndarray:
@@ -129,7 +108,7 @@ def inputs_fit(ops: Inputs, key: str) -> bool:
 
 def simulate(inputs: Inputs, a: np.ndarray, e: np.ndarray, fmt: str, elements: np.ndarray,
              reduced_keys: tuple[str, ...]) -> Simulation:
-    """Recompute the sampled outputs from the inputs in ``SIM_ORDERS`` (see the module docstring)."""
+    """Recompute the sampled outputs from the inputs in ``sim_orders()`` (see the module docstring)."""
     acc = accumulation_format(fmt)
     fused = inputs.kind == "matmul" and acc == "float32" and inputs.k <= SIM_FMA_MAX_K
     notes = []
@@ -163,7 +142,7 @@ def simulate(inputs: Inputs, a: np.ndarray, e: np.ndarray, fmt: str, elements: n
             kind=inputs.kind,
             k=inputs.k,
             elements=elements,
-            orders=SIM_ORDERS,
+            orders=sim_orders(),
             results=results,
             reference=reference,
             reduced=reduced,

@@ -27,7 +27,7 @@ from core.diagnose.envelopes import ENVELOPE_FACTOR, MIN_MEDIAN
 from core.diagnose.inputs import prepare_inputs
 from core.diagnose.results import BULK_SHARE
 from core.diagnose.rounding import REDUCED_FORMATS, as_float_array, round_to
-from core.diagnose.simulate import SIM_ORDERS, _sum_orders, fma_sequential
+from core.diagnose.simulate import _sum_orders, fma_sequential, sim_orders
 from core.diagnose.tolerances import MARGIN, nice_up
 from core.diagnose.verdict import ASSUMED_K, MAX_ELEMENTS, VERDICTS, diagnose
 from tests.strategies import bit_patterns
@@ -116,6 +116,13 @@ def test_fma_sequential_is_one_rounding_per_step(pairs):
     assert fma_sequential(terms)[0] == float(acc)
 
 
+def test_the_simulated_orders_are_the_registrys_row_shapes():
+    """The columns the page names: the fused sum, every ORDERS entry with a RowShape, six seeded shuffles."""
+    assert sim_orders() == ("sequential, fused multiply-add", "sequential", "reverse", "pairwise",
+                            "8 lanes, then pairwise (CPU SIMD-like)", "32 lanes, then pairwise (GPU warp-like)",
+                            "split-K: 4 chunks", *(f"random order #{i}" for i in range(1, 7)))
+
+
 @SETTINGS
 @given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.sampled_from(["normal", "positive", "wide"]))
 def test_every_simulated_order_is_within_the_a_priori_bound(seed, k, kind):
@@ -126,7 +133,7 @@ def test_every_simulated_order_is_within_the_a_priori_bound(seed, k, kind):
     a, b = x.astype(np.float32).astype(np.float64), y.astype(np.float32).astype(np.float64)
     terms = (a * b)[None, :]
     results = _sum_orders(terms, "float32", fused=True)
-    assert results.shape == (1, len(SIM_ORDERS))
+    assert results.shape == (1, len(sim_orders()))
     exact = exact_sum_fraction(terms[0])
     bound = gamma(k, 2.0**-24, math.inf) * exact_sum_fraction(np.abs(terms[0])) + k * Fraction(2) ** -149
     for r in results[0]:
@@ -552,9 +559,9 @@ def test_simulation_reference_is_the_exact_sum_rounded_once():
         i, j = divmod(int(flat), 100)
         exact = exact_sum_fraction(an[i] * bn[:, j])
         assert sim.reference[r] == float(round_to_format(exact, FLOAT64))
-    assert sim.results.shape == (sim.elements.size, len(SIM_ORDERS))
+    assert sim.results.shape == (sim.elements.size, len(sim_orders()))
     assert 0 <= sim.within <= sim.elements.size
-    assert sim.pair_diffs_ulps.size == sim.elements.size * len(SIM_ORDERS) * (len(SIM_ORDERS) - 1) // 2
+    assert sim.pair_diffs_ulps.size == sim.elements.size * len(sim_orders()) * (len(sim_orders()) - 1) // 2
     # the sampled elements include the worst difference
     assert int(np.nanargmax(d.abs_diff / d.scale)) in set(sim.elements.tolist())
 

@@ -2,7 +2,8 @@
 
 The new order here ("sorted by magnitude, largest first") is registered with one entry and
 nothing else; run_order runs it, the summation lab measures it against its a-priori bound,
-the budget prices it, and core.kernels.trees writes it out as a tree of additions.
+the budget prices it, core.kernels.trees writes it out as a tree of additions, and
+core.diagnose.simulate sums a user's sampled outputs in it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from core.arith.formats import FORMATS, bits_of, round_to_format
 from core.arith.metrics import exact_value
 from core.arith.vectors import VectorSpec, generate
 from core.crowd import budget
-from core.kernels.orders import ORDERS, Order, OrderBytes, Ran, TreeShape, run_order, sequential
+from core.kernels.orders import ORDERS, Order, OrderBytes, Ran, RowShape, TreeShape, run_order
+from core.kernels.sums import sequential
 from core.kernels.trees import build_tree, tree_shapes
 from core.studies.sumlab import run_lab
 
@@ -39,6 +41,8 @@ NEW = Order(
         combine=lambda b, ids: b.chain(ids),
         leaves=_largest_first,
     ),
+    rows=RowShape(label="largest first", run=lambda x: sequential(np.take_along_axis(
+        x, np.argsort(-np.abs(x.astype(np.float64)), axis=-1, kind="stable"), axis=-1))),
 )
 
 
@@ -72,6 +76,19 @@ def test_a_new_orders_tree_is_drawn_from_the_same_entry(registered):
     assert tree.result == round_to_format(exact_value(sequential(x[[3, 1, 0, 2]]), FORMATS["float32"]),
                                           FORMATS["float32"])
     assert sum(n.exact for n in tree.nodes if n.leaf_index is not None) == exact_sum_fraction(x)
+
+
+def test_a_new_orders_row_shape_is_a_column_of_the_mismatch_simulation(registered):
+    from core.diagnose.simulate import _sum_orders, sim_orders
+
+    terms = np.random.default_rng(4).lognormal(0, 3, (6, 40)).astype(np.float32).astype(np.float64)
+    columns = sim_orders()
+    assert columns.count("largest first") == 1 and columns[0] == "sequential, fused multiply-add"
+    results = _sum_orders(terms, "float32", fused=False)
+    assert results.shape == (6, len(columns))
+    got = results[:, columns.index("largest first")]
+    for i in range(6):
+        assert got[i] == run_order("largest_first", terms[i], "float32").value
 
 
 def test_without_the_entry_the_order_is_unknown():
