@@ -30,7 +30,7 @@ from core.diagnose.loaders import LossLog
 from core.diagnose.logs import LogVerdict, diagnose_logs
 from core.diagnose.rounding import round_to
 from core.kernels.cuda_model import cuda_config_for, cuda_sum_model
-from core.kernels.orders import sequential
+from core.kernels.sums import sequential
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
 from core.training.mlp import TrainSettings, forward, init_params, spirals
 

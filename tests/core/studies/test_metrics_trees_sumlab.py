@@ -15,7 +15,8 @@ from core.arith.formats import FLOAT16, FLOAT32, FLOAT64, FORMATS, NUMPY_DTYPES,
 from core.arith.formats import bits_of as bits_of_scalar
 from core.arith.metrics import a_priori_bound, evaluate, exact_value, gamma
 from core.arith.vectors import VectorSpec, generate
-from core.kernels.orders import DEFAULT_ORDERS, ORDERS, pairwise, sequential
+from core.kernels.orders import DEFAULT_ORDERS, ORDERS
+from core.kernels.sums import pairwise, sequential
 from core.kernels.trees import MAX_TREE_N, TREE_ORDERS, Tree, build_tree
 from core.studies.sumlab import run_lab, running_error
 
