@@ -236,7 +236,7 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
             charts.show(lambda t, m: view.tree_picture(t, height=300, max_abs_ulps=m), tree.tree, scale,
                         key=("sumlab-tree", request.orders_key(), cpu_order, tree.order), where=col)
             col.caption(f"{title}: result {shortest_repr(tree.tree.result, result.fmt)}, error "
-                        f"{ulps_text(tree.error_ulps)} ({abs_rel_text(tree.abs_error, tree.rel_error)}); "
+                        f"{ulps_text(tree.error.ulps)} ({abs_rel_text(tree.error.abs_error, tree.error.rel_error)}); "
                         f"{tree.additions} additions, depth {tree.depth}.")
         return trees
     q1, q2, q3 = st.columns(3)

@@ -1,18 +1,21 @@
 """Errors, condition numbers and a-priori error bounds (Higham, ch. 4) for sum results.
 
 All comparisons are exact: the result's value is decoded from its bits, the reference is
-the exact rational sum, and the bounds are Fractions.
+the exact rational sum, and the bounds are Fractions. ``ErrorReport`` (built by ``measure``) is the
+one record of a result against its exact value, in ULPs and against its bound (``BoundKind``), and
+``UlpText`` the one way an error in ULPs is written.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 from fractions import Fraction
 
 import numpy as np
 
-from core.arith.formats import Exact, FloatFormat, bits_of, error_in_ulps, value_of_bits
+from core.arith.formats import Exact, FloatFormat, bits_of, bits_of_value, error_in_ulps, ulp, value_of_bits
 
 
 def exact_value(v: np.generic, fmt: FloatFormat) -> Exact:
@@ -60,8 +63,36 @@ def input_rounding_error(sum_abs, k: int, u, eta, *, truncating: bool = False, r
     return (2 * u + u * u) * sum_abs + (1 + u) * eta * rows_abs + k * eta * eta
 
 
-def a_priori_bound(kind: str, n: int, sum_abs: Fraction, fmt: FloatFormat, depth: int | None = None) -> Fraction | None:
-    """Largest possible |computed - exact| for an algorithm (None: no finite bound).
+def _compensated(n: int, depth: int | None, u):
+    m = depth if depth is not None else n
+    g_m1, g_m = gamma(max(m - 1, 0), u), gamma(m, u)
+    if g_m1 is None or g_m is None:
+        return None
+    return 2 * u + (1 + u) * g_m1 * u * m * (1 + g_m)
+
+
+class BoundKind(Enum):
+    """Which a-priori bound an algorithm has: each member carries its factor g(n, depth, u), the bound
+    being g S with S = sum|x| (None: no finite bound). An order names its kind by the member's value
+    (``core.kernels.orders.Order.bound``)."""
+
+    SEQUENTIAL = "sequential", lambda n, depth, u: gamma(n - 1, u)
+    PAIRWISE = "pairwise", lambda n, depth, u: gamma(math.ceil(math.log2(n)), u)
+    TREE = "tree", lambda n, depth, u: gamma(depth if depth is not None else n - 1, u)
+    COMPENSATED = "compensated", _compensated
+    EXACT = "exact", lambda n, depth, u: u
+
+    def __new__(cls, key: str, factor):
+        member = object.__new__(cls)
+        member._value_ = key
+        member.factor = factor
+        return member
+
+
+def a_priori_bound(kind: BoundKind | str, n: int, sum_abs: Fraction, fmt: FloatFormat,
+                   depth: int | None = None) -> Fraction | None:
+    """Largest possible |computed - exact| for an algorithm (None: no finite bound); ``kind`` is a
+    ``BoundKind`` or its value (ValueError for any other).
 
     sequential: gamma_{n-1} S;  pairwise: gamma_{ceil(log2 n)} S;  tree: gamma_depth S for
     any summation tree whose longest root-to-leaf path has ``depth`` additions;
@@ -74,83 +105,147 @@ def a_priori_bound(kind: str, n: int, sum_abs: Fraction, fmt: FloatFormat, depth
     is Higham's 2u + O(m u^2) with the O-term written the same way: checked by
     property tests, not proved here.
     """
-    u = fmt.unit_roundoff
+    kind = BoundKind(kind)
     if n <= 1:
         return Fraction(0)
-    if kind == "sequential":
-        g = gamma(n - 1, u)
-    elif kind == "pairwise":
-        g = gamma(math.ceil(math.log2(n)), u)
-    elif kind == "tree":
-        g = gamma(depth if depth is not None else n - 1, u)
-    elif kind == "compensated":
-        m = depth if depth is not None else n
-        g_m1, g_m = gamma(max(m - 1, 0), u), gamma(m, u)
-        if g_m1 is None or g_m is None:
-            return None
-        g = 2 * u + (1 + u) * g_m1 * u * m * (1 + g_m)
-    elif kind == "exact":
-        g = u
-    else:
-        raise ValueError(f"unknown bound kind {kind!r}")
+    g = kind.factor(n, depth, fmt.unit_roundoff)
     return None if g is None else g * sum_abs
 
 
+# ------------------------------------------------------------- one result against its exact value
+HUGE_ULPS = 1e6  # from here on an error in ULPs is shown with its relative error too (1e16 − 1e16 + 1: 4.5e15 ULPs)
+
+
+def _ratio(r: Fraction) -> float:
+    """A Fraction as a float, ±inf past float64's range (a bound over ulp(0), the smallest subnormal)."""
+    try:
+        return float(r)
+    except OverflowError:
+        return math.inf if r > 0 else -math.inf
+
+
+def bound_in_ulps(bound: Fraction | None, exact: Exact, fmt: FloatFormat) -> float | None:
+    """An absolute a-priori bound in ULPs of the exact value in ``fmt``: the unit of the error in ULPs.
+
+    None where there is no finite bound or no finite exact value (nothing to convert); inf past float64's range."""
+    if bound is None or isinstance(exact, float):
+        return None
+    return _ratio(Fraction(bound) / ulp(exact, fmt))
+
+
+def relative_error(computed: Exact, exact: Exact) -> float | None:
+    """|computed − exact| / |exact|, exactly then rounded once; None when the exact value is 0 or not finite,
+    inf when the computed value is not finite."""
+    if isinstance(exact, float) or exact == 0:
+        return None
+    if isinstance(computed, float):
+        return math.inf
+    return float(abs(Fraction(computed) - exact) / abs(exact))
+
+
 @dataclass(frozen=True, kw_only=True)
-class SumMetrics:
-    value: Exact
+class ErrorReport:
+    """One computed result against the exact value it approximates, in the result's format: its error
+    absolute, relative and in ULPs, and against an a-priori bound. Built by ``measure`` (``evaluate`` for a
+    NumPy scalar) for every lab's rows: the one place a result is compared with its exact value."""
+
+    value: Exact  # the computed result, exactly
+    fmt: FloatFormat
     bits: int
-    abs_error: Exact  # |computed - exact|, or inf
-    rel_error: float | None  # None when the exact sum is 0
-    ulps: float  # signed, in ULPs of the exact sum in the working format
+    abs_error: Exact  # |computed - exact|; inf when they differ and one is not finite, 0 when the same
+    rel_error: float | None  # None when the exact value is 0 or not finite
+    ulps: float  # signed, in ULPs of the exact value in ``fmt``; nan when undefined
     correct_digits: float | None  # -log10(rel error); inf if exact; None if undefined
-    bound: Fraction | None
-    within_bound: bool | None  # None: no finite bound, or overflow
+    bound: Fraction | None  # None: no finite bound, or nothing finite to bound
+    bound_ulps: float | None  # the bound in ULPs of the exact value (the unit of ``ulps``)
+    within_bound: bool | None  # None: no finite bound, or a result that is not finite
 
     @property
     def overflowed(self) -> bool:
         return isinstance(self.value, float) and math.isinf(self.value)
 
+    @property
+    def negative_zero(self) -> bool:
+        return self.bits == 1 << (self.fmt.width - 1)
 
-def evaluate(
-    v: np.generic, exact: Exact, sum_abs: Fraction, fmt: FloatFormat, bound: Fraction | None
-) -> SumMetrics:
-    """Errors of one computed sum against the exact sum of the values it was given."""
-    value = exact_value(v, fmt)
-    bits = bits_of(np.asarray(v).astype(fmt.numpy_dtype))
+
+def measure(value: Exact, fmt: FloatFormat, exact: Exact, bound: Fraction | None = None,
+            bits: int | None = None) -> ErrorReport:
+    """A result of ``fmt`` (its exact value, and its bit pattern when it has a sign the value loses: -0)
+    against the exact value, within ``bound`` (an absolute bound; None: none)."""
+    bits = bits_of_value(value, fmt) if bits is None else bits
     if isinstance(exact, float) or isinstance(value, float):
         same = isinstance(exact, float) and isinstance(value, float) and (
-            value == exact or (math.isnan(value) and math.isnan(exact))
-        )
-        return SumMetrics(
-            value=value,
-            bits=bits,
-            abs_error=0 if same else math.inf,
-            rel_error=None,
-            ulps=math.nan if same else math.inf,
-            correct_digits=None,
-            bound=bound,
-            within_bound=None,
-        )
+            value == exact or (math.isnan(value) and math.isnan(exact)))
+        ulps = math.nan if same else math.inf
+        if not same and not isinstance(exact, float) and math.isinf(value):
+            ulps = value  # overflowed: infinitely many ULPs, on the side it overflowed to
+        return ErrorReport(value=value, fmt=fmt, bits=bits, abs_error=0 if same else math.inf, rel_error=None,
+                           ulps=ulps, correct_digits=None, bound=bound, bound_ulps=bound_in_ulps(bound, exact, fmt),
+                           within_bound=None)
     err = abs(value - exact)
-    rel = None if exact == 0 else float(err / abs(exact))
-    if rel is None:
-        digits = None
-    elif rel == 0:
-        digits = math.inf
-    else:
-        digits = max(0.0, -math.log10(rel))
-    within = None if bound is None else err <= bound
-    return SumMetrics(
-        value=value,
-        bits=bits,
-        abs_error=err,
-        rel_error=rel,
-        ulps=error_in_ulps(value, exact, fmt),
-        correct_digits=digits,
-        bound=bound,
-        within_bound=within,
-    )
+    rel = relative_error(value, exact)
+    digits = None if rel is None else math.inf if rel == 0 else max(0.0, -math.log10(rel))
+    return ErrorReport(value=value, fmt=fmt, bits=bits, abs_error=err, rel_error=rel,
+                       ulps=error_in_ulps(value, exact, fmt), correct_digits=digits, bound=bound,
+                       bound_ulps=bound_in_ulps(bound, exact, fmt),
+                       within_bound=None if bound is None else err <= bound)
+
+
+def evaluate(v: np.generic, exact: Exact, fmt: FloatFormat, bound: Fraction | None = None) -> ErrorReport:
+    """``measure`` for a NumPy scalar, cast to ``fmt`` first."""
+    bits = bits_of(np.asarray(v).astype(fmt.numpy_dtype))
+    return measure(value_of_bits(bits, fmt), fmt, exact, bound, bits)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UlpText:
+    """How an error (or a distance, or a bound) in ULPs is written: the one formatter, with one preset per
+    way the app writes them (``ulps_text``, ``ulps_short``, ``ulps_cell``, ``bound_cell``, ``ulps_count``,
+    ``ulps_gap``)."""
+
+    sign: str = "+"  # "+": a signed error; "±": a bound on one; "": a size
+    spec: str = ".4g"
+    large: float = math.inf  # from here on ``large_spec``, its exponent written bare ("-6.26e7")
+    large_spec: str = ""
+    unit: str = ""  # "ULP" after the number ("ULPs" when ``plural`` and the number is not 1)
+    plural: bool = False
+    infinite: str | None = None  # how ±inf reads; None: "+∞" / "−∞" (with the sign ``sign`` asks for)
+    undefined: str = "undefined"  # nan
+    missing: str = "—"  # None
+    huge: float = math.inf  # from here on a relative error, when given, goes beside (HUGE_ULPS)
+
+    def __call__(self, x: float | None, relative: float | None = None) -> str:
+        if x is None:
+            return self.missing
+        if math.isnan(x):
+            return self.undefined
+        if math.isinf(x):
+            if self.infinite is not None:
+                return self.infinite
+            return ("+∞" if x > 0 else "−∞") if self.sign == "+" else self.sign + "∞"
+        big = abs(x) >= self.large
+        number = format(x, ("+" if self.sign == "+" else "") + (self.large_spec if big else self.spec))
+        if big and "e" in number:
+            mantissa, exponent = number.split("e")
+            number = f"{mantissa}e{int(exponent)}"
+        if self.sign == "±":
+            number = "±" + number
+        if self.unit:
+            number += f" {self.unit}{'s' if self.plural and x != 1 else ''}"
+        if relative is not None and abs(x) >= self.huge:
+            number += f" (relative error {relative:.3g})"
+        return number
+
+
+# in a sentence; an error of 4.5e15 ULPs means little until it reads 'relative error 1', the whole answer
+ulps_text = UlpText(unit="ULP", infinite="∞ (overflowed)", huge=HUGE_ULPS)
+# in a metric ("-6.264e+07 UL…" was cut): 4 significant digits below 10^5, else three with a bare exponent
+ulps_short = UlpText(unit="ULP", infinite="∞ (overflowed)", large=1e5, large_spec=".2e")
+ulps_cell = UlpText()  # a table's error column, whose heading says "(ULPs)"
+bound_cell = UlpText(sign="±")  # a table's bound column: the error lies in ±bound
+ulps_count = UlpText(sign="", spec=",.3g", unit="ULP", plural=True)  # a size in a sentence: "1 ULP", "3 ULPs"
+ulps_gap = UlpText(sign="", spec=",.1f", large=1000, large_spec=",.0f")  # a gap in a column: "12.5", "1,234"
 
 
 # -------------------------------------------------------------------------- exponential growth

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.arith.formats import FORMATS, FloatFormat, in_ulps
+from core.arith.metrics import ulps_count
 from core.diagnose.accuracy import against_exact, against_given
 from core.diagnose.envelopes import (
     Elements,
@@ -348,8 +349,8 @@ def _decide(case: _Case, diffs: _Differences, envs: list[EnvelopeCheck],
     elif pattern.localized:
         verdict = Verdict.TOO_LARGE
         reasons.append(
-            f"{pattern.outliers.size:,} element(s) are far off (up to {pattern.worst:,.3g} ULPs of their scale) while "
-            f"the rest agree to {pattern.level:,.3g} ULP(s) or better: rounding spreads over all elements, so "
+            f"{pattern.outliers.size:,} element(s) are far off (up to {ulps_count(pattern.worst)} of their scale) "
+            f"while the rest agree to {ulps_count(pattern.level)} or better: rounding spreads over all elements, so "
             "isolated large differences are not rounding, whatever their size. (Only if just those elements were "
             "computed by another kernel, an edge tile say, could they be; their positions are listed below.)")
     elif reorder.fits:
@@ -370,7 +371,7 @@ def _decide(case: _Case, diffs: _Differences, envs: list[EnvelopeCheck],
             reasons += _unexplained_reasons(envs[1:])
     if pattern.applicable and verdict in (Verdict.REORDERING, Verdict.REDUCED_PRECISION):
         reasons.append(f"The pattern check found no isolated outliers (the largest difference is "
-                       f"{pattern.worst:,.3g} ULPs of its scale; the other 99 % reach {pattern.level:,.3g}).")
+                       f"{ulps_count(pattern.worst)} of its scale; the other 99 % reach {pattern.level:,.3g}).")
     return verdict, explanation, reasons
 
 
@@ -451,15 +452,15 @@ def _simulation_reasons(sim: Simulation, envs, verdict, explanation) -> list[str
     umax = float(np.max(sim.user_ulps)) if n else 0.0
     pmax = float(np.max(p)) if p.size else 0.0
     out.append(f"Simulation: {len(sim.orders)} summation orders of the inputs on {n:,} sampled element(s) differ "
-               f"from each other by up to {pmax:,.3g} ULPs; your differences there reach {umax:,.3g} ULPs, and "
+               f"from each other by up to {ulps_count(pmax)}; your differences there reach {ulps_count(umax)}, and "
                f"{sim.within:,} of {n:,} lie within their element's spread of orders.")
     if explanation is not None and explanation in sim.reduced:
         rd = sim.reduced_diffs_ulps(explanation)
         u = sim.user_ulps
         out.append(f"With the inputs rounded to {REDUCED_FORMATS[explanation].fmt.name}, the simulated results move by "
-                   f"a median {float(np.median(rd)):,.3g} ULPs (at most {float(np.max(rd)):,.3g}) from the "
+                   f"a median {ulps_count(float(np.median(rd)))} (at most {float(np.max(rd)):,.3g}) from the "
                    f"full-precision orders; your differences there: median {float(np.median(u)):,.3g}, at most "
-                   f"{float(np.max(u)):,.3g} ULPs.")
+                   f"{ulps_count(float(np.max(u)))}.")
     env_r = envs[0].envelope[sim.elements]
     a_ok = sim.actual_err <= env_r
     e_ok = sim.expected_err <= env_r
@@ -543,12 +544,8 @@ def _size_text(diffs: _Differences) -> str:
     if not differ.any():
         return "none"
     med = float(np.median(ulps[differ]))
-    return (f"median {_ulps(med)} where they differ, at most {rel_text(typical_rel_max(diffs))} relative among "
+    return (f"median {ulps_count(med)} where they differ, at most {rel_text(typical_rel_max(diffs))} relative among "
             "elements of at least median size")
-
-
-def _ulps(x: float) -> str:
-    return "1 ULP" if x == 1 else f"{x:,.3g} ULPs"
 
 
 def _sentence(verdict: Verdict, explanation: str | None, case: _Case, diffs: _Differences, rtol: float | None,

@@ -5,10 +5,10 @@ engine and their a-priori bounds are core.kernels.dot. This module puts them to 
 inputs: the two vectors a ``DotSpec`` describes (``make_pair``); the real torch.dot and torch.mm
 on this CPU, and on a GPU when one is present (``torch_results``, ``torch_gpu_results``: live);
 each result against the exact dot product in ULPs and against its bound (``run_lab``, one
-``DotRow`` each, with its origin: live, model or exact); the error as K grows (``error_curves``);
-whether torch.mm's bits depend on the number of rows (``batch_dependence``); and scatter-add by
-atomic additions in random arrival orders (``simulate_atomics``), against the index order, torch's
-index_add_ and the order-independent sum.
+``DotRow`` each: its origin, live, model or exact, and its ``core.arith.metrics.ErrorReport``); the
+error as K grows (``error_curves``); whether torch.mm's bits depend on the number of rows
+(``batch_dependence``); and scatter-add by atomic additions in random arrival orders
+(``simulate_atomics``), against the index order, torch's index_add_ and the order-independent sum.
 """
 
 from __future__ import annotations
@@ -32,10 +32,9 @@ from core.arith.formats import (
     format_of,
     round_to_format,
     to_torch,
-    ulp,
     value_of_bits,
 )
-from core.arith.metrics import kappa
+from core.arith.metrics import ErrorReport, kappa, measure
 from core.arith.vectors import (
     VectorError,
     VectorSpec,
@@ -217,14 +216,9 @@ class DotRow:
     key: str
     name: str
     origin: str
-    result: DotValue | None  # None: the model does not apply (see note)
-    ulps: float  # signed, in ULPs of the exact result in the result's format
-    abs_error: Exact | None
-    bound: Fraction | None
-    within_bound: bool | None
+    metrics: ErrorReport | None  # the result against the exact dot product; None: the model does not apply
     provenance: str
     note: str = ""  # why the model does not apply
-    bound_ulps: float | None = None  # the bound in ULPs of the exact result
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,44 +234,10 @@ class DotLab:
     rows: tuple[DotRow, ...]
 
 
-def _row(key, name, origin, result: DotValue, exact: Exact, bound: Fraction | None, provenance: str) -> DotRow:
-    if isinstance(exact, float) or isinstance(result.value, float):
-        same = isinstance(exact, float) and isinstance(result.value, float) and (
-            result.value == exact or (math.isnan(result.value) and math.isnan(exact)))
-        return DotRow(
-            key=key,
-            name=name,
-            origin=origin,
-            result=result,
-            ulps=math.nan if same else math.inf,
-            abs_error=None if same else math.inf,
-            bound=None,
-            within_bound=None,
-            provenance=provenance,
-        )
-    err = abs(result.value - exact)
-    ulps = error_in_ulps(result.value, exact, result.fmt)
-    within = None if bound is None else err <= bound
-    bound_ulps = None if bound is None else _ratio(bound / ulp(exact, result.fmt))
-    return DotRow(
-        key=key,
-        name=name,
-        origin=origin,
-        result=result,
-        ulps=ulps,
-        abs_error=err,
-        bound=bound,
-        within_bound=within,
-        provenance=provenance,
-        bound_ulps=bound_ulps,
-    )
-
-
-def _ratio(r: Fraction) -> float:
-    try:
-        return float(r)
-    except OverflowError:
-        return math.inf
+def _row(key: str, name: str, origin: str, result: DotValue, exact: Exact, bound: Fraction | None,
+         provenance: str) -> DotRow:
+    report = measure(result.value, result.fmt, exact, bound, result.bits)
+    return DotRow(key=key, name=name, origin=origin, metrics=report, provenance=provenance)
 
 
 def model_bound(model: DotModel, pair: DotPair, accumulate: str, tile: int, slices: int, tf32_mode: str,
@@ -320,20 +280,7 @@ def run_lab(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: int =
         try:
             result, _ = run_model(model, pair.x, pair.y, accumulate, tile, slices, tf32_mode)
         except ModelNotApplicable as err:
-            rows.append(
-                DotRow(
-                    key=key,
-                    name=name,
-                    origin=ORIGIN_MODEL,
-                    result=None,
-                    ulps=math.nan,
-                    abs_error=None,
-                    bound=None,
-                    within_bound=None,
-                    provenance=prov,
-                    note=str(err),
-                )
-            )
+            rows.append(DotRow(key=key, name=name, origin=ORIGIN_MODEL, metrics=None, provenance=prov, note=str(err)))
             continue
         bound = None if isinstance(sum_abs, float) else model_bound(model, pair, accumulate, tile, slices,
                                                                     tf32_mode, sum_abs)
@@ -390,12 +337,12 @@ def correctly_rounded(lab: DotLab) -> Exact:
 
 def bound_violations(lab: DotLab) -> list[str]:
     """The rows outside their a-priori bound (a bug if there is any)."""
-    return [r.name for r in lab.rows if r.within_bound is False]
+    return [r.name for r in lab.rows if r.metrics is not None and r.metrics.within_bound is False]
 
 
 def applicable_models(lab: DotLab) -> list[str]:
     """The model rows that gave a result (the ones a picture can be drawn for), in the lab's order."""
-    return [r.key for r in lab.rows if r.origin == ORIGIN_MODEL and r.result is not None]
+    return [r.key for r in lab.rows if r.origin == ORIGIN_MODEL and r.metrics is not None]
 
 
 @dataclass(frozen=True)
@@ -412,7 +359,7 @@ def batch_dependence(lab: DotLab) -> BatchDependence | None:
     if "torch_mm1" not in live or "torch_mm64" not in live:
         return None
     one, many = live["torch_mm1"], live["torch_mm64"]
-    return BatchDependence(one.result.bits == many.result.bits, abs(one.ulps - many.ulps))
+    return BatchDependence(one.metrics.bits == many.metrics.bits, abs(one.metrics.ulps - many.metrics.ulps))
 
 
 # --------------------------------------------------------------------------- error against K
@@ -511,6 +458,23 @@ class BucketResult:
     cpu_index_add: DotValue  # torch's index_add_ on this CPU (live)
     gpu_distinct: int | None  # different results over the GPU repeats (live), None without a GPU
     gpu_values: np.ndarray | None
+
+    def ulps(self, v: Exact) -> float:
+        """A result's error in ULPs of the bucket's exact sum in its format."""
+        return error_in_ulps(v, self.exact, self.fmt)
+
+    def _finite_ulps(self, values: np.ndarray) -> list[float]:
+        return [self.ulps(Fraction(float(v))) for v in values if math.isfinite(float(v))]
+
+    @property
+    def run_ulps(self) -> list[float]:
+        """Each simulated run's error in ULPs (runs that overflowed left out)."""
+        return self._finite_ulps(self.runs)
+
+    @property
+    def gpu_ulps(self) -> list[float] | None:
+        """Each GPU repeat's error in ULPs (live; None without a GPU)."""
+        return None if self.gpu_values is None else self._finite_ulps(self.gpu_values)
 
 
 @dataclass(frozen=True)

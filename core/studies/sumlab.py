@@ -12,8 +12,9 @@ from fractions import Fraction
 import numpy as np
 
 from core.arith.exact import exact_sum_fraction, to_mpf
-from core.arith.formats import FORMATS, Exact, FloatFormat, error_in_ulps, round_to_format, ulp
-from core.arith.metrics import SumMetrics, a_priori_bound, evaluate, exact_value, gamma, kappa
+from core.arith.formats import FORMATS, Exact, FloatFormat, error_in_ulps, round_to_format
+from core.arith.metrics import ErrorReport, a_priori_bound, evaluate, exact_value, gamma, kappa, measure
+from core.arith.metrics import relative_error as relative_error  # pages/non_associativity.py imports it from here
 from core.arith.vectors import Vector, VectorSpec, generate
 from core.crowd import budget
 from core.crowd.bytecache import RESULTS, vector_for
@@ -44,7 +45,7 @@ def resolve_working(storage: str, working: str) -> str:
 class OrderRow:
     order: Order
     outcome: OrderOutcome
-    metrics: SumMetrics
+    metrics: ErrorReport
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +54,7 @@ class PermutationStudy:
     seed: int
     values: np.ndarray  # k results, working dtype
     distinct: int
-    metrics_min_max: tuple[SumMetrics, SumMetrics]  # the lowest and highest result
+    metrics_min_max: tuple[ErrorReport, ErrorReport]  # the lowest and highest result
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +110,14 @@ class LabResult:
         """Names of the orders whose error exceeds their a-priori bound (a bug if any)."""
         return [r.order.name for r in self.rows if r.metrics.within_bound is False]
 
+    def permutation_ulps(self) -> list[float]:
+        """Each random permutation's error in ULPs of the exact sum, where finite (a sum that overflowed, or a
+        nonzero sum of an exact 0, is left out); [] without the study or a finite exact sum."""
+        if self.permutations is None or isinstance(self.exact, float):
+            return []
+        errors = (error_in_ulps(exact_value(v, self.fmt), self.exact, self.fmt) for v in self.permutations.values)
+        return [e for e in errors if math.isfinite(e)]
+
     @property
     def shows_trees(self) -> bool:
         """Small enough, and finite, for every partial sum to be drawn."""
@@ -158,7 +167,7 @@ def run_orders(values: np.ndarray, storage: str, working: str, orders: tuple[str
         report(on_progress, done=i, total=len(orders), what=f"{order.name} (order {i + 1} of {len(orders)})")
         outcome = run_order(key, values, working)
         bound = _bound(order, outcome, values.size, bound_sum, fmt, cast_error) if finite else None
-        rows.append(OrderRow(order, outcome, evaluate(outcome.value, exact, sum_abs, fmt, bound)))
+        rows.append(OrderRow(order, outcome, evaluate(outcome.value, exact, fmt, bound)))
     return LabResult(n=values.size, storage=storage, working=working, exact=exact, sum_abs=sum_abs, kappa=condition,
                      rows=tuple(rows), permutations=None, cast_note=cast_note,
                      bound_sum=bound_sum if finite else None, cast_error=cast_error if finite else None)
@@ -190,8 +199,7 @@ def permutation_study(values: np.ndarray, result: LabResult, permutations: int, 
     lo, hi = sums[np.argmin(sums.astype(np.float64))], sums[np.argmax(sums.astype(np.float64))]
     return PermutationStudy(
         k=k, seed=perm_seed, values=sums, distinct=int(np.unique(sums).size),
-        metrics_min_max=(evaluate(lo, result.exact, result.sum_abs, fmt, seq_bound),
-         evaluate(hi, result.exact, result.sum_abs, fmt, seq_bound)),
+        metrics_min_max=(evaluate(lo, result.exact, fmt, seq_bound), evaluate(hi, result.exact, fmt, seq_bound)),
     )
 
 
@@ -392,11 +400,10 @@ class LabTree:
 
     order: str
     tree: Tree
-    error_ulps: float  # the tree's result against the exact sum, in ULPs of the result's format
+    error: ErrorReport  # the tree's result against the exact sum (its absolute and relative error beside the ULPs:
+    # ULPs mislead after cancellation)
     additions: int
     depth: int
-    abs_error: Exact = Fraction(0)  # |tree result − exact sum| (ULPs mislead after cancellation: shown beside them)
-    rel_error: float | None = None  # abs_error / |exact sum|; None when the exact sum is 0
 
 
 def lab_trees(request: LabRequest, result: LabResult, cpu_order: str) -> tuple[LabTree, LabTree] | None:
@@ -408,17 +415,8 @@ def lab_trees(request: LabRequest, result: LabResult, cpu_order: str) -> tuple[L
 
     def one(order: str) -> LabTree:
         tree = build_tree(values, result.working, order)
-        finite = not isinstance(tree.result, float) and not isinstance(result.exact, float)
-        err = abs(tree.result - result.exact) if finite else float("inf")
-        return LabTree(
-            order=order,
-            tree=tree,
-            error_ulps=error_in_ulps(tree.result, result.exact, result.fmt),
-            additions=len(tree.internal()),
-            depth=tree.nodes[tree.root].depth,
-            abs_error=err,
-            rel_error=relative_error(tree.result, result.exact),
-        )
+        return LabTree(order=order, tree=tree, error=measure(tree.result, result.fmt, result.exact),
+                       additions=len(tree.internal()), depth=tree.nodes[tree.root].depth)
 
     return one(cpu_order), one("cuda")
 
@@ -441,29 +439,6 @@ def thread_split(n: int, threads: int | None = None) -> ThreadSplit:
     """torch's chunks for n values on ``threads`` threads (default: the threads torch uses here)."""
     threads = available_threads() if threads is None else threads
     return ThreadSplit(n, threads, tuple(thread_chunks(n, threads)))
-
-
-# ------------------------------------------------------------------ errors in one unit
-HUGE_ULPS = 1e6  # from here on an error in ULPs is shown with its relative error too (1e16 − 1e16 + 1: 4.5e15 ULPs)
-
-
-def bound_in_ulps(bound: Fraction | None, exact: Exact, fmt: FloatFormat) -> float | None:
-    """An absolute a-priori bound in ULPs of the exact sum in ``fmt``: the unit of the error column.
-
-    None where there is no finite bound or no finite exact sum (nothing to convert)."""
-    if bound is None or isinstance(exact, float):
-        return None
-    return float(Fraction(bound) / ulp(exact, fmt))
-
-
-def relative_error(computed: Exact, exact: Exact) -> float | None:
-    """|computed − exact| / |exact|, exactly then rounded once; None when the exact value is 0 or not finite,
-    inf when the computed value is not finite."""
-    if isinstance(exact, float) or exact == 0:
-        return None
-    if isinstance(computed, float):
-        return math.inf
-    return float(abs(Fraction(computed) - exact) / abs(exact))
 
 
 def differing_tree_seed(n: int = 32, cpu_order: str = "pairwise", storage: str = "float32",

@@ -1,4 +1,4 @@
-"""Errors and bounds in one unit (core.studies.sumlab.bound_in_ulps, relative_error), and the glossary's anchors."""
+"""Errors and bounds in one unit (core.arith.metrics.bound_in_ulps, relative_error), and the glossary's anchors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from fractions import Fraction
 import numpy as np
 
 from core.arith.formats import FORMATS, error_in_ulps, ulp
-from core.studies.sumlab import HUGE_ULPS, bound_in_ulps, relative_error, run_lab
+from core.arith.metrics import HUGE_ULPS, bound_in_ulps, relative_error
+from core.studies.sumlab import run_lab
 
 F32, F64 = FORMATS["float32"], FORMATS["float64"]
 
@@ -18,6 +19,7 @@ def test_bound_in_ulps_uses_the_error_columns_unit():
     assert bound_in_ulps(Fraction(2) ** -50, exact, F64) == 4.0
     assert bound_in_ulps(None, exact, F64) is None
     assert bound_in_ulps(Fraction(1), math.inf, F64) is None  # no finite exact sum: nothing to convert
+    assert bound_in_ulps(Fraction(1), Fraction(0), F64) == math.inf  # 2^1074 ULPs of 0: past float64, not a crash
 
 
 def test_every_lab_error_in_ulps_lies_within_its_bound_in_ulps():
@@ -26,7 +28,7 @@ def test_every_lab_error_in_ulps_lies_within_its_bound_in_ulps():
     for row in lab.rows:
         m = row.metrics
         b = bound_in_ulps(m.bound, lab.exact, lab.fmt)
-        assert b is not None and abs(m.ulps) <= b
+        assert b is not None and abs(m.ulps) <= b and b == m.bound_ulps
         # the same ratio as the absolute numbers: both divided by one ULP of the exact sum
         assert math.isclose(b, float(m.bound / ulp(lab.exact, F32)), rel_tol=1e-12)
 
@@ -61,3 +63,21 @@ def test_metric_ulps_are_short_and_abs_rel_text_reads_the_cancelled_answer():
     rel = relative_error(got, exact)
     assert abs_rel_text(abs(got - exact), rel) == "absolute error 1, relative error 0.125"
     assert "undefined" in abs_rel_text(Fraction(1), None)
+
+
+def test_one_table_renderer_writes_both_labs_cells():
+    """ui.render.error_cells: the Summation lab's and GPU arithmetic's tables, from one ErrorReport each."""
+    from core.arith.metrics import measure
+    from ui.render import error_cells
+
+    refused = error_cells(None)  # a model that does not apply
+    assert refused["value"] == "does not apply" and set(refused.values()) == {"does not apply", "—"}
+    up = error_cells(measure(math.inf, FORMATS["float16"], Fraction(70000), Fraction(1)))
+    assert (up["error (ULPs)"], up["within bound"], up["|error| (absolute)"]) == ("+∞", "overflow", "∞")
+    unbounded = error_cells(measure(Fraction(1), F32, Fraction(1)), "a-priori bound", "no finite bound (why)")
+    assert unbounded["a-priori bound (ULPs)"] == unbounded["a-priori bound (absolute)"] == "no finite bound (why)"
+    assert unbounded["within bound"] == "— (no finite bound)" and unbounded["correct digits"] == "∞"
+    near = error_cells(measure(Fraction(3, 2), F64, Fraction(3, 2) + Fraction(1, 2**60), Fraction(1, 2**50)))
+    assert (near["value"], near["error (ULPs)"], near["bound (ULPs)"], near["within bound"]) == \
+        ("1.5", "-0.003906", "±4", "yes")
+    assert error_cells(measure(Fraction(0), F64, Fraction(0), bits=1 << 63))["value"] == "-0"

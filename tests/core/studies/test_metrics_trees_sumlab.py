@@ -44,13 +44,15 @@ def test_gamma_and_bounds():
 
 
 def test_evaluate_exact_zero_and_overflow():
-    m = evaluate(np.float32(0.5), Fraction(1, 2), Fraction(1), FLOAT32, Fraction(0))
+    m = evaluate(np.float32(0.5), Fraction(1, 2), FLOAT32, Fraction(0))
     assert m.abs_error == 0 and m.ulps == 0 and m.correct_digits == math.inf and m.within_bound
-    m = evaluate(np.float32(2**-20), Fraction(0), Fraction(1), FLOAT32, None)
+    m = evaluate(np.float32(2**-20), Fraction(0), FLOAT32, None)
     assert m.rel_error is None and m.correct_digits is None and m.within_bound is None
-    m = evaluate(np.float16(np.inf), Fraction(70000), Fraction(70000), FLOAT16, Fraction(1))
+    m = evaluate(np.float16(np.inf), Fraction(70000), FLOAT16, Fraction(1))
     assert m.overflowed and m.ulps == math.inf and m.within_bound is None
-    m = evaluate(np.float64(0.1 + 0.2), Fraction(0.1) + Fraction(0.2), Fraction(1), FLOAT64, Fraction(1, 10**10))
+    m = evaluate(np.float16(-np.inf), Fraction(-70000), FLOAT16, Fraction(1))
+    assert m.overflowed and m.ulps == -math.inf  # overflowed downwards: the error keeps its sign
+    m = evaluate(np.float64(0.1 + 0.2), Fraction(0.1) + Fraction(0.2), FLOAT64, Fraction(1, 10**10))
     assert m.ulps == float((Fraction(0.1 + 0.2) - Fraction(0.1) - Fraction(0.2)) / Fraction(2) ** -54)
     assert bits_of_scalar(np.float32(1.0)) == 0x3F800000
 

@@ -161,7 +161,8 @@ def test_the_punchline_trees():
     fmt = FORMATS["float32"]
     for t in (cpu, gpu):
         assert t.additions == 20 - 1
-        assert t.error_ulps == error_in_ulps(t.tree.result, result.exact, fmt)
+        assert t.error.ulps == error_in_ulps(t.tree.result, result.exact, fmt)
+        assert t.error.abs_error == abs(t.tree.result - result.exact) and t.error.within_bound is None
         assert t.depth == t.tree.nodes[t.tree.root].depth
     pairwise = next(row for row in result.rows if row.order.key == "pairwise")
     assert cpu.tree.result == exact_value(pairwise.metrics.value, fmt)  # the tree is the order
