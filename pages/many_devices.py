@@ -48,6 +48,7 @@ from ui.many_devices_view import (
     study_progress,
 )
 from ui.navigation import ensure_app_navigation, next_page_link
+from ui.progress import ProgressBar
 from ui.render import inert
 from ui.urlstate import restore, share_box, sync
 
@@ -93,7 +94,7 @@ def start_live_run(settings: LiveSettings) -> None:
     if not st.button(f"Start {_workers(world)} and train {steps} steps", key="md_run",
                      disabled=not ok, icon=":material/play_arrow:"):
         return
-    bar = st.progress(0.0, text="Starting the worker processes (each one imports torch)…")
+    bar = ProgressBar(st, "Starting the worker processes (each one imports torch)…")
     try:
         with gated("the live run"):
             st.session_state["md_live"] = run_data_parallel(world, steps, on_progress=live_progress(bar), wait=False)
@@ -141,10 +142,9 @@ def replay(live: DataParallelResult) -> None:
     """The live run replayed by the ring model, and whether the weights agree bit for bit."""
     if st.button(f"Replay this run with the ring model ({live.world_size} emulated devices)", key="md_check_go",
                  icon=":material/compare_arrows:"):
-        bar = st.progress(0.0, text="Emulating…")
+        bar = ProgressBar(st, "Emulating…", say=lambda p: f"Step {p.done} of {p.total}")
         with gated("the replay"):
-            emu = emulate_run(live.world_size, "ring_gloo", live.steps,
-                              on_progress=lambda p: bar.progress(p.fraction, text=f"Step {p.done} of {p.total}"))
+            emu = emulate_run(live.world_size, "ring_gloo", live.steps, on_progress=bar)
         bar.empty()
         st.session_state["md_check"] = (live.pids, first_divergence(live.digests, emu.digests))
     check = st.session_state.get("md_check")
@@ -196,7 +196,7 @@ def models_section() -> None:
     study = STUDIES.get(ks)
     if study is None and st.button(f"Compute the orders for k = 2 … {ks[-1]:,} ({len(ks)} values of k)",
                                    key="md_study_go", icon=":material/calculate:"):
-        bar = st.progress(0.0, text="Summing…")
+        bar = ProgressBar(st, "Summing…")
         with gated("the order study"):
             started = time.monotonic()
             study = order_study(ks, on_progress=study_progress(bar, started))
@@ -252,7 +252,7 @@ def emulation_section(live: DataParallelResult | None) -> None:
         st.caption("Choose at least one number of devices.")
     elif missing and st.button(f"Run the emulation ({len(missing)} run{'s' if len(missing) > 1 else ''} of "
                                f"{settings.steps} steps)", key="md_emulate", icon=":material/play_arrow:"):
-        bar = st.progress(0.0, text="Emulating…")
+        bar = ProgressBar(st, "Emulating…")
         with gated("the emulation"):
             emulate_missing(missing, bar)
         bar.empty()

@@ -41,6 +41,7 @@ from ui import mitigations_view as view
 from ui.crowd import heavy_section
 from ui.mitigations_view import story_link
 from ui.navigation import ensure_app_navigation, next_page_link
+from ui.progress import ProgressBar
 from ui.render import inert
 from ui.urlstate import restore, share_box, sync
 
@@ -117,7 +118,7 @@ def float64_section() -> ThroughputRun | None:
         if st.button("Measure float32 against float64 on this server" + (" again" if run else ""), key="mi_measure",
                      icon=":material/speed:", help="A 1024² matrix product and a sum of 2²⁴ values in both formats, "
                      "7 interleaved repeats: many seconds on a busy server, so it runs only when asked."):
-            bar = st.progress(0.0, "Measuring…")
+            bar = ProgressBar(st, "Measuring…")
             _measure(bar)
             bar.empty()
             run, at = _measured()

@@ -28,6 +28,7 @@ from ui import serving_view as view
 from ui.crowd import heavy_section, over_budget
 from ui.mitigations_view import story_link
 from ui.navigation import ensure_app_navigation, next_page_link
+from ui.progress import ProgressBar
 from ui.render import inert
 from ui.urlstate import restore, share_box, sync
 
@@ -97,7 +98,7 @@ def serve(s: ServeSettings, cost: Cost, punch) -> ForkStudy | None:
         over_budget(cost, [], kept=False)
         return None
     with heavy_section(cost, "this serving run"):
-        bar = punch.progress(0.0, "Serving…")
+        bar = ProgressBar(punch, "Serving…")
         study = fork_study(s, lambda p: bar.progress(p.fraction, f"Serving live on this server: {p.what}"))
         bar.empty()
     _keep(s, study)

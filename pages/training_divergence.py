@@ -39,12 +39,12 @@ from core.training.pair import PLAIN, SOURCES, PairedRun, validate
 from core.training.seeds import seed_study
 from ui.crowd import heavy_section, over_budget
 from ui.navigation import ensure_app_navigation, next_page_link
+from ui.progress import ProgressBar
 from ui.render import inert
 from ui.talk import folded, presenter
 from ui.training_view import (
     NUMBERS_CSS,
     PairSlots,
-    ProgressBar,
     apply_preset_link,
     draw_pair,
     play_requested,
@@ -255,7 +255,7 @@ def equally_good(settings: TrainSettings) -> None:
         with heavy_section(cost, "this training"):  # a few heavy computations at once, server-wide
             bar = ProgressBar(st, f"Training {k} seeds per side ({2 * k} runs):")
             study = seed_study(settings, k, bar.update, memo=SEED_MEMO)
-            bar.bar.empty()
+            bar.empty()
         st.session_state["td_seed_result"] = (settings, study)
     result = st.session_state.get("td_seed_result")
     if not (result and result[0] == settings):
@@ -292,7 +292,7 @@ def float64_postpones(settings: TrainSettings) -> None:
             f32 = pair_outcome(settings, bar.update, PAIR_MEMO)
             bar.text = "Training the float64 pair:"
             f64 = pair_outcome(replace(settings, dtype="float64"), bar.update, PAIR_MEMO)
-            bar.bar.empty()
+            bar.empty()
         st.session_state["td_f64_result"] = (f32, f64)
     result = st.session_state.get("td_f64_result")
     if result and result[0].settings == settings:

@@ -12,7 +12,11 @@ The conversion is Streamlit's own, so the chart a viewer sees is the one ``st.al
 drawn, its data sent as Arrow tables: Streamlit offers it only as a private function
 (``streamlit.elements.vega_charts._convert_altair_to_vega_lite_spec``, in 1.67), so where it is missing
 ``show`` falls back to ``st.altair_chart`` and the chart is simply built per view again.
-tests/pages/test_charts.py holds both behaviours.
+Altair's public ``Chart.to_dict()`` is not a way round it: it applies Altair's active theme (its default
+sizes) and inlines the data as JSON rows (at most 5,000), and the theme and data transformer that would
+make it Streamlit's are process-wide settings that Streamlit swaps under a private lock, so a conversion
+of our own would race with every ``st.altair_chart`` of other sessions.
+tests/pages/test_charts.py holds both behaviours, and fails when the public route draws the same chart.
 """
 
 from __future__ import annotations

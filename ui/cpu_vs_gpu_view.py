@@ -20,6 +20,7 @@ from core.recordings.compare import (
 from core.recordings.fingerprint import GROUPS, OTHER_BITS, OpComparison, compare_ops, fingerprint, group_fingerprints
 from core.recordings.store import UPLOADED, Fidelity, Recording, TrainingEntry
 from core.studies.cpu_vs_gpu import Notice, ReductionStages, SumsEverywhere
+from ui.palette import LEGEND_FILL, PARTING, RUN_A, RUN_B
 from ui.render import inert
 from ui.talk import styled
 
@@ -104,8 +105,8 @@ def training_chart(entry: TrainingEntry, title: str) -> None:
         x=alt.X("step:Q", title="training step"),
         y=alt.Y("loss:Q", scale=alt.Scale(type="log"), title="loss (log scale)"),
         # the Training divergence page's colours: A blue, B orange and dashed (Okabe-Ito, colour-blind safe)
-        color=alt.Color("run:N", title=None, scale=alt.Scale(domain=["run A", "run B"], range=["#0072B2", "#E69F00"]),
-                        legend=alt.Legend(orient="top-right", fillColor="#ffffffd0")),
+        color=alt.Color("run:N", title=None, scale=alt.Scale(domain=["run A", "run B"], range=[RUN_A, RUN_B]),
+                        legend=alt.Legend(orient="top-right", fillColor=LEGEND_FILL)),
         strokeDash=alt.StrokeDash("run:N", legend=None, scale=alt.Scale(domain=["run A", "run B"],
                                                                         range=[[1, 0], [6, 3]])),
     )
@@ -113,8 +114,8 @@ def training_chart(entry: TrainingEntry, title: str) -> None:
     part = entry.first_rel_1pct
     if part is not None:
         rule = pd.DataFrame({"step": [part], "label": [f"more than 1% apart from step {part}"]})
-        layers.append(alt.Chart(rule).mark_rule(color="#d62728").encode(x="step:Q", tooltip=["label"]))
-        layers.append(alt.Chart(rule).mark_text(align="left", dx=4, dy=-6, color="#d62728").encode(
+        layers.append(alt.Chart(rule).mark_rule(color=PARTING).encode(x="step:Q", tooltip=["label"]))
+        layers.append(alt.Chart(rule).mark_text(align="left", dx=4, dy=-6, color=PARTING).encode(
             x="step:Q", y=alt.value(12), text="label"))
     st.altair_chart(styled(alt.layer(*layers).properties(height=300, title=title)), width="stretch")
 

@@ -17,6 +17,7 @@ from core.diagnose.logs import JUMP_FACTOR, LogDiagnosis, LogVerdict
 from core.diagnose.results import REORDERING_ENVELOPE, Diagnosis, Simulation, Verdict
 from core.diagnose.tolerances import ALLCLOSE_DEFAULT, MARGIN, format_tol
 from core.diagnose.verdict import VERDICT_HEADS, rel_text
+from ui.palette import CONTEXT, ENVELOPES, LOG_GAP, LOG_MARKS, LOG_RUNS, SIMULATION
 from ui.render import inert
 from ui.talk import styled
 
@@ -25,7 +26,6 @@ VERDICT_ICONS = {Verdict.IDENTICAL: ":material/check_circle:", Verdict.REORDERIN
 # The whole chart's height: Streamlit sizes a chart to fit it, axis titles and legends included, so the
 # histograms' plotting area is about 150 px of it (at 240 it was under 100 px in presenter type).
 CHART_HEIGHT = 300
-ENVELOPE_COLOURS = ["#1e8449", "#1f5fa8", "#7c3aed", "#d97706", "#b91c1c"]
 SHORT = {REORDERING_ENVELOPE: "reordering", "float32": "float32", "tf32": "TF32", "float16": "float16",
          "bfloat16": "bfloat16"}
 
@@ -198,7 +198,7 @@ def difference_histogram(d: Diagnosis, kind: str) -> alt.LayerChart | None:
             marks.append({"envelope": SHORT.get(env.key, env.key), "at": float(np.median(v)), "i": i})
     title = "|A − B| in ULPs of B" if kind == "ulp" else ("|A − B| / |B|" if kind == "rel" else "")
     x = alt.X("lo:Q", scale=alt.Scale(type="log"), title=title)
-    bars = alt.Chart(hist).mark_bar(color="#9ca3af").encode(
+    bars = alt.Chart(hist).mark_bar(color=CONTEXT).encode(
         x=x, x2="hi:Q", y=alt.Y("count:Q", title="elements"), y2=alt.datum(0),
         tooltip=[alt.Tooltip("lo:Q", format=".3g", title="from"), alt.Tooltip("hi:Q", format=".3g", title="to"),
                  "count:Q"])
@@ -208,7 +208,7 @@ def difference_histogram(d: Diagnosis, kind: str) -> alt.LayerChart | None:
         names = list(mdf["envelope"])
         layers.append(alt.Chart(mdf).mark_rule(strokeWidth=2, strokeDash=[6, 3]).encode(
             x=alt.X("at:Q", scale=alt.Scale(type="log")),
-            color=alt.Color("envelope:N", scale=alt.Scale(domain=names, range=ENVELOPE_COLOURS[: len(names)]),
+            color=alt.Color("envelope:N", scale=alt.Scale(domain=names, range=ENVELOPES[: len(names)]),
                             title="envelopes", legend=alt.Legend(orient="top", direction="horizontal")),
             tooltip=["envelope", alt.Tooltip("at:Q", format=".3g")]))
     return alt.layer(*layers).properties(height=CHART_HEIGHT)
@@ -269,7 +269,7 @@ def simulation_chart(sim: Simulation, explanation: str | None) -> alt.Chart | No
         x=alt.X("lo:Q", scale=alt.Scale(type="log"), title="difference in ULPs of B (zero differences not shown)"),
         x2="hi:Q",
         y=alt.Y("share:Q", stack=None, title="share of the series", axis=alt.Axis(format="%")), y2=alt.datum(0),
-        color=alt.Color("series:N", scale=alt.Scale(range=["#9ca3af", "#b91c1c", "#7c3aed"]), title=None,
+        color=alt.Color("series:N", scale=alt.Scale(range=SIMULATION), title=None,
                         legend=alt.Legend(orient="bottom")),
         tooltip=["series", alt.Tooltip("lo:Q", format=".3g"), alt.Tooltip("hi:Q", format=".3g"),
                  alt.Tooltip("share:Q", format=".1%")],
@@ -434,7 +434,7 @@ def log_loss_chart(ld: LogDiagnosis) -> alt.Chart:
         # "~g": a log axis's default labels keep one digit, so 0.005 and 0.01 both read "0.01"
         x="step:Q", y=alt.Y("loss:Q", scale=alt.Scale(type="log" if positive else "linear"),
                             axis=alt.Axis(format="~g")),
-        color=alt.Color("run:N", scale=alt.Scale(range=["#1f5fa8", "#d97706"]), title=None),
+        color=alt.Color("run:N", scale=alt.Scale(range=LOG_RUNS), title=None),
         strokeDash=alt.StrokeDash("run:N", legend=None),
     ).properties(height=CHART_HEIGHT)
 
@@ -451,7 +451,7 @@ def log_gap_chart(ld: LogDiagnosis) -> alt.LayerChart:
     long = pd.concat(series, ignore_index=True)
     layers = [alt.Chart(long).mark_line().encode(
         x="step:Q", y=y, color=alt.Color("series:N", scale=alt.Scale(
-            domain=["relative gap", "rounding size", "fitted growth"], range=["#b91c1c", "#9ca3af", "#1f5fa8"]),
+            domain=["relative gap", "rounding size", "fitted growth"], range=LOG_GAP),
             title=None),
         strokeDash=alt.StrokeDash("series:N", legend=None))]
     marks = []
@@ -462,7 +462,7 @@ def log_gap_chart(ld: LogDiagnosis) -> alt.LayerChart:
     if marks:
         layers.append(alt.Chart(pd.DataFrame(marks)).mark_rule(strokeDash=[4, 3]).encode(
             x="step:Q", color=alt.Color("mark:N", scale=alt.Scale(domain=["first difference", "jump"],
-                                                                  range=["#6b7280", "#000000"]), title=None),
+                                                                  range=LOG_MARKS), title=None),
             tooltip=["mark", "step"]))
     return alt.layer(*layers).resolve_scale(color="independent").properties(height=CHART_HEIGHT)
 

@@ -23,10 +23,11 @@ from core.studies.gpu_arithmetic import (
     correctly_rounded,
 )
 from ui.legend import name_hidden
+from ui.palette import ATOMICS, CONTEXT, EXACT, LIVE, MODEL
 from ui.render import inert, ulps_short
 from ui.talk import height_for_legends, styled
 
-ORIGINS = alt.Scale(domain=["model", "live", "exact"], range=["#d97706", "#1f5fa8", "#1e8449"])  # as ui.sumlab_view
+ORIGINS = alt.Scale(domain=["model", "live", "exact"], range=[MODEL, LIVE, EXACT])  # as ui.sumlab_view
 ORIGIN_DASHES = alt.Scale(domain=["model", "live"], range=[[1, 0], [6, 4]])
 ULP_TICKS = [0, 1, 10, 100, 1_000, 10_000, 100_000, 1e6, 1e7, 1e8, 1e9, 1e10, 1e12, 1e15, 1e20]  # symlog axes
 
@@ -166,7 +167,7 @@ def trace_frames(ops: list[TraceOp], k: int) -> tuple[pd.DataFrame, pd.DataFrame
 def trace_chart(nodes: pd.DataFrame, edges: pd.DataFrame) -> alt.LayerChart:
     x = alt.X("x:Q", title="products x_i·y_i, in order of i")
     y = alt.Y("y:Q", title="roundings from the products")
-    lines = alt.Chart(edges).mark_rule(color="#9ca3af").encode(x=x, y=y, x2="x2:Q", y2="y2:Q")
+    lines = alt.Chart(edges).mark_rule(color=CONTEXT).encode(x=x, y=y, x2="x2:Q", y2="y2:Q")
     points = (
         alt.Chart(nodes)
         .mark_point(size=160, filled=True, opacity=1)
@@ -239,7 +240,7 @@ def atomics_chart(hist: pd.DataFrame, marks: pd.DataFrame) -> alt.LayerChart:
         .encode(
             x=alt.X("ulps:Q", bin=alt.Bin(maxbins=40), title="bucket result − exact sum, in ULPs"),
             y=alt.Y("count():Q", title="runs"),
-            color=alt.Color("source:N", title=None, scale=alt.Scale(range=["#9ca3af", "#1f5fa8"]),
+            color=alt.Color("source:N", title=None, scale=alt.Scale(range=ATOMICS),
                             legend=alt.Legend(orient="top", labelLimit=0)),
         )
     )

@@ -19,14 +19,14 @@ from core.training.emulate import EmulatedRun, emulate_run
 from core.training.gloo import DataParallelResult, WorkerProgress
 from core.training.pair import StepRecord
 from core.training.seeds import DivergenceSummary
+from ui.palette import COLLECTIVE_MODELS, DEVICE_RUNS
 from ui.talk import styled
 
 # Finished work shared by every visitor of this server (deterministic for its key, so never stale).
 EMULATIONS = Memo(24)  # (ranks, model, steps) -> EmulatedRun
 STUDIES = Memo(4)  # ks -> tuple of Comparison
 STUDY_RATE = Memo(2)  # "per k": seconds per value of k in the last order study; "live": the last live run's times
-RUN_COLOURS = ["#1f5fa8", "#d97706", "#16a34a", "#9333ea", "#dc2626", "#0891b2"]
-MODEL_COLOURS = alt.Scale(domain=[m.name for m in MODELS.values()], range=["#1f5fa8", "#0891b2", "#d97706", "#16a34a"])
+MODEL_COLOURS = alt.Scale(domain=[m.name for m in MODELS.values()], range=COLLECTIVE_MODELS)
 HEIGHT = 320
 
 
@@ -88,7 +88,7 @@ def gap_chart(df: pd.DataFrame, title: str, field: str = "‖Δθ‖") -> alt.Ch
     """The gap to one process per step, on a log scale (steps where it is exactly 0 are left out)."""
     shown = df[df[field] > 0]
     runs = list(dict.fromkeys(df["run"]))
-    colours = alt.Scale(domain=runs, range=RUN_COLOURS[: max(1, len(runs))])
+    colours = alt.Scale(domain=runs, range=DEVICE_RUNS[: max(1, len(runs))])
     return styled(alt.Chart(shown, title=title, height=HEIGHT).mark_line(strokeWidth=2).encode(
         x=alt.X("step:Q", title="training step", axis=alt.Axis(format="d", tickMinStep=1)),
         y=alt.Y(f"{field}:Q", title=f"{field} (log scale)", scale=alt.Scale(type="log")),

@@ -12,6 +12,18 @@ mode a deep link never runs app.py, so the mode would stick for every later visi
 The guard below sets the flag to the value app.py's ``st.navigation`` sets anyway, then
 reruns once, so the first visitor gets the real navigation. (Measured with streamlit
 1.67.0; the browser test opens a deep link on a fresh server and checks the sidebar.)
+
+Streamlit offers no public way to do this. The mode is decided when the first session's
+page manager is made, from whether a folder named ``pages`` sits beside the entrypoint
+(``streamlit/runtime/pages_manager.py`` in 1.67), before any script runs, so no public call
+in app.py can come first; ``st.navigation`` ends the mode only once a run reaches it, and the
+first run has by then drawn under the other mode. The public route is to keep the page
+scripts in a folder with another name: Streamlit's docs call ``pages/`` "a legacy way to
+create multipage apps" (https://docs.streamlit.io/develop/concepts/multipage-apps/overview),
+and ``st.Page`` takes a script from any folder. That move renames the pages package across
+code, tests, docs and the import contracts, and would make this guard unnecessary.
+tests/pages/test_navigation.py holds the behaviour the guard keeps, and says when a Streamlit
+upgrade stops deciding the mode this way.
 """
 
 from __future__ import annotations
@@ -98,7 +110,7 @@ def leave_directory_mode() -> None:
         from streamlit.runtime.pages_manager import PagesManager
     except ImportError:  # a future Streamlit without the flag needs no healing
         return
-    if PagesManager.uses_pages_directory:
+    if getattr(PagesManager, "uses_pages_directory", None):
         PagesManager.uses_pages_directory = False
         st.session_state[HEALED_KEY] = True
         st.rerun()
@@ -110,10 +122,11 @@ def ensure_app_navigation() -> None:
         return
     try:
         from streamlit.runtime.pages_manager import PagesManager
-
-        PagesManager.uses_pages_directory = False
     except ImportError:  # a future Streamlit without the flag needs no healing
         return
+    if not hasattr(PagesManager, "uses_pages_directory"):
+        return
+    PagesManager.uses_pages_directory = False
     st.session_state[HEALED_KEY] = True
     st.rerun()
 

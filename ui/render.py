@@ -5,10 +5,7 @@ from __future__ import annotations
 import re
 
 from core.arith.formats import FloatFormat, hex_bits, split_bits
-
-SIGN_COLOUR = "#c0392b"
-EXPONENT_COLOUR = "#1e8449"
-MANTISSA_COLOUR = "#1f5fa8"
+from ui.palette import EXPONENT_BITS, MANTISSA_BITS, SIGN_BIT
 
 
 def bits_html(bits: int, fmt: FloatFormat) -> str:
@@ -17,18 +14,18 @@ def bits_html(bits: int, fmt: FloatFormat) -> str:
     return (
         f'<span class="fp-bits" title="{fmt.name} bit pattern {hex_bits(bits, fmt)}" '
         'style="font-family:monospace;font-size:0.92em;letter-spacing:0.02em;word-break:break-all">'
-        f'<span style="color:{SIGN_COLOUR};font-weight:700">{sign}</span>&#8202;'
-        f'<span style="color:{EXPONENT_COLOUR};font-weight:700">{exponent}</span>&#8202;'
-        f'<span style="color:{MANTISSA_COLOUR}">{mantissa}</span></span>'
+        f'<span style="color:{SIGN_BIT};font-weight:700">{sign}</span>&#8202;'
+        f'<span style="color:{EXPONENT_BITS};font-weight:700">{exponent}</span>&#8202;'
+        f'<span style="color:{MANTISSA_BITS}">{mantissa}</span></span>'
     )
 
 
 def bits_legend(fmt: FloatFormat) -> str:
     return (
         f'<span style="font-size:0.85em">{fmt.name}: '
-        f'<span style="color:{SIGN_COLOUR};font-weight:700">1 sign bit</span> · '
-        f'<span style="color:{EXPONENT_COLOUR};font-weight:700">{fmt.exponent_bits} exponent bits</span> · '
-        f'<span style="color:{MANTISSA_COLOUR}">{fmt.mantissa_bits} mantissa bits</span> '
+        f'<span style="color:{SIGN_BIT};font-weight:700">1 sign bit</span> · '
+        f'<span style="color:{EXPONENT_BITS};font-weight:700">{fmt.exponent_bits} exponent bits</span> · '
+        f'<span style="color:{MANTISSA_BITS}">{fmt.mantissa_bits} mantissa bits</span> '
         f"(precision p = {fmt.precision} with the implicit leading 1)</span>"
     )
 

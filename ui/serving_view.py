@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from core.serving.engine import Completion, ForkStudy, ServeResult
+from ui.palette import FORK, GENERATED_BACKGROUND, ON_FORK
 from ui.render import inert
 
 SHOWN_GROUPS = 6  # completions drawn in full (the table lists every group)
@@ -27,8 +28,7 @@ def headline(n: int, k: int) -> str:
 # The fork mark: a solid orange box with white bold text (the pale orange-background directive was faint),
 # and the text after it underlined in the same colour. The prompt (the visitor's) is inert; the generated text is
 # escaped HTML (it is in the model's alphabet anyway: lower-case letters, spaces, commas and full stops).
-FORK = "#c2410c"
-GENERATED = "background:rgba(28,131,225,0.13);border-radius:0.2em"
+GENERATED = f"background:{GENERATED_BACKGROUND};border-radius:0.2em"
 
 
 def _esc(text: str) -> str:
@@ -47,7 +47,7 @@ def highlighted(prompt: str, c: Completion | None, text: str) -> str:
         return f"{inert(prompt)}{_generated(text)}"
     i = c.fork.position
     ch = text[i] if text[i] != " " else "␣"
-    mark = (f'<span style="background:{FORK};color:#fff;font-weight:700;padding:0 0.15em;border-radius:0.2em" '
+    mark = (f'<span style="background:{FORK};color:{ON_FORK};font-weight:700;padding:0 0.15em;border-radius:0.2em" '
             f'title="first character that departs from the request served alone">{_esc(ch)}</span>')
     rest = (f'<span style="text-decoration:underline;text-decoration-color:{FORK};text-decoration-thickness:2px;'
             f'color:{FORK}">{_esc(text[i + 1:])}</span>')

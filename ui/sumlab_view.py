@@ -19,6 +19,8 @@ from core.kernels.trees import Tree
 from core.machines.progress import OnProgress
 from core.studies.sumlab import LabResult, RunningError, bound_in_ulps
 from ui.crowd import heavy_section
+from ui.palette import CONTEXT, NOTE, ORIGINS
+from ui.progress import ProgressBar
 from ui.talk import presenter, styled
 
 
@@ -186,19 +188,16 @@ def _exact_text(v) -> str:
 
 @contextmanager
 def computing(cost: budget.Cost, what: str) -> Iterator[OnProgress]:
-    """A spinner, through the heavy gate when ``cost`` is heavy, and a caption naming each step
+    """A spinner, through the heavy gate when ``cost`` is heavy, and a progress bar naming each step
     (the ``on_progress`` callback this yields); both go away when the block ends."""
     with heavy_section(cost, what), st.spinner("Summing…"):
-        progress = st.empty()
-        yield lambda p: progress.caption(f"Summing: {p.what}…")
-        progress.empty()
+        bar = ProgressBar(st, "Summing…", say=lambda p: f"Summing: {p.what}…")
+        yield bar
+        bar.empty()
 
 
 # -------------------------------------------------------------------------------- charts
-ORIGIN_COLOURS = alt.Scale(
-    domain=["live", "model", "algorithm", "exact"],
-    range=["#1f5fa8", "#d97706", "#6b7280", "#1e8449"],
-)
+ORIGIN_COLOURS = alt.Scale(domain=list(ORIGINS), range=list(ORIGINS.values()))  # live, model, algorithm, exact
 
 
 def error_bars(df: pd.DataFrame) -> alt.Chart:
@@ -223,7 +222,7 @@ def permutation_histogram(values: pd.DataFrame, marks: pd.DataFrame) -> alt.Laye
     x = alt.X("ulps:Q", title="result − exact sum, in ULPs")
     bars = (
         alt.Chart(values)
-        .mark_bar(opacity=0.45, color="#9ca3af")
+        .mark_bar(opacity=0.45, color=CONTEXT)
         .encode(
             x=alt.X("ulps:Q", bin=alt.Bin(maxbins=40), title="result − exact sum, in ULPs"),
             y=alt.Y("count():Q", title="permutations", axis=alt.Axis(format="d", tickMinStep=1)),
@@ -273,7 +272,7 @@ def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320,
     y = alt.Y("y:Q", title="depth", scale=alt.Scale(domain=[-max(1.0, 0.3 * depth + 0.5), depth + 0.3], nice=False),
               axis=alt.Axis(values=list(range(depth + 1))))
     top = max_abs_ulps if max_abs_ulps and max_abs_ulps > 0 else max(float(nodes["abs_ulps"].max() or 0), 0.5)
-    lines = alt.Chart(edges).mark_rule(color="#9ca3af").encode(x=x, y=y, x2="x2:Q", y2="y2:Q")
+    lines = alt.Chart(edges).mark_rule(color=CONTEXT).encode(x=x, y=y, x2="x2:Q", y2="y2:Q")
     points = (
         alt.Chart(nodes)
         .mark_circle(size=220, opacity=1)
@@ -289,7 +288,7 @@ def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320,
     )
     leaves = (
         alt.Chart(nodes[nodes["label"].str.startswith("x[")])
-        .mark_text(angle=270, align="right", baseline="middle", dx=-10, color="#374151")  # size: styled
+        .mark_text(angle=270, align="right", baseline="middle", dx=-10, color=NOTE)  # size: styled
         .encode(x=x, y=y, text="short:N")
     )
     return styled(alt.layer(lines, points, leaves).properties(height=height))

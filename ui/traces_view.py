@@ -9,12 +9,12 @@ import streamlit as st
 from core.traces.compare import Comparison, Row, cast_formats
 from core.traces.judge import BEYOND_ROUNDING, BORN, FORMAT_CHANGE, IDENTICAL, INHERITED, packet
 from core.traces.pairs import STATE_ORDER, timeline
+from ui.palette import TRACE_STATES
 from ui.render import inert
 from ui.talk import styled
 
 # one colour per timeline state, in STATE_ORDER
-COLOURS = dict(zip(STATE_ORDER, ("#b8c2cc", "#f28e2b", "#d62728", "#4e79a7", "#59a14f", "#8c564b", "#9467bd"),
-                   strict=True))
+COLOURS = dict(zip(STATE_ORDER, TRACE_STATES, strict=True))
 
 
 FORMAT_WORDS = ("A format change is expected wherever one run computes in another format (bfloat16 weights, "

@@ -17,7 +17,6 @@ from core.arith.exact import exact_decimal
 from core.arith.formats import FORMATS
 from core.crowd.querystate import Field, decode
 from core.crowd.runner import PairOutcome
-from core.machines.progress import Progress
 from core.recordings.compare import Parting
 from core.training.divergence import PairSnapshot, check_speed, snapshot
 from core.training.mlp import TrainSettings
@@ -25,13 +24,27 @@ from core.training.pair import PLAIN, SOURCES, PairedRun, StepRecord
 from core.training.seeds import DivergenceSummary, SeedStudy
 from ui import charts
 from ui.export import download_buttons
+from ui.palette import (
+    CLASSES,
+    DIFFERING_BITS,
+    FIT,
+    FLOAT32_PAIR,
+    FLOAT64_PAIR,
+    LEGEND_FILL,
+    LOSS_GAP,
+    NOTE,
+    OUTLINE,
+    REFERENCE,
+    RUN_A,
+    RUN_B,
+    WEIGHT_GAP,
+)
+from ui.progress import YIELD_EVERY, ProgressBar
 from ui.render import bits_html, inert
 from ui.talk import styled
 
-# Okabe and Ito's colour-blind-safe palette (https://jfly.uni-koeln.de/color/): A blue, B orange; B is
-# dashed as well, so the two read apart in grey print and for every kind of colour vision.
-RUN_COLOURS = alt.Scale(domain=["A", "B"], range=["#0072B2", "#E69F00"])
-GAP_COLOURS = ["#CC79A7", "#009E73", "#111827"]  # |Δ loss| (reddish purple), ‖Δθ‖ (bluish green), the fit
+RUN_COLOURS = alt.Scale(domain=["A", "B"], range=[RUN_A, RUN_B])  # B is dashed as well (ui.palette)
+GAP_COLOURS = [LOSS_GAP, WEIGHT_GAP, FIT]  # |Δ loss|, ‖Δθ‖, the fit
 POINTS_UP_TO = 60  # steps: up to this many, every step is drawn as a point too (one Step shows one point)
 
 
@@ -59,7 +72,6 @@ STRIP_HEIGHT = 300
 # normal layout, side by side (and taller) in presenter mode.
 LIVE_HEIGHT, LIVE_HEIGHT_SIDE_BY_SIDE = 190, 300
 BOUNDARY_WIDTH, BOUNDARY_HEIGHT = 420, 480  # a square plotting area once axes and legend are placed
-CLASS_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"]
 
 
 # A step chart draws at most about this many rows. A chart is 600 to 1,200 px wide, so more points share
@@ -114,7 +126,7 @@ def loss_chart(df: pd.DataFrame, title: str | None = None, height: int = LINE_HE
     long = thinned(df, ["loss A", "loss B"]).melt(id_vars=["step"], value_vars=["loss A", "loss B"], var_name="run",
                                                    value_name="loss")
     long["run"] = long["run"].str[-1]
-    where = alt.Legend(orient="top-right", fillColor="#ffffffd0", padding=4, title=None)
+    where = alt.Legend(orient="top-right", fillColor=LEGEND_FILL, padding=4, title=None)
     x = STEP_AXIS if x_title else STEP_AXIS.title(None)
     y = alt.Y("loss:Q", scale=alt.Scale(type="log"), title="loss A and B (log)")
     colour = alt.Color("run:N", scale=RUN_COLOURS, legend=where)
@@ -158,8 +170,8 @@ def relative_gap_chart(df: pd.DataFrame, height: int = LIVE_HEIGHT) -> alt.Layer
                 color=alt.value(GAP_COLOURS[0]))
     )
     rule = pd.DataFrame({"y": [0.01], "label": ["1%"]})
-    line = alt.Chart(rule).mark_rule(strokeDash=[4, 4], color="#6b7280").encode(y="y:Q")
-    label = alt.Chart(rule).mark_text(align="left", dx=4, dy=-8, fontSize=13, color="#374151").encode(
+    line = alt.Chart(rule).mark_rule(strokeDash=[4, 4], color=REFERENCE).encode(y="y:Q")
+    label = alt.Chart(rule).mark_text(align="left", dx=4, dy=-8, fontSize=13, color=NOTE).encode(
         y="y:Q", x=alt.value(0), text="label:N")
     layers = [gap, line, label]
     if not len(data):
@@ -203,7 +215,7 @@ def bits_strip(df: pd.DataFrame) -> alt.Chart:
     few = len(df) <= POINTS_UP_TO
     return styled(
         alt.Chart(thinned(df[["step", "differing bits"]], ["differing bits"]))
-        .mark_area(color="#c0392b", opacity=0.7, point=alt.OverlayMarkDef(color="#c0392b") if few else False)
+        .mark_area(color=DIFFERING_BITS, opacity=0.7, point=alt.OverlayMarkDef(color=DIFFERING_BITS) if few else False)
         .encode(
             x=STEP_AXIS,
             y=alt.Y("differing bits:Q", title="share of parameter bits (%)", axis=alt.Axis(format="%", tickCount=5),
@@ -230,7 +242,7 @@ def boundary_chart(grid: pd.DataFrame, pts: pd.DataFrame, title: str) -> alt.Lay
     gaps, which read as vertical stripes on a wide screen); the chart keeps a square aspect.
     """
     classes = sorted(set(grid["class"]) | set(pts["class"]), key=int)
-    colours = alt.Scale(domain=classes, range=CLASS_COLOURS[: len(classes)])
+    colours = alt.Scale(domain=classes, range=CLASSES[: len(classes)])
     lo_x, hi_x = float(grid["x"].min()), float(grid["x2"].max())
     lo_y, hi_y = float(grid["y"].min()), float(grid["y2"].max())
     x = alt.X("x:Q", title="feature x₁", scale=alt.Scale(domain=[lo_x, hi_x], nice=False, zero=False))
@@ -243,7 +255,7 @@ def boundary_chart(grid: pd.DataFrame, pts: pd.DataFrame, title: str) -> alt.Lay
     )
     dots = (
         alt.Chart(pts)
-        .mark_circle(size=16, opacity=0.9, stroke="#111827", strokeWidth=0.3)
+        .mark_circle(size=16, opacity=0.9, stroke=OUTLINE, strokeWidth=0.3)
         .encode(x=x, y=y, color=alt.Color("class:N", scale=colours))
     )
     return styled(alt.layer(cells, dots).properties(width=BOUNDARY_WIDTH, height=BOUNDARY_HEIGHT))
@@ -260,7 +272,7 @@ def precision_overlay(f32: PairOutcome, f64: PairOutcome) -> alt.Chart:
             x=STEP_AXIS,
             y=alt.Y("|Δ loss|:Q", scale=alt.Scale(type="log"), title="|loss A − loss B| (nats, log scale)"),
             color=alt.Color("pair:N", title="pair", scale=alt.Scale(domain=["float32 pair", "float64 pair"],
-                                                                    range=["#c0392b", "#1e8449"]),
+                                                                    range=[FLOAT32_PAIR, FLOAT64_PAIR]),
                             legend=alt.Legend(orient="top")),
         )
         .properties(height=LINE_HEIGHT)
@@ -290,7 +302,6 @@ def seed_chart(df: pd.DataFrame, field: str) -> alt.LayerChart:
 # ------------------------------------------------------------------------ the live pair
 
 PLAY_CHUNK = 10  # steps applied at once while playing: tens of milliseconds between yield points (idle core)
-YIELD_EVERY = 0.1  # seconds between two progress updates (each is where a click or a closed tab stops a run)
 
 
 def apply_preset_link(fields: list[Field], preset_values: Callable[[str], dict]) -> bool:
@@ -307,26 +318,6 @@ def apply_preset_link(fields: list[Field], preset_values: Callable[[str], dict])
         return False  # a rejected preset name: restore's note says so
     st.session_state.update({**preset_values(values["td_preset"]), **values})
     return True
-
-
-class ProgressBar:
-    """A progress bar updated at most every YIELD_EVERY seconds.
-
-    Every update sends a message, which is where Streamlit stops this script run when the
-    visitor clicked something else or closed the tab: long work calls ``update`` (a
-    core.machines.progress callback) between chunks.
-    """
-
-    def __init__(self, where, text: str) -> None:
-        self.bar = where.progress(0.0, text=text)
-        self.text = text
-        self.last = time.monotonic()
-
-    def update(self, p: Progress) -> None:
-        now = time.monotonic()
-        if now - self.last >= YIELD_EVERY:
-            self.bar.progress(p.fraction, text=f"{self.text} {p.done:,} of {p.total:,} {p.what or 'steps'}")
-            self.last = now
 
 
 def value_and_bits(v: float, bits: int, dtype: str) -> str:

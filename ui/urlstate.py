@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import streamlit as st
 
@@ -13,11 +14,17 @@ from ui.render import inert
 _PAGE_KEY = "_url_page"  # the page whose restore ran last in this session (sync writes for it)
 
 
-class Query(str):
-    """The query string of this view, and the parameters too long to be in it ({name: length})."""
+@dataclass(frozen=True, kw_only=True)
+class Query:
+    """The query string of this view (``str(query)``), the parameters too long to be in it
+    ({name: length}), and the longest value each parameter may carry ({name: length})."""
 
-    omitted: Mapping[str, int] = {}
-    limits: Mapping[str, int] = {}
+    text: str
+    omitted: Mapping[str, int] = field(default_factory=dict)
+    limits: Mapping[str, int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def restore(page: str, fields: Sequence[Field], defaults: dict) -> list[str]:
@@ -71,13 +78,10 @@ def sync(fields: Sequence[Field]) -> Query:
     if page is not None:  # the next run with this URL is a rerun, not a new link
         st.session_state[f"_url_seen_{page}"] = dict(params)
         st.session_state[f"_url_kept_{page}"] = values  # what a return to the page brings back
-    query = Query(query_string(address))
-    query.omitted = omitted
-    query.limits = {f.param: f.limit for f in fields}
-    return query
+    return Query(text=query_string(address), omitted=omitted, limits={f.param: f.limit for f in fields})
 
 
-def share_box(query: str, notes: list[str], downloads: Mapping[str, tuple[str, str, str]] | None = None) -> None:
+def share_box(query: Query, notes: list[str], downloads: Mapping[str, tuple[str, str, str]] | None = None) -> None:
     """Show link notes and a copyable link to exactly this view.
 
     Notes quote what the link held (rejected values, unknown names): shown as inert text.
@@ -85,13 +89,12 @@ def share_box(query: str, notes: list[str], downloads: Mapping[str, tuple[str, s
     file name, data): a download button offers that data instead."""
     for note in notes:
         st.caption(f":material/link_off: {inert(note, line_start=False)}")
-    omitted = getattr(query, "omitted", {})
-    limits = getattr(query, "limits", {})
-    for name, length in omitted.items():  # next to the link box, not hidden inside it
+    for name, length in query.omitted.items():  # next to the link box, not hidden inside it
+        most = query.limits.get(name, 0)
         what, file_name, data = (downloads or {}).get(name, (f"“{name}”", "", ""))
         subject = f"{inert(what[:1].upper() + what[1:])} {'are' if what.endswith('s') else 'is'}"
         st.warning(
-            f"{subject} too long for a link ({length:,} characters; a link carries at most {limits.get(name, 0):,}), "
+            f"{subject} too long for a link ({length:,} characters; a link carries at most {most:,}), "
             "so the link below opens the page with the default instead."
             + (" Download them to share, then paste or upload them after opening the link." if data else ""),
             icon=":material/link_off:",

@@ -46,15 +46,16 @@ def test_one_build_per_key_and_the_chart_carries_its_data_as_a_table():
     assert at.session_state["built"] == [40, 40]
 
 
+def _with_st_altair_chart():
+    import altair as alt
+    import pandas as pd
+    import streamlit as st
+
+    frame = pd.DataFrame({"x": [1, 2, 3], "y": [3, 1, 2]})
+    st.altair_chart(alt.Chart(frame).mark_bar().encode(x="x:O", y="y:Q"), width="stretch")
+
+
 def test_the_specification_is_the_one_st_altair_chart_sends():
-    def direct():
-        import altair as alt
-        import pandas as pd
-        import streamlit as st
-
-        frame = pd.DataFrame({"x": [1, 2, 3], "y": [3, 1, 2]})
-        st.altair_chart(alt.Chart(frame).mark_bar().encode(x="x:O", y="y:Q"), width="stretch")
-
     def cached():
         import altair as alt
         import pandas as pd
@@ -64,7 +65,7 @@ def test_the_specification_is_the_one_st_altair_chart_sends():
         frame = pd.DataFrame({"x": [1, 2, 3], "y": [3, 1, 2]})
         charts.show(lambda: alt.Chart(frame).mark_bar().encode(x="x:O", y="y:Q"), key="same-as-altair")
 
-    a = AppTest.from_function(direct, default_timeout=TIMEOUT).run()
+    a = AppTest.from_function(_with_st_altair_chart, default_timeout=TIMEOUT).run()
     b = AppTest.from_function(cached, default_timeout=TIMEOUT).run()
     assert not a.exception and not b.exception
     a, b = a.get("vega_lite_chart")[0].proto, b.get("vega_lite_chart")[0].proto
@@ -90,3 +91,25 @@ def test_presenter_mode_has_its_own_specification():
     at.run()
     talk = at.get("vega_lite_chart")[0].proto.spec
     assert normal != talk and '"labelFontSize": 18' in talk.replace('"labelFontSize":18', '"labelFontSize": 18')
+
+
+def test_altairs_public_to_dict_is_not_what_st_altair_chart_sends():
+    """Why ui.charts keeps Streamlit's private conversion: the public ``Chart.to_dict()`` gives another chart.
+
+    It applies Altair's active theme (its default sizes) and inlines the data as JSON rows (at most 5,000)
+    where Streamlit sends Arrow tables; and both settings are process-wide, swapped by Streamlit under a
+    private lock, so a conversion of our own would race with every st.altair_chart of other sessions. When
+    this test fails, a public route draws the same chart: switch ui.charts to it."""
+    def public():
+        import altair as alt
+        import pandas as pd
+        import streamlit as st
+
+        frame = pd.DataFrame({"x": [1, 2, 3], "y": [3, 1, 2]})
+        st.vega_lite_chart(spec=alt.Chart(frame).mark_bar().encode(x="x:O", y="y:Q").to_dict(), width="stretch")
+
+    a = AppTest.from_function(_with_st_altair_chart, default_timeout=TIMEOUT).run()
+    b = AppTest.from_function(public, default_timeout=TIMEOUT).run()
+    assert not a.exception and not b.exception
+    a, b = a.get("vega_lite_chart")[0].proto, b.get("vega_lite_chart")[0].proto
+    assert len(a.datasets) == 1 and a.spec != b.spec
