@@ -18,16 +18,24 @@ from core.arith.formats import (
     FLOAT32,
     FLOAT64,
     FORMATS,
+    TF32,
+    bit_view,
+    bits_differ,
     bits_of,
     bits_of_hex,
     bits_of_value,
+    byte_view,
     decode_hex,
     error_in_ulps,
     floor_log2,
+    format_of,
+    from_bit_view,
     get_format,
     hex_bits,
     hex_digits,
+    last_bit_even,
     round_to_format,
+    same_bits,
     split_bits,
     tensor_from_bits,
     ulp,
@@ -290,3 +298,60 @@ def test_in_ulps_measures_at_the_references_magnitude():
     got = in_ulps([2.0**-23, 2.0**-22, 3 * tiny, 0.0, 1.0], [1.0, 1.5, 0.0, np.nan, np.inf], FLOAT32)
     assert got[:4].tolist() == [1.0, 2.0, 3.0, 0.0]  # ulp(0) is the smallest subnormal; d = 0 is 0 ULPs
     assert np.isnan(got[4])  # no ULP at infinity
+
+
+# ------------------------------------------------------------------ bits through formats alone
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS.values()), ids=list(FORMATS))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_from_bit_view_inverts_bit_view(fmt, data):
+    """Bit patterns to values and back, every pattern (NaNs included) kept; each value decodes like value_of_bits."""
+    bits = np.array(data.draw(st.lists(bit_patterns(fmt), min_size=1, max_size=8)), dtype=fmt.uint_dtype)
+    values = from_bit_view(bits, fmt)
+    assert values.dtype == fmt.numpy_dtype and bit_view(values).tolist() == bits.tolist()
+    for b, v in zip(bits.tolist(), values.tolist(), strict=True):
+        exact = value_of_bits(b, fmt)
+        assert math.isnan(float(v)) if is_nan(exact) else Fraction(float(v)) == exact
+
+
+def test_same_bits_and_bits_differ_compare_patterns_not_values():
+    """-0 and +0 are equal values with other bits; a NaN has the bits of itself; tensors stay tensors."""
+    for fmt in FORMATS.values():
+        a = np.array([0.0, 1.0, np.nan], dtype=fmt.numpy_dtype)
+        b = np.array([-0.0, 1.0, np.nan], dtype=fmt.numpy_dtype)
+        assert not same_bits(a, b) and same_bits(a, a.copy()) and not same_bits(a, a[:2])
+        assert bits_differ(a, b).tolist() == [True, False, False]
+        ta, tb = torch.tensor([0.0, 1.0, math.nan], dtype=fmt.torch_dtype), torch.tensor([-0.0, 1.0, math.nan],
+                                                                                          dtype=fmt.torch_dtype)
+        assert not same_bits(ta, tb) and same_bits(ta, ta.clone()) and not same_bits(ta, ta[:2])
+        differ = bits_differ(ta, tb)
+        assert isinstance(differ, torch.Tensor) and differ.tolist() == [True, False, False]
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS.values()), ids=list(FORMATS))
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_last_bit_even_reads_the_last_stored_bit(fmt, data):
+    bits = data.draw(st.lists(bit_patterns(fmt), min_size=1, max_size=8))
+    values = from_bit_view(np.array(bits, dtype=fmt.uint_dtype), fmt)
+    assert last_bit_even(values).tolist() == [b & 1 == 0 for b in bits]
+
+
+def test_byte_view_is_the_memory_in_order():
+    for a in (np.arange(5, dtype=np.float32), np.array([True, False]), np.arange(3, dtype=np.int64),
+              np.array([1.5, -2.0], dtype=BFLOAT16.numpy_dtype)):
+        assert byte_view(a).dtype == np.uint8 and byte_view(a).tobytes() == a.tobytes()
+
+
+def test_tf32_is_a_float_format_stored_in_float32():
+    """TF32 is one more FloatFormat: its own precision and range, float32's storage, never a dtype's format."""
+    assert (TF32.precision, TF32.exponent_bits, TF32.emax, TF32.width) == (11, 8, 127, 19)
+    assert TF32.numpy_dtype == np.float32 and TF32.uint_dtype == np.uint32 and TF32.torch_dtype == torch.float32
+    assert TF32 not in FORMATS.values() and format_of(torch.float32) is FLOAT32 and format_of(np.float32) is FLOAT32
+    assert float(TF32.max_finite) == (2 - 2.0**-10) * 2.0**127 and TF32.emin == FLOAT32.emin
+    x = np.array([1.0, 3.0, 2.0**-130, 0.0, 1e38])
+    assert ulp_array(x, TF32).tolist() == [float(ulp(Fraction(v), TF32)) for v in x.tolist()]
+    assert from_bit_view(np.array([0x3F800000], dtype=np.uint32), TF32).tolist() == [1.0]
+
