@@ -4,27 +4,26 @@ and core.kernels.dot's operation trace."""
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import altair as alt
 import pandas as pd
 import streamlit as st
 
 from core.arith.exact import abbreviate, exact_decimal, shortest_repr
-from core.arith.formats import FORMATS, Exact, FloatFormat, error_in_ulps, hex_bits
+from core.arith.formats import FORMATS, Exact, error_in_ulps
+from core.arith.metrics import ulps_brief, ulps_cell
 from core.kernels.dot import TraceOp
 from core.studies.gpu_arithmetic import (
     AtomicsResult,
     BucketResult,
     CurvePoint,
     DotLab,
-    DotRow,
     batch_dependence,
     correctly_rounded,
 )
 from ui.legend import name_hidden
 from ui.palette import ATOMICS, CONTEXT, EXACT, LIVE, MODEL
-from ui.render import inert, ulps_short
+from ui.render import error_table, fitting, inert, ulps_short
 from ui.talk import height_for_legends, styled
 
 ORIGINS = alt.Scale(domain=["model", "live", "exact"], range=[MODEL, LIVE, EXACT])  # as ui.sumlab_view
@@ -32,50 +31,13 @@ ORIGIN_DASHES = alt.Scale(domain=["model", "live"], range=[[1, 0], [6, 4]])
 ULP_TICKS = [0, 1, 10, 100, 1_000, 10_000, 100_000, 1e6, 1e7, 1e8, 1e9, 1e10, 1e12, 1e15, 1e20]  # symlog axes
 
 
-def _signed(x: float) -> str:
-    if math.isnan(x):
-        return "undefined"
-    if math.isinf(x):
-        return "+∞" if x > 0 else "−∞"
-    return f"{x:+.4g}"
-
-
-def _value_text(v: Exact, fmt: FloatFormat, negative_zero: bool = False) -> str:
-    if negative_zero:
-        return "-0"
-    return shortest_repr(v, fmt)
-
-
-def _within(row: DotRow) -> str:
-    if row.result is None:
-        return "—"
-    if row.within_bound is None:
-        return "— (no finite bound)" if row.bound is None and not math.isinf(row.ulps) else "—"
-    return "yes" if row.within_bound else "NO (bug)"
+SHOWN = ("format", "value", "bits", "error (ULPs)", "bound (ULPs)", "within bound")
 
 
 def results_table(lab: DotLab) -> pd.DataFrame:
-    out = []
-    for row in lab.rows:
-        r = row.result
-        if r is None:
-            out.append({"model": row.name, "origin": row.origin, "format": "—", "value": "does not apply",
-                        "bits": "—", "error (ULPs)": "—", "bound (ULPs)": "—", "within bound": "—",
-                        "provenance": row.note})
-            continue
-        bound = "no finite bound" if row.bound_ulps is None else f"{row.bound_ulps:.4g}"
-        out.append({
-            "model": row.name,
-            "origin": row.origin,
-            "format": r.fmt.name,
-            "value": _value_text(r.value, r.fmt, r.negative_zero),
-            "bits": hex_bits(r.bits, r.fmt),
-            "error (ULPs)": _signed(row.ulps),
-            "bound (ULPs)": bound,
-            "within bound": _within(row),
-            "provenance": row.provenance,
-        })
-    return pd.DataFrame(out)
+    rows = (({"model": row.name, "origin": row.origin}, row.metrics,
+             {"provenance": row.provenance if row.metrics is not None else row.note}) for row in lab.rows)
+    return error_table(rows, SHOWN)
 
 
 COMPACT = ("model", "origin", "value", "error (ULPs)", "bound (ULPs)", "within bound")
@@ -83,12 +45,12 @@ COMPACT = ("model", "origin", "value", "error (ULPs)", "bound (ULPs)", "within b
 
 def compact(table: pd.DataFrame) -> pd.DataFrame:
     """The results table's columns that fit the page at 1280 px (the rest sit in the full table)."""
-    return table[[c for c in COMPACT if c in table.columns]]
+    return fitting(table, COMPACT)
 
 
 def error_bars(lab: DotLab) -> pd.DataFrame:
-    rows = [{"model": r.name, "origin": r.origin, "ulps": r.ulps, "abs_ulps": abs(r.ulps)}
-            for r in lab.rows if r.result is not None and math.isfinite(r.ulps)]
+    rows = [{"model": r.name, "origin": r.origin, "ulps": r.metrics.ulps, "abs_ulps": abs(r.metrics.ulps)}
+            for r in lab.rows if r.metrics is not None and math.isfinite(r.metrics.ulps)]
     return pd.DataFrame(rows, columns=["model", "origin", "ulps", "abs_ulps"])
 
 
@@ -160,7 +122,7 @@ def trace_frames(ops: list[TraceOp], k: int) -> tuple[pd.DataFrame, pd.DataFrame
         for i in op.inputs:
             edges.append({"x": xpos[n], "y": level[n], "x2": xpos[i], "y2": level[i]})
         table.append({"step": n + 1, "operation": op.label, "exact value": _exact_text(op.exact),
-                      f"rounded to {op.fmt}": shortest_repr(op.rounded, fmt), "rounding error (ULPs)": f"{u:+.3g}"})
+                      f"rounded to {op.fmt}": shortest_repr(op.rounded, fmt), "rounding error (ULPs)": ulps_brief(u)})
     return pd.DataFrame(nodes), pd.DataFrame(edges), pd.DataFrame(table)
 
 
@@ -185,22 +147,18 @@ def trace_chart(nodes: pd.DataFrame, edges: pd.DataFrame) -> alt.LayerChart:
 # --------------------------------------------------------------------------- atomics
 
 
-def _ulps(v: Exact, b: BucketResult) -> float:
-    return error_in_ulps(v, b.exact, b.fmt)
-
-
 def atomics_table(res: AtomicsResult) -> pd.DataFrame:
     rows = []
     for b in res.buckets:
-        errs = [_ulps(Fraction(float(v)), b) for v in b.runs if math.isfinite(float(v))]
+        errs = b.run_ulps
         rows.append({
             "bucket": b.bucket,
             "values": b.count,
             "different results (simulated runs)": f"{b.distinct} of {len(b.runs)}",
-            "run errors, min … max (ULPs)": f"{min(errs):+.3g} … {max(errs):+.3g}" if errs else "—",
-            "fixed order (ULPs)": _signed(_ulps(b.fixed.value, b)),
-            "torch index_add_, this CPU (ULPs)": _signed(_ulps(b.cpu_index_add.value, b)),
-            "order-independent sum (ULPs)": _signed(_ulps(b.reproducible.value, b)),
+            "run errors, min … max (ULPs)": f"{ulps_brief(min(errs))} … {ulps_brief(max(errs))}" if errs else "—",
+            "fixed order (ULPs)": ulps_cell(b.ulps(b.fixed.value)),
+            "torch index_add_, this CPU (ULPs)": ulps_cell(b.ulps(b.cpu_index_add.value)),
+            "order-independent sum (ULPs)": ulps_cell(b.ulps(b.reproducible.value)),
             "GPU index_add_ (live)": "no GPU here" if b.gpu_distinct is None else f"{b.gpu_distinct} different",
             "exact sum": _exact_text(b.exact),
         })
@@ -219,16 +177,14 @@ def atomics_compact(table: pd.DataFrame) -> pd.DataFrame:
 def atomics_frames(b: BucketResult) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each simulated run's error in ULPs, and marks for the fixed order, index_add_ and the
     order-independent sum (and the GPU's runs, when there are any)."""
-    errs = [_ulps(Fraction(float(v)), b) for v in b.runs if math.isfinite(float(v))]
-    hist = pd.DataFrame({"ulps": errs, "source": "simulated random arrival orders (model)"})
+    hist = pd.DataFrame({"ulps": b.run_ulps, "source": "simulated random arrival orders (model)"})
     if b.gpu_values is not None:
-        gpu = [_ulps(Fraction(float(v)), b) for v in b.gpu_values if math.isfinite(float(v))]
-        hist = pd.concat([hist, pd.DataFrame({"ulps": gpu, "source": "index_add_ on the GPU (live)"})])
+        hist = pd.concat([hist, pd.DataFrame({"ulps": b.gpu_ulps, "source": "index_add_ on the GPU (live)"})])
     marks = pd.DataFrame([
         {"label": "exact sum", "ulps": 0.0},
-        {"label": "fixed index order (model)", "ulps": _ulps(b.fixed.value, b)},
-        {"label": "torch index_add_ on this CPU (live)", "ulps": _ulps(b.cpu_index_add.value, b)},
-        {"label": "order-independent sum (reproducible_sum)", "ulps": _ulps(b.reproducible.value, b)},
+        {"label": "fixed index order (model)", "ulps": b.ulps(b.fixed.value)},
+        {"label": "torch index_add_ on this CPU (live)", "ulps": b.ulps(b.cpu_index_add.value)},
+        {"label": "order-independent sum (reproducible_sum)", "ulps": b.ulps(b.reproducible.value)},
     ])
     return hist, name_hidden(marks, "label", "ulps")
 
@@ -287,14 +243,14 @@ PUNCH_CLAUSES = {
 
 def punchline(lab: DotLab) -> None:
     """The page's numbers first: two models' errors (exact on this CPU) and torch.mm's batch dependence (live)."""
-    rows = {r.key: r for r in lab.rows if r.result is not None}
+    rows = {r.key: r for r in lab.rows if r.metrics is not None}
     shown = [rows[k] for k in PUNCH_MODELS if k in rows][:2]
     batch = batch_dependence(lab)
     cols = st.columns(3)
     for col, row in zip(cols, shown, strict=False):
-        col.metric(f"{PUNCH_LABELS.get(row.key, row.name)} (model)", ulps_short(row.ulps),
+        col.metric(f"{PUNCH_LABELS.get(row.key, row.name)} (model)", ulps_short(row.metrics.ulps),
                    help=f"{row.name}: error against the exact dot product, in ULPs of the exact result in "
-                        f"{row.result.fmt.name}; computed exactly on this CPU.")
+                        f"{row.metrics.fmt.name}; computed exactly on this CPU.")
     if batch is not None:
         cols[2].metric("torch.mm, 1 row vs 64 rows (live)",
                        "same bits" if batch.same_bits else f"{batch.ulps_apart:.4g} ULP apart",

@@ -1,10 +1,19 @@
-"""Small renderers: colour-coded bit patterns, and ``inert`` for text that came from outside."""
+"""Small renderers: colour-coded bit patterns, ``inert`` for text that came from outside, and the one table of
+results against their exact value (``error_table``)."""
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable, Sequence
 
+import pandas as pd
+
+from core.arith.exact import shortest_repr
 from core.arith.formats import FloatFormat, hex_bits, split_bits
+from core.arith.metrics import ErrorReport, bound_cell, ulps_cell
+from core.arith.metrics import ulps_short as ulps_short  # re-exported: pages write their metrics with these
+from core.arith.metrics import ulps_text as ulps_text
 from ui.palette import EXPONENT_BITS, MANTISSA_BITS, SIGN_BIT
 
 
@@ -77,43 +86,74 @@ def inert(text: object, line_start: bool = True) -> str:
     return s
 
 
-def ulps_text(ulps: float, relative: float | None = None) -> str:
-    """An error in ULPs as text; from core.studies.sumlab.HUGE_ULPS on, with its relative error beside it (an error of
-    4.5e15 ULPs means little until it reads 'relative error 1', the whole answer)."""
-    import math
+# ---------------------------------------------------------------------- errors against the exact value
+# Errors in ULPs are written by core.arith.metrics.UlpText, the one formatter (core writes them in sentences too):
+# ulps_text for a sentence, ulps_short for a metric.
+NO_FINITE_BOUND = "no finite bound"
+NOT_APPLICABLE = "does not apply"
 
-    from core.studies.sumlab import HUGE_ULPS
 
-    if math.isnan(ulps):
+def _number(x: float | None, spec: str, none: str) -> str:
+    if x is None:
+        return none
+    if math.isinf(x):
+        return "∞"
+    if math.isnan(x):
         return "undefined"
-    if math.isinf(ulps):
-        return "∞ (overflowed)"
-    text = f"{ulps:+.4g} ULP"
-    if abs(ulps) >= HUGE_ULPS and relative is not None:
-        text += f" (relative error {relative:.3g})"
-    return text
+    return format(x, spec)
 
 
-def ulps_short(ulps: float) -> str:
-    """An error in ULPs short enough for a metric ("-6.264e+07 UL…" was cut): 4 significant digits
-    below 10^5, else three with a bare exponent ("-6.26e7 ULP")."""
-    import math
+def _within(m: ErrorReport) -> str:
+    if m.within_bound is not None:
+        return "yes" if m.within_bound else "NO (bug)"
+    if m.overflowed:
+        return "overflow"
+    return "— (no finite bound)" if m.bound is None and math.isfinite(m.abs_error) else "—"
 
-    if math.isnan(ulps):
-        return "undefined"
-    if math.isinf(ulps):
-        return "∞ (overflowed)"
-    if abs(ulps) < 1e5:
-        return f"{ulps:+.4g} ULP"
-    mantissa, exponent = f"{ulps:+.2e}".split("e")
-    return f"{mantissa}e{int(exponent)} ULP"
+
+def error_cells(m: ErrorReport | None, bound: str = "bound", no_bound: str = NO_FINITE_BOUND) -> dict[str, str]:
+    """A result's cells in an error table: its format, value and bits, its error in ULPs, relative and absolute,
+    and its bound (the columns "<bound> (ULPs)" and "<bound> (absolute)") with whether it holds; ``None``: a model
+    that does not apply."""
+    if m is None:
+        cells = dict.fromkeys(("format", "value", "bits", "error (ULPs)", f"{bound} (ULPs)", "relative error",
+                               "correct digits", "|error| (absolute)", f"{bound} (absolute)", "within bound"), "—")
+        return cells | {"value": NOT_APPLICABLE}
+    undefined = "undefined (exact sum is 0)"
+    return {
+        "format": m.fmt.name,
+        "value": "-0" if m.negative_zero else shortest_repr(m.value, m.fmt),
+        "bits": hex_bits(m.bits, m.fmt),
+        "error (ULPs)": ulps_cell(m.ulps),
+        f"{bound} (ULPs)": no_bound if m.bound is None else bound_cell(m.bound_ulps),
+        "relative error": _number(m.rel_error, ".3e", undefined),
+        "correct digits": _number(m.correct_digits, ".1f", undefined),
+        "|error| (absolute)": _number(float(m.abs_error), ".3e", undefined),
+        f"{bound} (absolute)": no_bound if m.bound is None else f"{float(m.bound):.3e}",
+        "within bound": _within(m),
+    }
+
+
+def error_table(rows: Iterable[tuple[dict, ErrorReport | None, dict]], shown: Sequence[str], bound: str = "bound",
+                no_bound: str = NO_FINITE_BOUND) -> pd.DataFrame:
+    """The one table of results against their exact value (the Summation lab's orders, GPU arithmetic's models):
+    per row, the page's leading cells (name, origin), the ``shown`` cells of ``error_cells``, the trailing ones
+    (provenance, time)."""
+    out = []
+    for head, report, tail in rows:
+        cells = error_cells(report, bound, no_bound)
+        out.append({**head, **{c: cells[c] for c in shown}, **tail})
+    return pd.DataFrame(out)
+
+
+def fitting(table: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """A wide table's ``columns`` that fit the page at 1280 px (the full table is shown folded below)."""
+    return table[[c for c in columns if c in table.columns]]
 
 
 def abs_rel_text(abs_error, rel_error: float | None) -> str:
     """The absolute and the relative error, shown beside ULPs: after cancellation one ULP of the result is tiny,
     so an answer off by 1 reads "-1.05e6 ULP" and says little without these two."""
-    import math
-
     a = float(abs_error)
     if math.isinf(a):
         return "absolute error ∞"

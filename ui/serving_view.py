@@ -7,6 +7,7 @@ import html
 import pandas as pd
 import streamlit as st
 
+from core.arith.metrics import ulps_gap
 from core.serving.engine import Completion, ForkStudy, ServeResult
 from ui.palette import FORK, GENERATED_BACKGROUND, ON_FORK
 from ui.render import inert
@@ -101,19 +102,15 @@ def completions(result: ServeResult) -> None:
     rows = [{"requests": c.count,
              "departs at token": f"{c.fork.position + 1}" if c.fork else "—",
              "there": f"“{c.fork.token}” instead of “{c.fork.alone_token}”" if c.fork else "same as alone",
-             "top-2 gap alone (ULPs)": _ulps(c.fork.gap_ulps if c.fork else None),
+             "top-2 gap alone (ULPs)": ulps_gap(c.fork.gap_ulps if c.fork else None),
              "top-2 gap / logit": _num(c.fork.gap_ratio if c.fork else None, "{:.2e}"),
-             "own gap (ULPs)": _ulps(c.fork.own_gap_ulps if c.fork else None)}
+             "own gap (ULPs)": ulps_gap(c.fork.own_gap_ulps if c.fork else None)}
             for c in result.completions]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
 def _num(x, form: str) -> str:
     return "—" if x is None else form.format(x)
-
-
-def _ulps(x) -> str:
-    return _num(x, "{:,.1f}" if x is not None and abs(x) < 1000 else "{:,.0f}")
 
 
 def rarity(result: ServeResult) -> None:

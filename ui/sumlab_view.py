@@ -12,77 +12,27 @@ import pandas as pd
 import streamlit as st
 
 from core.arith.exact import abbreviate, exact_decimal, shortest_repr
-from core.arith.formats import hex_bits, ulp
-from core.arith.metrics import SumMetrics, exact_value
+from core.arith.metrics import ulps_brief
 from core.crowd import budget
 from core.kernels.trees import Tree
 from core.machines.progress import OnProgress
-from core.studies.sumlab import LabResult, RunningError, bound_in_ulps
+from core.studies.sumlab import LabResult, RunningError
 from ui.crowd import heavy_section
 from ui.palette import CONTEXT, NOTE, ORIGINS
 from ui.progress import ProgressBar
+from ui.render import error_table, fitting
 from ui.talk import presenter, styled
 
-
-def _fmt_float(x: float | None, spec: str) -> str:
-    if x is None:
-        return "undefined (exact sum is 0)"
-    if math.isinf(x):
-        return "∞"
-    if math.isnan(x):
-        return "undefined"
-    return format(x, spec)
-
-
 NO_BOUND = "no finite bound (n·u ≥ 1, or non-finite data)"
-
-
-def _bound_text(m: SumMetrics) -> str:
-    if m.bound is None:
-        return NO_BOUND
-    return f"{float(m.bound):.3e}"
-
-
-def _bound_ulps_text(m: SumMetrics, exact, fmt) -> str:
-    b = bound_in_ulps(m.bound, exact, fmt)
-    if b is None:
-        return NO_BOUND if m.bound is None else "—"
-    return f"±{b:.4g}"
-
-
-def _abs_text(m: SumMetrics) -> str:
-    return "∞" if isinstance(m.abs_error, float) and math.isinf(m.abs_error) else f"{float(m.abs_error):.3e}"
-
-
-def _within(m: SumMetrics) -> str:
-    if m.overflowed:
-        return "overflow"
-    if m.within_bound is None:
-        return "—"
-    return "yes" if m.within_bound else "NO (bug)"
+SHOWN = ("value", "bits", "error (ULPs)", "a-priori bound (ULPs)", "relative error", "correct digits",
+         "|error| (absolute)", "a-priori bound (absolute)", "within bound")
 
 
 def results_table(r: LabResult) -> pd.DataFrame:
-    fmt = r.fmt
-    rows = []
-    for row in r.rows:
-        m = row.metrics
-        rows.append({
-            "order": row.order.name,
-            "origin": row.order.origin,
-            "value": shortest_repr(m.value, fmt),
-            "bits": hex_bits(m.bits, fmt),
-            "error (ULPs)": _fmt_float(m.ulps, "+.4g"),
-            "a-priori bound (ULPs)": _bound_ulps_text(m, r.exact, fmt),
-            "relative error": _fmt_float(m.rel_error, ".3e"),
-            "correct digits": _fmt_float(m.correct_digits, ".1f"),
-            "|error| (absolute)": _abs_text(m),
-            "a-priori bound (absolute)": _bound_text(m),
-            "within bound": _within(m),
-            "provenance": row.outcome.provenance,
-            "time (ms)": round(row.outcome.seconds * 1e3, 2),
-        })
-    return pd.DataFrame(rows)
+    rows = (({"order": row.order.name, "origin": row.order.origin}, row.metrics,
+             {"provenance": row.outcome.provenance, "time (ms)": round(row.outcome.seconds * 1e3, 2)})
+            for row in r.rows)
+    return error_table(rows, SHOWN, bound="a-priori bound", no_bound=NO_BOUND)
 
 
 COMPACT = ("order", "origin", "value", "error (ULPs)", "a-priori bound (ULPs)", "within bound")
@@ -90,7 +40,7 @@ COMPACT = ("order", "origin", "value", "error (ULPs)", "a-priori bound (ULPs)", 
 
 def compact(table: pd.DataFrame) -> pd.DataFrame:
     """The results table's columns that fit the page at 1280 px (every column sits in the full table)."""
-    return table[[c for c in COMPACT if c in table.columns]]
+    return fitting(table, COMPACT)
 
 
 def error_frame(r: LabResult) -> pd.DataFrame:
@@ -105,12 +55,8 @@ def error_frame(r: LabResult) -> pd.DataFrame:
 
 def permutation_frames(r: LabResult) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Histogram data (each permutation's error in ULPs) and marks for the other orders."""
-    study = r.permutations
-    assert study is not None and not isinstance(r.exact, float)
-    unit = ulp(r.exact, r.fmt)
-    values = [exact_value(v, r.fmt) for v in study.values]
-    errors = [float((v - r.exact) / unit) for v in values if not isinstance(v, float)]  # overflowed sums left out
-    hist = pd.DataFrame({"ulps": errors})
+    assert r.permutations is not None and not isinstance(r.exact, float)
+    hist = pd.DataFrame({"ulps": r.permutation_ulps()})
     marks = [{"label": "exact sum", "ulps": 0.0}]
     for row in r.rows:
         if math.isfinite(row.metrics.ulps):
@@ -153,7 +99,7 @@ def tree_frames(tree: Tree) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
                 edges.append({"x": x[node.id], "y": node.depth, "x2": x[child], "y2": tree.nodes[child].depth})
             table.append({"addition": f"{_name(tree, node.left)} + {_name(tree, node.right)}",
                           "exact sum": _exact_text(node.exact), "rounded": shortest_repr(node.rounded, fmt),
-                          "rounding error": _exact_text(node.error), "error (ULPs)": f"{u:+.3g}"})
+                          "rounding error": _exact_text(node.error), "error (ULPs)": ulps_brief(u)})
     return pd.DataFrame(nodes), pd.DataFrame(edges), pd.DataFrame(table)
 
 

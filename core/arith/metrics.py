@@ -201,8 +201,8 @@ def evaluate(v: np.generic, exact: Exact, fmt: FloatFormat, bound: Fraction | No
 @dataclass(frozen=True, kw_only=True)
 class UlpText:
     """How an error (or a distance, or a bound) in ULPs is written: the one formatter, with one preset per
-    way the app writes them (``ulps_text``, ``ulps_short``, ``ulps_cell``, ``bound_cell``, ``ulps_count``,
-    ``ulps_gap``)."""
+    way the app writes them (``ulps_text``, ``ulps_short``, ``ulps_cell``, ``ulps_brief``, ``bound_cell``,
+    ``ulps_count``, ``ulps_gap``)."""
 
     sign: str = "+"  # "+": a signed error; "±": a bound on one; "": a size
     spec: str = ".4g"
@@ -243,6 +243,7 @@ ulps_text = UlpText(unit="ULP", infinite="∞ (overflowed)", huge=HUGE_ULPS)
 # in a metric ("-6.264e+07 UL…" was cut): 4 significant digits below 10^5, else three with a bare exponent
 ulps_short = UlpText(unit="ULP", infinite="∞ (overflowed)", large=1e5, large_spec=".2e")
 ulps_cell = UlpText()  # a table's error column, whose heading says "(ULPs)"
+ulps_brief = UlpText(spec=".3g")  # three digits, in tables of many: each addition's rounding error, a range
 bound_cell = UlpText(sign="±")  # a table's bound column: the error lies in ±bound
 ulps_count = UlpText(sign="", spec=",.3g", unit="ULP", plural=True)  # a size in a sentence: "1 ULP", "3 ULPs"
 ulps_gap = UlpText(sign="", spec=",.1f", large=1000, large_spec=",.0f")  # a gap in a column: "12.5", "1,234"

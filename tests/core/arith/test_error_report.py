@@ -18,6 +18,7 @@ from core.arith.metrics import (
     evaluate,
     gamma,
     measure,
+    ulps_brief,
     ulps_cell,
     ulps_count,
     ulps_gap,
@@ -79,6 +80,7 @@ def test_one_formatter_writes_every_pages_texts():
     assert ulps_short(-62_640_000.0) == "-6.26e7 ULP" and ulps_short(-104.7) == "-104.7 ULP"
     assert ulps_cell(-1.25) == "-1.25" and ulps_cell(math.inf) == "+∞" and ulps_cell(-math.inf) == "−∞"
     assert bound_cell(1234.6) == "±1235" and bound_cell(None) == "—"
+    assert ulps_brief(0.25) == "+0.25" and ulps_brief(-1234.5) == "-1.23e+03"  # an addition's rounding, a range
     # the diagnosis' sentences: a count with its unit
     assert ulps_count(1.0) == "1 ULP" and ulps_count(3.0) == "3 ULPs" and ulps_count(0.25) == "0.25 ULPs"
     assert ulps_count(12_345.0) == "1.23e+04 ULPs"
