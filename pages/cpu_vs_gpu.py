@@ -38,8 +38,8 @@ from core.recordings.store import (
     recordings_dir,
 )
 from core.recordings.upload import (
-    MAX_RECORDING_BYTES,
-    MAX_RECORDING_MB,
+    MAX_CAPTURE_BYTES,
+    MAX_CAPTURE_MB,
     UploadError,
     recording_from_upload,
     upload_fidelity,
@@ -157,7 +157,7 @@ def your_recording(bundled: list[Recording]) -> Recording | None:
         st.markdown(view.CAPTURE_HOWTO)
         up = st.file_uploader(
             "Capture file, written by `python -m scripts.capture`", type=["json"], key=uploader_key(),
-            help=f"At most {MAX_RECORDING_MB} MB ({MAX_RECORDING_BYTES:,} bytes; a capture is about 55 kB). "
+            help=f"At most {MAX_CAPTURE_MB} MB ({MAX_CAPTURE_BYTES:,} bytes; a capture is about 55 kB). "
                  "Read as JSON "
                  "and checked against the same schema as the bundled recordings; nothing is run from it. This "
                  "server has not verified what it says and keeps it for your session only, one file at a time.")

@@ -1,6 +1,6 @@
 """A visitor's own capture file, uploaded to a page: bytes to a validated Recording, or the reason not.
 
-The bytes are measured against MAX_RECORDING_BYTES before anything is decoded, decoded as UTF-8 and
+The bytes are measured against MAX_CAPTURE_BYTES before anything is decoded, decoded as UTF-8 and
 parsed with ``json`` only (never pickle or eval; NaN and infinities, which standard JSON has not,
 are refused), then validated and loaded exactly as the bundled files are: ``Recording.from_dict``
 checks the schema of core.recordings.schema and upgrades a version-1 file in memory. One limit
@@ -32,14 +32,15 @@ from core.recordings.store import (
 )
 
 # A capture is about 55 kB. The cap sits below every page's MAX_UPLOAD_BYTES (Streamlit's own limit), so a file
-# between the two gets this module's message, which says what a capture is, rather than the uploader's.
-MAX_RECORDING_BYTES = MAX_UPLOAD_BYTES - 1024 * 1024
-MAX_RECORDING_MB = MAX_RECORDING_BYTES // (1024 * 1024)
+# between the two gets this module's message, which says what a capture is, rather than the uploader's
+# (store.MAX_RECORDING_BYTES is the cap on a file in the server's own recordings folder).
+MAX_CAPTURE_BYTES = MAX_UPLOAD_BYTES - 1024 * 1024
+MAX_CAPTURE_MB = MAX_CAPTURE_BYTES // (1024 * 1024)
 MAX_UPLOAD_THREADS = 4096
 MAX_NAME_CHARS = 80
 JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 HOW = "upload the .json file that python -m scripts.capture wrote"
-__all__ = ["MAX_RECORDING_BYTES", "MAX_RECORDING_MB", "MAX_UPLOAD_THREADS", "UPLOADED", "UploadError",
+__all__ = ["MAX_CAPTURE_BYTES", "MAX_CAPTURE_MB", "MAX_UPLOAD_THREADS", "UPLOADED", "UploadError",
            "recording_from_upload", "upload_fidelity"]
 
 
@@ -71,8 +72,8 @@ def parse_upload(name: str, data: bytes) -> dict:
     size = len(data)
     if size == 0:
         raise UploadError(f"{who} is empty: {HOW}.")
-    if size > MAX_RECORDING_BYTES:
-        raise UploadError(f"{who} is {size:,} bytes; at most {MAX_RECORDING_BYTES:,} bytes ({MAX_RECORDING_MB} MB) are "
+    if size > MAX_CAPTURE_BYTES:
+        raise UploadError(f"{who} is {size:,} bytes; at most {MAX_CAPTURE_BYTES:,} bytes ({MAX_CAPTURE_MB} MB) are "
                           "accepted, and a capture is about 55 kB.")
     try:
         text = bytes(data).decode("utf-8")

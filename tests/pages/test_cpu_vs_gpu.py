@@ -269,7 +269,7 @@ def test_an_uploaded_recording_joins_the_page_labelled_as_yours_until_removed(mo
 
 def test_bad_uploads_get_a_message_next_to_the_uploader_and_the_page_stays(monkeypatch):
     from core.recordings.store import UPLOADED
-    from core.recordings.upload import MAX_RECORDING_BYTES
+    from core.recordings.upload import MAX_CAPTURE_BYTES
 
     at = bundled_page(monkeypatch)
     before = table(at)["where"].tolist()
@@ -281,7 +281,7 @@ def test_bad_uploads_get_a_message_next_to_the_uploader_and_the_page_stays(monke
         ("latin1.json", '{"cpu": "caf\u00e9"}'.encode("latin-1"), "latin1.json is not UTF-8 text"),
         ("schema.json", json.dumps(schema_broken).encode(), "schema.json is not a recording this page can use: "
                                                             "field provenance.device_kind"),
-        ("huge.json", b" " * (MAX_RECORDING_BYTES + 1), f"at most {MAX_RECORDING_BYTES:,} bytes (4 MB) are accepted"),
+        ("huge.json", b" " * (MAX_CAPTURE_BYTES + 1), f"at most {MAX_CAPTURE_BYTES:,} bytes (4 MB) are accepted"),
     ]
     for name, data, says in cases:
         at = upload(at, name, data)
@@ -292,7 +292,7 @@ def test_bad_uploads_get_a_message_next_to_the_uploader_and_the_page_stays(monke
         assert not any(UPLOADED in s for s in markdown_sources(at))
         assert any(e.label.startswith("Bring your own GPU") for e in at.expander)
     help_text = at.file_uploader[0].help
-    assert "At most 4 MB" in help_text and f"{MAX_RECORDING_BYTES:,} bytes" in help_text
+    assert "At most 4 MB" in help_text and f"{MAX_CAPTURE_BYTES:,} bytes" in help_text
 
 
 def test_markup_in_an_uploaded_recording_is_shown_as_text(monkeypatch):

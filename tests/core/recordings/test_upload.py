@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from core.arith.loader import MAX_UPLOAD_BYTES
 from core.recordings.store import DEFAULT_DIR, UPLOADED, Recording, RecordingError, load_recordings, model_fidelity
 from core.recordings.upload import (
-    MAX_RECORDING_BYTES,
+    MAX_CAPTURE_BYTES,
     MAX_UPLOAD_THREADS,
     UploadError,
     recording_from_upload,
@@ -39,7 +39,7 @@ def _bytes(data: dict) -> bytes:
 
 def test_the_cap_is_far_above_a_bundled_capture_and_below_the_servers_upload_limit():
     assert BUNDLED, "no bundled recordings"
-    assert max(p.stat().st_size for p in BUNDLED) * 20 < MAX_RECORDING_BYTES < MAX_UPLOAD_BYTES
+    assert max(p.stat().st_size for p in BUNDLED) * 20 < MAX_CAPTURE_BYTES < MAX_UPLOAD_BYTES
     config = (ROOT / ".streamlit" / "config.toml").read_text()
     server_mb = int(next(line.split("=")[1] for line in config.splitlines() if line.startswith("maxUploadSize")))
     assert server_mb * 1024 * 1024 == MAX_UPLOAD_BYTES  # every page's limit is Streamlit's own
@@ -93,7 +93,7 @@ def test_oversize_is_refused_before_it_is_parsed(monkeypatch):
         raise AssertionError("parsed an oversize file")
 
     monkeypatch.setattr(upload.json, "loads", never)
-    big = b" " * (MAX_RECORDING_BYTES + 1)
+    big = b" " * (MAX_CAPTURE_BYTES + 1)
     with pytest.raises(UploadError, match=r"is 4,194,305 bytes; at most 4,194,304 bytes \(4 MB\)"):
         recording_from_upload("big.json", big)
 
