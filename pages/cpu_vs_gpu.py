@@ -10,7 +10,7 @@ import streamlit as st
 from core.arith.formats import hex_bits
 from core.arith.vectors import GENERATORS
 from core.crowd.budget import cpu_vs_gpu_cost
-from core.crowd.bytecache import RESULTS, VECTORS
+from core.crowd.bytecache import FIDELITIES, RESULTS, VECTORS
 from core.crowd.querystate import Field, FieldKind
 from core.kernels.cuda_published import published_evidence_sentence
 from core.kernels.torch_cpu_model import GRAIN_SIZE
@@ -71,7 +71,6 @@ GENERATION = "_cg_upload_gen"  # part of the uploader's key: a new key empties t
 PAIR_KEYS = ("cg_left", "cg_right")
 
 
-@st.cache_data(max_entries=8, ttl=3600, show_spinner=False)
 def _fidelity(path: str, mtime: float):
     recs, _ = cached_recordings(recordings_dir())
     rec = next(r for r in recs if r.path == path)
@@ -257,7 +256,7 @@ def model_fidelity_section(recs: list[Recording]) -> None:
         if rec.uploaded:
             fid = _uploaded_fidelity(rec)
         else:
-            fid = _fidelity(rec.path, os.path.getmtime(rec.path))  # a replaced file is measured again
+            fid = FIDELITIES.call(_fidelity, rec.path, os.path.getmtime(rec.path))  # a replaced file is measured again
         rate = fid.matched / fid.compared if fid.compared else float("nan")
         st.markdown(f"**{inert(rec.label)}**: {fid.matched} of {fid.compared} sums bit-identical ({rate:.0%}); "
                     f"{inert(fid.conditions)}.")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.crowd.bytecache import CALM_LOGS, DIAGNOSE_EXAMPLES, LOG_DIAGNOSES
 from core.crowd.querystate import Field, FieldKind
+from core.crowd.runner import session_value
 from core.diagnose.examples import (
     CALM_LR,
     EXAMPLES,
@@ -13,9 +15,9 @@ from core.diagnose.examples import (
     LOG_POINTS,
     LOG_STEPS,
     at_calm_lr,
+    diagnosed_example,
+    diagnosed_log_example,
     log_network,
-    make_example,
-    make_log_example,
 )
 from core.diagnose.inputs import prepare_inputs
 from core.diagnose.loaders import (
@@ -66,33 +68,11 @@ REFERENCE_HELP = ("Optional. The same computation done more accurately, e.g. in 
                   "both results are then judged against it, in ULPs of the reference. Read in float64.")
 
 
-@st.cache_data(max_entries=12, ttl=3600, show_spinner=False)
-def _example(key: str, reduced: str):
-    ex = make_example(key)
-    d = diagnose(ex.actual, ex.expected, inputs=ex.inputs, reduction_length=ex.reduction_length,
-                 reduced_precision=reduced)
-    return ex.code, ex.live_note, d
-
-
-@st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
-def _calm(fmt: str) -> str:
-    return at_calm_lr(fmt)
-
-
-@st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
-def _log_example(key: str, fmt: str):
-    a, b, how = make_log_example(key)
-    return how, diagnose_logs(a, b, fmt)
 
 
 def _cached(key: str, compute):
     """This session's last result for the same data and options (uploads are not shared across sessions)."""
-    held = st.session_state.get("_dg_result")
-    if held is not None and held[0] == key:
-        return held[1]
-    value = compute()
-    st.session_state["_dg_result"] = (key, value)
-    return value
+    return session_value(st.session_state, "_dg_result", key, compute)
 
 
 def controls():
@@ -275,14 +255,15 @@ def logs_section(s: DiagnoseSettings) -> LogDiagnosis | None:
     if log_source == "example":
         ex_key = st.selectbox("Bundled pair", list(LOG_EXAMPLES), format_func=LOG_EXAMPLES.get, key="dg_log_example")
         with st.spinner("Training both runs…"):
-            how, result = _log_example(ex_key, fmt)
+            logs = LOG_DIAGNOSES.call(diagnosed_log_example, ex_key, fmt)
+            how, result = logs.how, logs.diagnosis
         st.caption(f"Computed live: the Training divergence page's tanh network ({log_network()}: its layers, "
                    f"initial weights and noisy spirals) trained on {LOG_POINTS} points for {LOG_STEPS} full-batch "
                    f"steps of gradient descent (learning rate {LOG_LR:g}) in float32 (torch), run A as is; run B: "
                    f"{how}.")
         if ex_key == "reordered":
             with st.spinner("Training the pair at another learning rate…"):
-                calm = _calm(fmt)
+                calm = CALM_LOGS.call(at_calm_lr, fmt)
             st.caption(f"Whether training amplifies a rounding difference depends on the learning rate, the "
                        f"optimizer and the model: at learning rate {CALM_LR:g} (the Training divergence page's "
                        f"default) the same pair {calm}. Computed live.")
@@ -309,10 +290,10 @@ def logs_section(s: DiagnoseSettings) -> LogDiagnosis | None:
 
 def example_result(s: DiagnoseSettings) -> Diagnosis:
     with st.spinner("Computing the example on this server…"):
-        code, live_note, diagnosis = _example(st.session_state["dg_example"], s.reduced_precision)
-    st.code(code, language="python")
-    st.caption(f"Computed live on this server. {live_note}")
-    return diagnosis
+        ex = DIAGNOSE_EXAMPLES.call(diagnosed_example, st.session_state["dg_example"], s.reduced_precision)
+    st.code(ex.code, language="python")
+    st.caption(f"Computed live on this server. {ex.live_note}")
+    return ex.diagnosis
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from core.arith.formats import FORMATS
 from core.arith.vectors import VectorError
+from core.crowd.bytecache import ATOMICS, DOT_CURVES, DOT_LABS, DOT_PAIRS
 from core.crowd.querystate import Field, FieldKind
 from core.kernels.dot import (
     MAX_K,
@@ -25,7 +26,6 @@ from core.kernels.dot import (
 from core.studies.gpu_arithmetic import (
     ATOMIC_FORMATS,
     DOT_GENERATORS,
-    AtomicsResult,
     AtomicsSpec,
     DotLab,
     DotLabSettings,
@@ -73,26 +73,6 @@ URL_FIELDS = [
 DEFAULTS = {"ga_kind": "normal", "ga_k": 4096, "ga_seed": 0, "ga_cond": 1e8, "ga_storage": "float32",
             "ga_acc": "float32", "ga_models": list(DEFAULT_MODELS), "ga_tile": 8, "ga_slices": 4, "ga_tf32": "rna",
             "ga_buckets": 4, "ga_values": 4096, "ga_runs": 500, "ga_aformat": "float32"}
-
-
-@st.cache_data(max_entries=8, ttl=3600, show_spinner=False)
-def _pair(spec: DotSpec) -> DotPair:
-    return make_pair(spec)
-
-
-@st.cache_data(max_entries=16, ttl=3600, show_spinner=False)
-def _lab(settings: DotLabSettings, _pair: DotPair) -> DotLab:
-    return settings.run(_pair)
-
-
-@st.cache_data(max_entries=16, ttl=3600, show_spinner=False)
-def _curves(settings: DotLabSettings, _pair: DotPair):
-    return settings.curves(_pair)
-
-
-@st.cache_data(max_entries=8, ttl=3600, show_spinner=False)
-def _atomics(spec: AtomicsSpec) -> AtomicsResult:
-    return simulate_atomics(spec)
 
 
 def controls() -> tuple[DotLabSettings, str | None, DeltaGenerator]:
@@ -214,7 +194,7 @@ def results(settings: DotLabSettings, pair: DotPair, lab: DotLab) -> None:
 def error_against_k(settings: DotLabSettings, pair: DotPair) -> None:
     st.subheader("Error against K")
     with st.spinner("Running every model on K = 1, 2, 4, …"):
-        points = _curves(settings, pair)
+        points = DOT_CURVES.get_or_compute(settings, lambda: settings.curves(pair))  # pair: of settings.spec
     curve = view.curve_frame(points)
     if not curve.empty:
         st.altair_chart(view.error_vs_k_chart(curve), width="stretch")
@@ -266,7 +246,7 @@ def atomics(seed: int) -> None:
         spec = AtomicsSpec(buckets=int(buckets), values=int(values), runs=int(runs), seed=seed, storage=aformat)
         spec.validate()
         with st.spinner("Simulating the runs…"):
-            result = _atomics(spec)
+            result = ATOMICS.call(simulate_atomics, spec)
     except VectorError as err:
         b3.error(inert(err))
         return
@@ -327,7 +307,7 @@ def main() -> None:
 
     pair = None
     try:
-        pair = _pair(settings.spec)
+        pair = DOT_PAIRS.call(make_pair, settings.spec)
     except VectorError as err:
         k_slot.error(inert(err))
     if pair is None or format_error:
@@ -337,7 +317,7 @@ def main() -> None:
         st.stop()
     with st.spinner("Computing every model exactly…"):
         try:
-            lab = _lab(settings, pair)
+            lab = DOT_LABS.get_or_compute(settings, lambda: settings.run(pair))
         except ModelNotApplicable as err:
             st.error(inert(err))
             st.stop()

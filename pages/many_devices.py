@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-import time
-
 import streamlit as st
 
 from core.crowd.querystate import Field, FieldKind
 from core.kernels.collectives import MODELS
+from core.studies.many_devices import (
+    PUNCH_RANKS,
+    emulate_missing,
+    finished_emulations,
+    finished_order_study,
+    missing_emulations,
+    punch_allreduce,
+    record_live_time,
+    run_order_study,
+    seconds_per_k,
+)
 from core.training.data_parallel import DP_SETTINGS, EMULATED_KS, WORLD_SIZES, first_divergence
-from core.training.emulate import EmulationSettings, earliest_apart, emulate_run, order_study, run_pairs, study_ks
+from core.training.emulate import EmulationSettings, earliest_apart, emulate_run, run_pairs, study_ks
 from core.training.gloo import (
     GLOO_ALGORITHM,
     Busy,
@@ -22,11 +31,9 @@ from core.training.gloo import (
 )
 from ui import glossary
 from ui.many_devices_view import (
-    EMULATIONS,
-    STUDIES,
     between_frame,
     divergence_frame,
-    emulate_missing,
+    emulation_progress,
     emulation_rows,
     gap_chart,
     gated,
@@ -38,9 +45,6 @@ from ui.many_devices_view import (
     outcomes_frame,
     pairs_frame,
     parting,
-    record_live_time,
-    record_study_time,
-    seconds_per_k,
     short_step,
     study_chart,
     study_estimate,
@@ -193,19 +197,17 @@ def models_section() -> None:
         st.dataframe(models_frame(), hide_index=True, width="stretch")
     st.selectbox("Largest number of ranks k", KMAX_CHOICES, key="md_kmax", format_func=lambda k: f"{k:,}")
     ks = study_ks(int(st.session_state["md_kmax"]))
-    study = STUDIES.get(ks)
+    study = finished_order_study(ks)
     if study is None and st.button(f"Compute the orders for k = 2 … {ks[-1]:,} ({len(ks)} values of k)",
                                    key="md_study_go", icon=":material/calculate:"):
         bar = ProgressBar(st, "Summing…")
         with gated("the order study"):
-            started = time.monotonic()
-            study = order_study(ks, on_progress=study_progress(bar, started))
-            record_study_time(len(ks), time.monotonic() - started)
+            study = run_order_study(ks, on_progress=study_progress(bar))
         bar.empty()
-        STUDIES.put(ks, study)
     if study is None:
         st.caption("Press the button to compute every model's sums for each k: "
-                   f"{study_estimate(len(ks), seconds_per_k(_punch_study()[1]))} A bar shows each k as it is done; "
+                   f"{study_estimate(len(ks), seconds_per_k(punch_allreduce().seconds))} A bar shows each k as it "
+                   "is done; "
                    "the result is kept for every visitor of this server.")
         return
     df = study_frame(study)
@@ -247,16 +249,16 @@ def emulation_section(live: DataParallelResult | None) -> None:
     )
     settings = emulation_controls()
     keys = settings.keys()
-    missing = [key for key in keys if EMULATIONS.get(key) is None]
+    missing = missing_emulations(keys)
     if not keys:
         st.caption("Choose at least one number of devices.")
     elif missing and st.button(f"Run the emulation ({len(missing)} run{'s' if len(missing) > 1 else ''} of "
                                f"{settings.steps} steps)", key="md_emulate", icon=":material/play_arrow:"):
         bar = ProgressBar(st, "Emulating…")
         with gated("the emulation"):
-            emulate_missing(missing, bar)
+            emulate_missing(missing, emulation_progress(bar))
         bar.empty()
-    runs = [r for r in (EMULATIONS.get(key) for key in keys) if r is not None]
+    runs = finished_emulations(keys)
     if keys and len(runs) < len(keys):
         st.caption("Press the button to run the emulation (k = 1,024 takes longest; finished runs are kept for "
                    "every visitor of this server).")
@@ -281,18 +283,6 @@ def emulation_results(settings: EmulationSettings, runs: list, live: DataParalle
                    f"{worst.summary.first_rel_1pct}.")
 
 
-PUNCH_RANKS = 8  # the first screen's all-reduce: 8 ranks, every model (about 0.3 s once the data exist)
-
-
-@st.cache_resource(max_entries=1, ttl=3600, show_spinner=False)
-def _punch_study():
-    """The 8-rank comparison (frozen, shared by every visitor) and the seconds it took: one value of k,
-    the unit the order study's estimate counts in."""
-    started = time.monotonic()
-    c = order_study((PUNCH_RANKS,))[0]
-    return c, time.monotonic() - started
-
-
 def punchline() -> None:
     """A computed result without a button: the first-step gradients on 8 ranks summed in each all-reduce order."""
     with st.container(key="punchline"):
@@ -303,7 +293,7 @@ def punchline() -> None:
             "about log₂ k levels deep."
         )
         with st.spinner(f"Summing the first-step gradients of {PUNCH_RANKS} ranks in every all-reduce order…"):
-            c, _seconds = _punch_study()
+            c = punch_allreduce().comparison
         pair = next(p for p in c.pairs if {p.a, p.b} == {"ring_gloo", "tree_nccl"})
         ring = next(o for o in c.outcomes if o.model == "ring_gloo")
         tree = next(o for o in c.outcomes if o.model == "tree_nccl")

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import streamlit as st
 
 from core.arith.formats import FORMATS, hex_bits
 from core.crowd.budget import training_cost
+from core.crowd.bytecache import (
+    DETERMINISM,
+    MISMATCH_RULE,
+    MITIGATION_LABS,
+    MITIGATION_SEEDS,
+    REPRODUCIBLE_COST,
+    REPRODUCIBLE_SUMS,
+    THROUGHPUT,
+    WIDER_STUDIES,
+)
 from core.crowd.querystate import Field, FieldKind
 from core.kernels.reprosum import compiled_pass_available
 from core.machines.devices import available_devices, cpu_device, machine_facts
@@ -48,40 +57,20 @@ from ui.urlstate import restore, share_box, sync
 URL_FIELDS = [Field(key="mi_storage", param="storage", kind=FieldKind.CHOICE, options=STORAGE_FORMATS),
               Field(key="mi_k", param="seeds", kind=FieldKind.INT, low=2, high=12)]
 
-_lab = st.cache_data(max_entries=4, ttl=3600, show_spinner=False)(lab)
-_wider = st.cache_data(max_entries=4, ttl=1800, show_spinner=False)(wider_study)
-_determinism = st.cache_data(max_entries=2, ttl=1800, show_spinner=False)(determinism_study)
-_reproducible = st.cache_data(max_entries=2, ttl=3600, show_spinner=False)(reproducible_study)
-_training_pair = st.cache_data(max_entries=2, ttl=3600, show_spinner=False)(training_pair)
-_repro_cost = st.cache_data(max_entries=1, ttl=1800, show_spinner=False)(reproducible_sum_cost)
 # cited addresses, shown as plain text (a page that takes link parameters shows no live link)
 TORCH_SUM_DOC = "https://docs.pytorch.org/docs/stable/generated/torch.sum.html"
 THINKING_MACHINES = "https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/"
-_mismatch = st.cache_data(max_entries=1, ttl=3600, show_spinner=False)(mismatch_check)
-
-
-@st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
-def _seeds(k: int):
-    return seed_study(TrainSettings(steps=300), k)
-
-
-@st.cache_resource(show_spinner=False)
-def _throughput_store() -> dict:
-    """The last float32-vs-float64 measurement on this server, shared by every visitor (taken on demand:
-    it needs many seconds, so the page never measures it while loading). "lock": one measurement at a time."""
-    return {"lock": threading.Lock()}
 
 
 def _measured() -> tuple[ThroughputRun | None, float]:
-    store = _throughput_store()
-    return store.get("run"), store.get("at", 0.0)
+    """The last float32-vs-float64 measurement on this server and when it was taken, shared by every
+    visitor (taken on demand: it needs many seconds, so the page never measures it while loading)."""
+    return THROUGHPUT.get("last", (None, 0.0))
 
 
 def _measure(bar) -> None:
-    store = _throughput_store()
-    with store["lock"]:
-        run = measure_devices(available_devices(), lambda p: bar.progress(p.fraction, f"Measuring… {p.what}"))
-        store.update(run=run, at=time.time())
+    """Measure again (one measurement at a time: a visitor pressing meanwhile gets that one's result)."""
+    THROUGHPUT.refresh("last", lambda: (measure_devices(available_devices(), bar), time.time()))
 
 
 def punchline(punch) -> None:
@@ -91,9 +80,9 @@ def punchline(punch) -> None:
                    "float64, for one: the same training pair in both formats, trained live here.")
     # The first screen shows at once; the two trainings (seconds on a fresh server, cached afterwards) fill it in.
     bar = punch.progress(0.0, "Training the pair (hidden units reordered) in float32, live on this server…")
-    p32 = _training_pair("float32")
+    p32 = training_pair("float32")  # kept in core.crowd.bytecache.RESULTS
     bar.progress(0.5, "Training the same pair in float64…")
-    p64 = _training_pair("float64")
+    p64 = training_pair("float64")
     bar.empty()
     t1, t2 = punch.columns(2)
     t1.metric("float32 pair: 1% apart from step", p32.first_rel_1pct or "never",
@@ -118,7 +107,7 @@ def float64_section() -> ThroughputRun | None:
         if st.button("Measure float32 against float64 on this server" + (" again" if run else ""), key="mi_measure",
                      icon=":material/speed:", help="A 1024² matrix product and a sum of 2²⁴ values in both formats, "
                      "7 interleaved repeats: many seconds on a busy server, so it runs only when asked."):
-            bar = ProgressBar(st, "Measuring…")
+            bar = ProgressBar(st, "Measuring…", say=lambda p: f"Measuring… {p.what}")
             _measure(bar)
             bar.empty()
             run, at = _measured()
@@ -145,7 +134,7 @@ def float64_section() -> ThroughputRun | None:
             view.recorded_throughput_table(recs)
         view.vendor_table()
         with st.spinner("Summing 10⁶ values in 8 orders, in float32 and float64, against the exact sum…"):
-            errors = accumulation_errors(_lab("same"), _lab("float64"))
+            errors = accumulation_errors(MITIGATION_LABS.call(lab, "same"), MITIGATION_LABS.call(lab, "float64"))
         st.markdown("The Summation lab's default vector (10⁶ normal float32 values), summed in float32 and in "
                     "float64. Each float64 rounding is 2²⁹ times finer:")
         view.error_table(errors)
@@ -157,7 +146,7 @@ def float64_section() -> ThroughputRun | None:
 def wider_section() -> WiderStudy:
     with st.expander("2 · Accumulate in a wider format: torch.sum(x, dtype=…)"):
         storage = st.selectbox("Stored format", list(STORAGE_FORMATS), key="mi_storage")
-        study = _wider(storage)
+        study = WIDER_STUDIES.call(wider_study, storage)
         wide = WIDER[storage]
         st.markdown(
             f"`torch.sum(x, dtype=torch.{wide})` casts the input to {wide} before it reduces (torch.sum's "
@@ -182,7 +171,7 @@ def wider_section() -> WiderStudy:
                 + ": a multi-threaded sum waits at its end for its slowest thread, and a thread that finds no free "
                 "core waits for one (milliseconds) while the one-thread sum of 10⁶ values is over sooner. "
                 "On an idle machine with free cores the extra threads help instead.")
-        hard = _lab("float64", HARD_VECTOR)
+        hard = MITIGATION_LABS.call(lab, "float64", HARD_VECTOR)
         st.markdown(
             "Still order-dependent: "
             + ("above, the wider sums with different thread counts already differ. "
@@ -213,7 +202,7 @@ def _sixteen_bit_note(study: WiderStudy) -> str:
 
 def determinism_section() -> None:
     with st.expander("3 · Deterministic is not the same as reproducible"):
-        det = _determinism()
+        det = DETERMINISM.call(determinism_study)
         cols = st.columns(len(det.distinct_by_threads))
         for col, (threads, distinct) in zip(cols, det.distinct_by_threads.items(), strict=True):
             col.metric(f"torch.sum, {threads} thread{'s' if threads > 1 else ''}: results in {det.repeats} runs",
@@ -267,7 +256,7 @@ def order_independent_section() -> ReproducibleSumCost:
                "so does this CPU here (numba, which would read large float32 vectors in one compiled pass, could not "
                "be imported on this server).")
         )
-        study = _reproducible()
+        study = REPRODUCIBLE_SUMS.call(reproducible_study)
         view.reproducible_table(study)
         values = len(study.shuffled_bits)
         st.markdown(
@@ -275,7 +264,8 @@ def order_independent_section() -> ReproducibleSumCost:
             f"**{values} value{'s' if values > 1 else ''}** over {study.shuffles} shuffles and on "
             f"{view.device_bits(study)}."
         )
-        cost = _repro_cost(n=1_000_000, budget_s=3.0)  # 10^6 on the page (bounded memory); the benchmark: 10^7
+        # 10^6 on the page (bounded memory); the benchmark: 10^7
+        cost = REPRODUCIBLE_COST.call(reproducible_sum_cost, n=1_000_000, budget_s=3.0)
         st.caption(f"Cost, measured live on this server ({cost.threads} thread{'s' if cost.threads > 1 else ''}, "
                    f"10⁶ float32; the median of {cost.repeats} interleaved repeats, quartiles in brackets, measured "
                    f"as benchmarks/bench_reprosum.py measures 10⁷): {cost.vs_torch:.1f}× the time of torch.sum "
@@ -304,7 +294,7 @@ def accept_divergence_section() -> None:
         k = int(st.number_input("Seeds", min_value=2, max_value=12, key="mi_k"))
         if st.button("Train the seeds (300 steps each, both sides)", key="mi_seeds"):
             with heavy_section(training_cost(300, k), "this training"), st.spinner("Training…"):
-                verdict = seed_verdict(_seeds(k))
+                verdict = seed_verdict(MITIGATION_SEEDS.call(seed_study, TrainSettings(steps=300), k))
             c1, c2, c3, c4 = st.columns(4)
             c1.metric("|mean loss A − B|", f"{verdict.gap:.2e}", help="|mean final loss of A − mean of B|")
             c2.metric("Seed spread of loss", f"{verdict.spread:.2e}",
@@ -374,7 +364,7 @@ def main() -> None:
     share_box(sync(URL_FIELDS), url_notes)  # the stored format (2) and the seeds (5), in a link
     with summary_slot:
         summary(run, wider, cost)
-    view.mismatch_rule(_mismatch())
+    view.mismatch_rule(MISMATCH_RULE.call(mismatch_check))
     c1, c2 = st.columns(2)
     with c1:
         story_link("pages/diagnose.py", "Diagnose your own mismatch", ":material/troubleshoot:")

@@ -7,6 +7,7 @@ import streamlit as st
 from core.arith.exact import shortest_repr
 from core.arith.formats import FORMATS
 from core.arith.parse import ParsedNumber, ParseError, parse_number
+from core.crowd.bytecache import COUNTEREXAMPLES
 from core.crowd.querystate import Field, FieldKind
 from core.machines.devices import cpu_device
 from core.studies.assoc import (
@@ -91,11 +92,6 @@ def _load_example(fmt_name: str, example: tuple[str, str, str]) -> None:
     for key, value in zip(KEYS, example, strict=True):
         st.session_state[key] = value
     st.session_state["na_preset"] = CUSTOM
-
-
-@st.cache_data(max_entries=64, ttl=3600, show_spinner=False)
-def _search(settings: SearchSettings):
-    return search_counterexamples(settings)
 
 
 URL_FIELDS = [
@@ -232,9 +228,8 @@ def search(fmt_name: str, result: TripleResult) -> None:
         seed = s3.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="na_seed")
         submitted = st.form_submit_button("Search random triples", type="primary")
     if submitted:
-        st.session_state["na_search"] = _search(
-            SearchSettings(fmt_name=fmt_name, n_triples=int(n_triples), seed=int(seed), distribution=dist)
-        )
+        search = SearchSettings(fmt_name=fmt_name, n_triples=int(n_triples), seed=int(seed), distribution=dist)
+        st.session_state["na_search"] = COUNTEREXAMPLES.call(search_counterexamples, search)
 
     found = st.session_state.get("na_search")
     if found is None:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 import streamlit as st
 
 from core.crowd.budget import Cost
+from core.crowd.bytecache import FORK_STUDIES
 from core.crowd.querystate import Field, FieldKind
 from core.machines.devices import machine_facts
 from core.serving.engine import (
@@ -43,30 +41,6 @@ URL_FIELDS = [Field(key="sv_n", param="requests", kind=FieldKind.INT, low=1, hig
 DEFAULTS = {"sv_n": 40, "sv_batch": 16, "sv_prompt": DEFAULT_PROMPT, "sv_dtype": DEFAULT_DTYPE,
             "sv_kernels": DEFAULT_KERNELS, "sv_invariant": False}
 SGLANG_FAQ = "https://docs.sglang.io/references/faq.html"  # shown as plain text: no live link on a linked page
-KEPT = 8  # finished studies kept for every visitor (a few kB each)
-
-
-@st.cache_resource(show_spinner=False)
-def _store() -> dict:
-    """Finished studies shared by every visitor (deterministic for their settings), most recent last."""
-    return {"lock": threading.Lock(), "studies": OrderedDict()}
-
-
-def _cached(s: ServeSettings) -> ForkStudy | None:
-    store = _store()
-    with store["lock"]:
-        study = store["studies"].get(s)
-        if study is not None:
-            store["studies"].move_to_end(s)
-        return study
-
-
-def _keep(s: ServeSettings, study: ForkStudy) -> None:
-    store = _store()
-    with store["lock"]:
-        store["studies"][s] = study
-        while len(store["studies"]) > KEPT:
-            store["studies"].popitem(last=False)
 
 
 def controls() -> tuple[ServeSettings, dict[str, str]]:
@@ -91,17 +65,16 @@ def controls() -> tuple[ServeSettings, dict[str, str]]:
 
 
 def serve(s: ServeSettings, cost: Cost, punch) -> ForkStudy | None:
-    study = _cached(s)
+    study = FORK_STUDIES.get(s)  # finished studies, shared by every visitor: deterministic for their settings
     if study is not None:
         return study
     if not cost.fits:
         over_budget(cost, [], kept=False)
         return None
     with heavy_section(cost, "this serving run"):
-        bar = ProgressBar(punch, "Serving…")
-        study = fork_study(s, lambda p: bar.progress(p.fraction, f"Serving live on this server: {p.what}"))
+        bar = ProgressBar(punch, "Serving…", say=lambda p: f"Serving live on this server: {p.what}")
+        study = FORK_STUDIES.get_or_compute(s, lambda: fork_study(s, bar))
         bar.empty()
-    _keep(s, study)
     return study
 
 

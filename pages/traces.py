@@ -7,11 +7,13 @@ import hashlib
 
 import streamlit as st
 
+from core.crowd.bytecache import TRACE_PAIRS
 from core.crowd.querystate import Field, FieldKind
+from core.crowd.runner import session_value
 from core.traces.compare import Comparison, compare
 from core.traces.files import MAX_TRACE_BYTES, TraceFileError, dumps, from_bytes
 from core.traces.judge import ELEMENTWISE_ULPS, FORMAT_CHANGE, NOT_COMPARABLE
-from core.traces.pairs import DEFAULT_PAIR, PAIRS, PairResult, provenance, run_pair
+from core.traces.pairs import DEFAULT_PAIR, PAIRS, provenance, run_pair
 from ui import traces_view as view
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
@@ -37,11 +39,6 @@ python -m scripts.trace run --module my_model.py:make --perturb-op 12 --perturb-
 python -m scripts.trace compare gpu.json laptop.json"""
 
 
-@st.cache_data(max_entries=len(PAIRS), ttl=3600, show_spinner=False)
-def _pair(key: str) -> PairResult:
-    return run_pair(key)
-
-
 def _upload(where, label: str, key: str) -> dict | None:
     """A validated trace from an uploader (None when empty or refused, with the reason under it)."""
     up = where.file_uploader(label, type=["json"], key=key,
@@ -51,23 +48,18 @@ def _upload(where, label: str, key: str) -> dict | None:
         return None
     raw = up.getvalue()
     digest = hashlib.sha256(raw).hexdigest()
-    held = st.session_state.get(f"_{key}_parsed")
-    if held is not None and held[0] == digest:
-        return held[1]
-    try:
-        trace = from_bytes(raw, up.name)
+    try:  # parsed once per file in this session
+        return session_value(st.session_state, f"_{key}_parsed", digest, lambda: from_bytes(raw, up.name))
     except TraceFileError as err:
         where.error(inert(err), icon=":material/block:")  # quotes the file name
         return None
-    st.session_state[f"_{key}_parsed"] = (digest, trace)
-    return trace
 
 
 def bundled(punch) -> tuple[Comparison, dict, dict, str, str] | None:
     key = st.selectbox("Pair", list(PAIRS), format_func=lambda k: PAIRS[k].label, key="tr_pair")
     pair = PAIRS[key]
     with punch, st.spinner(f"Tracing both runs live on this server: {pair.label}"):
-        result = _pair(key)
+        result = TRACE_PAIRS.call(run_pair, key)
     st.caption(inert(pair.note))
     return result.comparison, result.trace_a, result.trace_b, pair.a_name, pair.b_name
 
@@ -81,15 +73,11 @@ def uploaded(punch) -> tuple[Comparison, dict, dict, str, str] | None:
                    "\"Trace your own model\" below says how to make them.", icon=":material/upload:")
         return None
     key = (st.session_state["_tr_up_a_parsed"][0], st.session_state["_tr_up_b_parsed"][0])
-    held = st.session_state.get("_tr_compared")
-    if held is not None and held[0] == key:  # the same two files: no new alignment on a rerun
-        return held[1], a, b, "A", "B"
-    try:
-        c = compare(a, b)
+    try:  # the same two files: no new alignment on a rerun
+        c = session_value(st.session_state, "_tr_compared", key, lambda: compare(a, b))
     except (ValueError, TypeError, KeyError, ArithmeticError) as err:  # a valid file with values no run makes
         u2.error("These two traces cannot be compared: " + inert(err), icon=":material/block:")
         return None
-    st.session_state["_tr_compared"] = (key, c)
     return c, a, b, "A", "B"
 
 

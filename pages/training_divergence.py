@@ -7,8 +7,9 @@ from dataclasses import replace
 import streamlit as st
 
 from core.crowd.budget import training_advice, training_cost
+from core.crowd.bytecache import PAIR_OUTCOMES, SEEDS
 from core.crowd.querystate import Field, FieldKind
-from core.crowd.runner import PAIR_MEMO, SEED_MEMO, current_run, pair_outcome
+from core.crowd.runner import current_run, pair_outcome
 from core.machines.devices import available_devices, cpu_device
 from core.recordings.compare import machine_partings
 from core.recordings.store import cached_recordings
@@ -254,7 +255,7 @@ def equally_good(settings: TrainSettings) -> None:
     if st.button("Train the seeds", key="td_seeds", disabled=not cost.fits):
         with heavy_section(cost, "this training"):  # a few heavy computations at once, server-wide
             bar = ProgressBar(st, f"Training {k} seeds per side ({2 * k} runs):")
-            study = seed_study(settings, k, bar.update, memo=SEED_MEMO)
+            study = seed_study(settings, k, bar.update, memo=SEEDS)
             bar.empty()
         st.session_state["td_seed_result"] = (settings, study)
     result = st.session_state.get("td_seed_result")
@@ -289,9 +290,9 @@ def float64_postpones(settings: TrainSettings) -> None:
         pairs_cost = training_cost(settings.steps, 1, "float64", settings.optimizer, pairs=2)
         with heavy_section(pairs_cost, "this training"):  # a few heavy computations at once, server-wide
             bar = ProgressBar(st, "Training the float32 pair:")
-            f32 = pair_outcome(settings, bar.update, PAIR_MEMO)
+            f32 = pair_outcome(settings, bar.update, PAIR_OUTCOMES)
             bar.text = "Training the float64 pair:"
-            f64 = pair_outcome(replace(settings, dtype="float64"), bar.update, PAIR_MEMO)
+            f64 = pair_outcome(replace(settings, dtype="float64"), bar.update, PAIR_OUTCOMES)
             bar.empty()
         st.session_state["td_f64_result"] = (f32, f64)
     result = st.session_state.get("td_f64_result")

@@ -1,5 +1,5 @@
-"""Presentation of a mismatch diagnosis: verdict, evidence tables and Altair charts (no numerics here
-beyond binning for the charts)."""
+"""Presentation of a mismatch diagnosis: verdict, evidence tables and Altair charts (no numerics here: the
+evidence's medians, histograms and ULP sizes are core.diagnose.evidence's)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,14 @@ import pandas as pd
 import streamlit as st
 
 from core.diagnose.envelopes import ENVELOPE_FACTOR, OUTLIER_FACTOR
+from core.diagnose.evidence import (
+    LogHistogram,
+    ShareHistogram,
+    difference_evidence,
+    outlier_positions,
+    simulation_evidence,
+    typical_relative,
+)
 from core.diagnose.loaders import LoadError, parse_log, parse_pasted
 from core.diagnose.logs import JUMP_FACTOR, LogDiagnosis, LogVerdict
 from core.diagnose.results import REORDERING_ENVELOPE, Diagnosis, Simulation, Verdict
@@ -146,14 +154,10 @@ def next_checks(d: Diagnosis) -> None:
 
 def envelope_frame(d: Diagnosis) -> pd.DataFrame:
     rows = []
-    fin = ~np.isnan(d.abs_diff)
-    for env in d.envelopes:
-        t = env.typical[fin]
-        mags = np.abs(d.scale[fin])
-        rel = np.median(t / mags[mags > 0]) if np.any(mags > 0) else math.nan
+    for env, rel in zip(d.envelopes, typical_relative(d), strict=True):
         rows.append({
             "explanation": env.name,
-            "typical size (relative, median element)": _num(float(rel)),
+            "typical size (relative, median element)": _num(rel),
             "envelope factor": f"{env.factor:.3g}" + ("" if env.factor == ENVELOPE_FACTOR else " (widened by the "
                                                       "simulation)"),
             "a-priori bound": "rigorous (inputs)" if env.bound_rigorous else "estimated",
@@ -165,37 +169,17 @@ def envelope_frame(d: Diagnosis) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _log_hist(values: np.ndarray, bins: int = 40) -> pd.DataFrame:
-    v = values[np.isfinite(values) & (values > 0)]
-    if v.size == 0:
-        return pd.DataFrame({"lo": [], "hi": [], "count": []})
-    lv = np.log10(v)
-    lo, hi = math.floor(lv.min() * 4) / 4, math.ceil(lv.max() * 4) / 4
-    if hi <= lo:
-        hi = lo + 0.25
-    counts, edges = np.histogram(lv, bins=min(bins, max(1, int((hi - lo) * 4))), range=(lo, hi))
-    return pd.DataFrame({"lo": 10 ** edges[:-1], "hi": 10 ** edges[1:], "count": counts})
+def _hist_frame(h: LogHistogram) -> pd.DataFrame:
+    return pd.DataFrame({"lo": h.lo, "hi": h.hi, "count": h.count}, columns=["lo", "hi", "count"])
 
 
 def difference_histogram(d: Diagnosis, kind: str) -> alt.LayerChart | None:
     """ULP (``kind="ulp"``) or relative differences of the differing elements, with each envelope's median."""
-    fin = ~np.isnan(d.abs_diff)
-    differ = fin & (d.abs_diff > 0)
-    vals = (d.ulp_diff if kind == "ulp" else d.rel_diff)[differ]
-    hist = _log_hist(vals)
-    if hist.empty:
+    evidence = difference_evidence(d, kind)
+    if evidence.histogram.empty:
         return None
-    unit = np.where(differ, d.abs_diff / np.where(d.ulp_diff > 0, d.ulp_diff, np.inf), np.nan)  # ULP per element
-    marks = []
-    for i, env in enumerate(d.envelopes):
-        if kind == "ulp":
-            v = env.envelope[differ] / unit[differ]
-        else:
-            mag = np.abs(d.scale[differ])
-            v = env.envelope[differ] / np.where(mag > 0, mag, np.nan)
-        v = v[np.isfinite(v) & (v > 0)]
-        if v.size:
-            marks.append({"envelope": SHORT.get(env.key, env.key), "at": float(np.median(v)), "i": i})
+    hist = _hist_frame(evidence.histogram)
+    marks = [{"envelope": SHORT.get(m.key, m.key), "at": m.at, "i": m.index} for m in evidence.marks]
     title = "|A − B| in ULPs of B" if kind == "ulp" else ("|A − B| / |B|" if kind == "rel" else "")
     x = alt.X("lo:Q", scale=alt.Scale(type="log"), title=title)
     bars = alt.Chart(hist).mark_bar(color=CONTEXT).encode(
@@ -233,7 +217,7 @@ def pattern_text(d: Diagnosis) -> str:
     if p is None or not p.applicable:
         return "Pattern check: too few elements to tell isolated outliers from the rest."
     if p.localized:
-        idx = ", ".join(str(tuple(int(v) for v in np.unravel_index(int(i), d.shape))) for i in p.outliers[:12])
+        idx = ", ".join(str(pos) for pos in outlier_positions(d, 12))
         more = f" and {p.outliers.size - 12:,} more" if p.outliers.size > 12 else ""
         return (f"Pattern check: {p.outliers.size:,} element(s) are more than {OUTLIER_FACTOR:g} times the level of "
                 f"the other 99 % ({_num(p.level)} ULPs of their scale): {idx}{more}.")
@@ -252,14 +236,16 @@ def nonfinite_frame(d: Diagnosis) -> pd.DataFrame:
 
 
 def simulation_chart(sim: Simulation, explanation: str | None) -> alt.Chart | None:
-    series = [("simulated orders, pairwise", sim.pair_diffs_ulps), ("your differences", sim.user_ulps)]
-    if explanation is not None and explanation in sim.reduced:
-        series.append((f"simulated {explanation} inputs vs the orders", sim.reduced_diffs_ulps(explanation)))
+    ev = simulation_evidence(sim, explanation)
+    series: list[tuple[str, ShareHistogram]] = [("simulated orders, pairwise", ev.orders),
+                                                ("your differences", ev.user)]
+    if ev.reduced is not None:
+        series.append((f"simulated {explanation} inputs vs the orders", ev.reduced))
     frames = []
-    for name, vals in series:
-        h = _log_hist(np.asarray(vals, dtype=np.float64), 30)
-        if not h.empty:
-            h["share"] = h["count"] / max(1, int(np.sum(np.isfinite(vals))))
+    for name, sh in series:
+        if not sh.histogram.empty:
+            h = _hist_frame(sh.histogram)
+            h["share"] = sh.share
             h["series"] = name
             frames.append(h)
     if not frames:
@@ -283,7 +269,8 @@ def simulation_section(d: Diagnosis, charts: bool = True) -> None:
                 "against the same sums recomputed here in several orders.", icon=":material/science:")
         return
     n = sim.elements.size
-    pmax = float(np.max(sim.pair_diffs_ulps)) if sim.pair_diffs_ulps.size else 0.0
+    ev = simulation_evidence(sim)
+    pmax = ev.spread
     st.markdown(
         f"{len(sim.orders)} orders of the same {sim.k:,} terms, recomputed on this server's CPU for {n:,} sampled "
         f"element(s) (the worst half of your differences and a random draw of the rest): "
@@ -295,10 +282,8 @@ def simulation_section(d: Diagnosis, charts: bool = True) -> None:
         st.altair_chart(styled(chart), width="stretch")
     err = pd.DataFrame({
         "": ["result A", "result B"],
-        "median |x − exact| (ULPs)": [_num(float(np.median(sim.actual_err / sim.unit))),
-                                      _num(float(np.median(sim.expected_err / sim.unit)))],
-        "largest |x − exact| (ULPs)": [_num(float(np.max(sim.actual_err / sim.unit))),
-                                       _num(float(np.max(sim.expected_err / sim.unit)))],
+        "median |x − exact| (ULPs)": [_num(ev.actual_median), _num(ev.expected_median)],
+        "largest |x − exact| (ULPs)": [_num(ev.actual_max), _num(ev.expected_max)],
     })
     st.dataframe(err, hide_index=True)
     st.caption("Exact: the float64 sum of the exact terms, rounded once (math.fsum). Products of float32 or "

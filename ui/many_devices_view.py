@@ -1,4 +1,5 @@
-"""Tables, Altair charts and server-wide memos for the Many devices page (no numerics here)."""
+"""Tables, Altair charts, progress bars and wait texts for the Many devices page (no numerics here: what
+it shows is computed and kept by core.studies.many_devices)."""
 
 from __future__ import annotations
 
@@ -12,20 +13,16 @@ import pandas as pd
 import streamlit as st
 
 from core.crowd.gate import HEAVY
-from core.crowd.runner import Memo
 from core.kernels.collectives import MODELS, Comparison
 from core.machines.progress import Progress
-from core.training.emulate import EmulatedRun, emulate_run
+from core.studies.many_devices import last_live_time
+from core.training.emulate import EmulatedRun
 from core.training.gloo import DataParallelResult, WorkerProgress
 from core.training.pair import StepRecord
 from core.training.seeds import DivergenceSummary
 from ui.palette import COLLECTIVE_MODELS, DEVICE_RUNS
 from ui.talk import styled
 
-# Finished work shared by every visitor of this server (deterministic for its key, so never stale).
-EMULATIONS = Memo(24)  # (ranks, model, steps) -> EmulatedRun
-STUDIES = Memo(4)  # ks -> tuple of Comparison
-STUDY_RATE = Memo(2)  # "per k": seconds per value of k in the last order study; "live": the last live run's times
 MODEL_COLOURS = alt.Scale(domain=[m.name for m in MODELS.values()], range=COLLECTIVE_MODELS)
 HEIGHT = 320
 
@@ -177,32 +174,15 @@ def live_progress(bar):
     return update
 
 
-def record_live_time(r: DataParallelResult) -> None:
-    """Keep the last live run's measured times: the next visitor's estimate."""
-    STUDY_RATE.put("live", (r.world_size, r.steps, r.startup_s, r.wall_s))
-
-
 def live_wait_text() -> str:
     """What the live run's wait is: the last run's measured times here, else only that a bar shows it."""
-    last = STUDY_RATE.get("live")
+    last = last_live_time()
     if last is None:
         return ("Each worker imports torch before it trains; a bar shows the workers joining, then each step.")
-    world, steps, startup, wall = last
-    return (f"The last run here ({world} worker{'s' if world > 1 else ''}, {steps} steps) took {startup:.0f} s to "
-            f"start its workers and {wall:.0f} s in all; a bar shows the workers joining, then each step.")
-
-
-def record_study_time(ks: int, seconds: float) -> None:
-    """Keep the order study's measured time per value of k: the next estimate's unit."""
-    if ks:
-        STUDY_RATE.put("per k", seconds / ks)
-
-
-def seconds_per_k(punch_seconds: float) -> float:
-    """Seconds per value of k: the last full study's rate on this server, else the first screen's one k
-    (each k sums the same number of gradient elements, so each takes about as long)."""
-    rate = STUDY_RATE.get("per k")
-    return rate if rate is not None else punch_seconds
+    world = last.world_size
+    return (f"The last run here ({world} worker{'s' if world > 1 else ''}, {last.steps} steps) took "
+            f"{last.startup_s:.0f} s to start its workers and {last.wall_s:.0f} s in all; a bar shows the workers "
+            "joining, then each step.")
 
 
 def study_estimate(ks: int, per_k: float) -> str:
@@ -212,8 +192,9 @@ def study_estimate(ks: int, per_k: float) -> str:
             "timed on this server; longer while other visitors compute).")
 
 
-def study_progress(bar, started: float):
+def study_progress(bar):
     """A progress callback for the order study: each k done, the time so far and the time left at that rate."""
+    started = time.monotonic()
 
     def update(p: Progress) -> None:
         spent = time.monotonic() - started
@@ -224,10 +205,10 @@ def study_progress(bar, started: float):
     return update
 
 
-def emulate_missing(missing: list[tuple[int, str, int]], bar) -> None:
-    """Run each (ranks, model, steps) emulation in turn, moving ``bar``; each is kept in EMULATIONS."""
-    for i, (k, m, n) in enumerate(missing):
-        def emu_progress(p: Progress, i: int = i, k: int = k) -> None:
-            bar.progress((i + p.fraction) / len(missing), text=f"{k:,} devices: step {p.done:,} of {p.total:,}")
+def emulation_progress(bar):
+    """A progress callback for the emulated runs (core.studies.many_devices.emulate_missing) that moves ``bar``."""
 
-        EMULATIONS.put((k, m, n), emulate_run(k, m, n, on_progress=emu_progress))
+    def update(p: Progress) -> None:
+        bar.progress(p.fraction, text=p.what)
+
+    return update

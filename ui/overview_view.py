@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.arith.exact import shortest_repr
+from core.crowd.bytecache import GPU_NAMES, OVERVIEW_HOOKS
 from core.machines.devices import available_devices
 from core.machines.globalstate import PROCESS_THREADS
 from core.recordings.store import cached_recordings, recordings_dir
@@ -12,14 +13,9 @@ from core.studies.overview import OverviewHook, overview_hook
 from ui.cpu_vs_gpu_view import gpu_status
 
 
-@st.cache_resource(max_entries=2, ttl=3600, show_spinner=False)
-def _hook(threads: int) -> OverviewHook:
-    return overview_hook(threads)  # milliseconds; shared by every visitor (frozen results)
-
-
 def live_hook() -> None:
     """The first screen's numbers: computed live on this server when the page opens (core.studies.overview)."""
-    hook = _hook(PROCESS_THREADS)
+    hook: OverviewHook = OVERVIEW_HOOKS.call(overview_hook, PROCESS_THREADS)  # milliseconds; frozen, shared
     t, split = hook.triple, hook.split
     with st.container(key="punchline"):
         left, right = st.columns(2)
@@ -43,11 +39,10 @@ def live_hook() -> None:
     st.markdown(gpu_status(*_recorded()))
 
 
-@st.cache_resource(max_entries=1, ttl=600, show_spinner=False)
 def _gpus() -> list[str]:
     return [d.name for d in available_devices() if d.kind != "cpu"]
 
 
 def _recorded():
     recs, _ = cached_recordings(recordings_dir())
-    return recs, _gpus()
+    return recs, GPU_NAMES.call(_gpus)

@@ -1,8 +1,10 @@
 """What lets many viewers share one server: costs, bounded caches, the gate, owned runs, links.
 
-budget (what one request costs and may spend), bytecache (process-wide caches bounded in bytes),
-gate (at most a few heavy computations at once, first come first served), runner (which training
-pair a session owns, bounded memos), querystate (strict, bounded decoding of link parameters).
+budget (what one request costs and may spend), bytecache (the one kind of cache, ``ByteLRU``, and
+every named cache of the process with its budget: bytes, and entries and age where asked), gate (at
+most a few heavy computations at once, first come first served), runner (a session's own state: which
+training pair it owns, its last result of a kind), querystate (strict, bounded decoding of link
+parameters).
 
 What it may import: its layer and the contracts in .importlinter (checked by
 ``lint-imports``).

@@ -1,11 +1,13 @@
-"""Who owns a session's training pair, and bounded memos of finished training work.
+"""A session's own state: who owns its training pair, its last result; and finished training work.
 
 Streamlit may start a new run of a session's script while the previous run of the same
 session is still computing (a click requests a rerun; the old thread only stops at its next
 ``st.*`` call). Both threads then see the same session state. This module is the one place
 where a session's ``PairedRun`` is created or replaced, atomically (compare and set under a
 lock), so two script runs never install two different pairs for the same settings; moving
-the pair is ``PairedRun.advance``'s job, under the pair's own lock.
+the pair is ``PairedRun.advance``'s job, under the pair's own lock. ``session_value`` keeps a
+session's last result of a kind (a diagnosis of its own upload), computed by one of its script
+runs at a time. Work shared by every session goes to the named caches of ``core.crowd.bytecache``.
 
 Nothing here imports streamlit: the session state is any mutable mapping.
 """
@@ -13,10 +15,11 @@ Nothing here imports streamlit: the session state is any mutable mapping.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
-from collections.abc import Hashable, MutableMapping
+from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass
+from typing import Any
 
+from core.crowd.bytecache import ByteLRU
 from core.machines.progress import OnProgress
 from core.training.mlp import TrainSettings
 from core.training.pair import PairedRun
@@ -46,33 +49,32 @@ def current_run(state: MutableMapping, key: str, settings: TrainSettings, fresh:
         return built
 
 
-class Memo:
-    """A small thread-safe least-recently-used map with a fixed number of entries."""
+_SESSION_LOCK = "_crowd_session_lock"  # the session-state key of a session's own lock
 
-    def __init__(self, max_entries: int) -> None:
-        if max_entries < 1:
-            raise ValueError("a memo needs room for one entry")
-        self.max_entries = max_entries
-        self._items: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
 
-    def get(self, key: Hashable):
-        with self._lock:
-            if key not in self._items:
-                return None
-            self._items.move_to_end(key)
-            return self._items[key]
+def _session_lock(state: MutableMapping) -> threading.RLock:
+    with _SLOT_LOCK:
+        lock = state.get(_SESSION_LOCK)
+        if lock is None:
+            lock = state[_SESSION_LOCK] = threading.RLock()
+        return lock
 
-    def put(self, key: Hashable, value) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.max_entries:
-                self._items.popitem(last=False)
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
+def session_value(state: MutableMapping, slot: str, key: Hashable, compute: Callable[[], Any]) -> Any:
+    """The value kept in ``state[slot]`` if it was computed for ``key``, else ``compute()``'s, kept there.
+
+    One slot per kind of result (the session's last one: an upload is not shared with other sessions,
+    and its diagnosis holds arrays of its size). A second script run of the same session that asks
+    meanwhile waits for the first one's computation and takes it, so a session computes one at a time.
+    If ``compute`` raises, nothing is kept.
+    """
+    with _session_lock(state):
+        held = state.get(slot)
+        if held is not None and held[0] == key:
+            return held[1]
+        value = compute()
+        state[slot] = (key, value)
+        return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +90,7 @@ class PairOutcome:
 
 
 def pair_outcome(settings: TrainSettings, on_progress: OnProgress | None = None,
-                 memo: Memo | None = None, chunk: int = SEED_CHUNK) -> PairOutcome:
+                 memo: ByteLRU | None = None, chunk: int = SEED_CHUNK) -> PairOutcome:
     """Train one pair to the end in chunks (the steps done reported between them; the callback may raise)."""
     if memo is not None and (hit := memo.get(settings)) is not None:
         return hit
@@ -101,9 +103,3 @@ def pair_outcome(settings: TrainSettings, on_progress: OnProgress | None = None,
     if memo is not None:
         memo.put(settings, out)
     return out
-
-
-# Finished work shared by every session of this process: a seed is four floats, a pair outcome at
-# most a few tens of kilobytes, so these bounds keep both memos far below a megabyte or two.
-SEED_MEMO = Memo(512)
-PAIR_MEMO = Memo(32)

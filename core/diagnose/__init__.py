@@ -6,7 +6,8 @@ reports), results (the result dataclasses), simulate (the inputs re-summed in se
 reduced precision), envelopes (what rounding can explain, element by element: envelopes, scale, pattern
 check, with the notation and derivations), accuracy (both results judged against a reference, given or
 the exact result of the inputs: neither side is the reference), verdict (diagnose(): the verdict, its
-sentence and reasons);
+sentence and reasons), evidence (what the page shows of a diagnosis: medians, log histograms, ULP
+sizes, outlier positions);
 loaders (a visitor's .npy, .pt and CSV files, safely), logs (two loss logs: amplified rounding or a
 jump), examples (bundled, computed live).
 

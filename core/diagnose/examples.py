@@ -27,8 +27,10 @@ import torch.nn.functional as F
 from core.arith.formats import same_bits
 from core.arith.vectors import VectorSpec, generate
 from core.diagnose.loaders import LossLog
-from core.diagnose.logs import LogVerdict, diagnose_logs
+from core.diagnose.logs import LogDiagnosis, LogVerdict, diagnose_logs
+from core.diagnose.results import Diagnosis
 from core.diagnose.rounding import round_to
+from core.diagnose.verdict import diagnose
 from core.kernels.cuda_model import cuda_config_for, cuda_sum_model
 from core.kernels.sums import sequential
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
@@ -62,6 +64,23 @@ class Example:
     reduction_length: int
     code: str  # how the pair was made
     live_note: str  # what happened on this machine
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiagnosedExample:
+    """A bundled example diagnosed: the code it shows, what was computed live, and the diagnosis."""
+
+    code: str
+    live_note: str
+    diagnosis: Diagnosis
+
+
+def diagnosed_example(key: str, reduced_precision: str = "any") -> DiagnosedExample:
+    """The bundled example ``key``, computed live and diagnosed as the page shows it."""
+    ex = make_example(key)
+    d = diagnose(ex.actual, ex.expected, inputs=ex.inputs, reduction_length=ex.reduction_length,
+                 reduced_precision=reduced_precision)
+    return DiagnosedExample(code=ex.code, live_note=ex.live_note, diagnosis=d)
 
 
 def _factors(seed: int, m: int, k: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -217,6 +236,20 @@ def make_log_example(key: str, lr: float = LOG_LR) -> tuple[LossLog, LossLog, st
     zero = np.zeros(a.size)
     return (LossLog(steps=steps, values=a, resolution=zero, source="run A (float32, torch, full batch)"),
             LossLog(steps=steps, values=b, resolution=zero, source=f"run B: {how}"), how)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiagnosedLogs:
+    """A bundled pair of loss logs diagnosed: how run B differs, and the diagnosis."""
+
+    how: str
+    diagnosis: LogDiagnosis
+
+
+def diagnosed_log_example(key: str, fmt: str = "float32") -> DiagnosedLogs:
+    """The bundled loss-log pair ``key``, trained live and diagnosed in ``fmt``."""
+    a, b, how = make_log_example(key)
+    return DiagnosedLogs(how=how, diagnosis=diagnose_logs(a, b, fmt))
 
 
 def at_calm_lr(fmt: str = "float32") -> str:

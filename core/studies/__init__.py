@@ -5,7 +5,8 @@ replays of recordings), mitigations (each fix measured on the Mitigations page's
 (Non-associativity), gpu_arithmetic (GPU arithmetic's dot-product lab and atomics), elementwise (exp, log,
 tanh and sigmoid against their correctly rounded values: causes other than a sum's order), reproducible
 (Make my runs reproducible: costs, modelled GPU generations, tolerances) with reproducible_rules (its
-registry of settings).
+registry of settings), many_devices (Many devices: its all-reduce studies and emulated trainings, kept
+for every visitor, and the rates its waits are estimated from).
 
 What it may import: its layer and the contracts in .importlinter (checked by
 ``lint-imports``).

@@ -67,9 +67,11 @@ def test_a_live_run_from_the_page_shows_what_core_measured():
     assert metrics["First differs from one process"] == short_step(r.summary.first_difference, 10)
     assert "every bit agrees" in all_text(at)
     assert any("MB" in c for c in cells(at))  # the memory facts
-    from ui.many_devices_view import STUDY_RATE, live_wait_text
+    from core.studies.many_devices import LiveTime, last_live_time
+    from ui.many_devices_view import live_wait_text
 
-    assert STUDY_RATE.get("live") == (1, 10, r.startup_s, r.wall_s)  # the next visitor's estimate is this run's
+    # the next visitor's estimate is this run's
+    assert last_live_time() == LiveTime(world_size=1, steps=10, startup_s=r.startup_s, wall_s=r.wall_s)
     assert f"took {r.startup_s:.0f} s to start its workers and {r.wall_s:.0f} s in all" in live_wait_text()
 
 
@@ -129,17 +131,19 @@ def test_ring_and_tree_are_explained_before_the_numbers():
 
 def test_the_order_studys_wait_is_estimated_from_a_measured_rate():
     """'A few seconds' took 26 s: the estimate now counts in the time one value of k took on this server."""
+    from core.crowd.bytecache import STUDY_RATES
+    from core.studies.many_devices import record_study_time, seconds_per_k
     from ui import many_devices_view as view
 
-    view.STUDY_RATE.put("per k", 0.5)
+    STUDY_RATES.put("per k", 0.5)
     try:
-        assert view.seconds_per_k(9.0) == 0.5  # the last full study's rate wins over the first screen's one k
+        assert seconds_per_k(9.0) == 0.5  # the last full study's rate wins over the first screen's one k
         assert view.study_estimate(28, 0.5).startswith("about 14–28 s for 28 values of k (0.50 s each")
-        view.record_study_time(28, 28.0)
-        assert view.seconds_per_k(9.0) == 1.0
+        record_study_time(28, 28.0)
+        assert seconds_per_k(9.0) == 1.0
     finally:
-        view.STUDY_RATE.put("per k", None)
-    assert view.seconds_per_k(0.7) == 0.7  # nothing measured yet: the first screen's k = 8 sum
+        STUDY_RATES.discard("per k")
+    assert seconds_per_k(0.7) == 0.7  # nothing measured yet: the first screen's k = 8 sum
     at = page({"largest_k": "1024"})
     if any(b.key == "md_study_go" for b in at.button):
         assert any("timed on this server" in c.value for c in at.caption)

@@ -9,7 +9,7 @@ import pytest
 from core.arith.formats import NUMPY_DTYPES
 from core.arith.vectors import GENERATORS, MAX_N
 from core.crowd import budget
-from core.crowd.bytecache import RESULTS, VECTORS
+from core.crowd.bytecache import CACHES
 from core.crowd.gate import HEAVY_SLOTS
 from core.kernels.orders import DEFAULT_ORDERS, ORDERS, clamp_permutations
 from core.recordings.store import SUITE_DTYPES, SUITE_GENERATORS, SUITE_SIZES
@@ -101,7 +101,7 @@ def test_the_budget_fits_the_hosting_tiers():
     """Defaults fit the smallest tier (measured by benchmarks/bench_hosting.py); on top of that, the
     most heavy requests can hold at once and the caches stay within the largest tier."""
     assert HEAVY_SLOTS <= 2
-    worst = budget.HOSTING_SMALL + 2 * budget.MEMORY_BUDGET + VECTORS.capacity + RESULTS.capacity
+    worst = budget.HOSTING_SMALL + 2 * budget.MEMORY_BUDGET + sum(c.capacity for c in CACHES.values())
     assert worst <= budget.HOSTING_LARGE, worst / budget.MB
     assert budget.HEAVY_BYTES < budget.MEMORY_BUDGET and budget.HEAVY_WORK < budget.WORK_BUDGET
     # the largest lab request the budget allows stays within its memory share

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from core.arith.vectors import VectorSpec, generate
-from core.crowd.bytecache import VECTORS, ByteLRU, approx_nbytes, vector_for
+from core.crowd.bytecache import CACHES, VECTORS, ByteLRU, approx_nbytes, named, vector_for
 
 
 def _size(v) -> int:
@@ -74,7 +74,7 @@ def test_thread_safe_under_many_threads():
         t.join()
     assert not errors, errors[:5]
     # the byte count is exactly the sum of what is stored
-    assert c.nbytes == sum(size for _, size in c._items.values()) <= cap
+    assert c.nbytes == sum(item[1] for item in c._items.values()) <= cap
 
 
 def test_one_computation_for_many_simultaneous_requests():
@@ -135,3 +135,75 @@ def test_vectors_are_shared_read_only_and_regenerated_after_eviction():
     VECTORS.discard(spec)
     b = vector_for(spec)
     assert b is not a and np.array_equal(a.values, b.values) and b.source == a.source
+
+
+def test_an_entry_count_bounds_a_cache_as_well_as_its_bytes():
+    c = ByteLRU(1_000, sizeof=_size, max_entries=2)
+    c.put("a", ("a", 1))
+    c.put("b", ("b", 1))
+    assert c.get("a") == ("a", 1)  # now the most recent
+    c.put("c", ("c", 1))
+    assert "b" not in c and "a" in c and "c" in c and len(c) == 2 and c.evictions == 1
+    with pytest.raises(ValueError):
+        ByteLRU(1_000, max_entries=0)
+
+
+def test_an_entry_older_than_the_ttl_is_computed_again():
+    now = [0.0]
+    c = ByteLRU(1_000, sizeof=_size, ttl=60, clock=lambda: now[0])
+    calls = []
+    assert c.get_or_compute("k", lambda: calls.append(1) or ("k", 1)) == ("k", 1)
+    now[0] = 59.0
+    assert c.get_or_compute("k", lambda: calls.append(1) or ("k", 2)) == ("k", 1) and len(calls) == 1
+    now[0] = 61.0
+    assert "k" not in c and c.get("k") is None and c.nbytes == 0  # expired: dropped, its bytes freed
+    assert c.get_or_compute("k", lambda: calls.append(1) or ("k", 3)) == ("k", 3) and len(calls) == 2
+
+
+def test_call_keys_by_the_function_and_its_arguments():
+    c = ByteLRU(1_000, sizeof=lambda v: 1)
+    calls = []
+
+    def square(x, offset=0):
+        calls.append(x)
+        return x * x + offset
+
+    assert c.call(square, 3) == 9 and c.call(square, 3) == 9 and calls == [3]
+    assert c.call(square, 4) == 16 and c.call(square, 3, offset=1) == 10 and calls == [3, 4, 3]
+    assert c.call(abs, -3) == 3  # another function with the same argument: its own entry
+
+
+def test_refresh_replaces_a_value_once_for_simultaneous_callers():
+    c = ByteLRU(1_000, sizeof=lambda v: 1)
+    c.put("last", "old")
+    entered, release, calls, got = threading.Event(), threading.Event(), [], []
+
+    def slow():
+        calls.append(1)
+        entered.set()
+        release.wait(5)
+        return "new"
+
+    first = threading.Thread(target=lambda: got.append(c.refresh("last", slow)))
+    first.start()
+    entered.wait(5)
+    assert c.get("last") == "old"  # readers see the old value while it is measured again
+    second = threading.Thread(target=lambda: got.append(c.refresh("last", slow)))
+    second.start()
+    time.sleep(0.05)
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert got == ["new", "new"] and calls == [1] and c.get("last") == "new"
+
+
+def test_every_cache_is_named_once_with_its_budget():
+    assert CACHES["vectors"] is VECTORS and all(name == c.name for name, c in CACHES.items())
+    with pytest.raises(ValueError, match="exists already"):
+        named("vectors", 1)
+    assert all(c.capacity > 0 and c.max_entry <= c.capacity for c in CACHES.values())
+
+
+def test_a_refused_entry_is_counted():
+    c = ByteLRU(100, max_entry=10, sizeof=_size)
+    assert not c.put("x", ("x", 11)) and c.refused == 1

@@ -735,9 +735,9 @@ def test_one_pair_per_session_whatever_threads_ask_for_it():
 
 
 def test_memo_keeps_the_most_recent_entries_only():
-    from core.crowd.runner import Memo
+    from core.crowd.bytecache import ByteLRU
 
-    memo = Memo(2)
+    memo = ByteLRU(2**20, max_entries=2)
     memo.put("a", 1)
     memo.put("b", 2)
     assert memo.get("a") == 1  # now the most recent
@@ -746,10 +746,10 @@ def test_memo_keeps_the_most_recent_entries_only():
 
 
 def test_seed_study_with_a_memo_trains_only_new_seeds_and_reports_progress():
-    from core.crowd.runner import Memo
+    from core.crowd.bytecache import ByteLRU
 
     s = TrainSettings(steps=20)
-    memo = Memo(8)
+    memo = ByteLRU(2**20, max_entries=8)
     seen = []
     first = seed_study(s, 2, lambda p: seen.append((p.done, p.total)), memo=memo)
     assert seen[-1] == (40, 40) and all(t == 40 for _, t in seen) and len(memo) == 2
@@ -761,11 +761,12 @@ def test_seed_study_with_a_memo_trains_only_new_seeds_and_reports_progress():
 
 
 def test_pair_outcome_matches_the_records_of_a_clean_run():
-    from core.crowd.runner import Memo, pair_outcome
+    from core.crowd.bytecache import ByteLRU
+    from core.crowd.runner import pair_outcome
 
     s = TrainSettings(steps=60)
     recs = PairedRun(s).run(60)
-    memo = Memo(2)
+    memo = ByteLRU(2**20, max_entries=2)
     out = pair_outcome(s, memo=memo)
     assert out.steps == tuple(r.step for r in recs if r.abs_diff > 0)
     assert out.abs_diff == tuple(r.abs_diff for r in recs if r.abs_diff > 0)
