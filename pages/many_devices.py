@@ -33,7 +33,6 @@ from ui import glossary
 from ui.many_devices_view import (
     between_frame,
     divergence_frame,
-    emulation_progress,
     emulation_rows,
     gap_chart,
     gated,
@@ -254,9 +253,9 @@ def emulation_section(live: DataParallelResult | None) -> None:
         st.caption("Choose at least one number of devices.")
     elif missing and st.button(f"Run the emulation ({len(missing)} run{'s' if len(missing) > 1 else ''} of "
                                f"{settings.steps} steps)", key="md_emulate", icon=":material/play_arrow:"):
-        bar = ProgressBar(st, "Emulating…")
+        bar = ProgressBar(st, "Emulating…", say=lambda p: p.what)
         with gated("the emulation"):
-            emulate_missing(missing, emulation_progress(bar))
+            emulate_missing(missing, bar)
         bar.empty()
     runs = finished_emulations(keys)
     if keys and len(runs) < len(keys):

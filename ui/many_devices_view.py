@@ -204,11 +204,3 @@ def study_progress(bar):
 
     return update
 
-
-def emulation_progress(bar):
-    """A progress callback for the emulated runs (core.studies.many_devices.emulate_missing) that moves ``bar``."""
-
-    def update(p: Progress) -> None:
-        bar.progress(p.fraction, text=p.what)
-
-    return update
