@@ -7,7 +7,7 @@ import html
 import pandas as pd
 import streamlit as st
 
-from core.arith.metrics import ulps_gap
+from core.arith.metrics import ulps_gap, ulps_tenths, ulps_whole
 from core.serving.engine import Completion, ForkStudy, ServeResult
 from ui.palette import FORK, GENERATED_BACKGROUND, ON_FORK
 from ui.render import inert
@@ -122,12 +122,12 @@ def rarity(result: ServeResult) -> None:
               help=f"Logit rows whose bits differ from the lone run: {result.rows_bits_differ:,} of "
                    f"{result.rows_compared:,} rows of the identical requests, compared while each still agreed with "
                    "the lone run.")
-    c2.metric("Largest logit move", f"{result.max_move_ulps:,.1f} ULPs",
+    c2.metric("Largest logit move", ulps_tenths(result.max_move_ulps),
               help="The largest change of one logit against the lone run's, over those rows, in ULPs of that row's "
                    f"largest logit ({result.settings.dtype}): the unit of the top-2 gap.")
     c3.metric("Rows whose best token flips", f"{result.rows_argmax_flip / n:.3%}",
               help=f"{result.rows_argmax_flip:,} of {result.rows_compared:,}.")
-    c4.metric("Smallest top-2 gap", f"{result.min_gap_ulps:,.0f} ULPs",
+    c4.metric("Smallest top-2 gap", ulps_whole(result.min_gap_ulps),
               help=f"{result.min_gap_ratio:.2e} of the larger logit, in {result.settings.dtype}.")
 
 
@@ -140,7 +140,7 @@ def measured_moves(result: ServeResult) -> str:
     if result.rows_bits_differ == 0:
         return f"Measured here on {on}: no row's bits moved with the batch."
     return (f"Measured here on {on}: the bits of {result.rows_bits_differ / n:.1%} of the rows moved with the batch, "
-            f"one logit by at most {result.max_move_ulps:,.1f} ULPs of its row's largest logit; "
+            f"one logit by at most {ulps_tenths(result.max_move_ulps)} of its row's largest logit; "
             f"{result.rows_argmax_flip / n:.2%} of the rows changed their best token (where each request departs, "
             "its top-2 gap is in the table of every completion below). "
             "A deeper model adds such differences up layer by layer, so its logits can move further.")
@@ -159,8 +159,8 @@ def own_kernels_note(result: ServeResult, blas: str | None) -> str:
             f"and the same row in a batch were not computed the same way (another order of the additions, or other "
             f"instructions): torch hands both shapes to {lib}, whose "
             "choice of kernel is not documented; likely a matrix-vector kernel for one row and a blocked "
-            f"matrix-matrix kernel for a batch. A logit moved by at most {result.max_move_ulps:,.1f} ULPs of its row's "
-            f"largest logit, and the smallest top-2 gap seen was {result.min_gap_ulps:,.0f} ULPs: "
+            f"matrix-matrix kernel for a batch. A logit moved by at most {ulps_tenths(result.max_move_ulps)} of its "
+            f"row's largest logit, and the smallest top-2 gap seen was {ulps_whole(result.min_gap_ulps)}: "
             + ("no token flipped." if result.rows_argmax_flip == 0 else
                f"{result.rows_argmax_flip:,} rows flipped their best token."))
 

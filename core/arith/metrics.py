@@ -202,13 +202,13 @@ def evaluate(v: np.generic, exact: Exact, fmt: FloatFormat, bound: Fraction | No
 class UlpText:
     """How an error (or a distance, or a bound) in ULPs is written: the one formatter, with one preset per
     way the app writes them (``ulps_text``, ``ulps_short``, ``ulps_cell``, ``ulps_brief``, ``bound_cell``,
-    ``ulps_count``, ``ulps_gap``)."""
+    ``ulps_count``, ``ulps_gap``, ``ulps_tenths``, ``ulps_whole``)."""
 
     sign: str = "+"  # "+": a signed error; "±": a bound on one; "": a size
     spec: str = ".4g"
     large: float = math.inf  # from here on ``large_spec``, its exponent written bare ("-6.26e7")
     large_spec: str = ""
-    unit: str = ""  # "ULP" after the number ("ULPs" when ``plural`` and the number is not 1)
+    unit: str = ""  # "ULP" after the number ("ULPs" when ``plural`` and the number is not written "1")
     plural: bool = False
     infinite: str | None = None  # how ±inf reads; None: "+∞" / "−∞" (with the sign ``sign`` asks for)
     undefined: str = "undefined"  # nan
@@ -232,7 +232,7 @@ class UlpText:
         if self.sign == "±":
             number = "±" + number
         if self.unit:
-            number += f" {self.unit}{'s' if self.plural and x != 1 else ''}"
+            number += f" {self.unit}{'s' if self.plural and number != '1' else ''}"
         if relative is not None and abs(x) >= self.huge:
             number += f" (relative error {relative:.3g})"
         return number
@@ -247,6 +247,8 @@ ulps_brief = UlpText(spec=".3g")  # three digits, in tables of many: each additi
 bound_cell = UlpText(sign="±")  # a table's bound column: the error lies in ±bound
 ulps_count = UlpText(sign="", spec=",.3g", unit="ULP", plural=True)  # a size in a sentence: "1 ULP", "3 ULPs"
 ulps_gap = UlpText(sign="", spec=",.1f", large=1000, large_spec=",.0f")  # a gap in a column: "12.5", "1,234"
+ulps_tenths = UlpText(sign="", spec=",.1f", unit="ULP", plural=True)  # a measured move: "0.5 ULPs", "1.0 ULPs"
+ulps_whole = UlpText(sign="", spec=",.0f", unit="ULP", plural=True)  # a gap in whole ULPs: "1 ULP", "1,234 ULPs"
 
 
 # -------------------------------------------------------------------------- exponential growth

@@ -23,7 +23,9 @@ from core.arith.metrics import (
     ulps_count,
     ulps_gap,
     ulps_short,
+    ulps_tenths,
     ulps_text,
+    ulps_whole,
 )
 from core.kernels.orders import ORDERS
 
@@ -86,6 +88,8 @@ def test_one_formatter_writes_every_pages_texts():
     assert ulps_count(12_345.0) == "1.23e+04 ULPs"
     # the serving page's gaps: one decimal below 1,000, whole ULPs with separators above
     assert ulps_gap(12.34) == "12.3" and ulps_gap(12_345.6) == "12,346" and ulps_gap(None) == "—"
+    assert ulps_tenths(1.0) == "1.0 ULPs" and ulps_tenths(0.46) == "0.5 ULPs" and ulps_tenths(1234.5) == "1,234.5 ULPs"
+    assert ulps_whole(1.0) == "1 ULP" and ulps_whole(12_345.6) == "12,346 ULPs"
 
 
 def test_an_error_report_is_frozen_and_keyword_only():
