@@ -29,7 +29,7 @@ import numpy as np
 
 from core.arith.exact import exact_dot_fraction, exact_sum_fraction
 from core.arith.formats import FLOAT64, FORMATS, FloatFormat, in_ulps, ulp, ulp_array
-from core.arith.metrics import gamma
+from core.arith.metrics import gamma, ulps_count
 from core.diagnose.inputs import Inputs
 from core.diagnose.results import Accuracy, SideError
 from core.diagnose.simulate import sample_elements
@@ -81,20 +81,16 @@ def _side(name: str, err: np.ndarray, bound: np.ndarray) -> SideError:
                      beyond_bound=int(np.sum(e > b)), worst_ratio=float(np.max(ratio)))
 
 
-def _u(x: float) -> str:
-    return "1 ULP" if x == 1 else f"{x:,.3g} ULPs"
-
-
 def _sentence(source: str, ref_fmt: str, n: int, sampled: bool, a: SideError, b: SideError, a_closer: int,
               b_closer: int, ties: int, bound: np.ndarray, k: int, acc: str, rigorous: bool) -> str:
     ref = ("the exact result of the inputs" if source == "exact" else f"your {ref_fmt} reference")
     where = f"on {n:,} sampled elements" if sampled else ("on the one element" if n == 1 else f"on all {n:,} elements")
     if n == 1:
-        head = (f"Neither result is the reference. Against {ref}: result A is off by {_u(a.max_ulps)}, result B "
-                f"by {_u(b.max_ulps)}.")
+        head = (f"Neither result is the reference. Against {ref}: result A is off by {ulps_count(a.max_ulps)}, "
+                f"result B by {ulps_count(b.max_ulps)}.")
     else:
         head = (f"Neither result is the reference. Against {ref}, {where}: result A is off by at most "
-                f"{_u(a.max_ulps)} (median {a.median_ulps:,.3g}), result B by at most {_u(b.max_ulps)} "
+                f"{ulps_count(a.max_ulps)} (median {a.median_ulps:,.3g}), result B by at most {ulps_count(b.max_ulps)} "
                 f"(median {b.median_ulps:,.3g}).")
     if n == 1:
         closer = (" They are equally close." if ties else
@@ -107,7 +103,7 @@ def _sentence(source: str, ref_fmt: str, n: int, sampled: bool, a: SideError, b:
     over = [s for s in (a, b) if s.beyond_bound]
     if not over:
         tail = (f" Both are within the bound of any order of {k:,}-term sums in {acc}{kind}, at most "
-                f"{_u(bmax)} here.")
+                f"{ulps_count(bmax)} here.")
     else:
         tail = " " + " ".join(f"{s.name[0].upper() + s.name[1:]} exceeds the bound of any order of {k:,}-term sums "
                               f"in {acc}{kind} at {s.beyond_bound:,} element(s), up to {s.worst_ratio:,.3g} times it: "
@@ -127,10 +123,10 @@ def _headline(source: str, n: int, sampled: bool, a: SideError, b: SideError, a_
     else:
         closer = "neither is closer more often"
     if n == 1:
-        return (f"Neither result is the reference. Against {ref}: A is off by {_u(a.max_ulps)}, B by "
-                f"{_u(b.max_ulps)}; {closer}.")
-    return (f"Neither result is the reference. Against {ref}: A is off by a median {_u(a.median_ulps)} (up to "
-            f"{a.max_ulps:,.3g}), B by {_u(b.median_ulps)} (up to {b.max_ulps:,.3g}); {closer}.")
+        return (f"Neither result is the reference. Against {ref}: A is off by {ulps_count(a.max_ulps)}, B by "
+                f"{ulps_count(b.max_ulps)}; {closer}.")
+    return (f"Neither result is the reference. Against {ref}: A is off by a median {ulps_count(a.median_ulps)} (up to "
+            f"{a.max_ulps:,.3g}), B by {ulps_count(b.median_ulps)} (up to {b.max_ulps:,.3g}); {closer}.")
 
 
 def judge(af: np.ndarray, bf: np.ndarray, elements: np.ndarray, reference: np.ndarray, err_a: np.ndarray,
