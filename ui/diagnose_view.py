@@ -16,6 +16,7 @@ from core.diagnose.evidence import (
     LogHistogram,
     ShareHistogram,
     difference_evidence,
+    fitted_curve,
     outlier_positions,
     simulation_evidence,
     typical_relative,
@@ -430,9 +431,9 @@ def log_gap_chart(ld: LogDiagnosis) -> alt.LayerChart:
     y = alt.Y("value:Q", scale=alt.Scale(type="log"), title="|A − B| / max(|A|, |B|)")
     series = [gap.assign(series="relative gap", value=gap["relative gap"])[["step", "series", "value"]],
               df.assign(series="rounding size", value=df["rounding size"])[["step", "series", "value"]]]
-    if ld.fit is not None and ld.fit.slope:
-        s = np.linspace(ld.fit.first_step, ld.fit.last_step, 50)
-        series.append(pd.DataFrame({"step": s, "series": "fitted growth", "value": [ld.fit.at(x) for x in s]}))
+    curve = fitted_curve(ld.fit)
+    if curve is not None:
+        series.append(pd.DataFrame({"step": curve.steps, "series": "fitted growth", "value": curve.values}))
     long = pd.concat(series, ignore_index=True)
     layers = [alt.Chart(long).mark_line().encode(
         x="step:Q", y=y, color=alt.Color("series:N", scale=alt.Scale(

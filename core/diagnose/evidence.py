@@ -1,6 +1,6 @@
 """What the Diagnose page shows as evidence, computed from a ``Diagnosis``: each envelope's typical
 relative size, histograms of the differences on a log scale with each envelope at its median element,
-the simulation's spread and errors in ULPs, and where the outliers sit.
+the simulation's spread and errors in ULPs, where the outliers sit, and a loss log's fitted growth.
 
 The page's charts and tables draw these as they are (``ui.diagnose_view``); every number here is a
 plain float or a tuple of them, so each can be tested without drawing anything.
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.arith.metrics import GrowthFit
 from core.diagnose.results import Diagnosis, Simulation
 
 HIST_BINS = 40  # at most, for the differences; a quarter of a decade each
@@ -153,3 +154,20 @@ def simulation_evidence(sim: Simulation, explanation: str | None = None) -> Simu
         user=share_histogram(sim.user_ulps), reduced=reduced,
         actual_median=float(np.median(actual)), expected_median=float(np.median(expected)),
         actual_max=float(np.max(actual)), expected_max=float(np.max(expected)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Curve:
+    """A line to draw: ``values[i]`` at ``steps[i]``."""
+
+    steps: tuple[float, ...]
+    values: tuple[float, ...]
+
+
+def fitted_curve(fit: GrowthFit | None, points: int = 50) -> Curve | None:
+    """The fitted exponential at ``points`` evenly spaced steps over the steps it was fitted on (None without a
+    fit, or with a flat one)."""
+    if fit is None or not fit.slope:
+        return None
+    steps = np.linspace(fit.first_step, fit.last_step, points)
+    return Curve(steps=tuple(float(x) for x in steps), values=tuple(fit.at(x) for x in steps))

@@ -228,7 +228,7 @@ def _cuda_model(s: SumInput) -> Ran:
                      f"{cfg.sm_count} SMs, H100/H200-like; not checked against a GPU)"))
 
 
-# Module-level functions, not lambdas: results that hold an Order are pickled by st.cache_data.
+# Module-level functions, not lambdas: a result that holds an Order can still be pickled (a lambda cannot).
 def _kahan(s: SumInput) -> Ran:
     return Ran(value=compensated(s.x, "kahan"), depth=lane_length(s.x.size))  # depth: values per lane
 

@@ -8,8 +8,10 @@ import math
 import numpy as np
 import pytest
 
+from core.arith.metrics import GrowthFit
 from core.diagnose.evidence import (
     difference_evidence,
+    fitted_curve,
     log_histogram,
     outlier_positions,
     share_histogram,
@@ -115,3 +117,12 @@ def test_simulation_evidence_matches_the_simulation():
     assert ev.actual_median <= ev.actual_max and ev.expected_median <= ev.expected_max
     assert sum(ev.user.histogram.count) == int(np.sum(sim.user_ulps > 0))
     assert (ev.reduced is not None) == (d.explanation is not None and d.explanation in sim.reduced)
+
+
+def test_the_fitted_growth_is_drawn_over_the_steps_it_was_fitted_on():
+    fit = GrowthFit(slope=math.log(2) / 10, intercept=math.log(1e-7), first_step=20, last_step=70)
+    c = fitted_curve(fit, points=6)
+    assert c.steps == (20.0, 30.0, 40.0, 50.0, 60.0, 70.0)
+    assert c.values[0] == pytest.approx(1e-7 * 2**2) and c.values[-1] == pytest.approx(1e-7 * 2**7)  # doubling every 10
+    assert fitted_curve(None) is None
+    assert fitted_curve(GrowthFit(slope=0.0, intercept=0.0, first_step=0, last_step=5)) is None
