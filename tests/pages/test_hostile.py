@@ -124,8 +124,11 @@ def test_link_values_and_names_render_as_inert_text(page):
         ("mitigations", {"seeds": f"[Sign in again](https://{HOST})"}),
         ("non_associativity", {"a": f"![t](https://{HOST}/t.png)"}),
         ("non_associativity", {"a": f"https://{HOST}", "b": f"<img src=https://{HOST}/b.png>", "c": f"x@{HOST}"}),
-        ("summation_lab", {"vector": "paste", "numbers": f"1 2 [x](https://{HOST})"}),
-        ("summation_lab", {"vector": "paste", "numbers": f"1 ![t](https://{HOST})"}),
+        # the numbers' tokeniser splits at brackets and parentheses (a printed tensor pastes as it is), so a
+        # markdown link never reaches an error whole: what can is a bare address, an e-mail or an autolink
+        ("summation_lab", {"vector": "paste", "numbers": f"1 2 https://{HOST}"}),
+        ("summation_lab", {"vector": "paste", "numbers": f"1 x@{HOST}"}),
+        ("summation_lab", {"vector": "paste", "numbers": f"1 <https://{HOST}>"}),
     ],
 )
 def test_links_and_images_in_parameters_are_inert(page, params):
