@@ -56,7 +56,7 @@ def _assert_inert(page, attempted: list[str]) -> None:
     [
         ("non_associativity", {"a": IMAGE, "b": HTML, "c": BARE}, [IMAGE, HTML, BARE]),
         ("summation_lab", {"vector": "paste", "numbers": f"1 2 <img/src=https://{HOST}/h.png>", "n": LINK, LINK: "1"},
-         [f"<img/src=https://{HOST}/h", LINK]),  # a pasted token is quoted up to 30 characters
+         [f"<img/src=https://{HOST}/…", LINK]),  # a pasted token is quoted up to 29 characters and "…"
         ("mitigations", {"seeds": LINK, IMAGE: "1"}, [LINK, IMAGE]),
     ],
     ids=["non_associativity", "summation_lab", "mitigations"],
