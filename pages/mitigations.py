@@ -47,7 +47,7 @@ from core.training.mlp import TrainSettings
 from core.training.seeds import seed_study
 from ui import glossary
 from ui import mitigations_view as view
-from ui.crowd import heavy_section
+from ui.crowd import folded, heavy_section
 from ui.mitigations_view import story_link
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.progress import ProgressBar
@@ -100,47 +100,52 @@ def punchline(punch) -> None:
 
 
 def float64_section() -> ThroughputRun | None:
-    with st.expander("1 · Compute in float64: measured here, and the vendors' ratios"):
-        st.markdown("Each float64 rounding is 2²⁹ times finer than float32's. What it costs depends on the hardware: "
-                    "the vendors' peak rates below, and a measurement on this server when you ask for one.")
+    with folded("1 · Compute in float64: measured here, and the vendors' ratios", "mi_open_float64") as open_:
+        if open_:
+            _float64_detail()
+    return _measured()[0]
+
+
+def _float64_detail() -> None:
+    st.markdown("Each float64 rounding is 2²⁹ times finer than float32's. What it costs depends on the hardware: "
+                "the vendors' peak rates below, and a measurement on this server when you ask for one.")
+    run, at = _measured()
+    if st.button("Measure float32 against float64 on this server" + (" again" if run else ""), key="mi_measure",
+                 icon=":material/speed:", help="A 1024² matrix product and a sum of 2²⁴ values in both formats, "
+                 "7 interleaved repeats: many seconds on a busy server, so it runs only when asked."):
+        bar = ProgressBar(st, "Measuring…", say=lambda p: f"Measuring… {p.what}")
+        _measure(bar)
+        bar.empty()
         run, at = _measured()
-        if st.button("Measure float32 against float64 on this server" + (" again" if run else ""), key="mi_measure",
-                     icon=":material/speed:", help="A 1024² matrix product and a sum of 2²⁴ values in both formats, "
-                     "7 interleaved repeats: many seconds on a busy server, so it runs only when asked."):
-            bar = ProgressBar(st, "Measuring…", say=lambda p: f"Measuring… {p.what}")
-            _measure(bar)
-            bar.empty()
-            run, at = _measured()
-        if run and run.rows:
-            view.throughput_table(run)
-            mm, sm = run.first("matmul"), run.first("sum")
-            st.caption(f"Measured on this server {(time.time() - at) / 60:.0f} min ago (by whichever visitor pressed "
-                       f"the button) with torch {run.torch_version}: both formats timed back to back in each of "
-                       f"{run.rows[0].repeats} repeats after a warm-up. The cost is float64's time over float32's for "
-                       "the same values: the reciprocal of the per-repeat speed ratio's median, its quartiles' "
-                       "reciprocals in brackets. Per value, a matrix product is limited by arithmetic and a large sum "
-                       "by memory bandwidth (float64 moves twice the bytes): both would take about twice the time"
-                       + (f"; here {view.time_ratio(mm.ratio):.2f}× and {view.time_ratio(sm.ratio):.2f}×."
-                          if mm and sm else "."))
-        else:
-            st.info("Not measured since this server started: the button above times both formats here (it takes "
-                    "many seconds, so the page does not do it while loading).", icon=":material/speed:")
-        for failure in run.failures if run else ():
-            st.warning(failure)
-        recs = [r for r in cached_recordings()[0] if r.throughput]
-        if recs:
-            st.markdown("Recorded on other machines with `python -m scripts.capture` (each row names the machine "
-                        "and the date):")
-            view.recorded_throughput_table(recs)
-        view.vendor_table()
-        with st.spinner("Summing 10⁶ values in 8 orders, in float32 and float64, against the exact sum…"):
-            errors = accumulation_errors(MITIGATION_LABS.call(lab, "same"), MITIGATION_LABS.call(lab, "float64"))
-        st.markdown("The Summation lab's default vector (10⁶ normal float32 values), summed in float32 and in "
-                    "float64. Each float64 rounding is 2²⁹ times finer:")
-        view.error_table(errors)
-        st.caption("Absolute errors against the exact sum, computed live; the float64 sums are of the same float32 "
-                   "values.")
-    return run
+    if run and run.rows:
+        view.throughput_table(run)
+        mm, sm = run.first("matmul"), run.first("sum")
+        st.caption(f"Measured on this server {(time.time() - at) / 60:.0f} min ago (by whichever visitor pressed "
+                   f"the button) with torch {run.torch_version}: both formats timed back to back in each of "
+                   f"{run.rows[0].repeats} repeats after a warm-up. The cost is float64's time over float32's for "
+                   "the same values: the reciprocal of the per-repeat speed ratio's median, its quartiles' "
+                   "reciprocals in brackets. Per value, a matrix product is limited by arithmetic and a large sum "
+                   "by memory bandwidth (float64 moves twice the bytes): both would take about twice the time"
+                   + (f"; here {view.time_ratio(mm.ratio):.2f}× and {view.time_ratio(sm.ratio):.2f}×."
+                      if mm and sm else "."))
+    else:
+        st.info("Not measured since this server started: the button above times both formats here (it takes "
+                "many seconds, so the page does not do it while loading).", icon=":material/speed:")
+    for failure in run.failures if run else ():
+        st.warning(failure)
+    recs = [r for r in cached_recordings()[0] if r.throughput]
+    if recs:
+        st.markdown("Recorded on other machines with `python -m scripts.capture` (each row names the machine "
+                    "and the date):")
+        view.recorded_throughput_table(recs)
+    view.vendor_table()
+    with st.spinner("Summing 10⁶ values in 8 orders, in float32 and float64, against the exact sum…"):
+        errors = accumulation_errors(MITIGATION_LABS.call(lab, "same"), MITIGATION_LABS.call(lab, "float64"))
+    st.markdown("The Summation lab's default vector (10⁶ normal float32 values), summed in float32 and in "
+                "float64. Each float64 rounding is 2²⁹ times finer:")
+    view.error_table(errors)
+    st.caption("Absolute errors against the exact sum, computed live; the float64 sums are of the same float32 "
+               "values.")
 
 
 def wider_section() -> WiderStudy:
@@ -201,89 +206,99 @@ def _sixteen_bit_note(study: WiderStudy) -> str:
 
 
 def determinism_section() -> None:
-    with st.expander("3 · Deterministic is not the same as reproducible"):
-        det = DETERMINISM.call(determinism_study)
-        cols = st.columns(len(det.distinct_by_threads))
-        for col, (threads, distinct) in zip(cols, det.distinct_by_threads.items(), strict=True):
-            col.metric(f"torch.sum, {threads} thread{'s' if threads > 1 else ''}: results in {det.repeats} runs",
-                       distinct)
-        bits = {t: hex_bits(b, FORMATS["float32"]) for t, b in det.values_by_threads.items()}
-        same = len(set(det.values_by_threads.values())) == 1
-        st.markdown(
-            "Run to run, with a fixed thread count, the CPU sum repeats itself bit for bit. Across thread counts: "
-            + ", ".join(f"{t} thread{'s' if t > 1 else ''} → `{b}`" for t, b in bits.items())
-            + (" — identical here." if same else " — **different bits**.")
-        )
-        m, k, n = det.mm_shape
-        blas = machine_facts().get("blas")
-        st.markdown(
-            f"Batch size changes the result: on this CPU `mm(a[:1], b)` and `mm(a, b)[:1]` (a: {m}×{k}, b: {k}×{n}, "
-            f"float32) differ in **{det.mm_differing:,} of {n:,}** outputs (at most {det.mm_max_ulps:,} "
-            f"{glossary.link('ulp', 'ULPs')} apart), so the two shapes were not computed the same way "
-            "(another order of the additions, or other instructions). torch hands "
-            f"both to the BLAS{f' ({blas})' if blas else ''}, whose choice of kernel is not documented: likely a "
-            "matrix-vector kernel for one row and a blocked matrix-matrix kernel with other reduction splits for the "
-            f"batch (Thinking Machines, “Defeating Nondeterminism in LLM Inference”, 2025, "
-            f"{inert(THINKING_MACHINES, line_start=False)})."
-            if det.mm_differing else
-            f"Batch size: on this CPU `mm(a[:1], b)` and `mm(a, b)[:1]` (a: {m}×{k}, b: {k}×{n}, float32) gave the "
-            "same bits here; on GPUs and other CPUs they can differ (Thinking Machines, 2025, "
-            f"{inert(THINKING_MACHINES, line_start=False)})."
-        )
-        st.info(
-            "`torch.use_deterministic_algorithms(True)` makes torch use a deterministic kernel where one exists and "
-            "raise where none does, for operations whose results can change from run to run on the same device "
-            "(mostly atomics on GPUs; CUDA also needs CUBLAS_WORKSPACE_CONFIG=:4096:8). It does not make a CPU and a "
-            "GPU agree, and it does not fix thread-count or batch-size effects. It is a process-wide switch, so this "
-            "shared server explains it instead of toggling it.",
-            icon=":material/info:",
-        )
+    with folded("3 · Deterministic is not the same as reproducible", "mi_open_determinism") as open_:
+        if open_:
+            _determinism_detail()
+
+
+def _determinism_detail() -> None:
+    det = DETERMINISM.call(determinism_study)
+    cols = st.columns(len(det.distinct_by_threads))
+    for col, (threads, distinct) in zip(cols, det.distinct_by_threads.items(), strict=True):
+        col.metric(f"torch.sum, {threads} thread{'s' if threads > 1 else ''}: results in {det.repeats} runs",
+                   distinct)
+    bits = {t: hex_bits(b, FORMATS["float32"]) for t, b in det.values_by_threads.items()}
+    same = len(set(det.values_by_threads.values())) == 1
+    st.markdown(
+        "Run to run, with a fixed thread count, the CPU sum repeats itself bit for bit. Across thread counts: "
+        + ", ".join(f"{t} thread{'s' if t > 1 else ''} → `{b}`" for t, b in bits.items())
+        + (" — identical here." if same else " — **different bits**.")
+    )
+    m, k, n = det.mm_shape
+    blas = machine_facts().get("blas")
+    st.markdown(
+        f"Batch size changes the result: on this CPU `mm(a[:1], b)` and `mm(a, b)[:1]` (a: {m}×{k}, b: {k}×{n}, "
+        f"float32) differ in **{det.mm_differing:,} of {n:,}** outputs (at most {det.mm_max_ulps:,} "
+        f"{glossary.link('ulp', 'ULPs')} apart), so the two shapes were not computed the same way "
+        "(another order of the additions, or other instructions). torch hands "
+        f"both to the BLAS{f' ({blas})' if blas else ''}, whose choice of kernel is not documented: likely a "
+        "matrix-vector kernel for one row and a blocked matrix-matrix kernel with other reduction splits for the "
+        f"batch (Thinking Machines, “Defeating Nondeterminism in LLM Inference”, 2025, "
+        f"{inert(THINKING_MACHINES, line_start=False)})."
+        if det.mm_differing else
+        f"Batch size: on this CPU `mm(a[:1], b)` and `mm(a, b)[:1]` (a: {m}×{k}, b: {k}×{n}, float32) gave the "
+        "same bits here; on GPUs and other CPUs they can differ (Thinking Machines, 2025, "
+        f"{inert(THINKING_MACHINES, line_start=False)})."
+    )
+    st.info(
+        "`torch.use_deterministic_algorithms(True)` makes torch use a deterministic kernel where one exists and "
+        "raise where none does, for operations whose results can change from run to run on the same device "
+        "(mostly atomics on GPUs; CUDA also needs CUBLAS_WORKSPACE_CONFIG=:4096:8). It does not make a CPU and a "
+        "GPU agree, and it does not fix thread-count or batch-size effects. It is a process-wide switch, so this "
+        "shared server explains it instead of toggling it.",
+        icon=":material/info:",
+    )
 
 
 def order_independent_section() -> ReproducibleSumCost:
-    with st.expander("4 · An order-independent sum: the same bits in every order"):
-        st.markdown(
-            "Sum the values in float64 rows, in whatever order the hardware likes, and bound the error that any "
-            "such order can make. If both ends of that error interval round to the same float32, so does the exact "
-            "sum: that is the answer. Where the bound cannot decide (a sum right at a rounding boundary), split "
-            "every value at one power of two into a high part and a remainder: the high parts are multiples of that "
-            "power with few enough bits that float64 adds them **exactly in any order**; repeat on the remainders, "
-            "combine the exact totals and round once. The result is the correctly rounded sum: the same bits for "
-            "every order, thread count and device. A GPU computes the float64 partial sums with torch reductions; "
-            + ("on this CPU, large float32 vectors take one compiled pass (numba) that widens each value as it reads "
-               "it. Either way the same error bound decides, so both give the same bits."
-               if compiled_pass_available() else
-               "so does this CPU here (numba, which would read large float32 vectors in one compiled pass, could not "
-               "be imported on this server).")
-        )
-        study = REPRODUCIBLE_SUMS.call(reproducible_study)
-        view.reproducible_table(study)
-        values = len(study.shuffled_bits)
-        st.markdown(
-            f"{study.distinct_ordinary} different ordinary results; the order-independent sum gave "
-            f"**{values} value{'s' if values > 1 else ''}** over {study.shuffles} shuffles and on "
-            f"{view.device_bits(study)}."
-        )
-        # 10^6 on the page (bounded memory); the benchmark: 10^7
-        cost = REPRODUCIBLE_COST.call(reproducible_sum_cost, n=1_000_000, budget_s=3.0)
-        st.caption(f"Cost, measured live on this server ({cost.threads} thread{'s' if cost.threads > 1 else ''}, "
-                   f"10⁶ float32; the median of {cost.repeats} interleaved repeats, quartiles in brackets, measured "
-                   f"as benchmarks/bench_reprosum.py measures 10⁷): {cost.vs_torch:.1f}× the time of torch.sum "
-                   f"({cost.vs_torch_iqr[0]:.1f}–{cost.vs_torch_iqr[1]:.1f}×) and {cost.vs_numpy:.1f}× "
-                   f"np.sum ({cost.vs_numpy_iqr[0]:.1f}–{cost.vs_numpy_iqr[1]:.1f}×). The ratio depends on the "
-                   "size: while the values fit in the CPU's last-level cache, arithmetic sets the pace, and one "
-                   "vector instruction adds twice as many float32 values as float64 values; once they exceed it, "
-                   "both sums wait for memory and the gap narrows. A sum within the error bound of a rounding "
-                   "boundary (rare, except under heavy cancellation) takes the exact folds and costs more.")
-        if cost.threads > 1 and cost.vs_torch_iqr[1] > 2 * cost.vs_torch_iqr[0]:
-            cores, load = cpu_load()
-            st.caption(f"The quartiles are wide because torch.sum runs on {cost.threads} threads here and this "
-                       f"server has {cores} core{'s' if cores > 1 else ''}"
-                       + (f" for a load of {load:.1f} runnable processes (1-minute average, read live)"
-                          if load is not None else "") + ": in some repeats a thread of torch.sum waited for a core "
-                       "another process held, which makes that repeat's ratio small. The median is the typical "
-                       "repeat.")
+    # 10^6 on the page (bounded memory); the benchmark: 10^7
+    cost = REPRODUCIBLE_COST.call(reproducible_sum_cost, n=1_000_000, budget_s=3.0)
+    with folded("4 · An order-independent sum: the same bits in every order", "mi_open_order") as open_:
+        if open_:
+            _order_independent_detail(cost)
     return cost
+
+
+def _order_independent_detail(cost: ReproducibleSumCost) -> None:
+    st.markdown(
+        "Sum the values in float64 rows, in whatever order the hardware likes, and bound the error that any "
+        "such order can make. If both ends of that error interval round to the same float32, so does the exact "
+        "sum: that is the answer. Where the bound cannot decide (a sum right at a rounding boundary), split "
+        "every value at one power of two into a high part and a remainder: the high parts are multiples of that "
+        "power with few enough bits that float64 adds them **exactly in any order**; repeat on the remainders, "
+        "combine the exact totals and round once. The result is the correctly rounded sum: the same bits for "
+        "every order, thread count and device. A GPU computes the float64 partial sums with torch reductions; "
+        + ("on this CPU, large float32 vectors take one compiled pass (numba) that widens each value as it reads "
+           "it. Either way the same error bound decides, so both give the same bits."
+           if compiled_pass_available() else
+           "so does this CPU here (numba, which would read large float32 vectors in one compiled pass, could not "
+           "be imported on this server).")
+    )
+    study = REPRODUCIBLE_SUMS.call(reproducible_study)
+    view.reproducible_table(study)
+    values = len(study.shuffled_bits)
+    st.markdown(
+        f"{study.distinct_ordinary} different ordinary results; the order-independent sum gave "
+        f"**{values} value{'s' if values > 1 else ''}** over {study.shuffles} shuffles and on "
+        f"{view.device_bits(study)}."
+    )
+    st.caption(f"Cost, measured live on this server ({cost.threads} thread{'s' if cost.threads > 1 else ''}, "
+               f"10⁶ float32; the median of {cost.repeats} interleaved repeats, quartiles in brackets, measured "
+               f"as benchmarks/bench_reprosum.py measures 10⁷): {cost.vs_torch:.1f}× the time of torch.sum "
+               f"({cost.vs_torch_iqr[0]:.1f}–{cost.vs_torch_iqr[1]:.1f}×) and {cost.vs_numpy:.1f}× "
+               f"np.sum ({cost.vs_numpy_iqr[0]:.1f}–{cost.vs_numpy_iqr[1]:.1f}×). The ratio depends on the "
+               "size: while the values fit in the CPU's last-level cache, arithmetic sets the pace, and one "
+               "vector instruction adds twice as many float32 values as float64 values; once they exceed it, "
+               "both sums wait for memory and the gap narrows. A sum within the error bound of a rounding "
+               "boundary (rare, except under heavy cancellation) takes the exact folds and costs more.")
+    if cost.threads > 1 and cost.vs_torch_iqr[1] > 2 * cost.vs_torch_iqr[0]:
+        cores, load = cpu_load()
+        st.caption(f"The quartiles are wide because torch.sum runs on {cost.threads} threads here and this "
+                   f"server has {cores} core{'s' if cores > 1 else ''}"
+                   + (f" for a load of {load:.1f} runnable processes (1-minute average, read live)"
+                      if load is not None else "") + ": in some repeats a thread of torch.sum waited for a core "
+                   "another process held, which makes that repeat's ratio small. The median is the typical "
+                   "repeat.")
 
 
 def accept_divergence_section() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.arith.exact import shortest_repr
 from core.arith.formats import FORMATS, hex_bits
 from core.recordings.store import Recording
 from core.studies.mitigations import (
@@ -102,7 +101,7 @@ def error_table(errors: tuple[AccumulationError, ...]) -> None:
 
 def wider_table(study: WiderStudy) -> None:
     _table([{"torch.sum accumulates in": r.accumulate, "threads": r.threads,
-             "result": shortest_repr(r.value, FORMATS[r.accumulate]), "|error|": f"{float(r.abs_error):.3e}",
+             "result": r.value_text, "|error|": f"{float(r.abs_error):.3e}",
              "time (ms)": f"{r.seconds * 1e3:.3f}",
              "time vs plain torch.sum, 1 thread (quartiles)":
                  f"{r.vs_base:.1f}x ({r.vs_base_iqr[0]:.1f}–{r.vs_base_iqr[1]:.1f}x)"} for r in study.rows])

@@ -19,6 +19,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -141,6 +142,12 @@ class AccumulationRow:
     # time / the plain one-thread sum's time, per repeat: median and quartiles of the same per-repeat ratios
     vs_base: float = 1.0
     vs_base_iqr: tuple[float, float] = (1.0, 1.0)
+
+    # a result is shared by every viewer of the page: its shortest decimal is found once, not once per view
+    @cached_property
+    def value_text(self) -> str:
+        """The sum, shortest decimal in its accumulation format."""
+        return shortest_repr(self.value, FORMATS[self.accumulate])
 
 
 def wider_accumulation(x: torch.Tensor, wider: torch.dtype, repeats: int = 7, inner: int = 3) -> list[AccumulationRow]:
@@ -520,7 +527,7 @@ class ReproducibleStudy:
     def distinct_ordinary(self) -> int:
         return len({value for _, value in self.ordinary})
 
-    @property
+    @cached_property  # found once per result, which every viewer shares
     def value(self) -> str:
         """The order-independent sum (the first shuffle's), shortest decimal."""
         fmt = FORMATS["float32"]

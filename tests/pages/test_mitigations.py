@@ -9,9 +9,34 @@ from core.training.divergence import DEFAULT_SEEDS, SEED_RULE
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 
 
+FOLDED = ("mi_open_float64", "mi_open_determinism", "mi_open_order")  # made only once a visitor opens them
+
+
+def _page(opened: bool = True) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "pages" / "mitigations.py"), default_timeout=TIMEOUT)
+    for key in FOLDED if opened else ():
+        at.session_state[key] = True  # as a click on the section's label does
+    return at
+
+
 @pytest.fixture
 def mi() -> AppTest:
-    return AppTest.from_file(str(ROOT / "pages" / "mitigations.py"), default_timeout=TIMEOUT).run()
+    return _page().run()
+
+
+def test_folded_sections_are_made_only_once_opened():
+    """A room opening the page pays for its first screen: the float64 lab sums, the determinism runs and the
+    order-independent table are not made until their section is opened; the summary's costs are there either way."""
+    at = _page(opened=False).run()
+    assert not at.exception
+    assert all(not e.proto.expanded for e in at.expander)  # depth is folded away
+    text = all_text(at)
+    assert "the order-independent sum gave" not in text and "Not measured since this server started" not in text
+    assert "results in" not in " ".join(m.label for m in at.metric)
+    assert len(_summary(at)) == 5
+    at.session_state["mi_open_order"] = True
+    at.run()
+    assert "the order-independent sum gave **1 value**" in all_text(at)
 
 
 def _summary(at: AppTest):
@@ -25,7 +50,6 @@ def test_every_section_renders_with_measured_numbers(mi):
     for heading in ("Compute in float64", "Accumulate in a wider format", "Deterministic is not the same",
                     "An order-independent sum", "Accept the divergence"):
         assert any(heading in label for label in labels), (heading, labels)
-    assert all(not e.proto.expanded for e in mi.expander)  # depth is folded away
     assert "live on this server" in text and "cited" in text
     assert "the order-independent sum gave **1 value**" in text
     assert "Not measured since this server started" in text  # no throughput timing while the page loads
@@ -144,7 +168,7 @@ def test_recorded_throughput_is_shown_with_its_provenance(monkeypatch, tmp_path)
 
     write_recording(capture(quick=True, log=lambda *_: None), tmp_path)
     monkeypatch.setenv("FP_RECORDINGS_DIR", str(tmp_path))
-    at = AppTest.from_file(str(ROOT / "pages" / "mitigations.py"), default_timeout=TIMEOUT).run()
+    at = _page().run()
     assert not at.exception
     assert "Recorded on other machines with `python -m scripts.capture`" in all_text(at)
     rec_table = next(d.value for d in at.dataframe if d.value.columns[0] == "device"
@@ -157,7 +181,7 @@ def test_the_order_independent_sum_says_which_path_this_cpu_takes(monkeypatch, m
 
     assert "one compiled pass (numba)" in all_text(mi) and "could not be imported" not in all_text(mi)
     monkeypatch.setattr(core.kernels.reprosum, "_widesum", lambda: None)  # as where numba cannot be imported
-    at = AppTest.from_file(str(ROOT / "pages" / "mitigations.py"), default_timeout=TIMEOUT).run()
+    at = _page().run()
     assert not at.exception
     assert "could not be imported on this server" in all_text(at) and "the order-independent sum gave **1 value**" in (
         all_text(at))
