@@ -272,13 +272,14 @@ class TrainingEntry:
     loss_a_hex: tuple[str, ...]
     loss_b_hex: tuple[str, ...]
 
-    @property
-    def losses_a(self) -> list[float]:
-        return [decode_hex(h) for h in self.loss_a_hex]
+    # a loaded recording is shared by every viewer: its losses are decoded once, not on every view
+    @functools.cached_property
+    def losses_a(self) -> tuple[float, ...]:
+        return tuple(decode_hex(h) for h in self.loss_a_hex)
 
-    @property
-    def losses_b(self) -> list[float]:
-        return [decode_hex(h) for h in self.loss_b_hex]
+    @functools.cached_property
+    def losses_b(self) -> tuple[float, ...]:
+        return tuple(decode_hex(h) for h in self.loss_b_hex)
 
     @property
     def first_difference(self) -> int | None:
@@ -286,7 +287,7 @@ class TrainingEntry:
         return next((i + 1 for i, (a, b) in enumerate(zip(self.loss_a_hex, self.loss_b_hex, strict=True))
                      if a != b), None)
 
-    @property
+    @functools.cached_property
     def first_rel_1pct(self) -> int | None:
         """First step with |loss A - loss B| / |loss A| > 1% (as core.training.seeds.summarize defines it)."""
         for i, (a, b) in enumerate(zip(self.losses_a, self.losses_b, strict=True)):
