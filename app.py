@@ -6,6 +6,7 @@ import streamlit as st
 
 import core.machines.native  # first, before anything loads torch: OpenMP and oneDNN read their settings then
 from core.studies.reproducible import headline_rows
+from ui.crowd import counted_run
 from ui.navigation import (
     HOME_PAGE_KEY,
     PAGE_TABLE,
@@ -133,12 +134,13 @@ def home() -> None:
 HOME = st.Page(home, title="Overview", icon=":material/home:", default=True)
 st.session_state[HOME_PAGE_KEY] = HOME  # the last page of the story links back to it
 
-sidebar_toggle()
-PAGE = st.navigation({section: [HOME] * (section == STORY) + [page for page, *_, where in PAGES if where == section]
-                      for section in SECTIONS})
-mark_app_navigation()
-scroll_to_top_on_page_change(PAGE.url_path)
-try:
-    PAGE.run()
-finally:
-    core.machines.native.release_freed_memory()
+with counted_run():  # a visitor who arrives with a crowd is told the wait before anything else is drawn
+    sidebar_toggle()
+    PAGE = st.navigation({section: [HOME] * (section == STORY) + [page for page, *_, where in PAGES
+                                                                  if where == section] for section in SECTIONS})
+    mark_app_navigation()
+    scroll_to_top_on_page_change(PAGE.url_path)
+    try:
+        PAGE.run()
+    finally:
+        core.machines.native.release_freed_memory()

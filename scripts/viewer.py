@@ -45,7 +45,7 @@ def _request(query: str, page: str) -> bytes:
 
 
 def _alert_text(fm: ForwardMsg) -> str | None:
-    """The text of an info, warning or spinner element a delta adds (what a waiting viewer reads)."""
+    """The text of an info, warning, toast or spinner element a delta adds (what a waiting viewer reads)."""
     if fm.WhichOneof("type") != "delta" or fm.delta.WhichOneof("type") != "new_element":
         return None
     el = fm.delta.new_element
@@ -54,6 +54,8 @@ def _alert_text(fm: ForwardMsg) -> str | None:
         return el.alert.body
     if kind == "spinner":
         return el.spinner.text
+    if kind == "toast":
+        return el.toast.body
     return None
 
 

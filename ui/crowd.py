@@ -1,4 +1,5 @@
-"""The Streamlit side of the per-request budget (core.crowd.budget) and the heavy gate (core.crowd.gate)."""
+"""The Streamlit side of the per-request budget (core.crowd.budget), the heavy gate (core.crowd.gate) and the
+count of page runs in progress (core.crowd.arrivals)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from contextlib import contextmanager
 import streamlit as st
 
 from core.crowd import budget
+from core.crowd.arrivals import ARRIVALS
 from core.crowd.gate import HEAVY
+
+NOTICE_S = 1.0  # an estimated wait from this long on is told, so that a wait over 2 s is never silent
 
 
 def over_budget(cost: budget.Cost, advice: list[budget.Suggestion], kept: bool) -> None:
@@ -66,3 +70,16 @@ def folded(label: str, key: str, icon: str | None = None, expanded: bool = False
     section = st.expander(label, expanded=expanded, icon=icon, key=key, on_change="rerun")
     with section:
         yield bool(section.open)
+
+
+@contextmanager
+def counted_run() -> Iterator[None]:
+    """Count this script run among the server's runs in progress; when the runs ahead of it are estimated to
+    hold the server for ``NOTICE_S`` or more, say so first, in a toast (it goes by itself once read)."""
+    with ARRIVALS.run() as crowd:
+        if crowd.wait_s >= NOTICE_S:
+            st.toast(f"{crowd.ahead} other page view{'s are' if crowd.ahead != 1 else ' is'} being made on this server "
+                     f"right now: this one may take about {max(round(crowd.wait_s), 1)} s (an estimate: each takes "
+                     f"about {crowd.cpu_per_run_s:.2f} s of the server's time, the median of the last "
+                     f"{crowd.measured_runs}).", icon=":material/groups:", duration="long")
+        yield

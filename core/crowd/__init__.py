@@ -2,7 +2,8 @@
 
 budget (what one request costs and may spend), bytecache (the one kind of cache, ``ByteLRU``, and
 every named cache of the process with its budget: bytes, and entries and age where asked), gate (at
-most a few heavy computations at once, first come first served), runner (a session's own state: which
+most a few heavy computations at once, first come first served), arrivals (how many page runs are in
+progress and what one costs: a crowd's wait, told to who arrives with it), runner (a session's own state: which
 training pair it owns, its last result of a kind), querystate (strict, bounded decoding of link
 parameters).
 

@@ -109,3 +109,30 @@ def test_the_mitigations_table_has_the_reproducible_pages_figures_in_one_unit(ap
     effect = [c.strip() for c in row.strip("|").split("|")][1]
     assert "final loss and accuracy" in effect
     assert app.get("page_link")[0].proto.label.startswith("Make my runs reproducible")
+
+
+def test_a_visitor_who_arrives_with_a_crowd_is_told_the_wait_first(monkeypatch):
+    """With runs in progress that hold the server for a second or more (estimated from their measured CPU time),
+    the first thing a run draws is a toast that says so; with none, no toast."""
+    from streamlit.testing.v1 import AppTest
+
+    from core.crowd import arrivals
+    from tests.pages.conftest import ROOT, TIMEOUT
+
+    quiet = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT).run()
+    assert not quiet.exception and not quiet.toast
+
+    busy = arrivals.Arrivals()
+    for _ in range(3):
+        busy._cpu.append(0.1)  # three runs measured at 0.1 s of CPU each
+    busy._running = 30  # thirty in progress: about 3 s ahead of a newcomer
+    monkeypatch.setattr(arrivals, "ARRIVALS", busy)
+    import ui.crowd
+
+    monkeypatch.setattr(ui.crowd, "ARRIVALS", busy)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    toasts = [t.value for t in at.toast]
+    assert toasts == ["30 other page views are being made on this server right now: this one may take about 3 s "
+                      "(an estimate: each takes about 0.10 s of the server's time, the median of the last 3)."], toasts
+    assert busy.running == 30  # the run gave its place back
