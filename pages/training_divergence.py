@@ -7,7 +7,7 @@ from dataclasses import replace
 import streamlit as st
 
 from core.crowd.budget import training_advice, training_cost
-from core.crowd.bytecache import PAIR_OUTCOMES, SEEDS
+from core.crowd.bytecache import PAIR_OUTCOMES, SEED_STREAMS, SEEDS
 from core.crowd.querystate import Field, FieldKind
 from core.crowd.runner import current_run, pair_outcome
 from core.machines.devices import available_devices, cpu_device
@@ -342,7 +342,7 @@ def jump_at_once(settings: TrainSettings) -> None:
 
 def same_seed(settings: TrainSettings) -> None:
     """What a seed fixes and what it does not: other generators, other numbers."""
-    streams = seed_streams(settings)
+    streams = SEED_STREAMS.call(seed_streams, settings)  # the same for every viewer of these settings
     moved = "; ".join(f"to {name} and back: {'the same bits' if same else 'other bits'}"
                       for name, same in streams.moved)
     st.markdown(

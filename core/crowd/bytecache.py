@@ -283,6 +283,10 @@ GPU_NAMES = named("overview.gpus", 1 * MB, max_entries=1, ttl=HOUR / 6)
 # most a few hundred kilobytes (its distances at every step).
 SEEDS = named("training.seeds", 2 * MB, max_entries=512)
 PAIR_OUTCOMES = named("training.pair_outcomes", 16 * MB, max_entry=2 * MB, max_entries=32)
+# A never-stepped pair per settings, from which each visitor's own pair is copied (core.crowd.runner): its data
+# and batch schedule, a few hundred kilobytes at the presets' sizes.
+SEED_STREAMS = named("training.seed_streams", 1 * MB, max_entries=16)  # what a seed fixes: a few booleans
+PAIR_TEMPLATES = named("training.pair_templates", 16 * MB, max_entry=8 * MB, max_entries=16)
 
 
 def vector_for(spec: VectorSpec) -> Vector:

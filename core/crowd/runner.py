@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.crowd.bytecache import ByteLRU
+from core.crowd.bytecache import PAIR_TEMPLATES, ByteLRU
 from core.machines.progress import OnProgress
 from core.training.mlp import TrainSettings
 from core.training.pair import PairedRun
@@ -40,7 +40,7 @@ def current_run(state: MutableMapping, key: str, settings: TrainSettings, fresh:
         seen = state.get(key)
     if not fresh and isinstance(seen, PairedRun) and seen.settings == settings:
         return seen
-    built = PairedRun(settings)
+    built = PAIR_TEMPLATES.call(PairedRun, settings).fresh()  # the same bits as PairedRun(settings)
     with _SLOT_LOCK:
         now = state.get(key)
         if now is not seen and isinstance(now, PairedRun) and now.settings == settings:

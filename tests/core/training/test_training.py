@@ -772,3 +772,31 @@ def test_pair_outcome_matches_the_records_of_a_clean_run():
     assert out.abs_diff == tuple(r.abs_diff for r in recs if r.abs_diff > 0)
     assert out.first_rel_1pct == summarize(recs).first_rel_1pct and out.final_distance == recs[-1].param_distance
     assert pair_outcome(s, memo=memo) is out
+
+
+@pytest.mark.parametrize("source", ["permute_hidden", "float64", "bfloat16", "permute_batch", "threads", "nudge"])
+@pytest.mark.parametrize("optimizer", ["sgd_momentum", "adam"])
+def test_a_pair_copied_from_a_template_trains_bit_for_bit_like_a_new_one(source, optimizer):
+    """Each visitor's pair is copied from one never-stepped template of its settings (core.crowd.runner): the
+    copies share the data, schedule and step 0's decision grid, never the weights or the optimizer's state."""
+    from core.training.pair import DIFFERENCES
+
+    if source not in DIFFERENCES:
+        pytest.skip(f"no {source} source here")
+    s = TrainSettings(steps=30, source=source, optimizer=optimizer)
+    template = PairedRun(s)
+    first, second = template.fresh(), template.fresh()
+    grid = first.snapshot(40)[1]
+    first.run(30)
+    assert template.done == 0 and second.done == 0  # stepping a copy moves neither the template nor another copy
+    clean = PairedRun(s)
+    assert _bits(first.records) == _bits(clean.run(30))
+    for k in PARAM_NAMES:
+        assert torch.equal(first.a.params[k], clean.a.params[k]) and torch.equal(first.b.params[k], clean.b.params[k])
+        assert torch.equal(second.a.params[k], template.a.params[k])
+    assert all(np.array_equal(x, y) for x, y in zip(grid, PairedRun(s).decision_grid(40), strict=True))
+    assert not all(np.array_equal(x, y) for x, y in zip(first.snapshot(40)[1], grid, strict=True))
+    second.run(30)
+    assert _bits(second.records) == _bits(first.records)
+    with pytest.raises(ValueError):
+        first.fresh()  # only a pair at step 0 is a template
