@@ -41,6 +41,18 @@ def test_the_estimate_is_the_runs_ahead_times_the_median_cpu_of_a_run():
         assert third.ahead == 2 and third.wait_s == pytest.approx(2 * crowd.cpu_per_run_s)
 
 
+def test_with_runs_ahead_what_the_runs_just_ended_took_counts_too():
+    """A crowd's runs wait for the interpreter: their wall time, not their CPU time, is what a newcomer waits."""
+    arrivals = Arrivals(recent_s=60)
+    with arrivals.run():
+        time.sleep(0.3)  # a run that waited, holding no CPU
+    alone = arrivals.snapshot()
+    assert alone.recent_wall_s >= 0.3 and alone.wait_s == 0.0  # nobody ahead: no wait
+    with arrivals.run(), arrivals.run() as second:
+        assert second.ahead == 1 and second.wait_s >= 0.3
+    assert Arrivals(recent_s=0.0).snapshot().recent_wall_s == 0.0
+
+
 def test_cpu_time_not_waiting_time_is_what_a_run_costs():
     """A run that sleeps (waits on a lock, a slot, the network) holds no CPU, and is counted as cheap."""
     arrivals = Arrivals()
