@@ -228,8 +228,9 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
     if result.shows_trees:
         cpu_col, gpu_col = st.columns(2)
         cpu_order = cpu_col.selectbox("CPU order", CPU_TREE_ORDERS, format_func=TREE_ORDERS.get, key="sl_tree_order")
-        trees = lab_trees(request, result, cpu_order)
-        scale = view.largest_rounding(trees[0].tree, trees[1].tree)  # one colour scale for both trees
+        # the same trees for every viewer of this request: built once, with their one colour scale
+        trees, scale = RESULTS.get_or_compute(("sumlab-trees", request.orders_key(), cpu_order), lambda: (
+            (t := lab_trees(request, result, cpu_order)), view.largest_rounding(t[0].tree, t[1].tree)))
         for col, tree, title in ((cpu_col, trees[0], "CPU"), (gpu_col, trees[1], "GPU (model)")):
             if tree.order == "cuda":
                 col.markdown(f"**{TREE_ORDERS['cuda']}**")
