@@ -87,13 +87,42 @@ def shortest_repr(x: Exact, fmt: FloatFormat) -> str:
     sign = -1 if x < 0 else 1
     mag = abs(x)
     e10 = _floor_log10(mag)
-    for digits in range(1, 40):
+
+    def shortest_of(digits: int) -> str | None:
         scale = Fraction(10) ** (e10 - digits + 1)
         lo = mag // scale  # the two digit strings of this length that bracket |x|
         for m in sorted((lo, lo + 1), key=lambda m: (abs(m * scale - mag), m % 2)):
             if m and round_to_format(sign * m * scale, fmt) == x:
                 return _format_sig(sign * m * scale, digits + 1)
+        return None
+
+    # The lengths that round back form an upward-closed set (a d-digit string that does is also a (d+1)-digit
+    # one), so the search may start at a hint: when one digit fewer fails, nothing shorter succeeds either.
+    # The hint only saves the exact checks of the lengths below it; what is returned is the same.
+    start = _digits_hint(x, fmt)
+    if start > 1 and shortest_of(start - 1) is not None:
+        start = 1  # the hint was long: search from the start
+    for digits in range(start, 40):
+        found = shortest_of(digits)
+        if found is not None:
+            return found
     return exact_decimal(x)  # unreachable for the supported formats
+
+
+_SHORTEST_BY_NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+
+
+def _digits_hint(x: Fraction, fmt: FloatFormat) -> int:
+    """The significant digits of NumPy's shortest unique repr of ``x`` in ``fmt`` (1 where NumPy has no type for
+    the format, or ``x`` is not one of its values)."""
+    kind = _SHORTEST_BY_NUMPY.get(fmt.name)
+    if kind is None:
+        return 1
+    value = kind(float(x))
+    if not np.isfinite(value) or Fraction(float(value)) != x:
+        return 1
+    mantissa = np.format_float_scientific(value, unique=True).split("e")[0]
+    return max(1, len(mantissa.replace("-", "").replace(".", "").rstrip("0")))
 
 
 def _floor_log10(mag: Fraction) -> int:

@@ -79,6 +79,25 @@ def test_shortest_repr_float32_round_trips_and_is_as_short_as_numpy(x):
     assert len(digits) <= len(digits_ref)
 
 
+@given(st.floats(width=16, allow_nan=False, allow_infinity=False), st.integers(1, 25),
+       st.sampled_from(["float16", "float32", "float64"]))
+def test_shortest_repr_does_not_rest_on_its_digit_hint(x, hint, name):
+    """The search starts at NumPy's digit count; with any other start it returns what a search from one digit
+    returns (a start that is too long is caught by checking one digit fewer)."""
+    from unittest import mock
+
+    from core.arith import exact
+    from core.arith.formats import FORMATS
+
+    fmt = FORMATS[name]
+    v = Fraction(x)
+    with mock.patch.object(exact, "_digits_hint", lambda *_: 1):
+        from_one = shortest_repr(v, fmt)
+    with mock.patch.object(exact, "_digits_hint", lambda *_: hint):
+        assert shortest_repr(v, fmt) == from_one
+    assert shortest_repr(v, fmt) == from_one
+
+
 def test_shortest_repr_small_formats():
     assert shortest_repr(FLOAT16.max_finite, FLOAT16) == "65500"
     assert shortest_repr(round_to_format(Fraction(1, 10), FLOAT16), FLOAT16) == "0.1"
