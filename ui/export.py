@@ -39,12 +39,12 @@ def as_json(table: pd.DataFrame, settings: dict, prov: dict) -> bytes:
 
 
 def download_buttons(table: pd.DataFrame, settings: dict, stem: str, key: str) -> None:
+    prov = provenance()
     c1, c2 = st.columns(2)
-    # The files are made when a visitor clicks, not on every view (a room opening the page pays nothing for
-    # them), so "exported_at" is the click's time. on_click="ignore": a download needs no rerun, and a rerun
-    # could retire the file mid-download.
-    c1.download_button("Download the table as CSV", lambda: as_csv(table, settings, provenance()), f"{stem}.csv",
-                       "text/csv", key=f"{key}_csv", on_click="ignore")
-    c2.download_button("Download as JSON (with settings and provenance)",
-                       lambda: as_json(table, settings, provenance()), f"{stem}.json", "application/json",
-                       key=f"{key}_json", on_click="ignore")
+    # The files are made with the page, not on click (Streamlit's deferred data): a deferred file is fetched
+    # after the click, and a rerun of a busy session in between cancelled it (ten viewers on two cores).
+    # on_click="ignore": a download needs no rerun, and a rerun could retire the file mid-download
+    c1.download_button("Download the table as CSV", as_csv(table, settings, prov), f"{stem}.csv", "text/csv",
+                       key=f"{key}_csv", on_click="ignore")
+    c2.download_button("Download as JSON (with settings and provenance)", as_json(table, settings, prov),
+                       f"{stem}.json", "application/json", key=f"{key}_json", on_click="ignore")
