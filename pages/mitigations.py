@@ -25,6 +25,7 @@ from core.machines.timing import cpu_load
 from core.recordings.store import cached_recordings
 from core.studies.mitigations import (
     HARD_VECTOR,
+    LAB_ORDERS,
     STORAGE_FORMATS,
     WIDER,
     ReproducibleSumCost,
@@ -139,7 +140,8 @@ def _float64_detail() -> None:
                     "and the date):")
         view.recorded_throughput_table(recs)
     view.vendor_table()
-    with st.spinner("Summing 10⁶ values in 8 orders, in float32 and float64, against the exact sum…"):
+    with st.spinner(f"Summing 10⁶ values in {len(LAB_ORDERS)} orders, in float32 and float64, against the exact "
+                    "sum…"):
         errors = accumulation_errors(MITIGATION_LABS.call(lab, "same"), MITIGATION_LABS.call(lab, "float64"))
     st.markdown("The Summation lab's default vector (10⁶ normal float32 values), summed in float32 and in "
                 "float64. Each float64 rounding is 2²⁹ times finer:")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.kernels.orders import DEFAULT_ORDERS
 from core.studies.sumlab import differing_tree_seed
 
 KEY = "presenter"
@@ -22,7 +23,7 @@ SCENARIOS: list[tuple[str, str, dict, str]] = [
     ("float64 saves the day", "pages/mitigations.py", {},
      "The same sums and training pair in float64, with what it costs here."),
     ("Sum of a million float32", "pages/summation_lab.py", {"n": "1000000", "storage": "float32"},
-     "Deep dive: eight summation orders of the same vector against the exact sum."),
+     f"Deep dive: {len(DEFAULT_ORDERS)} summation orders of the same vector against the exact sum."),
     # the seed is chosen by computation (core.studies.sumlab.differing_tree_seed): the two trees give different sums
     ("GPU block tree", "pages/summation_lab.py",
      {"n": "32", "seed": str(differing_tree_seed(32, "pairwise")),
