@@ -3,6 +3,7 @@
 The answer is one line, in run A's numbering (ops counted from 1), one of
 
     first difference: op <i> of <N>, <aten op> in <module path>: <born here|inherited>, <within|beyond> rounding
+    first difference: op <i> of <N>, <aten op> in <module path>: inherited, passed on
     first difference: op <i> of <N>, <aten op> in <module path>: not comparable, shapes differ
     first difference: op <i> of <N>, <aten op> in <module path>: format change, <format A> to <format B>
     first difference: op <j> of <M> (only in B), <aten op> in <module path>: format change, <format> to <format>
@@ -54,11 +55,12 @@ from core.traces.judge import (
 )
 from core.traces.record import OpRecord
 
-# the one-line answer's whole grammar (the module docstring's five forms)
+# the one-line answer's whole grammar (the module docstring's six forms)
 LINE = re.compile(r"first difference: (?:op (?P<index>\d+) of (?P<n>\d+)(?: \(only in (?P<side>[AB])\))?, "
                   r"(?P<op>aten\.\S+) in (?P<module>\S+): (?:(?P<state>born here|inherited), "
-                  r"(?P<verdict>within rounding|beyond rounding)|not comparable, (?P<why>shapes differ|reads the whole "
-                  r"batch)|format change, (?P<src>\w+) to (?P<dst>\w+))(?:; a choice flips at op (?P<flip>\d+), "
+                  r"(?P<verdict>within rounding|beyond rounding|passed on)|not comparable, "
+                  r"(?P<why>shapes differ|reads the whole batch)|format change, (?P<src>\w+) to (?P<dst>\w+))"
+                  r"(?:; a choice flips at op (?P<flip>\d+), "
                   r"(?P<flip_op>aten\.\S+) in (?P<flip_module>\S+))?|none in (?P<none>\d+) ops)")
 CASTS = frozenset({"_to_copy", "to", "copy_", "_autocast_to_reduced_precision", "_autocast_to_full_precision",
                    "convert_element_type"})

@@ -85,6 +85,9 @@ IDENTICAL, BORN, INHERITED, NOT_COMPARABLE, FORMAT_CHANGE = (
 STATES = (IDENTICAL, BORN, INHERITED, NOT_COMPARABLE, FORMAT_CHANGE)
 # the rounding verdict of a difference that is born here or inherited
 WITHIN_ROUNDING, BEYOND_ROUNDING = "within rounding", "beyond rounding"
+# an inherited difference that an op with no rounding of its own passed on, larger than a rounding: the
+# inputs' difference, not this op's error, so no rounding verdict of the op's own applies
+CARRIED = "passed on"
 WRITE_ONLY_FIRST = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_"})
 # ops whose integer output is a choice among their input's elements (positions), and ops whose floating
 # output is a sign: a discrete output, which a rounding-sized change of the input can flip
@@ -122,6 +125,7 @@ class Size:
     within: bool
     basis: str  # what the envelope is: "reordering of K terms", "elementwise", "correctly rounded", ...
     rigorous: bool
+    carried: bool = False  # an inherited difference an op that rounds correctly passed on (adding none)
     output: int = 1  # which output of the op this is (1-based), of ``outputs``
     outputs: int = 1
 
@@ -162,14 +166,19 @@ class Judgement:
 
     @property
     def verdict(self) -> str | None:
-        """"within rounding" / "beyond rounding" for a difference; for one that is not comparable, why
-        ("shapes differ", "reads the whole batch"); for a format change "<format A> to <format B>";
+        """"within rounding" / "beyond rounding" for a difference ("passed on" for an inherited one larger than a
+        rounding that an op with no rounding of its own carried: not this op's error); for one that is not
+        comparable, why ("shapes differ", "reads the whole batch"); for a format change "<format A> to <format B>";
         None when identical."""
         if self.state == IDENTICAL:
             return None
         if self.state in (NOT_COMPARABLE, FORMAT_CHANGE):
             return self.detail
-        return WITHIN_ROUNDING if self.size is not None and self.size.within else BEYOND_ROUNDING
+        if self.size is not None and self.size.within:
+            return WITHIN_ROUNDING
+        if self.state == INHERITED and self.size is not None and self.size.carried:
+            return CARRIED
+        return BEYOND_ROUNDING
 
 
 def _num(x: float) -> str:
@@ -334,7 +343,8 @@ def size_of(a: OpRecord, b: OpRecord, inherited: bool = False) -> Size | None:
     ulps = in_ulps(d, m, fmt)
     return Size(differing=differing, sampled=n, max_ulps=float(np.max(ulps)) if n else 0.0,
                 worst_abs=float(np.max(d)) if n else 0.0, vs_typical=ratio(typical), vs_bound=ratio(bound),
-                vs_envelope=worst, l1_gap=l1_gap, l1_bound=l1_bound, within=within, basis=basis, rigorous=rigorous)
+                vs_envelope=worst, l1_gap=l1_gap, l1_bound=l1_bound, within=within, basis=basis, rigorous=rigorous,
+                carried=carried)
 
 
 def _sized(a: OpRecord, b: OpRecord, inherited: bool = False) -> Size | None:

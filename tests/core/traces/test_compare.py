@@ -134,3 +134,25 @@ def test_a_not_comparable_op_says_whether_anything_after_it_differs():
     assert c2.line == c.line
     assert c2.note.startswith("1 later matched op differs, the first at op 3 (aten.tanh.default: born here, "), c2.note
     assert "only in" not in c2.note
+
+
+def test_an_exact_op_passes_on_an_inherited_difference_larger_than_a_rounding():
+    """A copy of inputs that already differ by 64 ULPs adds no error of its own: "inherited, passed on", not
+    "beyond rounding" (kept for what an op adds); 2 ULPs carried reads as rounding-sized."""
+    from core.traces.judge import CARRIED, INHERITED, WITHIN_ROUNDING
+
+    def clone(i, out, inp, hexes):
+        return _op(i, "aten.clone.default", out, inp, [2], hexes)
+
+    a = [clone(1, "a1", "x", ["3f800000", "40000000"])]
+    far = compare_ops(a, [clone(1, "b1", "y", ["3f800040", "40000000"])])  # 1 + 64 ULPs
+    j = far.rows[0].judgement
+    assert j.state == INHERITED and j.verdict == CARRIED and j.size.carried and not j.size.within
+    assert far.line == "first difference: op 1 of 1, aten.clone.default in model: inherited, passed on"
+    from core.traces.compare import LINE as GRAMMAR
+
+    assert GRAMMAR.fullmatch(far.line)
+    near = compare_ops(a, [clone(1, "b1", "y", ["3f800002", "40000000"])])
+    assert near.rows[0].judgement.verdict == WITHIN_ROUNDING
+    born = compare_ops(a, [clone(1, "b1", "x", ["3f800040", "40000000"])])  # the same input: born, not carried
+    assert born.rows[0].judgement.verdict == "beyond rounding"
