@@ -79,6 +79,6 @@ def counted_run() -> Iterator[None]:
     with ARRIVALS.run() as crowd:
         if crowd.wait_s >= NOTICE_S:
             st.toast(f"{crowd.ahead} other page view{'s are' if crowd.ahead != 1 else ' is'} being made on this server "
-                     f"right now: this one may take about {max(round(crowd.wait_s), 1)} s (an estimate from how long "
-                     "the views just made took).", icon=":material/groups:", duration="long")
+                     f"right now: this one may take about {max(round(crowd.wait_s), 1)} s (an estimate from the "
+                     "server time the last views took).", icon=":material/groups:", duration="long")
         yield

@@ -134,5 +134,5 @@ def test_a_visitor_who_arrives_with_a_crowd_is_told_the_wait_first(monkeypatch):
     assert not at.exception
     toasts = [t.value for t in at.toast]
     assert toasts == ["30 other page views are being made on this server right now: this one may take about 3 s "
-                      "(an estimate from how long the views just made took)."], toasts
+                      "(an estimate from the server time the last views took)."], toasts
     assert busy.running == 30  # the run gave its place back
