@@ -1,7 +1,7 @@
 # Two entry points do all set-up on a fresh machine (Python 3.11+ required):
 #   make run   - create .venv if missing, install pinned requirements, serve on localhost:8501
 #                (scripts.serve: streamlit run app.py, warmed up at start)
-#   make test  - the same, plus dev tools and Debian's chromium-headless-shell, then ruff, lint-imports and every test
+#   make test  - the same, plus dev tools, Debian's chromium-headless-shell and haproxy, then ruff, lint-imports, every test
 #   make test-fast - while working: ruff, lint-imports, core and AppTest tests (no browser), in 3 to 4 minutes on 2 cores
 # Both are idempotent: installs rerun only when a requirements file changes.
 
@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTEST := $(PY) -m pytest -v -n $(JOBS) --dist loadgroup --no-loadscope-reorder --durations=25
 
-.PHONY: run test test-fast lint browser bootstrap dev clean
+.PHONY: run test test-fast lint browser haproxy bootstrap dev clean
 
 # The tests write bytecode even where the environment turned it off (PYTHONDONTWRITEBYTECODE): otherwise
 # every worker, server and subprocess compiles the project's sources again, and pytest rewrites every test
@@ -26,7 +26,7 @@ test test-fast: export PYTHONDONTWRITEBYTECODE :=
 run: $(VENV)/.runtime.stamp
 	$(PY) -m scripts.serve --server.port=$(PORT) --server.address=localhost
 
-test: $(VENV)/.dev.stamp browser
+test: $(VENV)/.dev.stamp browser haproxy
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
 	$(PYTEST) $(PYTEST_ARGS)
@@ -68,6 +68,17 @@ browser:
 	{ $$SUDO apt-get update -q && $$SUDO apt-get install -y -q --no-install-recommends chromium-headless-shell fonts-liberation; } \
 	  || [ -x /usr/bin/chromium ] \
 	  || $$SUDO apt-get install -y -q --no-install-recommends chromium fonts-liberation
+
+# Debian's haproxy puts one address in front of several server processes (scripts/serve_many.py); the
+# browser test of that setup skips where it is missing, so a failed install never fails the build.
+haproxy:
+	@if command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Debian's haproxy"; \
+	  { apt-get install -y -q --no-install-recommends haproxy \
+	    || { apt-get update -q && apt-get install -y -q --no-install-recommends haproxy; }; } \
+	    || echo "haproxy could not be installed: tests/e2e/test_many_processes_browser.py will skip"; \
+	else echo "haproxy is not installed (needs root and apt-get): tests/e2e/test_many_processes_browser.py will skip"; fi
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache .hypothesis

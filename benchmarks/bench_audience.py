@@ -13,7 +13,13 @@ Reported per link: p50 and p95 of the viewers' times, p95 as a multiple of the b
 crowd, the speaker's click, how many viewers that waited over 2 s were shown a notice while they waited,
 errors, and the server's peak private memory (benchmarks.harness.Server.private_mb).
 
-Usage: python -m benchmarks.bench_audience [N] [scenario title ...]   (default: 100 viewers, every link)
+With ``--processes K`` the app runs as K server processes behind HAProxy (scripts/serve_many.py, each
+process warmed up as ``scripts.serve`` does), its viewers and the speaker load the page over HTTP first and
+keep HAProxy's cookie for their websocket, as a browser does, and its memory is the sum of the processes'.
+The bare page stays one process: the peer is the same either way.
+
+Usage: python -m benchmarks.bench_audience [N] [scenario title ...] [--processes K]
+(default: 100 viewers, every link, one process)
 Last line: audience: N viewers, p95 X s (R x a bare page), speaker's click Y s, peak private M MB
 (the worst link's p95 and ratio, the slowest click, the largest peak)
 """
@@ -27,7 +33,7 @@ import sys
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from benchmarks.harness import MemoryWatch, Server
+from benchmarks.harness import ROOT, MemoryWatch, Server
 from scripts.viewer import Speaker, Visit, view
 
 SPREAD_S = 3.0  # the room opens the link within this many seconds
@@ -55,6 +61,39 @@ class CrowdResult:
         return statistics.median(self.times)
 
 
+class _Process:
+    """One process of a cluster, its memory read by harness.Server's own /proc reader."""
+
+    _status_mb = Server._status_mb
+    private_mb = Server.private_mb
+
+    def __init__(self, proc) -> None:
+        self.proc = proc
+
+
+class Many:
+    """The app as K processes behind HAProxy (scripts.serve_many.Cluster), measured as one server: its address,
+    the sum of its processes' private memory, and every process's warm-up."""
+
+    sticky = True  # a viewer keeps HAProxy's cookie between its page load and its websocket
+
+    def __init__(self, processes: int) -> None:
+        from scripts.serve_many import Cluster
+
+        self.cluster = Cluster(processes, log_dir=ROOT / "artifacts" / "serve-many").start()
+        self.url = self.cluster.url
+        self._processes = [_Process(p) for p in self.cluster.backends]
+
+    def private_mb(self) -> float:
+        return sum(p.private_mb() for p in self._processes)
+
+    def warmed_up(self) -> str:
+        return self.cluster.warmed_up()
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+
 def links() -> list[tuple[str, str, str]]:
     """(title, page url path, query) of each talk link, in presenter mode."""
     from ui.talk import SCENARIOS
@@ -63,19 +102,20 @@ def links() -> list[tuple[str, str, str]]:
             for title, page, params, _ in SCENARIOS]
 
 
-async def _crowd(server: Server, title: str, page: str, query: str, n: int, click: tuple[str, str],
+async def _crowd(server: Server | Many, title: str, page: str, query: str, n: int, click: tuple[str, str],
                  seed: int = 0) -> CrowdResult:
     rng = random.Random(seed)
     arrivals = sorted(rng.uniform(0, SPREAD_S) for _ in range(n))
     release = asyncio.Event()
     done: list[Visit] = []
+    sticky = getattr(server, "sticky", False)
 
     async def one(delay: float) -> None:
         await asyncio.sleep(delay)
-        await view(server.url, page, query, timeout=300, hold=release, arrived=done.append)
+        await view(server.url, page, query, timeout=300, hold=release, arrived=done.append, sticky=sticky)
 
     with MemoryWatch(server) as mem:
-        async with Speaker(server.url) as speaker:
+        async with Speaker(server.url, sticky=sticky) as speaker:
             await speaker.click(page, query)  # the speaker's tab shows the link before the room opens it
             tasks = [asyncio.create_task(one(d)) for d in arrivals]
             await asyncio.sleep(CLICK_AT_S)
@@ -92,7 +132,7 @@ async def _crowd(server: Server, title: str, page: str, query: str, n: int, clic
                        idle_mb=idle_mb)
 
 
-def crowd(server: Server, title: str, page: str, query: str, n: int, click: tuple[str, str]) -> CrowdResult:
+def crowd(server: Server | Many, title: str, page: str, query: str, n: int, click: tuple[str, str]) -> CrowdResult:
     return asyncio.run(_crowd(server, title, page, query, n, click))
 
 
@@ -104,7 +144,7 @@ def line(r: CrowdResult, bare: CrowdResult | None) -> str:
             f"peak private {r.peak_mb:.0f} MB, idle sessions {r.idle_mb:.0f} MB{errors}")
 
 
-def main(n: int = 100, titles: list[str] | None = None) -> list[CrowdResult]:
+def main(n: int = 100, titles: list[str] | None = None, processes: int = 1) -> list[CrowdResult]:
     chosen = [link for link in links() if not titles or link[0] in titles]
     bare_server = Server("benchmarks/bare_app.py")
     try:
@@ -113,7 +153,7 @@ def main(n: int = 100, titles: list[str] | None = None) -> list[CrowdResult]:
     finally:
         bare_server.stop()
     print(line(bare, None), flush=True)
-    app = Server(warmed=True)
+    app = Server(warmed=True) if processes == 1 else Many(processes)
     results = []
     try:
         print(app.warmed_up(), flush=True)
@@ -126,6 +166,8 @@ def main(n: int = 100, titles: list[str] | None = None) -> list[CrowdResult]:
     finally:
         app.stop()
     worst = max(results, key=lambda r: r.p95 / bare.p95)
+    if processes > 1:
+        print(f"the app: {processes} server processes behind HAProxy (scripts/serve_many.py)", flush=True)
     print(f"audience: {n} viewers, p95 {worst.p95:.2f} s ({worst.p95 / bare.p95:.1f} x a bare page), speaker's click "
           f"{max(r.click_s for r in results):.2f} s, peak private {max(r.peak_mb for r in results):.0f} MB")
     return results
@@ -133,5 +175,10 @@ def main(n: int = 100, titles: list[str] | None = None) -> list[CrowdResult]:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    k = 1
+    if "--processes" in args:
+        at = args.index("--processes")
+        k = int(args[at + 1])
+        del args[at:at + 2]
     count = int(args.pop(0)) if args and args[0].isdigit() else 100
-    main(count, args or None)
+    main(count, args or None, k)

@@ -8,13 +8,17 @@ finished, how many deltas it sent, and the texts of the waits it showed. A hundr
 measuring machine a fraction of what a hundred Chromium tabs would, so the server is what is measured.
 
 ``view`` answers one visit; ``Speaker`` keeps a session open, as a speaker's tab does, and times a click
-(a rerun of another page in the same session).
+(a rerun of another page in the same session). With ``sticky=True`` both first load the page's address over
+HTTP, as a browser does, and open the websocket with the cookies that answer set: behind a proxy that keeps a
+session on one server process by a cookie (scripts/serve_many.py), the websocket then reaches the process
+the cookie names.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -35,6 +39,7 @@ class Visit:
     deltas: int
     waits: list[str] = field(default_factory=list)  # texts of notices shown while the page was blank
     error: str | None = None
+    cookie: str = ""  # the Cookie header its websocket carried (``sticky``: what the page load set)
 
 
 def _request(query: str, page: str) -> bytes:
@@ -88,16 +93,34 @@ def ws_url(http_url: str) -> str:
     return http_url.replace("http://", "ws://", 1).rstrip("/") + "/_stcore/stream"
 
 
+def _load_page(http_url: str, page: str, query: str, timeout: float) -> dict[str, str]:
+    """GET the page's address as a browser's first request does; the headers that send back what it set."""
+    url = f"{http_url.rstrip('/')}/{page}" + (f"?{query}" if query else "")
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        r.read()
+        cookies = [c.split(";", 1)[0].strip() for c in r.headers.get_all("Set-Cookie") or []]
+    return {"Cookie": "; ".join(cookies)} if cookies else {}
+
+
+async def _connect(http_url: str, page: str, query: str, sticky: bool, timeout: float, visit: Visit | None = None):
+    headers = await asyncio.to_thread(_load_page, http_url, page, query, timeout) if sticky else {}
+    if visit is not None:
+        visit.cookie = headers.get("Cookie", "")
+    return websockets.connect(ws_url(http_url), subprotocols=["streamlit"], max_size=MAX_MESSAGE,
+                              open_timeout=timeout, additional_headers=headers)
+
+
 async def view(http_url: str, page: str = "", query: str = "", timeout: float = 120.0,
-               hold: asyncio.Event | None = None, arrived: Callable[[Visit], None] | None = None) -> Visit:
+               hold: asyncio.Event | None = None, arrived: Callable[[Visit], None] | None = None,
+               sticky: bool = False) -> Visit:
     """Open the page at ``http_url/page?query`` as a new viewer and wait for its run to finish; with ``hold``,
-    tell ``arrived`` the visit, then stay connected (an idle tab) until that event is set."""
+    tell ``arrived`` the visit, then stay connected (an idle tab) until that event is set. ``sticky``: load
+    the page over HTTP first and keep its cookies (the module's docstring)."""
     started = time.monotonic()
     visit = Visit(seconds=0.0, deltas=0)
     told = False
     try:
-        async with websockets.connect(ws_url(http_url), subprotocols=["streamlit"], max_size=MAX_MESSAGE,
-                                      open_timeout=timeout) as ws:
+        async with await _connect(http_url, page, query, sticky, timeout, visit) as ws:
             await ws.send(_request(query, page))
             visit = await _until_finished(ws, visit, started, timeout)
             if arrived is not None:
@@ -116,12 +139,12 @@ async def view(http_url: str, page: str = "", query: str = "", timeout: float = 
 class Speaker:
     """A session kept open, as the speaker's tab is: it opens a page, then times clicks to other pages."""
 
-    def __init__(self, http_url: str) -> None:
-        self.http_url = http_url
+    def __init__(self, http_url: str, sticky: bool = False) -> None:
+        self.http_url, self.sticky = http_url, sticky
         self._ws = None
 
     async def __aenter__(self) -> Speaker:
-        self._ws = await websockets.connect(ws_url(self.http_url), subprotocols=["streamlit"], max_size=MAX_MESSAGE)
+        self._ws = await (await _connect(self.http_url, "", "", self.sticky, 120.0))
         return self
 
     async def __aexit__(self, *exc) -> None:
