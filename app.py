@@ -74,7 +74,7 @@ over thousands and adds their results in trees. Even one CPU regroups with its t
     with c3.container(border=True):
         st.markdown(
             """
-**3 · Training can amplify.** A last-bit difference changes every later step. Whether the gap
+**3 · Training can amplify.** A last-bit difference can change every later step. Whether the gap
 grows depends on the learning rate, the optimizer and the model: some pairs part, others never do.
 """
         )

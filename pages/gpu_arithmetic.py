@@ -176,7 +176,8 @@ def results(settings: DotLabSettings, pair: DotPair, lab: DotLab) -> None:
         st.warning(f"Batch dependence, live on this CPU: the same row x times the same column y gave different bits "
                    f"as the only row (M = 1) and as the first of 64 rows (M = 64), {batch.ulps_apart:.4g} "
                    f"{glossary.link('ulp', 'ULPs')} "
-                   "apart: torch picks another kernel (another order) for another shape.", icon=":material/warning:")
+                   "apart: the two shapes were not computed the same way (likely another kernel, with another order).",
+                   icon=":material/warning:")
     if gpu_device() is None:
         st.info("No GPU on this server: the GPU rows are the models above. On a machine with CUDA this page also "
                 "runs torch.dot and torch.mm there, with TF32 off and on (live). Recorded GPU dot products are not "
@@ -231,9 +232,9 @@ def atomics(seed: int) -> None:
     st.subheader("Atomic adds: the order threads arrive in")
     st.markdown(
         "`index_add_`, `scatter_add_` and several backward passes add many values into a few places with **atomic "
-        "adds**: each addition is rounded, in whatever order the threads reach the memory. The order changes from "
-        "run to run, so one GPU gives different bits for the same inputs. Below, values fall into buckets; each "
-        "simulated run adds every bucket's values in a random arrival order (model: uniformly random orders, one "
+        "adds**: each addition is rounded, in whatever order the threads reach the memory. The order can change "
+        "from run to run, so one GPU can give different bits for the same inputs. Below, values fall into buckets; "
+        "each simulated run adds every bucket's values in a random arrival order (model: uniformly random orders, one "
         "rounding per add)."
     )
     b1, b2, b3, b4 = st.columns(4)
@@ -287,7 +288,7 @@ def main() -> None:
                 "real result here and the **exact** dot product.")
     with st.expander("What a GPU does differently, and the terms used here"):
         st.markdown(
-            "Most CPU-vs-GPU differences that people report come from **matrix products**. A **fused multiply-add** "
+            "Many CPU-vs-GPU differences come from **matrix products**. A **fused multiply-add** "
             "rounds a·b + c once instead of twice; tensor cores first cut float32 inputs to **TF32** (10 mantissa "
             "bits) or take **float16/bfloat16** inputs; the inner dimension K is cut into **tiles** and **split-K "
             "slices**; and **atomic adds** sum in whatever order threads arrive. Each model is the named arithmetic "

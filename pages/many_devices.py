@@ -336,9 +336,9 @@ the whole batch at once.
     st.info(
         "**Takeaway:** the number of devices is one more source of a different order. Changing it (or the "
         "collective library, its algorithm, or how it cuts the vector into chunks) changes which partial sums "
-        "of the gradients are formed, so the same training run gives other bits from the first step on, and the "
-        "gap then grows like any other rounding difference. Compare runs on different device counts by their "
-        "aggregate metrics, never step by step.",
+        "of the gradients are formed, so the same training run can give other bits from the first step on, and "
+        "the gap then behaves like any other rounding difference: it grows where the training amplifies it. "
+        "Compare runs on different device counts by their aggregate metrics, never step by step.",
         icon=":material/lightbulb:",
     )
     share_box(sync(URL_FIELDS), url_notes)

@@ -61,6 +61,7 @@ URL_FIELDS = [Field(key="mi_storage", param="storage", kind=FieldKind.CHOICE, op
 # cited addresses, shown as plain text (a page that takes link parameters shows no live link)
 TORCH_SUM_DOC = "https://docs.pytorch.org/docs/stable/generated/torch.sum.html"
 THINKING_MACHINES = "https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/"
+SUMMERS_2021 = "https://arxiv.org/abs/2103.04514"
 
 
 def _measured() -> tuple[ThroughputRun | None, float]:
@@ -177,7 +178,7 @@ def wider_section() -> WiderStudy:
                    else "every visitor and process")
                 + ": a multi-threaded sum waits at its end for its slowest thread, and a thread that finds no free "
                 "core waits for one (milliseconds) while the one-thread sum of 10⁶ values is over sooner. "
-                "On an idle machine with free cores the extra threads help instead.")
+                "On an idle machine with free cores the extra threads can help instead.")
         hard = MITIGATION_LABS.call(lab, "float64", HARD_VECTOR)
         st.markdown(
             "Still order-dependent: "
@@ -307,7 +308,7 @@ def accept_divergence_section() -> None:
     with st.expander("5 · Accept the divergence: compare against the seed spread"):
         st.markdown("Compare final aggregate metrics across runs and devices, not step-by-step trajectories. The "
                     "spread between seeds is the yardstick: if the CPU-versus-reordered difference is no larger, it "
-                    "is noise.")
+                    "counts as seed noise.")
         k = int(st.number_input("Seeds", min_value=2, max_value=12, key="mi_k"))
         if st.button("Train the seeds (300 steps each, both sides)", key="mi_seeds"):
             with heavy_section(training_cost(300, k), "this training"), st.spinner("Training…"):
@@ -323,8 +324,9 @@ def accept_divergence_section() -> None:
                         f"and B is {verdict.words()}.")
             st.caption(f"{SEED_RULE} The Training divergence page's seed study applies the same rule. Live on this "
                        "CPU; B is the hidden-unit reordering of A (a stand-in for another device). Summers and "
-                       "Dinneen (ICML 2021) found, on the models they studied, that every source of nondeterminism "
-                       "gives about the same spread as seeds.")
+                       "Dinneen (ICML 2021) found, on the models they studied, that each source of nondeterminism "
+                       "(initialisation, data order, augmentation, cuDNN) varied the trained models about as much as "
+                       f"the others ({inert(SUMMERS_2021, line_start=False)}).")
 
 
 def _range(xs: list[float]) -> str:

@@ -81,8 +81,8 @@ def serve(s: ServeSettings, cost: Cost, punch) -> ForkStudy | None:
 def explain(study: ForkStudy, invariant_on: bool) -> None:
     shown = study.invariant if invariant_on else study.ordinary
     st.markdown(
-        "**Why.** A server decodes every waiting request in one batch, and kernels pick other reduction orders for "
-        "other batch sizes (split-K matmuls, the number of KV splits in attention), so one request's logits depend "
+        "**Why.** A server decodes every waiting request in one batch, and many kernels pick other reduction orders "
+        "for other batch sizes (split-K matmuls, the number of KV splits in attention), so one request's logits depend "
         "on its company. Where the two best tokens are nearly tied, the company decides the answer. "
         + view.measured_moves(shown))
     st.markdown(

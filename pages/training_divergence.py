@@ -174,8 +174,9 @@ def controls(url_notes, step: int) -> TrainSettings:
     c6.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="td_seed")
     share_box(keep_step(step), url_notes)  # the step as last written (or asked for by a reload)
     if not HAS_GPU:
-        st.caption("No GPU is visible to this server, so “a real GPU” is not offered; the reordering sources are "
-                   "the honest CPU stand-in for another device: same mathematics, other summation order.")
+        st.caption("No GPU is visible to this server, so “a real GPU” is not offered; the reordering sources stand "
+                   "in for one of another device's differences: same mathematics, other summation order (a GPU "
+                   "may also differ in its math library, tensor-core formats and random streams).")
     settings = _settings()
     try:
         validate(settings)

@@ -311,7 +311,7 @@ def library_choice(effects: tuple[ConfigurationEffect, ...], same_dispatch: tupl
                     f"torch {inert(a.provenance.torch_version)} with the same capability and BLAS "
                     f"({inert(a.provenance.blas)}), yet {len(d.in_group('matrix products'))} matrix products and "
                     f"these single operations give other bits: {inert(ops, line_start=False)}. torch dispatched its "
-                    "kernels for the same capability on both, so the choice that differs is made below that "
+                    "kernels for the same capability on both, so the choice that differs is likely made below that "
                     "dispatch: in the libraries torch calls.")
     st.markdown(f"**From the capturing machine's notes** (recorded as text, not as a capture file): "
                 f"{inert(note.text, line_start=False)}")

@@ -324,8 +324,8 @@ def accuracy_section(d: Diagnosis) -> None:
         st.dataframe(accuracy_frame(d), hide_index=True)
         ref = ("the exact result of the inputs (exact sums of each element's terms, as fractions), rounded once to "
                "float64 for display" if acc.source == "exact" else f"your reference, read as {acc.ref_fmt}")
-        st.caption(f"Reference: {ref}. Errors in ULPs of the reference in {acc.fmt}. The bound: the largest error "
-                   "one K-term sum can have in any order, γ_K·Σ|t| with γ_K = K·u / (1 − K·u) and u the unit "
+        st.caption(f"Reference: {ref}. Errors in ULPs of the reference in {acc.fmt}. The bound: an upper bound "
+                   "on the error of a K-term sum in any order, γ_K·Σ|t| with γ_K = K·u / (1 − K·u) and u the unit "
                    "roundoff of the accumulation format (Higham, Accuracy and Stability of Numerical Algorithms, "
                    "2nd ed., Lemma 3.4), plus the result's last rounding and the reference's own error"
                    + ("" if acc.bound_rigorous else "; Σ|t| is estimated as √K × the element's scale (no inputs)")

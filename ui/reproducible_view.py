@@ -111,7 +111,7 @@ def agreement(g: Generations) -> str:
                          + "; ".join(" = ".join(grp) for grp in groups)
                          + "): the grid grows with the size up to each GPU's limit of SMs × threads per SM ÷ 512 "
                          f"blocks, so the launches differ ({blocks} blocks), each splits the sum at other places, "
-                         "and GPUs with the same SM count agree.")
+                         "and GPUs with the same SM count and threads per SM agree.")
     return " ".join(parts)
 
 

@@ -20,7 +20,7 @@ SCENARIOS: list[tuple[str, str, dict, str]] = [
      "Same network, reordered sums: press Play."),
     ("Same prompt, two answers", "pages/serving.py", {},
      "Identical requests to a tiny language model at temperature 0, batched with others: they fork."),
-    ("float64 saves the day", "pages/mitigations.py", {},
+    ("Does float64 save the day?", "pages/mitigations.py", {},
      "The same sums and training pair in float64, with what it costs here."),
     ("Sum of a million float32", "pages/summation_lab.py", {"n": "1000000", "storage": "float32"},
      f"Deep dive: {len(DEFAULT_ORDERS)} summation orders of the same vector against the exact sum."),

@@ -571,5 +571,5 @@ def _sentence(verdict: Verdict, explanation: str | None, case: _Case, diffs: _Di
     if pattern.localized:
         return (f"Too large for rounding: {pattern.outliers.size:,} element(s) are far off ({size_txt}) while "
                 "the rest agree, which points to a bug rather than to rounding.")
-    return (f"Too large for rounding: the differences ({size_txt}) exceed what any summation order or reduced "
-            f"precision explains for {kk}; look for a bug or a different input.")
+    return (f"Too large for rounding: the differences ({size_txt}) are larger than another summation order or "
+            f"reduced precision plausibly explains for {kk}; look for a bug or a different input.")

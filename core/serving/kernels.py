@@ -1,9 +1,10 @@
 """The model's reductions, two ways: torch's ordinary ops, and batch-invariant ones.
 
 A server batches the requests that are waiting. With ordinary kernels a request's numbers
-then depend on its company: on this CPU torch's float32 ``F.linear`` takes a matrix-vector
-path for one row and blocked matrix-matrix paths for more (other blockings for 2-3 rows and
-for 4 or more), each adding the K products in another order; attention over a batch padded to
+then depend on its company: on this CPU torch's float32 ``F.linear`` gives other bits for one
+row, for 2-3 rows and for 4 or more (likely a matrix-vector path for one row and other blockings
+of a matrix-matrix path for more, each adding the K products in another order: the BLAS does not
+document its choice); attention over a batch padded to
 its longest request reduces over a length set by the other requests. Thinking Machines
 ("Defeating Nondeterminism in LLM Inference", 2025) showed this is why identical requests to
 an LLM server at temperature 0 come back different, and that kernels whose reduction order

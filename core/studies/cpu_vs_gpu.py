@@ -186,7 +186,7 @@ class SumsEverywhere:
         apart = ulp_distance(cpu.bits, gpu.bits, fmt)
         first = (f"This server's CPU and {gpu_words} are {apart:,} ULP apart" if apart else
                  f"Here this server's CPU and {gpu_words} happen to give the same bits (another size or vector "
-                 "differs)")
+                 "can differ)")
         s = self.settings
         how = "summed by a GPU" if gpu.tier != "model" else "summed in a GPU's order"
         insight = (f"The same {s.n:,} {s.dtype} values, summed by this CPU and {how}, give different bits: each "
@@ -233,7 +233,7 @@ class ThreadSplit:
             return (f"with n = {self.settings.n:,} at or below torch's grain size ({GRAIN_SIZE:,} values) torch.sum "
                     "runs on one thread whatever the thread count, so the grouping is the same")
         return (f"torch split the values into {self.chunks} chunks, a different grouping from one thread, but for "
-                "this vector every partial sum happened to round to the same bits; another vector or size differs")
+                "this vector both groupings happened to round to the same bits; another vector or size can differ")
 
 
 def _live_cpu_bits(values, cpu: Device, threads: int) -> list[tuple[str, int]]:

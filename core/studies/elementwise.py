@@ -351,7 +351,7 @@ def recorded_sentence(result: OtherCauses) -> str:
 OTHER_CAUSES: tuple[tuple[str, str, str], ...] = (
     ("FMA contraction",
      "A compiler may fuse a·b + c into one fused multiply-add, rounded once instead of twice; whether it does "
-     "depends on the compiler, its flags and the target, so the same source gives other bits on another build "
+     "depends on the compiler, its flags and the target, so the same source can give other bits on another build "
      "(nvcc contracts by default: --fmad=true).",
      "https://docs.nvidia.com/cuda/floating-point/index.html"),
     ("cuDNN's TF32 default for convolutions",

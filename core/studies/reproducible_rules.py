@@ -283,13 +283,14 @@ SETTINGS: tuple[Setting, ...] = (
     _s(key="tolerance", title="A tolerance from the rounding envelope", order=72,
        lines="torch.testing.assert_close(actual, expected, rtol={rtol}, atol={atol})",
        applies=lambda c: c.target == "close",
-       guarantees="Every honest reordering of K-term sums of this size passes (the tolerance below).",
+       guarantees="Reorderings of K-term sums of terms of this size pass (the tolerance below, and what it was "
+       "tested on).",
        not_guaranteed="That a larger difference is a bug: other dtypes, longer sums or cancellation need more.",
        cost="free", source=PT_RANDOMNESS),
     _s(key="aggregates", title="Compare aggregates over seeds", order=73,
        lines="# judge runs by final loss and accuracy over several seeds, not step by step",
        applies=lambda c: c.target == "close" and c.workload in TRAINING | {"jax"},
-       guarantees="Runs agree within the seed-to-seed spread.",
+       guarantees="A yardstick: a difference no larger than the seed-to-seed spread is not told apart from seed noise.",
        not_guaranteed="Any step-by-step agreement.", cost="aggregates",
        source="https://arxiv.org/abs/2103.04514"),
 )
@@ -317,14 +318,15 @@ def _cannot(c: Choice) -> tuple[tuple[str, ...], str | None]:
     out: list[str] = []
     route = None
     if c.target == "cpu_gpu":
-        out.append("Bitwise equal results on a CPU and a GPU cannot be had with vendor libraries: they split every "
-                   "sum and matrix product differently, and PyTorch does not promise it.")
+        out.append("Bitwise equal results on a CPU and a GPU cannot be had with vendor libraries: they split sums "
+                   "and matrix products differently, their math libraries round exp, tanh and the like "
+                   "differently, and PyTorch does not promise it.")
     if c.target == "gpu_models":
-        out.append("Bitwise equal results across GPU models cannot be had with vendor libraries: cuBLAS promises "
+        out.append("Bitwise equal results across GPU models cannot be had from cuBLAS and cuDNN: cuBLAS promises "
                    "the same bits only for the same architecture and SM count (the model below shows why).")
     if c.target == "threads":
         out.append("Across thread counts torch's reductions split the work by the count, and across GPU counts "
-                   "the all-reduce adds the ranks in another order: different bits, whatever the flags.")
+                   "the all-reduce adds the ranks in another order: the bits can differ, whatever the flags.")
     if c.target == "batch" and c.workload in TRAINING and c.hardware not in NVIDIA:
         out.append("No batch-invariant kernels are published for this hardware: torch picks kernels by batch size.")
     if c.hardware == "mps" and c.target in EXACT:
@@ -335,7 +337,8 @@ def _cannot(c: Choice) -> tuple[tuple[str, ...], str | None]:
                    "capability 8.0 or 9.0, by version), not for this hardware.")
     if out and c.target in {"cpu_gpu", "gpu_models", "threads"}:
         route = ("The only route is order-independent kernels: an order-independent sum gives the correctly rounded "
-                 "result, the same bits in any order on any device.")
+                 "result, the same bits in any order on any device (and elementwise functions need the same "
+                 "code, or correctly rounded results, on every device).")
     return tuple(out), route
 
 

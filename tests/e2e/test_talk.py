@@ -87,7 +87,7 @@ def check_settings(page, title: str, params: dict) -> None:
         assert_selectbox_shows(page, "Preset", params["preset"])
         preset = PRESETS[params["preset"]].settings
         assert_selectbox_shows(page, "Format", preset.dtype)
-    elif title in ("float64 saves the day", "Same prompt, two answers"):
+    elif title in ("Does float64 save the day?", "Same prompt, two answers"):
         assert params == {}  # the page's defaults: nothing to apply
     else:
         raise AssertionError(f"no settings check for the scenario {title!r}: add one")
