@@ -43,6 +43,7 @@ from core.studies.mitigations import (
     training_pair,
     wider_study,
 )
+from core.studies.reproducible import live_costs
 from core.training.divergence import DEFAULT_SEEDS, SEED_RULE, seed_verdict
 from core.training.mlp import TrainSettings
 from core.training.seeds import seed_study
@@ -247,8 +248,8 @@ def _determinism_detail() -> None:
         "`torch.use_deterministic_algorithms(True)` makes torch use a deterministic kernel where one exists and "
         "raise where none does, for operations whose results can change from run to run on the same device "
         "(mostly atomics on GPUs; CUDA also needs CUBLAS_WORKSPACE_CONFIG=:4096:8). It does not make a CPU and a "
-        "GPU agree, and it does not fix thread-count or batch-size effects. It is a process-wide switch, so this "
-        "shared server explains it instead of toggling it.",
+        "GPU agree, and it does not fix thread-count or batch-size effects. It is a process-wide switch: this server "
+        "times it on one small training step, alone, and sets it back (its cost is in the table above).",
         icon=":material/info:",
     )
 
@@ -336,6 +337,7 @@ def _range(xs: list[float]) -> str:
 
 def summary(run: ThroughputRun | None, wider: WiderStudy, cost: ReproducibleSumCost) -> None:
     """The five mitigations in one table, every cost × the default's time."""
+    det = live_costs().rows["deterministic_cpu"]  # Make my runs reproducible's measurement: one figure, one place
     mm = run.first("matmul") if run else None
     here = (f"{view.time_ratio(mm.ratio):.1f}× here (matmul, measured)" if mm
             else "about 2× on x86 CPUs (cited; measured here on request, in 1)")
@@ -356,7 +358,8 @@ def summary(run: ThroughputRun | None, wider: WiderStudy, cost: ReproducibleSumC
                                        f"measured), and a {wider.copy_bytes / 1e6:,.0f} MB copy per 10⁶ values"},
         {"mitigation": "3 · deterministic algorithms", "fixes": "run-to-run changes on one device",
          "does not fix": "CPU vs GPU, thread count, batch size",
-         "cost, × the default's time": "not measured: a process-wide switch, not toggled on a shared server"},
+         "cost, × the default's time": f"{det.text} on this CPU (a small training step, measured); GPUs: not "
+                                       "published"},
         {"mitigation": "4 · order-independent sum", "fixes": "sums: the same bits everywhere",
          "does not fix": "other operations (matmuls, convolutions) unless rewritten likewise",
          "cost, × the default's time": f"{cost.vs_torch:.1f}× torch.sum (10⁶ float32; measured, in 4)"},

@@ -6,6 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from core.arith.metrics import ulps_count
 from core.traces.compare import Comparison, Row, cast_formats
 from core.traces.judge import BEYOND_ROUNDING, BORN, FORMAT_CHANGE, IDENTICAL, INHERITED, packet
 from core.traces.pairs import STATE_ORDER, timeline
@@ -117,6 +118,17 @@ def timeline_chart(c: Comparison, presenter_mode: bool | None = None):
     return styled(chart, presenter_mode)
 
 
+def _size_cell(r: Row) -> str:
+    """A difference's size in a few words, so the table's columns fit at 1280 px (a size's whole sentence, with
+    its envelope, was cut where the column ended; the first difference says it in full above the table)."""
+    s = r.judgement.size
+    if s is None or r.judgement.state == IDENTICAL:
+        return ""
+    which = f"output {s.output}: " if s.outputs > 1 else ""
+    worst = f", at most {ulps_count(s.max_ulps)}" if s.max_ulps is not None and s.differing else ""
+    return f"{which}{s.differing} of {s.sampled} differ{worst}"
+
+
 def rows_table(c: Comparison, only_differences: bool) -> pd.DataFrame:
     rows = [r for r in c.rows if not only_differences or r.judgement.state != IDENTICAL]
     return pd.DataFrame({
@@ -127,8 +139,7 @@ def rows_table(c: Comparison, only_differences: bool) -> pd.DataFrame:
         "verdict": [r.judgement.verdict or "" for r in rows],
         # a dash where the op sums nothing (an elementwise op has no reduction length)
         "K": [f"{r.a.k:,}" if r.a.k is not None else "—" for r in rows],
-        "size": [r.judgement.size.text() if r.judgement.size is not None and r.judgement.state != IDENTICAL
-                 else "" for r in rows],
+        "size": [_size_cell(r) for r in rows],
         "matched": [r.how for r in rows],
     })
 

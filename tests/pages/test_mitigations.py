@@ -184,3 +184,15 @@ def test_the_order_independent_sum_says_which_path_this_cpu_takes(monkeypatch, m
     assert not at.exception
     assert "could not be imported on this server" in all_text(at) and "the order-independent sum gave **1 value**" in (
         all_text(at))
+
+
+def test_deterministic_mode_costs_what_make_my_runs_reproducible_measured(mi):
+    """One figure in one place: the summary's cost of deterministic mode is the reproducible page's live measurement
+    (it said "not measured" while that page showed a measured cost), and the section says the switch is timed."""
+    from core.studies.reproducible import live_costs
+
+    assert not mi.exception
+    det = live_costs().rows["deterministic_cpu"]
+    cell = _summary(mi).loc["3 · deterministic algorithms", "cost, × the default's time"]
+    assert cell.startswith(f"{det.text} on this CPU"), cell
+    assert "explains it instead of toggling it" not in all_text(mi)

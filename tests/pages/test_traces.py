@@ -184,3 +184,17 @@ def test_a_flipped_choice_is_named_on_the_page():
     assert "A choice flips at op 3, aten.argmax in model: a rounding-sized difference in its input changed its " \
            "choice" in warnings
     assert c.line in everything(at) and c.line.endswith("a choice flips at op 3, aten.argmax.default in model")
+
+
+def test_the_size_column_is_short_enough_to_fit(results):
+    """The table's size column says a difference's size in a few words (its whole sentence, with the envelope, was
+    cut where the column ended at 1280 px); the first difference's full sentence stays above the table."""
+    at = page()
+    assert not at.exception, at.exception
+    first = results["lm-batch"].comparison.first
+    sizes = [s for s in at.dataframe[0].value["size"] if s]
+    assert sizes and max(map(len, sizes)) <= 40, sizes
+    if first is not None and first.judgement.size is not None:
+        f = first.judgement.size
+        assert sizes[0].startswith(f"{f.differing} of {f.sampled} differ")
+        assert first.judgement.size.text() in everything(at)
