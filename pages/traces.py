@@ -104,7 +104,9 @@ def main() -> None:
                   "Uploaded by you: the server checked the files' format, not where they were made."))
     st.subheader("Every op")
     only = st.toggle("Only the ops that differ", key="tr_only")
-    st.dataframe(view.rows_table(comparison, only), hide_index=True, width="stretch", height=300)
+    st.dataframe(view.rows_table(comparison, only), hide_index=True, width="stretch", height=300, column_config={
+        "size": st.column_config.TextColumn(help="Sampled elements whose bits differ, of those sampled, and the "
+                                            "largest difference in ULPs of the output's format")})
     view.unmatched(comparison)
     counts = comparison.counts()
     other = ", ".join(f"{counts[s]} {s}" for s in (NOT_COMPARABLE, FORMAT_CHANGE) if counts.get(s))

@@ -125,8 +125,8 @@ def _size_cell(r: Row) -> str:
     if s is None or r.judgement.state == IDENTICAL:
         return ""
     which = f"output {s.output}: " if s.outputs > 1 else ""
-    worst = f", at most {ulps_count(s.max_ulps)}" if s.max_ulps is not None and s.differing else ""
-    return f"{which}{s.differing} of {s.sampled} differ{worst}"
+    worst = f", ≤ {ulps_count(s.max_ulps)}" if s.max_ulps is not None and s.differing else ""
+    return f"{which}{s.differing} of {s.sampled}{worst}"
 
 
 def rows_table(c: Comparison, only_differences: bool) -> pd.DataFrame:

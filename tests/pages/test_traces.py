@@ -196,5 +196,5 @@ def test_the_size_column_is_short_enough_to_fit(results):
     assert sizes and max(map(len, sizes)) <= 40, sizes
     if first is not None and first.judgement.size is not None:
         f = first.judgement.size
-        assert sizes[0].startswith(f"{f.differing} of {f.sampled} differ")
+        assert sizes[0].startswith(f"{f.differing} of {f.sampled}")
         assert first.judgement.size.text() in everything(at)
