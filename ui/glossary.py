@@ -35,7 +35,8 @@ TERMS: dict[str, Term] = {
         "size. Between 1 and 2 a float32 ULP is 2⁻²³ ≈ 1.2·10⁻⁷ and a float64 ULP 2⁻⁵² ≈ 2.2·10⁻¹⁶; it doubles "
         "with every power of two. An error of 1 ULP is one such gap. Where the exact answer is itself a number of "
         "the format, a result 1 ULP off is its neighbour; otherwise even the correctly rounded result is up to half "
-        "a ULP away. Errors in this app are counted in ULPs of the exact result.",
+        "a ULP away. Errors in this app are counted in ULPs of the exact result, unless a page names another "
+        "value whose ULP it uses.",
     ),
     "kappa": Term(
         name="κ", heading="What is the condition number κ", page="summation_lab",

@@ -255,7 +255,8 @@ def punchline(lab: DotLab) -> None:
         cols[2].metric("torch.mm, 1 row vs 64 rows (live)",
                        "same bits" if batch.same_bits else f"{batch.ulps_apart:.4g} ULP apart",
                        help="The same row x times the same column y, as the only row of a product (M = 1) and as the "
-                            "first of 64 rows (M = 64), run by torch on this CPU: another shape, another kernel.")
+                            "first of 64 rows (M = 64), run by torch on this CPU: another shape, possibly another "
+                            "kernel.")
     k = lab.pair.k
     source = inert(lab.pair.source, line_start=False)
     terms = " ".join(PUNCH_CLAUSES[row.key] for row in shown if row.key in PUNCH_CLAUSES)

@@ -125,9 +125,10 @@ def summary_table(rows: list[dict]) -> None:
 def mismatch_rule(check: MismatchCheck) -> None:
     """Is my mismatch normal or a bug: the rule, with the Diagnose page's verdict on two live cases."""
     st.markdown(
-        "**Is my mismatch normal or a bug?** A difference within the rounding envelope, about K·u·Σ|terms| for "
-        "sums of K terms (u: the format's unit roundoff, 2⁻²⁴ in float32), is normal: the same sums in another "
-        "order. Beyond it, a NaN or Inf on one side only, a flipped sign on an element well outside its "
+        "**Is my mismatch normal or a bug?** A difference within the rounding envelope (for sums of K terms "
+        "typically about √K·u times the terms' size, and at most about K·u·Σ|terms|; u: the format's unit "
+        "roundoff, 2⁻²⁴ in float32) is normal: the same sums in another order. "
+        "Beyond it, a NaN or Inf on one side only, a flipped sign on an element well outside its "
         "envelope, or a few elements far off while the rest agree are worth a look.")
     st.caption(
         f"Live on this server, judged by the Diagnose page's own code: one row of a float32 matrix product "

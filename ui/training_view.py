@@ -420,7 +420,7 @@ def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: b
             st.warning("The losses have overflowed to inf or NaN: this learning rate makes training blow up. "
                        "Lower it to see a meaningful comparison.", icon=":material/warning:")
         where_b = {"device": f"B ran on {snap.b_device_name}",
-                   "stand-in": "both ran live on this CPU (B is a reordered stand-in for another device)",
+                   "stand-in": "both ran live on this CPU (B is a reordered stand-in for another device's order)",
                    "cpu": "both ran live on this CPU"}[snap.b_kind]
         st.markdown(f"**After step {last.step}** · {PLAIN[settings.source]} · {where_b}.")
         a_col, b_col = st.columns(2)

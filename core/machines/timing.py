@@ -66,7 +66,7 @@ class Throughput:
         lo, hi = self.ratio_quartiles
         if self.ratio > 1 or (math.isfinite(hi) and lo <= 1 <= hi):
             return ("no measurable float64 penalty: the spread of the repeats includes 1 or the median is above "
-                    "it, which is noise (another visitor or process took the CPU during some repeats)"
+                    "it, which is noise (such as another visitor or process taking the CPU during some repeats)"
                     + ("; a sum is limited by memory bandwidth, so a penalty shows only once the data outgrow "
                        "the caches" if self.op == "sum" else ""))
         if self.op == "sum":
