@@ -324,7 +324,7 @@ def accept_divergence_section() -> None:
             st.markdown(f"**Verdict ({verdict.seeds} seeds per side):** the gap between the mean final losses of A "
                         f"and B is {verdict.words()}.")
             st.caption(f"{SEED_RULE} The Training divergence page's seed study applies the same rule. Live on this "
-                       "CPU; B is the hidden-unit reordering of A (a stand-in for another device). Summers and "
+                       "CPU; B is the hidden-unit reordering of A (a stand-in for another device's order). Summers and "
                        "Dinneen (ICML 2021) found, on the models they studied, that each source of nondeterminism "
                        "(initialisation, data order, augmentation, cuDNN) varied the trained models about as much as "
                        f"the others ({inert(SUMMERS_2021, line_start=False)}).")
