@@ -49,8 +49,9 @@ def introduction() -> None:
     st.markdown(
         """
 Train one model twice with the same data, seed and code, once on a CPU and once on a GPU, and the
-losses can agree for a while, then drift apart. Nothing is broken: the two machines round in different
-places. This page and the story's next pages show where, with exact numbers.
+losses can agree for a while, then drift apart. Nothing is broken: the two machines round
+differently (in other places, and in their math libraries). This page and the story's next pages
+show where, with exact numbers.
 """
     )
 
@@ -102,8 +103,9 @@ def sections() -> None:
 
 def talk_mode() -> None:
     st.subheader("Talk mode")
-    st.caption("Prepared scenarios that follow the story: each opens a page with its settings in the link. "
-               "**Presenter mode** in the sidebar (or `?talk=1` on a link) gives larger type and fewer controls.")
+    if not presenter():  # how to get larger type, told to those who do not have it yet: the page stays in 3 screens
+        st.caption("Prepared scenarios that follow the story: each opens a page with its settings in the link. "
+                   "**Presenter mode** in the sidebar (or `?talk=1` on a link) gives larger type and fewer controls.")
     per_row = 3  # a link is one line, cut where its column ends: four columns cut the titles
     for first in range(0, len(SCENARIOS), per_row):  # row by row: the reading order is the story's
         for col, (title, page, params, what) in zip(st.columns(per_row), SCENARIOS[first:first + per_row],
