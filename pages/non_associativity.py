@@ -23,6 +23,7 @@ from ui import glossary
 from ui import non_associativity_view as view
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import bits_html, bits_legend, inert, mono, ulps_text
+from ui.talk import folded, presenter
 from ui.urlstate import restore, share_box, sync
 
 # label -> (format, a, b, c, what it shows)
@@ -174,6 +175,8 @@ def two_groupings(result: TripleResult) -> None:
             st.metric("Error against the exact sum", view.error_text(g.error_ulps, g.result, result.exact_sum),
                       help=f"{ulps_text(g.error_ulps, relative_error(g.result, result.exact_sum))} of the exact "
                            "sum's format spacing. " + glossary.help_text("ulp"))
+    if presenter():  # the room reads the verdict in the metrics above it: the page stays in three screens
+        return
     # an expected result, not a failure: a neutral box, never an error's red
     st.container(key="na_verdict").info(view.verdict_text(result), icon=":material/call_split:" if result.differ
                                         else ":material/check_circle:")
@@ -263,9 +266,11 @@ def main() -> None:
         _load_preset(st.query_params["preset"])
     st.title("Non-associativity: (a + b) + c ≠ a + (b + c)")
     punch = st.container(key="punchline")  # the two groupings' results, filled below: in the first screen
-    st.markdown("Every addition rounds its exact result to the nearest number the format holds; group three "
-                "numbers differently and other intermediate sums get rounded. Pick a format and three numbers.")
-    numbers = controls()
+    with folded("Settings: preset, format and the three numbers"):  # folded in presenter mode: three screens
+        st.markdown("Every addition rounds its exact result to the nearest number the format holds; group three "
+                    "numbers differently and other intermediate sums get rounded. Pick a format and three numbers.")
+        numbers = controls()
+        share_box(sync(URL_FIELDS), url_notes)  # beside the settings it links to
     if numbers is None:
         st.stop()
     result = evaluate_triple(numbers)
@@ -282,7 +287,6 @@ def main() -> None:
                      expanded=st.session_state.get("na_search") is not None):
         search(result.fmt.name, result)
     glossary.define("ulp")  # the story's first use of the term, defined where a reader looks it up
-    share_box(sync(URL_FIELDS), url_notes)
     cpu = cpu_device()
     st.caption(f"Sums computed live by torch {cpu.label.split('torch ')[-1]} on {cpu.name}; exact values by "
                "rational arithmetic, each rounding checked against an exact round-to-nearest-even model.")

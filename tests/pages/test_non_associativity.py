@@ -166,3 +166,20 @@ def test_a_stored_value_is_shown_exactly_before_its_shortest_decimal(na):
     text = all_text(na)
     assert "100139008</code> exactly" in text  # the bfloat16 value nearest 1e8 (8 significant bits)
     assert "shortest decimal that reads back to it" in text
+
+
+def test_presenter_mode_folds_the_settings_and_keeps_the_results():
+    """In presenter mode the page stays within three screens at 1280x720: the preset, format and numbers fold into
+    one section (with the link to the view), the metrics say the verdict; the results are the same."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.pages.conftest import ROOT, TIMEOUT
+
+    at = AppTest.from_file(str(ROOT / "pages" / "non_associativity.py"), default_timeout=TIMEOUT)
+    at.session_state["presenter"] = True
+    at.run()
+    assert not at.exception
+    settings = [e for e in at.expander if e.label == "Settings: preset, format and the three numbers"]
+    assert len(settings) == 1 and settings[0].selectbox(key="na_preset").value == "0.1 + 0.2 + 0.3 (float64)"
+    assert {m.label: m.value for m in at.metric}["Apart"] == "1 ULP"
+    assert not at.info and not at.error
