@@ -178,9 +178,19 @@ class OrderedTracker(ModuleTracker):
     seed. Of siblings, the one entered last is the one whose backward is running now."""
 
     def __init__(self) -> None:
+        self.changes = 0  # counts every change of the running modules: the recorder keeps a module path while equal
         super().__init__()
         self.entered: dict[str, int] = {}
         self._count = 0
+
+    @property
+    def parents(self) -> set[str]:
+        return self._parents
+
+    @parents.setter
+    def parents(self, value: set[str]) -> None:  # set anew at the end of a backward pass
+        self._parents = value
+        self.changes += 1
 
     def _get_append_fn(self, name, is_bw):
         add = super()._get_append_fn(name, is_bw)
@@ -189,5 +199,15 @@ class OrderedTracker(ModuleTracker):
             add(*args)
             self._count += 1
             self.entered[name] = self._count
+            self.changes += 1
+
+        return fn
+
+    def _get_pop_fn(self, name, is_bw):
+        pop = super()._get_pop_fn(name, is_bw)
+
+        def fn(*args) -> None:
+            pop(*args)
+            self.changes += 1
 
         return fn

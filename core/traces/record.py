@@ -68,7 +68,8 @@ MAX_OUTPUTS = 8  # outputs of one op recorded one by one (more are only digested
 _SKIP = {"detach", "clone", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided", "new_empty",
          "new_empty_strided", "empty_permuted",
          "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
-_FUNCS: dict = {}  # op overload -> (name, not recorded, written arguments, scratch returns, batch reading)
+# op overload -> (name, not recorded, written arguments, scratch returns, batch reading, its text)
+_FUNCS: dict = {}
 # what digest() computes (earlier files: "blake2b-64" in version 1, then "sha256-64"); traces of two cannot be compared
 DIGEST = "xxh3-64"
 DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
@@ -172,6 +173,14 @@ class OpRecord:
                         outputs=list(d.get("outputs") or []), mixes_rows=bool(d.get("mixes_rows", False)),
                         not_batch_first=bool(d.get("not_batch_first", False)))
 
+    @classmethod
+    def _of(cls, fields: dict) -> OpRecord:
+        """The record of every field in ``fields`` (all of them, by name), made without the frozen ``__init__``'s
+        one ``object.__setattr__`` per field: a trace makes one per op (10 microseconds against 1 here)."""
+        rec = object.__new__(cls)
+        rec.__dict__.update(fields)
+        return rec
+
     def output_records(self) -> list[OpRecord]:
         """One record per output, each with that output's fields (just ``self`` for a one-output op)."""
         if not self.outputs:
@@ -218,6 +227,36 @@ def _values(flat: torch.Tensor) -> np.ndarray:
     core.arith.formats.to_numpy (torch hands NumPy no bfloat16 array). The digest, the samples and the
     L1 norm all read this one array."""
     return to_numpy(flat) if flat.dtype == torch.bfloat16 else flat.numpy()
+
+
+# dtypes whose memory NumPy reads as it is (``Tensor.numpy``): their followed rows are cut and flattened in NumPy
+_NUMPY_DTYPES = frozenset({torch.float16, torch.float32, torch.float64, torch.bool, torch.uint8, torch.int8,
+                           torch.int16, torch.int32, torch.int64})
+
+
+def _rows_values(t: torch.Tensor, share: int | None, row: int) -> tuple[tuple[int, ...], np.ndarray] | None:
+    """(shape, values) of t's rows ``row * share`` to ``(row + 1) * share - 1`` (all of t for ``share`` None): the
+    shape of the cut and its values as a 1-D NumPy array in row-major order, the same bits ``_values(_flat(...))``
+    gives of ``t.narrow(0, row * share, share)``; None for a tensor this does not read (another device or layout,
+    bfloat16, complex, lazy negation: ``_flat`` handles those). A trace reads two or three tensors per op, and
+    NumPy's slice and reshape cost a fraction of torch's narrow, reshape and the checks ``_flat`` makes."""
+    if t.dtype not in _NUMPY_DTYPES or not t.is_cpu or t.layout != torch.strided or t.is_neg():
+        return None
+    a = (t.detach() if t.requires_grad else t).numpy()
+    if share is not None:
+        a = a[row * share:(row + 1) * share]
+    v = a.reshape(-1)  # a view where the memory allows, else a row-major copy
+    if v.size and v.strides[0] != v.itemsize:  # one element with an odd stride (a size-1 dimension's)
+        v = v.copy()
+    return a.shape, v
+
+
+def _digest_of(shape: tuple[int, ...], dtype: torch.dtype, values: np.ndarray) -> str:
+    """``digest`` of a tensor of this shape and dtype whose row-major values are ``values``."""
+    h = xxhash.xxh3_64(_prefix(shape, dtype))
+    if values.size:
+        h.update(byte_view(values))
+    return h.hexdigest()
 
 
 def digest(t: torch.Tensor, flat: torch.Tensor | None = None, values: np.ndarray | None = None) -> str:
@@ -290,16 +329,51 @@ def l1_norm(flat: torch.Tensor, values: np.ndarray | None = None) -> float | Non
     return l1 if math.isfinite(l1) else None
 
 
+def _sampled(values: np.ndarray, dtype: torch.dtype, pos: tuple[int, ...]) -> list[str]:
+    """``sample_hex`` of the values ``_rows_values`` gave (positions ``pos``): the same text."""
+    fmt = _FORMATS.get(dtype)
+    picked = values[_position_array(pos)]
+    if fmt is not None:
+        return hex_digits(bit_view(picked), fmt)
+    return [str(int(v)) for v in picked.tolist()]
+
+
+_EXACT_INTEGERS = 2.0 ** 52  # below this any order of summing non-negative integers is exact (margin of 2)
+
+
+def _l1_of(values: np.ndarray, dtype: torch.dtype) -> float | None:
+    """``l1_norm`` of the values ``_rows_values`` gave, the same number: floats as l1_norm sums them; integers
+    and booleans in NumPy where their sum is exact in any order (every partial sum an integer below 2^53), so
+    torch's order, which l1_norm uses, gives the same; larger ones through l1_norm itself."""
+    if not values.size:
+        return None
+    if dtype in _NUMPY_FLOATS:
+        l1 = float(np.add.reduce(np.abs(values), dtype=np.float64))
+    elif dtype == torch.bool:
+        l1 = float(np.count_nonzero(values))
+    else:
+        x = np.abs(values.astype(np.float64))
+        if float(x.max()) * x.size < _EXACT_INTEGERS:
+            l1 = float(np.add.reduce(x))
+        else:
+            return l1_norm(torch.from_numpy(values))
+    return l1 if math.isfinite(l1) else None
+
+
+def _show(a) -> str:
+    if isinstance(a, torch.Tensor):
+        return "T"
+    if isinstance(a, (list, tuple)):
+        return "[" + ",".join(_show(x) for x in a) + "]"
+    if isinstance(a, float):
+        return a.hex() if math.isfinite(a) else repr(a)
+    return repr(a)
+
+
 def _arg_text(args, kwargs) -> str:
-    def show(a):
-        if isinstance(a, torch.Tensor):
-            return "T"
-        if isinstance(a, (list, tuple)):
-            return "[" + ",".join(show(x) for x in a) + "]"
-        if isinstance(a, float):
-            return a.hex() if math.isfinite(a) else repr(a)
-        return repr(a)
-    parts = [show(a) for a in args] + [f"{k}={show(v)}" for k, v in sorted((kwargs or {}).items())]
+    parts = [_show(a) for a in args]
+    if kwargs:
+        parts += [f"{k}={_show(v)}" for k, v in sorted(kwargs.items())]
     return ", ".join(parts)[:MAX_ARG_TEXT]
 
 
@@ -339,6 +413,17 @@ def tensors_of(obj, out: list) -> list:
     return out
 
 
+def _flat_tensors(args: tuple) -> list:
+    """``tensors_of(args, [])``, without a call per argument where no argument is a list (most ops)."""
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple, dict)):
+            tensors_of(a, out)
+    return out
+
+
 class TraceMode(TorchDispatchMode):
     """Records an ``OpRecord`` for every computing aten op dispatched while it is active.
 
@@ -374,6 +459,8 @@ class TraceMode(TorchDispatchMode):
         self._scratch = TensorMap()  # outputs that are scratch (a kernel's workspace), not results
         self.not_batch_first: list[OpRecord] = []  # ops with an output whose batch is not its first dimension
         self._counter = 0
+        self._bw = False  # whether the op being recorded runs in the backward pass (asked once per op)
+        self._where: tuple = (None, "")  # (the tracker's count of changes, scope), the module path then
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -388,6 +475,17 @@ class TraceMode(TorchDispatchMode):
                 self._derived[t] = True
 
     def _module(self) -> str:
+        """The module path of the op being recorded, kept while the running modules and the scope are the same
+        (most ops run where the one before them ran)."""
+        changes = getattr(self.tracker, "changes", None)
+        key = (changes, _current_scope())
+        if changes is not None and self._where[0] == key:
+            return self._where[1]
+        where = self._deepest()
+        self._where = (key, where)
+        return where
+
+    def _deepest(self) -> str:
         parents = [p for p in list(self.tracker.parents) if p != "Global"]
         if not parents:
             return _current_scope() or "model"
@@ -399,7 +497,7 @@ class TraceMode(TorchDispatchMode):
         return "model" + ("." + rest if rest else "") if head == self.root_name else deepest
 
     def _share(self, t: torch.Tensor) -> int | None:  # rows of t that are the followed row's (None: not cut)
-        if self.follow > 1 and t.dim() and t.shape[0] % self.follow == 0 and not self.tracker.is_bw \
+        if self.follow > 1 and t.dim() and t.shape[0] % self.follow == 0 and not self._bw \
                 and self._derived.get(t, False) and not (self._mixed._d and self._mixed.get(t, False)):
             return t.shape[0] // self.follow
         return None
@@ -408,18 +506,27 @@ class TraceMode(TorchDispatchMode):
         share = self._share(t) if share is False else share
         return t if share is None else t.narrow(0, self.row * share, share)
 
-    def _digest(self, t: torch.Tensor, followed: torch.Tensor | None = None, after: bool = False,
-                share: int | bool | None = False) -> str:
-        """The digest of t's followed bits (``followed``, ``share``: what the caller has of them), kept for t
-        until its version changes (a cached one needs no cut). ``after``: t is an output of the op just run."""
+    def _values(self, t: torch.Tensor, share: int | None):
+        """(shape, values, flat) of t's followed rows (``share``: ``_share(t)``): as ``_rows_values`` gives them
+        with flat None, or else through torch (``_flat`` of the cut, and ``_values`` of that)."""
+        got = _rows_values(t, share, self.row)
+        if got is not None:
+            return *got, None
+        flat = _flat(followed := self._followed(t, share))
+        return tuple(followed.shape), _values(flat), flat
+
+    def _digest(self, t: torch.Tensor, after: bool = False, share: int | bool | None = False) -> str:
+        """The digest of t's followed bits (``share``: ``_share(t)`` where the caller has it), kept for t until
+        its version changes (a cached one needs no cut). ``after``: t is an output of the op just run."""
         if self._scratch._d and self._scratch.get(t, False):
             return _scratch_digest(t)
         version = _version(t)
-        written = after and self._is_written(t)  # its cached digest is of the bits before the op
+        written = after and self._written and self._is_written(t)  # its cached digest is of the bits before the op
         seen = self._digests.get(t) if version is not None and not written else None
         if seen is not None and seen[0] == version:
             return seen[1]
-        d = digest(self._followed(t, share) if followed is None else followed)
+        shape, values, _ = self._values(t, self._share(t) if share is False else share)
+        d = _digest_of(shape, t.dtype, values)
         self._remember(t, d, after)
         return d
 
@@ -432,7 +539,7 @@ class TraceMode(TorchDispatchMode):
         layer above this mode does it on the way out), so a written output's digest is that of the next
         version. Were the count not made, the next lookup would only miss and hash again."""
         if (v := _version(t)) is not None:
-            self._digests[t] = (v + 1 if after and self._is_written(t) else v, d)
+            self._digests[t] = (v + 1 if after and self._written and self._is_written(t) else v, d)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -441,11 +548,18 @@ class TraceMode(TorchDispatchMode):
             name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
             skip = getattr(func, "is_view", False) or name in _SKIP or not str(func).startswith("aten.")
             known = _FUNCS[func] = (name, skip, _written_arguments(func), oprules.scratch_returns(func),
-                                    oprules.dim_argument(func, name))
-        name, skip, writes, scratch, dim_arg = known
+                                    oprules.dim_argument(func, name), str(func))
+        name, skip, writes, scratch, dim_arg, text = known
         # an out= tensor is written, not read: it is not an input
-        tensors_in = tensors_of([v for k, v in kwargs.items() if k != "out"], tensors_of(args, []))
-        derived = any(self._derived.get(a, False) for a in tensors_in)
+        tensors_in = _flat_tensors(args)
+        if kwargs:
+            tensors_of([v for k, v in kwargs.items() if k != "out"], tensors_in)
+        derived = False
+        get = self._derived.get
+        for a in tensors_in:
+            if get(a, False):
+                derived = True
+                break
         if skip:
             out = func(*args, **kwargs)
             made = self.follow > 1 and name in oprules.BROADCASTS and oprules.batch_made(out, tensors_in, self.follow)
@@ -460,8 +574,9 @@ class TraceMode(TorchDispatchMode):
                         for o in tensors_of(out, []):
                             self._mixed[o] = taint
             return out
+        self._bw = bw = self.tracker.is_bw
         shares = [self._share(a) for a in tensors_in] if self.follow > 1 else [None] * len(tensors_in)
-        reads = self.follow > 1 and derived and not self.tracker.is_bw and (
+        reads = self.follow > 1 and derived and not bw and (
             dim_arg is not None or self._mixed._d or name in oprules.WHOLE_TENSOR_OPS)
         taint, mixes = oprules.taint(self._mixed, name, dim_arg, args, kwargs, tensors_in,
                                      [c is not None for c in shares]) if reads else (None, False)
@@ -498,12 +613,12 @@ class TraceMode(TorchDispatchMode):
         if self._counter > self.max_ops:
             raise TooManyOps(f"the run dispatched more than {self.max_ops:,} ops (the cap of one trace)")
         if self.perturb is not None and self.perturb[0] == self._counter:
-            self.perturb_seen = str(func)
+            self.perturb_seen = text
             target = next((o for o in outs if o.is_floating_point() and o.numel()), None)
             if target is not None:
                 with torch.no_grad():
                     target.mul_(1.0 + self.perturb[1])
-                self.perturbed = str(func)
+                self.perturbed = text
         self._written = tensors_of([args[i] if i < len(args) else kwargs.get(n) for i, n in writes], []) \
             if writes else ()
         try:
@@ -521,20 +636,24 @@ class TraceMode(TorchDispatchMode):
             self._scratch[out] = True
             return {**NO_OUTPUT, "out_shape": list(out.shape), "full_shape": list(out.shape),
                     "out_dtype": dtype_name(out.dtype), "out_digest": _scratch_digest(out), "scratch": True}
-        followed = self._followed(out)
-        idx = sample_positions(followed.numel())
-        flat = _flat(followed)  # one row-major copy (or view) for the digest, the samples and the L1 norm
-        values = _values(flat)
-        l1 = l1_norm(flat, values)
+        share = self._share(out)
+        # one row-major view (or copy) of the followed rows for the digest, the samples and the L1 norm
+        shape, values, flat = self._values(out, share)
+        pos = _positions(values.size, SAMPLE)
+        idx = list(pos)
+        if flat is None:
+            l1, sampled = _l1_of(values, out.dtype), _sampled(values, out.dtype, pos)
+        else:
+            l1, sampled = l1_norm(flat, values), sample_hex(flat, idx, flat, values)
         # a cut output's sampled positions are its leading rows, the same flat indices in the whole output;
         # the total over all elements would be the whole output's, not the cut's: not made (no L1 check)
-        t = reductions.terms(func, args, kwargs, out, idx, which, total=followed is out)
-        d = digest(followed, flat, values)
+        t = reductions.terms(func, args, kwargs, out, idx, which, total=share is None, name=name)
+        d = _digest_of(shape, out.dtype, values)
         self._remember(out, d, after=True)
         if t is None and which == 0 and name in reductions.FORMULA_OPS:
-            t = reductions.input_scales(tensors_in, followed, idx, self._followed)
-        return {"out_shape": list(followed.shape), "full_shape": list(out.shape), "out_dtype": dtype_name(out.dtype),
-                "out_digest": d, "l1": l1, "sample_index": idx, "sample_hex": sample_hex(followed, idx, flat, values),
+            t = reductions.input_scales(tensors_in, self._followed(out, share), idx, self._followed)
+        return {"out_shape": list(shape), "full_shape": list(out.shape), "out_dtype": dtype_name(out.dtype),
+                "out_digest": d, "l1": l1, "sample_index": idx, "sample_hex": sampled,
                 "k": t.k if t and t.kind != reductions.TermsKind.INPUTS else None,
                 "terms_kind": t.kind.value if t else None,
                 "sum_abs": t.sum_abs if t else None, "scale": t.scale if t else None,
@@ -545,12 +664,12 @@ class TraceMode(TorchDispatchMode):
         """The op's record. ``head``: its input fields (``in_shapes``, ``in_dtypes``, ``in_digests``), which
         this completes with the op's place in the run (one dict per op, as the record's keywords)."""
         head["index"] = self._counter
-        head["op"] = str(func)
+        head["op"] = _FUNCS[func][5]
         head["module"] = self._module()
-        head["backward"] = self.tracker.is_bw
+        head["backward"] = self._bw
         head["args"] = _arg_text(args, kwargs)
         if not outs:
-            return OpRecord(**head, **NO_OUTPUT)
+            return OpRecord._of({**head, **NO_OUTPUT, "outputs": [], "mixes_rows": False, "not_batch_first": False})
         if len(outs) > 1:
             scratch = scratch | oprules.workspaces(outs, places, tensors_in)
         each = [self._output(func, name, args, kwargs, tensors_in, o, i, i in scratch)
@@ -566,8 +685,8 @@ class TraceMode(TorchDispatchMode):
             rest = "".join(e["out_digest"] for e in each[1:]) \
                 + "".join(self._digest(o, after=True) for o in outs[MAX_OUTPUTS:])
             first["out_digest"] = _combined([first["out_digest"], rest])
-        rec = OpRecord(**head, **first, outputs=each if len(outs) > 1 else [], mixes_rows=mixes,
-                       not_batch_first=sideways)
+        rec = OpRecord._of({**head, **first, "outputs": each if len(outs) > 1 else [], "mixes_rows": mixes,
+                            "not_batch_first": sideways})
         if sideways:
             self.not_batch_first.append(rec)
         return rec

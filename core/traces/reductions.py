@@ -30,6 +30,7 @@ position ("inputs"): the envelope then allows an absolute error at that scale (c
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -84,27 +85,46 @@ def _f64(t: torch.Tensor) -> torch.Tensor:
     return t.detach().to("cpu", torch.float64)
 
 
+_NUMPY_FLOATS = frozenset({torch.float16, torch.float32, torch.float64})
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor's values as a NumPy array with its strides (shared on the CPU; to_numpy's, with its checks only
+    where needed: a trace asks for two or three per op)."""
+    if t.dtype in _NUMPY_FLOATS and t.is_cpu and t.layout == torch.strided and not t.is_neg():
+        return (t.detach() if t.requires_grad else t).numpy()
+    return to_numpy(t)
+
+
+@functools.lru_cache(maxsize=1024)  # a run samples the same positions of the same shapes again and again
+def _product_index(idx: tuple[int, ...], m: int, n: int) -> tuple[np.ndarray, ...]:
+    """Flat positions in a [B, m, n] product as (positions, batch, row, column, zeros) arrays (never written)."""
+    flat = np.asarray(idx, dtype=np.int64)
+    bi, rem = np.divmod(flat, m * n)
+    i, j = np.divmod(rem, n)
+    return flat, bi, i, j, np.zeros_like(bi)
+
+
 def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float = 1.0,
                   bias: torch.Tensor | None = None, beta: float = 1.0, total: bool = True) -> Terms:
     """a [..., M, K] @ b [..., K, N] (batched or not), sampled at flat output indices (``total``: also the
     total of sum|t| over every output element)."""
-    a, b = a.detach().to("cpu"), b.detach().to("cpu")
-    if a.dim() == 1:
-        a = a[None]
-    if b.dim() == 1:
-        b = b[:, None]
-    a3 = a.reshape(-1, *a.shape[-2:])
-    b3 = b.reshape(-1, *b.shape[-2:])
-    m, k = a3.shape[-2:]
-    n = b3.shape[-1]
-    flat = np.asarray(idx, dtype=np.int64)
-    bi, rem = np.divmod(flat, m * n)
-    i, j = np.divmod(rem, n)
-    bi_a = bi if a3.shape[0] > 1 else np.zeros_like(bi)
-    bi_b = bi if b3.shape[0] > 1 else np.zeros_like(bi)
+    na, nb = _numpy(a), _numpy(b)
+    if na.ndim == 1:
+        na = na[None]
+    if nb.ndim == 1:
+        nb = nb[:, None]
+    na3 = na.reshape(-1, *na.shape[-2:])
+    nb3 = nb.reshape(-1, *nb.shape[-2:])
+    m, k = na3.shape[-2:]
+    n = nb3.shape[-1]
+    flat, bi, i, j, zeros = _product_index(tuple(idx), m, n)
     # [S, K] each: the sampled rows of a and columns of b; their float64 products are exact. NumPy, because these
     # gathers and sums are small: a few microseconds each against tens in torch, and a trace makes them per op
-    t = abs(alpha) * to_numpy(a3)[bi_a, i, :].astype(np.float64) * to_numpy(b3)[bi_b, :, j].astype(np.float64)
+    t = na3[bi if na3.shape[0] > 1 else zeros, i, :].astype(np.float64)
+    if alpha != 1.0:  # (times 1 changes no bits)
+        t = abs(alpha) * t
+    t = t * nb3[bi if nb3.shape[0] > 1 else zeros, :, j].astype(np.float64)
     sum_abs = np.abs(t).sum(1)
     sq = np.einsum("sk,sk->s", t, t)
     kk = k
@@ -112,12 +132,16 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
     # of |a| and |b| in their own format (fast), each raised by its own worst rounding
     whole = None
     if total:
+        a, b = a.detach().to("cpu"), b.detach().to("cpu")
+        a = a[None] if a.dim() == 1 else a
+        b = b[:, None] if b.dim() == 1 else b
+        a3, b3 = a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:])
         cols_a = _upper_sum(a3.abs(), -2, m)  # [Ba, K]
         rows_b = _upper_sum(b3.abs(), -1, n)  # [Bb, K]
         # broadcasting covers a shared b; the float64 products and their sum round at most numel + 1 times
         whole = abs(alpha) * float((cols_a * rows_b).sum()) * (1 + 2.0 ** -52 * (cols_a.numel() + 2))
     if bias is not None:
-        bias_full = torch.broadcast_to(_f64(bias), (a3.shape[0], m, n)).reshape(-1) * abs(beta)
+        bias_full = torch.broadcast_to(_f64(bias), (na3.shape[0], m, n)).reshape(-1) * abs(beta)
         bsel = bias_full[torch.from_numpy(flat)].numpy()
         sum_abs = sum_abs + np.abs(bsel)
         sq = sq + bsel * bsel
@@ -201,10 +225,25 @@ def _reduced_rows(x: torch.Tensor, dims) -> torch.Tensor:
     return x.permute(*keep, *dims).reshape(math.prod(x.shape[d] for d in keep), -1)
 
 
+def _reduced_rows_numpy(x: torch.Tensor, dims) -> np.ndarray:
+    """``_reduced_rows`` in NumPy (its values, read in place where the layout allows): where only sampled rows
+    are read, NumPy's views and gathers cost a fraction of torch's."""
+    a = _numpy(x)
+    nd = max(a.ndim, 1)
+    if a.ndim == 0:
+        return a.reshape(1, 1)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return a.reshape(1, -1)
+    dims = [d % nd for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
+    keep = [d for d in range(nd) if d not in dims]
+    return a.transpose(*keep, *dims).reshape(math.prod(a.shape[d] for d in keep), -1)
+
+
 def _sum_terms(x: torch.Tensor, dims, idx: list[int], mean: bool, total: bool = True) -> Terms:
-    rows = _reduced_rows(x, dims)
+    # the total sums every row in torch (its order); the samples alone read the rows NumPy gives
+    rows = _reduced_rows(x, dims) if total else _reduced_rows_numpy(x, dims)
     k = rows.shape[1]
-    sel = to_numpy(rows)[np.asarray(idx, dtype=np.int64)].astype(np.float64)
+    sel = (to_numpy(rows) if total else rows)[np.asarray(idx, dtype=np.int64)].astype(np.float64)
     if not np.isfinite(sel).all():  # NaN as 0 and an infinity as the largest float64 (rare: checked first)
         sel = np.nan_to_num(sel, nan=0.0)
     whole = float(torch.nansum(rows.abs(), dtype=torch.float64)) if total else None
@@ -435,12 +474,14 @@ _FIRST_OUTPUT = {
 
 
 def terms(
-    func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], which: int = 0, total: bool = True
+    func, args: tuple, kwargs: dict, out: torch.Tensor, idx: list[int], which: int = 0, total: bool = True,
+    name: str | None = None,
 ) -> Terms | None:
     """K and the terms of the sampled elements ``idx`` (flat indices into ``out``, output ``which`` of
     the op), or None. ``total``: also the total of sum|t| over all of ``out`` (a trace that follows one
-    row of a batch has no use for it: its L1 norm is the row's)."""
-    name = _name(func)
+    row of a batch has no use for it: its L1 norm is the row's). ``name``: the op's name, where the caller
+    has it (``func``'s packet's)."""
+    name = _name(func) if name is None else name
     kwargs = kwargs or {}
     if not idx or not (out.is_floating_point() and out.numel()):
         return None
