@@ -13,6 +13,7 @@ from core.crowd.runner import current_run, pair_outcome
 from core.machines.devices import available_devices, cpu_device
 from core.recordings.compare import machine_partings
 from core.recordings.store import cached_recordings
+from core.studies.mitigations import training_pair
 from core.training.divergence import (
     DEFAULT_SEEDS,
     DEFAULT_SPEED,
@@ -155,6 +156,20 @@ def intro(punch) -> None:
                    f"weights on identical batches. {PLAIN[st.session_state['td_source']]}.")
 
 
+def where_it_parts(slot, settings: TrainSettings) -> None:
+    """The evidence on the first screen before a first step: where the default pair parts, trained once to the end
+    on this server (the Mitigations page's pair: the same settings, so the same bits Play will draw)."""
+    if settings != TrainSettings():
+        return
+    slot.info("Press Play to train both runs live. Meanwhile this pair is trained once to the end here, to say "
+              "where it parts (seconds, once per server)…")
+    pair = training_pair(settings.dtype)  # shared by every viewer; the server's warm-up trains it at its start
+    parted = (f"are more than 1% apart from step **{pair.first_rel_1pct}** of {pair.steps}" if pair.first_rel_1pct
+              else f"stay within 1% for all {pair.steps} steps")
+    slot.info(f"Trained once to the end on this server, A and B {parted}. Press Play to train both runs live and "
+              "watch, or Step for one update at a time.")
+
+
 def controls(url_notes, step: int) -> TrainSettings:
     """The preset and every setting; stops the page with a message next to them when they do not fit."""
     st.selectbox("Preset", list(PRESETS), key="td_preset", on_change=_load_preset)
@@ -236,6 +251,8 @@ def the_pair(punch, run: PairedRun, settings: TrainSettings, goto: int | None) -
         replay(run, min(goto, settings.steps), slots)
     play_requested(run, settings, slots, int(st.session_state["td_speed"]), on_details=keep_step)
     draw_pair(run, settings, slots)
+    if not run.done:  # before a first step the charts are empty: the evidence in words
+        where_it_parts(slots.numbers, settings)
 
 
 # Results of the buttons below are kept in the session (small summaries, with the settings they

@@ -455,3 +455,18 @@ def test_same_seed_says_what_holds_live():
     assert f"{streams.parameters:,} initial weights" in text and "drawn again, the same bits" in text
     assert "https://pytorch.org/docs/stable/notes/randomness.html" in shown(text)
     assert "https://github.com/pytorch/pytorch/issues/2976" in shown(text)
+
+
+def test_before_a_first_step_the_default_pair_says_where_it_parts(td):
+    """The charts are empty until Play: at the defaults the first screen says in words where this pair parts, from
+    the pair trained once to the end on this server (the same settings, so the same bits Play draws)."""
+    from core.studies.mitigations import training_pair
+
+    assert not td.exception
+    pair = training_pair("float32")
+    said = " ".join(i.value for i in td.info)
+    assert "Press Play to train both runs live" in said
+    if pair.first_rel_1pct:
+        assert f"more than 1% apart from step **{pair.first_rel_1pct}** of {pair.steps}" in said, said
+    else:
+        assert f"stay within 1% for all {pair.steps} steps" in said, said
