@@ -207,7 +207,8 @@ def same_on_a_gpu(result: TripleResult) -> None:
     """Is float32 different on a GPU? The format and each addition's rounding are not; the grouping is."""
     live = ", ".join(d.device.name for d in result.devices)
     st.markdown(
-        f"**Is {result.fmt.name} different on a GPU?** No: the same IEEE 754 format, and one addition is correctly "
+        f"**Is float32{'' if result.fmt.name == 'float32' else f' (or {result.fmt.name})'} different on a GPU?** No: "
+        "the same IEEE 754 format, and one addition is correctly "
         "rounded on CPUs and NVIDIA GPUs alike, subnormals kept (no flush-to-zero) "
         f"([NVIDIA]({GPU_ROUNDING[0]} \"{GPU_ROUNDING[1]}\")), so the same grouping gives the same bits. "
         f"Devices differ in the groupings they choose for long sums: the next page. (Live here on: {live}.)")

@@ -60,6 +60,7 @@ from ui.urlstate import restore, share_box, sync
 
 # Sources, shown as plain text (inert): a page that takes link parameters shows no live link
 PHAM_2020 = "https://doi.org/10.1145/3324884.3416545"
+SUMMERS_2021 = "https://arxiv.org/abs/2103.04514"
 TORCH_RANDOMNESS = "https://pytorch.org/docs/stable/notes/randomness.html"
 TORCH_ISSUE_2976 = "https://github.com/pytorch/pytorch/issues/2976"
 OPT_LABELS = {"sgd_momentum": "SGD with momentum 0.9", "adam": "Adam"}
@@ -259,6 +260,11 @@ def the_pair(punch, run: PairedRun, settings: TrainSettings, goto: int | None) -
 # belong to), so each section keeps showing its result while another one is used.
 def equally_good(settings: TrainSettings) -> None:
     """Do A and B end equally good? The seed study, and what its verdict supports."""
+    st.markdown("**Not always equally good, but within the spread a new seed causes, as far as published studies "
+                "go.** In Summers and Dinneen's "
+                "study a one-bit change in the initial weights spread the final models as widely as a new seed, "
+                "shuffling or cuDNN did, on the models they studied (ICML 2021, "
+                f"{inert(SUMMERS_2021, line_start=False)}). Test it here for this network:")
     st.markdown("One pair's trajectories say little about outcomes. Train several seeds per side and compare what "
                 "matters, final loss and accuracy, with the spread that the seed alone causes. Whether small "
                 "differences grow at all depends on the learning rate, the optimizer and the model, and some pairs "

@@ -183,3 +183,9 @@ def test_presenter_mode_folds_the_settings_and_keeps_the_results():
     assert len(settings) == 1 and settings[0].selectbox(key="na_preset").value == "0.1 + 0.2 + 0.3 (float64)"
     assert {m.label: m.value for m in at.metric}["Apart"] == "1 ULP"
     assert not at.info and not at.error
+
+
+def test_the_learners_first_question_is_asked_and_answered_at_the_defaults(na):
+    """"Is float32 different on a GPU?" is a learner's question whatever the preset's format (float64 here)."""
+    text = all_text(na)
+    assert "**Is float32 (or float64) different on a GPU?** No: the same IEEE 754 format" in text

@@ -470,3 +470,13 @@ def test_before_a_first_step_the_default_pair_says_where_it_parts(td):
         assert f"more than 1% apart from step **{pair.first_rel_1pct}** of {pair.steps}" in said, said
     else:
         assert f"stay within 1% for all {pair.steps} steps" in said, said
+
+
+def test_do_they_end_equally_good_is_answered_before_any_training(td):
+    """The learner's question has its answer, with its source's address, in the section it names, before a seed is
+    trained (the verdict and Pham et al. come after the seed study)."""
+    section = next(e for e in td.expander if e.label.startswith("Do A and B end equally good?"))
+    from tests.pages.conftest import shown
+
+    text = shown(" ".join(m.value for m in section.markdown))
+    assert "within the spread a new seed causes" in text and "https://arxiv.org/abs/2103.04514" in text
