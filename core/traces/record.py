@@ -68,7 +68,7 @@ MAX_OUTPUTS = 8  # outputs of one op recorded one by one (more are only digested
 _SKIP = {"detach", "clone", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided", "new_empty",
          "new_empty_strided", "empty_permuted",
          "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
-# op overload -> (name, not recorded, written arguments, scratch returns, batch reading, its text)
+# id of an op overload -> (name, not recorded, written arguments, scratch returns, batch reading, its text, the op)
 _FUNCS: dict = {}
 # what digest() computes (earlier files: "blake2b-64" in version 1, then "sha256-64"); traces of two cannot be compared
 DIGEST = "xxh3-64"
@@ -197,7 +197,7 @@ NO_OUTPUT = {"out_shape": [], "full_shape": [], "out_dtype": "none", "out_digest
 
 
 def dtype_name(dt: torch.dtype) -> str:
-    return DTYPE_NAMES.get(dt, str(dt).removeprefix("torch."))
+    return DTYPE_NAMES.get(dt) or str(dt).removeprefix("torch.")
 
 
 def _cpu(t: torch.Tensor) -> torch.Tensor:
@@ -255,7 +255,7 @@ def _digest_of(shape: tuple[int, ...], dtype: torch.dtype, values: np.ndarray) -
     """``digest`` of a tensor of this shape and dtype whose row-major values are ``values``."""
     h = xxhash.xxh3_64(_prefix(shape, dtype))
     if values.size:
-        h.update(byte_view(values))
+        h.update(values)  # its memory, as bytes (values is 1-D and contiguous: byte_view's bytes)
     return h.hexdigest()
 
 
@@ -329,13 +329,31 @@ def l1_norm(flat: torch.Tensor, values: np.ndarray | None = None) -> float | Non
     return l1 if math.isfinite(l1) else None
 
 
-def _sampled(values: np.ndarray, dtype: torch.dtype, pos: tuple[int, ...]) -> list[str]:
-    """``sample_hex`` of the values ``_rows_values`` gave (positions ``pos``): the same text."""
+def _sampled(values: np.ndarray, dtype: torch.dtype, pos: tuple[int, ...], pending: list | None = None) -> list[str]:
+    """``sample_hex`` of the values ``_rows_values`` gave (positions ``pos``): the same text. ``pending``: where
+    given, a float sample's text is left to ``_write_samples`` (the list returned is filled then)."""
     fmt = _FORMATS.get(dtype)
     picked = values[_position_array(pos)]
-    if fmt is not None:
+    if fmt is None:
+        return [str(int(v)) for v in picked.tolist()]
+    if pending is None:
         return hex_digits(bit_view(picked), fmt)
-    return [str(int(v)) for v in picked.tolist()]
+    text: list[str] = []
+    pending.append((text, picked, fmt))
+    return text
+
+
+def _write_samples(pending: list) -> None:
+    """Fill the lists ``_sampled`` left (text, values, format): one bit view and one hex conversion per format
+    for all of them, not two per op (the same text)."""
+    for fmt in {f for _, _, f in pending}:
+        mine = [(text, values) for text, values, f in pending if f is fmt]
+        hexes = hex_digits(bit_view(np.concatenate([v for _, v in mine])), fmt)
+        at = 0
+        for text, values in mine:
+            text[:] = hexes[at:at + len(values)]
+            at += len(values)
+    pending.clear()
 
 
 _EXACT_INTEGERS = 2.0 ** 52  # below this any order of summing non-negative integers is exact (margin of 2)
@@ -461,6 +479,7 @@ class TraceMode(TorchDispatchMode):
         self._counter = 0
         self._bw = False  # whether the op being recorded runs in the backward pass (asked once per op)
         self._where: tuple = (None, "")  # (the tracker's count of changes, scope), the module path then
+        self._samples: list = []  # float samples whose text is written when the mode exits (_write_samples)
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -468,6 +487,10 @@ class TraceMode(TorchDispatchMode):
         # compiler (torch._dynamo, about 68 MB) and costs every dispatched op a few frame-hook calls.
         # Nothing here compiles, so the plain method serves.
         return False
+
+    def __exit__(self, *exc):
+        _write_samples(self._samples)
+        return super().__exit__(*exc)
 
     def mark_inputs(self, tensors) -> None:
         for t in tensors:
@@ -543,13 +566,14 @@ class TraceMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        known = _FUNCS.get(func)
-        if known is None:
+        # by id: an OpOverload hashes in Python; each is kept by its packet for good (and checked by identity)
+        known = _FUNCS.get(id(func))
+        if known is None or known[6] is not func:
             name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
             skip = getattr(func, "is_view", False) or name in _SKIP or not str(func).startswith("aten.")
-            known = _FUNCS[func] = (name, skip, _written_arguments(func), oprules.scratch_returns(func),
-                                    oprules.dim_argument(func, name), str(func))
-        name, skip, writes, scratch, dim_arg, text = known
+            known = _FUNCS[id(func)] = (name, skip, _written_arguments(func), oprules.scratch_returns(func),
+                                        oprules.dim_argument(func, name), str(func), func)
+        name, skip, writes, scratch, dim_arg, text, _ = known
         # an out= tensor is written, not read: it is not an input
         tensors_in = _flat_tensors(args)
         if kwargs:
@@ -580,9 +604,14 @@ class TraceMode(TorchDispatchMode):
             dim_arg is not None or self._mixed._d or name in oprules.WHOLE_TENSOR_OPS)
         taint, mixes = oprules.taint(self._mixed, name, dim_arg, args, kwargs, tensors_in,
                                      [c is not None for c in shares]) if reads else (None, False)
-        in_digests = [self._digest(a, share=c) for a, c in zip(tensors_in, shares, strict=True)]
-        in_shapes = [list(a.shape) if c is None else [c, *a.shape[1:]] for a, c in zip(tensors_in, shares, strict=True)]
-        in_dtypes = [dtype_name(a.dtype) for a in tensors_in]
+        in_digests, in_shapes, in_dtypes = [], [], []
+        for a, c in zip(tensors_in, shares, strict=True):
+            in_digests.append(self._digest(a, share=c))
+            shape = list(a.shape)
+            if c is not None:
+                shape[0] = c
+            in_shapes.append(shape)
+            in_dtypes.append(dtype_name(a.dtype))
         if len(tensors_in) > MAX_INPUTS:  # a cat of hundreds: the rest as one digest (equal iff all are)
             rest = _combined(in_digests[MAX_INPUTS - 1:])
             in_digests = [*in_digests[:MAX_INPUTS - 1], rest]
@@ -642,7 +671,7 @@ class TraceMode(TorchDispatchMode):
         pos = _positions(values.size, SAMPLE)
         idx = list(pos)
         if flat is None:
-            l1, sampled = _l1_of(values, out.dtype), _sampled(values, out.dtype, pos)
+            l1, sampled = _l1_of(values, out.dtype), _sampled(values, out.dtype, pos, self._samples)
         else:
             l1, sampled = l1_norm(flat, values), sample_hex(flat, idx, flat, values)
         # a cut output's sampled positions are its leading rows, the same flat indices in the whole output;
@@ -664,7 +693,7 @@ class TraceMode(TorchDispatchMode):
         """The op's record. ``head``: its input fields (``in_shapes``, ``in_dtypes``, ``in_digests``), which
         this completes with the op's place in the run (one dict per op, as the record's keywords)."""
         head["index"] = self._counter
-        head["op"] = _FUNCS[func][5]
+        head["op"] = _FUNCS[id(func)][5]
         head["module"] = self._module()
         head["backward"] = self._bw
         head["args"] = _arg_text(args, kwargs)
@@ -674,7 +703,8 @@ class TraceMode(TorchDispatchMode):
             scratch = scratch | oprules.workspaces(outs, places, tensors_in)
         each = [self._output(func, name, args, kwargs, tensors_in, o, i, i in scratch)
                 for o, i in zip(outs[:MAX_OUTPUTS], places[:MAX_OUTPUTS], strict=True)]
-        first = {k: v for k, v in each[0].items() if k != "scratch"}
+        first = each[0] if len(outs) == 1 and "scratch" not in each[0] else \
+            {k: v for k, v in each[0].items() if k != "scratch"}
         mixes = across is True or (across == "if integer" and not outs[0].is_floating_point()) or (
             self.follow > 1 and first["out_shape"] == first["full_shape"] and any(
                 s != list(a.shape) for s, a in zip(head["in_shapes"], tensors_in, strict=False)))
@@ -685,8 +715,9 @@ class TraceMode(TorchDispatchMode):
             rest = "".join(e["out_digest"] for e in each[1:]) \
                 + "".join(self._digest(o, after=True) for o in outs[MAX_OUTPUTS:])
             first["out_digest"] = _combined([first["out_digest"], rest])
-        rec = OpRecord._of({**head, **first, "outputs": each if len(outs) > 1 else [], "mixes_rows": mixes,
-                            "not_batch_first": sideways})
+        head.update(first)
+        head["outputs"], head["mixes_rows"], head["not_batch_first"] = each if len(outs) > 1 else [], mixes, sideways
+        rec = OpRecord._of(head)
         if sideways:
             self.not_batch_first.append(rec)
         return rec

@@ -98,11 +98,11 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
 
 @functools.lru_cache(maxsize=1024)  # a run samples the same positions of the same shapes again and again
 def _product_index(idx: tuple[int, ...], m: int, n: int) -> tuple[np.ndarray, ...]:
-    """Flat positions in a [B, m, n] product as (positions, batch, row, column, zeros) arrays (never written)."""
+    """Flat positions in a [B, m, n] product as (positions, batch, row, column) arrays (never written)."""
     flat = np.asarray(idx, dtype=np.int64)
     bi, rem = np.divmod(flat, m * n)
     i, j = np.divmod(rem, n)
-    return flat, bi, i, j, np.zeros_like(bi)
+    return flat, bi, i, j
 
 
 def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float = 1.0,
@@ -118,13 +118,13 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
     nb3 = nb.reshape(-1, *nb.shape[-2:])
     m, k = na3.shape[-2:]
     n = nb3.shape[-1]
-    flat, bi, i, j, zeros = _product_index(tuple(idx), m, n)
+    flat, bi, i, j = _product_index(tuple(idx), m, n)
     # [S, K] each: the sampled rows of a and columns of b; their float64 products are exact. NumPy, because these
     # gathers and sums are small: a few microseconds each against tens in torch, and a trace makes them per op
-    t = na3[bi if na3.shape[0] > 1 else zeros, i, :].astype(np.float64)
+    t = (na3[bi, i] if na3.shape[0] > 1 else na3[0][i]).astype(np.float64)
     if alpha != 1.0:  # (times 1 changes no bits)
         t = abs(alpha) * t
-    t = t * nb3[bi if nb3.shape[0] > 1 else zeros, :, j].astype(np.float64)
+    np.multiply(t, (nb3[bi, :, j] if nb3.shape[0] > 1 else nb3[0].T[j]).astype(np.float64), out=t)
     sum_abs = np.abs(t).sum(1)
     sq = np.einsum("sk,sk->s", t, t)
     kk = k
