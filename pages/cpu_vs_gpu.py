@@ -216,11 +216,11 @@ def why_orders(result: SumsEverywhere) -> None:
     cpu_split = (f"below the grain size of {GRAIN_SIZE:,} values one thread does everything" if stages.below_grain
                  else f"{stages.threads} threads each take one contiguous chunk")
     right.markdown(
-        f"**A CPU** has a few cores: {cpu_split}, and inside a chunk {stages.lanes}-lane SIMD registers keep "
-        "running partial sums that are folded together at the end.\n\n"
-        f"**A GPU** has thousands of threads: in the modelled launch ({stages.sm_count} SMs), {launch.threads:,} "
-        f"threads each add every {launch.threads:,}-th group of {launch.vec} values, then each block adds its "
-        "threads' sums in a tree, and one block adds the blocks' results.\n\n"
+        f"**A CPU** splits a sum over its few cores: {cpu_split}, and inside a chunk {stages.lanes}-lane SIMD "
+        "registers keep running partial sums that are folded together at the end.\n\n"
+        f"**A GPU** splits it over thousands of threads: in the modelled launch ({stages.sm_count} SMs), "
+        f"{launch.threads:,} threads each add every {launch.threads:,}-th group of {launch.vec} values, then each "
+        "block adds its threads' sums in a tree, and one block adds the blocks' results.\n\n"
         "Each single addition is correctly rounded on both; the groupings differ, so the roundings do.")
 
 
