@@ -68,7 +68,8 @@ MAX_OUTPUTS = 8  # outputs of one op recorded one by one (more are only digested
 _SKIP = {"detach", "clone", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided", "new_empty",
          "new_empty_strided", "empty_permuted",
          "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
-# id of an op overload -> (name, not recorded, written arguments, scratch returns, batch reading, its text, the op)
+# id of an op overload -> (name, not recorded, written arguments, scratch returns, batch reading, its text, the op,
+# whether it can have terms)
 _FUNCS: dict = {}
 # what digest() computes (earlier files: "blake2b-64" in version 1, then "sha256-64"); traces of two cannot be compared
 DIGEST = "xxh3-64"
@@ -245,7 +246,7 @@ def _rows_values(t: torch.Tensor, share: int | None, row: int) -> tuple[tuple[in
     a = (t.detach() if t.requires_grad else t).numpy()
     if share is not None:
         a = a[row * share:(row + 1) * share]
-    v = a.reshape(-1)  # a view where the memory allows, else a row-major copy
+    v = a.ravel()  # a view where the memory allows, else a row-major copy
     if v.size and v.strides[0] != v.itemsize:  # one element with an odd stride (a size-1 dimension's)
         v = v.copy()
     return a.shape, v
@@ -572,8 +573,9 @@ class TraceMode(TorchDispatchMode):
             name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
             skip = getattr(func, "is_view", False) or name in _SKIP or not str(func).startswith("aten.")
             known = _FUNCS[id(func)] = (name, skip, _written_arguments(func), oprules.scratch_returns(func),
-                                        oprules.dim_argument(func, name), str(func), func)
-        name, skip, writes, scratch, dim_arg, text, _ = known
+                                        oprules.dim_argument(func, name), str(func), func,
+                                        reductions.may_have_terms(name))
+        name, skip, writes, scratch, dim_arg, text, _, _ = known
         # an out= tensor is written, not read: it is not an input
         tensors_in = _flat_tensors(args)
         if kwargs:
@@ -676,7 +678,8 @@ class TraceMode(TorchDispatchMode):
             l1, sampled = l1_norm(flat, values), sample_hex(flat, idx, flat, values)
         # a cut output's sampled positions are its leading rows, the same flat indices in the whole output;
         # the total over all elements would be the whole output's, not the cut's: not made (no L1 check)
-        t = reductions.terms(func, args, kwargs, out, idx, which, total=share is None, name=name)
+        t = reductions.terms(func, args, kwargs, out, idx, which, total=share is None, name=name) \
+            if _FUNCS[id(func)][7] else None
         d = _digest_of(shape, out.dtype, values)
         self._remember(out, d, after=True)
         if t is None and which == 0 and name in reductions.FORMULA_OPS:

@@ -280,11 +280,21 @@ def _batch_norm_training(name: str, args: tuple) -> bool:
     return bool(args[5]) if len(args) > 5 else True
 
 
+# the ops whose later outputs (which > 0) ``_more_terms`` knows (and fused attention, by a part of its name)
+_MORE_TERMS = frozenset({
+    "native_layer_norm", "native_layer_norm_backward", "native_batch_norm", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training", "native_batch_norm_backward", "convolution_backward", "_fused_rms_norm",
+    "_fused_rms_norm_backward", "var_mean", "std_mean",
+})
+
+
 def _more_terms(
     name: str, args: tuple, out: torch.Tensor, idx: list[int], which: int, total: bool = True
 ) -> Terms | None:
     """K and terms of output ``which`` (> 0) of an op with several outputs (None: not a reduction, or
     unknown)."""
+    if name not in _MORE_TERMS and "scaled_dot_product" not in name:
+        return None
     if name == "native_layer_norm":  # (y, mean, rstd): the mean has its K terms x/K; rstd is one row reduction
         n = math.prod(args[1]) if args[1] else 1
         if which == 1:
@@ -471,6 +481,12 @@ _FIRST_OUTPUT = {
     **dict.fromkeys(("_grouped_mm", "grouped_mm"), _grouped_terms),
     **dict.fromkeys(ACCUMULATING, _accumulated_terms),
 }
+
+
+def may_have_terms(name: str) -> bool:
+    """Whether ``terms`` can answer anything but None for some output of an op of this name (a recorder asks once
+    per op and skips the call for the elementwise ops)."""
+    return name in _FIRST_OUTPUT or name in _MORE_TERMS or "scaled_dot_product" in name
 
 
 def terms(
