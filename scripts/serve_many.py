@@ -10,7 +10,9 @@ the one address viewers open, from deploy/haproxy.cfg: a new viewer goes to the 
 open connections, and HAProxy's cookie keeps every later request of that browser (the websocket, uploads,
 media, a reconnect) on the same process, which holds the session. N is at most the cores this process may
 use. SIGTERM, SIGINT or SIGHUP stops HAProxy first, then every server process (SIGTERM, SIGKILL after
-15 s); each child is also asked by the kernel to stop should this launcher die without stopping them.
+15 s); each child is also asked by the kernel to stop should this launcher die without stopping them. A
+server process that exits is reported and the others go on serving (HAProxy's health check sends its
+viewers to them, each into a new session); the launcher stops when HAProxy or every server process has.
 """
 
 from __future__ import annotations
@@ -229,12 +231,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"serve_many: {name} on 127.0.0.1:{port} (pid {proc.pid})", flush=True)
     print(f"serve_many: {args.processes} processes behind {cluster.url} (haproxy pid {cluster.proxy.pid})",
           flush=True)
-    status = 0
+    status, told = 0, set()
     while not stopping.wait(0.5):
-        if gone := cluster.exited():
+        gone = cluster.exited()
+        if any(g.startswith("haproxy ") for g in gone) or len(gone) == len(cluster.backends):
             print(f"serve_many: {', '.join(gone)} exited; stopping the rest", file=sys.stderr, flush=True)
             status = 1
             break
+        for g in sorted(set(gone) - told):  # HAProxy's health check sends its viewers to the others
+            print(f"serve_many: {g} exited; the other processes go on serving", file=sys.stderr, flush=True)
+            told.add(g)
     cluster.stop()
     print("serve_many: stopped", flush=True)
     return status
