@@ -48,6 +48,8 @@ H100_PAGE = "https://www.nvidia.com/en-us/data-center/h100/"
 ADA_WHITEPAPER = "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf"
 T4_PAGE = "https://www.nvidia.com/en-us/data-center/tesla-t4/"
 CUDA_THROUGHPUT = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#arithmetic-instructions"
+# PyTorch closed the report as expected: the Metal framework has no float64 data type
+MPS_NO_FLOAT64 = "https://github.com/pytorch/pytorch/issues/122602"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,7 +112,8 @@ FLOAT64_PEAKS: tuple[Float64Peak, ...] = (
     Float64Peak(hardware="x86 CPU (SIMD)", fp64=None, fp32=None, ratio_text="about 1 : 2",
                 source="vector width: 8 float32 or 4 float64 per AVX2 register (measured here on request)"),
     Float64Peak(hardware="Apple GPU (MPS)", fp64=None, fp32=None, ratio_text="no float64",
-                source="PyTorch's MPS backend refuses float64 tensors"),
+                source="PyTorch's MPS backend refuses float64 tensors (Apple's MPSDataType has no float64)",
+                url=MPS_NO_FLOAT64),
 )
 # (hardware, peak FP64 : FP32 without tensor cores, source): the same table, as text
 VENDOR_RATIOS: tuple[tuple[str, str, str], ...] = tuple((p.hardware, p.ratio, p.source) for p in FLOAT64_PEAKS)
