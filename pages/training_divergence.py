@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import streamlit as st
 
+from core.arith.metrics import ulps_count
 from core.crowd.budget import training_advice, training_cost
 from core.crowd.bytecache import PAIR_OUTCOMES, SEED_STREAMS, SEEDS
 from core.crowd.querystate import Field, FieldKind
@@ -357,7 +358,7 @@ def jump_at_once(settings: TrainSettings) -> None:
                     f"{flip.relative_distance:.1e} apart relative to the size of A's weights, and their losses "
                     + ("are bit-identical" if flip.rel_loss_gap == 0 else f"{flip.rel_loss_gap:.1e} apart relative")
                     + f". At the input ({x1:.9g}, {x2:.9g}) their logits differ by at most "
-                    f"{flip.logit_ulps:.0f} ULP{'s' if flip.logit_ulps != 1 else ''}, yet A predicts class "
+                    f"{ulps_count(flip.logit_ulps)}, yet A predicts class "
                     f"**{flip.class_a}** and B class **{flip.class_b}**: a whole class, at once.")
         st.caption(f"Computed live: bisection to A's decision boundary along {flip.segments} segments between data "
                    "points of two classes, inputs rounded to A's format, both runs tested either side and the "

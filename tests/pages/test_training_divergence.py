@@ -7,6 +7,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.arith.metrics import ulps_count
 from core.training.divergence import DEFAULT_SPEED, boundary_flip, postponement, seed_streams, seed_verdict
 from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings, network_name
 from core.training.pair import PLAIN, PairedRun
@@ -446,6 +447,8 @@ def test_the_jump_section_shows_an_input_whose_class_flips():
     text = all_text(at)
     assert f"yet A predicts class **{flip.class_a}** and B class **{flip.class_b}**" in text
     assert f"({flip.point[0]:.9g}, {flip.point[1]:.9g})" in text
+    # a fraction of a ULP is written as one, not rounded to "0 ULPs"
+    assert f"differ by at most {ulps_count(flip.logit_ulps)}, yet" in text and " 0 ULPs" not in text
 
 
 def test_same_seed_says_what_holds_live():
