@@ -4,7 +4,8 @@ requests (its page, its websocket, its upload, its media) reach one process, and
 The launcher runs as it would for a room, as a process of its own, on a small app written here: the app names
 the process that runs each script run, keeps the ``who`` of every visit in a file of that process, and takes
 an upload. Sticky sessions are a property of HAProxy's config and of Streamlit's server, not of a page, so
-a small app shows them in seconds where the app's own pages would each import torch first.
+a small app shows them in seconds where the app's own pages would each import torch first. A second test
+takes the app's own upload (CPU vs GPU, "Bring your own GPU") through HAProxy to two processes of app.py.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ import pytest
 from playwright.sync_api import expect
 
 from benchmarks.harness import ROOT, free_port, run_in_own_thread
-from scripts.serve_many import COOKIE, haproxy_path
-from tests.e2e.conftest import RERUN, until, wait_for_app
+from scripts.serve_many import COOKIE, Cluster, haproxy_path
+from tests.e2e.conftest import RERUN, assert_healthy_page, until, wait_for_app
 
 pytestmark = pytest.mark.skipif(haproxy_path() is None, reason="haproxy is not installed: `make test` installs "
                                 "Debian's haproxy where apt-get is there and it runs as root")
@@ -177,3 +178,51 @@ def test_two_processes_behind_haproxy_keep_each_session_on_one_and_stop_cleanly(
         if launcher.poll() is None:
             launcher.kill()  # its children get SIGTERM from the kernel (PR_SET_PDEATHSIG)
             launcher.wait()
+
+
+def test_the_apps_own_upload_reaches_its_session_through_haproxy(browser, tmp_path):
+    """A visitor's capture file, uploaded on CPU vs GPU through HAProxy to one of two processes of app.py, joins
+    their page: the upload's PUT went to the process holding their session; sent to the other, it is refused."""
+    from core.recordings.store import DEFAULT_DIR, UPLOADED
+
+    src = sorted(DEFAULT_DIR.glob("*.json"))[-1]
+    with Cluster(2, script="app.py", log_dir=tmp_path) as cluster:
+        context = browser.new_context(viewport={"width": 1400, "height": 3200})
+        try:
+            page = context.new_page()
+            puts = []
+            page.on("request", lambda r: puts.append(r) if r.method == "PUT" and "/upload_file/" in r.url else None)
+            page.goto(f"{cluster.url}/cpu_vs_gpu")
+            wait_for_app(page, timeout=120_000)
+            assert [c["value"] for c in context.cookies() if c["name"] == COOKIE] in (["s1"], ["s2"])
+            page.get_by_text("Bring your own GPU").click()
+            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(
+                files=[{"name": "my-gpu-capture.json", "mimeType": "application/json", "buffer": src.read_bytes()}])
+            wait_for_app(page, timeout=120_000)
+            card = page.locator('[data-testid="stAlert"]').filter(has_text=f"Your recording, {UPLOADED}")
+            expect(card).to_be_visible(timeout=60_000)
+            expect(card).to_contain_text("my-gpu-capture.json")
+            assert_healthy_page(page)
+            # the same upload again, as the browser sent it (its session's URL, its XSRF token), to each process:
+            # taken by the one its cookie names, refused by the other, which has no such session
+            put = puts[-1]
+            mine = next(c["value"] for c in context.cookies() if c["name"] == COOKIE)
+            part = (b'--fp\r\nContent-Disposition: form-data; name="UploadedFile"; filename="my-gpu-capture.json"\r\n'
+                    b"Content-Type: application/json\r\n\r\n")
+            body = part + src.read_bytes() + b"\r\n--fp--\r\n"
+
+            def send_to(name: str) -> tuple[int, str]:
+                sent = put.all_headers()
+                headers = {"Content-Type": "multipart/form-data; boundary=fp", "X-Xsrftoken": sent["x-xsrftoken"],
+                           "Cookie": sent["cookie"].replace(f"{COOKIE}={mine}", f"{COOKIE}={name}")}
+                request = urllib.request.Request(put.url, data=body, method="PUT", headers=headers)
+                try:
+                    with urllib.request.urlopen(request, timeout=10) as answer:
+                        return answer.status, answer.read().decode()
+                except urllib.error.HTTPError as err:
+                    return err.code, err.read().decode()
+            assert send_to(mine)[0] < 300
+            status, text = send_to("s2" if mine == "s1" else "s1")
+            assert status == 400 and "Invalid session_id" in text, (status, text)
+        finally:
+            context.close()
