@@ -77,7 +77,8 @@ class Cluster:
     """N server processes on free loopback ports and HAProxy on ``address:port`` in front of them.
 
     ``script``: run ``streamlit run script`` in each process instead of the app with its warm-up (the tests'
-    small apps). ``log_dir``: each child's output goes to a file there instead of this process's own.
+    small apps). ``log_dir``: each child's output goes to a file there instead of this process's own. The
+    kernel counts the thread that started a child as its parent: start a cluster in a thread that outlives it.
     """
 
     def __init__(self, processes: int, port: int | None = None, address: str = "127.0.0.1",
@@ -205,14 +206,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--script", default=None, help="run `streamlit run SCRIPT` in each process instead of the app")
     ap.add_argument("--print-config", action="store_true", help="print the HAProxy config and start nothing")
     args, rest = ap.parse_known_args(argv)
-    options = rest[1:] if rest[:1] == ["--"] else rest
+    if rest[:1] not in ([], ["--"]):
+        ap.error(f"unrecognized arguments: {' '.join(rest)} (options for streamlit go after --)")
+    options = rest[1:]
     if not 1 <= args.processes <= max_processes():
         ap.error(f"--processes must be between 1 and {max_processes()} (the cores here), not {args.processes}")
     if args.print_config:
         ports = [args.port + i for i in range(1, args.processes + 1)]
         print(render(_bind(args.address, args.port), ports), end="")
-        print(f"# the server processes: python -m scripts.serve --server.port=PORT --server.address=127.0.0.1 "
-              f"--server.headless=true, PORT in {', '.join(map(str, ports))}")
+        flags = " ".join(["--server.port=PORT", "--server.address=127.0.0.1", "--server.headless=true", *options])
+        print(f"# the server processes: python -m scripts.serve {flags}, PORT in {', '.join(map(str, ports))}")
         return 0
     if haproxy_path() is None:
         print("serve_many: haproxy is not installed (Debian: apt-get install haproxy)", file=sys.stderr)

@@ -34,10 +34,18 @@ def test_haproxy_itself_accepts_the_config_the_launcher_writes(tmp_path):
 
 
 def test_print_config_starts_nothing_and_says_how_to_start_each_process(capsys):
-    assert serve_many.main(["--processes", "1", "--port", "8600", "--print-config"]) == 0
+    argv = ["--processes", "1", "--port", "8600", "--print-config", "--", "--server.maxUploadSize=5"]
+    assert serve_many.main(argv) == 0
     out = capsys.readouterr().out
     assert "bind 127.0.0.1:8600" in out and "server s1 127.0.0.1:8601 cookie s1" in out
-    assert "python -m scripts.serve --server.port=PORT" in out
+    assert "python -m scripts.serve --server.port=PORT --server.address=127.0.0.1 --server.headless=true " \
+           "--server.maxUploadSize=5, PORT in 8601" in out
+
+
+def test_a_mistyped_option_is_refused_not_passed_to_streamlit(capsys):
+    with pytest.raises(SystemExit):
+        serve_many.main(["--proceses", "2", "--print-config"])
+    assert "options for streamlit go after --" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("n", [0, serve_many.max_processes() + 1])
