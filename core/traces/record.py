@@ -471,7 +471,8 @@ class TraceMode(TorchDispatchMode):
         self.ops: list[OpRecord] = []
         self._derived = TensorMap()  # tensors that derive from the run's inputs
         self._digests = TensorMap()  # tensor -> (version, digest of its followed bits)
-        self._written: list | tuple = ()  # the tensors the op being recorded writes in place
+        # ids of the tensors the op being recorded writes in place (alive while it is recorded: args hold them)
+        self._written: frozenset[int] = frozenset()
         # following a row: derived tensors whose first dimension is not the batch's rows (their rows mix the
         # batch's, or the batch moved to another dimension): recorded whole, never cut
         self._mixed = TensorMap()
@@ -521,8 +522,8 @@ class TraceMode(TorchDispatchMode):
         return "model" + ("." + rest if rest else "") if head == self.root_name else deepest
 
     def _share(self, t: torch.Tensor) -> int | None:  # rows of t that are the followed row's (None: not cut)
-        if self.follow > 1 and t.dim() and t.shape[0] % self.follow == 0 and not self._bw \
-                and self._derived.get(t, False) and not (self._mixed._d and self._mixed.get(t, False)):
+        if self.follow > 1 and not self._bw and self._derived.get(t, False) and t.dim() \
+                and t.shape[0] % self.follow == 0 and not (self._mixed._d and self._mixed.get(t, False)):
             return t.shape[0] // self.follow
         return None
 
@@ -555,7 +556,7 @@ class TraceMode(TorchDispatchMode):
         return d
 
     def _is_written(self, t: torch.Tensor) -> bool:
-        return any(t is w for w in self._written)
+        return id(t) in self._written
 
     def _remember(self, t: torch.Tensor, d: str, after: bool) -> None:
         """Keep ``d`` as the digest of t's bits (``after``: taken after the op ran). An op that writes an
@@ -650,13 +651,13 @@ class TraceMode(TorchDispatchMode):
                 with torch.no_grad():
                     target.mul_(1.0 + self.perturb[1])
                 self.perturbed = text
-        self._written = tensors_of([args[i] if i < len(args) else kwargs.get(n) for i, n in writes], []) \
-            if writes else ()
+        self._written = frozenset(map(id, tensors_of([args[i] if i < len(args) else kwargs.get(n) for i, n in writes],
+                                                     []))) if writes else frozenset()
         try:
             self.ops.append(self._record(func, name, args, kwargs, tensors_in, head, outs, places, scratch, taint,
                                          mixes, derived))
         finally:
-            self._written = ()
+            self._written = frozenset()
         return out
 
     def _output(self, func, name, args, kwargs, tensors_in, out: torch.Tensor, which: int,
@@ -704,8 +705,9 @@ class TraceMode(TorchDispatchMode):
             return OpRecord._of({**head, **NO_OUTPUT, "outputs": [], "mixes_rows": False, "not_batch_first": False})
         if len(outs) > 1:
             scratch = scratch | oprules.workspaces(outs, places, tensors_in)
-        each = [self._output(func, name, args, kwargs, tensors_in, o, i, i in scratch)
-                for o, i in zip(outs[:MAX_OUTPUTS], places[:MAX_OUTPUTS], strict=True)]
+        each = [self._output(func, name, args, kwargs, tensors_in, outs[0], places[0], places[0] in scratch)] \
+            if len(outs) == 1 else [self._output(func, name, args, kwargs, tensors_in, o, i, i in scratch)
+                                    for o, i in zip(outs[:MAX_OUTPUTS], places[:MAX_OUTPUTS], strict=True)]
         first = each[0] if len(outs) == 1 and "scratch" not in each[0] else \
             {k: v for k, v in each[0].items() if k != "scratch"}
         mixes = across is True or (across == "if integer" and not outs[0].is_floating_point()) or (

@@ -125,8 +125,8 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
     if alpha != 1.0:  # (times 1 changes no bits)
         t = abs(alpha) * t
     np.multiply(t, (nb3[bi, :, j] if nb3.shape[0] > 1 else nb3[0].T[j]).astype(np.float64), out=t)
-    sum_abs = np.abs(t).sum(1)
     sq = np.einsum("sk,sk->s", t, t)
+    sum_abs = np.add.reduce(np.abs(t, out=t), axis=1)  # (t.sum(1)'s sums, t no longer needed)
     kk = k
     # sum over i, j of sum_k |a_ik||b_kj| = sum_k (sum_i |a_ik|)(sum_j |b_kj|); the column and row sums
     # of |a| and |b| in their own format (fast), each raised by its own worst rounding
