@@ -2,9 +2,10 @@
 
 Two runs of the model: its forward pass over 8 passages of 160 characters (its whole context; a
 prefill, core.traces.models.tiny_lm_prefill; the last line), and the decode step below (the line
-before it). Recording costs a roughly fixed time per op (about half a millisecond here) plus hashing
-at about 1 GB/s, so the ratio is large where the ops are tiny (the decode step's ops take about 25
-microseconds each) and smaller where they compute more.
+before it). Recording costs a roughly fixed time per op (about 0.15 ms on the 2-core development VM
+under load, December 2026; 0.25 ms before the recorder's per-op work was cut) plus what grows with the
+data (hashing, the float64 L1 norm), so the ratio is large where the ops are tiny (the decode step's ops
+take about 15-25 microseconds each) and smaller where they compute more.
 
 The run is the one ``python -m scripts.trace run --model tiny-lm --batch 8`` traces (core.traces.models:
 eight requests' last characters through the model as one batch, after their prompts were prefilled),

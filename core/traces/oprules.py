@@ -79,10 +79,11 @@ def dim_argument(func, name: str):
 def moves_first_dim(t: torch.Tensor) -> bool:
     """Whether a reordered view's first dimension is not its outermost in memory (a [B, T, d] tensor
     transposed to [T, B, d]): its first dimension is then not the batch's."""
-    if t.dim() < 2 or t.shape[0] <= 1:
+    shape = t.shape
+    if len(shape) < 2 or shape[0] <= 1:
         return False
-    s0 = t.stride(0)
-    return any(t.stride(d) > s0 for d in range(1, t.dim()) if t.shape[d] > 1)
+    strides = t.stride()
+    return any(strides[d] > strides[0] for d in range(1, len(shape)) if shape[d] > 1)
 
 
 def workspaces(outs: list, places: list, tensors_in: list) -> frozenset[int]:

@@ -1,0 +1,217 @@
+"""What a trace keeps of one tensor's bits: the digest of its bytes in row-major order, sampled values as hex
+bits, and its L1 norm in float64 (core.traces.record calls these for every input and output of every op).
+
+Where the tensor is one NumPy reads as it is (a dense CPU tensor of a float, integer or boolean dtype),
+its followed rows are cut and flattened in NumPy (``rows_values``) and the digest, samples and L1 norm read
+that one array; others (bfloat16, complex, another device, lazy negation) go through torch (``flat_values``).
+Both give the same bits, so the same digests, samples and norms. A trace makes these per op, so the fixed
+cost of each call counts: float samples' text is made in one conversion per format when the trace ends
+(``sample_text`` with ``pending``, then ``write_samples``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import torch
+import xxhash
+
+from core.arith.formats import bit_view, byte_view, format_of, hex_digits, to_numpy
+
+SAMPLE = 32  # output values kept per op, as hex bits
+# what digest() computes (earlier files: "blake2b-64" in version 1, then "sha256-64"); traces of two cannot be compared
+DIGEST = "xxh3-64"
+DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
+               torch.bfloat16: "bfloat16"}
+_FORMATS = {dt: format_of(dt) for dt in DTYPE_NAMES}  # looked up per sampled output
+
+
+def dtype_name(dt: torch.dtype) -> str:
+    return DTYPE_NAMES.get(dt) or str(dt).removeprefix("torch.")
+
+
+def _cpu(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach() if t.requires_grad else t  # (detach makes a new tensor object: only where NumPy needs it)
+    return t if t.device.type == "cpu" else t.to("cpu")
+
+
+def flat_values(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's values as a 1-D CPU tensor of stride 1, in row-major order, whatever its layout.
+
+    ``contiguous()`` alone is not enough: a tensor whose size-1 dimensions carry odd strides (``x[:, -1]``
+    of a [1, 16] tensor has shape [1] and stride 16) counts as contiguous and keeps them, and viewing
+    it as bytes then fails. Lazy conjugate and negative bits are resolved, so the bits are the values'.
+    """
+    c = _cpu(t)
+    if c.layout != torch.strided or c.is_quantized:
+        raise ValueError(f"cannot trace a {c.layout} {'quantized ' if c.is_quantized else ''}tensor: "
+                         "only dense (strided) tensors are recorded")
+    flat = c.resolve_conj().resolve_neg().reshape(-1)
+    if flat.numel() and flat.stride(0) != 1:
+        flat = flat.clone(memory_format=torch.contiguous_format)
+    return flat
+
+
+def values_of(flat: torch.Tensor) -> np.ndarray:
+    """A flat tensor's memory as a NumPy array (shared, no copy): its own values, bfloat16 through
+    core.arith.formats.to_numpy (torch hands NumPy no bfloat16 array). The digest, the samples and the
+    L1 norm all read this one array."""
+    return to_numpy(flat) if flat.dtype == torch.bfloat16 else flat.numpy()
+
+
+# dtypes whose memory NumPy reads as it is (``Tensor.numpy``): their followed rows are cut and flattened in NumPy
+_NUMPY_DTYPES = frozenset({torch.float16, torch.float32, torch.float64, torch.bool, torch.uint8, torch.int8,
+                           torch.int16, torch.int32, torch.int64})
+
+
+def rows_values(t: torch.Tensor, share: int | None, row: int) -> tuple[tuple[int, ...], np.ndarray] | None:
+    """(shape, values) of t's rows ``row * share`` to ``(row + 1) * share - 1`` (all of t for ``share`` None): the
+    shape of the cut and its values as a 1-D NumPy array in row-major order, the same bits that
+    ``values_of(flat_values(...))`` gives of ``t.narrow(0, row * share, share)``; None for a tensor this does not read
+    (another device or layout, bfloat16, complex, lazy negation: ``flat_values`` handles those). A trace reads two
+    or three tensors per op, and NumPy's slice and ravel cost a fraction of torch's narrow, reshape and the checks
+    ``flat_values`` makes."""
+    if t.dtype not in _NUMPY_DTYPES or not t.is_cpu or t.layout != torch.strided or t.is_neg():
+        return None
+    a = (t.detach() if t.requires_grad else t).numpy()
+    if share is not None:
+        a = a[row * share:(row + 1) * share]
+    v = a.ravel()  # a view where the memory allows, else a row-major copy
+    if v.size and v.strides[0] != v.itemsize:  # one element with an odd stride (a size-1 dimension's)
+        v = v.copy()
+    return a.shape, v
+
+
+def digest_of(shape: tuple[int, ...], dtype: torch.dtype, values: np.ndarray) -> str:
+    """``digest`` of a tensor of this shape and dtype whose row-major values are ``values``."""
+    h = xxhash.xxh3_64(_prefix(shape, dtype))
+    if values.size:
+        h.update(values)  # its memory, as bytes (values is 1-D and contiguous: byte_view's bytes)
+    return h.hexdigest()
+
+
+def digest(t: torch.Tensor, flat: torch.Tensor | None = None, values: np.ndarray | None = None) -> str:
+    """``DIGEST`` of the tensor's shape, dtype and bits, in row-major order (the layout does not count).
+    ``flat``, ``values``: ``flat_values(t)`` and ``values_of`` of it, where the caller has them already."""
+    h = xxhash.xxh3_64(_prefix(t.shape, t.dtype))
+    if t.numel():
+        if values is None:
+            values = values_of(flat_values(t) if flat is None else flat)
+        h.update(byte_view(values))  # the bytes in order (a bool is one byte, 0 or 1)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=4096)  # a run meets few shapes, again and again
+def _prefix(shape: torch.Size, dtype: torch.dtype) -> bytes:
+    """What a digest hashes before the bits: the shape and the dtype, as text."""
+    return f"{tuple(shape)}{dtype}".encode()
+
+
+def _combined(digests: list[str]) -> str:
+    """One digest for several (equal exactly when all of them are)."""
+    return xxhash.xxh3_64_hexdigest("".join(digests).encode())
+
+
+def sample_positions(numel: int, count: int = SAMPLE) -> list[int]:
+    """``count`` flat positions spread evenly over 0 .. numel - 1 (all of them for a small tensor)."""
+    return list(positions(numel, count))
+
+
+@functools.lru_cache(maxsize=4096)  # as positions: the same few index lists, asked for again and again
+def _position_array(idx: tuple[int, ...]) -> np.ndarray:
+    return np.asarray(idx, dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=4096)  # a run meets few sizes, again and again: each op of a trace asks
+def positions(numel: int, count: int) -> tuple[int, ...]:
+    """``sample_positions`` as a tuple (shared: the cache's own)."""
+    if numel <= count:
+        return tuple(range(numel))
+    return tuple(sorted({round(i * (numel - 1) / (count - 1)) for i in range(count)}))
+
+
+def sample_hex(t: torch.Tensor, idx: list[int], flat: torch.Tensor | None = None,
+             values: np.ndarray | None = None) -> list[str]:
+    """The sampled values' bits as big-endian hex (floats), or their decimal text (integers). ``flat``,
+    ``values``: ``flat_values(t)`` and ``values_of`` of it, where the caller has them already."""
+    flat = flat_values(t) if flat is None else flat
+    fmt = _FORMATS.get(t.dtype)
+    if fmt is not None:
+        values = values_of(flat) if values is None else values
+        return hex_digits(bit_view(values)[_position_array(tuple(idx))], fmt)
+    picked = flat[torch.tensor(idx, dtype=torch.long)] if idx else flat[:0]
+    return [str(int(v)) if not t.is_complex() else str(complex(v)) for v in picked.tolist()]
+
+
+_NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
+
+
+def l1_norm(flat: torch.Tensor, values: np.ndarray | None = None) -> float | None:
+    """sum |x| of a flat tensor (``flat_values``), accumulated in float64; None for no values, complex values, or a
+    sum that is not finite (a NaN or an infinity among them: the L1 check is then not made). |x| is exact for
+    floats; integers are widened to float64 before |x| is taken, so no value (int64's most negative, which
+    casting -inf gives) comes out negative."""
+    if not flat.numel() or flat.is_complex():
+        return None
+    if flat.dtype in _NUMPY_FLOATS:  # NumPy widens while it sums, in blocks: no float64 copy of the whole tensor
+        l1 = float(np.add.reduce(np.abs(flat.numpy() if values is None else values), dtype=np.float64))
+    else:  # integers and booleans: widened first, since |x| of the most negative int64 (the cast of -inf) overflows
+        with torch.no_grad():
+            l1 = float(flat.to(torch.float64).abs().sum())
+    return l1 if math.isfinite(l1) else None
+
+
+def sample_text(values: np.ndarray, dtype: torch.dtype, pos: tuple[int, ...], pending: list | None = None) -> list[str]:
+    """``sample_hex`` of the values ``rows_values`` gave (positions ``pos``): the same text. ``pending``: where
+    given, a float sample's text is left to ``write_samples`` (the list returned is filled then)."""
+    fmt = _FORMATS.get(dtype)
+    picked = values[_position_array(pos)]
+    if fmt is None:
+        return [str(int(v)) for v in picked.tolist()]
+    if pending is None:
+        return hex_digits(bit_view(picked), fmt)
+    text: list[str] = []
+    pending.append((text, picked, fmt))
+    return text
+
+
+def write_samples(pending: list) -> None:
+    """Fill the lists ``sample_text`` left (text, values, format): one bit view and one hex conversion per format
+    for all of them, not two per op (the same text)."""
+    for fmt in {f for _, _, f in pending}:
+        mine = [(text, values) for text, values, f in pending if f is fmt]
+        hexes = hex_digits(bit_view(np.concatenate([v for _, v in mine])), fmt)
+        at = 0
+        for text, values in mine:
+            text[:] = hexes[at:at + len(values)]
+            at += len(values)
+    pending.clear()
+
+
+_EXACT_INTEGERS = 2.0 ** 52  # below this any order of summing non-negative integers is exact (margin of 2)
+
+
+def l1_of(values: np.ndarray, dtype: torch.dtype) -> float | None:
+    """``l1_norm`` of the values ``rows_values`` gave, the same number: floats as l1_norm sums them; integers
+    and booleans in NumPy where their sum is exact in any order (every partial sum an integer below 2^53), so
+    torch's order, which l1_norm uses, gives the same; larger ones through l1_norm itself."""
+    if not values.size:
+        return None
+    if dtype in _NUMPY_FLOATS:
+        l1 = float(np.add.reduce(np.abs(values), dtype=np.float64))
+    elif dtype == torch.bool:
+        l1 = float(np.count_nonzero(values))
+    else:
+        x = np.abs(values.astype(np.float64))
+        if float(x.max()) * x.size < _EXACT_INTEGERS:
+            l1 = float(np.add.reduce(x))
+        else:
+            return l1_norm(torch.from_numpy(values))
+    return l1 if math.isfinite(l1) else None
+
+
+def scratch_digest(t: torch.Tensor) -> str:
+    """What stands for a scratch tensor's bits: its shape and dtype only (its bytes are no result)."""
+    return xxhash.xxh3_64_hexdigest(_prefix(t.shape, t.dtype) + b"scratch")
