@@ -367,11 +367,15 @@ class TraceMode(TorchDispatchMode):
         its version changes (a cached one needs no cut). ``after``: t is an output of the op just run."""
         if self._scratch._d and self._scratch.get(t, False):
             return scratch_digest(t)
-        version = _version(t)
+        try:
+            version = t._version
+        except RuntimeError:  # an inference-mode tensor has none (not cached)
+            version = None
         written = after and self._written and self._is_written(t)  # its cached digest is of the bits before the op
-        seen = self._digests.get(t) if version is not None and not written else None
-        if seen is not None and seen[0] == version:
-            return seen[1]
+        if version is not None and not written:
+            e = self._digests._d.get(id(t))  # (TensorMap.get, inline: a trace asks this for every input)
+            if e is not None and e[0]() is t and e[1][0] == version:
+                return e[1][1]
         shape, values, _ = self._values(t, self._share(t) if share is False else share)
         d = digest_of(shape, t.dtype, values)
         self._remember(t, d, after)
@@ -445,13 +449,16 @@ class TraceMode(TorchDispatchMode):
         # the record's input fields, taken before the op runs (it may write its inputs); _record adds the rest
         head = {"in_shapes": in_shapes, "in_dtypes": in_dtypes, "in_digests": in_digests}
         out = func(*args, **kwargs)
-        outs = tensors_of(out, [])
-        if not outs and name.endswith("_") and args:
-            outs = tensors_of(args[0], [])  # in-place ops that return nothing (_foreach_*_): what they changed
-        # each output's place in the op's result (a gradient the mask left out is None, not a tensor)
-        places = [i for i, o in enumerate(out) if isinstance(o, torch.Tensor)] \
-            if isinstance(out, tuple) and len(outs) == sum(isinstance(o, torch.Tensor) for o in out) \
-            else list(range(len(outs)))
+        if isinstance(out, torch.Tensor):  # most ops: one output, at place 0
+            outs, places = [out], [0]
+        else:
+            outs = tensors_of(out, [])
+            if not outs and name.endswith("_") and args:
+                outs = tensors_of(args[0], [])  # in-place ops that return nothing (_foreach_*_): what they changed
+            # each output's place in the op's result (a gradient the mask left out is None, not a tensor)
+            places = [i for i, o in enumerate(out) if isinstance(o, torch.Tensor)] \
+                if isinstance(out, tuple) and len(outs) == sum(isinstance(o, torch.Tensor) for o in out) \
+                else list(range(len(outs)))
         if self.follow > 1 and not derived and (name in oprules.BROADCASTS or not tensors_in):
             if oprules.batch_made(out, tensors_in if name in oprules.BROADCASTS else [], self.follow):
                 derived = True  # a batch made from no data (positions repeated over the batch)
