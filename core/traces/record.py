@@ -508,7 +508,7 @@ class TraceMode(TorchDispatchMode):
             l1, sampled = l1_norm(flat, values), sample_hex(flat, idx, flat, values)
         # a cut output's sampled positions are its leading rows, the same flat indices in the whole output;
         # the total over all elements would be the whole output's, not the cut's: not made (no L1 check)
-        t = reductions.terms(func, args, kwargs, out, idx, which, total=share is None, name=name) \
+        t = reductions.terms(func, args, kwargs, out, pos, which, total=share is None, name=name) \
             if _FUNCS[id(func)][7] else None
         d = digest_of(shape, out.dtype, values)
         self._remember(out, d, after=True)

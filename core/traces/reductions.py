@@ -114,17 +114,26 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
         na = na[None]
     if nb.ndim == 1:
         nb = nb[:, None]
-    na3 = na.reshape(-1, *na.shape[-2:])
-    nb3 = nb.reshape(-1, *nb.shape[-2:])
-    m, k = na3.shape[-2:]
-    n = nb3.shape[-1]
-    flat, bi, i, j = _product_index(tuple(idx), m, n)
     # [S, K] each: the sampled rows of a and columns of b; their float64 products are exact. NumPy, because these
     # gathers and sums are small: a few microseconds each against tens in torch, and a trace makes them per op
-    t = (na3[bi, i] if na3.shape[0] > 1 else na3[0][i]).astype(np.float64)
+    if na.ndim == 2 and nb.ndim == 2:  # mm, addmm: no batch
+        (m, k), n = na.shape, nb.shape[1]
+        flat, _, i, j = _product_index(tuple(idx), m, n)
+        na3_batch = 1
+        rows, cols = na[i], nb.T[j]
+    else:
+        na3 = na.reshape(-1, *na.shape[-2:])
+        nb3 = nb.reshape(-1, *nb.shape[-2:])
+        m, k = na3.shape[-2:]
+        n = nb3.shape[-1]
+        flat, bi, i, j = _product_index(tuple(idx), m, n)
+        na3_batch = na3.shape[0]
+        rows = na3[bi, i] if na3.shape[0] > 1 else na3[0][i]
+        cols = nb3[bi, :, j] if nb3.shape[0] > 1 else nb3[0].T[j]
+    t = rows.astype(np.float64)
     if alpha != 1.0:  # (times 1 changes no bits)
         t = abs(alpha) * t
-    np.multiply(t, (nb3[bi, :, j] if nb3.shape[0] > 1 else nb3[0].T[j]).astype(np.float64), out=t)
+    np.multiply(t, cols.astype(np.float64), out=t)
     sq = np.einsum("sk,sk->s", t, t)
     sum_abs = np.add.reduce(np.abs(t, out=t), axis=1)  # (t.sum(1)'s sums, t no longer needed)
     kk = k
@@ -141,7 +150,7 @@ def _matmul_terms(a: torch.Tensor, b: torch.Tensor, idx: list[int], alpha: float
         # broadcasting covers a shared b; the float64 products and their sum round at most numel + 1 times
         whole = abs(alpha) * float((cols_a * rows_b).sum()) * (1 + 2.0 ** -52 * (cols_a.numel() + 2))
     if bias is not None:
-        bias_full = torch.broadcast_to(_f64(bias), (na3.shape[0], m, n)).reshape(-1) * abs(beta)
+        bias_full = torch.broadcast_to(_f64(bias), (na3_batch, m, n)).reshape(-1) * abs(beta)
         bsel = bias_full[torch.from_numpy(flat)].numpy()
         sum_abs = sum_abs + np.abs(bsel)
         sq = sq + bsel * bsel
