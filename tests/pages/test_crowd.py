@@ -148,3 +148,42 @@ def test_cpu_vs_gpu_takes_its_vector_from_the_shared_byte_bounded_cache():
     at.run()
     assert not at.exception
     assert VectorSpec(kind="uniform", n=1000, seed=0, storage="float64") in VECTORS
+
+
+def test_cold_viewers_of_one_link_wait_for_one_computation(monkeypatch):
+    """A room that reaches the Summation lab before anyone has opened it: every viewer asks for the same result at
+    once, one computes it and the others wait for it (each order summed once, one permutation study), and all
+    see the same table."""
+    import core.studies.sumlab as sumlab
+
+    calls = {"orders": 0, "study": 0}
+    lock = threading.Lock()
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            with lock:
+                calls[name] += 1
+            time.sleep(0.5)  # long enough that every viewer asks while the first one computes
+            return fn(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(sumlab, "run_orders", counted("orders", sumlab.run_orders))
+    monkeypatch.setattr(sumlab, "permutation_study", counted("study", sumlab.permutation_study))
+    # a seed no other test asks for: nothing of this link is in the shared caches yet
+    link = dict(n="20000", storage="float32", orders="sequential,pairwise,correct", permutations="5", seed="90417")
+    viewers: list[AppTest] = []
+
+    def view():
+        at = open_lab(**link)
+        with lock:
+            viewers.append(at)
+
+    threads = [threading.Thread(target=view) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=TIMEOUT)
+    assert len(viewers) == 6 and not any(at.exception for at in viewers)
+    assert calls == {"orders": 1, "study": 1}, calls
+    tables = [at.dataframe[0].value for at in viewers]
+    assert all(t.equals(tables[0]) for t in tables)
