@@ -2,7 +2,8 @@
 
 record (the dispatch mode that keeps, for every aten op, its module path, shapes, digests of its
 input and output bits, an L1 norm, a sample of its output bits and its reduction length K), bits
-(what is kept of one tensor's bits: its digest, sampled values and L1 norm), oprules (which ops
+(what is kept of one tensor's bits: its digest, sampled values and L1 norm; which memory holds no data
+yet), oprules (which ops
 read across the batch's rows while one row is followed, which views move the batch, which outputs
 are scratch, and the module tracker that names a backward op's module),
 reductions (K and the terms of each sampled element for the ops that reduce), files (the trace

@@ -7,12 +7,17 @@ that one array; others (bfloat16, complex, another device, lazy negation) go thr
 Both give the same bits, so the same digests, samples and norms. A trace makes these per op, so the fixed
 cost of each call counts: float samples' text is made in one conversion per format when the trace ends
 (``sample_text`` with ``pending``, then ``write_samples``).
+
+What holds no bits worth keeping: memory allocated without data (``torch.empty`` and its kin) holds what the
+allocator left there, different from run to run. ``UninitialisedMemory`` follows which bytes of it ops have written
+(``Allocation``); a tensor none of whose bytes were written is digested as ``UNINITIALISED`` (its bytes are not read).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import weakref
 
 import numpy as np
 import torch
@@ -212,6 +217,132 @@ def l1_of(values: np.ndarray, dtype: torch.dtype) -> float | None:
     return l1 if math.isfinite(l1) else None
 
 
+# what stands for the digest of uninitialised memory (an empty tensor's, before any op writes it, and what an op
+# makes from it): its bytes are whatever the allocator left there, different from run to run. XXH3 gives no
+# tensor sixteen zeros but once in 2^64, so a reader can tell the marker from a digest of bits
+UNINITIALISED = "0" * 16
+
+
 def scratch_digest(t: torch.Tensor) -> str:
     """What stands for a scratch tensor's bits: its shape and dtype only (its bytes are no result)."""
     return xxhash.xxh3_64_hexdigest(_prefix(t.shape, t.dtype) + b"scratch")
+
+
+class TensorMap:
+    """tensor -> value, by identity, forgetting a tensor when it is freed. torch's WeakTensorKeyDictionary
+    makes a weak reference on every lookup; this one makes one when a tensor is added, and a lookup is a
+    plain dict lookup by id (a trace looks each tensor up several times per op). An entry is dropped by the
+    weak reference's callback, which runs before the tensor's memory (and so its id) can be reused, and a
+    lookup also checks that the reference still points at the tensor asked for."""
+
+    def __init__(self) -> None:
+        self._d: dict[int, tuple[weakref.ref, object]] = {}
+
+    def get(self, t: torch.Tensor, default=None):
+        e = self._d.get(id(t))
+        return e[1] if e is not None and e[0]() is t else default
+
+    def __setitem__(self, t: torch.Tensor, value) -> None:
+        key, d = id(t), self._d
+        e = d.get(key)
+        if e is not None and e[0]() is t:
+            d[key] = (e[0], value)
+            return
+
+        def forget(ref, key=key, d=d):
+            if (e := d.get(key)) is not None and e[0] is ref:
+                del d[key]
+
+        d[key] = (weakref.ref(t, forget), value)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+class Allocation:
+    """Memory that held no data when it was allocated (an ``empty`` tensor's storage): which of its bytes ops have
+    written since, one bool per byte (bytes, so a view of it in another dtype reads the same). ``written`` is None
+    once all of them were written, and the memory is plain data from then on."""
+
+    __slots__ = ("nbytes", "ptr", "written")
+
+    def __init__(self, t: torch.Tensor, written: bool = False) -> None:
+        storage = t.untyped_storage()
+        self.ptr, self.nbytes = storage.data_ptr(), storage.nbytes()
+        self.written: torch.Tensor | None = torch.full((self.nbytes,), written, dtype=torch.bool)
+
+    def bytes_of(self, t: torch.Tensor) -> torch.Tensor | None:
+        """t's bytes in ``written`` (one row of ``element_size`` per element); None where t no longer lies in this
+        memory (``set_`` or ``resize_`` moved it) or all of it is written."""
+        if self.written is None:
+            return None
+        storage = t.untyped_storage()
+        if storage.data_ptr() != self.ptr or storage.nbytes() != self.nbytes:
+            return None
+        size = t.element_size()
+        try:
+            return self.written.as_strided((*t.shape, size), (*(s * size for s in t.stride()), 1),
+                                           t.storage_offset() * size)
+        except RuntimeError:  # a layout as_strided cannot express over these bytes
+            return None
+
+
+class UninitialisedMemory:
+    """The tensors of a run that lie in memory allocated without data (an ``empty`` tensor, its views, what an op
+    made by reading one), each with its ``Allocation``. ``tracked`` is empty while there are none (the recorder
+    asks it before anything else: most runs have none, or few)."""
+
+    def __init__(self) -> None:
+        self._map = TensorMap()
+        self.tracked = self._map._d
+
+    def allocated(self, outs: list) -> None:
+        """``outs`` were just allocated without data."""
+        for o in outs:
+            self._map[o] = Allocation(o)
+
+    def holds_no_data(self, t: torch.Tensor) -> bool:
+        """Whether t lies in memory allocated without data and no op has written any of its bytes since (a tensor
+        written in part holds data: what an op leaves unwritten is beyond the trace)."""
+        alloc = self._map.get(t)
+        if alloc is None or alloc.written is None or not t.numel():
+            return False
+        b = alloc.bytes_of(t)
+        return b is not None and not bool(b.any())
+
+    def after_view(self, tensors_in: list, outs: list) -> None:
+        """After an op that is not recorded (a view, a detach, a clone) and read a tracked tensor: an output in
+        that memory (a view) is tracked in it; a copy of memory that held no data holds none."""
+        src = next((a for a in tensors_in if self._map.get(a) is not None), None)
+        if src is None:
+            return
+        alloc, empty = self._map.get(src), None
+        for o in outs:
+            if o.untyped_storage().data_ptr() == alloc.ptr:
+                self._map[o] = alloc
+            elif empty is not False and (empty := self.holds_no_data(src)):
+                self._map[o] = Allocation(o)
+
+    def after_op(self, name: str, tensors_in: list, outs: list, written: list) -> None:
+        """After a recorded op ran (``written``: the arguments it wrote in place). One that reads a tensor that
+        holds no data (other than the tensor it writes, and not only for its shape as ``zeros_like`` does) makes
+        garbage: what it writes and returns holds no data either. Otherwise the bytes it writes hold data from
+        now on (a view's: a slice written is data, the rest of its memory not)."""
+        ids = {id(w) for w in written}
+        shape_only = name.endswith("_like") or name.startswith("new_")
+        garbage = not shape_only and any(id(a) not in ids and self.holds_no_data(a) for a in tensors_in)
+        seen = set()
+        for o in (*written, *outs):
+            if id(o) in seen:
+                continue
+            seen.add(id(o))
+            alloc = self._map.get(o)
+            b = alloc.bytes_of(o) if alloc is not None else None
+            if b is not None:
+                b.fill_(not garbage)
+                if not garbage and bool(alloc.written.all()):
+                    alloc.written = None
+            elif garbage:  # data overwritten with garbage, or new memory: its bytes hold none (the rest do)
+                alloc = self._map[o] = Allocation(o, written=True)
+                if (b := alloc.bytes_of(o)) is not None:
+                    b.fill_(False)

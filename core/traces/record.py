@@ -31,6 +31,12 @@ outputs (a layer norm's backward: the input's, the weight's and the bias's gradi
 one's fields in ``outputs``, so each is judged against its own envelope. Views, ``detach`` and
 ``clone`` compute nothing and are not recorded.
 
+Memory allocated without data (``empty`` and its kin, not recorded themselves) is tracked byte by byte
+(core.traces.bits.UninitialisedMemory): a tensor none of whose bytes an op has written since is uninitialised,
+its digest the marker ``UNINITIALISED`` and, as an output, with no samples, norm or terms; so is what an op
+makes by reading one. Two runs with other leftovers in the allocator then record alike (docs/tracing.md says
+what is beyond it).
+
 Following one row (``follow_batch``, ``follow_row``): with a batch of B rows, a tensor derived from
 the run's inputs whose first dimension is a multiple of B is cut to row r's share (rows r·n/B to
 (r+1)·n/B - 1) before it is hashed, sampled and sized, so a trace at batch 8 describes one request
@@ -44,7 +50,6 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
@@ -55,9 +60,10 @@ from torch.utils.module_tracker import ModuleTracker
 from core.traces import oprules, reductions
 from core.traces.bits import DIGEST as DIGEST
 from core.traces.bits import SAMPLE as SAMPLE
-from core.traces.bits import _combined as _combined
-from core.traces.bits import digest as digest
+from core.traces.bits import UNINITIALISED as UNINITIALISED
+from core.traces.bits import TensorMap as TensorMap
 from core.traces.bits import (
+    UninitialisedMemory,
     digest_of,
     dtype_name,
     flat_values,
@@ -71,6 +77,8 @@ from core.traces.bits import (
     values_of,
     write_samples,
 )
+from core.traces.bits import _combined as _combined
+from core.traces.bits import digest as digest
 from core.traces.bits import sample_positions as sample_positions
 
 MAX_OPS = 20_000  # ops recorded per trace; a run with more is refused, not truncated
@@ -82,6 +90,8 @@ MAX_OUTPUTS = 8  # outputs of one op recorded one by one (more are only digested
 _SKIP = {"detach", "clone", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided", "new_empty",
          "new_empty_strided", "empty_permuted",
          "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
+# ops that allocate without writing: their output's bytes are the allocator's leftovers until an op writes them
+_EMPTY = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
 # id of an op overload -> (name, not recorded, written arguments, scratch returns, batch reading, its text, the op,
 # whether it can have terms)
 _FUNCS: dict = {}
@@ -94,37 +104,6 @@ _local = threading.local()
 
 class TooManyOps(RuntimeError):
     pass
-
-
-class TensorMap:
-    """tensor -> value, by identity, forgetting a tensor when it is freed. torch's WeakTensorKeyDictionary
-    makes a weak reference on every lookup; this one makes one when a tensor is added, and a lookup is a
-    plain dict lookup by id (a trace looks each tensor up several times per op). An entry is dropped by the
-    weak reference's callback, which runs before the tensor's memory (and so its id) can be reused, and a
-    lookup also checks that the reference still points at the tensor asked for."""
-
-    def __init__(self) -> None:
-        self._d: dict[int, tuple[weakref.ref, object]] = {}
-
-    def get(self, t: torch.Tensor, default=None):
-        e = self._d.get(id(t))
-        return e[1] if e is not None and e[0]() is t else default
-
-    def __setitem__(self, t: torch.Tensor, value) -> None:
-        key, d = id(t), self._d
-        e = d.get(key)
-        if e is not None and e[0]() is t:
-            d[key] = (e[0], value)
-            return
-
-        def forget(ref, key=key, d=d):
-            if (e := d.get(key)) is not None and e[0] is ref:
-                del d[key]
-
-        d[key] = (weakref.ref(t, forget), value)
-
-    def __len__(self) -> int:
-        return len(self._d)
 
 
 @contextlib.contextmanager
@@ -299,6 +278,7 @@ class TraceMode(TorchDispatchMode):
         # batch's, or the batch moved to another dimension): recorded whole, never cut
         self._mixed = TensorMap()
         self._scratch = TensorMap()  # outputs that are scratch (a kernel's workspace), not results
+        self._uninit = UninitialisedMemory()  # tensors in memory allocated without data (an empty tensor's)
         self.not_batch_first: list[OpRecord] = []  # ops with an output whose batch is not its first dimension
         self._counter = 0
         self._bw = False  # whether the op being recorded runs in the backward pass (asked once per op)
@@ -367,6 +347,8 @@ class TraceMode(TorchDispatchMode):
         its version changes (a cached one needs no cut). ``after``: t is an output of the op just run."""
         if self._scratch._d and self._scratch.get(t, False):
             return scratch_digest(t)
+        if self._uninit.tracked and self._uninit.holds_no_data(t):
+            return UNINITIALISED
         try:
             version = t._version
         except RuntimeError:  # an inference-mode tensor has none (not cached)
@@ -415,6 +397,10 @@ class TraceMode(TorchDispatchMode):
                 break
         if skip:
             out = func(*args, **kwargs)
+            if name in _EMPTY:
+                self._uninit.allocated(tensors_of(out, []))
+            elif self._uninit.tracked:
+                self._uninit.after_view(tensors_in, tensors_of(out, []))
             made = self.follow > 1 and name in oprules.BROADCASTS and oprules.batch_made(out, tensors_in, self.follow)
             if derived or made:
                 for o in tensors_of(out, []):
@@ -480,8 +466,10 @@ class TraceMode(TorchDispatchMode):
                 with torch.no_grad():
                     target.mul_(1.0 + self.perturb[1])
                 self.perturbed = text
-        self._written = frozenset(map(id, tensors_of([args[i] if i < len(args) else kwargs.get(n) for i, n in writes],
-                                                     []))) if writes else frozenset()
+        written = tensors_of([args[i] if i < len(args) else kwargs.get(n) for i, n in writes], []) if writes else []
+        self._written = frozenset(map(id, written)) if written else frozenset()
+        if self._uninit.tracked:
+            self._uninit.after_op(name, tensors_in, outs, written)
         try:
             self.ops.append(self._record(func, name, args, kwargs, tensors_in, head, outs, places, scratch, taint,
                                          mixes, derived))
@@ -498,6 +486,12 @@ class TraceMode(TorchDispatchMode):
             return {**NO_OUTPUT, "out_shape": list(out.shape), "full_shape": list(out.shape),
                     "out_dtype": dtype_name(out.dtype), "out_digest": scratch_digest(out), "scratch": True}
         share = self._share(out)
+        if self._uninit.tracked and self._uninit.holds_no_data(out):  # garbage: no bits, samples, norm, terms
+            shape = list(out.shape)
+            if share is not None:
+                shape[0] = share
+            return {**NO_OUTPUT, "out_shape": shape, "full_shape": list(out.shape), "out_dtype": dtype_name(out.dtype),
+                    "out_digest": UNINITIALISED}
         # one row-major view (or copy) of the followed rows for the digest, the samples and the L1 norm
         shape, values, flat = self._values(out, share)
         pos = positions(values.size, SAMPLE)

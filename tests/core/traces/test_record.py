@@ -543,3 +543,101 @@ def test_backward_modules_break_ties_by_entry_order_not_by_hash():
     ops = run_traced(lambda: m(x).backward(), m, inputs=(x,))
     bw = [o.module for o in ops if o.backward and o.op == "aten.mm.default"]
     assert bw and set(bw) <= {"model.k_proj", "model.v_proj"} and len(set(bw)) == 2, bw
+
+
+# ------------------------------------------------------------------------- uninitialised memory
+
+
+def litter(seed: int) -> None:
+    """Leave garbage where the next small allocations will land: tensors of the sizes the tests below allocate
+    (and a spread of others), filled with values that depend on ``seed``, then freed. Small blocks are reused
+    by the allocator, so an ``empty`` tensor made next holds some of these bytes."""
+    g = torch.Generator().manual_seed(seed)
+    kept = [torch.rand(n, generator=g) * 1e6 for n in (*range(1, 257), 512, 1024, 2048, 4096) for _ in range(3)]
+    del kept
+
+
+def _written_into_empty(x: torch.Tensor, w: torch.Tensor, idx: torch.Tensor):
+    def fn():
+        a = torch.empty(8, 8)
+        a.copy_(x)  # the engineer's case: a copy into a fresh buffer
+        b = torch.empty(8, 8).index_put_((idx,), x)  # the MoE's: rows put into a fresh buffer
+        c = x.new_empty(8, 8)
+        c[:4].copy_(x[:4])  # two halves written through views
+        c[4:].copy_(x[4:])
+        d = torch.empty_strided((8, 8), (1, 8))
+        torch.mul(x, 2.0, out=d)  # an out= buffer
+        e = torch.empty_like(x).fill_(0.5)
+        return (a @ w) + (b @ w) + (c @ w) + (d @ w) + e
+
+    return fn
+
+
+def test_an_op_writing_into_an_empty_tensor_records_the_same_in_two_runs():
+    """An op that writes into ``torch.empty`` (and its kin) reads no data from it: its input is recorded as
+    uninitialised, not digested, so two runs with different garbage in the allocator record the same; what it
+    writes is data and is digested as usual."""
+    x, w = torch.randn(8, 8, generator=torch.Generator().manual_seed(1)), torch.randn(8, 8)
+    idx = torch.randperm(8, generator=torch.Generator().manual_seed(2))
+    runs = []
+    for seed in (1, 2):
+        litter(seed)
+        runs.append([o.to_dict() for o in run_traced(_written_into_empty(x, w, idx), None)])
+    assert runs[0] == runs[1]
+    ops = run_traced(_written_into_empty(x, w, idx), None)
+    by = {}
+    for o in ops:
+        by.setdefault(o.op, []).append(o)
+    copy, index_put, half1, half2 = by["aten.copy_.default"][0], by["aten.index_put_.default"][0], \
+        *by["aten.copy_.default"][1:]
+    assert copy.in_digests[0] == index_put.in_digests[0] == half1.in_digests[0] == record.UNINITIALISED
+    assert half2.in_digests[0] == record.UNINITIALISED  # the second half's view: its memory is not written yet
+    assert copy.out_digest == digest(x) != record.UNINITIALISED and len(copy.sample_hex) == len(copy.sample_index) > 0
+    assert index_put.out_digest == digest(torch.zeros(8, 8).index_put_((idx,), x))
+    mm = by["aten.mm.default"]
+    # every product reads data: the halves written through views count as a write of the whole
+    assert [m.in_digests[0] for m in mm] == [digest(x), digest(torch.zeros(8, 8).index_put_((idx,), x)), digest(x),
+                                             digest(x * 2)]
+    assert by["aten.fill_.Scalar"][0].out_digest == digest(torch.full((8, 8), 0.5))
+
+
+def test_what_is_made_of_uninitialised_memory_is_uninitialised_until_written():
+    """An op that reads an empty tensor's garbage makes garbage: no digest of its bits, no samples, no norm,
+    and so on down the line, until an op overwrites it; an op that reads only its shape (``zeros_like``) makes
+    data."""
+    x = torch.arange(16, dtype=torch.float32)
+
+    def fn():
+        e = torch.empty(16)
+        y = e * 2  # garbage in, garbage out
+        s = y.sum()
+        z = torch.zeros_like(e)  # the shape alone
+        y.copy_(x)  # overwritten: data again
+        return s, z + 1, y + 1
+
+    runs = []
+    for seed in (3, 4):
+        litter(seed)
+        runs.append([o.to_dict() for o in run_traced(fn, None)])
+    assert runs[0] == runs[1]
+    mul, total, zeros, copy, add_z, add_y = run_traced(fn, None)
+    for o in (mul, total):
+        assert o.in_digests[0] == o.out_digest == record.UNINITIALISED
+        assert (o.l1, o.sample_index, o.sample_hex, o.k, o.sum_abs) == (None, [], [], None, None)
+    assert zeros.in_digests == [record.UNINITIALISED] and zeros.out_digest == digest(torch.zeros(16))
+    assert copy.in_digests == [record.UNINITIALISED, digest(x)] and copy.out_digest == digest(x)
+    assert add_z.in_digests[0] == digest(torch.zeros(16)) and add_y.in_digests[0] == digest(x)
+    assert add_y.l1 == float((x + 1).sum())
+
+
+def test_a_copy_of_uninitialised_memory_into_data_is_uninitialised():
+    x = torch.arange(8, dtype=torch.float32)
+
+    def fn():
+        y = x * 1
+        y.copy_(torch.empty(8))
+        return y + 1
+
+    _, copy, add = run_traced(fn, None)
+    assert copy.in_digests == [digest(x), record.UNINITIALISED]
+    assert copy.out_digest == add.in_digests[0] == add.out_digest == record.UNINITIALISED
