@@ -218,8 +218,8 @@ def l1_of(values: np.ndarray, dtype: torch.dtype) -> float | None:
 
 
 # what stands for the digest of uninitialised memory (an empty tensor's, before any op writes it, and what an op
-# makes from it): its bytes are whatever the allocator left there, different from run to run. XXH3 gives no
-# tensor sixteen zeros but once in 2^64, so a reader can tell the marker from a digest of bits
+# makes from it): its bytes are whatever the allocator left there, different from run to run. XXH3 gives sixteen
+# zeros to one tensor in 2^64, so a reader can take the marker for no digest of bits
 UNINITIALISED = "0" * 16
 
 
@@ -259,6 +259,20 @@ class TensorMap:
         return len(self._d)
 
 
+# the largest memory allocated without data that is tracked (its record takes a byte of host memory per byte);
+# larger is taken for data, as all memory was before it was tracked
+MAX_TRACKED_BYTES = 2**27
+
+
+def _storage_of(t: torch.Tensor) -> tuple[int, int] | None:
+    """(address, bytes) of t's memory; None for a tensor without storage (sparse, a wrapper subclass)."""
+    try:
+        storage = t.untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return None
+    return storage.data_ptr(), storage.nbytes()
+
+
 class Allocation:
     """Memory that held no data when it was allocated (an ``empty`` tensor's storage): which of its bytes ops have
     written since, one bool per byte (bytes, so a view of it in another dtype reads the same). ``written`` is None
@@ -266,18 +280,22 @@ class Allocation:
 
     __slots__ = ("nbytes", "ptr", "written")
 
-    def __init__(self, t: torch.Tensor, written: bool = False) -> None:
-        storage = t.untyped_storage()
-        self.ptr, self.nbytes = storage.data_ptr(), storage.nbytes()
+    def __init__(self, where: tuple[int, int], written: bool) -> None:
+        self.ptr, self.nbytes = where
         self.written: torch.Tensor | None = torch.full((self.nbytes,), written, dtype=torch.bool)
+
+    @staticmethod
+    def of(t: torch.Tensor, written: bool = False) -> Allocation | None:
+        """t's memory, all of it ``written`` or not; None where it is not tracked (no storage, or too large)."""
+        where = _storage_of(t)
+        return Allocation(where, written) if where is not None and where[1] <= MAX_TRACKED_BYTES else None
 
     def bytes_of(self, t: torch.Tensor) -> torch.Tensor | None:
         """t's bytes in ``written`` (one row of ``element_size`` per element); None where t no longer lies in this
         memory (``set_`` or ``resize_`` moved it) or all of it is written."""
         if self.written is None:
             return None
-        storage = t.untyped_storage()
-        if storage.data_ptr() != self.ptr or storage.nbytes() != self.nbytes:
+        if _storage_of(t) != (self.ptr, self.nbytes):
             return None
         size = t.element_size()
         try:
@@ -299,7 +317,8 @@ class UninitialisedMemory:
     def allocated(self, outs: list) -> None:
         """``outs`` were just allocated without data."""
         for o in outs:
-            self._map[o] = Allocation(o)
+            if (alloc := Allocation.of(o)) is not None:
+                self._map[o] = alloc
 
     def holds_no_data(self, t: torch.Tensor) -> bool:
         """Whether t lies in memory allocated without data and no op has written any of its bytes since (a tensor
@@ -318,10 +337,10 @@ class UninitialisedMemory:
             return
         alloc, empty = self._map.get(src), None
         for o in outs:
-            if o.untyped_storage().data_ptr() == alloc.ptr:
+            if (where := _storage_of(o)) is not None and where[0] == alloc.ptr:
                 self._map[o] = alloc
-            elif empty is not False and (empty := self.holds_no_data(src)):
-                self._map[o] = Allocation(o)
+            elif empty is not False and (empty := self.holds_no_data(src)) and (new := Allocation.of(o)) is not None:
+                self._map[o] = new
 
     def after_op(self, name: str, tensors_in: list, outs: list, written: list) -> None:
         """After a recorded op ran (``written``: the arguments it wrote in place). One that reads a tensor that
@@ -342,7 +361,8 @@ class UninitialisedMemory:
                 b.fill_(not garbage)
                 if not garbage and bool(alloc.written.all()):
                     alloc.written = None
-            elif garbage:  # data overwritten with garbage, or new memory: its bytes hold none (the rest do)
-                alloc = self._map[o] = Allocation(o, written=True)
+            elif garbage and (alloc := Allocation.of(o, written=True)) is not None:
+                # data overwritten with garbage, or new memory: its bytes hold none (the rest of the memory do)
+                self._map[o] = alloc
                 if (b := alloc.bytes_of(o)) is not None:
                     b.fill_(False)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from torch.utils._debug_mode import DebugMode
 
 from core.arith.formats import FORMATS, decode_hex, value_of_bits
-from core.traces import record
+from core.traces import bits, record
 from core.traces.models import RunSettings, build
 from core.traces.record import (
     SAMPLE,
@@ -641,3 +641,15 @@ def test_a_copy_of_uninitialised_memory_into_data_is_uninitialised():
     _, copy, add = run_traced(fn, None)
     assert copy.in_digests == [digest(x), record.UNINITIALISED]
     assert copy.out_digest == add.in_digests[0] == add.out_digest == record.UNINITIALISED
+
+
+def test_memory_too_large_to_track_is_taken_for_data(monkeypatch):
+    monkeypatch.setattr(bits, "MAX_TRACKED_BYTES", 63)
+    x = torch.arange(16, dtype=torch.float32)
+
+    def fn():
+        torch.empty(16).copy_(x)  # 64 bytes: not tracked
+        torch.empty(15).copy_(x[:15])  # 60 bytes: tracked
+
+    big, small = run_traced(fn, None)
+    assert big.in_digests[0] != record.UNINITIALISED == small.in_digests[0]
