@@ -186,7 +186,7 @@ def test_the_order_independent_sum_says_which_path_this_cpu_takes(monkeypatch, m
         all_text(at))
 
 
-def test_deterministic_mode_costs_what_make_my_runs_reproducible_measured(monkeypatch):
+def test_the_summary_costs_what_make_my_runs_reproducible_measured(monkeypatch):
     """One figure in one place: the summary's cost of deterministic mode is the reproducible page's live measurement
     (it said "not measured" while that page showed a measured cost), and the section says the switch is timed."""
     import core.studies.reproducible
@@ -196,7 +196,10 @@ def test_deterministic_mode_costs_what_make_my_runs_reproducible_measured(monkey
     monkeypatch.setattr(core.studies.reproducible, "_period", lambda: -1)
     mi = _page().run()
     assert not mi.exception
-    det = live_costs().rows["deterministic_cpu"]
-    cell = _summary(mi).loc["3 · deterministic algorithms", "cost, × the default's time"]
-    assert cell.startswith(f"{det.text} on this CPU"), cell
+    live = live_costs().rows
+    costs = _summary(mi)["cost, × the default's time"]
+    assert costs["3 · deterministic algorithms"].startswith(f"{live['deterministic_cpu'].text} on this CPU")
+    # the sums' costs too are the figures the Overview and Make my runs reproducible show
+    assert costs["2 · wider accumulation"].startswith(f"{live['wider'].text} a plain torch.sum")
+    assert costs["4 · order-independent sum"].startswith(f"{live['reprosum'].text} torch.sum")
     assert "explains it instead of toggling it" not in all_text(mi)
