@@ -103,11 +103,10 @@ def punchline(punch) -> None:
                   "Every cost below is × the default's time (1.0× = as fast).")
 
 
-def float64_section() -> ThroughputRun | None:
+def float64_section() -> None:
     with folded("1 · Compute in float64: measured here, and the vendors' ratios", "mi_open_float64") as open_:
         if open_:
             _float64_detail()
-    return _measured()[0]
 
 
 def _float64_detail() -> None:
@@ -333,15 +332,13 @@ def _range(xs: list[float]) -> str:
     return f"{lo:.0f}×" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}×"
 
 
-def summary(run: ThroughputRun | None, wider: WiderStudy) -> None:
-    """The five mitigations in one table, every cost × the default's time: the sums' and deterministic mode's
-    costs are the measurement the Overview and Make my runs reproducible show (one figure, one place); the
+def summary(wider: WiderStudy) -> None:
+    """The five mitigations in one table, every cost × the default's time: float64's, the sums' and deterministic
+    mode's costs here are the measurement the Overview and Make my runs reproducible show (one figure, one place); the
     sections below time their own set-ups (a stored format, thread counts) and say so."""
     live = live_costs().rows
     det, wide, repro = live["deterministic_cpu"], live["wider"], live["reprosum"]
-    mm = run.first("matmul") if run else None
-    here = (f"{view.time_ratio(mm.ratio):.1f}× here (matmul, measured)" if mm
-            else "about 2× on x86 CPUs (cited; measured here on request, in 1)")
+    here = f"{live['float64'].text} here (a 256×256 matmul, 1 thread; measured)"
     datacentre = [float64_peak(h) for h in ("NVIDIA A100", "NVIDIA H100 (SXM)")]
     consumer = [float64_peak(h) for h in ("NVIDIA T4", "NVIDIA RTX 4090")]
     tensor = [c for p in datacentre for c in p.tensor_cost]
@@ -379,14 +376,14 @@ def main() -> None:
     if not presenter():  # the room reads "measured" or "cited" in each cell: the page stays in three screens
         st.caption("Measured costs are live on this server (other visitors may disturb them); vendor rates are "
                    "cited. Each in depth:")
-    run = float64_section()
+    float64_section()
     wider = wider_section()
     determinism_section()
     order_independent_section()
     accept_divergence_section()
     share_box(sync(URL_FIELDS), url_notes)  # the stored format (2) and the seeds (5), in a link
     with summary_slot:
-        summary(run, wider)
+        summary(wider)
     view.mismatch_rule(MISMATCH_RULE.call(mismatch_check))
     c1, c2 = st.columns(2)
     with c1:

@@ -198,6 +198,7 @@ def test_the_summary_costs_what_make_my_runs_reproducible_measured(monkeypatch):
     assert not mi.exception
     live = live_costs().rows
     costs = _summary(mi)["cost, × the default's time"]
+    assert costs["1 · float64 everywhere"].startswith(f"{live['float64'].text} here (a 256×256 matmul")
     assert costs["3 · deterministic algorithms"].startswith(f"{live['deterministic_cpu'].text} on this CPU")
     # the sums' costs too are the figures the Overview and Make my runs reproducible show
     assert costs["2 · wider accumulation"].startswith(f"{live['wider'].text} a plain torch.sum")
