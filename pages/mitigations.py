@@ -352,8 +352,8 @@ def summary(wider: WiderStudy) -> None:
          "cost, × the default's time": float64_cost},
         {"mitigation": "2 · wider accumulation", "fixes": "the reduction's own error",
          "does not fix": "order dependence (far smaller); errors elsewhere in the model",
-         "cost, × the default's time": f"{wide.text} a plain torch.sum (10⁶ float32, 1 thread; measured), and "
-                                       f"a {wider.copy_bytes / 1e6:,.0f} MB copy per 10⁶ {wider.storage} values"},
+         "cost, × the default's time": f"{wide.text} a plain torch.sum (10⁶ float32, 1 thread; measured), plus "
+                                       f"a copy of {wider.copy_bytes / 1e6:,.0f} MB per 10⁶ {wider.storage} values"},
         {"mitigation": "3 · deterministic algorithms", "fixes": "run-to-run changes on one device",
          "does not fix": "CPU vs GPU, thread count, batch size",
          "cost, × the default's time": f"{det.text} on this CPU (measured); GPUs: not published"},
