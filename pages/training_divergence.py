@@ -168,8 +168,8 @@ def where_it_parts(slot, settings: TrainSettings) -> None:
     pair = training_pair(settings.dtype)  # shared by every viewer; the server's warm-up trains it at its start
     parted = (f"are more than 1% apart from step **{pair.first_rel_1pct}** of {pair.steps}" if pair.first_rel_1pct
               else f"stay within 1% for all {pair.steps} steps")
-    slot.info(f"Trained once to the end on this server, A and B {parted}. Press Play to train both runs live and "
-              "watch, or Step for one update at a time.")
+    slot.info(f"Trained once to the end on this server, the losses of A and B {parted}. Press Play to train both "
+              "runs live and watch, or Step for one update at a time.")
 
 
 def controls(url_notes, step: int) -> TrainSettings:
@@ -261,9 +261,9 @@ def the_pair(punch, run: PairedRun, settings: TrainSettings, goto: int | None) -
 # belong to), so each section keeps showing its result while another one is used.
 def equally_good(settings: TrainSettings) -> None:
     """Do A and B end equally good? The seed study, and what its verdict supports."""
-    st.markdown("**Not always equally good, but within the spread a new seed causes, as far as published studies "
-                "go.** In Summers and Dinneen's "
-                "study a one-bit change in the initial weights spread the final models as widely as a new seed, "
+    st.markdown("**Not always equally good, but in the study cited here about as far apart as two seeds.** In "
+                "Summers and Dinneen's "
+                "study a one-bit change in the initial weights spread the final models about as widely as a new seed, "
                 "shuffling or cuDNN did, on the models they studied (ICML 2021, "
                 f"{inert(SUMMERS_2021, line_start=False)}). Test it here for this network:")
     st.markdown("One pair's trajectories say little about outcomes. Train several seeds per side and compare what "

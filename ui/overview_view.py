@@ -31,7 +31,9 @@ def live_hook() -> None:
             if apart is None:
                 verdict = "This server gives torch one thread, so there is no split to compare here."
             elif apart:
-                verdict = f"{apart:,} ULP apart: the thread count decides the grouping."
+                many = "s" if apart != 1 else ""  # the story's first ULP, said in words beside it
+                verdict = (f"{apart:,} representable value{many} ({apart:,} ULP{many}) apart: the thread count "
+                           "decides the grouping.")
             else:
                 verdict = f"The same bits: {split.why_same()}."
             st.markdown(f"**Sum {split.settings.n:,} {split.settings.dtype} values** (normal, seed 0; live on this "

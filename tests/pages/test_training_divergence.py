@@ -482,4 +482,4 @@ def test_do_they_end_equally_good_is_answered_before_any_training(td):
     from tests.pages.conftest import shown
 
     text = shown(" ".join(m.value for m in section.markdown))
-    assert "within the spread a new seed causes" in text and "https://arxiv.org/abs/2103.04514" in text
+    assert "about as far apart as two seeds" in text and "https://arxiv.org/abs/2103.04514" in text
