@@ -79,8 +79,8 @@ def _measure(bar) -> None:
 
 def punchline(punch) -> None:
     """The insight in one sentence, and float64 on the Training divergence page's pair: the first screen."""
-    punch.markdown("**No framework switch makes a CPU and a GPU agree bit for bit (only an order-independent "
-                   "algorithm does, for the operations rewritten that way); each fix buys part of it, at a cost.** "
+    punch.markdown("**No framework switch makes a CPU and a GPU agree bit for bit (only rewritten code does: "
+                   "order-independent sums, the same math functions); each fix buys part of it, at a cost.** "
                    "float64, for one: the same training pair in both formats, trained live here.")
     # The first screen shows at once; the two trainings (seconds on a fresh server, cached afterwards) fill it in.
     bar = punch.progress(0.0, "Training the pair (hidden units reordered) in float32, live on this server…")

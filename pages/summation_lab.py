@@ -249,9 +249,9 @@ def punchline(request: LabRequest, result: LabResult) -> tuple[LabTree, LabTree]
             col.metric(label, ulps_short(row.metrics.ulps), help=f"{row.order.name}, against the exact sum.")
             col.caption(f"{row.order.name}: {abs_rel_text(row.metrics.abs_error, row.metrics.rel_error)}.")
     st.caption(f"The same {result.n:,} values summed in {len(result.rows)} orders, accumulating in {result.working}: "
-               + ("only the grouping (or a compensation) differs, and so do the last bits."
+               + ("only the grouping (or a compensated or exact sum) differs, and so do the last bits."
                   if result.distinct_results > 1 else
-                  "only the grouping (or a compensation) differs; here every order gives the same bits.")
+                  "only the grouping (or a compensated or exact sum) differs; here every order gives the same bits.")
                + " Each error is exact (rational arithmetic).")
     return None
 
@@ -395,8 +395,8 @@ def main() -> None:
     errors_slot = st.container()  # a long vector's error chart, right under its numbers (the first two screens)
     st.markdown(
         "Pick a vector, the format it is stored in, the format the sum accumulates in, and a set "
-        "of summation orders. Each order adds the same numbers; only the grouping (or, in Kahan's and the "
-        "correctly rounded sum, a compensation for what rounding lost) differs. Every "
+        "of summation orders. Each order adds the same numbers; only the grouping differs (Kahan's and Neumaier's "
+        "sums also carry what each rounding lost; the correctly rounded sum adds exactly and rounds once). Every "
         "result is compared with the **exact** sum of the stored values (rational arithmetic), "
         f"in {glossary.link('ulp', 'ULPs')} of the result's format, next to the worst case the order's error bound "
         "allows."
