@@ -201,6 +201,8 @@ def exact_answer(result: TripleResult) -> None:
 
 GPU_ROUNDING = ("https://docs.nvidia.com/cuda/floating-point/index.html",
                 "NVIDIA, Floating Point and IEEE 754 Compliance for NVIDIA GPUs")
+# torch.backends.cudnn.allow_tf32 is True by default (float32 matrix products: False since 1.12)
+TF32_DEFAULT = "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"
 
 
 def same_on_a_gpu(result: TripleResult) -> None:
@@ -211,7 +213,9 @@ def same_on_a_gpu(result: TripleResult) -> None:
         "the same IEEE 754 format, and one addition is correctly "
         "rounded on CPUs and NVIDIA GPUs alike, subnormals kept (no flush-to-zero) "
         f"([NVIDIA]({GPU_ROUNDING[0]} \"{GPU_ROUNDING[1]}\")), so the same grouping gives the same bits. "
-        f"Devices differ in the groupings they choose for long sums: the next page. (Live here on: {live}.)")
+        f"Devices differ in the groupings they choose for long sums: the next page. One exception by default: "
+        f"PyTorch lets float32 convolutions on Ampere and later GPUs round their inputs to TF32 (10 "
+        f"mantissa bits, not 23; [PyTorch]({TF32_DEFAULT})). (Live here on: {live}.)")
 
 
 def on_each_device(result: TripleResult) -> None:
