@@ -89,7 +89,7 @@ def punchline(punch) -> None:
     p64 = training_pair("float64")
     bar.empty()
     t1, t2 = punch.columns(2)
-    t1.metric("float32 pair: 1% apart from step", p32.first_rel_1pct or "never",
+    t1.metric("float32 pair: first 1% apart at step", p32.first_rel_1pct or "never",
               help="The Training divergence page's default pair (hidden units reordered), trained in float32: the "
                    "first step where the two losses are more than 1% apart.")
     t2.metric("The same pair in float64", p64.first_rel_1pct or f"not within {p64.steps} steps",
@@ -249,7 +249,8 @@ def _determinism_detail() -> None:
         "raise where none does, for operations whose results can change from run to run on the same device "
         "(mostly atomics on GPUs; CUDA also needs CUBLAS_WORKSPACE_CONFIG=:4096:8). It does not make a CPU and a "
         "GPU agree, and it does not fix thread-count or batch-size effects. It is a process-wide switch: this server "
-        "times it on one small training step, alone, and sets it back (its cost is in the table above).",
+        "times it on one small training step while no other run may switch it, and sets it back (its cost is in the "
+        "table above).",
         icon=":material/info:",
     )
 
@@ -356,7 +357,7 @@ def summary(wider: WiderStudy) -> None:
                                        f"a copy of {wider.copy_bytes / 1e6:,.0f} MB per 10⁶ {wider.storage} values"},
         {"mitigation": "3 · deterministic algorithms", "fixes": "run-to-run changes on one device",
          "does not fix": "CPU vs GPU, thread count, batch size",
-         "cost, × the default's time": f"{det.text} on this CPU (measured); GPUs: not published"},
+         "cost, × the default's time": f"{det.text} on this CPU (measured); GPUs: no figure cited"},
         {"mitigation": "4 · order-independent sum", "fixes": "sums: the same bits everywhere",
          "does not fix": "other operations (matmuls, convolutions) unless rewritten likewise",
          "cost, × the default's time": f"{repro.text} torch.sum (10⁶ float32, 1 thread; measured)"},

@@ -166,7 +166,7 @@ def where_it_parts(slot, settings: TrainSettings) -> None:
     slot.info("Press Play to train both runs live. Meanwhile this pair is trained once to the end here, to say "
               "where it parts (seconds, once per server)…")
     pair = training_pair(settings.dtype)  # shared by every viewer; the server's warm-up trains it at its start
-    parted = (f"are more than 1% apart from step **{pair.first_rel_1pct}** of {pair.steps}" if pair.first_rel_1pct
+    parted = (f"are first more than 1% apart at step **{pair.first_rel_1pct}** of {pair.steps}" if pair.first_rel_1pct
               else f"stay within 1% for all {pair.steps} steps")
     slot.info(f"Trained once to the end on this server, the losses of A and B {parted}. Press Play to train both "
               "runs live and watch, or Step for one update at a time.")
@@ -325,8 +325,9 @@ def float64_postpones(settings: TrainSettings) -> None:
         f32, f64 = result
         st.altair_chart(precision_overlay(f32, f64), width="stretch")
         st.markdown(
-            f"float32 pair: more than 1% apart from step **{f32.first_rel_1pct or 'never'}**; "
-            f"float64 pair: **{f64.first_rel_1pct or f'not within {settings.steps} steps'}**. "
+            "float32 pair: " + (f"first more than 1% apart at step **{f32.first_rel_1pct}**"
+                                if f32.first_rel_1pct else f"never more than 1% apart within {settings.steps} steps")
+            + f"; float64 pair: **{f64.first_rel_1pct or f'not within {settings.steps} steps'}**. "
             f"Final ‖Δθ‖: {f32.final_distance:.3g} (float32) vs {f64.final_distance:.3g} (float64)."
         )
         plan = postponement(settings.steps, f32.distances, f32.first_rel_1pct, f64.distances, f64.first_rel_1pct)

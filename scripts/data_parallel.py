@@ -7,7 +7,7 @@ train on their shard of every global batch of 1,024 examples; the gradients are 
 by gloo; rank 0 also trains the same model alone on the whole batch and compares the two
 step by step. Progress and memory go to stderr; the last line on stdout is one of
 
-    data-parallel (gloo, world size W): first differs from one process at step S, more than 1% apart from step T
+    data-parallel (gloo, world size W): first differs from one process at step S, first more than 1% apart at step T
     data-parallel (gloo, world size W): bit-identical to one process for N steps
 
 (T reads "never within N steps" when the losses never part by more than 1%). A run that

@@ -113,7 +113,7 @@ def training_chart(entry: TrainingEntry, title: str) -> None:
     layers = [lines]
     part = entry.first_rel_1pct
     if part is not None:
-        rule = pd.DataFrame({"step": [part], "label": [f"more than 1% apart from step {part}"]})
+        rule = pd.DataFrame({"step": [part], "label": [f"first more than 1% apart at step {part}"]})
         layers.append(alt.Chart(rule).mark_rule(color=PARTING).encode(x="step:Q", tooltip=["label"]))
         layers.append(alt.Chart(rule).mark_text(align="left", dx=4, dy=-6, color=PARTING).encode(
             x="step:Q", y=alt.value(12), text="label"))
@@ -134,7 +134,7 @@ def verdict(cmp: MachineComparison, left: str, right: str) -> str:
         text += f" first in **{cmp.first_differing_group}**: {inert(', '.join(differ))} give other bits"
     for t in parts:
         text += (f"; run A of “{inert(t.preset)}” has other bits from step {t.first_step_machines_differ}, and each "
-                 f"machine's own pair is more than 1% apart from step {t.left_1pct} and {t.right_1pct}")
+                 f"machine's own pair is first more than 1% apart at step {t.left_1pct} and {t.right_1pct}")
     return text + "."
 
 

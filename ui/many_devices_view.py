@@ -58,7 +58,7 @@ def parting(s: DivergenceSummary, steps: int) -> str:
     """One sentence: when the weights first differ and when the losses part by more than 1%."""
     if s.first_difference is None:
         return f"bit-identical to one process at every one of the {steps} steps."
-    rel = (f"the losses are more than 1% apart from step {s.first_rel_1pct} on" if s.first_rel_1pct is not None
+    rel = (f"the losses are first more than 1% apart at step {s.first_rel_1pct} on" if s.first_rel_1pct is not None
            else f"the losses stay within 1% of each other for all {steps} steps")
     return f"the weights first differ from one process at step {s.first_difference}; {rel}."
 

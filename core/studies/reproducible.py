@@ -342,7 +342,7 @@ class ReproSettings:
 class CostLine:
     """A setting's cost as the page shows it: in × the default's time, measured here or cited, or why not."""
 
-    text: str  # "1.02×", "1.34×", "1.0× (no work at run time)", "not published"
+    text: str  # "1.02×", "1.34×", "1.0× (no work at run time)", "no figure cited"
     origin: str  # "measured here", "cited", "none"
     detail: str
     source: str | None
@@ -406,7 +406,7 @@ def cost_line(key: str, costs: LiveCosts, batch: LiveCost | None) -> CostLine:
         return CostLine(text=f"up to {max(c.high for c in peaks):.1f}×", origin="cited",
                         detail="; ".join(f"{c.label}: up to {c.high:.1f}× ({c.what})" for c in peaks),
                         source=peaks[0].source)
-    return CostLine(text="not published", origin="none", detail="no figure from its source; not measurable on this "
+    return CostLine(text="no figure cited", origin="none", detail="no figure from its source; not measurable on this "
                     "server's CPU", source=None)
 
 
@@ -450,6 +450,7 @@ def headline_rows() -> tuple[HeadlineRow, ...]:
                     cost="1.0× per run; k seeds are k runs"),
         HeadlineRow(key="settings", mitigation="Reproducible settings (Make my runs reproducible)",
                     effect="The same bits run to run on one machine; not across devices or batch sizes",
-                    cost=f"{det.text} for deterministic mode on this CPU (measured); GPUs: not published, "
-                    f"batch-invariant serving {CITED['thinking_machines'].text} (cited)"),
+                    cost=f"{det.text} for deterministic mode on this CPU (measured); GPUs: no figure cited; "
+                    f"batch-invariant serving {CITED['sglang'].low:.2f}× (SGLang) to "
+                    f"{CITED['thinking_machines'].low:.2f}× (vLLM) (cited)"),
     )

@@ -283,8 +283,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s(key="tolerance", title="A tolerance from the rounding envelope", order=72,
        lines="torch.testing.assert_close(actual, expected, rtol={rtol}, atol={atol})",
        applies=lambda c: c.target == "close",
-       guarantees="Reorderings of K-term sums of terms of this size pass (the tolerance below, and what it was "
-       "tested on).",
+       guarantees="Two results that differ only in the order of their K-term sums, of terms of this size, pass: "
+       "the tolerance below says what it was tested on.",
        not_guaranteed="That a larger difference is a bug: other dtypes, longer sums or cancellation need more.",
        cost="free", source=PT_RANDOMNESS),
     _s(key="aggregates", title="Compare aggregates over seeds", order=73,
@@ -322,8 +322,9 @@ def _cannot(c: Choice) -> tuple[tuple[str, ...], str | None]:
                    "and matrix products differently, their math libraries round exp, tanh and the like "
                    "differently, and PyTorch does not promise it.")
     if c.target == "gpu_models":
-        out.append("Bitwise equal results across GPU models cannot be had from cuBLAS and cuDNN: cuBLAS promises "
-                   "the same bits only for the same architecture and SM count (the model below shows why).")
+        out.append("Bitwise equal results across GPU models cannot be had from cuBLAS, which promises the same bits "
+                   "only for the same architecture and SM count (the model below shows why), nor from PyTorch, "
+                   "which promises none across platforms (its reproducibility notes).")
     if c.target == "threads":
         out.append("Across thread counts torch's reductions split the work by the count, and across GPU counts "
                    "the all-reduce adds the ranks in another order: the bits can differ, whatever the flags.")

@@ -278,16 +278,16 @@ class Postponement:
             return [f"The float32 pair is not 1% apart within {n} steps here, so there is no parting for "
                     "float64 to postpone: choose a preset that parts (Fast chaos parts soonest)."]
         if self.bought is None:
-            return [f"The float32 pair is 1% apart from step {self.parts32}, but its ‖Δθ‖ shows no steady growth "
+            return [f"The float32 pair is first 1% apart at step {self.parts32}, but its ‖Δθ‖ shows no steady growth "
                     "to fit a doubling time to, so no prediction is made."]
         a, b = self.fit_range
         grows = (f"The float32 pair's ‖Δθ‖ doubles every {self.doubling:.1f} steps (fitted over steps {a}–{b}); its "
-                 f"losses are 1% apart from step {self.parts32}.")
+                 f"losses are first 1% apart at step {self.parts32}.")
         if self.start_log2 is not None and self.start_log2 < HEAD_START_BITS / 2:
             return [grows + f" But the float64 pair's weights are only 2^{self.start_log2:.1f} times closer at step "
                     f"{self.start_step}: the difference ({plain.lower()}) is not a float32 rounding, so float64 "
                     "gives it no head start"
-                    + (f", and the float64 pair is 1% apart from step {self.parts64}." if self.parts64 is not None
+                    + (f", and the float64 pair is first 1% apart at step {self.parts64}." if self.parts64 is not None
                        else f"; the float64 pair is not 1% apart within {n} steps.")]
         out = [grows + f" Each float64 rounding is 2^{HEAD_START_BITS} times "
                "smaller (53 significant bits instead of 24)"
@@ -297,13 +297,13 @@ class Postponement:
                f"{self.doubling:.1f} ≈ {self.bought:.0f} steps more to close that head start: the prediction is "
                f"1% apart near step {self.predicted:,}."]
         if self.parts64 is not None and self.parts64 <= self.parts32:
-            out.append(f"The float64 pair is 1% apart from step {self.parts64}, no later than the float32 pair: "
+            out.append(f"The float64 pair is first 1% apart at step {self.parts64}, no later than the float32 pair: "
                        f"float64 cannot postpone a difference that is not a float32 rounding ({plain.lower()}).")
         elif self.parts64 is not None:
             delay = self.parts64 - self.parts32
             rough = not self.bought / 1.5 <= delay <= self.bought * 1.5
-            out.append(f"The float64 pair is 1% apart from step {self.parts64}: {delay} steps later than the float32 "
-                       f"pair (predicted: about {self.bought:.0f}"
+            out.append(f"The float64 pair is first 1% apart at step {self.parts64}: {delay} steps later than the "
+                       f"float32 pair (predicted: about {self.bought:.0f}"
                        + ("; the gap does not double at one steady rate, so the rule is a rough guide" if rough
                           else "") + "). float64 postponed the divergence; it did not prevent it.")
         elif self.predicted > self.steps:

@@ -123,8 +123,9 @@ class DataParallelResult:
         first, rel = self.summary.first_difference, self.summary.first_rel_1pct
         if first is None:
             return f"{head}: bit-identical to one process for {self.steps} steps"
-        t = str(rel) if rel is not None else f"never within {self.steps} steps"
-        return f"{head}: first differs from one process at step {first}, more than 1% apart from step {t}"
+        t = (f"first more than 1% apart at step {rel}" if rel is not None
+             else f"never more than 1% apart within {self.steps} steps")
+        return f"{head}: first differs from one process at step {first}, {t}"
 
 
 def _loopback_interface() -> str | None:

@@ -142,7 +142,7 @@ def test_float64_mitigation_and_seed_study(td):
     f32 = summarize(PairedRun(TrainSettings(steps=200)).run(200)).first_rel_1pct
     f64 = summarize(PairedRun(TrainSettings(steps=200, dtype="float64")).run(200)).first_rel_1pct
     assert f32 is not None and (f64 is None or f64 > f32)  # the invariant: float64 parts much later, or never
-    assert f"float32 pair: more than 1% apart from step **{f32}**" in text
+    assert f"float32 pair: first more than 1% apart at step **{f32}**" in text
     assert f"float64 pair: **{f64 or 'not within 200 steps'}**" in text
     td.number_input(key="td_k").set_value(2).run()
     td.button(key="td_seeds").click().run()
@@ -239,7 +239,8 @@ def test_the_seed_study_keeps_the_float64_chart_and_shows_a_verdict():
     at.button(key="td_seeds").click().run()
     assert not at.exception
     text = all_text(at)
-    assert "float32 pair: more than 1% apart" in text or "float32 pair: more than 1% apart from step **never**" in text
+    assert ("float32 pair: first more than 1% apart at step **" in text
+            or "float32 pair: never more than 1% apart" in text)
     assert "**Verdict:**" in text
     assert len(at.get("vega_lite_chart")) == charts_before + 2  # both seed charts added, the float64 one kept
     at.button(key="td_step").click().run()  # and both survive the training buttons
@@ -470,7 +471,7 @@ def test_before_a_first_step_the_default_pair_says_where_it_parts(td):
     said = " ".join(i.value for i in td.info)
     assert "Press Play to train both runs live" in said
     if pair.first_rel_1pct:
-        assert f"more than 1% apart from step **{pair.first_rel_1pct}** of {pair.steps}" in said, said
+        assert f"first more than 1% apart at step **{pair.first_rel_1pct}** of {pair.steps}" in said, said
     else:
         assert f"stay within 1% for all {pair.steps} steps" in said, said
 

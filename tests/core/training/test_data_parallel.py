@@ -27,8 +27,9 @@ from core.machines.globalstate import GlobalState, torch_threads
 from core.training.seeds import summarize
 from scripts import data_parallel as cli
 
-LINE = re.compile(r"data-parallel \(gloo, world size \d+\): (first differs from one process at step \d+, more than 1% "
-                  r"apart from step (\d+|never within \d+ steps)|bit-identical to one process for \d+ steps)")
+LINE = re.compile(r"data-parallel \(gloo, world size \d+\): (first differs from one process at step \d+, (first "
+                  r"more than 1% apart at step \d+|never more than 1% apart within \d+ steps)|bit-identical to one "
+                  r"process for \d+ steps)")
 
 
 def gone(pid: int) -> bool:

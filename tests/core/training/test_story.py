@@ -81,7 +81,7 @@ def test_postponement_gives_no_head_start_where_the_difference_is_not_a_float32_
     plan = postponement(200, d, 21, d, 21)
     assert plan.start_log2 == 0.0
     (only,) = plan.words("Run B computes its forward pass in bfloat16 (autocast)")
-    assert "gives it no head start" in only and "1% apart from step 21" in only and "prediction" not in only
+    assert "gives it no head start" in only and "first 1% apart at step 21" in only and "prediction" not in only
 
 
 def test_postponement_on_the_default_pair_measures_a_head_start_of_about_29_doublings():
