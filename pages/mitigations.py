@@ -366,6 +366,17 @@ def summary(wider: WiderStudy) -> None:
     ])
 
 
+# The settings named here are those Make my runs reproducible gives for PyTorch on one NVIDIA GPU, the same bits
+# run to run (a test holds them to its snippet)
+WHAT_TO_SET = (
+    "**What to set.** For the same bits run to run on one machine: `CUBLAS_WORKSPACE_CONFIG=:4096:8` before CUDA "
+    "starts, `torch.use_deterministic_algorithms(True)`, `torch.backends.cudnn.benchmark = False` and every "
+    "generator seeded (`torch.manual_seed(0)`, the DataLoader's workers too). For smaller rounding errors: "
+    "`torch.sum(x, dtype=torch.float64)`, or the model in float64. No flag makes a CPU and a GPU agree. "
+    "Make my runs reproducible, linked below, writes the settings for your own setup in order, with what each "
+    "guarantees and what it costs.")
+
+
 def main() -> None:
     ensure_app_navigation()
     url_notes = restore("mi", URL_FIELDS, {"mi_storage": "float32", "mi_k": DEFAULT_SEEDS})
@@ -385,6 +396,8 @@ def main() -> None:
     share_box(sync(URL_FIELDS), url_notes)  # the stored format (2) and the seeds (5), in a link
     with summary_slot:
         summary(wider)
+        if not presenter():  # the speaker says it; the page stays within three screens at presenter type
+            st.markdown(WHAT_TO_SET)
     view.mismatch_rule(MISMATCH_RULE.call(mismatch_check))
     c1, c2 = st.columns(2)
     with c1:

@@ -150,6 +150,11 @@ def keep_step(done: int):
     return query
 
 
+# the question and its short answer are the section's label: a reader sees the answer without opening it
+EQUALLY_GOOD = ("Do A and B end equally good? In the study cited inside, about as far apart as two seeds: train "
+                "several seeds per side here")
+
+
 def intro(punch) -> None:
     """The insight in one sentence, then the network and the one difference (the first screen)."""
     name = network_name(_settings())
@@ -395,6 +400,9 @@ def main() -> None:
     st.html(NUMBERS_CSS)
     punch = st.container(key="punchline")  # the insight, the buttons, the key numbers and both losses: first screen
     intro(punch)
+    st.markdown("**Why it can grow:** each update is computed from the weights the last one left, so a difference "
+                "in them changes the next gradient, which changes the next update. Whether the gap grows or dies "
+                "out depends on the learning rate, the optimizer and the model.")
     with folded("Settings: preset, what differs, format, optimizer, steps"):
         settings = controls(url_notes, goto or st.session_state.get(WRITTEN, 0))
     try:  # a scenario link makes a fresh pair: it opens ready to play
@@ -405,7 +413,7 @@ def main() -> None:
     the_pair(punch, run, settings, None if opened_from_link else goto)
     st.session_state.pop(GOTO, None)  # the pair is back at the step asked for (or was opened fresh by a link)
     keep_step(run.done)
-    with st.expander("Do A and B end equally good? Train several seeds per side"):
+    with st.expander(EQUALLY_GOOD):
         equally_good(settings)
     with st.expander("Same seed, other random numbers?"):
         same_seed(settings)

@@ -204,3 +204,19 @@ def test_the_summary_costs_what_make_my_runs_reproducible_measured(monkeypatch):
     assert costs["2 · wider accumulation"].startswith(f"{live['wider'].text} a plain torch.sum")
     assert costs["4 · order-independent sum"].startswith(f"{live['reprosum'].text} torch.sum")
     assert "explains it instead of toggling it" not in all_text(mi)
+
+
+def test_what_to_set_names_the_settings_the_checklist_gives(mi):
+    """The story answers "what do I set" on this page, in the words of Make my runs reproducible's own snippet."""
+    import re
+
+    from core.studies.reproducible_rules import Choice, answer
+
+    text = all_text(mi)
+    assert "**What to set.**" in text
+    snippet = answer(Choice("eager", "gpu", "run_to_run")).snippet()
+    calls = ["CUBLAS_WORKSPACE_CONFIG", "torch.use_deterministic_algorithms(True)",
+             "torch.backends.cudnn.benchmark = False", "torch.manual_seed(0)", "worker_init_fn"]
+    assert all(c in snippet for c in calls)
+    said = re.search(r"\*\*What to set\.\*\*(.*?)Make my runs reproducible", text, re.S).group(1)
+    assert all(c in said for c in calls[:4]) and ":4096:8" in snippet and ":4096:8" in said

@@ -358,7 +358,8 @@ def test_presenter_mode_folds_the_settings_and_keeps_the_live_view():
 
 # ------------------------------------------------------------------ the story's first screen and its depth
 
-DEPTH = ("Do A and B end equally good? Train several seeds per side", "Same seed, other random numbers?",
+DEPTH = ("Do A and B end equally good? In the study cited inside, about as far apart as two seeds: train "
+         "several seeds per side", "Same seed, other random numbers?",
          "Does float64 cure it?", "A jump with no growth before it: one input, two classes")
 
 
