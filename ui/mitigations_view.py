@@ -17,6 +17,7 @@ from core.studies.mitigations import (
 )
 from ui.navigation import page_file
 from ui.render import inert
+from ui.talk import presenter
 
 
 def _table(rows: list[dict]) -> None:
@@ -129,7 +130,11 @@ def mismatch_rule(check: MismatchCheck) -> None:
         "typically about √K·u·max(|sum|, √Σ terms²), and at most about K·u·Σ|terms|; u: the format's unit "
         "roundoff, 2⁻²⁴ in float32) is normal: the same sums in another order. "
         "Beyond it, a NaN or Inf on one side only, a flipped sign on an element well outside its "
-        "envelope, or a few elements far off while the rest agree are worth a look.")
+        "envelope, or a few elements far off while the rest agree are worth a look."
+        + ("" if presenter() else  # the speaker says it: the slide stays within three screens
+           " A loss after many training steps is another matter: its gap may have grown far past a rounding, so "
+           "compare it with the spread between seeds instead (Training divergence trains seeds per side; Diagnose "
+           "reads two loss logs)."))
     st.caption(
         f"Live on this server, judged by the Diagnose page's own code: one row of a float32 matrix product "
         f"(K = {check.k:,}) computed alone against the same row in a batch differs in {check.differing:,} of "

@@ -220,3 +220,9 @@ def test_what_to_set_names_the_settings_the_checklist_gives(mi):
     assert all(c in snippet for c in calls)
     said = re.search(r"\*\*What to set\.\*\*(.*?)Make my runs reproducible", text, re.S).group(1)
     assert all(c in said for c in calls[:4]) and ":4096:8" in snippet and ":4096:8" in said
+
+
+def test_a_loss_is_judged_against_the_seed_spread_not_the_rounding_envelope(mi):
+    text = all_text(mi)
+    assert "**Is my mismatch normal or a bug?**" in text
+    assert "A loss after many training steps is another matter" in text and "spread between seeds" in text
