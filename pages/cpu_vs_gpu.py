@@ -213,12 +213,17 @@ def why_orders(result: SumsEverywhere) -> None:
     left, right = st.columns([3, 2])
     with left:  # one specification per vector and thread count, whoever opens the page
         charts.show(view.stages_chart, stages, key=("stages", result.settings, result.threads))
-    cpu_split = (f"below the grain size of {GRAIN_SIZE:,} values one thread does everything" if stages.below_grain
+    talk = presenter()  # the speaker explains the terms: the slide stays within three screens
+    cpu_split = (f"below torch's grain size of {GRAIN_SIZE:,} values"
+                 + ("" if talk else " (the least it gives a thread)") + " one thread does everything"
+                 if stages.below_grain
                  else f"{stages.threads} threads each take one contiguous chunk")
     right.markdown(
-        f"**A CPU** splits a sum over its few cores: {cpu_split}, and inside a chunk {stages.lanes}-lane SIMD "
-        "registers keep running partial sums that are folded together at the end.\n\n"
-        f"**A GPU** splits it over thousands of threads: in the modelled launch ({stages.sm_count} SMs), "
+        f"**A CPU** splits a sum over its few cores: {cpu_split}, and inside a chunk {stages.lanes}-lane SIMD registers"
+        + ("" if talk else " (one instruction adds several values at once)")
+        + " keep running partial sums that are folded together at the end.\n\n"
+        f"**A GPU** splits it over thousands of threads: in the modelled launch ({stages.sm_count} SMs"
+        + ("" if talk else ", the GPU's multiprocessors") + "), "
         f"{launch.threads:,} threads each add every {launch.threads:,}-th group of {launch.vec} values, then each "
         "block adds its threads' sums in a tree, and one block adds the blocks' results.\n\n"
         "Each single addition is correctly rounded on both; the groupings differ, so the roundings do.")
