@@ -362,7 +362,7 @@ def summary(wider: WiderStudy) -> None:
          "does not fix": "other operations (matmuls, convolutions) unless rewritten likewise",
          "cost, × the default's time": f"{repro.text} torch.sum (10⁶ float32, 1 thread; measured)"},
         {"mitigation": "5 · accept the divergence", "fixes": "nothing, by design", "does not fix": "bit-level "
-         "comparisons", "cost, × the default's time": "1.0× per run; K seeded runs per side to compare"},
+         "comparisons", "cost, × the default's time": "1.0× per run; k seeded runs per side to compare"},
     ])
 
 
