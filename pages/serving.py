@@ -83,8 +83,9 @@ def explain(study: ForkStudy, invariant_on: bool) -> None:
     shown = study.invariant if invariant_on else study.ordinary
     st.markdown(
         "**Why.** A server decodes every waiting request in one batch, and many kernels pick other reduction orders "
-        "for other batch sizes (split-K matmuls, the number of KV splits in attention), so one request's logits depend "
-        "on its company. Where the two best tokens are nearly tied, the company decides the answer. "
+        "for other batch sizes (split-K: a matmul's inner sum cut into pieces that are added at the end; in "
+        "attention, the number of pieces the keys are cut into), so one request's logits depend on its company. "
+        "Where the two best tokens are nearly tied, the company decides the answer. "
         + view.measured_moves(shown))
     st.markdown(
         "**The fix** is to fix the reduction order where it matters: **batch-invariant kernels**, one matmul "
