@@ -44,8 +44,10 @@ def _vector(kind: str, n: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if kind == "raw":
         return _raw_float32(rng, n)
-    if kind == "wide":  # magnitudes from 2^-149 to 2^127, signs mixed
-        return (rng.standard_normal(n) * np.exp2(rng.integers(-149, 127, n))).astype(np.float32)
+    if kind == "wide":  # magnitudes from 2^-149 to the largest finite float32, signs mixed
+        wide = rng.standard_normal(n) * np.exp2(rng.integers(-149, 127, n))
+        # a normal draw past 2 at 2^126 would round to infinity, which the block bounds do not cover
+        return np.clip(wide, -F32.max_finite, F32.max_finite).astype(np.float32)
     v = rng.standard_normal(n).astype(np.float32)
     return np.concatenate([v[: n // 2], -v[: n // 2], v[n // 2 * 2 :]])[rng.permutation(n)]  # "cancel"
 
