@@ -221,31 +221,33 @@ def _upper_sum(x: torch.Tensor, dim: int, n: int) -> torch.Tensor:
     return s / (1 - g)
 
 
+def _rows_layout(ndim: int, dims) -> tuple[list[int], list[int]] | None:
+    """The kept dims and the reduced ones of a reduction over ``dims``; None where every value is one row."""
+    if ndim == 0 or dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return None
+    reduced = [d % ndim for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
+    return [d for d in range(ndim) if d not in reduced], reduced
+
+
 def _reduced_rows(x: torch.Tensor, dims) -> torch.Tensor:
     """x with its reduced dims moved last and flattened: [out elements, K], in x's own dtype."""
     x = x.detach().to("cpu")
-    nd = max(x.dim(), 1)
-    if x.dim() == 0:
-        return x.reshape(1, 1)
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+    layout = _rows_layout(x.dim(), dims)
+    if layout is None:
         return x.reshape(1, -1)
-    dims = [d % nd for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
-    keep = [d for d in range(nd) if d not in dims]
-    return x.permute(*keep, *dims).reshape(math.prod(x.shape[d] for d in keep), -1)
+    keep, reduced = layout
+    return x.permute(*keep, *reduced).reshape(math.prod(x.shape[d] for d in keep), -1)
 
 
 def _reduced_rows_numpy(x: torch.Tensor, dims) -> np.ndarray:
     """``_reduced_rows`` in NumPy (its values, read in place where the layout allows): where only sampled rows
     are read, NumPy's views and gathers cost a fraction of torch's."""
     a = _numpy(x)
-    nd = max(a.ndim, 1)
-    if a.ndim == 0:
-        return a.reshape(1, 1)
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+    layout = _rows_layout(a.ndim, dims)
+    if layout is None:
         return a.reshape(1, -1)
-    dims = [d % nd for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
-    keep = [d for d in range(nd) if d not in dims]
-    return a.transpose(*keep, *dims).reshape(math.prod(a.shape[d] for d in keep), -1)
+    keep, reduced = layout
+    return a.transpose(*keep, *reduced).reshape(math.prod(a.shape[d] for d in keep), -1)
 
 
 def _sum_terms(x: torch.Tensor, dims, idx: list[int], mean: bool, total: bool = True) -> Terms:
