@@ -161,10 +161,9 @@ def l1_norm(flat: torch.Tensor, values: np.ndarray | None = None) -> float | Non
     if not flat.numel() or flat.is_complex():
         return None
     if flat.dtype in _NUMPY_FLOATS:  # NumPy widens while it sums, in blocks: no float64 copy of the whole tensor
-        l1 = float(np.add.reduce(np.abs(flat.numpy() if values is None else values), dtype=np.float64))
-    else:  # integers and booleans: widened first, since |x| of the most negative int64 (the cast of -inf) overflows
-        with torch.no_grad():
-            l1 = float(flat.to(torch.float64).abs().sum())
+        return l1_of(flat.numpy() if values is None else values, flat.dtype)
+    with torch.no_grad():  # integers and booleans: widened first, since |x| of int64's most negative value overflows
+        l1 = float(flat.to(torch.float64).abs().sum())
     return l1 if math.isfinite(l1) else None
 
 
