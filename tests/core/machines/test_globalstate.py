@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pathlib
+import subprocess
+import sys
 import threading
 import time
 
@@ -13,6 +16,7 @@ from core.machines.globalstate import (
     PROCESS_THREADS,
     GlobalState,
     current_settings,
+    deterministic_algorithms,
     new_thread_threads,
     torch_threads,
 )
@@ -183,3 +187,37 @@ def test_many_threads_racing_never_leak_a_thread_count():
     assert after == [PROCESS_THREADS] * 8
     assert torch.get_num_threads() == PROCESS_THREADS
     assert current_settings()[0] == PROCESS_THREADS
+
+
+def test_deterministic_mode_is_set_inside_the_block_and_restored_after():
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    with deterministic_algorithms(True):
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+        with deterministic_algorithms(False):
+            assert not torch.are_deterministic_algorithms_enabled()
+        assert torch.are_deterministic_algorithms_enabled()
+    assert (torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled()) == before
+
+
+def test_deterministic_mode_reaches_the_compilers_setting_once_the_compiler_is_loaded():
+    import torch._inductor.config as inductor_config
+
+    before = inductor_config.deterministic
+    with deterministic_algorithms(True):
+        assert inductor_config.deterministic is True
+    assert inductor_config.deterministic == before == torch.are_deterministic_algorithms_enabled()
+
+
+def test_deterministic_mode_does_not_load_the_compiler():
+    """torch.use_deterministic_algorithms imports TorchDynamo and SymPy; a server that never compiles
+    must not pay for them (see _set_deterministic)."""
+    code = ("import sys, torch\n"
+            "from core.machines.globalstate import deterministic_algorithms\n"
+            "with deterministic_algorithms(True):\n"
+            "    torch.zeros(4).index_add_(0, torch.tensor([0, 0]), torch.ones(2))\n"
+            "print(sorted(m for m in ('torch._inductor', 'torch._dynamo', 'sympy') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=pathlib.Path(__file__).resolve().parents[3]).stdout
+    assert out.strip() == "[]"
