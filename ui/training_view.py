@@ -364,8 +364,9 @@ def _key_numbers(snap: PairSnapshot, where) -> None:
               help="The first step after which a parameter of B (rounded to A's format, in A's layout) has "
                    "other bits than A's (the ‖θA − θB‖ line and the bits strip below).")
     m3, m4 = box.columns(2)
-    m3.metric("Loss gap above 1% from step", summary.first_rel_1pct or "not yet",
-              help="The first step with |loss A − loss B| / loss A above 1% (the dashed line of the relative gap).")
+    m3.metric("Loss gap first > 1% at step", summary.first_rel_1pct or "not yet",
+              help="The first step with |loss A − loss B| / loss A above 1% (the dashed line of the relative gap); "
+                   "the gap can fall back under 1% later.")
     m4.metric("‖Δθ‖ doubles every", f"{summary.doubling_steps:.1f} steps" if summary.doubling_steps else "—",
               help="A least-squares line through ln‖θA − θB‖ over its growth phase "
               f"(steps {summary.fit_range[0]}–{summary.fit_range[1]})" if summary.fit_range else None)

@@ -186,7 +186,7 @@ def test_the_whole_talk(fresh_server, browser):
                 continue  # played, reset and played again on the first visit
             play_to_the_end(page)
             punch = page.locator(".st-key-punchline")
-            expect(punch.get_by_text("Loss gap above 1% from step")).to_be_visible(timeout=RERUN)
+            expect(punch.get_by_text("Loss gap first > 1% at step")).to_be_visible(timeout=RERUN)
             assert_punchline_in_first_screen(page, title)
             # loss, "How far apart", bits: none empty
             assert assert_no_empty_chart(page, title, minimum=drawn + 3) >= drawn + 3

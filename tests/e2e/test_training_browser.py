@@ -134,7 +134,7 @@ def test_step_then_play_and_watch_it_update(server, page):
     wait_for_app(page)
     expect(page.get_by_text(re.compile(r"After step 500 · "))).to_be_visible(timeout=60_000)
     expected = summarize(PairedRun(TrainSettings()).run(500)).first_rel_1pct  # computed here, not measured once
-    gap = page.locator('[data-testid="stMetric"]').filter(has_text="Loss gap above 1% from step")
+    gap = page.locator('[data-testid="stMetric"]').filter(has_text="Loss gap first > 1% at step")
     expect(gap).to_contain_text(str(expected), timeout=RERUN)
     expect(page.get_by_role("button", name="Play")).to_be_disabled(timeout=RERUN)
     assert_charts_rendered(page, 5)

@@ -107,7 +107,7 @@ def test_play_runs_to_the_end_and_matches_core(td):
     assert run.finished and run.done == 500
     expected = summarize(PairedRun(TrainSettings()).run(500))
     m = metrics(td)
-    assert m["Loss gap above 1% from step"] == str(expected.first_rel_1pct)
+    assert m["Loss gap first > 1% at step"] == str(expected.first_rel_1pct)
     assert m["‖Δθ‖ doubles every"] == f"{expected.doubling_steps:.1f} steps"
     assert len(td.get("vega_lite_chart")) >= 5  # losses, gaps, bits, two decision boundaries
     td.button(key="td_reset").click().run()
