@@ -146,3 +146,4 @@ with counted_run():  # a visitor who arrives with a crowd is told the wait befor
         PAGE.run()
     finally:
         core.machines.native.release_freed_memory()
+        core.machines.native.freeze_after_first_run()

@@ -25,7 +25,7 @@ import time
 import urllib.request
 from urllib.parse import urlencode
 
-import core.machines.native  # noqa: F401  (before anything loads torch: OpenMP and oneDNN read their settings then)
+import core.machines.native  # before anything loads torch: OpenMP and oneDNN read their settings then
 
 # What the home page and the Mitigations page import on their first run (the heaviest first).
 MODULES = ("torch", "pandas", "altair", "core.arith.exact", "core.studies.mitigations", "core.training.seeds",
@@ -104,10 +104,15 @@ def _port(argv: list[str]) -> int:
 
 
 def _warm_up_quietly(port: int | None = None) -> None:
+    """The warm-up, the talk links' visit, then core.machines.native.freeze_long_lived: what the warm-up
+    loaded stays out of the collector's passes. Its last line says it is done."""
     try:
         warm_up()
+        visited = []  # its line is held back: the last line a warm-up writes says it is done
         if port is not None:
-            visit_talk_links(f"http://127.0.0.1:{port}")
+            visit_talk_links(f"http://127.0.0.1:{port}", report=visited.append)
+        frozen = f"{core.machines.native.freeze_long_lived():,} objects kept out of the collector's passes"
+        print(f"{visited[0]}; {frozen}" if visited else f"warm-up: {frozen}", file=sys.stderr, flush=True)
     except Exception as err:  # a page computes what the warm-up could not; the server must not fall over
         print(f"warm-up stopped: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
 

@@ -62,3 +62,19 @@ def test_a_failing_warm_up_is_one_line_and_never_stops_the_server(monkeypatch, c
     monkeypatch.setattr(serve, "warm_up", fail)
     serve._warm_up_quietly(8501)
     assert capsys.readouterr().err.strip() == "warm-up stopped: RuntimeError: no memory left"
+
+
+def test_the_warm_ups_last_line_comes_after_the_freeze(monkeypatch, capsys):
+    """Benchmarks and serve_many wait for the warm-up's last line: it is written once the objects the warm-up
+    left are frozen, so the crowd that follows meets a warm process whose collector passes are short."""
+    import core.machines.native as native
+
+    order = []
+    monkeypatch.setattr(serve, "warm_up", lambda: order.append("warm"))
+    monkeypatch.setattr(serve, "visit_talk_links",
+                        lambda url, report: order.append("visit") or report("warm-up: 16 talk links visited in 1.0 s"))
+    monkeypatch.setattr(native, "freeze_long_lived", lambda: order.append("freeze") or 12345)
+    serve._warm_up_quietly(8501)
+    assert order == ["warm", "visit", "freeze"]
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "warm-up: 16 talk links visited in 1.0 s; 12,345 objects kept out of the collector's passes")

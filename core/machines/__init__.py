@@ -5,7 +5,7 @@ lock and always restored), devices (the devices torch can compute on here, machi
 provenance labels), timing (medians, interleaved repeats, float32 against float64 throughput),
 memory (free memory for new processes, a process's resident memory, from /proc and cgroups), progress
 (the one Progress record and callback type of long computations), native (OpenMP's, oneDNN's and
-glibc's settings, made before torch loads).
+glibc's settings, made before torch loads; the warm objects kept out of the collector's passes).
 
 What it may import: its layer and the contracts in .importlinter (checked by
 ``lint-imports``).

@@ -9,6 +9,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -107,3 +108,47 @@ def test_the_app_releases_freed_memory_after_every_run_even_one_that_stops_early
     tries = [node for node in ast.walk(tree) if isinstance(node, ast.Try)
              and any("PAGE.run" in ast.unparse(stmt) for stmt in node.body)]
     assert tries and any("release_freed_memory" in ast.unparse(stmt) for stmt in tries[0].finalbody)
+
+
+def test_freezing_collects_todays_garbage_then_keeps_the_living_out_of_later_passes():
+    """Cycles that are already garbage are freed first; what is alive is frozen, so a later full pass
+    walks only what came after (the stall a room's viewers would share; see freeze_long_lived)."""
+    code = """
+import gc, json, weakref
+import core.machines.native as n
+class Node:
+    pass
+dead = Node(); dead.self = dead; gone = weakref.ref(dead); del dead
+alive = [Node() for _ in range(50_000)]
+for a in alive:
+    a.self = a
+frozen = n.freeze_long_lived()
+after = [Node() for _ in range(10)]
+print(json.dumps({"gone": gone() is None, "frozen": frozen, "count": gc.get_freeze_count(),
+                  "oldest": len(gc.get_objects(generation=2))}))
+"""
+    out = json.loads(_run(code, dict(os.environ)))
+    assert out["gone"] and out["frozen"] == out["count"] >= 50_000
+    assert out["oldest"] < 1_000  # the 50,000 live objects are no longer in the oldest generation
+
+
+def test_the_first_run_freezes_once_however_many_runs_arrive_together(monkeypatch):
+    import core.machines.native as native
+
+    calls = []
+    monkeypatch.setattr(native, "freeze_long_lived", lambda: calls.append(1) or 0)
+    monkeypatch.setattr(native, "_first_run_frozen", False)
+    threads = [threading.Thread(target=native.freeze_after_first_run) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    native.freeze_after_first_run()
+    assert calls == [1]
+
+
+def test_the_app_freezes_after_its_first_run():
+    tree = ast.parse((ROOT / "app.py").read_text())
+    tries = [node for node in ast.walk(tree) if isinstance(node, ast.Try)
+             and any("PAGE.run" in ast.unparse(stmt) for stmt in node.body)]
+    assert tries and any("freeze_after_first_run" in ast.unparse(stmt) for stmt in tries[0].finalbody)
