@@ -95,11 +95,12 @@ class Many:
 
 
 def links() -> list[tuple[str, str, str]]:
-    """(title, page url path, query) of each talk link, in presenter mode."""
+    """(title, page url path, query) of the home page and each talk link, in presenter mode (the address a
+    speaker shows the room is often the home page's)."""
     from ui.talk import SCENARIOS
 
-    return [(title, page.removeprefix("pages/").removesuffix(".py"), urlencode({**params, "talk": "1"}))
-            for title, page, params, _ in SCENARIOS]
+    return [("Home", "", "talk=1"), *((title, page.removeprefix("pages/").removesuffix(".py"),
+                                      urlencode({**params, "talk": "1"})) for title, page, params, _ in SCENARIOS)]
 
 
 async def _crowd(server: Server | Many, title: str, page: str, query: str, n: int, click: tuple[str, str],
