@@ -38,9 +38,9 @@ spread). Where the C library is not glibc nothing is changed. This decides where
 never what is computed.
 
 **Python's cyclic collector.** Every so often Python's collector walks every object it tracks, holding
-the interpreter meanwhile: with the app's modules and caches loaded, one such pass took 0.1-0.2 s on the
-2-core development VM, and while a room opened a link it came round several times, each time stalling
-every viewer's page at once. ``freeze_long_lived`` moves the objects alive at that moment (modules, warm
+the interpreter meanwhile, so every viewer's page waits for it. On the 2-core development VM, through a
+warm-up and three crowds of 100 viewers, it came round ten times and took up to 0.19 s, longer as the
+process grew; with the warm objects frozen, 8-29 ms. ``freeze_long_lived`` moves the objects alive at that moment (modules, warm
 caches) out of the collector's reach (``gc.freeze``), so later passes walk only what came after. It is
 called once the server is warm (scripts.serve) and after a process's first script run (app.py). Objects
 frozen stay until the process ends even if they later become unreachable cycles; at those two moments that
