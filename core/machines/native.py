@@ -40,11 +40,12 @@ never what is computed.
 **Python's cyclic collector.** Every so often Python's collector walks every object it tracks, holding
 the interpreter meanwhile, so every viewer's page waits for it. On the 2-core development VM, through a
 warm-up and three crowds of 100 viewers, it came round ten times and took up to 0.19 s, longer as the
-process grew; with the warm objects frozen, 8-29 ms. ``freeze_long_lived`` moves the objects alive at that moment (modules, warm
-caches) out of the collector's reach (``gc.freeze``), so later passes walk only what came after. It is
-called once the server is warm (scripts.serve) and after a process's first script run (app.py). Objects
-frozen stay until the process ends even if they later become unreachable cycles; at those two moments that
-is the warm-up's few sessions, a bounded one-time cost. Reference counting still frees everything else.
+process grew; with the warm objects frozen, 8-29 ms. ``freeze_long_lived`` moves the objects alive at
+that moment (modules, warm caches) out of the collector's reach (``gc.freeze``), so later passes walk only
+what came after. It is called once the server is warm (scripts.serve) and after a process's first script
+run (app.py). Objects frozen stay until the process ends even if they later become unreachable cycles; at
+those two moments that is the warm-up's few sessions, a bounded one-time cost. Reference counting still
+frees everything else.
 
 Importing this module sets each of these unless the environment already chose it; the library
 settings have an effect only when this comes before torch's first import in the process (app.py,
