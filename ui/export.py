@@ -12,6 +12,7 @@ import torch
 
 from core.machines.devices import cpu_device, machine_facts
 from core.machines.globalstate import PROCESS_THREADS
+from ui.crowd import folded
 
 
 def provenance() -> dict:
@@ -39,9 +40,19 @@ def as_json(table: pd.DataFrame, settings: dict, prov: dict) -> bytes:
 
 
 def download_buttons(table: pd.DataFrame, settings: dict, stem: str, key: str) -> None:
+    """The table as CSV and as JSON, in a section of their own (``ui.crowd.folded``, open state under
+    ``{key}_downloads``): the files are made only once a visitor opens it. Made with every view, they took
+    about a fifth of the Summation lab's page run, for each of a room's hundred viewers."""
+    with folded("Download the numbers (CSV, JSON with settings and provenance)", f"{key}_downloads",
+                ":material/download:") as open_:
+        if open_:
+            _buttons(table, settings, stem, key)
+
+
+def _buttons(table: pd.DataFrame, settings: dict, stem: str, key: str) -> None:
     prov = provenance()
     c1, c2 = st.columns(2)
-    # The files are made with the page, not on click (Streamlit's deferred data): a deferred file is fetched
+    # The files are made with the section, not on click (Streamlit's deferred data): a deferred file is fetched
     # after the click, and a rerun of a busy session in between cancelled it (ten viewers on two cores).
     # on_click="ignore": a download needs no rerun, and a rerun could retire the file mid-download
     c1.download_button("Download the table as CSV", as_csv(table, settings, prov), f"{stem}.csv", "text/csv",

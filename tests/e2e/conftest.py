@@ -304,3 +304,24 @@ def close_sidebar(page) -> None:
     page.wait_for_function(
         "() => document.querySelector('[data-testid=\"stSidebar\"]').dataset.collapsed === 'true'")
     page.wait_for_timeout(400)  # the slide-out animation
+
+
+def open_section(page, label: str) -> None:
+    """Unfold the collapsed section whose label contains ``label``, with a click on its summary as a person
+    would (it stays open across reruns); a section already open is left open."""
+    section = page.locator('[data-testid="stExpander"]').filter(has_text=label).first
+    section.wait_for(timeout=RERUN)
+    if section.locator("details").get_attribute("open") is None:
+        section.locator("summary").first.click()
+    expect(section.locator("details")).to_have_attribute("open", re.compile(".*"), timeout=RERUN)
+
+
+def download_table(page, button: str = "Download the table as CSV"):
+    """Open a page's download section (ui.export.download_buttons: its files are made once it is open),
+    click ``button`` and return the Download."""
+    open_section(page, "Download the numbers")
+    target = page.get_by_role("button", name=button)
+    expect(target).to_be_visible(timeout=RERUN)
+    with page.expect_download() as dl:
+        target.click()
+    return dl.value

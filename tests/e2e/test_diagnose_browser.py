@@ -9,7 +9,14 @@ from playwright.sync_api import expect
 
 from core.diagnose.examples import EXAMPLES, LOG_EXAMPLES, log_network
 from core.diagnose.verdict import VERDICT_HEADS
-from tests.e2e.conftest import RERUN, assert_charts_rendered, assert_healthy_page, screenshot, wait_for_app
+from tests.e2e.conftest import (
+    RERUN,
+    assert_charts_rendered,
+    assert_healthy_page,
+    open_section,
+    screenshot,
+    wait_for_app,
+)
 
 # verdicts that do not depend on the machine (the thread-count and batch-size pairs are computed live)
 KNOWN = {"bfloat16": "reduced_precision", "tf32": "reduced_precision", "bug": "too_large"}
@@ -19,15 +26,6 @@ def pick(page, label: str, option: str) -> None:
     page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
     page.get_by_role("option", name=option, exact=True).click()
     wait_for_app(page)
-
-
-def open_section(page, label: str) -> None:
-    """Unfold the collapsed section whose label starts with ``label`` (it stays open across reruns)."""
-    section = page.locator('[data-testid="stExpander"]').filter(has_text=label).first
-    section.wait_for(timeout=RERUN)
-    if section.locator("details").get_attribute("open") is None:
-        section.locator("summary").click()
-    expect(section.locator("details")).to_have_attribute("open", re.compile(".*"), timeout=RERUN)
 
 
 def test_every_bundled_example_and_log_pair(server, page):

@@ -16,6 +16,7 @@ from tests.e2e.conftest import (
     assert_healthy_page,
     assert_no_legend_cut,
     choose,
+    download_table,
     screenshot,
     set_number,
     wait_for_app,
@@ -34,9 +35,7 @@ def test_gpu_arithmetic_page(server, page):
     expect(page.locator('[data-testid="stDataFrame"]').nth(1)).to_be_attached(timeout=RERUN)
     screenshot(page, "gpu-arithmetic-default")
 
-    with page.expect_download() as dl:
-        page.get_by_role("button", name="Download the table as CSV").click()
-    lines = Path(dl.value.path()).read_text(encoding="utf-8").splitlines()
+    lines = Path(download_table(page).path()).read_text(encoding="utf-8").splitlines()
     assert any(line.startswith("# torch_version: ") for line in lines)  # provenance travels with the data
     rows = list(csv.DictReader(io.StringIO("\n".join(x for x in lines if not x.startswith("#")))))
     assert rows[0]["model"] == "Sequential, multiply then add"

@@ -17,6 +17,7 @@ from tests.e2e.conftest import (
     Server,
     assert_charts_rendered,
     assert_healthy_page,
+    open_section,
     press,
     screenshot,
     until,
@@ -26,13 +27,6 @@ from tests.e2e.conftest import (
 
 SLOW = 300_000  # ms: a cold first run, a measurement or a seed study on a busy 2-core machine
 PAGE_HEIGHT = """() => document.querySelector('[data-testid="stMain"]').scrollHeight"""
-
-
-def open_section(page, label: str) -> None:
-    """Open the collapsed section whose label contains ``label`` (a click on its summary, as a person would)."""
-    section = page.locator('[data-testid="stExpander"]').filter(has_text=label).first
-    section.locator("summary").first.click()
-    expect(section.locator("details")).to_have_attribute("open", "", timeout=RERUN)
 
 
 def test_mitigations_page(server, page):

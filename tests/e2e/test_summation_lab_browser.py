@@ -16,6 +16,7 @@ from tests.e2e.conftest import (
     assert_charts_rendered,
     assert_healthy_page,
     choose,
+    download_table,
     screenshot,
     set_number,
     until,
@@ -32,9 +33,7 @@ def test_lab_defaults_controls_and_download(server, page, tmp_path):
     expect(page.get_by_text("Trees are drawn for n ≤ 32")).to_have_count(1, timeout=RERUN)
     screenshot(page, "summation-lab-default")
 
-    with page.expect_download() as dl:
-        page.get_by_role("button", name="Download the table as CSV").click()
-    lines = Path(dl.value.path()).read_text(encoding="utf-8").splitlines()
+    lines = Path(download_table(page).path()).read_text(encoding="utf-8").splitlines()
     assert any(line.startswith("# torch_version: ") for line in lines)  # provenance travels with the data
     rows = list(csv.DictReader(io.StringIO("\n".join(x for x in lines if not x.startswith("#")))))
     assert [r["order"] for r in rows][:2] == ["Sequential, left to right", "Pairwise tree"]

@@ -31,6 +31,9 @@ def test_pages_offer_both_downloads():
     at = AppTest.from_file(str(ROOT / "pages" / "summation_lab.py"), default_timeout=TIMEOUT)
     at.query_params.update({"n": "1000", "permutations": "0"})
     at.run()
+    assert not at.exception and not at.get("download_button")  # the files are made once their section is open
+    at.session_state["sl_downloads"] = True  # what opening "Download the numbers" sets
+    at.run()
     assert not at.exception
     labels = [b.proto.label for b in at.get("download_button")]
     assert "Download the table as CSV" in labels and "Download as JSON (with settings and provenance)" in labels

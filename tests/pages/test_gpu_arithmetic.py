@@ -52,7 +52,8 @@ def test_defaults_every_model_live_and_exact(defaults):
     assert "Batch dependence" in text and "No GPU on this server" in text
     assert "round_half_ulp_truncate" in text  # the TF32 conversion, cited
     assert len(at.get("vega_lite_chart")) >= 3 or len(at.get("arrow_vega_lite_chart")) >= 3
-    assert at.get("download_button")
+    assert not at.get("download_button")  # made only once a visitor opens their section
+    assert any(e.label.startswith("Download the numbers") for e in at.expander)
 
 
 def test_controls_change_the_results():

@@ -37,7 +37,8 @@ def test_defaults_show_a_striking_difference(lab):
     assert exact_decimal(exact) in all_text(lab)  # the exact sum, every digit
     provenance = " ".join(t["provenance"])  # this server's own thread count, whatever the machine has
     assert "1 thread" in provenance and f"{PROCESS_THREADS} thread" in provenance
-    assert lab.get("download_button")
+    assert not lab.get("download_button")  # made only once a visitor opens their section
+    assert any(e.label.startswith("Download the numbers") for e in lab.expander)
 
 
 def test_n_and_storage_and_working_change_the_result(lab):
