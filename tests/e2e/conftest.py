@@ -237,17 +237,24 @@ el => {
 }
 """
 
-# How much of a chart is drawn in one colour: on a canvas, the pixels near it (each channel within 40);
-# in an SVG, the data-mark items (not legend or axes) whose stroke or fill is that colour, 100 each.
+# How much of a chart is drawn in one colour: on a canvas, the pixels near it (each channel within 40); in an
+# SVG, over the data-mark items (not legend or axes) of that colour, the length of each stroked one (a line
+# grows as steps are drawn) and the area of each filled one. Vega-Lite in Streamlit draws a chart of up to
+# 2,000 points per datum as SVG and larger ones on a canvas, so one chart can be either.
 PIXELS_NEAR = """
 ([el, rgb]) => {
   const c = el.querySelector('canvas');
   if (!c) {
     const hex = '#' + rgb.map(v => v.toString(16).padStart(2, '0')).join('');
     const want = new Set([hex, `rgb(${rgb[0]}, ${rgb[1]}, ${rgb[2]})`]);
-    return Array.from(el.querySelectorAll('g.role-mark > *')).filter(e =>
-      want.has((e.getAttribute('stroke') || '').toLowerCase()) || want.has((e.getAttribute('fill') || '').toLowerCase())
-    ).length * 100;
+    const is = (e, attr) => want.has((e.getAttribute(attr) || '').toLowerCase());
+    let n = 0;
+    for (const e of el.querySelectorAll('g.role-mark > *')) {
+      const box = e.getBBox();
+      if (is(e, 'stroke')) n += e.getTotalLength ? e.getTotalLength() : Math.hypot(box.width, box.height);
+      else if (is(e, 'fill')) n += box.width * box.height;
+    }
+    return Math.round(n);
   }
   const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
   let n = 0;
