@@ -7,6 +7,7 @@ The server starts with the same flags as the Docker image's ENTRYPOINT
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import re
 import time
@@ -318,9 +319,18 @@ def open_section(page, label: str) -> None:
     would (it stays open across reruns); a section already open is left open."""
     section = page.locator('[data-testid="stExpander"]').filter(has_text=label).first
     section.wait_for(timeout=RERUN)
-    if section.locator("details").get_attribute("open") is None:
-        section.locator("summary").first.click()
-    expect(section.locator("details")).to_have_attribute("open", re.compile(".*"), timeout=RERUN)
+    details = section.locator("details")
+    deadline = time.monotonic() + RERUN / 1000
+    # Opening a section reruns the page; a click that lands while an earlier rerun redraws the page can be
+    # lost, as a person's would be, who then clicks again: so wait for the page to be idle, and click again
+    # while the section stays closed.
+    while details.get_attribute("open") is None and time.monotonic() < deadline:
+        wait_for_app(page, timeout=RERUN)
+        if details.get_attribute("open") is None:
+            section.locator("summary").first.click()
+        with contextlib.suppress(AssertionError):
+            expect(details).to_have_attribute("open", re.compile(".*"), timeout=5_000)
+    expect(details).to_have_attribute("open", re.compile(".*"), timeout=RERUN)
 
 
 def download_table(page, button: str = "Download the table as CSV"):
