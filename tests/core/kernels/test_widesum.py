@@ -3,6 +3,7 @@ of the order-independent sum that reads them."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from fractions import Fraction
@@ -13,6 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.arith import shares
 from core.arith.exact import correctly_rounded_sum, exact_sum_fraction
 from core.arith.formats import FORMATS, bits_of, value_of_bits
 from core.kernels import reprosum, widesum
@@ -100,17 +102,45 @@ def test_block_sums_carry_infinities_and_nan_into_their_block():
 
 
 def test_block_sums_wake_helper_threads_only_for_enough_values(monkeypatch):
-    calls = []
-    real = widesum._blocks
-    monkeypatch.setattr(widesum, "_blocks", lambda x, first, last, s, a: calls.append((first, last)) or real(
-        x, first, last, s, a))
+    workers, claims = [], []
+    real_workers, real_claimed = shares.run_workers, widesum._claimed_blocks
+    monkeypatch.setattr(shares, "run_workers", lambda work, threads: workers.append(threads) or real_workers(
+        work, threads))
+    monkeypatch.setattr(widesum, "_claimed_blocks", lambda x, bounds, s, a, next_piece: claims.append(
+        (bounds, next_piece)) or real_claimed(x, bounds, s, a, next_piece))
     x = np.ones(4 * widesum.BLOCK, dtype=np.float32)
     widesum.block_sums(x, 2, 2, per_thread=x.size)
-    assert sorted(calls) == [(0, 4)]
-    calls.clear()
+    assert workers == [1] and claims[0][0].tolist() == [0, 4]
+    workers.clear()
+    claims.clear()
     widesum.block_sums(x, 3, 3, per_thread=widesum.BLOCK)
-    covered = [b for first, last in calls for b in range(first, last)]
-    assert sorted(covered) == [0, 1, 2, 3]  # whole blocks, every one exactly once
+    assert workers == [3] and len(claims) == 3
+    bounds, next_piece = claims[0]
+    assert bounds.tolist() == [0, 1, 2, 3, 4]  # whole blocks, in order
+    # every worker claims until it draws a number past the last piece: each piece was claimed once
+    assert next_piece.tolist() == [bounds.size - 1 + 3]
+
+
+def test_the_claims_are_atomic_under_contention():
+    """Threads drawing numbers in a tight compiled loop: no draw is lost (a plain load and store would
+    lose many on two cores). Then many small pieces, more threads than cores: every block is summed
+    once, as on one thread."""
+    import numba  # deferred: the compiler loads only for the kernels' tests
+
+    @numba.njit(nogil=True)
+    def draw(counter, out):
+        for j in range(out.size):
+            out[j] = widesum._claim(counter)
+
+    counter, n = np.zeros(1, dtype=np.int64), 200_000
+    drawn, slots = np.empty((4, n), dtype=np.int64), itertools.count()
+    shares.run_workers(lambda: draw(counter, drawn[next(slots)]), 4)  # a row per thread
+    assert counter[0] == 4 * n and np.array_equal(np.sort(drawn, axis=None), np.arange(4 * n))
+    x = np.arange(500 * widesum.BLOCK, dtype=np.float32) % 7
+    expected = widesum.block_sums(x, 1, 1)
+    for _ in range(3):
+        sums, abs_sums = widesum.block_sums(x, 6, 6, per_thread=1)
+        assert sums.tobytes() == expected[0].tobytes() and abs_sums.tobytes() == expected[1].tobytes()
 
 
 def test_block_sums_refuse_what_they_were_not_written_for():
