@@ -21,9 +21,10 @@ from core.studies.assoc import (
 from core.studies.sumlab import relative_error
 from ui import glossary
 from ui import non_associativity_view as view
+from ui.crowd import folded
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import bits_html, bits_legend, inert, mono, ulps_text
-from ui.talk import folded, presenter
+from ui.talk import presenter, talk_folded
 from ui.urlstate import restore, share_box, sync
 
 # label -> (format, a, b, c, what it shows)
@@ -271,7 +272,7 @@ def main() -> None:
         _load_preset(st.query_params["preset"])
     st.title("Non-associativity: (a + b) + c ≠ a + (b + c)")
     punch = st.container(key="punchline")  # the two groupings' results, filled below: in the first screen
-    with folded("Settings: preset, format and the three numbers"):  # folded in presenter mode: three screens
+    with talk_folded("Settings: preset, format and the three numbers"):  # folded in presenter mode: three screens
         st.markdown("Every addition rounds its exact result to the nearest number the format holds; group three "
                     "numbers differently and other intermediate sums get rounded. Pick a format and three numbers.")
         numbers = controls()
@@ -282,15 +283,21 @@ def main() -> None:
     punchline(punch, result)
     two_groupings(result)
     same_on_a_gpu(result)
-    with st.expander("What the format actually stores: each number's bits", icon=":material/memory:"):
-        what_is_stored(result)
-    with st.expander("The exact answer, and which grouping is correctly rounded", icon=":material/functions:"):
-        exact_answer(result)
-    with st.expander("The same additions on each device here", icon=":material/devices:"):
-        on_each_device(result)
-    with st.expander("Find a counterexample: random triples, both groupings", icon=":material/search:",
-                     expanded=st.session_state.get("na_search") is not None):
-        search(result.fmt.name, result)
+    # what is folded is made only once opened: a room opening the link pays for its first screen
+    with folded("What the format actually stores: each number's bits", "na_open_bits", ":material/memory:") as open_:
+        if open_:
+            what_is_stored(result)
+    with folded("The exact answer, and which grouping is correctly rounded", "na_open_exact",
+                ":material/functions:") as open_:
+        if open_:
+            exact_answer(result)
+    with folded("The same additions on each device here", "na_open_devices", ":material/devices:") as open_:
+        if open_:
+            on_each_device(result)
+    with folded("Find a counterexample: random triples, both groupings", "na_open_search", ":material/search:",
+                expanded=st.session_state.get("na_search") is not None) as open_:
+        if open_:
+            search(result.fmt.name, result)
     glossary.define("ulp")  # the story's first use of the term, defined where a reader looks it up
     cpu = cpu_device()
     st.caption(f"Sums computed live by torch {cpu.label.split('torch ')[-1]} on {cpu.name}; exact values by "

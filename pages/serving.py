@@ -28,7 +28,7 @@ from ui.mitigations_view import story_link
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.progress import ProgressBar
 from ui.render import inert
-from ui.talk import folded
+from ui.talk import talk_folded
 from ui.urlstate import restore, share_box, sync
 
 KERNEL_CHOICES = {"gpu_model": "MODEL of a GPU's batch-dependent kernel choices",
@@ -138,7 +138,7 @@ def main() -> None:
     st.markdown("The same prompt, sent many times to a tiny language model behind a server that batches whatever "
                 "is waiting. Decoding is greedy (temperature 0), so every copy should come back as the request "
                 "served alone does.")
-    with folded("The server: requests, load, prompt, format and kernels"):  # folded in presenter mode: 3 screens
+    with talk_folded("The server: requests, load, prompt, format and kernels"):  # folded in presenter mode: 3 screens
         s, problems = controls()
         share_box(sync(URL_FIELDS), url_notes)
     if problems:

@@ -17,7 +17,7 @@ from core.traces.pairs import DEFAULT_PAIR, PAIRS, provenance, run_pair
 from ui import traces_view as view
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert
-from ui.talk import folded
+from ui.talk import talk_folded
 from ui.urlstate import restore, share_box, sync
 
 SOURCES = {"bundled": "A bundled pair, traced live here", "upload": "Upload two trace files"}
@@ -129,7 +129,7 @@ def explain() -> None:
         st.markdown("Trace the same model on the two machines (or thread counts, batch sizes, versions) that "
                     "disagree, then upload both files here or compare them on the command line:")
         st.code(COMMANDS, language="bash")
-    with folded("How each op is judged"):
+    with talk_folded("How each op is judged"):
         st.markdown(
             "Every aten op is recorded with its module, digests of its input and output bits, 32 sampled output "
             "values and its reduction length K (a matrix product's inner dimension, a softmax row's length; a dash "

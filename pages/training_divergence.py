@@ -44,7 +44,7 @@ from ui.crowd import heavy_section, over_budget
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.progress import ProgressBar
 from ui.render import inert
-from ui.talk import folded, presenter
+from ui.talk import presenter, talk_folded
 from ui.training_view import (
     NUMBERS_CSS,
     PairSlots,
@@ -403,7 +403,7 @@ def main() -> None:
     st.markdown("**Why it can grow:** each update is computed from the weights the last one left, so a difference "
                 "in them changes the next gradient, which changes the next update. Whether the gap grows or dies "
                 "out depends on the learning rate, the optimizer and the model.")
-    with folded("Settings: preset, what differs, format, optimizer, steps"):
+    with talk_folded("Settings: preset, what differs, format, optimizer, steps"):
         settings = controls(url_notes, goto or st.session_state.get(WRITTEN, 0))
     try:  # a scenario link makes a fresh pair: it opens ready to play
         run = current_run(st.session_state, "td_run", settings, fresh=opened_from_link)

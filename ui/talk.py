@@ -192,10 +192,10 @@ def scroll_to_top_on_page_change(page_id: str) -> None:
 
 def more_settings():
     """Where secondary controls go: an expander in presenter mode, the page itself otherwise."""
-    return folded("More settings")
+    return talk_folded("More settings")
 
 
-def folded(label: str):
+def talk_folded(label: str):
     """Where secondary prose or controls go: an expander named ``label`` in presenter mode (the room
     sees the result, the speaker opens it when needed), the page itself otherwise."""
     return st.expander(label) if presenter() else st.container()

@@ -18,6 +18,7 @@ from tests.e2e.conftest import (
     assert_sidebar_collapsed,
     choose,
     expect_root_font_at_least,
+    open_section,
     press,
     screenshot,
     wait_for_app,
@@ -132,7 +133,7 @@ def test_playground_reacts_like_a_person_expects(server, page):
     expect(page.locator('[data-testid="stAlertContentWarning"]')).to_have_count(0, timeout=RERUN)
 
     choose(page, "Format (dtype)", "float32")
-    page.get_by_text("Find a counterexample").click()  # a collapsed section below the story's evidence
+    open_section(page, "Find a counterexample")  # a collapsed section below the story's evidence
     press(page, page.get_by_role("button", name="Search random triples"))
     expect(page.get_by_text(re.compile(r"float32 triples .* give different bits"))).to_be_visible(timeout=RERUN)
     wait_for_app(page)

@@ -16,8 +16,15 @@ def app() -> AppTest:
 
 @pytest.fixture
 def na() -> AppTest:
-    """The Non-associativity page, run on its own."""
-    return AppTest.from_file(str(ROOT / "pages" / "non_associativity.py"), default_timeout=TIMEOUT).run()
+    """The Non-associativity page, run on its own, its folded sections open (as a reader who opened them: they
+    are made only once opened, ui.crowd.folded)."""
+    at = AppTest.from_file(str(ROOT / "pages" / "non_associativity.py"), default_timeout=TIMEOUT)
+    for key in NA_FOLDED:
+        at.session_state[key] = True
+    return at.run()
+
+
+NA_FOLDED = ("na_open_bits", "na_open_exact", "na_open_devices", "na_open_search")
 
 
 def all_text(at: AppTest) -> str:

@@ -185,6 +185,26 @@ def test_presenter_mode_folds_the_settings_and_keeps_the_results():
     assert not at.info and not at.error
 
 
+def test_a_view_with_its_sections_closed_makes_none_of_them():
+    """A room opening the link pays for the first screen: the bits, the exact answer, the devices' table and the
+    search are made only once a visitor opens their section, and then they are there."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.pages.conftest import NA_FOLDED, ROOT, TIMEOUT
+
+    at = AppTest.from_file(str(ROOT / "pages" / "non_associativity.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    labels = [e.label for e in at.expander]
+    assert {"What the format actually stores: each number's bits", "The same additions on each device here",
+            "Find a counterexample: random triples, both groupings"} <= set(labels)
+    assert not at.dataframe and not at.button and "Correctly rounded" not in all_text(at)
+    at.session_state["na_open_devices"] = True
+    at.session_state["na_open_exact"] = True
+    at.run()
+    assert len(at.dataframe) == 1 and "Correctly rounded" in all_text(at)
+    assert {e.label for e in at.expander} == set(labels) and len(NA_FOLDED) == 4
+
+
 def test_the_learners_first_question_is_asked_and_answered_at_the_defaults(na):
     """"Is float32 different on a GPU?" is a learner's question whatever the preset's format (float64 here)."""
     text = all_text(na)
