@@ -23,7 +23,7 @@ from core.serving.engine import (
 )
 from core.serving.model import load_record
 from ui import serving_view as view
-from ui.crowd import heavy_section, over_budget
+from ui.crowd import folded, heavy_section, over_budget
 from ui.mitigations_view import story_link
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.progress import ProgressBar
@@ -91,43 +91,49 @@ def explain(study: ForkStudy, invariant_on: bool) -> None:
         "**The fix** is to fix the reduction order where it matters: **batch-invariant kernels**, one matmul "
         "configuration for every batch, RMSNorm and attention as loops in a fixed order over each request's own "
         "values. " + view.cost_sentence(study))
-    with st.expander("Every completion, and the gap where each departs"):
-        view.completions(shown)
-        st.caption(f"Greedy decoding (the largest logit wins; an exact tie goes to the earlier character). "
-                   f"{view.batch_sizes(shown)}. A gap is between the two largest logits of the lone run at the "
-                   "token where a request departs from it, in ULPs of the larger one.")
-    with st.expander("How rare is a fork? (measured on the identical requests)"):
-        view.rarity(shown)
-        if shown.settings.kernels == "default" and not invariant_on:
-            st.caption(view.own_kernels_note(shown, machine_facts().get("blas")))
-    with st.expander("What batch-invariant serving costs here"):
-        view.cost(study)
+    # what is folded is made only once opened: a room opening the link pays for its first screen
+    with folded("Every completion, and the gap where each departs", "sv_open_completions") as open_:
+        if open_:
+            view.completions(shown)
+            st.caption(f"Greedy decoding (the largest logit wins; an exact tie goes to the earlier character). "
+                       f"{view.batch_sizes(shown)}. A gap is between the two largest logits of the lone run at the "
+                       "token where a request departs from it, in ULPs of the larger one.")
+    with folded("How rare is a fork? (measured on the identical requests)", "sv_open_rarity") as open_:
+        if open_:
+            view.rarity(shown)
+            if shown.settings.kernels == "default" and not invariant_on:
+                st.caption(view.own_kernels_note(shown, machine_facts().get("blas")))
+    with folded("What batch-invariant serving costs here", "sv_open_cost") as open_:
+        if open_:
+            view.cost(study)
 
 
 def takeaway() -> None:
-    with st.expander("Temperature 0 is not enough: what else changes a request's logits"):
-        st.markdown(
-            "The batch is the main cause, not the only one. What else a server changes from one request to the "
-            "next can move the logits too: the padding of a batch and the sequence lengths in it (kernels pick "
-            "their split by shape), chunked prefill (a prompt prefilled in other chunks is reduced in other "
-            "pieces), and a prefix cache (a cached prefix was computed with other company than a fresh one). "
-            "SGLang's FAQ attributes most of the non-determinism to dynamic batching and the rest to prefix caching "
-            f"({inert(SGLANG_FAQ, line_start=False)}); Thinking Machines find a forward pass's kernels "
-            "run-to-run deterministic and trace the variation to the batch; their batch-invariant attention also "
-            "reduces a request's keys in the same order whether they come from the KV cache or from this step's "
-            "prefill, with a fixed split size "
-            f"({inert(view.THINKING_MACHINES, line_start=False)}). This page's engine "
-            "models the batch and the padding of prompts; it has no chunked prefill and no prefix cache.")
-        st.markdown("The settings that make your own runs reproducible, and what each costs:")
-        story_link("pages/reproducible.py", "Make my runs reproducible", ":material/checklist:")
-    record = load_record()
-    with st.expander("The model, and how to serve or train it yourself"):
-        st.caption(f"The model: {record.parameters:,} parameters, character level, trained on the CPU in "
-                   f"{record.train_seconds:.0f} s on {inert(record.corpus)}; weights SHA-256 "
-                   f"{record.sha256[:16]}…. The GPU kernels are a MODEL (split-K and split-KV counts chosen by the "
-                   "batch size, computed exactly on this CPU); the CPU kernels are this server's own.")
-        st.markdown("On your own machine, in a checkout of this app:")
-        st.code(f"{record.command}\npython -m scripts.serve_fork --requests 200 --max-batch 16", language="bash")
+    with folded("Temperature 0 is not enough: what else changes a request's logits", "sv_open_more") as open_:
+        if open_:
+            st.markdown(
+                "The batch is the main cause, not the only one. What else a server changes from one request to "
+                "the next can move the logits too: the padding of a batch and the sequence lengths in it (kernels "
+                "pick their split by shape), chunked prefill (a prompt prefilled in other chunks is reduced in "
+                "other pieces), and a prefix cache (a cached prefix was computed with other company than a fresh "
+                "one). SGLang's FAQ attributes most of the non-determinism to dynamic batching and the rest to "
+                f"prefix caching ({inert(SGLANG_FAQ, line_start=False)}); Thinking Machines find a forward pass's "
+                "kernels run-to-run deterministic and trace the variation to the batch; their batch-invariant "
+                "attention also reduces a request's keys in the same order whether they come from the KV cache or "
+                "from this step's prefill, with a fixed split size "
+                f"({inert(view.THINKING_MACHINES, line_start=False)}). This page's engine "
+                "models the batch and the padding of prompts; it has no chunked prefill and no prefix cache.")
+            st.markdown("The settings that make your own runs reproducible, and what each costs:")
+            story_link("pages/reproducible.py", "Make my runs reproducible", ":material/checklist:")
+    with folded("The model, and how to serve or train it yourself", "sv_open_model") as open_:
+        if open_:
+            record = load_record()
+            st.caption(f"The model: {record.parameters:,} parameters, character level, trained on the CPU in "
+                       f"{record.train_seconds:.0f} s on {inert(record.corpus)}; weights SHA-256 "
+                       f"{record.sha256[:16]}…. The GPU kernels are a MODEL (split-K and split-KV counts chosen by "
+                       "the batch size, computed exactly on this CPU); the CPU kernels are this server's own.")
+            st.markdown("On your own machine, in a checkout of this app:")
+            st.code(f"{record.command}\npython -m scripts.serve_fork --requests 200 --max-batch 16", language="bash")
 
 
 def main() -> None:

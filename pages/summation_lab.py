@@ -44,7 +44,7 @@ from core.studies.sumlab import (
 )
 from ui import charts, glossary
 from ui import sumlab_view as view
-from ui.crowd import over_budget
+from ui.crowd import folded, over_budget
 from ui.export import download_buttons
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import abs_rel_text, inert, ulps_short, ulps_text
@@ -301,8 +301,9 @@ def results(request: LabRequest, outcome: LabOutcome) -> None:
     # the table's exact digits are made once per request for every viewer (the same for each)
     table = RESULTS.get_or_compute(("sumlab-table", request.orders_key()), lambda: view.results_table(result))
     st.dataframe(view.compact(table), hide_index=True, width="stretch")
-    with st.expander("Every column: bits, relative and absolute errors, provenance, time"):
-        st.dataframe(table, hide_index=True, width="stretch")
+    with folded("Every column: bits, relative and absolute errors, provenance, time", "sl_open_columns") as open_:
+        if open_:  # made only once opened: a room opening the link pays for its first screen
+            st.dataframe(table, hide_index=True, width="stretch")
     download_buttons(table, {"vector": outcome.source, "storage": result.storage, "accumulate": result.working,
                              "orders": ",".join(request.orders), "permutations": request.permutations,
                              "permutation_seed": request.perm_seed},

@@ -40,7 +40,7 @@ from core.training.mlp import (
 )
 from core.training.pair import PLAIN, SOURCES, PairedRun, validate
 from core.training.seeds import seed_study
-from ui.crowd import heavy_section, over_budget
+from ui.crowd import folded, heavy_section, over_budget
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.progress import ProgressBar
 from ui.render import inert
@@ -413,15 +413,20 @@ def main() -> None:
     the_pair(punch, run, settings, None if opened_from_link else goto)
     st.session_state.pop(GOTO, None)  # the pair is back at the step asked for (or was opened fresh by a link)
     keep_step(run.done)
-    with st.expander(EQUALLY_GOOD):
-        equally_good(settings)
-    with st.expander("Same seed, other random numbers?"):
-        same_seed(settings)
-    with st.expander(f"Does float64 cure it? Roundings 2^{HEAD_START_BITS} times smaller: about "
-                     f"{HEAD_START_BITS} doublings later, if the gap keeps growing"):
-        float64_postpones(settings)
-    with st.expander("A jump with no growth before it: one input, two classes"):
-        jump_at_once(settings)
+    # what is folded is made only once opened: a room opening the link pays for its first screen
+    with folded(EQUALLY_GOOD, "td_open_equal") as open_:
+        if open_:
+            equally_good(settings)
+    with folded("Same seed, other random numbers?", "td_open_seed") as open_:
+        if open_:
+            same_seed(settings)
+    with folded(f"Does float64 cure it? Roundings 2^{HEAD_START_BITS} times smaller: about {HEAD_START_BITS} "
+                "doublings later, if the gap keeps growing", "td_open_float64") as open_:
+        if open_:
+            float64_postpones(settings)
+    with folded("A jump with no growth before it: one input, two classes", "td_open_jump") as open_:
+        if open_:
+            jump_at_once(settings)
     next_page_link("training_divergence")
 
 

@@ -14,17 +14,30 @@ def app() -> AppTest:
     return AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT).run()
 
 
+# The keys of each page's sections that are made only once a visitor opens them (ui.crowd.folded)
+FOLDED_KEYS = {
+    "non_associativity": ("na_open_bits", "na_open_exact", "na_open_devices", "na_open_search"),
+    "summation_lab": ("sl_open_columns",),
+    "training_divergence": ("td_open_equal", "td_open_seed", "td_open_float64", "td_open_jump"),
+    "serving": ("sv_open_completions", "sv_open_rarity", "sv_open_cost", "sv_open_more", "sv_open_model"),
+    "cpu_vs_gpu": ("cg_open_server", "cg_open_causes", "cg_open_model", "cg_open_pair", "cg_open_libraries",
+                   "cg_open_training"),
+    "mitigations": ("mi_open_float64", "mi_open_determinism", "mi_open_order"),
+}
+
+
+def reader(stem: str, timeout: float = TIMEOUT) -> AppTest:
+    """The page ``pages/<stem>.py`` as a reader who has opened its folded sections (not yet run)."""
+    at = AppTest.from_file(str(ROOT / "pages" / f"{stem}.py"), default_timeout=timeout)
+    for key in FOLDED_KEYS.get(stem, ()):
+        at.session_state[key] = True
+    return at
+
+
 @pytest.fixture
 def na() -> AppTest:
-    """The Non-associativity page, run on its own, its folded sections open (as a reader who opened them: they
-    are made only once opened, ui.crowd.folded)."""
-    at = AppTest.from_file(str(ROOT / "pages" / "non_associativity.py"), default_timeout=TIMEOUT)
-    for key in NA_FOLDED:
-        at.session_state[key] = True
-    return at.run()
-
-
-NA_FOLDED = ("na_open_bits", "na_open_exact", "na_open_devices", "na_open_search")
+    """The Non-associativity page, run on its own, its folded sections open."""
+    return reader("non_associativity").run()
 
 
 def all_text(at: AppTest) -> str:

@@ -20,12 +20,12 @@ from core.recordings.compare import (
 )
 from core.recordings.fingerprint import fingerprint, op_fingerprint
 from core.recordings.store import TRAINING_PRESETS, capture, load_recordings, write_recording
-from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
+from tests.pages.conftest import FOLDED_KEYS, ROOT, TIMEOUT, all_text, shown
 from ui.cpu_vs_gpu_view import CAPTURE_COMMAND, CHECK_COMMAND
 from ui.render import WORD_JOINER
 
 # The page's folded sections are made only once opened (ui.crowd.folded): these tests read them open
-FOLDED = ("cg_open_server", "cg_open_causes", "cg_open_model", "cg_open_pair", "cg_open_libraries", "cg_open_training")
+FOLDED = FOLDED_KEYS["cpu_vs_gpu"]
 
 
 def opened(at: AppTest) -> AppTest:

@@ -13,7 +13,7 @@ from core.crowd import budget
 from core.crowd.bytecache import VECTORS, approx_nbytes
 from core.crowd.gate import HEAVY
 from core.kernels.orders import ORDERS
-from tests.pages.conftest import ROOT, TIMEOUT, all_text
+from tests.pages.conftest import ROOT, TIMEOUT, all_text, reader
 
 # a shared link far over the per-request budget: every order and 1000 permutations of 10 million float64 values
 OVER_BUDGET_LINK = {"vector": "ill_conditioned", "storage": "float64", "n": "10000000", "orders": ",".join(ORDERS),
@@ -22,7 +22,7 @@ OVER = "These settings need more than one request may use"
 
 
 def open_lab(**params) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "pages" / "summation_lab.py"), default_timeout=TIMEOUT)
+    at = reader("summation_lab")
     at.query_params.update(params)
     return at.run()
 
@@ -130,7 +130,7 @@ def test_the_results_are_those_of_the_lab_itself():
 
 
 def test_a_seed_study_over_budget_is_refused_with_advice_and_cannot_start():
-    at = AppTest.from_file(str(ROOT / "pages" / "training_divergence.py"), default_timeout=TIMEOUT)
+    at = reader("training_divergence")
     at.query_params.update({"steps": "2000"})
     at.run()
     assert not at.exception

@@ -9,11 +9,11 @@ from streamlit.testing.v1 import AppTest
 
 from core.arith.vectors import MAX_UPLOAD_BYTES
 from core.crowd.querystate import LINK_TEXT_CHARS as LINK_PASTE_CHARS
-from tests.pages.conftest import ROOT, TIMEOUT, all_text
+from tests.pages.conftest import all_text, reader
 
 
 def open_page(name: str, **params) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "pages" / f"{name}.py"), default_timeout=TIMEOUT)
+    at = reader(name)  # its folded sections open
     at.query_params.update(params)
     return at.run()
 

@@ -6,9 +6,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.training.divergence import DEFAULT_SEEDS, SEED_RULE
-from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
+from tests.pages.conftest import FOLDED_KEYS, ROOT, TIMEOUT, all_text, shown
 
-FOLDED = ("mi_open_float64", "mi_open_determinism", "mi_open_order")  # made only once a visitor opens them
+FOLDED = FOLDED_KEYS["mitigations"]
 
 
 def _page(opened: bool = True) -> AppTest:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import decimal
 from fractions import Fraction
 
-from tests.pages.conftest import all_text
+from tests.pages.conftest import all_text, reader
 
 
 def exact_str(x: decimal.Decimal) -> str:
@@ -171,11 +171,10 @@ def test_a_stored_value_is_shown_exactly_before_its_shortest_decimal(na):
 def test_presenter_mode_folds_the_settings_and_keeps_the_results():
     """In presenter mode the page stays within three screens at 1280x720: the preset, format and numbers fold into
     one section (with the link to the view), the metrics say the verdict; the results are the same."""
-    from streamlit.testing.v1 import AppTest
 
-    from tests.pages.conftest import ROOT, TIMEOUT
+    from tests.pages.conftest import TIMEOUT
 
-    at = AppTest.from_file(str(ROOT / "pages" / "non_associativity.py"), default_timeout=TIMEOUT)
+    at = reader("non_associativity", TIMEOUT)
     at.session_state["presenter"] = True
     at.run()
     assert not at.exception
@@ -190,7 +189,7 @@ def test_a_view_with_its_sections_closed_makes_none_of_them():
     search are made only once a visitor opens their section, and then they are there."""
     from streamlit.testing.v1 import AppTest
 
-    from tests.pages.conftest import NA_FOLDED, ROOT, TIMEOUT
+    from tests.pages.conftest import FOLDED_KEYS, ROOT, TIMEOUT
 
     at = AppTest.from_file(str(ROOT / "pages" / "non_associativity.py"), default_timeout=TIMEOUT).run()
     assert not at.exception
@@ -202,7 +201,7 @@ def test_a_view_with_its_sections_closed_makes_none_of_them():
     at.session_state["na_open_exact"] = True
     at.run()
     assert len(at.dataframe) == 1 and "Correctly rounded" in all_text(at)
-    assert {e.label for e in at.expander} == set(labels) and len(NA_FOLDED) == 4
+    assert {e.label for e in at.expander} == set(labels) and len(FOLDED_KEYS["non_associativity"]) == 4
 
 
 def test_the_learners_first_question_is_asked_and_answered_at_the_defaults(na):

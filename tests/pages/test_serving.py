@@ -6,14 +6,16 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 
 from core.serving.engine import ServeSettings, fork_study
-from tests.pages.conftest import ROOT, all_text, shown
+from tests.pages.conftest import ROOT, all_text, reader, shown
 from ui.serving_view import headline
 
 SLOW = 300  # three servings of the schedule on a shared CPU
 
 
-def page(params: dict | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "pages" / "serving.py"), default_timeout=SLOW)
+def page(params: dict | None = None, opened: bool = True) -> AppTest:
+    """The page with ``params`` in its address; ``opened``: as a reader who has opened its folded sections."""
+    at = reader("serving", SLOW) if opened else AppTest.from_file(str(ROOT / "pages" / "serving.py"),
+                                                                  default_timeout=SLOW)
     at.query_params.update(params or {})
     return at.run()
 
@@ -122,7 +124,10 @@ def test_commands_and_other_causes_sit_in_collapsed_expanders():
     assert "python -m" not in all_text(at) and "deterministic only for a fixed batch" not in all_text(at)
     inside = {e.label: shown(" ".join([str(x.value) for x in e.markdown] + [str(x.value) for x in e.code]
                                       + [str(x.value) for x in e.caption])) for e in at.expander}
-    assert at.expander and all(not e.proto.expanded for e in at.expander)
+    closed = page({"requests": "12"}, opened=False)  # as the page opens: every section folded, nothing made
+    assert closed.expander and all(not e.proto.expanded for e in closed.expander)
+    assert not any(c.language == "bash" for c in closed.code)  # the commands are made once their section opens
+    assert [e.label for e in closed.expander] == [e.label for e in at.expander]
     commands = next(t for label, t in inside.items() if "yourself" in label)
     assert "python -m scripts.serve_fork" in commands and "python -m scripts.train_tiny_lm" in commands
     causes = next(t for label, t in inside.items() if "Temperature 0 is not enough" in label)

@@ -12,12 +12,12 @@ from streamlit.testing.v1 import AppTest
 from core.arith.exact import exact_decimal, exact_sum_fraction
 from core.arith.vectors import VectorSpec, generate
 from core.machines.globalstate import PROCESS_THREADS
-from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
+from tests.pages.conftest import TIMEOUT, all_text, reader, shown
 
 
 @pytest.fixture
 def lab() -> AppTest:
-    return AppTest.from_file(str(ROOT / "pages" / "summation_lab.py"), default_timeout=TIMEOUT).run()
+    return reader("summation_lab", TIMEOUT).run()
 
 
 def table(at):
@@ -153,7 +153,7 @@ def test_bound_in_the_errors_unit_and_the_punchline_first(lab):
 
 
 def test_small_vectors_open_with_the_cpu_and_gpu_trees():
-    at = AppTest.from_file(str(ROOT / "pages" / "summation_lab.py"), default_timeout=TIMEOUT)
+    at = reader("summation_lab", TIMEOUT)
     at.query_params.update({"n": "32", "tree": "pairwise", "permutations": "0"})
     at.run()
     assert not at.exception
@@ -211,7 +211,7 @@ def test_the_gpu_block_tree_scenario_shows_two_trees_with_different_sums():
 
     params = next(p for title, _, p, _ in SCENARIOS if title == "GPU block tree")
     assert params["seed"] == str(differing_tree_seed(int(params["n"]), params["tree"]))
-    at = AppTest.from_file(str(ROOT / "pages" / "summation_lab.py"), default_timeout=TIMEOUT)
+    at = reader("summation_lab", TIMEOUT)
     at.query_params.update(params)
     at.run()
     assert not at.exception

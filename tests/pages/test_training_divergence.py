@@ -12,14 +12,14 @@ from core.training.divergence import DEFAULT_SPEED, boundary_flip, postponement,
 from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings, network_name
 from core.training.pair import PLAIN, PairedRun
 from core.training.seeds import seed_study, summarize
-from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
+from tests.pages.conftest import ROOT, TIMEOUT, all_text, reader, shown
 from ui.talk import PRESENTER_MIN_HEIGHT
 from ui.training_view import LIVE_HEIGHT
 
 
 @pytest.fixture
 def td() -> AppTest:
-    return AppTest.from_file(str(ROOT / "pages" / "training_divergence.py"), default_timeout=TIMEOUT).run()
+    return reader("training_divergence", TIMEOUT).run()
 
 
 def metrics(at) -> dict[str, str]:
@@ -152,7 +152,7 @@ def test_float64_mitigation_and_seed_study(td):
 
 
 def open_link(**params) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "pages" / "training_divergence.py"), default_timeout=TIMEOUT)
+    at = reader("training_divergence", TIMEOUT)
     at.query_params.update(params)
     return at.run()
 
@@ -340,7 +340,7 @@ def test_the_one_thread_preset_says_why_it_can_stay_identical(td):
 
 def test_presenter_mode_folds_the_settings_and_keeps_the_live_view():
     """Presenter mode made the page about 30% longer; its settings now fold."""
-    at = AppTest.from_file(str(ROOT / "pages" / "training_divergence.py"), default_timeout=TIMEOUT)
+    at = reader("training_divergence", TIMEOUT)
     at.session_state["presenter"] = True
     at.query_params.update({"steps": "20"})
     at.run()
@@ -376,9 +376,12 @@ def test_the_insight_and_the_network_come_first_and_name_what_differs_in_plain_w
     assert "Run B uses 1 CPU thread, run A all of them." in threads.markdown[0].value
     assert "cpu thread count" not in all_text(threads).lower()
     # the depth folds away, in normal mode too: every section below the pair is a collapsed expander
-    labels = [e.label for e in td.expander]
+    closed = AppTest.from_file(str(ROOT / "pages" / "training_divergence.py"), default_timeout=TIMEOUT).run()
+    labels = [e.label for e in closed.expander]
     assert all(any(label.startswith(d) for label in labels) for d in DEPTH), labels
-    assert all(not e.proto.expanded for e in td.expander if e.label.startswith(DEPTH))
+    assert all(not e.proto.expanded for e in closed.expander if e.label.startswith(DEPTH))
+    # and made only once opened: the fixture's reader opened them
+    assert len(td.expander) == len(closed.expander) and len(all_text(td)) > len(all_text(closed))
 
 
 def test_a_reload_keeps_the_step_the_run_had_reached():
