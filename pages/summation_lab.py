@@ -300,7 +300,8 @@ def results(request: LabRequest, outcome: LabOutcome) -> None:
     st.subheader("Results")
     # the table's exact digits are made once per request for every viewer (the same for each)
     table = RESULTS.get_or_compute(("sumlab-table", request.orders_key()), lambda: view.results_table(result))
-    st.dataframe(view.compact(table), hide_index=True, width="stretch")
+    shown = RESULTS.get_or_compute(("sumlab-compact", request.orders_key()), lambda: view.compact(table))
+    st.dataframe(shown, hide_index=True, width="stretch")
     with folded("Every column: bits, relative and absolute errors, provenance, time", "sl_open_columns") as open_:
         if open_:  # made only once opened: a room opening the link pays for its first screen
             st.dataframe(table, hide_index=True, width="stretch")
@@ -348,12 +349,12 @@ def random_orders(result: LabResult, request: LabRequest) -> None:
     if study is None or isinstance(result.exact, float) or result.exact == 0:
         return
     st.subheader("Random orders")
-    hist, marks = view.permutation_frames(result)
     st.markdown(f"{study.k:,} random permutations summed left to right gave **{study.distinct:,} different "
                 f"{result.working} results** (seed {study.seed}).")
     if request.permutations > study.k:
         st.caption(permutations_note(request.permutations, result.n))
-    charts.show(view.permutation_histogram, hist, marks,
+    # the chart's frames are built with the chart, once per result: not per view
+    charts.show(lambda r: view.permutation_histogram(*view.permutation_frames(r)), result,
                 key=("sumlab-permutations", request.orders_key(), request.study_key()))
     st.caption("Grey bars: how many of the random permutations gave each result (left axis). Dots: each chosen "
                "order's result and the exact sum, one row each (right axis), on the same axis of ULPs.")
