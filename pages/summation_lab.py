@@ -381,12 +381,14 @@ def reduction_tree(result: LabResult, trees: tuple[LabTree, LabTree] | None, req
                    "n < 128): thread t adds its elements t and t + T, then the lanes combine by warp shuffles with "
                    "offsets T/2, …, 1 (lane t adds lane t + offset); lane 0 holds the sum. Larger vectors add more "
                    "blocks and vector loads; the CUDA model in the table above runs them all.")
-        # exact rational rounding of every addition: made once per vector and order, shown to every viewer
-        table = RESULTS.get_or_compute(("sumlab-additions", trees[0].order, request.orders_key()),
-                                       lambda: view.additions_table(trees[0].tree))
-        st.dataframe(table, hide_index=True, width="stretch")
-        st.caption(f"Each addition of the CPU order: the exact sum of its two rounded inputs, and the {result.working} "
-                   "value it rounds to (exact rational rounding, nearest even).")
+        with folded("Each addition of the CPU order, exactly", "sl_open_additions") as open_:
+            if open_:  # made only once opened: a room opening the link pays for its first screen
+                # exact rational rounding of every addition: made once per vector and order, shown to every viewer
+                table = RESULTS.get_or_compute(("sumlab-additions", trees[0].order, request.orders_key()),
+                                               lambda: view.additions_table(trees[0].tree))
+                st.dataframe(table, hide_index=True, width="stretch")
+                st.caption(f"Each addition of the CPU order: the exact sum of its two rounded inputs, and the "
+                           f"{result.working} value it rounds to (exact rational rounding, nearest even).")
 
 
 def main() -> None:

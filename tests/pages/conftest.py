@@ -17,7 +17,7 @@ def app() -> AppTest:
 # The keys of each page's sections that are made only once a visitor opens them (ui.crowd.folded)
 FOLDED_KEYS = {
     "non_associativity": ("na_open_bits", "na_open_exact", "na_open_devices", "na_open_search"),
-    "summation_lab": ("sl_open_columns",),
+    "summation_lab": ("sl_open_columns", "sl_open_additions"),
     "training_divergence": ("td_open_equal", "td_open_seed", "td_open_float64", "td_open_jump"),
     "serving": ("sv_open_completions", "sv_open_rarity", "sv_open_cost", "sv_open_more", "sv_open_model"),
     "cpu_vs_gpu": ("cg_open_server", "cg_open_causes", "cg_open_model", "cg_open_pair", "cg_open_libraries",
