@@ -241,12 +241,13 @@ def threads_second(result: SumsEverywhere) -> None:
                 + (f"{apart:,} ULP apart." if apart else "here the same bits."))
 
 
-def the_same_sum(result: SumsEverywhere) -> None:
+def the_same_sum(result: SumsEverywhere, tables: tuple) -> None:
+    """The sums of every source and their ULP distances (``tables``: ui.cpu_vs_gpu_view.sums_tables of result)."""
     s = result.settings
-    table = view.sums_frame(result)
+    table, ulps = tables
     st.dataframe(table, hide_index=True, width="stretch")
     download_buttons(table, {"vector": s.generator, "n": s.n, "format": s.dtype, "seed": 0}, "cpu-vs-gpu", "cg")
-    view.ulp_matrix(result)
+    view.ulp_matrix(ulps)
 
 
 def model_fidelity_section(recs: list[Recording]) -> None:
@@ -361,8 +362,10 @@ def main() -> None:
         if yours is None:  # the same sums for every viewer of these settings: computed live once, shown to each
             key = ("cpu-vs-gpu", settings, PROCESS_THREADS, tuple(d.name for d in devices), tuple(r.path for r in recs))
             result = RESULTS.get_or_compute(key, lambda: sums_everywhere(settings, devices, recs, PROCESS_THREADS))
+            tables = RESULTS.get_or_compute((*key, "tables"), lambda: view.sums_tables(result))  # once, not per view
         else:
             result = sums_everywhere(settings, devices, recs, PROCESS_THREADS)
+            tables = view.sums_tables(result)
     punchline(punch, result)
     with why:
         why_orders(result)
@@ -374,7 +377,7 @@ def main() -> None:
         for n in result.notices:
             view.notice(n)
     with everything:
-        the_same_sum(result)
+        the_same_sum(result, tables)
     # what is folded is computed and drawn only once opened: a room opening the link pays for its first screen
     with folded("Not every difference is a sum's order: exp, tanh, log and sigmoid differ between libraries",
                 "cg_open_causes", ":material/function:") as open_:

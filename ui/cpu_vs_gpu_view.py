@@ -153,10 +153,19 @@ def sums_frame(result: SumsEverywhere) -> pd.DataFrame:
                          for r in result.rows])
 
 
-def ulp_matrix(result: SumsEverywhere) -> None:
+def ulp_frame(result: SumsEverywhere) -> pd.DataFrame:
     names, matrix = result.ulp_matrix()
+    return pd.DataFrame(matrix, index=names, columns=names)
+
+
+def sums_tables(result: SumsEverywhere) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The page's two tables of ``result``: one row per source, and the ULP distance between every pair."""
+    return sums_frame(result), ulp_frame(result)
+
+
+def ulp_matrix(frame: pd.DataFrame) -> None:
     st.markdown("ULP distance between every pair of results:")
-    st.dataframe(pd.DataFrame(matrix, index=names, columns=names), width="stretch")
+    st.dataframe(frame, width="stretch")
 
 
 def stages_chart(stages: ReductionStages) -> alt.Chart:
