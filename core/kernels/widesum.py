@@ -92,15 +92,16 @@ def _vector_part(typingctx, row_type):
 
     def codegen(context, builder, signature, args):
         f32, f64, i64, i32 = ir.FloatType(), ir.DoubleType(), ir.IntType(64), ir.IntType(32)
-        v8f, v4d = ir.VectorType(f32, LANES), ir.VectorType(f64, 4)
+        wide = LANES // 2  # float64 values per vector of the same width
+        vf, vd = ir.VectorType(f32, LANES), ir.VectorType(f64, wide)
         step = LANES * UNROLL
         ary = context.make_array(signature.args[0])(context, builder, args[0])
         k = builder.and_(builder.extract_value(ary.shape, 0), ir.Constant(i64, -step))
-        fabs = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8f, [v8f]), "llvm.fabs.v8f32")
+        fabs = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vf, [vf]), f"llvm.fabs.v{LANES}f32")
         bytes_ptr = ir.IntType(8).as_pointer()
         prefetch = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(ir.VoidType(), [bytes_ptr, i32, i32, i32]), "llvm.prefetch.p0i8")
-        halves = [ir.Constant(ir.VectorType(i32, 4), list(range(h, h + 4))) for h in (0, 4)]
+        halves = [ir.Constant(ir.VectorType(i32, wide), list(range(h, h + wide))) for h in (0, wide)]
         entry = builder.block
         loop = builder.function.append_basic_block("vector_part.loop")
         done = builder.function.append_basic_block("vector_part.done")
@@ -108,17 +109,17 @@ def _vector_part(typingctx, row_type):
 
         builder.position_at_end(loop)
         i = builder.phi(i64)
-        sums = [builder.phi(v4d) for _ in range(2 * UNROLL)]
-        abs_sums = [builder.phi(v8f) for _ in range(UNROLL)]
+        sums = [builder.phi(vd) for _ in range(2 * UNROLL)]
+        abs_sums = [builder.phi(vf) for _ in range(UNROLL)]
         new_sums, new_abs = [], []
         # a hint, never a fault, even past the array's end: read (0), no reuse (0), data cache (1)
         ahead = builder.gep(ary.data, [builder.add(i, ir.Constant(i64, PREFETCH_BYTES // 4))])
         builder.call(prefetch, [builder.bitcast(ahead, bytes_ptr)] + [ir.Constant(i32, c) for c in (0, 0, 1)])
         for u in range(UNROLL):
             at = builder.gep(ary.data, [builder.add(i, ir.Constant(i64, u * LANES))])
-            v = builder.load(builder.bitcast(at, v8f.as_pointer()), align=4)
+            v = builder.load(builder.bitcast(at, vf.as_pointer()), align=4)
             for h, half in enumerate(halves):
-                part = builder.fpext(builder.shuffle_vector(v, ir.Constant(v8f, None), half), v4d)
+                part = builder.fpext(builder.shuffle_vector(v, ir.Constant(vf, None), half), vd)
                 new_sums.append(builder.fadd(sums[2 * u + h], part))
             new_abs.append(builder.fadd(abs_sums[u], builder.call(fabs, [v])))
         i_next = builder.add(i, ir.Constant(i64, step))
@@ -126,7 +127,7 @@ def _vector_part(typingctx, row_type):
         builder.cbranch(builder.icmp_signed("<", i_next, k), loop, done)
         i.add_incoming(ir.Constant(i64, 0), entry)
         i.add_incoming(i_next, body_end)
-        zeros = {v4d: ir.Constant(v4d, [0.0] * 4), v8f: ir.Constant(v8f, [0.0] * LANES)}
+        zeros = {vd: ir.Constant(vd, [0.0] * wide), vf: ir.Constant(vf, [0.0] * LANES)}
         for phi, new in zip(sums + abs_sums, new_sums + new_abs, strict=True):
             phi.add_incoming(zeros[phi.type], entry)
             phi.add_incoming(new, body_end)
