@@ -26,6 +26,7 @@ from tests.e2e.conftest import (
     assert_healthy_page,
     assert_sidebar_collapsed,
     drawn,
+    open_section,
     screenshot,
     until,
     wait_for_app,
@@ -221,15 +222,11 @@ def test_a_preset_link_sets_its_settings_in_the_browser(server, page):
     assert PRESETS[name].settings != PRESETS[DEFAULT_PRESET].settings
 
 
-def open_section(page, title: str) -> None:
-    """Open the collapsed section whose label starts with ``title`` (the page's depth is folded away)."""
-    page.locator('[data-testid="stExpander"]').filter(has_text=title).first.locator("summary").click()
-
-
 def test_float64_mitigation_in_the_browser(server, page):
     page.goto(f"{server.url}/training_divergence")
     wait_for_app(page)
-    open_section(page, "Does float64 cure it?")
+    open_section(page, "Does float64 cure it?")  # made once opened: opening reruns the page
+    wait_for_app(page)
     page.get_by_role("button", name="Run the float32 and float64 pairs").click()
     expect(page.get_by_text(re.compile(r"float64 pair: not within 500 steps"))).to_be_visible(timeout=240_000)
     # the prediction from the float32 pair's doubling time, and what the float64 pair showed
@@ -248,6 +245,7 @@ def _start_seed_study(server, page) -> int:
     page.goto(f"{server.url}/training_divergence?steps=5000")
     wait_for_app(page)
     open_section(page, "Do A and B end equally good?")
+    wait_for_app(page)
     seeds = page.get_by_label("Seeds per side")
     seeds.fill(str(k))
     seeds.press("Enter")
