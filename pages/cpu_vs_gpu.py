@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import streamlit as st
@@ -10,7 +11,7 @@ import streamlit as st
 from core.arith.formats import hex_bits
 from core.arith.vectors import GENERATORS
 from core.crowd.budget import cpu_vs_gpu_cost
-from core.crowd.bytecache import FIDELITIES, RESULTS, VECTORS
+from core.crowd.bytecache import FIDELITIES, RESULTS, VECTORS, vector_for
 from core.crowd.querystate import Field, FieldKind
 from core.kernels.cuda_published import published_evidence_sentence
 from core.kernels.torch_cpu_model import GRAIN_SIZE
@@ -50,8 +51,10 @@ from core.studies.cpu_vs_gpu import (
     sums_everywhere,
     tf32_product_difference,
 )
+from core.studies.your_gpu import ReportError, Unavailable, browser_job, expected, judge, supported
 from ui import charts, glossary
 from ui import cpu_vs_gpu_view as view
+from ui import your_gpu as gpu_view
 from ui.crowd import folded, heavy_section
 from ui.elementwise_view import draw_other_causes
 from ui.export import download_buttons
@@ -205,6 +208,40 @@ def punchline(punch, result: SumsEverywhere) -> None:
         st.caption(face.sentence + f" ({glossary.link('ulp', 'what is a ULP?')})")
 
 
+JUDGED = "_yg_judged"  # (job, the report's JSON, what core made of it): judged once per report, not per rerun
+
+
+def your_gpu(settings: CpuVsGpuSettings) -> None:
+    """The same vector on the visitor's own GPU, through WebGPU: the browser builds it from a recipe and runs the
+    kernels; the server judges what comes back."""
+    spec = settings.spec
+    if not supported(spec):
+        st.caption("**Your GPU, live** runs float32 (WebGPU's format) on the normal, uniform, lognormal and "
+                   "alternating vectors: choose float32 to run this vector on your own GPU.")
+        return
+    job = RESULTS.get_or_compute(("your-gpu-job", spec), lambda: browser_job(spec))  # one recipe for the room
+    held = st.session_state.get(JUDGED)
+    report = gpu_view.run_in_browser(job, done=held is not None and held[0] == job["job"], key="yg_runner")
+    if report is None:
+        return
+    text = json.dumps(report, sort_keys=True, default=str)[:200_000]
+    if held is None or held[:2] != (job["job"], text):
+        try:
+            exp = RESULTS.get_or_compute(("your-gpu-expected", spec), lambda: expected(spec, vector_for(spec).values))
+            outcome = judge(report, exp)
+        except ReportError as err:
+            outcome = err
+        held = (job["job"], text, outcome)
+        st.session_state[JUDGED] = held
+    outcome = held[2]
+    if isinstance(outcome, ReportError):
+        gpu_view.refused(str(outcome))
+    elif isinstance(outcome, Unavailable):
+        gpu_view.unavailable(outcome)
+    else:
+        gpu_view.draw(outcome)
+
+
 def why_orders(result: SumsEverywhere) -> None:
     """Why the two devices add in different orders: each splits the sum to fit its hardware."""
     st.subheader("Why the orders differ")
@@ -349,6 +386,8 @@ def main() -> None:
     devices = available_devices()
     bundled, problems = cached_recordings(recordings_dir())
     settings = controls(url_notes)
+    with st.container(key="your_gpu"):
+        your_gpu(settings)
     why, threads, notices = st.container(), st.container(), st.container()
     yours = your_recording(bundled)  # a visitor's own capture, for this session: it joins every list
     with st.expander("Every result: recorded machines, the model and the exact sum, with their bits",

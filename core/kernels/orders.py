@@ -16,9 +16,7 @@ order is adding one entry.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -26,8 +24,10 @@ import torch
 from core.arith.exact import correctly_rounded_sum
 from core.arith.formats import BFLOAT16 as BFLOAT16_FORMAT
 from core.arith.formats import FORMATS, to_scalar, to_torch
+from core.kernels import webgpu
 from core.kernels.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model, tree_depth
 from core.kernels.numpy_model import numpy_pairwise_model
+from core.kernels.order_types import Order, OrderBytes, OrderOutcome, Ran, RowShape, SumInput, TreeShape
 from core.kernels.sums import (
     compensated,
     lane_length,
@@ -45,87 +45,6 @@ ORIGIN_LIVE = "live"  # the real library ran on this machine
 ORIGIN_MODEL = "model"  # our reimplementation of a library's or device's order
 ORIGIN_ALGORITHM = "algorithm"  # a textbook order computed here in the working dtype
 ORIGIN_EXACT = "exact"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Ran:
-    """What an order's function returns."""
-
-    value: np.generic  # in the working dtype (torch's result dtype for the real torch sums)
-    depth: int | None = None  # additions on the longest path, for the "tree" and "compensated" bounds
-    provenance: str | None = None  # the whole provenance line; None: the origin's line ...
-    note: str = ""  # ... followed by this
-
-
-@dataclass(frozen=True, kw_only=True)
-class SumInput:
-    """An order's input: the stored values, the same values in the working dtype, and context."""
-
-    values: np.ndarray  # as stored
-    x: np.ndarray  # cast to the working dtype
-    working: str
-    threads: int  # torch's intra-op threads in this process
-
-
-@dataclass(frozen=True, kw_only=True)
-class TreeShape:
-    """How an order is written out addition by addition for a small vector (core.kernels.trees).
-
-    ``leaves(x)``: the order in which the values enter (indices; None: as stored); ``combine(builder, ids)``:
-    adds them with ``builder.add(a, b)`` (or its ``chain`` and ``balanced`` helpers) and
-    returns the root. ``key`` names the tree (a link field's value), ``label`` the picker's text.
-    """
-
-    key: str
-    label: str
-    combine: Callable
-    leaves: Callable[[np.ndarray], Sequence[int]] | None = None  # None: in the stored order
-
-    def leaf_order(self, x: np.ndarray) -> Sequence[int]:
-        return range(x.size) if self.leaves is None else self.leaves(x)
-
-
-@dataclass(frozen=True, kw_only=True)
-class RowShape:
-    """How an order sums every row of an (E, n) array at once, each addition rounding to the array's dtype,
-    with the bits of each row summed alone: core.diagnose.simulate recomputes sampled outputs of a user's
-    matrix product this way, every order with a ``RowShape`` one column, named ``label`` there."""
-
-    label: str
-    run: Callable[[np.ndarray], np.ndarray]
-
-
-class OrderBytes(NamedTuple):
-    """Bytes an order holds on top of the vector, per value: ``per_item`` times the working format's
-    item size, plus ``extra`` bytes."""
-
-    per_item: float
-    extra: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class Order:
-    key: str
-    name: str
-    origin: str
-    bound: str  # "sequential", "pairwise", "compensated", "tree" or "exact": which a-priori bound applies
-    description: str
-    run: Callable[[SumInput], Ran]
-    # core.crowd.budget's weights, measured by benchmarks/bench_budget.py: work per value, by the name of
-    # the working format, and the bytes held on top of the vector
-    work: Mapping[str, float]
-    memory: OrderBytes
-    tree: TreeShape | None = None
-    rows: RowShape | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class OrderOutcome:
-    key: str
-    value: np.generic  # in the working dtype (torch's result dtype for the real torch sums)
-    seconds: float
-    provenance: str
-    tree_depth: int | None = None  # additions on the longest path, for the "tree" bound
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -226,6 +145,10 @@ def _cuda_model(s: SumInput) -> Ran:
     return Ran(value=cuda_sum_model(x, cfg), depth=tree_depth(n, cfg, x.dtype),
                note=(f" ({launch.blocks} blocks × {launch.threads_per_block} threads as chosen for "
                      f"{cfg.sm_count} SMs, H100/H200-like; not checked against a GPU)"))
+
+
+def _webgpu_tree(s: SumInput) -> Ran:
+    return Ran(value=webgpu.workgroup_tree(s.x), depth=webgpu.workgroup_tree_depth(s.x.size))
 
 
 # Module-level functions, not lambdas: a result that holds an Order can still be pickled (a lambda cannot).
@@ -533,6 +456,19 @@ ORDERS: dict[str, Order] = {
                 label="GPU: torch 2.13's CUDA block reduction (model): threads, then warp shuffles",
                 combine=_cuda_tree,
             ),
+        ),
+        Order(
+            key="webgpu_tree",
+            name="WebGPU workgroup tree (the kernel run on your GPU)",
+            origin=ORIGIN_MODEL,
+            bound="tree",
+            description=f"{webgpu.LANES:,} invocations each add every {webgpu.LANES:,}-th value left to right; "
+            f"each workgroup of {webgpu.WORKGROUP} halves its sums in shared memory; one invocation adds the "
+            f"{webgpu.GROUPS} workgroup sums left to right. The exact order of the shader CPU vs GPU runs in "
+            "your browser, which checks this model against your GPU's bits.",
+            run=_webgpu_tree,
+            work={"float64": 1.0, "float32": 0.8, "float16": 1.5, "bfloat16": 1.2},
+            memory=OrderBytes(per_item=0, extra=webgpu.LANES * 8),
         ),
         Order(
             key="kahan",

@@ -1,0 +1,156 @@
+// The visitor's own GPU, through WebGPU: build the page's vector from the server's recipe, run the
+// kernels of ui/gpu_kernels/*.wgsl on it, and hand the result bits back to the server, which judges them.
+// Nothing is fetched: this module, its shaders and the recipe all come with the page.
+
+/*__STREAM__*/
+
+const SHADERS = /*__SHADERS__*/;
+const started = new Map(); // job -> the running or finished promise, so a rerun never runs a job twice
+
+function bitsOf(f32array) {
+  return Array.from(new Uint32Array(f32array.buffer, f32array.byteOffset, f32array.length));
+}
+
+function browserName() {
+  const m = navigator.userAgent.match(/(Edg|OPR|Firefox|Chrome|Version)\/(\d+)/);
+  if (!m) return "unknown browser";
+  const name = { Edg: "Edge", OPR: "Opera", Version: "Safari" }[m[1]] || m[1];
+  return `${name} ${m[2]}`;
+}
+
+async function readBack(device, buffer, bytes) {
+  const rb = device.createBuffer({ size: bytes, usage: GPUBufferUsage.COPY_DST | GPUBufferUsage.MAP_READ });
+  const enc = device.createCommandEncoder();
+  enc.copyBufferToBuffer(buffer, 0, rb, 0, bytes);
+  device.queue.submit([enc.finish()]);
+  await rb.mapAsync(GPUMapMode.READ);
+  const out = new Float32Array(rb.getMappedRange().slice(0));
+  rb.unmap();
+  rb.destroy();
+  return out;
+}
+
+function storage(device, bytes, extra = 0) {
+  return device.createBuffer({ size: Math.max(16, bytes), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST | extra });
+}
+
+function params(device, n, lanes) {
+  const b = device.createBuffer({ size: 16, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+  device.queue.writeBuffer(b, 0, new Uint32Array([n, lanes, 0, 0]));
+  return b;
+}
+
+function dispatch(device, pipeline, buffers, groups) {
+  const bind = device.createBindGroup({
+    layout: pipeline.getBindGroupLayout(0),
+    entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
+  });
+  const enc = device.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  pass.setPipeline(pipeline);
+  pass.setBindGroup(0, bind);
+  pass.dispatchWorkgroups(groups);
+  pass.end();
+  device.queue.submit([enc.finish()]);
+}
+
+async function pipeline(device, name) {
+  const module = device.createShaderModule({ code: SHADERS[name] });
+  return device.createComputePipelineAsync({ layout: "auto", compute: { module, entryPoint: "main" } });
+}
+
+async function run(data, say) {
+  const t0 = performance.now();
+  if (!("gpu" in navigator)) {
+    return { status: "unavailable", reason: "this browser has no WebGPU (navigator.gpu is missing)" };
+  }
+  const adapter = await navigator.gpu.requestAdapter();
+  if (!adapter) {
+    return { status: "unavailable", reason: "the browser offers WebGPU but gave no GPU adapter (it may be turned off or blocked for this GPU)" };
+  }
+  const info = adapter.info || {};
+  const hasSubgroups = adapter.features.has("subgroups");
+  const device = await adapter.requestDevice({
+    requiredFeatures: hasSubgroups ? ["subgroups"] : [],
+    requiredLimits: { maxStorageBufferBindingSize: Math.min(adapter.limits.maxStorageBufferBindingSize, 1 << 30) },
+  });
+  const report = {
+    status: "ok", job: data.job, n: data.recipe.n,
+    adapter: { vendor: info.vendor || "", architecture: info.architecture || "", description: info.description || "" },
+    browser: browserName(),
+  };
+  say("Building the page's vector on your device…");
+  const x = await buildVector(data.recipe, (f) => { say(`Building the page's vector on your device: ${Math.round(100 * f)}%`); return new Promise((r) => setTimeout(r, 0)); });
+  report.digest = digest(x);
+  const tBuilt = performance.now();
+  const n = x.length, lanes = data.lanes, groups = data.groups;
+  const xb = storage(device, 4 * n);
+  device.queue.writeBuffer(xb, 0, x);
+  const p = params(device, n, lanes);
+  const partial = storage(device, 4 * (groups + 1));
+  const one = storage(device, 4);
+  say("Your GPU: left to right in one invocation…");
+  const seq = await pipeline(device, "sequential");
+  dispatch(device, seq, [xb, one, p], 1);
+  report.sequential = bitsOf(await readBack(device, one, 4))[0];
+  report.first_ms = Math.round(performance.now() - t0);
+  say("Your GPU: the workgroup tree…");
+  dispatch(device, await pipeline(device, "tree"), [xb, partial, p], groups);
+  const pg = params(device, groups, 1);
+  dispatch(device, seq, [partial, one, pg], 1);
+  report.tree = bitsOf(await readBack(device, one, 4))[0];
+  if (hasSubgroups) {
+    say("Your GPU: subgroupAdd, the hardware's own order…");
+    try {
+      dispatch(device, await pipeline(device, "subgroup"), [xb, partial, p], groups);
+      const sizes = await readBack(device, partial, 4 * (groups + 1));
+      dispatch(device, seq, [partial, one, pg], 1);
+      report.subgroup = { bits: bitsOf(await readBack(device, one, 4))[0], size: sizes[groups] };
+    } catch (e) {
+      report.subgroup_error = String(e).slice(0, 200);
+    }
+  }
+  say("Your GPU: atomic adds, run " + data.atomic_runs + " times…");
+  const atomic = await pipeline(device, "atomic");
+  const acc = storage(device, 4);
+  report.atomic = [];
+  for (let r = 0; r < data.atomic_runs; r++) {
+    device.queue.writeBuffer(acc, 0, new Uint32Array([0]));
+    dispatch(device, atomic, [xb, acc, p], groups);
+    report.atomic.push(bitsOf(await readBack(device, acc, 4))[0]);
+  }
+  say("Your GPU: exp, tanh, log, additions and multiply-adds…");
+  const args = storage(device, 4 * 768), head = storage(device, 4 * 768), out = storage(device, 4 * 1536);
+  device.queue.writeBuffer(args, 0, new Uint32Array(data.args));
+  device.queue.writeBuffer(head, 0, x.subarray(0, 768));
+  dispatch(device, await pipeline(device, "elementwise"), [args, head, out], 4);
+  const ew = bitsOf(await readBack(device, out, 4 * 1536));
+  for (const [k, name] of ["exp", "tanh", "log", "add", "mul_add", "fma"].entries()) report[name] = ew.slice(256 * k, 256 * (k + 1));
+  report.build_ms = Math.round(tBuilt - t0);
+  report.total_ms = Math.round(performance.now() - t0);
+  for (const b of [xb, p, partial, one, pg, acc, args, head, out]) b.destroy();
+  device.destroy();
+  return report;
+}
+
+export default function (component) {
+  const { data, parentElement, setStateValue } = component;
+  let box = parentElement.querySelector(".yourgpu");
+  if (!box) {
+    box = document.createElement("div");
+    box.className = "yourgpu";
+    box.setAttribute("data-testid", "yourgpu-progress");
+    parentElement.appendChild(box);
+  }
+  const say = (text) => { if (box.dataset.job === data.job) box.textContent = text; };
+  box.dataset.job = data.job;
+  if (data.done) { box.textContent = ""; return; }
+  if (!started.has(data.job)) {
+    started.set(data.job, run(data, say).catch((e) => ({ status: "error", reason: String(e).slice(0, 300) })));
+  }
+  started.get(data.job).then((report) => {
+    report.job = data.job;
+    say("");
+    setStateValue("report", report);
+  });
+}

@@ -1,0 +1,81 @@
+"""The visitor's own GPU: the WebGPU component (its script and shaders, served with the page) and the drawing of
+what core.studies.your_gpu judged of its report."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pandas as pd
+import streamlit as st
+
+from core.studies.your_gpu import WGSL_ACCURACY, Unavailable, YourGpu
+from ui.render import error_table, inert
+
+KERNELS = pathlib.Path(__file__).parent / "gpu_kernels"
+SHADER_NAMES = ("sequential", "tree", "subgroup", "atomic", "elementwise")
+
+
+def component_source() -> str:
+    """The component's JavaScript: the NumPy replay, the shaders as a JSON table, and the runner, in one module
+    (a component's inline module cannot import its neighbours)."""
+    stream = (KERNELS / "numpy_stream.js").read_text().replace("export function", "function").replace(
+        "export async function", "async function")
+    shaders = {name: (KERNELS / f"{name}.wgsl").read_text() for name in SHADER_NAMES}
+    return ((KERNELS / "yourgpu.js").read_text().replace("/*__STREAM__*/", stream)
+            .replace("/*__SHADERS__*/", json.dumps(shaders)))
+
+
+_COMPONENT = st.components.v2.component("sameseed.your_gpu", js=component_source())
+
+
+def run_in_browser(job: dict, done: bool, key: str):
+    """Mounts the runner; returns the browser's last report (a dict from the visitor's browser: untrusted), or
+    None before it answers. ``done``: the report for this job is in, so the script does not run again."""
+    result = _COMPONENT(key=key, data={**job, "done": done}, default={"report": None},
+                        on_report_change=lambda: None, height="content")
+    return result.report
+
+
+def unavailable(u: Unavailable) -> None:
+    st.caption(f"**Your GPU, live:** not here, because {inert(u.reason, line_start=False)}. Chrome and Edge 113 and "
+               "newer, Chrome on Android and Safari 26 offer WebGPU; the rest of this page does not need it.")
+
+
+def refused(message: str) -> None:
+    st.warning(f"Your browser's GPU results were refused: {inert(message, line_start=False)}.",
+               icon=":material/block:")
+
+
+def sums_table(r: YourGpu):
+    rows = [({"kernel": s.kernel, "order": s.order}, s.errors[0],
+             {"checked": s.check, "runs": len(s.bits)}) for s in r.sums]
+    return error_table(rows, ("value", "bits", "error (ULPs)"))
+
+
+def functions_table(r: YourGpu):
+    return pd.DataFrame([{
+        "function": f.name, "correctly rounded": f"{f.exact_share:.0%}", "worst error (ULPs)": f.worst_ulps,
+        "WGSL allows": f.allowance, "beyond the allowance": f.beyond} for f in r.functions])
+
+
+def draw(r: YourGpu) -> None:
+    """Live results: the sums first (the page's point), then the functions and the multiply-adds."""
+    st.markdown(f"**Live on your GPU** ({inert(r.adapter, line_start=False)}, via WebGPU in "
+                f"{inert(r.browser, line_start=False)}): the same {r.n:,} float32 values, summed by four kernels.")
+    st.dataframe(sums_table(r), hide_index=True, width="stretch", key="yg_sums")
+    seq, tree = r.sums[0], r.sums[1]
+    st.caption(f"Left to right, your GPU {'gave' if seq.matched else 'did not give'} the CPU's bits: float32 is the "
+               f"same format there. The workgroup tree: {tree.check}. The atomic kernel: {r.distinct_atomic} "
+               f"different sum{'s' if r.distinct_atomic > 1 else ''} from {len(r.sums[-1].bits)} runs of the same "
+               f"kernel on the same data. First result after {r.first_ms:,} ms, all after {r.total_ms:,} ms.")
+    with st.expander("Your GPU's exp, tanh and log, and its multiply-adds", icon=":material/function:"):
+        st.dataframe(functions_table(r), hide_index=True, width="stretch", key="yg_functions")
+        fused, unfused = r.mul_add["mul_add"]
+        ffused, funfused = r.mul_add["fma"]
+        st.caption(f"256 arguments each, against the correctly rounded result. Allowances: [the WGSL specification]"
+                   f"({WGSL_ACCURACY}). Additions: {r.add_matches} of 256 bit-identical to the CPU's float32 "
+                   f"addition. `a * b + c` as written: {fused} of 256 match one rounding (fused), {unfused} match "
+                   f"two (product, then sum); `fma(a, b, c)`: {ffused} fused, {funfused} two roundings. The two "
+                   f"ways differ on {r.mul_add['differ']} of these 256 triples, so the counts say which your "
+                   "shader compiler did.")
