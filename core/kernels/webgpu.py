@@ -55,9 +55,10 @@ def lane_sums(x: np.ndarray, lanes: int = LANES) -> np.ndarray:
     return acc
 
 
-def workgroup_tree(x: np.ndarray) -> np.generic:
-    """The modelled WebGPU workgroup-tree kernel (module docstring), every addition in x's dtype."""
-    partials = halving_tree(lane_sums(x).reshape(GROUPS, WORKGROUP))
+def workgroup_tree(x: np.ndarray, workgroup: int = WORKGROUP, groups: int = GROUPS) -> np.generic:
+    """The modelled WebGPU workgroup-tree kernel (module docstring), every addition in x's dtype; other shapes
+    than the shader's are for tests that write the shader's order out by hand."""
+    partials = halving_tree(lane_sums(x, workgroup * groups).reshape(groups, workgroup))
     return sequential(partials)
 
 

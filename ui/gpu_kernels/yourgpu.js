@@ -59,77 +59,98 @@ async function pipeline(device, name) {
   return device.createComputePipelineAsync({ layout: "auto", compute: { module, entryPoint: "main" } });
 }
 
-async function run(data, say) {
-  const t0 = performance.now();
-  if (!("gpu" in navigator)) {
-    return { status: "unavailable", reason: "this browser has no WebGPU (navigator.gpu is missing)" };
-  }
+// One GPU session: the device, the pipelines and the buffers that every kernel reads.
+async function openGpu() {
+  if (!("gpu" in navigator)) return { reason: "this browser has no WebGPU (navigator.gpu is missing)" };
   const adapter = await navigator.gpu.requestAdapter();
-  if (!adapter) {
-    return { status: "unavailable", reason: "the browser offers WebGPU but gave no GPU adapter (it may be turned off or blocked for this GPU)" };
-  }
-  const info = adapter.info || {};
+  if (!adapter) return { reason: "the browser offers WebGPU but gave no GPU adapter (it may be turned off or blocked for this GPU)" };
   const hasSubgroups = adapter.features.has("subgroups");
   const device = await adapter.requestDevice({
     requiredFeatures: hasSubgroups ? ["subgroups"] : [],
     requiredLimits: { maxStorageBufferBindingSize: Math.min(adapter.limits.maxStorageBufferBindingSize, 1 << 30) },
   });
+  const info = adapter.info || {};
+  return { device, hasSubgroups, info };
+}
+
+// The vector on the GPU, and each kernel as a function of it: bits back, one float32 per sum.
+async function onGpu(gpu, x, lanes, groups) {
+  const device = gpu.device, n = x.length;
+  const xb = storage(device, 4 * n);
+  device.queue.writeBuffer(xb, 0, x);
+  const p = params(device, n, lanes), pg = params(device, groups, 1);
+  const partial = storage(device, 4 * (groups + 1)), one = storage(device, 4), acc = storage(device, 4);
+  const pipes = {};
+  const pipe = async (name) => (pipes[name] = pipes[name] || await pipeline(device, name));
+  const k = {
+    async sequential() {
+      dispatch(device, await pipe("sequential"), [xb, one, p], 1);
+      return bitsOf(await readBack(device, one, 4))[0];
+    },
+    async tree() {
+      dispatch(device, await pipe("tree"), [xb, partial, p], groups);
+      dispatch(device, await pipe("sequential"), [partial, one, pg], 1);
+      return bitsOf(await readBack(device, one, 4))[0];
+    },
+    async subgroup() {
+      dispatch(device, await pipe("subgroup"), [xb, partial, p], groups);
+      const sizes = await readBack(device, partial, 4 * (groups + 1));
+      dispatch(device, await pipe("sequential"), [partial, one, pg], 1);
+      return { bits: bitsOf(await readBack(device, one, 4))[0], size: sizes[groups] };
+    },
+    async atomic(runs) {
+      const out = [];
+      for (let r = 0; r < runs; r++) {
+        device.queue.writeBuffer(acc, 0, new Uint32Array([0]));
+        dispatch(device, await pipe("atomic"), [xb, acc, p], groups);
+        out.push(bitsOf(await readBack(device, acc, 4))[0]);
+      }
+      return out;
+    },
+    async elementwise(argBits) {
+      const args = storage(device, 4 * 768), head = storage(device, 4 * 768), out = storage(device, 4 * 1536);
+      device.queue.writeBuffer(args, 0, new Uint32Array(argBits));
+      device.queue.writeBuffer(head, 0, x.subarray(0, 768));
+      dispatch(device, await pipe("elementwise"), [args, head, out], 4);
+      const bits = bitsOf(await readBack(device, out, 4 * 1536));
+      for (const b of [args, head, out]) b.destroy();
+      return bits;
+    },
+    release() { for (const b of [xb, p, pg, partial, one, acc]) b.destroy(); },
+  };
+  return k;
+}
+
+async function run(data, say) {
+  const t0 = performance.now();
+  const gpu = await openGpu();
+  if (!gpu.device) return { status: "unavailable", reason: gpu.reason };
   const report = {
-    status: "ok", job: data.job, n: data.recipe.n,
-    adapter: { vendor: info.vendor || "", architecture: info.architecture || "", description: info.description || "" },
-    browser: browserName(),
+    status: "ok", job: data.job, n: data.recipe.n, browser: browserName(),
+    adapter: { vendor: gpu.info.vendor || "", architecture: gpu.info.architecture || "", description: gpu.info.description || "" },
   };
   say("Building the page's vector on your device…");
   const x = await buildVector(data.recipe, (f) => { say(`Building the page's vector on your device: ${Math.round(100 * f)}%`); return new Promise((r) => setTimeout(r, 0)); });
   report.digest = digest(x);
-  const tBuilt = performance.now();
-  const n = x.length, lanes = data.lanes, groups = data.groups;
-  const xb = storage(device, 4 * n);
-  device.queue.writeBuffer(xb, 0, x);
-  const p = params(device, n, lanes);
-  const partial = storage(device, 4 * (groups + 1));
-  const one = storage(device, 4);
+  report.build_ms = Math.round(performance.now() - t0);
+  const k = await onGpu(gpu, x, data.lanes, data.groups);
   say("Your GPU: left to right in one invocation…");
-  const seq = await pipeline(device, "sequential");
-  dispatch(device, seq, [xb, one, p], 1);
-  report.sequential = bitsOf(await readBack(device, one, 4))[0];
+  report.sequential = await k.sequential();
   report.first_ms = Math.round(performance.now() - t0);
-  say("Your GPU: the workgroup tree…");
-  dispatch(device, await pipeline(device, "tree"), [xb, partial, p], groups);
-  const pg = params(device, groups, 1);
-  dispatch(device, seq, [partial, one, pg], 1);
-  report.tree = bitsOf(await readBack(device, one, 4))[0];
-  if (hasSubgroups) {
+  say(`Your GPU, left to right: ${new Float32Array(new Uint32Array([report.sequential]).buffer)[0]}. Next: the workgroup tree…`);
+  report.tree = await k.tree();
+  if (gpu.hasSubgroups) {
     say("Your GPU: subgroupAdd, the hardware's own order…");
-    try {
-      dispatch(device, await pipeline(device, "subgroup"), [xb, partial, p], groups);
-      const sizes = await readBack(device, partial, 4 * (groups + 1));
-      dispatch(device, seq, [partial, one, pg], 1);
-      report.subgroup = { bits: bitsOf(await readBack(device, one, 4))[0], size: sizes[groups] };
-    } catch (e) {
-      report.subgroup_error = String(e).slice(0, 200);
-    }
+    try { report.subgroup = await k.subgroup(); } catch (e) { report.subgroup_error = String(e).slice(0, 200); }
   }
-  say("Your GPU: atomic adds, run " + data.atomic_runs + " times…");
-  const atomic = await pipeline(device, "atomic");
-  const acc = storage(device, 4);
-  report.atomic = [];
-  for (let r = 0; r < data.atomic_runs; r++) {
-    device.queue.writeBuffer(acc, 0, new Uint32Array([0]));
-    dispatch(device, atomic, [xb, acc, p], groups);
-    report.atomic.push(bitsOf(await readBack(device, acc, 4))[0]);
-  }
+  say(`Your GPU: atomic adds, run ${data.atomic_runs} times…`);
+  report.atomic = await k.atomic(data.atomic_runs);
   say("Your GPU: exp, tanh, log, additions and multiply-adds…");
-  const args = storage(device, 4 * 768), head = storage(device, 4 * 768), out = storage(device, 4 * 1536);
-  device.queue.writeBuffer(args, 0, new Uint32Array(data.args));
-  device.queue.writeBuffer(head, 0, x.subarray(0, 768));
-  dispatch(device, await pipeline(device, "elementwise"), [args, head, out], 4);
-  const ew = bitsOf(await readBack(device, out, 4 * 1536));
-  for (const [k, name] of ["exp", "tanh", "log", "add", "mul_add", "fma"].entries()) report[name] = ew.slice(256 * k, 256 * (k + 1));
-  report.build_ms = Math.round(tBuilt - t0);
+  const ew = await k.elementwise(data.args);
+  for (const [i, name] of ["exp", "tanh", "log", "add", "mul_add", "fma"].entries()) report[name] = ew.slice(256 * i, 256 * (i + 1));
+  k.release();
+  gpu.device.destroy();
   report.total_ms = Math.round(performance.now() - t0);
-  for (const b of [xb, p, partial, one, pg, acc, args, head, out]) b.destroy();
-  device.destroy();
   return report;
 }
 
