@@ -51,7 +51,16 @@ from core.studies.cpu_vs_gpu import (
     sums_everywhere,
     tf32_product_difference,
 )
-from core.studies.your_gpu import ReportError, Unavailable, browser_job, expected, judge, supported
+from core.studies.your_gpu import (
+    ReportError,
+    Unavailable,
+    YourGpu,
+    browser_job,
+    expected,
+    judge,
+    live_sentence,
+    supported,
+)
 from ui import charts, glossary
 from ui import cpu_vs_gpu_view as view
 from ui import your_gpu as gpu_view
@@ -196,34 +205,39 @@ def controls(url_notes) -> CpuVsGpuSettings:
     return CpuVsGpuSettings(gen, int(n), dtype)
 
 
-def punchline(punch, result: SumsEverywhere) -> None:
-    """This server's CPU against a GPU's order (live, recorded or modelled, whichever exists, labelled), and the
-    correctly rounded sum that neither device is."""
+def punchline(punch, result: SumsEverywhere, live: YourGpu | None) -> None:
+    """This server's CPU against a GPU's order (live, recorded or modelled, whichever exists, labelled), the
+    visitor's own GPU once it has answered, and the correctly rounded sum that neither device is."""
     face = result.headline()
     with punch:
         st.markdown(f"**{face.insight}**")
-        cols = st.columns(3)
-        for col, row, label in zip(cols, (face.cpu, face.gpu, face.exact), face.labels, strict=True):
+        cols = st.columns(4 if live else 3)
+        places = (cols[0], cols[1], cols[-1])  # the visitor's GPU, once it answers, stands before the exact sum
+        for col, row, label in zip(places, (face.cpu, face.gpu, face.exact), face.labels, strict=True):
             col.metric(label, row.value, help=f"Bits {hex_bits(row.bits, result.settings.fmt)}. {row.note}".strip())
+        if live:
+            gpu_view.live_metric(cols[2], live)
         st.caption(face.sentence + f" ({glossary.link('ulp', 'what is a ULP?')})")
+        if live:
+            st.caption(inert(live_sentence(live, face.cpu.bits, face.exact.bits)))
 
 
 JUDGED = "_yg_judged"  # (job, the report's JSON, what core made of it): judged once per report, not per rerun
 
 
-def your_gpu(settings: CpuVsGpuSettings) -> None:
+def your_gpu(settings: CpuVsGpuSettings) -> YourGpu | None:
     """The same vector on the visitor's own GPU, through WebGPU: the browser builds it from a recipe and runs the
     kernels; the server judges what comes back."""
     spec = settings.spec
     if not supported(spec):
         st.caption("**Your GPU, live** runs float32 (WebGPU's format) on the normal, uniform, lognormal and "
                    "alternating vectors: choose float32 to run this vector on your own GPU.")
-        return
+        return None
     job = RESULTS.get_or_compute(("your-gpu-job", spec), lambda: browser_job(spec))  # one recipe for the room
     held = st.session_state.get(JUDGED)
     report = gpu_view.run_in_browser(job, done=held is not None and held[0] == job["job"], key="yg_runner")
     if report is None:
-        return
+        return None
     text = json.dumps(report, sort_keys=True, default=str)[:200_000]
     if held is None or held[:2] != (job["job"], text):
         try:
@@ -240,6 +254,8 @@ def your_gpu(settings: CpuVsGpuSettings) -> None:
         gpu_view.unavailable(outcome)
     else:
         gpu_view.draw(outcome)
+        return outcome
+    return None
 
 
 def why_orders(result: SumsEverywhere) -> None:
@@ -387,7 +403,7 @@ def main() -> None:
     bundled, problems = cached_recordings(recordings_dir())
     settings = controls(url_notes)
     with st.container(key="your_gpu"):
-        your_gpu(settings)
+        live = your_gpu(settings)
     why, threads, notices = st.container(), st.container(), st.container()
     yours = your_recording(bundled)  # a visitor's own capture, for this session: it joins every list
     with st.expander("Every result: recorded machines, the model and the exact sum, with their bits",
@@ -405,7 +421,7 @@ def main() -> None:
         else:
             result = sums_everywhere(settings, devices, recs, PROCESS_THREADS)
             tables = view.sums_tables(result)
-    punchline(punch, result)
+    punchline(punch, result, live)
     with why:
         why_orders(result)
     with threads:

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from core.studies.your_gpu import WGSL_ACCURACY, Unavailable, YourGpu
-from ui.render import error_table, inert
+from ui.render import error_cells, error_table, inert
 
 KERNELS = pathlib.Path(__file__).parent / "gpu_kernels"
 SHADER_NAMES = ("sequential", "tree", "subgroup", "atomic", "elementwise")
@@ -57,6 +57,15 @@ def functions_table(r: YourGpu):
     return pd.DataFrame([{
         "function": f.name, "correctly rounded": f"{f.exact_share:.0%}", "worst error (ULPs)": f.worst_ulps,
         "WGSL allows": f.allowance, "beyond the allowance": f.beyond} for f in r.functions])
+
+
+def live_metric(col, r: YourGpu) -> None:
+    """The visitor's GPU beside the first screen's CPU, model and exact sum: its workgroup tree's sum."""
+    tree = r.sums[1]
+    cells = error_cells(tree.errors[0])
+    col.metric(f"Your GPU, live ({r.adapter})", cells["value"],
+               help=f"Bits {cells['bits']}, {cells['error (ULPs)']} ULPs from the exact sum. Computed in your browser "
+                    f"through WebGPU ({r.browser}) by the workgroup-tree kernel; {tree.check}.")
 
 
 def draw(r: YourGpu) -> None:

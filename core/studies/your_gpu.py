@@ -306,3 +306,12 @@ def atomic_spread(result: YourGpu) -> float:
     """The atomic runs' largest distance from each other, in ULPs."""
     bits = next(s for s in result.sums if s.kernel == "atomic").bits
     return float(max(ulp_distance(a, b, F32) for a in bits for b in bits)) if bits else math.nan
+
+
+def live_sentence(r: YourGpu, cpu_bits: int, exact_bits: int) -> str:
+    """The first screen's line on the visitor's GPU: its tree kernel against this server's CPU and the exact sum."""
+    tree = r.sums[1]
+    apart, off = ulp_distance(tree.bits[0], cpu_bits, F32), ulp_distance(tree.bits[0], exact_bits, F32)
+    return (f"Your GPU ({r.adapter}), live: its workgroup tree is {apart:,} ULP from this server's CPU and {off:,} "
+            f"from the exact sum, rounded once; the model {'predicted its bits exactly' if tree.matched else 'missed'}"
+            ".")

@@ -1,0 +1,139 @@
+"""The visitor's own GPU, through WebGPU, in real headless Chromium: with --enable-unsafe-webgpu it has an adapter
+(SwiftShader, Vulkan on the CPU's threads), and the real shaders run on it. Without the flag it has none, and the
+page says so in one line."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from core.arith.exact import exact_sum_fraction
+from core.arith.formats import FORMATS, bits_of, value_of_bits
+from core.arith.metrics import a_priori_bound
+from core.arith.numpy_stream import digest, recipe
+from core.arith.vectors import VectorSpec, generate
+from core.kernels import webgpu
+from core.kernels.sums import sequential
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, RERUN, assert_healthy_page, screenshot, wait_for_app
+from ui.your_gpu import component_source
+
+F32 = FORMATS["float32"]
+WEBGPU_ARGS = [*CHROMIUM_ARGS, "--enable-unsafe-webgpu"]
+LIVE = 180_000  # ms: the vector is built and seven kernels run on SwiftShader, beside a busy test run
+
+
+@pytest.fixture(scope="module")
+def gpu_browser(playwright_instance):
+    b = playwright_instance.chromium.launch(executable_path=CHROMIUM, args=WEBGPU_ARGS)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def gpu_page(gpu_browser):
+    context = gpu_browser.new_context(viewport={"width": 1280, "height": 720})
+    pg = context.new_page()
+    yield pg
+    context.close()
+
+
+def expect_live(page) -> None:
+    live = page.locator(".st-key-your_gpu")
+    expect(live).to_contain_text(re.compile(r"Live on your GPU \(\w+"), timeout=LIVE)
+    expect(live).to_contain_text("your GPU gave the CPU's bits", timeout=RERUN)
+    expect(live).to_contain_text("the model matched your GPU bit for bit", timeout=RERUN)
+    expect(live.locator('[data-testid="stDataFrame"]').first).to_be_visible(timeout=RERUN)
+    assert_healthy_page(page)
+
+
+def test_your_gpu_at_the_pages_defaults(server, gpu_page):
+    gpu_page.goto(f"{server.url}/cpu_vs_gpu")
+    expect_live(gpu_page)
+    expect(gpu_page.locator(".st-key-your_gpu")).to_contain_text(re.compile(r"\d different sums? from 8 runs"))
+    screenshot(gpu_page, "your-gpu-defaults")
+
+
+def test_your_gpu_at_the_talks_link(server, gpu_page):
+    gpu_page.goto(f"{server.url}/cpu_vs_gpu?vector=normal&n=1000000&format=float32&talk=1")
+    expect_live(gpu_page)
+    screenshot(gpu_page, "your-gpu-talk")
+
+
+def test_without_webgpu_one_line_says_why(server, page):
+    page.goto(f"{server.url}/cpu_vs_gpu")
+    line = page.locator(".st-key-your_gpu")
+    expect(line).to_contain_text("Your GPU, live: not here, because", timeout=LIVE)
+    expect(line).to_contain_text("gave no GPU adapter")
+    wait_for_app(page)
+    assert_healthy_page(page)
+    expect(page.locator(".st-key-punchline")).to_contain_text("Neither device is the reference")
+
+
+def test_another_format_says_what_runs(server, gpu_page):
+    gpu_page.goto(f"{server.url}/cpu_vs_gpu?format=bfloat16")
+    expect(gpu_page.locator(".st-key-your_gpu")).to_contain_text("choose float32", timeout=RERUN)
+    assert_healthy_page(gpu_page)
+
+
+# -------------------------------------------------------------------------------- the kernels, vector by vector
+
+KINDS = ("normal", "uniform", "lognormal", "alternating")
+LENGTHS = (1, 2, 3, 255, 256, 257, 4_097, webgpu.LANES - 1, webgpu.LANES, webgpu.LANES + 1, 100_000, 1_000_000)
+
+
+def special_vectors() -> list[np.ndarray]:
+    """Values random draws rarely give: -0 alone, ±0 mixed, the largest finite values, a sum that overflows."""
+    big = float(np.finfo(np.float32).max)
+    return [np.array(v, dtype=np.float32) for v in (
+        [-0.0], [-0.0, -0.0, 0.0], [big, -big, 1.0, 2.0**-20] * 700, [big / 2] * 5 + [1.0], [1.0, 2.0**-24] * 9000)]
+
+
+def run_in_page(page, job: dict) -> dict:
+    return page.evaluate("""async (job) => {
+      const gpu = await window.__gpu.openGpu();
+      const x = job.recipe ? await window.__gpu.buildVector(job.recipe)
+                           : new Float32Array(new Uint32Array(job.bits).buffer);
+      const k = await window.__gpu.onGpu(gpu, x, job.lanes, job.groups);
+      const out = { digest: window.__gpu.digest(x), sequential: await k.sequential(), tree: await k.tree(),
+                    atomic: await k.atomic(3) };
+      if (gpu.hasSubgroups) out.subgroup = await k.subgroup();
+      k.release();
+      gpu.device.destroy();
+      return out;
+    }""", job)
+
+
+def test_the_kernels_against_the_model_on_many_vectors(server, gpu_page):
+    """Every vector: the browser's replay is the server's vector (digest), left to right gives the CPU's bits, the
+    workgroup tree gives the model's bits, and the subgroup and atomic sums lie within the any-order bound."""
+    gpu_page.goto(f"{server.url}/_stcore/health")  # a page of this origin: a secure context, as the app's
+    gpu_page.add_script_tag(content=component_source() + "\nwindow.__gpu = { openGpu, onGpu, buildVector, digest };",
+                            type="module")
+    gpu_page.wait_for_function("window.__gpu !== undefined")
+    cases = [(VectorSpec(kind=k, n=n, seed=i, storage="float32"), None)
+             for i, (k, n) in enumerate((k, n) for n in LENGTHS for k in KINDS)]
+    cases += [(None, v) for v in special_vectors()]
+    assert len(cases) >= 50
+    for spec, values in cases:
+        job = {"lanes": webgpu.LANES, "groups": webgpu.GROUPS}
+        if spec is not None:
+            values = generate(spec).values
+            job["recipe"] = recipe(spec)
+        else:
+            job["bits"] = [bits_of(v) for v in values]
+        got = run_in_page(gpu_page, job)
+        what = spec or f"special vector of {values.size}"
+        if spec is not None:
+            assert tuple(got["digest"]) == digest(values), what
+        assert got["sequential"] == bits_of(sequential(values)), what
+        assert got["tree"] == bits_of(webgpu.workgroup_tree(values)), what
+        finite = np.isfinite(webgpu.workgroup_tree(values))
+        if finite:
+            exact = exact_sum_fraction(values)
+            bound = a_priori_bound("sequential", values.size, exact_sum_fraction(np.abs(values)), F32)
+            for b in got["atomic"] + ([got["subgroup"]["bits"]] if "subgroup" in got else []):
+                v = value_of_bits(b, F32)
+                assert not isinstance(v, float) and abs(v - exact) <= bound, what
