@@ -244,8 +244,10 @@ def uploaded_card(rec: Recording) -> None:
     """What the visitor's upload says it is: its file name, device and capture time, labelled as unverified
     (every part inert: it all comes from the file)."""
     p = rec.provenance
-    kind = {"cuda": "a CUDA GPU", "mps": "an Apple GPU", "cpu": "a CPU"}.get(p.device_kind, "a device")
-    facts = [f"torch {inert(p.torch_version, line_start=False)}"]
+    kind = {"cuda": "a CUDA GPU", "mps": "an Apple GPU", "cpu": "a CPU", "webgpu": "a GPU through WebGPU"}.get(
+        p.device_kind, "a device")
+    facts = ([inert(p.browser or "an unnamed browser", line_start=False)] if p.device_kind == "webgpu"
+             else [f"torch {inert(p.torch_version, line_start=False)}"])
     if p.is_gpu and p.sm_count:
         facts.append(f"{p.sm_count:,} SMs")
     st.info(f"**Your recording, {UPLOADED}**: {inert(rec.name, line_start=False)}, recorded on {kind}: "

@@ -3,13 +3,14 @@ what core.studies.your_gpu judged of its report."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import pathlib
 
 import pandas as pd
 import streamlit as st
 
-from core.studies.your_gpu import WGSL_ACCURACY, Unavailable, YourGpu
+from core.studies.your_gpu import WGSL_ACCURACY, Unavailable, YourGpu, as_recording
 from ui.render import error_cells, error_table, inert
 
 KERNELS = pathlib.Path(__file__).parent / "gpu_kernels"
@@ -78,6 +79,7 @@ def draw(r: YourGpu) -> None:
                f"same format there. The workgroup tree: {tree.check}. The atomic kernel: {r.distinct_atomic} "
                f"different sum{'s' if r.distinct_atomic > 1 else ''} from {len(r.sums[-1].bits)} runs of the same "
                f"kernel on the same data. First result after {r.first_ms:,} ms, all after {r.total_ms:,} ms.")
+    download(r)
     with st.expander("Your GPU's exp, tanh and log, and its multiply-adds", icon=":material/function:"):
         st.dataframe(functions_table(r), hide_index=True, width="stretch", key="yg_functions")
         fused, unfused = r.mul_add["mul_add"]
@@ -88,3 +90,13 @@ def draw(r: YourGpu) -> None:
                    f"two (product, then sum); `fma(a, b, c)`: {ffused} fused, {funfused} two roundings. The two "
                    f"ways differ on {r.mul_add['differ']} of these 256 triples, so the counts say which your "
                    "shader compiler did.")
+
+
+def download(r: YourGpu) -> None:
+    """Your GPU's results as a recording file, which the upload on this page and the own-runs pages read back."""
+    now = datetime.datetime.now(datetime.UTC)
+    data = json.dumps(as_recording(r, now.strftime("%Y-%m-%dT%H:%M:%SZ")), indent=1).encode()
+    name = "".join(c if c.isalnum() else "-" for c in r.adapter.lower())[:40]
+    st.download_button("Download your GPU's results as a recording", data, key="yg_download", on_click="ignore",
+                       file_name=f"webgpu-{name}-{now:%Y%m%dT%H%M%S}.json", mime="application/json",
+                       icon=":material/download:")

@@ -81,7 +81,7 @@ PROVENANCE = {
                  "architecture"],
     "properties": {
         "device_name": {"type": "string", "minLength": 1, "maxLength": 200},
-        "device_kind": {"enum": ["cpu", "cuda", "mps"]},
+        "device_kind": {"enum": ["cpu", "cuda", "mps", "webgpu"]},
         "sm_count": OPT_INT,
         "torch_version": {"type": "string", "minLength": 1, "maxLength": 100},
         "cuda_version": OPT_STR,
@@ -107,6 +107,7 @@ PROVENANCE = {
         "environment": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 200},
                         "maxProperties": 20},
         "facts_note": OPT_STR,
+        "browser": OPT_STR,  # a WebGPU recording: the browser that ran the kernels
     },
 }
 RECORDING = {

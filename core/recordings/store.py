@@ -42,6 +42,7 @@ from core.arith.formats import (
     ulp_distance,
 )
 from core.arith.vectors import VectorSpec, generate
+from core.kernels import webgpu
 from core.kernels.cuda_model import cuda_config_for, cuda_sum_model
 from core.kernels.torch_cpu_model import torch_cpu_sum_model
 from core.machines.devices import Device, available_devices, cpu_device, device_info
@@ -308,7 +309,7 @@ class Provenance:
     """
 
     device_name: str
-    device_kind: str  # "cpu", "cuda" or "mps"
+    device_kind: str  # "cpu", "cuda", "mps", or "webgpu" (a visitor's GPU, through their browser)
     torch_version: str
     captured_at: str  # ISO 8601, UTC
     sm_count: int | None = None
@@ -337,6 +338,7 @@ class Provenance:
     deterministic_algorithms: bool | None = None
     environment: dict[str, str] | None = None  # numeric environment variables set at capture
     facts_note: str | None = None  # where facts attached after the capture come from
+    browser: str | None = None  # a WebGPU recording: the browser that ran the kernels
 
     @staticmethod
     def from_dict(data: dict) -> Provenance:
@@ -362,7 +364,7 @@ class Provenance:
 
     @property
     def is_gpu(self) -> bool:
-        return self.device_kind in ("cuda", "mps")
+        return self.device_kind in ("cuda", "mps", "webgpu")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -456,7 +458,9 @@ class Recording:
     @property
     def label(self) -> str:
         p = self.provenance
-        text = f"recorded on {self.device} with torch {p.torch_version} on {p.captured_at[:10]}"
+        text = (f"recorded through WebGPU in {p.browser} on {self.device} on {p.captured_at[:10]}"
+                if p.device_kind == "webgpu" else
+                f"recorded on {self.device} with torch {p.torch_version} on {p.captured_at[:10]}")
         return f"{UPLOADED}: {text}" if self.uploaded else text
 
     def find_sum(self, generator: str, seed: int, n: int, dtype: str) -> SumEntry | None:
@@ -536,6 +540,8 @@ def model_fidelity(rec: Recording, max_n: int = 10_000_000) -> Fidelity:
         if cuda:
             cfg = cuda_config_for(e.n, values.dtype, sm_count=int(p.sm_count))
             pred = bits_of(cuda_sum_model(values, cfg))
+        elif p.device_kind == "webgpu":  # its sum is the workgroup-tree kernel's
+            pred = bits_of(webgpu.workgroup_tree(values))
         else:
             pred = bits_of(torch_cpu_sum_model(values, threads=int(p.threads or 1)))
         got = bits_of_hex(e.sum_hex)
@@ -548,6 +554,8 @@ def model_fidelity(rec: Recording, max_n: int = 10_000_000) -> Fidelity:
             mismatches.append((e.generator, e.n, e.dtype, ulp_distance(pred, got, FORMATS[e.dtype])))
     if cuda:
         which = f"CUDA block-reduction model vs {p.device_name} (SM count {p.sm_count})"
+    elif p.device_kind == "webgpu":
+        which = f"WebGPU workgroup-tree model vs {p.device_name}"
     else:
         which = f"CPU cascade-sum model ({p.threads} threads) vs {rec.machine}"
     cond = (f"{which}; sizes "

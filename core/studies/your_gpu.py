@@ -25,6 +25,7 @@ from core.arith.numpy_stream import digest, recipe, replayable
 from core.arith.vectors import VectorSpec
 from core.kernels import webgpu
 from core.kernels.sums import sequential
+from core.recordings.store import vector_sha256
 
 F32 = FORMATS["float32"]
 JOB_VERSION = 1  # part of every job's name: a report for another version of the kernels is refused
@@ -83,6 +84,7 @@ class Expected:
     tree_depth: int
     any_order_bound: Fraction  # gamma(n - 1) sum|x|: no order of n values can be farther from the exact sum
     head: np.ndarray  # the vector's first NEEDS values
+    sha256: str  # of the vector's bytes, as recordings name a vector
 
 
 def expected(spec: VectorSpec, values: np.ndarray) -> Expected:
@@ -92,7 +94,7 @@ def expected(spec: VectorSpec, values: np.ndarray) -> Expected:
                     cpu_sequential=bits_of(sequential(x)), model_tree=bits_of(webgpu.workgroup_tree(x)),
                     tree_depth=webgpu.workgroup_tree_depth(x.size),
                     any_order_bound=a_priori_bound("sequential", x.size, sum_abs, F32),
-                    head=x[:NEEDS].copy())
+                    head=x[:NEEDS].copy(), sha256=vector_sha256(x))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,6 +118,8 @@ class FunctionErrors:
 
 @dataclass(frozen=True, kw_only=True)
 class YourGpu:
+    spec: VectorSpec
+    vector_sha256: str
     vendor: str
     architecture: str
     browser: str
@@ -295,7 +299,7 @@ def judge(report, exp: Expected) -> YourGpu | Unavailable:
     sums, size = _sums(report, exp)
     add_matches, mul_add = _multiply_adds(report, exp.head)
     adapter = report.get("adapter") if isinstance(report.get("adapter"), Mapping) else {}
-    return YourGpu(vendor=_text(adapter.get("vendor"), "the vendor"),
+    return YourGpu(spec=exp.spec, vector_sha256=exp.sha256, vendor=_text(adapter.get("vendor"), "the vendor"),
                    architecture=_text(adapter.get("architecture"), "the architecture"),
                    browser=_text(report.get("browser"), "the browser"), n=exp.spec.n, sums=sums,
                    functions=_functions(report), add_matches=add_matches, mul_add=mul_add, subgroup_size=size,
@@ -315,3 +319,20 @@ def live_sentence(r: YourGpu, cpu_bits: int, exact_bits: int) -> str:
     return (f"Your GPU ({r.adapter}), live: its workgroup tree is {apart:,} ULP from this server's CPU and {off:,} "
             f"from the exact sum, rounded once; the model {'predicted its bits exactly' if tree.matched else 'missed'}"
             ".")
+
+
+def as_recording(r: YourGpu, captured_at: str) -> dict:
+    """The visitor's results as a recording (format 2, core.recordings.schema): one sum, the workgroup tree's,
+    whose order the WebGPU model predicts; the upload of the own-runs pages reads it back."""
+    tree = next(s for s in r.sums if s.kernel == "tree")
+    provenance = dict.fromkeys(("sm_count", "cuda_version", "driver", "threads", "cpu_model", "cpu_capability",
+                                "logical_cores", "blas", "numpy_version", "os"))
+    provenance |= {"device_name": r.adapter, "device_kind": "webgpu", "architecture": r.architecture or None,
+                   "torch_version": "not used: WGSL shaders through WebGPU", "captured_at": captured_at,
+                   "browser": r.browser or "an unnamed browser",
+                   "facts_note": "Sent by the visitor's browser and checked by the server that wrote this file: the "
+                                 "vector's digest and every sum's distance from the exact sum."}
+    return {"format_version": 2, "provenance": provenance,
+            "sums": [{"generator": r.spec.kind, "seed": r.spec.seed, "n": r.spec.n, "dtype": r.spec.storage,
+                      "vector_sha256": r.vector_sha256, "sum_hex": f"{tree.bits[0]:08x}"}],
+            "matmuls": [], "training": [], "throughput": [], "op_fingerprint": {}}

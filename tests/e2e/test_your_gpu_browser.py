@@ -137,3 +137,25 @@ def test_the_kernels_against_the_model_on_many_vectors(server, gpu_page):
             for b in got["atomic"] + ([got["subgroup"]["bits"]] if "subgroup" in got else []):
                 v = value_of_bits(b, F32)
                 assert not isinstance(v, float) and abs(v - exact) <= bound, what
+
+
+def test_your_gpus_download_round_trips_through_the_upload(server, gpu_page, tmp_path):
+    """The live results download as a recording; uploaded on the same page, they join it as the visitor's own
+    WebGPU recording, and the model's match is measured on them."""
+    gpu_page.goto(f"{server.url}/cpu_vs_gpu?n=10000")
+    expect_live(gpu_page)
+    with gpu_page.expect_download(timeout=RERUN) as dl:
+        gpu_page.get_by_role("button", name="Download your GPU's results as a recording").click()
+    path = tmp_path / dl.value.suggested_filename
+    dl.value.save_as(path)
+    assert path.name.startswith("webgpu-") and path.suffix == ".json"
+    gpu_page.get_by_text("Bring your own GPU").click()
+    gpu_page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
+    card = gpu_page.locator('[data-testid="stAlert"]').filter(has_text="recorded on a GPU through WebGPU")
+    expect(card).to_be_visible(timeout=LIVE)
+    expect(card).to_contain_text(path.name)
+    gpu_page.get_by_text("How faithful is the GPU model?").click()
+    main = gpu_page.locator('[data-testid="stMain"]')
+    expect(main).to_contain_text("1 of 1 sums bit-identical (100%); WebGPU workgroup-tree model vs", timeout=LIVE)
+    expect(main).to_contain_text(re.compile(r"recorded through WebGPU in \w+ \d+ on"))
+    assert_healthy_page(gpu_page)

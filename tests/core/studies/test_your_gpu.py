@@ -22,6 +22,7 @@ from core.studies.your_gpu import (
     Unavailable,
     YourGpu,
     arguments,
+    as_recording,
     browser_job,
     expected,
     judge,
@@ -40,11 +41,11 @@ def exp():
 def honest(exp) -> dict:
     """What a correct GPU sends: the CPU's left-to-right bits, the model's tree, correctly rounded functions,
     IEEE additions and fused multiply-adds."""
-    x = generate(SPEC).values
+    x = generate(exp.spec).values
     head = x[:768]
     fused = [bits_of_value(round_to_format(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)), F32), F32)
              for a, b, c in zip(head[0::3], head[1::3], head[2::3], strict=True)]
-    report = {"status": "ok", "job": browser_job(SPEC)["job"], "n": SPEC.n, "digest": list(exp.digest),
+    report = {"status": "ok", "job": browser_job(exp.spec)["job"], "n": exp.spec.n, "digest": list(exp.digest),
               "adapter": {"vendor": "acme", "architecture": "tile-9"}, "browser": "Chrome 156",
               "sequential": bits_of(sequential(x)), "tree": bits_of(webgpu.workgroup_tree(x)),
               "subgroup": {"bits": bits_of(webgpu.workgroup_tree(x[::-1].copy())), "size": 32},
@@ -152,3 +153,20 @@ def test_the_exact_reference_of_the_arguments():
 def test_a_report_judged_twice_is_judged_alike(exp):
     report = honest(exp)
     assert judge(copy.deepcopy(report), exp) == judge(report, exp)
+
+
+def test_a_recording_of_your_gpu_round_trips_through_the_upload():
+    import json
+
+    from core.recordings.upload import recording_from_upload, upload_fidelity
+
+    spec = VectorSpec(kind="uniform", n=10_000, seed=0, storage="float32")  # a vector of the recorded suite
+    e = expected(spec, generate(spec).values)
+    r = judge(honest(e), e)
+    data = json.dumps(as_recording(r, "2026-12-06T02:30:00Z")).encode()
+    rec = recording_from_upload("webgpu-acme.json", data)
+    assert rec.uploaded and rec.is_gpu and rec.provenance.device_kind == "webgpu"
+    assert rec.label.endswith("recorded through WebGPU in Chrome 156 on acme tile-9 on 2026-12-06")
+    assert rec.find_sum("uniform", 0, 10_000, "float32").sum_hex == f"{r.sums[1].bits[0]:08x}"
+    fid = upload_fidelity(rec)
+    assert (fid.compared, fid.matched) == (1, 1) and "WebGPU workgroup-tree model" in fid.conditions
