@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 
 import streamlit as st
 
@@ -13,6 +14,7 @@ from core.arith.vectors import GENERATORS
 from core.crowd.budget import cpu_vs_gpu_cost
 from core.crowd.bytecache import FIDELITIES, RESULTS, VECTORS, vector_for
 from core.crowd.querystate import Field, FieldKind
+from core.crowd.room import the_room
 from core.kernels.cuda_published import published_evidence_sentence
 from core.kernels.torch_cpu_model import GRAIN_SIZE
 from core.machines.devices import Device, available_devices, device_info
@@ -59,6 +61,8 @@ from core.studies.your_gpu import (
     expected,
     judge,
     live_sentence,
+    room_entry,
+    room_summary,
     supported,
 )
 from ui import charts, glossary
@@ -76,7 +80,9 @@ URL_FIELDS = [
     Field(key="cg_gen", param="vector", kind=FieldKind.CHOICE, options=SUITE_GENERATORS),
     Field(key="cg_n", param="n", kind=FieldKind.CHOICE, options=SUITE_SIZES),
     Field(key="cg_dtype", param="format", kind=FieldKind.CHOICE, options=SUITE_DTYPES),
+    Field(key="cg_room", param="room", kind=FieldKind.CHOICE, options=("on",)),  # the room's GPUs shown; None: not
 ]
+ROOM_TOKEN = "_yg_room_token"  # a random name for this session in the room: nothing that identifies a person
 HELD = "_cg_upload"  # this session's uploaded recording: {"digest", "recording", "fidelity"}
 REFUSED = "_cg_upload_refused"  # (digest, message) of the last file refused, so it is not parsed on every rerun
 GENERATION = "_cg_upload_gen"  # part of the uploader's key: a new key empties the uploader
@@ -254,8 +260,37 @@ def your_gpu(settings: CpuVsGpuSettings) -> YourGpu | None:
         gpu_view.unavailable(outcome)
     else:
         gpu_view.draw(outcome)
+        add_to_room(outcome)
         return outcome
     return None
+
+
+def add_to_room(result: YourGpu) -> None:
+    """One button, opt-in: this session's judged results join the room's tally."""
+    if not st.button("Add my GPU to the room", key="yg_room_add", icon=":material/group_add:"):
+        return
+    token = st.session_state.setdefault(ROOM_TOKEN, secrets.token_hex(16))
+    refused = the_room().add(token, room_entry(result))
+    if refused:
+        st.caption(f"Not added: {refused}.")
+    else:
+        st.caption(":material/check: Added: the speaker's screen counts your GPU (its results, vendor and "
+                   "architecture only).")
+
+
+def the_rooms_gpus(spec) -> None:
+    """Everyone's GPU, tallied: on the speaker's screen (presenter mode) it refreshes itself every few seconds."""
+    live = presenter()
+
+    def tally() -> None:
+        gpu_view.room_view(room_summary(the_room().entries(), spec), live)
+        c1, c2 = st.columns(2)
+        c1.button("Refresh", key="yg_room_refresh", icon=":material/refresh:")
+        if live and c2.button("Empty the room", key="yg_room_reset", icon=":material/delete_sweep:"):  # the speaker
+            the_room().reset()
+            st.rerun(scope="fragment")
+
+    st.fragment(tally, run_every=3 if live else None)()
 
 
 def why_orders(result: SumsEverywhere) -> None:
@@ -396,12 +431,17 @@ def training_on_a_gpu(recs: list[Recording], devices: list[Device]) -> None:
 
 def main() -> None:
     ensure_app_navigation()
-    url_notes = restore("cg", URL_FIELDS, {"cg_gen": "normal", "cg_n": 1_000_000, "cg_dtype": "float32"})
+    url_notes = restore("cg", URL_FIELDS, {"cg_gen": "normal", "cg_n": 1_000_000, "cg_dtype": "float32",
+                                           "cg_room": None})
     st.title("CPU vs GPU")
     punch = st.container(key="punchline")  # the CPU against the GPU's order: filled once computed, first screen
+    room_box = st.container(key="the_room")  # the room's GPUs, where the link asks for them (room=on)
     devices = available_devices()
     bundled, problems = cached_recordings(recordings_dir())
     settings = controls(url_notes)
+    if st.session_state.get("cg_room") == "on":
+        with room_box:
+            the_rooms_gpus(settings.spec)
     with st.container(key="your_gpu"):
         live = your_gpu(settings)
     why, threads, notices = st.container(), st.container(), st.container()

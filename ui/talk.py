@@ -16,6 +16,10 @@ SCENARIOS: list[tuple[str, str, dict, str]] = [
     ("1 vs all threads", "pages/cpu_vs_gpu.py", {"vector": "normal", "n": "1000000", "format": "float32"},
      "A million float32 values summed by this CPU and in a GPU's order (a labelled model), then on 1 and all "
      "threads: see whether the bits change."),
+    ("Your GPUs, the room's", "pages/cpu_vs_gpu.py",
+     {"vector": "normal", "n": "1000000", "format": "float32", "room": "on"},
+     "Everyone's own GPU sums the same million values in their browser; the speaker's screen counts the different "
+     "answers, by vendor and architecture."),
     ("Watch two runs diverge", "pages/training_divergence.py", {"preset": "Hidden units reordered (SGD, lr 0.5)"},
      "Same network, reordered sums: press Play."),
     ("Same prompt, two answers", "pages/serving.py", {},

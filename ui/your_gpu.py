@@ -10,7 +10,7 @@ import pathlib
 import pandas as pd
 import streamlit as st
 
-from core.studies.your_gpu import WGSL_ACCURACY, Unavailable, YourGpu, as_recording
+from core.studies.your_gpu import WGSL_ACCURACY, RoomSummary, Unavailable, YourGpu, as_recording
 from ui.render import error_cells, error_table, inert
 
 KERNELS = pathlib.Path(__file__).parent / "gpu_kernels"
@@ -100,3 +100,23 @@ def download(r: YourGpu) -> None:
     st.download_button("Download your GPU's results as a recording", data, key="yg_download", on_click="ignore",
                        file_name=f"webgpu-{name}-{now:%Y%m%dT%H%M%S}.json", mime="application/json",
                        icon=":material/download:")
+
+
+def room_view(s: RoomSummary, live: bool) -> None:
+    """The speaker's screen: how many GPUs answered, how many different sums each kernel gave, and which GPUs."""
+    st.markdown(f"**The room's GPUs{' (live)' if live else ''}: {s.gpus:,} answered** for {s.spec.n:,} "
+                f"{s.spec.storage} values ({s.spec.kind}). Each ran the same kernels on the same vector.")
+    if not s.gpus:
+        st.caption("No GPU has been added yet: each viewer's page offers “Add my GPU to the room” once their own "
+                   "GPU has answered.")
+        return
+    left, right = st.columns([3, 2])
+    left.dataframe(pd.DataFrame([{"kernel": k, "GPUs": g, "different sums": d} for k, g, d in s.kernels]),
+                   hide_index=True, width="stretch", key="yg_room_kernels")
+    right.bar_chart(pd.DataFrame({"GPU": [a for a, _ in s.adapters], "GPUs": [c for _, c in s.adapters]}),
+                    x="GPU", y="GPUs", horizontal=True, height=max(120, 40 * len(s.adapters)))
+    st.caption(f"Left to right, {s.cpu_matches:,} of {s.gpus:,} GPUs gave this server's CPU bits; the workgroup "
+               f"tree gave the model's bits on {s.model_matches:,} of {s.gpus:,}. Only results, vendors and "
+               "architectures are kept, one entry per browser session."
+               + (f" ({s.other_vectors:,} entries for other vectors are not counted here.)" if s.other_vectors
+                  else ""))

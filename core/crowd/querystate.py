@@ -120,7 +120,8 @@ def decode(params: Mapping[str, str], fields: Sequence[Field]) -> tuple[dict, li
 
 
 def encode(values: Mapping, fields: Sequence[Field]) -> dict[str, str]:
-    return {f.param: f.encode(values[f.key]) for f in fields if f.key in values}
+    """The link's parameters; a setting at None (a view that is off) is left out of the link."""
+    return {f.param: f.encode(values[f.key]) for f in fields if values.get(f.key) is not None}
 
 
 def encode_bounded(values: Mapping, fields: Sequence[Field]) -> tuple[dict[str, str], dict[str, int]]:

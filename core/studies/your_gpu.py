@@ -23,6 +23,7 @@ from core.arith.formats import FORMATS, bits_of, bits_of_value, round_to_format,
 from core.arith.metrics import ErrorReport, a_priori_bound, measure
 from core.arith.numpy_stream import digest, recipe, replayable
 from core.arith.vectors import VectorSpec
+from core.crowd.room import RoomEntry
 from core.kernels import webgpu
 from core.kernels.sums import sequential
 from core.recordings.store import vector_sha256
@@ -336,3 +337,42 @@ def as_recording(r: YourGpu, captured_at: str) -> dict:
             "sums": [{"generator": r.spec.kind, "seed": r.spec.seed, "n": r.spec.n, "dtype": r.spec.storage,
                       "vector_sha256": r.vector_sha256, "sum_hex": f"{tree.bits[0]:08x}"}],
             "matmuls": [], "training": [], "throughput": [], "op_fingerprint": {}}
+
+
+def room_entry(r: YourGpu) -> RoomEntry:
+    """What the room keeps of a judged result: the sums' bits and the adapter's vendor and architecture."""
+    by = {s.kernel: s for s in r.sums}
+    sub = by.get("subgroup")
+    return RoomEntry(job=job_name(r.spec), vendor=r.vendor, architecture=r.architecture,
+                     sequential=by["sequential"].bits[0], tree=by["tree"].bits[0],
+                     subgroup=sub.bits[0] if sub else None, subgroup_size=r.subgroup_size, atomic=by["atomic"].bits,
+                     cpu_match=bool(by["sequential"].matched), model_match=bool(by["tree"].matched))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoomSummary:
+    spec: VectorSpec
+    gpus: int  # sessions that shared results for this vector
+    kernels: tuple[tuple[str, int, int], ...]  # (kernel, GPUs that ran it, different sums among them)
+    adapters: tuple[tuple[str, int], ...]  # (vendor and architecture, GPUs), most first
+    cpu_matches: int  # GPUs whose left-to-right sum had this server's CPU bits
+    model_matches: int  # GPUs whose workgroup tree had the model's bits
+    other_vectors: int  # entries for other vectors, not counted here
+
+
+def room_summary(entries: list[RoomEntry], spec: VectorSpec) -> RoomSummary:
+    job = job_name(spec)
+    mine = [e for e in entries if e.job == job]
+    subs = [e.subgroup for e in mine if e.subgroup is not None]
+    kernels = (("left to right", len(mine), len({e.sequential for e in mine})),
+               ("workgroup tree (modelled)", len(mine), len({e.tree for e in mine})),
+               ("subgroupAdd", len(subs), len(set(subs))),
+               (f"atomic ({webgpu.ATOMIC_RUNS} runs each)", len(mine), len({b for e in mine for b in e.atomic})))
+    names: dict[str, int] = {}
+    for e in mine:
+        name = " ".join(p for p in (e.vendor, e.architecture) if p) or "unnamed adapter"
+        names[name] = names.get(name, 0) + 1
+    return RoomSummary(spec=spec, gpus=len(mine), kernels=kernels,
+                       adapters=tuple(sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))),
+                       cpu_matches=sum(e.cpu_match for e in mine), model_matches=sum(e.model_match for e in mine),
+                       other_vectors=len(entries) - len(mine))

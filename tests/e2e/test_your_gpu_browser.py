@@ -4,6 +4,7 @@ page says so in one line."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -159,3 +160,62 @@ def test_your_gpus_download_round_trips_through_the_upload(server, gpu_page, tmp
     expect(main).to_contain_text("1 of 1 sums bit-identical (100%); WebGPU workgroup-tree model vs", timeout=LIVE)
     expect(main).to_contain_text(re.compile(r"recorded through WebGPU in \w+ \d+ on"))
     assert_healthy_page(gpu_page)
+
+
+# -------------------------------------------------------------------------------- the room's GPUs
+
+ROOM_LINK = "/cpu_vs_gpu?vector=normal&n=100000&format=float32&room=on&talk=1"
+
+
+def forge_reports(route) -> None:
+    """Relay a page's websocket to the server, rewriting every report of its GPU in flight to claim a sum no order
+    can give: what any client speaking Streamlit's protocol could send."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    server = route.connect_to_server()
+
+    def to_server(message) -> None:
+        if isinstance(message, bytes | bytearray):
+            msg = BackMsg()
+            msg.ParseFromString(bytes(message))
+            for w in msg.rerun_script.widget_states.widgets:
+                if w.id.endswith("yg_runner") and w.WhichOneof("value") == "json_value":
+                    state = json.loads(w.json_value)
+                    if isinstance(state.get("report"), dict) and state["report"].get("status") == "ok":
+                        state["report"]["tree"] = bits_of(np.float32(1e9))
+                        w.json_value = json.dumps(state)
+            message = msg.SerializeToString()
+        server.send(message)
+
+    route.on_message(to_server)
+
+
+def test_ten_viewers_add_their_gpus_and_a_forged_one_is_refused(server, gpu_browser):
+    from core.crowd.room import Room
+
+    Room().reset()  # the server's room: the same file, for this checkout
+    speaker = gpu_browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
+    speaker.goto(server.url + ROOM_LINK)
+    tally = speaker.locator(".st-key-the_room")
+    expect(tally).to_contain_text("0 answered", timeout=LIVE)
+    viewers = [gpu_browser.new_context(viewport={"width": 390, "height": 844}).new_page() for _ in range(10)]
+    for v in viewers:
+        v.goto(server.url + ROOM_LINK)
+    for v in viewers:
+        expect_live(v)
+        v.get_by_role("button", name="Add my GPU to the room").click()
+        expect(v.get_by_text("Added: the speaker's screen counts your GPU")).to_be_visible(timeout=RERUN)
+    expect(tally).to_contain_text("10 answered", timeout=RERUN)  # presenter mode refreshes the tally by itself
+    expect(tally.locator('[data-testid="stDataFrame"]')).to_be_visible()
+    screenshot(speaker, "room-ten-gpus")
+
+    forger = gpu_browser.new_context().new_page()
+    forger.route_web_socket(re.compile(r".*/_stcore/stream"), forge_reports)
+    forger.goto(server.url + ROOM_LINK)
+    expect(forger.locator(".st-key-your_gpu")).to_contain_text("refused as impossible", timeout=LIVE)
+    expect(forger.get_by_role("button", name="Add my GPU to the room")).to_have_count(0)
+    assert_healthy_page(forger)
+    assert len(Room().entries()) == 10
+    expect(tally).to_contain_text("10 answered", timeout=RERUN)
+    for p in [speaker, forger, *viewers]:
+        p.context.close()

@@ -170,3 +170,42 @@ def test_a_recording_of_your_gpu_round_trips_through_the_upload():
     assert rec.find_sum("uniform", 0, 10_000, "float32").sum_hex == f"{r.sums[1].bits[0]:08x}"
     fid = upload_fidelity(rec)
     assert (fid.compared, fid.matched) == (1, 1) and "WebGPU workgroup-tree model" in fid.conditions
+
+
+def test_the_room_keeps_one_entry_per_session_bounded_and_resettable(exp, tmp_path):
+    from core.crowd.room import Room
+    from core.studies.your_gpu import room_entry, room_summary
+
+    room = Room(tmp_path / "room.db", max_entries=3, min_interval_s=5)
+    good = judge(honest(exp), exp)
+    assert room.add("a", room_entry(good), now=100) is None
+    assert "one send every 5 s" in room.add("a", room_entry(good), now=101)
+    assert room.add("a", room_entry(good), now=106) is None  # replaced, not added
+    other = honest(exp)
+    other["tree"] = other["sequential"]
+    other["adapter"] = {"vendor": "bolt", "architecture": ""}
+    assert room.add("b", room_entry(judge(other, exp)), now=100) is None
+    assert room.add("c", room_entry(good), now=100) is None
+    assert "full" in room.add("d", room_entry(good), now=100)
+    s = room_summary(room.entries(), exp.spec)
+    assert s.gpus == 3 and s.model_matches == 2 and s.cpu_matches == 3
+    assert dict((k, d) for k, _, d in s.kernels)["workgroup tree (modelled)"] == 2
+    assert s.adapters == (("acme tile-9", 2), ("bolt", 1))
+    assert room_summary(room.entries(), VectorSpec(kind="uniform", n=50_000, storage="float32")).other_vectors == 3
+    Room(tmp_path / "room.db").reset()  # another process's handle on the same file
+    assert room.entries() == []
+
+
+def test_a_room_is_shared_by_processes(exp, tmp_path):
+    import subprocess
+    import sys
+
+    from core.crowd.room import Room
+    from core.studies.your_gpu import room_entry
+
+    path = tmp_path / "shared.db"
+    Room(path).add("here", room_entry(judge(honest(exp), exp)))
+    code = ("import sys; from core.crowd.room import Room; r = Room(sys.argv[1]); print(len(r.entries()), "
+            "r.entries()[0].vendor)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "acme"]
