@@ -5,7 +5,7 @@ every named cache of the process with its budget: bytes, and entries and age whe
 most a few heavy computations at once, first come first served), arrivals (how many page runs are in
 progress and what one costs: a crowd's wait, told to who arrives with it), runner (a session's own state: which
 training pair it owns, its last result of a kind), querystate (strict, bounded decoding of link
-parameters).
+parameters), room (the room's GPUs: one entry per session in a SQLite file every server process shares).
 
 What it may import: its layer and the contracts in .importlinter (checked by
 ``lint-imports``).

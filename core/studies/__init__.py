@@ -6,7 +6,8 @@ replays of recordings), mitigations (each fix measured on the Mitigations page's
 tanh and sigmoid against their correctly rounded values: causes other than a sum's order), reproducible
 (Make my runs reproducible: costs, modelled GPU generations, tolerances) with reproducible_rules (its
 registry of settings), many_devices (Many devices: its all-reduce studies and emulated trainings, kept
-for every visitor, and the rates its waits are estimated from).
+for every visitor, and the rates its waits are estimated from), your_gpu (the visitor's GPU through WebGPU:
+the browser's job, the judgement of its report, its recording, the room's tally).
 
 What it may import: its layer and the contracts in .importlinter (checked by
 ``lint-imports``).
