@@ -242,17 +242,19 @@ def your_gpu(settings: CpuVsGpuSettings) -> YourGpu | None:
     job = RESULTS.get_or_compute(("your-gpu-job", spec), lambda: browser_job(spec))  # one recipe for the room
     held = st.session_state.get(JUDGED)
     report = gpu_view.run_in_browser(job, done=held is not None and held[0] == job["job"], key="yg_runner")
-    if report is None:
-        return None
-    text = json.dumps(report, sort_keys=True, default=str)[:200_000]
-    if held is None or held[:2] != (job["job"], text):
-        try:
-            exp = RESULTS.get_or_compute(("your-gpu-expected", spec), lambda: expected(spec, vector_for(spec).values))
-            outcome = judge(report, exp)
-        except ReportError as err:
-            outcome = err
-        held = (job["job"], text, outcome)
-        st.session_state[JUDGED] = held
+    if isinstance(report, dict) and report.get("job") == job["job"]:  # a report for another vector is stale
+        text = json.dumps(report, sort_keys=True, default=str)[:200_000]
+        if held is None or held[:2] != (job["job"], text):
+            try:
+                exp = RESULTS.get_or_compute(("your-gpu-expected", spec),
+                                             lambda: expected(spec, vector_for(spec).values))
+                outcome = judge(report, exp)
+            except ReportError as err:
+                outcome = err
+            held = (job["job"], text, outcome)
+            st.session_state[JUDGED] = held
+    if held is None or held[0] != job["job"]:
+        return None  # the browser has not answered for this vector yet: its script shows its progress
     outcome = held[2]
     if isinstance(outcome, ReportError):
         gpu_view.refused(str(outcome))
