@@ -207,7 +207,8 @@ def controls(url_notes) -> CpuVsGpuSettings:
     n = c2.selectbox("n", SUITE_SIZES, format_func=lambda v: f"{v:,}", key="cg_n")
     dtype = c3.selectbox("Format", SUITE_DTYPES, key="cg_dtype")
     share_box(sync(URL_FIELDS), url_notes)
-    st.caption("Seed 0, the seed every recording uses, so recorded and live results refer to the same vector.")
+    if not presenter():  # on a slide, the line on the visitor's own GPU takes its place within three screens
+        st.caption("Seed 0, the seed every recording uses, so recorded and live results refer to the same vector.")
     return CpuVsGpuSettings(gen, int(n), dtype)
 
 

@@ -39,8 +39,9 @@ def run_in_browser(job: dict, done: bool, key: str):
 
 
 def unavailable(u: Unavailable) -> None:
-    st.caption(f"**Your GPU, live:** not here, because {inert(u.reason, line_start=False)}. Chrome and Edge 113 and "
-               "newer, Chrome on Android and Safari 26 offer WebGPU; the rest of this page does not need it.")
+    st.caption(f"**Your GPU, live:** not here: {inert(u.reason, line_start=False)}.",
+               help="The page runs its kernels on your own GPU where the browser offers WebGPU: Chrome and Edge 113 "
+                    "and newer, Chrome on Android, Safari 26. Nothing else on this page needs it.")
 
 
 def refused(message: str) -> None:
@@ -70,26 +71,30 @@ def live_metric(col, r: YourGpu) -> None:
 
 
 def draw(r: YourGpu) -> None:
-    """Live results: the sums first (the page's point), then the functions and the multiply-adds."""
-    st.markdown(f"**Live on your GPU** ({inert(r.adapter, line_start=False)}, via WebGPU in "
-                f"{inert(r.browser, line_start=False)}): the same {r.n:,} float32 values, summed by four kernels.")
-    st.dataframe(sums_table(r), hide_index=True, width="stretch", key="yg_sums")
+    """The kernels one by one, folded: the first screen already holds the visitor's sum and its distances."""
     seq, tree = r.sums[0], r.sums[1]
-    st.caption(f"Left to right, your GPU {'gave' if seq.matched else 'did not give'} the CPU's bits: float32 is the "
-               f"same format there. The workgroup tree: {tree.check}. The atomic kernel: {r.distinct_atomic} "
-               f"different sum{'s' if r.distinct_atomic > 1 else ''} from {len(r.sums[-1].bits)} runs of the same "
-               f"kernel on the same data. First result after {r.first_ms:,} ms, all after {r.total_ms:,} ms.")
-    download(r)
-    with st.expander("Your GPU's exp, tanh and log, and its multiply-adds", icon=":material/function:"):
+    with st.expander(f"Your GPU's kernels one by one ({r.adapter}): {r.distinct_atomic} different atomic sum"
+                     f"{'s' if r.distinct_atomic > 1 else ''} in {len(r.sums[-1].bits)} runs",
+                     icon=":material/developer_board:"):
+        st.markdown(f"Live on your GPU ({inert(r.adapter, line_start=False)}, via WebGPU in "
+                    f"{inert(r.browser, line_start=False)}): the page's {r.n:,} float32 values, built in your browser "
+                    "from the same seed, summed by each kernel in the order stated.")
+        st.dataframe(sums_table(r), hide_index=True, width="stretch", key="yg_sums")
+        st.caption(f"Left to right, your GPU {'gave' if seq.matched else 'did not give'} the CPU's bits"
+                   + (": float32 is the same format there" if seq.matched else "") + f". The workgroup tree: "
+                   f"{tree.check}. The atomic kernel: {r.distinct_atomic} different sum"
+                   f"{'s' if r.distinct_atomic > 1 else ''} from {len(r.sums[-1].bits)} runs of the same kernel on "
+                   f"the same data. First result after {r.first_ms:,} ms, all after {r.total_ms:,} ms.")
         st.dataframe(functions_table(r), hide_index=True, width="stretch", key="yg_functions")
         fused, unfused = r.mul_add["mul_add"]
         ffused, funfused = r.mul_add["fma"]
-        st.caption(f"256 arguments each, against the correctly rounded result. Allowances: [the WGSL specification]"
-                   f"({WGSL_ACCURACY}). Additions: {r.add_matches} of 256 bit-identical to the CPU's float32 "
-                   f"addition. `a * b + c` as written: {fused} of 256 match one rounding (fused), {unfused} match "
-                   f"two (product, then sum); `fma(a, b, c)`: {ffused} fused, {funfused} two roundings. The two "
-                   f"ways differ on {r.mul_add['differ']} of these 256 triples, so the counts say which your "
-                   "shader compiler did.")
+        st.caption(f"exp, tanh and log: 256 arguments each, against the correctly rounded result; allowances from "
+                   f"[the WGSL specification]({WGSL_ACCURACY}). Additions: {r.add_matches} of 256 bit-identical to "
+                   f"the CPU's float32 addition. `a * b + c` as written: {fused} of 256 match one rounding (fused), "
+                   f"{unfused} match two (product, then sum); `fma(a, b, c)`: {ffused} fused, {funfused} two "
+                   f"roundings. The two ways differ on {r.mul_add['differ']} of these 256 triples, so the counts say "
+                   "which your shader compiler did.")
+        download(r)
 
 
 def download(r: YourGpu) -> None:

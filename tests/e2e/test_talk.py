@@ -79,10 +79,12 @@ def check_settings(page, title: str, params: dict) -> None:
             assert_selectbox_shows(page, "CPU order", TREE_ORDERS[params["tree"]])
         else:  # a link that names no tree order leaves the default, and no tree is drawn for 10^6 values
             expect(page.get_by_text("Trees are drawn for n ≤")).to_have_count(1, timeout=RERUN)
-    elif title == "1 vs all threads":
+    elif title in ("1 vs all threads", "Your GPUs, the room's"):
         assert_selectbox_shows(page, "Vector", GENERATORS[params["vector"]])
         assert_selectbox_shows(page, "n", f"{int(params['n']):,}")
         assert_selectbox_shows(page, "Format", params["format"])
+        if params.get("room") == "on":  # the speaker's tally of the room's GPUs, on the first screen
+            expect(page.locator(".st-key-the_room")).to_contain_text("answered", timeout=RERUN)
     elif title == "Watch two runs diverge":
         assert_selectbox_shows(page, "Preset", params["preset"])
         preset = PRESETS[params["preset"]].settings

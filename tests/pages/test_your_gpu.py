@@ -62,7 +62,7 @@ def test_a_refused_report_and_no_webgpu_each_get_one_line(judged):
     text = shown(all_text(page(ReportError("the workgroup tree's sum is farther from the exact sum than any order"))))
     assert "Your browser's GPU results were refused: the workgroup tree" in text
     text = shown(all_text(page(Unavailable(reason="this browser has no WebGPU (navigator.gpu is missing)"))))
-    assert "**Your GPU, live:** not here, because this browser has no WebGPU" in text
+    assert "**Your GPU, live:** not here: this browser has no WebGPU" in text
     assert "Your GPU, live (" not in text
 
 

@@ -61,9 +61,9 @@ async function pipeline(device, name) {
 
 // One GPU session: the device, the pipelines and the buffers that every kernel reads.
 async function openGpu() {
-  if (!("gpu" in navigator)) return { reason: "this browser has no WebGPU (navigator.gpu is missing)" };
+  if (!("gpu" in navigator)) return { reason: "this browser has no WebGPU" };
   const adapter = await navigator.gpu.requestAdapter();
-  if (!adapter) return { reason: "the browser offers WebGPU but gave no GPU adapter (it may be turned off or blocked for this GPU)" };
+  if (!adapter) return { reason: "the browser gave no GPU adapter (WebGPU is off or blocked for this GPU)" };
   const hasSubgroups = adapter.features.has("subgroups");
   const device = await adapter.requestDevice({
     requiredFeatures: hasSubgroups ? ["subgroups"] : [],
