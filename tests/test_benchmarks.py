@@ -63,3 +63,15 @@ def test_bench_audience_prints_the_room_last(capsys):
     assert any(line.startswith("bare page: p50 ") for line in out)
     assert [r.title for r in results] == ["0.1 + 0.2 + 0.3"] and not results[0].errors
     assert len(results[0].times) == 4  # every viewer got its page
+
+
+@pytest.mark.browser
+def test_bench_your_gpu_prints_its_ratios_last(capsys):
+    """A real server and a Chromium with WebGPU (SwiftShader): the browser path against the CPU path."""
+    from benchmarks import bench_your_gpu
+
+    out = run_in_own_thread(lambda: bench_your_gpu.main(10_000), timeout=600)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(r"your GPU: first result \d+(\.\d+)?x the server CPU path's time, page data "
+                        r"\d+\.\d\dx the vector's bytes \(n=10000 float32\)", last), last
+    assert out["first_ms"] <= out["total_ms"] and out["ws"] > 0
