@@ -247,7 +247,8 @@ def _determinism_detail() -> None:
     st.info(
         "`torch.use_deterministic_algorithms(True)` makes torch use a deterministic kernel where one exists and "
         "raise where none does, for operations whose results can change from run to run on the same device "
-        "(mostly atomics on GPUs; CUDA also needs CUBLAS_WORKSPACE_CONFIG=:4096:8). It does not make a CPU and a "
+        "(mostly atomics on GPUs; PyTorch 2.9 and older also need `CUBLAS_WORKSPACE_CONFIG=:4096:8` for CUDA matrix "
+        "products, 2.10 and newer do not). It does not make a CPU and a "
         "GPU agree, and it does not fix thread-count or batch-size effects. It is a process-wide switch: this server "
         "times it on one small training step while no other run may switch it, and sets it back (its cost is in the "
         "table above).",
@@ -369,8 +370,8 @@ def summary(wider: WiderStudy) -> None:
 # The settings named here are those Make my runs reproducible gives for PyTorch on one NVIDIA GPU, the same bits
 # run to run (a test holds them to its snippet)
 WHAT_TO_SET = (
-    "**What to set.** For the same bits run to run on one machine: `CUBLAS_WORKSPACE_CONFIG=:4096:8` before CUDA "
-    "starts, `torch.use_deterministic_algorithms(True)`, `torch.backends.cudnn.benchmark = False` and every "
+    "**What to set.** For the same bits run to run on one machine: `torch.use_deterministic_algorithms(True)` "
+    "(with PyTorch 2.9 or older, also `CUBLAS_WORKSPACE_CONFIG=:4096:8` before CUDA starts), `torch.backends.cudnn.benchmark = False` and every "
     "generator seeded (`torch.manual_seed(0)`, the DataLoader's workers too). For smaller rounding errors: "
     "`torch.sum(x, dtype=torch.float64)`, or the model in float64. No flag makes a CPU and a GPU agree. "
     "Make my runs reproducible, linked below, writes the settings for your own setup in order, with what each "

@@ -93,8 +93,9 @@ NEXT_CHECKS = (
     "Nondeterministic operations: on GPUs some ops add with atomics in an order that changes from run to run "
     "(index_add_, scatter_add_, the backward passes of some others). torch.use_deterministic_algorithms(True) "
     "switches an op to a deterministic implementation where one exists (index_add_ and scatter_add_ on CUDA among "
-    "them) and raises a RuntimeError only where none exists; on CUDA it also needs the environment variable "
-    f"CUBLAS_WORKSPACE_CONFIG=:4096:8 (or :16:8) set before the first cuBLAS call ({DETERMINISTIC_DOCS}).",
+    f"them) and raises a RuntimeError only where none exists ({DETERMINISTIC_DOCS}). PyTorch 2.9 and older also "
+    "refuse CUDA matrix products in that mode unless CUBLAS_WORKSPACE_CONFIG is :4096:8 or :16:8; from 2.10 the "
+    "variable is no longer required (pytorch/pytorch pull request 161749).",
     "Uninitialised memory: torch.empty / empty_like / new_empty read before every element is written gives "
     "different garbage (sometimes NaN) from run to run.",
     "A real bug: a wrong axis, an off-by-one slice, an unintended broadcast, a missing mask, a stale buffer.",

@@ -43,6 +43,7 @@ EXACT = frozenset(TARGETS) - {"close"}
 PT_RANDOMNESS = "https://pytorch.org/docs/stable/notes/randomness.html"
 PT_DETERMINISTIC = "https://pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html"
 CUBLAS = "https://docs.nvidia.com/cuda/cublas/index.html#results-reproducibility"
+PT_WORKSPACE_PR = "https://github.com/pytorch/pytorch/pull/161749"
 VLLM_BI = "https://docs.vllm.ai/en/latest/features/batch_invariance/"
 SGLANG_BLOG = "https://lmsys.org/blog/2025-09-22-sglang-deterministic/"
 TM_BLOG = "https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/"
@@ -125,10 +126,12 @@ SETTINGS: tuple[Setting, ...] = (
        not_guaranteed="The same bits by itself: PyTorch does not promise them across releases or platforms.",
        cost="free", source=PT_RANDOMNESS),
     _s(key="cublas_workspace", title="CUBLAS_WORKSPACE_CONFIG", order=10,
-       lines='os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # before CUDA starts (or ":16:8")',
+       lines='os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # needed by PyTorch <= 2.9, harmless after',
        applies=lambda c: c.hardware in NVIDIA and c.workload in TORCH and c.target in EXACT,
-       guarantees="cuBLAS gives the same bits run to run even with several streams; PyTorch's deterministic "
-       "mode refuses CUDA matmuls without it.",
+       guarantees="cuBLAS's fixed workspaces for every stream. PyTorch 2.9 and older refuse CUDA matrix products "
+       "in deterministic mode without it; PyTorch 2.10 and newer no longer need it (they give each handle and "
+       f"stream its own workspace: {PT_WORKSPACE_PR}), and it is harmless there; some frameworks still set it. "
+       "Its cost is GPU memory, not time: about 24 MiB more at :4096:8, by cuBLAS's documentation.",
        not_guaranteed="Bits on another GPU: cuBLAS promises them only for the same architecture, the same SM count "
        "and the same toolkit version.", cost="unpublished", source=CUBLAS),
     _s(key="nccl_ring", title="NCCL_ALGO=Ring", order=11,

@@ -337,3 +337,17 @@ def test_the_tolerance_line_reads_back_as_numbers():
     tol = R.suggest_tolerance("float32", 4096)
     rtol, atol = re.fullmatch(ROOT_TOLERANCE_LINE, tol.line).groups()
     assert (float(rtol), float(atol)) == (tol.rtol, tol.atol)
+
+
+def test_the_workspace_variable_is_described_for_the_torch_the_app_runs():
+    """PyTorch 2.10 removed the check that deterministic mode refuses CUDA matrix products without
+    CUBLAS_WORKSPACE_CONFIG (pytorch/pytorch pull request 161749); the installed torch documents no such need.
+    The settings list says so, and no longer says deterministic mode refuses without it."""
+    import torch
+
+    from core.studies.reproducible_rules import SETTINGS
+
+    s = next(s for s in SETTINGS if s.key == "cublas_workspace")
+    assert "PyTorch 2.9 and older refuse" in s.guarantees and "2.10 and newer no longer need it" in s.guarantees
+    assert "24 MiB" in s.guarantees and "refuses CUDA matmuls without it" not in s.guarantees
+    assert "CUBLAS_WORKSPACE_CONFIG" not in (torch.use_deterministic_algorithms.__doc__ or "")
