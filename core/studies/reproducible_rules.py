@@ -11,6 +11,7 @@ cannot be had for that choice, said plainly, with the only route there is.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -120,7 +121,8 @@ def _s(**kw) -> Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     _s(key="versions", title="The same versions", order=5,
-       lines="# Pin every version (torch, CUDA, cuDNN, NCCL, driver): pip freeze > requirements.lock",
+       lines="# Pin every version: pip freeze > requirements.lock pins the Python packages (torch and its CUDA\n"
+       "# wheels); record the GPU driver and any system CUDA or cuDNN yourself (nvidia-smi shows the driver)",
        applies=lambda c: c.target in {"machines", "gpu_models", "cpu_gpu"},
        guarantees="Every promise below holds only within one release of each library.",
        not_guaranteed="The same bits by itself: PyTorch does not promise them across releases or platforms.",
@@ -143,7 +145,8 @@ SETTINGS: tuple[Setting, ...] = (
        not_guaranteed="The same bits with another GPU count: the order over the ranks changes (Many devices page).",
        cost="unpublished", source=MEGATRON),
     _s(key="mkl_cbwr", title="oneMKL strict CNR", order=12,
-       lines='os.environ["MKL_CBWR"] = "AVX2,STRICT"  # Intel oneMKL: one code branch, gemm bits fixed',
+       lines='os.environ["MKL_CBWR"] = "AVX2,STRICT"  # Intel oneMKL: one code branch, gemm bits fixed\n'
+       'os.environ["MKL_DYNAMIC"] = "FALSE"  # strict mode holds only with a fixed thread count',
        applies=lambda c: c.hardware == "cpu" and c.workload in TORCH and c.target in {"threads", "machines"},
        guarantees="oneMKL's gemm, symm, hemm and trsm give the same bits at any thread count, and with a "
        "fixed code branch (AVX2 here; AUTO would pick one per CPU) on other machines that run that branch, with "
@@ -160,7 +163,9 @@ SETTINGS: tuple[Setting, ...] = (
        applies=lambda c: c.workload == "vllm" and c.target in EXACT,
        guarantees="Outputs independent of the batch size and of the order of requests in a batch (beta).",
        not_guaranteed="Other hardware or vLLM versions; its docs list the supported GPUs (NVIDIA from compute "
-       "capability 8.0 or 9.0, by version), not CPUs or Apple GPUs.", cost="thinking_machines", source=VLLM_BI),
+       "capability 8.0 or 9.0, by version), not CPUs or Apple GPUs. vLLM publishes no cost figure for it; "
+       "Thinking Machines measured their own batch-invariant kernels in vLLM at 1.62× to 2.12× the default's time "
+       "(cited below).", cost="unpublished", source=VLLM_BI),
     _s(key="imports", title="Imports", order=20, lines="import random\nimport numpy as np\nimport torch",
        applies=lambda c: c.workload in TORCH,
        guarantees="", not_guaranteed="", cost="free", source=PT_RANDOMNESS),
@@ -187,8 +192,8 @@ SETTINGS: tuple[Setting, ...] = (
        "deterministic algorithms, CUBLAS_WORKSPACE_CONFIG",
        applies=lambda c: c.workload == "hf" and c.target in EXACT,
        guarantees="One call seeds Python, NumPy and torch, sets CUBLAS_WORKSPACE_CONFIG and CUDA_LAUNCH_BLOCKING=1 "
-       "(every kernel launch waits for the last), and turns on deterministic algorithms and cuDNN's deterministic "
-       "mode.",
+       "(every kernel launch waits for the last, which costs time), and turns on deterministic algorithms and "
+       "cuDNN's deterministic mode.",
        not_guaranteed="Batch invariance: padded batches of other sizes take other kernels.", cost="unpublished",
        source=HF_DETERMINISM),
     _s(key="deterministic", title="torch.use_deterministic_algorithms(True)", order=40,
@@ -201,7 +206,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s(key="cudnn", title="cuDNN: no benchmarking", order=41,
        lines="torch.backends.cudnn.benchmark = False\ntorch.backends.cudnn.deterministic = True",
        applies=lambda c: c.workload in TORCH and c.hardware in NVIDIA and c.target in EXACT,
-       guarantees="cuDNN uses one convolution algorithm every run instead of timing several and taking the fastest.",
+       guarantees="cuDNN uses one convolution algorithm every run instead of timing several and taking the "
+       "fastest; benchmark = False alone can still choose a nondeterministic algorithm, which deterministic = True "
+       "rules out.",
        not_guaranteed="The same algorithm, or bits, on another GPU model or cuDNN version.", cost="unpublished",
        source=PT_RANDOMNESS),
     _s(key="tf32", title="TF32 off", order=42,
@@ -262,10 +269,15 @@ SETTINGS: tuple[Setting, ...] = (
        not_guaranteed="The same bits at another thread count: the split follows it.", cost="free",
        source=PT_RANDOMNESS),
     _s(key="reprosum", title="Order-independent reductions", order=60,
-       lines="# bits independent of order, threads and device: an order-independent sum\n"
-       "# (ReproBLAS; this app's core.kernels.reprosum) for the reductions that must match",
+       lines="import math\n\nimport numpy as np\n\n\n"
+       "def order_independent_sum(a):  # a NumPy array (a tensor: t.float().cpu().numpy()); slow, for checks\n"
+       "    a = np.asarray(a)  # the exact sum, rounded once to float64, then to a's format\n"
+       "    return a.dtype.type(math.fsum(a.astype(np.float64).ravel().tolist()))",
        applies=lambda c: c.target in {"threads", "gpu_models", "cpu_gpu"},
-       guarantees="The correctly rounded sum: the same bits in any order, at any thread count, on any device.",
+       guarantees="The same bits in any order and at any thread count, wherever the same code runs: math.fsum "
+       "sums exactly and rounds once (to float64, then to the tensor's format). ReproBLAS and CCCL's "
+       "deterministic reductions are fast and give the same bits in any order too, but not always the correctly "
+       "rounded sum.",
        not_guaranteed="Anything the library's other kernels compute (matmuls, attention).", cost="reprosum",
        source=REPROBLAS),
     _s(key="cccl", title="CCCL reductions, gpu_to_gpu", order=61,
@@ -311,10 +323,35 @@ class Answer:
         return tuple(s.key for s in self.settings)
 
     def snippet(self, rtol: str = "R", atol: str = "A") -> str:
-        """The settings' lines in order: ``import os`` first when an environment variable is set."""
+        """The settings' lines in order: ``import os`` first when an environment variable is set, and first of all
+        a line naming what the visitor supplies (the names the lines use but do not define)."""
         body = [s.lines.replace("{rtol}", rtol).replace("{atol}", atol) for s in self.settings]
         env = any(s.lines.startswith("os.environ") for s in self.settings)
-        return "\n".join((["import os"] if env else []) + body)
+        code = "\n".join(body)
+        missing = [line for name, line in IMPORTS.items()
+                   if re.search(rf"(?<![\w.]){name}\.", code) and not re.search(rf"^{re.escape(line)}$", code, re.M)]
+        first = [b for st, b in zip(self.settings, body, strict=True) if st.order < 20]  # environment variables
+        rest = body[len(first):]  # ordered: the libraries are imported after the variables they read
+        code = "\n".join((["import os"] if env else []) + first + missing + rest)
+        needed = [f"{name} ({what})" for name, what in SUPPLIED.items()
+                  if re.search(rf"(?<![\w.\"']){name}\b(?!\s*=[^=])", code)
+                  and not re.search(rf"^\s*{name}\s*=[^=]", code, re.M)]
+        return (f"# You supply: {'; '.join(needed)}.\n" if needed else "") + code
+
+
+# The modules a setting's lines may use without importing them (another setting usually does): a snippet that
+# uses one and does not import it gets the import at its top
+IMPORTS = {"torch": "import torch", "np": "import numpy as np", "random": "import random", "math": "import math"}
+# Names a snippet may use that only the visitor can define, with what each stands for
+SUPPLIED = {
+    "dataset": "your torch.utils.data.Dataset",
+    "shape": "a tensor shape, e.g. (64, 128)",
+    "device": '"cuda", "cpu" or "mps"',
+    "model": "your model",
+    "inputs": "the tokenizer's output for your prompt",
+    "actual": "one run's result tensor",
+    "expected": "the other run's",
+}
 
 
 def _cannot(c: Choice) -> tuple[tuple[str, ...], str | None]:
@@ -340,9 +377,10 @@ def _cannot(c: Choice) -> tuple[tuple[str, ...], str | None]:
         out.append("Batch-invariant serving is documented for GPUs (vLLM's docs list NVIDIA GPUs from compute "
                    "capability 8.0 or 9.0, by version), not for this hardware.")
     if out and c.target in {"cpu_gpu", "gpu_models", "threads"}:
-        route = ("The only route is order-independent kernels: an order-independent sum gives the correctly rounded "
-                 "result, the same bits in any order on any device (and elementwise functions need the same "
-                 "code, or correctly rounded results, on every device).")
+        route = ("What remains is your own code: the same fixed-order kernels on both sides, or order-independent "
+                 "reductions, which give the same bits in any order (the exact sum rounded once is one; ReproBLAS "
+                 "and CCCL's gpu_to_gpu reductions are others); elementwise functions need the same code, or "
+                 "correctly rounded results, on every device. MPS has no float64.")
     return tuple(out), route
 
 

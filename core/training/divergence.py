@@ -135,9 +135,11 @@ DEFAULT_SEEDS = 6  # seeds per side that both pages (Training divergence, Mitiga
 # difference is "inside the seed spread" when the gap between the two sides' MEAN final losses is no
 # larger than the LARGER of the two sides' SAMPLE standard deviations of the final loss over the seeds.
 # The same rule is applied to the accuracy and reported beside it.
-SEED_RULE = ("Rule: the A-B difference counts as seed noise when |mean final loss of A − mean final loss of B| "
-             "is no larger than the larger sample standard deviation of the final loss over one side's seeds "
-             "(the same k seeds on both sides; the same test for the accuracy).")
+SEED_RULE = ("Rule of thumb, not a statistical test: the A-B difference counts as seed noise when |mean final loss "
+             "of A − mean final loss of B| is no larger than the larger sample standard deviation of the final loss "
+             "over one side's seeds (the same k seeds on both sides; the same rule for the accuracy). That spread is "
+             "one run's: a difference of two k-run means varies about √(2/k) times as much, so the rule asks "
+             "whether the sides differ by more than seeds do, not whether their means differ at all.")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -46,7 +46,7 @@ def test_every_combination_gets_a_coherent_answer(choice):
     snippet = a.snippet("1e-2", "2e-3")
     assert snippet.strip()
     compile(snippet, "<snippet>", "exec")  # copyable: valid Python as it stands
-    lines = snippet.splitlines()
+    lines = [line for line in snippet.splitlines() if not line.startswith("# You supply:")]
     env = [i for i, line in enumerate(lines) if line.startswith("os.environ")]
     imports = [i for i, line in enumerate(lines) if re.match(r"import (torch|jax)\b", line)]
     if env:  # environment variables before the library that reads them is imported
@@ -351,3 +351,48 @@ def test_the_workspace_variable_is_described_for_the_torch_the_app_runs():
     assert "PyTorch 2.9 and older refuse" in s.guarantees and "2.10 and newer no longer need it" in s.guarantees
     assert "24 MiB" in s.guarantees and "refuses CUDA matmuls without it" not in s.guarantees
     assert "CUBLAS_WORKSPACE_CONFIG" not in (torch.use_deterministic_algorithms.__doc__ or "")
+
+
+
+@pytest.mark.parametrize("choice", ALL, ids=lambda c: f"{c.workload}-{c.hardware}-{c.target}")
+def test_every_name_a_snippet_uses_is_defined_or_named_as_yours(choice):
+    """A pasted snippet runs once the visitor supplies what its first line names: no other free name."""
+    import ast
+    import builtins
+
+    snippet = answer(choice).snippet("1e-2", "2e-3")
+    tree = ast.parse(snippet)
+    bound = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.FunctionDef):
+            bound |= {node.name, *(a.arg for a in node.args.args)}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    first = snippet.splitlines()[0]
+    supplied = set(re.findall(r"(\w+) \(", first)) if first.startswith("# You supply:") else set()
+    assert used - bound <= supplied, (used - bound - supplied, snippet)
+    assert "core.kernels" not in snippet  # a module of this app: a visitor cannot import it
+
+
+def test_the_rules_promise_no_more_than_their_sources():
+    """Reproducible is not correctly rounded (ReproBLAS and CCCL promise the same bits, not the correctly rounded
+    sum); fixed-order code of your own is a route too; pip freeze pins no driver; strict CNR needs a fixed thread
+    count; cudnn.deterministic is there because benchmark = False alone may still choose a nondeterministic
+    algorithm; enable_full_determinism's CUDA_LAUNCH_BLOCKING costs time; vLLM publishes no cost of its own."""
+    from core.studies.reproducible_rules import SETTINGS, Choice, answer
+
+    text = " ".join(f"{s.lines} {s.guarantees} {s.not_guaranteed}" for s in SETTINGS)
+    for old in ("The correctly rounded sum: the same bits in any order", "on any device.",
+                "Pin every version (torch, CUDA, cuDNN, NCCL, driver)"):
+        assert old not in text, old
+    by = {s.key: s for s in SETTINGS}
+    assert "not always the correctly rounded sum" in by["reprosum"].guarantees
+    assert "MKL_DYNAMIC" in by["mkl_cbwr"].lines and "record the GPU driver" in by["versions"].lines
+    assert "deterministic = True rules out" in by["cudnn"].guarantees
+    assert "which costs time" in by["hf_determinism"].guarantees
+    assert by["vllm_bi"].cost == "unpublished" and "vLLM publishes no cost figure" in by["vllm_bi"].not_guaranteed
+    route = answer(Choice("eager", "gpu", "cpu_gpu")).route
+    assert "The only route" not in route and "same fixed-order kernels" in route and "MPS has no float64" in route
