@@ -3,7 +3,10 @@ results against their exact value (``error_table``)."""
 
 from __future__ import annotations
 
+import ast
+import functools
 import math
+import pathlib
 import re
 from collections.abc import Iterable, Sequence
 
@@ -71,11 +74,15 @@ _LINE_MARKER = re.compile(r"^( ?)([-+=]|\d{1,9}[.)])")  # list item, setext unde
 
 def inert(text: object, line_start: bool = True) -> str:
     """Markdown source that Streamlit renders as exactly ``text``: no link, image, HTML,
-    icon, emoji or formatting can come out of it. Line breaks become spaces.
+    icon, emoji or formatting can come out of it, except a link to an address the app itself cites (below), whose
+    text is the address. Line breaks become spaces.
 
     ``line_start=False`` skips escaping a leading list marker, for text that is never at
     the start of a markdown line (inside an inline HTML tag, after a prefix)."""
-    s = _LINE_BREAKS.sub(" ", str(text))
+    return _markdown(str(text), line_start, code=False)
+
+
+def _escaped(s: str, line_start: bool) -> str:
     s = _JOIN_AFTER.sub(WORD_JOINER, s)
     s = _JOIN_WWW.sub(WORD_JOINER, s)
     s = _JOIN_ARROWS.sub(WORD_JOINER, s)
@@ -84,6 +91,57 @@ def inert(text: object, line_start: bool = True) -> str:
         s = _LEADING_SPACES.sub(" ", s)
         s = _LINE_MARKER.sub(lambda m: m.group(1) + m.group(2)[:-1] + "\\" + m.group(2)[-1], s)
     return s
+
+
+# ------------------------------------------------------------------------- the app's own prose
+# An address the app cites is a link whose text is the address itself, with no invisible character in it: a visitor
+# copies it as it is. Only addresses written in the app's own sources become links, so a visitor's text that holds
+# another address stays inert. In the app's own sentences (``prose``) a code span (`VAR=value`) stays as it is:
+# nothing inside backticks is transformed, so a setting pastes as written.
+_ADDRESS = re.compile(r"https?://[^\s<>()\[\]`\"'\\]*[^\s<>()\[\]`\"'\\.,;:!?]")
+_CODE_SPAN = re.compile(r"`[^`\n]+`")
+_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@functools.lru_cache(maxsize=1)  # the app's sources do not change while it runs
+def cited_addresses() -> frozenset[str]:
+    """Every address written in the app's own sources (core, ui, pages)."""
+    found: set[str] = set()
+    for folder in ("core", "ui", "pages"):
+        for path in (_ROOT / folder).rglob("*.py"):  # string constants: a literal split over two lines is one
+            source = path.read_text(encoding="utf-8")
+            if "://" not in source:
+                continue
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and "://" in node.value:
+                    found |= set(_ADDRESS.findall(node.value))
+    return frozenset(found)
+
+
+def address(url: str, text: str | None = None) -> str:
+    """A markdown link to ``url``, its text the address itself (or ``text``), with no invisible character."""
+    shown = _SPECIAL.sub(r"\\\1", text if text is not None else url)
+    return f"[{shown}](<{url}>)"
+
+
+def prose(text: object, line_start: bool = True) -> str:
+    """The app's own sentence as markdown: ``inert``, except that its code spans stay code."""
+    return _markdown(str(text), line_start, code=True)
+
+
+def _markdown(s: str, line_start: bool, code: bool) -> str:
+    s = _LINE_BREAKS.sub(" ", s)
+    pattern = f"{_CODE_SPAN.pattern}|{_ADDRESS.pattern}" if code else _ADDRESS.pattern
+    out, at = [], 0
+    for m in re.finditer(pattern, s):
+        piece = m.group(0)
+        if not piece.startswith("`") and piece not in cited_addresses():
+            continue
+        out.append(_escaped(s[at:m.start()], line_start and not out))
+        out.append(piece if piece.startswith("`") else address(piece))
+        at = m.end()
+    out.append(_escaped(s[at:], line_start and not out))
+    return "".join(out)
 
 
 # ---------------------------------------------------------------------- errors against the exact value

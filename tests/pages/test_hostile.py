@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from tests.pages.conftest import ROOT, TIMEOUT
 from ui.glossary import TERMS
 from ui.navigation import PAGE_TABLE
-from ui.render import WORD_JOINER, inert
+from ui.render import WORD_JOINER, cited_addresses, inert
 
 
 def run(page: str, params: dict, click: str | None = None) -> AppTest:
@@ -91,10 +91,19 @@ _GLOSSARY_LINK = re.compile(
     r"\[[^\[\]()]*\]\((?:" + "|".join(re.escape(f"{t.page}#{t.anchor}") for t in TERMS.values()) + r') "[^"]*"\)')
 
 
+# The app's links to the addresses it cites itself (ui.render.address): only an address written in the app's own
+# sources is taken out; a link to any other address, the hostile host's included, still counts.
+_CITED_LINK = re.compile(r"\[[^\[\]]*\]\(<([^<>]+)>\)")
+
+
+def _without_cited_links(source: str) -> str:
+    return _CITED_LINK.sub(lambda m: "" if m.group(1) in cited_addresses() else m.group(0), source)
+
+
 def markdown_sources(at: AppTest) -> list[str]:
     out = []
     for kind in _MARKDOWN_ELEMENTS:
-        out += [_GLOSSARY_LINK.sub("", str(e.value)) for e in getattr(at, kind)]
+        out += [_without_cited_links(_GLOSSARY_LINK.sub("", str(e.value))) for e in getattr(at, kind)]
     return out
 
 
