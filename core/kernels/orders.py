@@ -446,8 +446,8 @@ ORDERS: dict[str, Order] = {
             origin=ORIGIN_MODEL,
             bound="tree",
             description="Per-thread strided accumulation, shared-memory tree, warp shuffles, multi-block combine; a "
-            "model of the CUDA reduce kernel torch 2.13 ships; checked against published GPU results, "
-            "not yet against a recording of a real GPU.",
+            "model of the CUDA reduce kernel torch 2.13 ships. Its match rate on a real GPU is unmeasured: the "
+            "published GPU results it reproduces do not exercise the multi-block launch that the SM count decides.",
             run=_cuda_model,
             work={"float64": 2.1, "float32": 0.4, "float16": 1.1, "bfloat16": 0.6},
             memory=OrderBytes(per_item=1.3, extra=0),

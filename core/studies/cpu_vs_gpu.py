@@ -330,8 +330,8 @@ def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: lis
     raw.append((f"CUDA model, SM count {H100_SMS} (H100/H200-like)", "model",
                 bits_of(cuda_sum_model(values, cuda_config_for(s.n, values.dtype, sm_count=H100_SMS))),
                 "a model of the order, not a measurement" + ("" if gpu_recorded else
-                                                             "; not yet checked against a real GPU recording, only "
-                                                             "against published GPU results")))
+                                                             "; its match rate on a real GPU is unmeasured (no GPU "
+                                                             "recording is bundled)")))
     raw.append(("Exact sum, rounded once", "exact", exact_bits, "exact rational sum, one rounding"))
     shown = [shortest_repr(value_of_bits(b, fmt), fmt) for _, _, b, _ in raw]  # digits that identify each
     rows = tuple(
