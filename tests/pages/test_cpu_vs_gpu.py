@@ -58,7 +58,7 @@ def test_without_recordings_nothing_is_faked(monkeypatch, tmp_path):
     assert {"live", "model", "exact"} <= set(t["tier"])
     text = all_text(at)
     assert "No recording for" in text and "unmeasured" in text
-    assert "not yet checked against a real GPU" in " ".join(t["note"])
+    assert "its match rate on a real GPU is unmeasured" in " ".join(t["note"])
 
 
 def test_controls_change_the_vector(monkeypatch, tmp_path):
