@@ -358,9 +358,8 @@ def model_fidelity_section(recs: list[Recording]) -> None:
         st.markdown(f"**{inert(rec.label)}**: {fid.matched} of {fid.compared} sums bit-identical ({rate:.0%}); "
                     f"{inert(fid.conditions)}.")
         if fid.above_max_n:
-            st.caption(f"{fid.above_max_n} recorded sum{'s' if fid.above_max_n > 1 else ''} with n above "
-                       f"{fid.max_n:,} not replayed here: regenerating those vectors for every visitor would take "
-                       "too much memory on a shared server.")
+            st.caption(f"{fid.above_max_n} recorded sum{'s' if fid.above_max_n > 1 else ''} of more than "
+                       f"{fid.max_n:,} values not replayed on this page, which keeps to smaller sums.")
         if fid.mismatches:
             view.mismatch_table(fid)
             st.caption("Where the model misses, it is missing a detail of the real kernel or of its launch rules "

@@ -136,7 +136,7 @@ def summary(pair: DotPair, lab: DotLab) -> None:
                  "and bounds are undefined.")
     else:
         st.markdown(
-            f"Exact dot product of the stored values (exact rational arithmetic, `core.arith.exact.exact_dot`): "
+            f"Exact dot product of the stored values (exact rational arithmetic): "
             f"`{view.exact_text(lab, 120)}`  \n"
             f"Correctly rounded to {lab.accumulate}: `{view.correctly_rounded_text(lab)}`"
         )
@@ -260,8 +260,8 @@ def atomics(seed: int) -> None:
     st.altair_chart(view.atomics_chart(hist, marks), width="stretch")
     st.caption(
         "Simulated runs: model (random arrival orders, seeded). Fixed index order: model (one thread adding in "
-        "turn). torch index_add_ on this CPU: live. Order-independent sum: the app's reproducible_sum "
-        "(core.studies.mitigations), the same bits for every order. "
+        "turn). torch index_add_ on this CPU: live. Order-independent sum: the app's own exact sum rounded once "
+        "(as on Mitigations), the same bits for every order. "
         + (f"GPU: index_add_ live on {inert(result.gpu, line_start=False)}, repeated {int(runs):,} times."
            if result.gpu else "No GPU here, so no live GPU runs; recorded ones are not part of the recordings yet.")
     )

@@ -249,9 +249,9 @@ def _determinism_detail() -> None:
         "raise where none does, for operations whose results can change from run to run on the same device "
         "(mostly atomics on GPUs; PyTorch 2.9 and older also need `CUBLAS_WORKSPACE_CONFIG=:4096:8` for CUDA matrix "
         "products, 2.10 and newer do not). It does not make a CPU and a "
-        "GPU agree, and it does not fix thread-count or batch-size effects. It is a process-wide switch: this server "
-        "times it on one small training step while no other run may switch it, and sets it back (its cost is in the "
-        "table above).",
+        "GPU agree, and it does not fix thread-count or batch-size effects. It switches the whole process: this "
+        "server turns it on for one small training step, times it, and turns it off again (its cost is in the table "
+        "above).",
         icon=":material/info:",
     )
 
@@ -371,8 +371,9 @@ def summary(wider: WiderStudy) -> None:
 # run to run (a test holds them to its snippet)
 WHAT_TO_SET = (
     "**What to set.** For the same bits run to run on one machine: `torch.use_deterministic_algorithms(True)` "
-    "(with PyTorch 2.9 or older, also `CUBLAS_WORKSPACE_CONFIG=:4096:8` before CUDA starts), `torch.backends.cudnn.benchmark = False` and every "
-    "generator seeded (`torch.manual_seed(0)`, the DataLoader's workers too). For smaller rounding errors: "
+    "(with PyTorch 2.9 or older, also `CUBLAS_WORKSPACE_CONFIG=:4096:8` before CUDA starts), "
+    "`torch.backends.cudnn.benchmark = False` and every generator seeded (`torch.manual_seed(0)`, the "
+    "DataLoader's workers too). For smaller rounding errors: "
     "`torch.sum(x, dtype=torch.float64)`, or the model in float64. No flag makes a CPU and a GPU agree. "
     "Make my runs reproducible, linked below, writes the settings for your own setup in order, with what each "
     "guarantees and what it costs.")

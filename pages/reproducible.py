@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.crowd.querystate import Field, FieldKind
+from core.diagnose.tolerances import GUARANTEE_KIND, TYPICAL_KIND
 from core.serving.kernels import BATCH_INVARIANT, DEFAULT
 from core.studies.reproducible import (
     TOLERANCE_DTYPES,
@@ -116,20 +117,26 @@ def tolerance_section(page: ReproPage) -> None:
     c3.number_input("RMS of the terms", min_value=1e-30, max_value=1e30, format="%g", key="rp_scale",
                     help="The root mean square of what is added up: the values, or for a matrix product the products.")
     st.radio("What adds the K terms", list(TOLERANCE_OPS), format_func=OP_LABELS.get, key="rp_op", horizontal=True)
-    tol = page.tolerance
-    view.tolerance_code(tol)
-    path = ("a library's sum is a tree: at most " if tol.op == "sum" else "a product adds one term at a time: ")
-    st.caption(f"From the reordering envelope the mismatch diagnosis uses: {tol.dtype} results of "
-               f"{tol.length:,}-term sums accumulated in {tol.accumulate}, terms of RMS {tol.scale:g}; {path}"
-               f"{tol.depth:,} roundings on a term's path; rtol {tol.rtol0:.3g} and atol {tol.atol0:.3g} before "
-               "rounding up. In this app's tests, sums of normal values in other orders (NumPy, torch at 1 and 2 "
-               "threads, the modelled GPU order) pass it, and an error 100 times the largest difference they showed "
-               "fails it.")
+    tol, s = page.tolerance, page.settings
+    command = f"python -m scripts.tolerance --dtype {s.dtype} --length {s.length} --scale {s.scale:g} --op {s.op}"
+    if tol is None:
+        st.warning(page.no_tolerance)
+    else:
+        st.markdown(f"**{TYPICAL_KIND}**")
+        view.tolerance_code(tol)
+        st.caption(f"{tol.typical_words().removeprefix(TYPICAL_KIND + ': ')} In this app's tests, sums of normal "
+                   "values in other library orders (NumPy, torch at 1 and 2 threads, the modelled GPU order) pass it "
+                   "and an error 100 times the largest difference they showed fails it; sorted against unsorted "
+                   "float32 sums of 10⁶ values exceed the float32 one, about 3×.")
+        st.markdown(f"**{GUARANTEE_KIND}**")
+        view.tolerance_code(tol, guarantee=True)
+        st.caption(tol.guarantee_words().removeprefix(GUARANTEE_KIND + ": "))
     with st.expander("The same in CI"):
-        st.code(f"python -m scripts.tolerance --dtype {tol.dtype} --length {tol.length} --scale {tol.scale:g} "
-                f"--op {tol.op}", language="bash")
-        st.caption("Run in a checkout of this app; its last line is rtol=R atol=A. An implementation that "
-                   "accumulates float16 or bfloat16 in that format itself needs --accumulate bfloat16 (or float16).")
+        st.code(f"{command}\n{command} --guarantee", language="bash")
+        st.caption("Run in a checkout of this app: one line says which kind it prints, the last is rtol=R atol=A; "
+                   "where no tolerance can mean anything it says so in one line and exits with status 2. An "
+                   "implementation that accumulates float16 or bfloat16 in that format itself needs --accumulate "
+                   "bfloat16 (or float16).")
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ URL_FIELDS = [Field(key="tr_source", param="source", kind=FieldKind.CHOICE, opti
               Field(key="tr_pair", param="pair", kind=FieldKind.CHOICE, options=tuple(PAIRS)),
               Field(key="tr_only", param="only_differences", kind=FieldKind.CHOICE, options=(True, False))]
 DEFAULTS = {"tr_source": "bundled", "tr_pair": DEFAULT_PAIR, "tr_only": True}
-COMMANDS = """# on each machine (a bare GPU image needs only torch, NumPy, jsonschema and this repository)
+COMMANDS = """# on each machine (a bare GPU image needs torch, NumPy, jsonschema and this app's core/ and scripts/)
 python -m scripts.trace run --model tiny-lm --batch 8 --device cuda --out gpu.json
 python -m scripts.trace run --model tiny-lm --out laptop.json
 # your own model: make(**args) returns (model, inputs); --backward adds the backward pass

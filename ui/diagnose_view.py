@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from core.arith.formats import FORMATS
 from core.diagnose.envelopes import ENVELOPE_FACTOR, OUTLIER_FACTOR
 from core.diagnose.evidence import (
     LogHistogram,
@@ -24,7 +25,18 @@ from core.diagnose.evidence import (
 from core.diagnose.loaders import LoadError, parse_log, parse_pasted
 from core.diagnose.logs import JUMP_FACTOR, LogDiagnosis, LogVerdict
 from core.diagnose.results import REORDERING_ENVELOPE, Diagnosis, Simulation, Verdict
-from core.diagnose.tolerances import ALLCLOSE_DEFAULT, MARGIN, format_tol
+from core.diagnose.tolerances import (
+    ALLCLOSE_DEFAULT,
+    GUARANTEE_FROM,
+    GUARANTEE_KIND,
+    MARGIN,
+    TYPICAL_ASSUMES,
+    TYPICAL_KIND,
+    format_tol,
+    no_tolerance,
+    ratio_text,
+    scaled_cover,
+)
 from core.diagnose.verdict import VERDICT_HEADS, rel_text
 from ui.palette import CONTEXT, ENVELOPES, LOG_GAP, LOG_MARKS, LOG_RUNS, SIMULATION
 from ui.render import inert
@@ -101,12 +113,36 @@ def tolerance_section(d: Diagnosis) -> None:
     if d.margin is not None and math.isfinite(d.margin):
         st.caption(f"Passes with at least {MARGIN:g}× headroom: every element uses at most 1/{d.margin:.3g} of its "
                    f"tolerance (atol + rtol·|B|). rtol is {MARGIN:g}× the largest relative difference among "
-                   "elements of at least median size (and at least one ULP); atol covers the elements near zero.")
+                   "elements of at least median size (and at least one ULP); atol covers the elements near zero. "
+                   "It is fitted to these two results: another run, machine or GPU can differ more.")
     else:
         st.caption("The results are equal, so this passes with any headroom.")
     if d.envelope_rtol is not None and d.verdict != Verdict.IDENTICAL:
-        st.caption(f"To accept anything the explanation allows, e.g. on another machine or GPU: "
-                   f"rtol={format_tol(d.envelope_rtol)}, atol={format_tol(d.envelope_atol)} (the envelope below).")
+        for line in envelope_tolerance_lines(d):
+            st.caption(line)
+
+
+def envelope_tolerance_lines(d: Diagnosis) -> list[str]:
+    """The explanation's two tolerances for other runs, each named for what it is: the typical one (its envelope)
+    with what it assumes, and the one guaranteed for every order (its a-priori bound); or why there is none."""
+    reason = no_tolerance(d.k, FORMATS[d.acc_fmt])
+    if reason:
+        return [reason]
+    env = d.envelope(d.explanation) if d.verdict == Verdict.REDUCED_PRECISION else d.envelopes[0]
+    typical = (d.envelope_rtol, d.envelope_atol)
+    lines = [f"{TYPICAL_KIND}, for what this explanation typically allows on another run, machine or GPU: "
+             f"rtol={format_tol(typical[0])}, atol={format_tol(typical[1])} (the envelope below). {TYPICAL_ASSUMES}"]
+    cover = scaled_cover(typical, env.envelope, env.bound)
+    if cover is None:
+        return [*lines, "No tolerance holds for every order here: the worst-case bound does not exist (K·u ≥ 1 in "
+                "float32, where the inputs' side accumulates)."]
+    rtol, atol, ratio = cover
+    inputs = "" if env.key == REORDERING_ENVELOPE else f" plus the inputs' rounding to {env.name.split()[0]}"
+    given = ("with each sum's Σ|x| computed from the inputs" if env.bound_rigorous else "with each sum's Σ|x| "
+             "estimated as √K × its scale (no inputs given), so it holds where that estimate does: give the inputs "
+             "to make it rigorous")
+    return [*lines, f"{GUARANTEE_KIND}: rtol={format_tol(rtol)}, atol={format_tol(atol)}, from {GUARANTEE_FROM}"
+            f"{inputs}, {given}. That is the a-priori bound below, up to {ratio_text(ratio)} the envelope."]
 
 
 def allclose_section(d: Diagnosis) -> None:

@@ -79,7 +79,7 @@ def draw_other_causes() -> None:
     st.markdown(recorded_sentence(result))
     if result.recorded:
         st.dataframe(recorded_table(result), hide_index=True, width="stretch")
-        st.caption("Recorded: the op fingerprint (core.recordings.fingerprint) hashes the bits of tanh and exp of "
+        st.caption("Recorded: the op fingerprint hashes the bits of tanh and exp of "
                    "100,000 fixed float32 values and of a log_softmax, on each recorded machine. In a column, one "
                    "letter means the same bits; the recordings do not say which part of the machine made the "
                    "difference.")

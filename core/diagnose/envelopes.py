@@ -48,7 +48,10 @@ model nothing to learn from; give the inputs there). Z = 8 puts
 the envelope about 14 standard deviations out, beyond the largest of a million Gaussian
 draws (about 5). Where rounding is *systematic* (many equal same-sign terms in one long
 loop) the error grows like K u, not sqrt(K) u; given the inputs, the simulation
-(core.diagnose.simulate) detects that and widens the envelope (never beyond B_R).
+(core.diagnose.simulate) detects that and widens the envelope (never beyond B_R). Sorted data,
+long left-to-right loops and NumPy's reductions along an outer axis (a loop per column) make such
+errors without inputs to simulate: the envelope is a typical size, not a bound, and a tolerance
+from it is the *typical* one (core.diagnose.tolerances); only B_R holds for every order.
 
 **Reduced precision (one side rounded its inputs to P).** A factor x rounded to P changes
 by at most u_P |x| + h_P (h_P: half P's smallest subnormal), so a product by at most
@@ -247,15 +250,22 @@ def _reduced_bound(p, e: Elements, ops: Inputs | None):
     """B_P: the inputs' conversion to P, the float32 products and sums of the converted inputs, and the
     accumulation (see the module docstring)."""
     sum_abs, k = e.scale.sum_abs, e.k
-    u32, u_acc, u_p = float(FLOAT32.unit_roundoff), float(e.acc.unit_roundoff), float(p.fmt.unit_roundoff)
+    u_p = float(p.fmt.unit_roundoff)
     if ops is not None:
         rows = None if ops.kind == "sum" else e.scale.rows_abs
         e_in = input_rounding_error(sum_abs, k, u_p, float(p.fmt.min_subnormal) / 2, truncating=p.may_truncate,
                                     rows_abs=rows)
     else:  # no inputs: the relative part alone, at the estimated sum|t|
         e_in = input_rounding_error(sum_abs, k, u_p, 0.0, truncating=p.may_truncate, rows_abs=0.0)
+    return reduced_bound(k, sum_abs, e_in, e.acc)
+
+
+def reduced_bound(k: int, sum_abs, e_in, acc: FloatFormat):
+    """B_P = E_in + gamma_K(u_32)(sum|t| + E_in) + gamma_K(u_A) sum|t| + K minsub_32 + K minsub_A, given E_in, the
+    inputs' rounding to P (see the module docstring); the suggested guarantees take it from here too."""
+    u32, u_acc = float(FLOAT32.unit_roundoff), float(acc.unit_roundoff)
     return (e_in + gamma(k, u32, math.inf) * (sum_abs + e_in) + gamma(k, u_acc, math.inf) * sum_abs
-            + k * float(FLOAT32.min_subnormal) + k * float(e.acc.min_subnormal))
+            + k * float(FLOAT32.min_subnormal) + k * float(acc.min_subnormal))
 
 
 def reduced_sizes(p, k: int, s):

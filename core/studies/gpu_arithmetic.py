@@ -294,7 +294,7 @@ def run_lab(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: int =
     once = None if isinstance(exact, float) else acc.unit_roundoff * abs(exact)  # one rounding
     rows.append(_row("correct", f"Exact, rounded once to {accumulate}", ORIGIN_EXACT,
                      DotValue(rounded, acc, bits_of_value(rounded, acc)), exact, once,
-                     "exact rational dot product (core.arith.exact.exact_dot), rounded once"))
+                     "exact rational dot product, rounded once"))
     return DotLab(
         pair=pair,
         accumulate=accumulate,

@@ -7,8 +7,10 @@
   and refreshed every ``COST_TTL_S``); ``CITED``: the costs published for what it cannot run;
 * ``gpu_generations``: one ``torch.sum`` as the CUDA reduction model (core.kernels.cuda_model) computes it
   with the launch of an A100, H100, H200 and RTX 4090: a model, labelled so wherever it is shown;
-* ``suggest_tolerance``: the ``assert_close`` tolerances two correct implementations pass, from the rounding
-  envelope that the mismatch diagnosis and the traces use (core.diagnose.envelopes);
+* ``suggest_tolerance``: two ``assert_close`` tolerances for two correct implementations, each named for what it
+  is: the typical one, from the rounding envelope that the mismatch diagnosis and the traces use
+  (core.diagnose.envelopes: a heuristic, for rounding errors that behave independently), and the guarantee for
+  every order of summation, from the worst-case bound (far larger);
 * ``headline_rows``: the overview's mitigation rows, from the same figures.
 """
 
@@ -17,23 +19,34 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from core.arith.formats import BFLOAT16, FORMATS, bits_of, hex_bits
+from core.arith.metrics import gamma, input_rounding_error
 from core.arith.vectors import VectorSpec
 from core.crowd.bytecache import RESULTS, vector_for
 from core.diagnose.envelopes import (
     ENVELOPE_FACTOR,
     envelope_of,
     output_rounding,
+    reduced_bound,
     reduced_sizes,
+    reordering_bound,
     reordering_sizes,
     summed_ulps,
 )
 from core.diagnose.rounding import REDUCED_FORMATS, accumulation_format
+from core.diagnose.tolerances import (
+    GUARANTEE_FROM,
+    GUARANTEE_KIND,
+    TYPICAL_ASSUMES,
+    TYPICAL_KIND,
+    no_tolerance,
+    ratio_text,
+)
 from core.kernels.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model
 from core.kernels.cuda_model import tree_depth as cuda_tree_depth
 from core.kernels.orders import tree_depth_numpy
@@ -81,8 +94,10 @@ def _ceil_2_digits(x: float) -> float:
 
 @dataclass(frozen=True, kw_only=True)
 class Tolerance:
-    """rtol and atol for ``torch.testing.assert_close`` of K-term sums (or matrix products) whose terms have
-    the root mean square ``scale``: |a - b| <= atol + rtol |b| holds wherever the rounding envelope does."""
+    """Two (rtol, atol) pairs for ``torch.testing.assert_close`` of K-term sums (or matrix products) whose terms
+    have the root mean square ``scale``, |a - b| <= atol + rtol |b|: the *typical* one (``rtol``, ``atol``) holds
+    wherever the rounding envelope does (rounding errors that behave independently); the *guarantee*
+    (``guarantee_rtol``, ``guarantee_atol``) holds for every order of summation, from the worst-case bound."""
 
     dtype: str
     length: int
@@ -94,27 +109,58 @@ class Tolerance:
     atol: float
     rtol0: float  # before rounding up to two significant digits
     atol0: float
+    guarantee_rtol: float
+    guarantee_atol: float
+    guarantee_rtol0: float
+    guarantee_atol0: float
 
     @property
     def line(self) -> str:
         return f"rtol={self.rtol:.1e} atol={self.atol:.1e}"
 
+    @property
+    def guarantee_line(self) -> str:
+        return f"rtol={self.guarantee_rtol:.1e} atol={self.guarantee_atol:.1e}"
 
-def suggest_tolerance(dtype: str, length: int, scale: float = 1.0, accumulate: str | None = None,
-                      op: str = "sum") -> Tolerance:
-    """The envelope of core.diagnose.envelopes turned into (rtol, atol), with no inputs to measure.
+    @property
+    def ratio(self) -> float:
+        """How many times the typical atol the guarantee's is."""
+        return self.guarantee_atol0 / self.atol0
 
-    The envelope counts the roundings on a term's path (its K): a matrix product, or any loop adding one term at
-    a time (``op="matmul"``), rounds up to K times; a library's sum (``op="sum"``: NumPy's, torch's on a CPU or
-    a GPU) is a tree whose longest path is ``reduction_depth``. With s = sqrt(K) * scale (the terms'
-    sqrt(sum t^2)) and sum|t| estimated as K * scale, as the envelope does without inputs, two correct results
-    differ by at most E(y) = min(B_R, Z T_R(s, |y|)) + out(|y|), T_R linear in max(s, |y|) <= s + |y| and the
-    output rounding ulp_F(y) <= ulp_F(1) |y| + ulp_F(0). So atol = E at y = 0 and rtol = Z dT_R/d|y| + ulp_F(1).
-    "tf32" is a float32 product on TF32 tensor cores against float32: the reduced-precision envelope, Z T_P(s)
-    plus its truncation bias 2 u_P |y|. Both are rounded up to two significant digits.
-    ``accumulate``: the format the sums run in (default: float32 below float64, as torch's kernels do); a sum
-    accumulated in the narrow format itself (NumPy's of bfloat16 is a loop) is counted as a loop.
-    """
+    def what(self, path: bool = True) -> str:
+        """The computation in words; ``path``: with the roundings on a term's path the typical tolerance counts."""
+        if self.dtype == "tf32":
+            return (f"float32 matrix products of {self.length:,} terms on TF32 tensor cores against the same in "
+                    "float32, accumulated in float32")
+        kind = "sums (a library's reduction, " if self.op == "sum" else "matrix products or loops ("
+        kind = kind + f"{self.depth:,} roundings on a path)" if path else kind.split(" (")[0]
+        return f"{self.dtype} results of {self.length:,}-term {kind} accumulated in {self.accumulate}"
+
+    def typical_words(self) -> str:
+        """The typical tolerance's line of words: what it is, what it assumes, how far the guarantee is."""
+        return (f"{TYPICAL_KIND}: {self.what()}, terms of RMS {self.scale:g}; from the rounding envelope the "
+                f"mismatch diagnosis uses (a multiple of the typical rounding error), rtol {self.rtol0:.3g} and atol "
+                f"{self.atol0:.3g} before rounding up. {TYPICAL_ASSUMES} The guarantee for every order is "
+                f"{self.guarantee_line}, its atol {ratio_text(self.ratio)} this one's.")
+
+    def guarantee_words(self) -> str:
+        """The guarantee's line of words: what it is, what it assumes, how far it is from the typical one."""
+        extra = ""
+        if self.dtype == "tf32":
+            extra = " plus the inputs' rounding to TF32 (rounded or truncated; inputs not subnormal)"
+        elif FORMATS[self.dtype].precision < FORMATS[self.accumulate].precision:
+            extra = f" plus each result's rounding to {self.dtype}"
+        return (f"{GUARANTEE_KIND}: {self.what(path=False)}, terms of RMS at most {self.scale:g} (so Σ|x| ≤ K·RMS "
+                f"= {self.length * self.scale:.4g}), each addition rounding to nearest in {self.accumulate}; from "
+                f"{GUARANTEE_FROM}{extra}, rtol {self.guarantee_rtol0:.3g} and atol {self.guarantee_atol0:.3g} before "
+                f"rounding up. Its atol is {ratio_text(self.ratio)} the typical tolerance's ({self.line}).")
+
+
+class NoTolerance(ValueError):
+    """K u >= 1 in the accumulation format: no tolerance can mean anything (the message says so in one line)."""
+
+
+def _check_request(dtype: str, length: int, scale: float, op: str) -> None:
     if dtype not in TOLERANCE_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(TOLERANCE_DTYPES)}")
     if op not in TOLERANCE_OPS:
@@ -123,32 +169,92 @@ def suggest_tolerance(dtype: str, length: int, scale: float = 1.0, accumulate: s
         raise ValueError("the length K must be a whole number from 1 to 10^9")
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError("the scale (RMS of the terms) must be a positive number")
-    k, z = length, ENVELOPE_FACTOR
-    s, sum_abs = math.sqrt(k) * scale, k * scale
+
+
+def suggest_tolerance(dtype: str, length: int, scale: float = 1.0, accumulate: str | None = None,
+                      op: str = "sum") -> Tolerance:
+    """The typical tolerance (``_typical``) and the guarantee (``_guarantee``) for K-term sums of terms of RMS
+    ``scale``, with no inputs to measure.
+
+    ``op``: a matrix product, or any loop adding one term at a time (``"matmul"``), rounds up to K times on a
+    term's path; a library's sum (``"sum"``: NumPy's, torch's on a CPU or a GPU) is a tree whose longest path is
+    ``reduction_depth``. "tf32" is a float32 product on TF32 tensor cores against float32. ``accumulate``: the
+    format the sums run in (default: float32 below float64, as torch's kernels do); a sum accumulated in the
+    narrow format itself (NumPy's of bfloat16 is a loop) is counted as a loop. Both pairs are rounded up to two
+    significant digits. Raises ``NoTolerance`` where K u >= 1 in the accumulation format.
+    """
+    _check_request(dtype, length, scale, op)
+    acc_name = "float32" if dtype == "tf32" else accumulate or accumulation_format(dtype)  # TF32: an input format
+    if dtype != "tf32" and (acc_name not in FORMATS or FORMATS[acc_name].precision < FORMATS[dtype].precision):
+        raise ValueError(f"accumulate must be {dtype} or a wider format")
+    reason = no_tolerance(length, FORMATS[acc_name])
+    if reason:
+        raise NoTolerance(reason)
+    loop = op == "matmul" or dtype == "tf32" or acc_name != accumulation_format(dtype)
+    depth = length if loop else reduction_depth(length, dtype)
+    rtol0, atol0 = _typical(dtype, length, scale, acc_name, depth, loop)
+    g_rtol0, g_atol0 = _guarantee(dtype, length, scale, acc_name, split=not loop and length > GRAIN_SIZE)
+    if g_rtol0 <= rtol0 and g_atol0 <= atol0:  # the envelope is capped by the bound (very short sums)
+        rtol0, atol0 = g_rtol0, g_atol0
+    return Tolerance(dtype=dtype, length=length, scale=scale, accumulate=acc_name, op=op, depth=depth,
+                     rtol=_ceil_2_digits(rtol0), atol=_ceil_2_digits(atol0), rtol0=rtol0, atol0=atol0,
+                     guarantee_rtol=_ceil_2_digits(g_rtol0), guarantee_atol=_ceil_2_digits(g_atol0),
+                     guarantee_rtol0=g_rtol0, guarantee_atol0=g_atol0)
+
+
+def _typical(dtype: str, k: int, scale: float, acc_name: str, depth: int, loop: bool) -> tuple[float, float]:
+    """(rtol0, atol0) from the envelope of core.diagnose.envelopes, the roundings on a term's path as its K.
+
+    With s = sqrt(K) * scale (the terms' sqrt(sum t^2)) and sum|t| estimated as K * scale, as the envelope does
+    without inputs, two correct results differ by at most E(y) = min(B_R, Z T_R(s, |y|)) + out(|y|), T_R linear in
+    max(s, |y|) <= s + |y| and the output rounding ulp_F(y) <= ulp_F(1) |y| + ulp_F(0). So atol = E at y = 0 and
+    rtol = Z dT_R/d|y| + ulp_F(1). TF32: the reduced-precision envelope, Z T_P(s) plus its truncation bias
+    2 u_P |y|."""
+    z, s, sum_abs = ENVELOPE_FACTOR, math.sqrt(k) * scale, k * scale
     if dtype == "tf32":
         p = REDUCED_FORMATS["tf32"]
-        acc_name, depth = "float32", k  # TF32 is a matrix product's input format
-        atol0, rtol0 = z * float(reduced_sizes(p, k, s)), 2 * float(p.fmt.unit_roundoff)
-    else:
-        acc_name = accumulate or accumulation_format(dtype)
-        if acc_name not in FORMATS or FORMATS[acc_name].precision < FORMATS[dtype].precision:
-            raise ValueError(f"accumulate must be {dtype} or a wider format")
-        loop = op == "matmul" or acc_name != accumulation_format(dtype)
-        depth = k if loop else reduction_depth(k, dtype)
-        fmt, acc = FORMATS[dtype], FORMATS[acc_name]
-        t0, bound = reordering_sizes(depth, s, 0.0, sum_abs, acc)
-        slope = float(reordering_sizes(depth, 0.0, 1.0, 0.0, acc)[0] - reordering_sizes(depth, 0.0, 0.0, 0.0, acc)[0])
-        out = output_rounding(np.array([0.0, 1.0]), fmt, acc)
-        atol0 = float(envelope_of(bound, z * float(t0), float(out[0])))
-        rtol0 = z * slope + float(out[1])
-        if not loop and fmt.precision < acc.precision and k >= GRAIN_SIZE:
-            # from this length torch's CPU sum splits the values over its threads and rounds each thread's partial
-            # sum to the result's format before adding them: up to ulp_F of each of up to 64 partials, whose
-            # magnitudes add up to about sqrt(threads) s (random signs) or |y| (one sign)
-            atol0 += float(summed_ulps(math.sqrt(MAX_THREADS) * s, MAX_THREADS, fmt))
-            rtol0 += 2 * float(fmt.unit_roundoff)
-    return Tolerance(dtype=dtype, length=k, scale=scale, accumulate=acc_name, op=op, depth=depth,
-                     rtol=_ceil_2_digits(rtol0), atol=_ceil_2_digits(atol0), rtol0=rtol0, atol0=atol0)
+        return 2 * float(p.fmt.unit_roundoff), z * float(reduced_sizes(p, k, s))
+    fmt, acc = FORMATS[dtype], FORMATS[acc_name]
+    t0, bound = reordering_sizes(depth, s, 0.0, sum_abs, acc)
+    slope = float(reordering_sizes(depth, 0.0, 1.0, 0.0, acc)[0] - reordering_sizes(depth, 0.0, 0.0, 0.0, acc)[0])
+    out = output_rounding(np.array([0.0, 1.0]), fmt, acc)
+    atol0 = float(envelope_of(bound, z * float(t0), float(out[0])))
+    rtol0 = z * slope + float(out[1])
+    if not loop and fmt.precision < acc.precision and k >= GRAIN_SIZE:
+        # from this length torch's CPU sum splits the values over its threads and rounds each thread's partial
+        # sum to the result's format before adding them: up to ulp_F of each of up to 64 partials, whose
+        # magnitudes add up to about sqrt(threads) s (random signs) or |y| (one sign)
+        atol0 += float(summed_ulps(math.sqrt(MAX_THREADS) * s, MAX_THREADS, fmt))
+        rtol0 += 2 * float(fmt.unit_roundoff)
+    return rtol0, atol0
+
+
+def _guarantee(dtype: str, k: int, scale: float, acc_name: str, split: bool) -> tuple[float, float]:
+    """(rtol0, atol0) that hold for every order, for terms of RMS at most ``scale`` (so sum|t| <= K scale).
+
+    Any order computes s with |s - S| <= G = gamma_K sum|t| (+ half of A's smallest subnormal per underflowing
+    product), so two orders differ by 2G = B_R (``reordering_bound``). A result narrower than A (F) is s rounded
+    once more, |r - s| <= u_F |r| + h_F (h_F half F's smallest subnormal); with |r_a| <= |r_b| + D that gives
+    D (1 - u_F) <= 2 u_F |r_b| + 2G + 2 h_F. ``split``: torch's CPU sum from GRAIN_SIZE values also rounds each
+    thread's partial sum to F before adding them: G is then (1 + u_F)(1 + gamma_K) - 1 times sum|t| (Higham's
+    Lemma 3.3: no path has K additions) plus 2 h_F per partial, up to MAX_THREADS. The terms' RMS bounds
+    sum|t| <= sqrt(K sum t^2) = K RMS (Cauchy-Schwarz). TF32: B_P (``reduced_bound``) with the inputs' relative
+    rounding to TF32, truncated or rounded (inputs not subnormal)."""
+    acc, sum_abs = FORMATS[acc_name], k * scale
+    if dtype == "tf32":
+        p = REDUCED_FORMATS["tf32"]
+        e_in = input_rounding_error(sum_abs, k, float(p.fmt.unit_roundoff), 0.0, truncating=p.may_truncate,
+                                    rows_abs=0.0)
+        return 0.0, float(reduced_bound(k, sum_abs, e_in, acc))
+    fmt = FORMATS[dtype]
+    two_g = float(reordering_bound(k, sum_abs, acc))
+    if fmt.precision >= acc.precision:
+        return 0.0, two_g
+    u_f, h_f = float(fmt.unit_roundoff), float(fmt.min_subnormal) / 2
+    if split:
+        g = float(gamma(k, float(acc.unit_roundoff), math.inf))
+        two_g += 2 * (((1 + u_f) * (1 + g) - 1 - g) * sum_abs + 2 * MAX_THREADS * h_f)
+    return 2 * u_f / (1 - u_f), (two_g + 2 * h_f) / (1 - u_f)
 
 
 # ------------------------------------------------------------------------------ live costs
@@ -352,15 +458,18 @@ class CostLine:
 class ReproPage:
     settings: ReproSettings
     answer: Answer
-    tolerance: Tolerance
+    tolerance: Tolerance | None  # None where no tolerance can mean anything (``no_tolerance`` says why)
     costs: LiveCosts
     batch_invariant: LiveCost | None
+    no_tolerance: str | None = None
 
     def cost_of(self, s: Setting) -> CostLine:
         return cost_line(s.cost, self.costs, self.batch_invariant)
 
     @property
     def snippet(self) -> str:
+        if self.tolerance is None:
+            return self.answer.snippet()
         rtol, atol = (v.split("=")[1] for v in self.tolerance.line.split())
         return self.answer.snippet(rtol, atol)
 
@@ -414,9 +523,35 @@ def reproducible_page(s: ReproSettings, batch_kernels: tuple[Linear, Linear] | N
     """What the page shows first for ``s``: the answer (cheap), the tolerance (cheap) and the live costs (cached for
     every viewer); the modelled GPU sums (``gpu_generations``) are the page's folded section, made once opened.
     ``batch_kernels``: (default, batch-invariant) linear."""
-    tol = suggest_tolerance(s.dtype, s.length, s.scale, op=s.op)
+    try:
+        tol, reason = suggest_tolerance(s.dtype, s.length, s.scale, op=s.op), None
+    except NoTolerance as err:
+        tol, reason = None, str(err)
     batch = batch_invariant_cost(*batch_kernels) if batch_kernels else None
-    return ReproPage(settings=s, answer=answer(s.choice), tolerance=tol, costs=live_costs(), batch_invariant=batch)
+    return ReproPage(settings=s, answer=_tolerance_named(answer(s.choice), tol, reason), tolerance=tol,
+                     costs=live_costs(), batch_invariant=batch, no_tolerance=reason)
+
+
+def _tolerance_named(a: Answer, tol: Tolerance | None, reason: str | None) -> Answer:
+    """The answer with its tolerance setting saying which kind its tolerance is (the typical one, with the
+    guarantee beside it), or, where no tolerance can mean anything, saying so instead of giving one."""
+    def named(st: Setting) -> Setting:
+        if st.key != "tolerance":
+            return st
+        if tol is None:
+            return replace(st, title="No meaningful tolerance", lines="# no tolerance can mean anything for these "
+                           "sums: K·u >= 1 in their accumulation format (see the tolerance below)", guarantees=reason,
+                           not_guaranteed="That any tolerance tells rounding from a bug here: accumulate in float64.")
+        return replace(st, title="A typical tolerance (the rounding envelope)",
+                       lines=st.lines + f"\n# typical, not a guarantee; for every order of summation: "
+                       f"{tol.guarantee_line.replace(' ', ', ')}",
+                       guarantees="Two results that differ only in the order of their K-term sums, of terms of this "
+                       "size, usually pass: this is the typical tolerance, which assumes that the rounding errors "
+                       "behave independently.",
+                       not_guaranteed="That every order passes: sorted or same-sign data, long left-to-right loops "
+                       "and NumPy reductions along an outer axis can exceed it. The tolerance that holds for every "
+                       f"order ({tol.guarantee_line.replace(' ', ', ')}) has an atol {ratio_text(tol.ratio)} as large.")
+    return replace(a, settings=tuple(named(st) for st in a.settings))
 
 
 # ------------------------------------------------------------------------------- the overview

@@ -42,7 +42,7 @@ def test_addresses_and_settings_hold_no_invisible_character(stem):
             assert not INVISIBLE.search(code), f"{stem}: invisible character in code {code!r}"
         for setting in SETTING.findall(text):
             assert not INVISIBLE.search(setting), f"{stem}: invisible character in {setting!r}"
-        for shown, url in LINK.findall(src):
+        for _shown, url in LINK.findall(src):
             assert url in cited_addresses() or url.startswith(("#", "/")), f"{stem}: a link the app does not cite"
 
 
@@ -53,3 +53,15 @@ def test_a_visitors_address_stays_inert_and_the_apps_own_is_a_link():
     assert inert(f"see {cited}") == f"see [{cited.replace(':', chr(92) + ':')}](<{cited}>)"
     assert WORD_JOINER in inert("see https://example.com/login")  # no link out of a visitor's text
     assert prose("set `CUBLAS_WORKSPACE_CONFIG=:4096:8` first") == "set `CUBLAS_WORKSPACE_CONFIG=:4096:8` first"
+
+
+# Words about the app's own code or hosting that a visitor should not meet: module paths, the server's memory
+# bookkeeping, another view's switches, a repository with no address
+DEVELOPER_WORDS = re.compile(r"\bcore\.[a-z_]+\.[a-z_]+|shared server|no other run may switch|this repository")
+
+
+@pytest.mark.parametrize("stem", [p[0] for p in PAGE_TABLE])
+def test_no_developer_words_on_a_visitors_screen(stem):
+    at = reader(stem).run()
+    text = " ".join(s.replace("\\", "").replace(WORD_JOINER, "") for s in sources(at) if not s.startswith("python"))
+    assert DEVELOPER_WORDS.findall(text) == [], stem

@@ -11,9 +11,11 @@ from streamlit.testing.v1 import AppTest
 
 from core.diagnose.examples import EXAMPLES, LOG_EXAMPLES, at_calm_lr, make_example, make_log_example
 from core.diagnose.logs import diagnose_logs
+from core.diagnose.tolerances import GUARANTEE_KIND, TYPICAL_ASSUMES, TYPICAL_KIND
 from core.diagnose.verdict import VERDICT_HEADS, diagnose
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, shown
 from tests.pages.test_hostile import HOST, PAYLOADS, assert_nothing_live, url_params
+from ui.diagnose_view import envelope_tolerance_lines
 
 PAGE = str(ROOT / "pages" / "diagnose.py")
 
@@ -222,6 +224,22 @@ def test_link_values_and_file_names_are_inert():
     at = open_page(source="paste")
     at.text_area(key="dg_paste_actual").input(f"1 2 https://{HOST}/x").run()
     assert_nothing_live(at)
+
+
+@pytest.mark.parametrize("key", ["batch", "tf32"])
+def test_the_tolerances_for_other_runs_are_each_named_for_what_they_are(key):
+    """The explanation's envelope is the typical tolerance, not a guarantee; the one for every order is its bound."""
+    at = open_page(example=key)
+    assert not at.exception, at.exception
+    ex = make_example(key)
+    d = diagnose(ex.actual, ex.expected, inputs=ex.inputs, reduction_length=ex.reduction_length)
+    captions = [c.value for c in at.caption]
+    assert envelope_tolerance_lines(d)[0] in captions and envelope_tolerance_lines(d)[1] in captions
+    text = " ".join(captions)
+    assert f"{TYPICAL_KIND}, for what this explanation typically allows" in text and TYPICAL_ASSUMES in text
+    assert f"{GUARANTEE_KIND}: rtol=" in text and "computed from the inputs" in text
+    assert "To accept anything the explanation allows" not in text
+    assert "It is fitted to these two results: another run, machine or GPU can differ more." in text
 
 
 def test_the_default_examples_verdict_is_the_punchline_and_an_assumed_k_says_so():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
+from core.diagnose.tolerances import GUARANTEE_KIND, TYPICAL_ASSUMES, TYPICAL_KIND
 from core.studies.reproducible import live_costs, suggest_tolerance
 from core.studies.reproducible_rules import Choice, answer
 from tests.pages.conftest import ROOT, all_text
@@ -74,6 +75,38 @@ def test_close_enough_puts_the_tolerance_in_the_snippet():
     rtol, atol = (v.split("=")[1] for v in tol.line.split())
     assert f"rtol={rtol}, atol={atol}" in codes(at)[0]
     assert f"rtol={rtol}, atol={atol}" in codes(at)[1]
+    # the snippet's tolerance says it is the typical one and gives the guarantee beside it; its setting no longer
+    # says that every reordering passes
+    assert f"# typical, not a guarantee; for every order of summation: {tol.guarantee_line.replace(' ', ', ')}" \
+        in codes(at)[0]
+    text = all_text(at)
+    assert "A typical tolerance (the rounding envelope)" in text and "usually pass" in text
+    assert "That every order passes" in text and "the tolerance below says what it was tested on" not in text
+
+
+def test_the_page_gives_both_kinds_of_tolerance_with_the_commands_words():
+    at = page({"match": "close", "dtype": "float32", "k": "1000000"})
+    assert not at.exception, at.exception
+    tol = suggest_tolerance("float32", 10**6)
+    g_rtol, g_atol = (v.split("=")[1] for v in tol.guarantee_line.split())
+    assert f"torch.testing.assert_close(actual, expected, rtol={g_rtol}, atol={g_atol})" in codes(at)
+    markdown, captions = [m.value for m in at.markdown], " ".join(c.value for c in at.caption)
+    assert f"**{TYPICAL_KIND}**" in markdown and f"**{GUARANTEE_KIND}**" in markdown
+    # the same words as python -m scripts.tolerance prints, without the kind the bold line above says
+    assert tol.typical_words().removeprefix(f"{TYPICAL_KIND}: ") in captions and TYPICAL_ASSUMES in captions
+    assert tol.guarantee_words().removeprefix(f"{GUARANTEE_KIND}: ") in captions
+    assert "27,000,000×" in captions  # the guarantee against the typical tolerance at K = 10^6 in float32
+    assert any("--op sum --guarantee" in c for c in codes(at))
+
+
+def test_where_no_tolerance_can_mean_anything_the_page_says_so():
+    at = page({"match": "close", "dtype": "float32", "k": str(2**25)})
+    assert not at.exception, at.exception
+    warning = " ".join(w.value for w in at.warning)
+    assert "No tolerance can mean anything here: K·u = 2 ≥ 1 for 33,554,432-term sums accumulated in float32" \
+        in warning
+    assert "assert_close" not in codes(at)[0] and "# no tolerance can mean anything" in codes(at)[0]
+    assert f"**{TYPICAL_KIND}**" not in [m.value for m in at.markdown]
 
 
 def test_the_tolerance_follows_its_controls():
