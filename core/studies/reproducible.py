@@ -17,12 +17,9 @@
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
-import torch
 
 from core.arith.formats import BFLOAT16, FORMATS, bits_of, hex_bits
 from core.arith.metrics import gamma, input_rounding_error
@@ -50,17 +47,19 @@ from core.diagnose.tolerances import (
 from core.kernels.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model
 from core.kernels.cuda_model import tree_depth as cuda_tree_depth
 from core.kernels.orders import tree_depth_numpy
-from core.kernels.reprosum import reproducible_sum
 from core.kernels.torch_cpu_model import GRAIN_SIZE, cascade_depth
-from core.machines.globalstate import deterministic_algorithms, torch_threads
-from core.machines.timing import interleaved_times, median_and_quartiles
-from core.studies.mitigations import float64_peaks
-from core.studies.reproducible_rules import CITED, Answer, Choice, CitedCost, Setting, answer
-
-COST_TTL_S = 1800  # live costs are measured again after this long (the cache keeps each for its period)
-REPEATS = 15
-BUDGET_S = 1.0  # the live timings stop repeating after this long (after at least 5 repeats)
-
+from core.studies.reproducible_costs import (  # noqa: F401  (the page's and the tests' names for them)
+    COST_TTL_S,
+    CostLine,
+    Linear,
+    LiveCost,
+    LiveCosts,
+    batch_invariant_cost,
+    cost_line,
+    live_costs,
+    peak_costs,
+)
+from core.studies.reproducible_rules import CITED, Answer, Choice, Setting, answer
 
 # ------------------------------------------------------------------------------- tolerance
 
@@ -257,118 +256,6 @@ def _guarantee(dtype: str, k: int, scale: float, acc_name: str, split: bool) -> 
     return 2 * u_f / (1 - u_f), (two_g + 2 * h_f) / (1 - u_f)
 
 
-# ------------------------------------------------------------------------------ live costs
-
-
-@dataclass(frozen=True, kw_only=True)
-class LiveCost:
-    """One mitigation timed here against its default, in × the default's time."""
-
-    key: str
-    label: str
-    what: str  # what was timed against what
-    ratio: float  # median over the repeats of the per-repeat ratio
-    iqr: tuple[float, float]
-    repeats: int
-
-    @property
-    def text(self) -> str:
-        return f"{self.ratio:.2f}×"
-
-    @property
-    def within_noise(self) -> bool:
-        """1.0× lies between the quartiles: no cost this measurement can tell from none."""
-        return self.iqr[0] <= 1.0 <= self.iqr[1]
-
-
-@dataclass(frozen=True, kw_only=True)
-class LiveCosts:
-    where: str  # the device and threads, for the caption
-    measured_at: float
-    rows: dict[str, LiveCost]
-
-
-def _training_step(x, w, idx, src, dest):
-    """A small training step: a matmul forward and backward, and the scatter and index adds that deterministic
-    mode replaces where it has to."""
-    w.grad = None
-    (x @ w).relu().sum().backward()
-    dest.zero_()
-    dest.index_add_(0, idx, src)
-    dest.scatter_add_(0, idx[:, None].expand_as(src), src)
-
-
-def _measure_live() -> LiveCosts:
-    g = torch.Generator().manual_seed(0)
-    a32, b32 = torch.randn(256, 256, generator=g), torch.randn(256, 256, generator=g)
-    a64, b64 = a32.double(), b32.double()
-    v = torch.randn(1_000_000, generator=g)
-    x, w = torch.randn(64, 256, generator=g), torch.randn(256, 256, generator=g).requires_grad_()
-    idx, src = torch.randint(0, 128, (4096,), generator=g), torch.randn(4096, 64, generator=g)
-    dest = torch.zeros(128, 64)
-
-    def step_det():
-        with deterministic_algorithms(True):
-            _training_step(x, w, idx, src, dest)
-
-    fns = {"mm32": lambda: a32 @ b32, "mm64": lambda: a64 @ b64, "sum": lambda: v.sum(),
-           "sum64": lambda: v.sum(dtype=torch.float64), "reprosum": lambda: reproducible_sum(v),
-           "step": lambda: _training_step(x, w, idx, src, dest), "step_det": step_det}
-    with torch_threads(1):  # several threads on a shared machine time the waits for a core, not the work
-        times = interleaved_times(fns, REPEATS, inner=3, budget_s=BUDGET_S)
-
-    def row(key, label, what, num, den) -> LiveCost:
-        med, iqr = median_and_quartiles([a / b for a, b in zip(times[num], times[den], strict=True)])
-        return LiveCost(key=key, label=label, what=what, ratio=med, iqr=iqr, repeats=len(times[num]))
-
-    rows = (row("float64", "float64", "a 256×256 matrix product in float64 against float32", "mm64", "mm32"),
-            row("wider", "Wider accumulation", "torch.sum(x, dtype=torch.float64) against torch.sum(x), "
-                "10⁶ float32 values", "sum64", "sum"),
-            row("reprosum", "Order-independent sum", "core.kernels.reprosum against torch.sum, 10⁶ float32 values",
-                "reprosum", "sum"),
-            row("deterministic_cpu", "Deterministic mode (CPU)", "a small training step (matmul forward and "
-                "backward, index_add_, scatter_add_) with torch.use_deterministic_algorithms(True) against "
-                "without", "step_det", "step"))
-    return LiveCosts(where=f"this server's CPU, one thread, torch {torch.__version__}", measured_at=time.time(),
-                     rows={r.key: r for r in rows})
-
-
-def _period() -> int:
-    return int(time.time() // COST_TTL_S)
-
-
-def live_costs() -> LiveCosts:
-    """The live measurements, made once per ``COST_TTL_S`` for every viewer (the shared bounded results cache;
-    simultaneous callers wait for one measurement). The first one compiles the order-independent sum's
-    pass (seconds)."""
-    return RESULTS.get_or_compute(("reproducible-costs", _period()), _measure_live)
-
-
-Linear = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-def batch_invariant_cost(default: Linear, invariant: Linear) -> LiveCost:
-    """A linear layer (1024 × 1024 weight) at batch sizes 1, 8, 24 and 40, with ``invariant`` (the serving
-    page's batch-invariant linear, core.serving.kernels) against ``default`` (torch's F.linear), timed here.
-    The kernels are passed in: core.studies and core.serving are independent packages."""
-
-    def measure() -> LiveCost:
-        g = torch.Generator().manual_seed(0)
-        weight = torch.randn(1024, 1024, generator=g)
-        batches = [torch.randn(m, 1024, generator=g) for m in (1, 8, 24, 40)]
-        with torch_threads(1):
-            times = interleaved_times({"default": lambda: [default(b, weight) for b in batches],
-                                       "invariant": lambda: [invariant(b, weight) for b in batches]},
-                                      REPEATS, inner=3, budget_s=BUDGET_S)
-        med, iqr = median_and_quartiles([a / b for a, b in zip(times["invariant"], times["default"], strict=True)])
-        return LiveCost(key="batch_invariant", label="Batch-invariant linear (this app's)",
-                        what="one linear layer (1024×1024 float32) at batches of 1, 8, 24 and 40 rows, fixed "
-                        "32-row tiles against torch's F.linear", ratio=med, iqr=iqr, repeats=len(times["default"]))
-
-    names = tuple(f"{f.__module__}.{f.__qualname__}" for f in (default, invariant))
-    return RESULTS.get_or_compute(("reproducible-batch-invariant", names, _period()), measure)
-
-
 # ---------------------------------------------------------------------------- GPU generations
 
 # (name, SMs, max threads per SM): SM counts from NVIDIA's data sheets and whitepapers (A100 108, H100 SXM and
@@ -445,16 +332,6 @@ class ReproSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CostLine:
-    """A setting's cost as the page shows it: in × the default's time, measured here or cited, or why not."""
-
-    text: str  # "1.02×", "1.34×", "1.0× (no work at run time)", "no figure cited"
-    origin: str  # "measured here", "cited", "none"
-    detail: str
-    source: str | None
-
-
-@dataclass(frozen=True, kw_only=True)
 class ReproPage:
     settings: ReproSettings
     answer: Answer
@@ -464,7 +341,7 @@ class ReproPage:
     no_tolerance: str | None = None
 
     def cost_of(self, s: Setting) -> CostLine:
-        return cost_line(s.cost, self.costs, self.batch_invariant)
+        return cost_line(s.cost, self.costs, self.batch_invariant, self.settings.hardware)
 
     @property
     def snippet(self) -> str:
@@ -472,51 +349,6 @@ class ReproPage:
             return self.answer.snippet()
         rtol, atol = (v.split("=")[1] for v in self.tolerance.line.split())
         return self.answer.snippet(rtol, atol)
-
-
-def peak_costs() -> tuple[CitedCost, ...]:
-    """Costs read from the one cited table of vendor peak rates (core.studies.mitigations.float64_peaks):
-    float64 against float32 as training runs it (tensor cores, TF32 or bfloat16) or plainly, and float32
-    matmuls without TF32 against TF32 tensor cores, each at peak."""
-    out = []
-    for p in float64_peaks():
-        src = p.url or p.source
-        if p.tensor_cost:
-            lo, hi = sorted(p.tensor_cost)
-            out.append(CitedCost(key=f"float64:{p.hardware}", label=f"float64 on {p.hardware}", low=lo, high=hi,
-                                 what=f"{p.source}: peak float64 rate against float32 training's tensor-core rate "
-                                 "(TF32 to bfloat16)", source=src))
-        elif p.plain_cost:
-            out.append(CitedCost(key=f"float64:{p.hardware}", label=f"float64 on {p.hardware}", low=p.plain_cost,
-                                 high=p.plain_cost, what=f"{p.source}: peak FP32 : FP64 rate", source=src))
-        if p.tf32_tensor and p.fp32 and p.tf32_tensor > p.fp32:
-            out.append(CitedCost(key=f"tf32_off:{p.hardware}", label=f"TF32 off on {p.hardware}", low=1.0,
-                                 high=p.tf32_tensor / p.fp32, what=f"{p.source}: float32 matmuls on the plain units "
-                                 "against TF32 tensor cores, at peak (up to this for matmul-bound work)", source=src))
-    return tuple(out)
-
-
-def cost_line(key: str, costs: LiveCosts, batch: LiveCost | None) -> CostLine:
-    if key == "free":
-        return CostLine(text="1.0×", origin="none", detail="no work at run time", source=None)
-    if key == "aggregates":
-        return CostLine(text="1.0× per run", origin="none", detail="k seeds are k runs, to measure the spread",
-                        source=None)
-    live = batch if key == "batch_invariant" else costs.rows.get(key)
-    if live is not None:
-        return CostLine(text=live.text, origin="measured here",
-                        detail=f"{live.what}; median of {live.repeats} interleaved repeats, quartiles "
-                        f"{live.iqr[0]:.2f}–{live.iqr[1]:.2f}×", source=None)
-    if key in CITED:
-        c = CITED[key]
-        return CostLine(text=c.text, origin="cited", detail=c.what, source=c.source)
-    peaks = [c for c in peak_costs() if c.key.startswith(f"{key}:")]
-    if peaks:
-        return CostLine(text=f"up to {max(c.high for c in peaks):.1f}×", origin="cited",
-                        detail="; ".join(f"{c.label}: up to {c.high:.1f}× ({c.what})" for c in peaks),
-                        source=peaks[0].source)
-    return CostLine(text="no figure cited", origin="none", detail="no figure from its source; not measurable on this "
-                    "server's CPU", source=None)
 
 
 def reproducible_page(s: ReproSettings, batch_kernels: tuple[Linear, Linear] | None = None) -> ReproPage:
@@ -570,13 +402,12 @@ def headline_rows() -> tuple[HeadlineRow, ...]:
     same cached live measurement, and the one cited table of vendor peaks (``peak_costs``)."""
     c = live_costs()
     f64, wide, det = c.rows["float64"], c.rows["wider"], c.rows["deterministic_cpu"]
-    gpus = "; ".join(f"{p.label.removeprefix('float64 on ')} {p.low:.0f}–{p.high:.0f}×" for p in peak_costs()
-                     if p.key.startswith("float64:") and p.low != p.high)
+    gpu64 = cost_line("float64", c, None, "gpu")
     return (
         HeadlineRow(key="float64", mitigation="Compute in float64",
-                    effect="Each rounding about 2^29 times smaller than float32's",
-                    cost=f"{f64.text} on this server's CPU (a matrix product, measured)"
-                    + (f"; GPUs against float32 training on tensor cores, at peak (cited): {gpus}" if gpus else "")),
+                    effect="Each rounding about 2²⁹ times smaller than float32's",
+                    cost=f"{f64.text} on this server's CPU (a matrix product, measured); NVIDIA GPUs "
+                    f"{gpu64.text} against PyTorch's default float32, at peak rates (cited)"),
         HeadlineRow(key="wider", mitigation="Accumulate in a wider format",
                     effect="The reduction's own rounding errors shrink sharply; the order still matters",
                     cost=f"{wide.text} for torch.sum of 10⁶ float32 values (measured here)"),
@@ -585,7 +416,8 @@ def headline_rows() -> tuple[HeadlineRow, ...]:
                     cost="1.0× per run; k seeds are k runs"),
         HeadlineRow(key="settings", mitigation="Reproducible settings (Make my runs reproducible)",
                     effect="The same bits run to run on one machine; not across devices or batch sizes",
-                    cost=f"{det.text} for deterministic mode on this CPU (measured); GPUs: no figure cited; "
-                    f"batch-invariant serving {CITED['sglang'].low:.2f}× (SGLang) to "
-                    f"{CITED['thinking_machines'].low:.2f}× (vLLM) (cited)"),
+                    cost=f"deterministic mode {det.text} on this server's CPU, where it switches no kernel (measured); "
+                    "on a GPU no figure is published. Batch-invariant serving on GPUs "
+                    f"{CITED['sglang'].low:.2f}× (SGLang) to {CITED['thinking_machines'].low:.2f}× (Thinking "
+                    "Machines' kernels in vLLM) (cited)"),
     )

@@ -189,11 +189,11 @@ def test_the_order_independent_sum_says_which_path_this_cpu_takes(monkeypatch, m
 def test_the_summary_costs_what_make_my_runs_reproducible_measured(monkeypatch):
     """One figure in one place: the summary's cost of deterministic mode is the reproducible page's live measurement
     (it said "not measured" while that page showed a measured cost), and the section says the switch is timed."""
-    import core.studies.reproducible
+    import core.studies.reproducible_costs
     from core.studies.reproducible import live_costs
 
     # one measurement period for the page and the test: the costs are measured again when a new one starts
-    monkeypatch.setattr(core.studies.reproducible, "_period", lambda: -1)
+    monkeypatch.setattr(core.studies.reproducible_costs, "_period", lambda: -1)
     mi = _page().run()
     assert not mi.exception
     live = live_costs().rows

@@ -301,7 +301,7 @@ def test_headline_rows_quote_the_same_cached_figures():
     rows = {r.key: r for r in R.headline_rows()}
     costs = R.live_costs().rows
     assert set(rows) == {"float64", "wider", "aggregates", "settings"}
-    assert rows["float64"].cost.startswith(costs["float64"].text) and "NVIDIA A100 8–16×" in rows["float64"].cost
+    assert rows["float64"].cost.startswith(costs["float64"].text) and "NVIDIA GPUs 1.0× to 64×" in rows["float64"].cost
     assert rows["wider"].cost.startswith(costs["wider"].text)
     assert costs["deterministic_cpu"].text in rows["settings"].cost
 
@@ -396,3 +396,35 @@ def test_the_rules_promise_no_more_than_their_sources():
     assert by["vllm_bi"].cost == "unpublished" and "vLLM publishes no cost figure" in by["vllm_bi"].not_guaranteed
     route = answer(Choice("eager", "gpu", "cpu_gpu")).route
     assert "The only route" not in route and "same fixed-order kernels" in route and "MPS has no float64" in route
+
+
+def test_costs_are_for_the_hardware_named_against_pytorchs_default():
+    """A CPU measurement never stands for a GPU's cost; TF32 off costs float32 matmuls nothing against PyTorch's
+    default (already off), only convolutions pay; float64 on a GPU is against that default, and an RTX 4090's
+    float64 runs at 1/64 of its float32 rate (the Ada whitepaper)."""
+    from core.studies.reproducible_costs import cost_line
+
+    costs = R.LiveCosts(where="here", measured_at=0.0,
+                        rows={k: _fake_cost(k) for k in ("float64", "deterministic_cpu")})
+    det = cost_line("deterministic_cpu", costs, None, "gpu")
+    assert det.origin == "none" and "1.50×" not in det.text and "switches no kernel" in det.detail
+    assert cost_line("deterministic_cpu", costs, None, "cpu").text == "1.50×"
+    tf32 = cost_line("tf32_off", costs, None, "gpu")
+    assert tf32.text.startswith("1.0× for matmuls") and "allow_tf32 is False" in tf32.detail
+    f64 = cost_line("float64", costs, None, "gpu")
+    assert f64.text.endswith("64×") and "RTX 4090 64.0×" in f64.detail and "PyTorch's default" in f64.detail
+    assert cost_line("float64", costs, None, "mps").text == "not available"
+    assert "not on your GPU" in cost_line("wider", R.LiveCosts(where="h", measured_at=0.0,
+                                                               rows={"wider": _fake_cost("wider")}), None, "gpu").detail
+
+
+def test_the_home_tables_costs_say_where_and_against_what(monkeypatch):
+    costs = R.LiveCosts(where="here", measured_at=0.0,
+                        rows={k: _fake_cost(k) for k in ("float64", "wider", "deterministic_cpu", "reprosum")})
+    monkeypatch.setattr(R, "live_costs", lambda: costs)
+    rows = {r.key: r for r in R.headline_rows()}
+    assert "2²⁹" in rows["float64"].effect and "against PyTorch's default float32" in rows["float64"].cost
+    assert "tensor cores, at peak (cited)" not in rows["float64"].cost
+    settings = rows["settings"].cost
+    assert "where it switches no kernel" in settings and "(vLLM) (cited)" not in settings
+    assert "Thinking Machines' kernels in vLLM" in settings
