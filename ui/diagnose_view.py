@@ -84,10 +84,13 @@ def verdict_box(d: Diagnosis) -> None:
         st.error(text, icon=icon)
 
 
+LARGE_NORMAL_ULPS = 100  # from here a reader asks how a difference this many ULPs wide can be normal
+
+
 def metrics_row(d: Diagnosis) -> None:
     c = st.columns(5)
     c[0].metric("Elements differing", f"{d.n_differ:,}", help=f"Of {d.size:,} elements compared.")
-    c[1].metric("Max difference (ULPs)", _num(d.ulp_stats.max),
+    c[1].metric("Max diff. (ULPs)", _num(d.ulp_stats.max),
                 help=f"The largest |A − B|, in ULPs of result B's value in {d.fmt} (B only sets the unit; it is not "
                      "the reference). Near zero an ULP is tiny, so this can be large for harmless elements.")
     c[2].metric("Median difference (ULPs)", _num(d.ulp_stats.p50))
@@ -102,6 +105,11 @@ def metrics_row(d: Diagnosis) -> None:
                 help={"given": "as you gave it", "inputs": "from the inputs",
                       "assumed": "unknown (0 or not given): assumed, since neither K nor the inputs were given; give K "
                                  "for envelopes that fit your computation"}[d.k_source])
+    if d.verdict in (Verdict.IDENTICAL, Verdict.REORDERING) and d.ulp_stats.max >= LARGE_NORMAL_ULPS:
+        st.caption(f"Why {_num(d.ulp_stats.max)} ULPs can be normal here: a sum's rounding errors grow with the sizes "
+                   "of its terms, not with its result. Where terms cancel, the result is small and one of its ULPs is "
+                   "tiny, so the same rounding-sized difference counts many of them; the verdict compares each "
+                   "difference with what its terms' sizes allow.")
 
 
 def tolerance_section(d: Diagnosis) -> None:

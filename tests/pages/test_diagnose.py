@@ -328,3 +328,19 @@ def test_pasted_inputs_of_one_sum_or_dot_give_the_exact_reference():
     assert any("do not multiply" in shown(e.value) for e in at.error)
     alone = diagnose(np.float32([0.3]), np.float32([0.30000004]))  # the results keep their verdict, K unknown
     assert shown(alone.sentence) in boxes(at) and dot.accuracy.headline not in all_text(at)
+
+
+
+@pytest.mark.parametrize("key", ["batch", "threads"])
+def test_a_large_ulp_count_under_a_normal_verdict_says_why(key):
+    """The batch example is normal rounding noise with a difference of about 1,500 ULPs: the page says why that can
+    be normal; the threads example (7 ULPs) needs no such word. The metric's label fits its column."""
+    from ui.diagnose_view import LARGE_NORMAL_ULPS
+
+    at = open_page(example=key)
+    ex = make_example(key)
+    d = diagnose(ex.actual, ex.expected, inputs=ex.inputs, reduction_length=ex.reduction_length)
+    assert d.verdict == "reordering"
+    said = "ULPs can be normal here" in all_text(at)
+    assert said == (d.ulp_stats.max >= LARGE_NORMAL_ULPS) and said == (key == "batch")
+    assert "Max diff. (ULPs)" in [m.label for m in at.metric]
