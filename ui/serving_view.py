@@ -82,7 +82,10 @@ def punchline(punch, study: ForkStudy, invariant_on: bool) -> None:
                                     f"“{forked.fork.alone_token}”)") or "none",
               help="Counted from the first generated token; in quotes what the batched request produced "
               "and what the request served alone produced there.")
-    punch.caption(f"Served live on this server {where} ({inert(shown.kernels_label)}), {shown.settings.dtype}: "
+    kind = where.removeprefix("with ")
+    detail = shown.kernels_label  # the kernels' own label, without the words ``where`` already says
+    detail = detail[len(kind):].strip(" ()") if detail.startswith(kind) else detail
+    punch.caption(f"Served live on this server {where} ({inert(detail)}), {shown.settings.dtype}: "
                   f"{n:,} identical requests among {shown.settings.other_requests:,} others, at most "
                   f"{shown.settings.max_batch} per batch. Orange: where a batched copy first departs from the lone "
                   "run.")

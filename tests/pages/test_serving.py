@@ -135,3 +135,18 @@ def test_commands_and_other_causes_sit_in_collapsed_expanders():
                   "https://docs.sglang.io/references/faq.html",
                   "https://thinkingmachines.ai/blog/defeating-nondeterminism-in-llm-inference/"):
         assert cause in causes, cause
+
+
+def test_the_caption_names_the_kernels_once():
+    """With batch-invariant kernels on, the caption says so once, then what they are (it once read "batch-invariant
+    kernels (batch-invariant kernels (fixed tiles…))")."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.pages.conftest import ROOT, TIMEOUT
+
+    at = AppTest.from_file(str(ROOT / "pages" / "serving.py"), default_timeout=TIMEOUT)
+    at.query_params["invariant"] = "True"
+    at.run()
+    captions = " ".join(str(c.value) for c in at.caption).replace("\\", "")
+    assert "with batch-invariant kernels (fixed tiles" in captions
+    assert "kernels (batch-invariant kernels" not in captions
