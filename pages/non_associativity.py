@@ -19,8 +19,10 @@ from core.studies.assoc import (
     search_counterexamples,
 )
 from core.studies.sumlab import relative_error
+from core.studies.your_gpu import ReportError, Unavailable, judge_triple, triple_job
 from ui import glossary
 from ui import non_associativity_view as view
+from ui import your_gpu as gpu_view
 from ui.crowd import folded
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import bits_html, bits_legend, inert, mono, ulps_text
@@ -223,6 +225,37 @@ def on_each_device(result: TripleResult) -> None:
     st.dataframe(view.devices_table(result), hide_index=True, width="stretch")
     if len(result.devices) == 1:
         st.caption("No GPU is visible to this server, so only the CPU ran live.")
+    on_your_gpu(result)
+
+
+GPU_TRIPLE = "_na_gpu_judged"  # (job, what core made of the browser's report)
+
+
+def on_your_gpu(result: TripleResult) -> None:
+    """The same two groupings on the visitor's own GPU, through WebGPU (float32: WGSL's format)."""
+    if result.fmt.name != "float32":
+        st.caption("Your own GPU runs these additions through your browser in float32 (WebGPU's format): choose "
+                   "float32 to see them there.")
+        return
+    job = triple_job(result.stored_bits)
+    held = st.session_state.get(GPU_TRIPLE)
+    report = gpu_view.run_in_browser(job, done=held is not None and held[0] == job["job"], key="na_gpu_runner")
+    if isinstance(report, dict) and report.get("job") == job["job"] and (held is None or held[0] != job["job"]):
+        try:
+            outcome = judge_triple(report, result.stored_bits, (result.left.bits, result.right.bits))
+        except ReportError as err:
+            outcome = err
+        held = (job["job"], outcome)
+        st.session_state[GPU_TRIPLE] = held
+    if held is None or held[0] != job["job"]:
+        return
+    outcome = held[1]
+    if isinstance(outcome, ReportError):
+        gpu_view.refused(str(outcome))
+    elif isinstance(outcome, Unavailable):
+        gpu_view.unavailable(outcome)
+    else:
+        gpu_view.triple_line(outcome, result.fmt)
 
 
 def search(fmt_name: str, result: TripleResult) -> None:

@@ -10,11 +10,13 @@ import pathlib
 import pandas as pd
 import streamlit as st
 
-from core.studies.your_gpu import WGSL_ACCURACY, RoomSummary, Unavailable, YourGpu, as_recording
+from core.arith.exact import shortest_repr
+from core.arith.formats import FloatFormat, value_of_bits
+from core.studies.your_gpu import WGSL_ACCURACY, RoomSummary, TripleOnGpu, Unavailable, YourGpu, as_recording
 from ui.render import error_cells, error_table, inert
 
 KERNELS = pathlib.Path(__file__).parent / "gpu_kernels"
-SHADER_NAMES = ("sequential", "tree", "subgroup", "atomic", "elementwise")
+SHADER_NAMES = ("sequential", "tree", "subgroup", "atomic", "elementwise", "triple")
 
 
 def component_source() -> str:
@@ -125,3 +127,13 @@ def room_view(s: RoomSummary, live: bool) -> None:
                "architectures are kept, one entry per browser session."
                + (f" ({s.other_vectors:,} entries for other vectors are not counted here.)" if s.other_vectors
                   else ""))
+
+
+def triple_line(t: TripleOnGpu, fmt: FloatFormat) -> None:
+    """Both groupings of the three numbers on the visitor's GPU, against this server's CPU."""
+    left, right = (shortest_repr(value_of_bits(b, fmt), fmt) for b in (t.left, t.right))
+    st.markdown(f"**Live on your GPU** ({inert(t.adapter, line_start=False)}, via WebGPU in "
+                f"{inert(t.browser, line_start=False)}): (a + b) + c = `{left}`, a + (b + c) = `{right}`: "
+                + ("the same bits as this server's CPU, grouping by grouping." if t.same_as_cpu else
+                   "not the CPU's bits: your GPU or its shader compiler did not round each addition to float32 "
+                   "as written (a flush of subnormals, or a regrouping)."))

@@ -376,3 +376,41 @@ def room_summary(entries: list[RoomEntry], spec: VectorSpec) -> RoomSummary:
                        adapters=tuple(sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))),
                        cpu_matches=sum(e.cpu_match for e in mine), model_matches=sum(e.model_match for e in mine),
                        other_vectors=len(entries) - len(mine))
+
+
+# ------------------------------------------------------------------------- three numbers, both groupings
+
+
+def triple_job(stored_bits: tuple[int, int, int]) -> dict:
+    """Non-associativity's three float32 values, for the browser to add both ways on the visitor's GPU."""
+    return {"job": f"v{JOB_VERSION}-triple-" + "-".join(f"{b:08x}" for b in stored_bits), "kind": "triple",
+            "values": list(stored_bits)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TripleOnGpu:
+    vendor: str
+    architecture: str
+    browser: str
+    left: int  # bits of (a + b) + c on the visitor's GPU
+    right: int  # bits of a + (b + c)
+    same_as_cpu: bool  # both groupings gave this server's CPU bits
+
+    @property
+    def adapter(self) -> str:
+        return " ".join(p for p in (self.vendor, self.architecture) if p) or "an unnamed adapter"
+
+
+def judge_triple(report, stored_bits: tuple[int, int, int], cpu: tuple[int, int]) -> TripleOnGpu | Unavailable:
+    """The browser's two groupings, checked: two 32-bit patterns for this job. Any pair of float32 values is
+    possible in principle (a GPU that flushed subnormals or regrouped would give others), so nothing more is
+    refused; the result says whether it is the CPU's."""
+    waiting = read_status(report, triple_job(stored_bits)["job"])
+    if waiting is not None:
+        return waiting
+    left, right = _bit_list(report, "groupings", 2)
+    adapter = report.get("adapter") if isinstance(report.get("adapter"), Mapping) else {}
+    return TripleOnGpu(vendor=_text(adapter.get("vendor"), "the vendor"),
+                       architecture=_text(adapter.get("architecture"), "the architecture"),
+                       browser=_text(report.get("browser"), "the browser"), left=left, right=right,
+                       same_as_cpu=(left, right) == tuple(cpu))

@@ -222,3 +222,17 @@ def test_ten_viewers_add_their_gpus_and_a_forged_one_is_refused(server, gpu_brow
     expect(tally).to_contain_text("10 answered", timeout=RERUN)
     for p in [speaker, forger, *viewers]:
         p.context.close()
+
+
+def test_three_numbers_on_your_gpu_give_the_cpus_bits(server, gpu_page):
+    """Non-associativity's float32 preset on the visitor's GPU: both groupings, the CPU's bits each (float32 is the
+    same format there); the section runs it once opened."""
+    from urllib.parse import quote
+
+    gpu_page.goto(f"{server.url}/non_associativity?preset={quote('1e8 − 1e8 + 1 (float32)')}")
+    wait_for_app(gpu_page)
+    gpu_page.get_by_text("The same additions on each device here").click()
+    section = gpu_page.locator('[data-testid="stExpander"]').filter(has_text="The same additions on each device")
+    expect(section).to_contain_text(re.compile(r"Live on your GPU \(\w+"), timeout=LIVE)
+    expect(section).to_contain_text("the same bits as this server's CPU, grouping by grouping")
+    assert_healthy_page(gpu_page)

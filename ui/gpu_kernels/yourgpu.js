@@ -121,10 +121,27 @@ async function onGpu(gpu, x, lanes, groups) {
   return k;
 }
 
+// Non-associativity's three numbers: both groupings on the GPU, bits back.
+async function runTriple(gpu, data) {
+  const device = gpu.device;
+  const xb = storage(device, 16), out = storage(device, 8);
+  device.queue.writeBuffer(xb, 0, new Uint32Array([...data.values, 0]));
+  dispatch(device, await pipeline(device, "triple"), [xb, out], 1);
+  const bits = bitsOf(await readBack(device, out, 8));
+  for (const b of [xb, out]) b.destroy();
+  return bits;
+}
+
 async function run(data, say) {
   const t0 = performance.now();
   const gpu = await openGpu();
   if (!gpu.device) return { status: "unavailable", reason: gpu.reason };
+  if (data.kind === "triple") {
+    const groupings = await runTriple(gpu, data);
+    gpu.device.destroy();
+    return { status: "ok", job: data.job, groupings, browser: browserName(),
+             adapter: { vendor: gpu.info.vendor || "", architecture: gpu.info.architecture || "" } };
+  }
   const report = {
     status: "ok", job: data.job, n: data.recipe.n, browser: browserName(),
     adapter: { vendor: gpu.info.vendor || "", architecture: gpu.info.architecture || "", description: gpu.info.description || "" },

@@ -209,3 +209,19 @@ def test_a_room_is_shared_by_processes(exp, tmp_path):
             "r.entries()[0].vendor)")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1", "acme"]
+
+
+def test_three_numbers_on_a_gpu_are_judged_against_the_cpu():
+    from core.studies.your_gpu import TripleOnGpu, judge_triple, triple_job
+
+    stored = (bits_of(np.float32(1e8)), bits_of(np.float32(-1e8)), bits_of(np.float32(1.0)))
+    cpu = (bits_of(np.float32(1.0)), bits_of(np.float32(0.0)))
+    job = triple_job(stored)["job"]
+    ok = judge_triple({"status": "ok", "job": job, "groupings": list(cpu), "adapter": {"vendor": "acme"}}, stored, cpu)
+    assert isinstance(ok, TripleOnGpu) and ok.same_as_cpu and ok.adapter == "acme"
+    other = judge_triple({"status": "ok", "job": job, "groupings": [cpu[1], cpu[1]]}, stored, cpu)
+    assert not other.same_as_cpu
+    for bad in ({"status": "ok", "job": job, "groupings": [1]}, {"status": "ok", "job": "x", "groupings": list(cpu)},
+                {"status": "ok", "job": job, "groupings": [-1, 2]}):
+        with pytest.raises(ReportError):
+            judge_triple(bad, stored, cpu)
