@@ -35,7 +35,7 @@ def browser_path(server: Server, n: int) -> dict:
         page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.__setitem__(
             "ws", received["ws"] + len(payload))))
         page.goto(f"{server.url}/cpu_vs_gpu?vector=normal&n={n}&format=float32")
-        page.locator(".st-key-punchline").get_by_text("Your GPU, live (").wait_for(timeout=300_000)
+        page.locator(".st-key-punchline").get_by_text("Your GPU, live").wait_for(timeout=300_000)
         wait_for_app(page)
         page.get_by_text("Your GPU's kernels one by one").click()
         live = page.locator(".st-key-your_gpu").get_by_text("First result after")

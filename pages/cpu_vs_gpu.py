@@ -218,14 +218,16 @@ def punchline(punch, result: SumsEverywhere, live: YourGpu | None) -> None:
     face = result.headline()
     with punch:
         st.markdown(f"**{face.insight}**")
-        cols = st.columns(4 if live else 3)
+        # four labels on one line each in presenter type: the model's label is the longest
+        cols = st.columns([1, 1.3, 0.95, 1.05] if live else 3)
         places = (cols[0], cols[1], cols[-1])  # the visitor's GPU, once it answers, stands before the exact sum
         for col, row, label in zip(places, (face.cpu, face.gpu, face.exact), face.labels, strict=True):
             col.metric(label, row.value, help=f"Bits {hex_bits(row.bits, result.settings.fmt)}. {row.note}".strip())
         if live:
-            gpu_view.live_metric(cols[2], live)
+            gpu_view.live_metric(cols[2], live, live_sentence(live, face.cpu.bits, face.exact.bits),
+                                 short=presenter())
         st.caption(face.sentence + f" ({glossary.link('ulp', 'what is a ULP?')})")
-        if live:
+        if live and not presenter():  # on a slide the speaker says it; the metric's help holds the distances
             st.caption(inert(live_sentence(live, face.cpu.bits, face.exact.bits)))
 
 
@@ -262,8 +264,11 @@ def your_gpu(settings: CpuVsGpuSettings) -> YourGpu | None:
     elif isinstance(outcome, Unavailable):
         gpu_view.unavailable(outcome)
     else:
-        gpu_view.draw(outcome)
-        add_to_room(outcome)
+        details, room = st.columns([3, 1], vertical_alignment="center")  # one row: the slide stays within three screens
+        with details:
+            gpu_view.draw(outcome)
+        with room:
+            add_to_room(outcome)
         return outcome
     return None
 

@@ -131,7 +131,8 @@ def explain() -> None:
         st.code(COMMANDS, language="bash")
     with talk_folded("How each op is judged"):
         st.markdown(
-            "Every aten op is recorded with its module, digests of its input and output bits, 32 sampled output "
+            "Every op is recorded (aten's, quantized and custom ones alike; each one left out is named) with its "
+            "module, digests of its input and output bits, 32 sampled output "
             "values and its reduction length K (a matrix product's inner dimension, a softmax row's length; a dash "
             "where the op sums nothing). The two op lists are matched by module, op and shapes.\n\n"
             "- **identical**: the same output bits;\n"

@@ -4,11 +4,13 @@
     python -m scripts.trace run --model tiny-lm --batch 8 --out b.json
     python -m scripts.trace run --module path/to/file.py:make --arg width=64 --backward --out c.json
     python -m scripts.trace run --module gpt.py:make --arg batch=4 --follow-row 0 --dtype bfloat16 --out d.json
+    python -m scripts.trace run --module gnn.py:make --arg graphs=4 --batch-arg graphs --follow-row 0 --out g.json
     python -m scripts.trace run --module gpt.py:make --list-ops --out e.json
     python -m scripts.trace run --module gpt.py:make --perturb-op 12 --perturb-size 6e-8 --out f.json
     python -m scripts.trace compare a.json b.json --limit 40
 
-``run`` records every aten op of one run (core.traces.record) with the machine's facts and writes a
+``run`` records every op of one run (core.traces.record: aten's and every other namespace's, such as
+``quantized::linear_dynamic``; the profiler's range markers are named in a note) with the machine's facts and writes a
 JSON trace file (core.traces.files: declared schema, 8 MB cap). Bundled models: ``mlp-step`` (one
 training step of the Training divergence MLP) and ``tiny-lm`` (a decode step of the serving
 page's language model; ``--batch B`` puts the request in a batch of B). ``--module`` imports the
@@ -16,8 +18,10 @@ file and calls ``make(**args)`` (string values), which returns ``(model, inputs)
 tensor, a tuple or a dict of keyword arguments; the trace covers the model's call, and with
 ``--backward`` the backward pass of the sum of its first floating output. ``--dtype`` casts the
 model's floating parameters, buffers and inputs (bfloat16, float16, float64) or runs it under
-autocast (autocast-bfloat16). ``--follow-row R`` traces row R of the batch (the first input's
-leading dimension), so batch 4 compares op for op with that row alone; a tensor whose batch is not its
+autocast (autocast-bfloat16); a model that does not run in that format (quantized layers, the CPU's FFT in
+bfloat16) is refused in one line naming where it failed. ``--follow-row R`` traces row R of the batch (the
+first input's leading dimension, or the value of make()'s argument that ``--batch-arg NAME`` names: a batch of
+graphs), so batch 4 compares op for op with that row alone; a tensor whose batch is not its
 first dimension (an RNN's [layers, batch, hidden] state) cannot be cut, and ``run`` says so in a note.
 ``--list-ops`` prints every op with its number, module and output, to choose from. ``--perturb-op I``
 multiplies op I's first floating output by (1 + ``--perturb-size``, 2^-10 by default; 2^-22 is a
@@ -32,14 +36,15 @@ difference's reason and size), the sentence on a choice that flips (when one doe
 per-op table (``--limit N`` matched ops, 40 by default; only the ops that differ, unless ``--all``); and
 ends with the one-line answer again, exactly one line of one of the forms
 
-    first difference: op <i> of <N>, <aten op> in <module path>: <born here|inherited>, <within|beyond> rounding
-    first difference: op <i> of <N>, <aten op> in <module path>: not comparable, shapes differ
-    first difference: op <i> of <N>, <aten op> in <module path>: format change, <format A> to <format B>
-    first difference: op <j> of <M> (only in B), <aten op> in <module path>: format change, <from> to <to>
+    first difference: op <i> of <N>, <op> in <module path>: <born here|inherited>, <within|beyond> rounding
+    first difference: op <i> of <N>, <op> in <module path>: inherited, passed on
+    first difference: op <i> of <N>, <op> in <module path>: not comparable, <shapes differ|reads the whole batch>
+    first difference: op <i> of <N>, <op> in <module path>: format change, <format A> to <format B>
+    first difference: op <j> of <M> (only in B), <op> in <module path>: format change, <from> to <to>
     first difference: none in <N> ops
 
 where a born-within-rounding difference flips a discrete choice later (topk's experts, an argmax, a
-comparison's mask), the line goes on with "; a choice flips at op <k>, <aten op> in <module path>".
+comparison's mask, a quantizer's level), the line goes on with "; a choice flips at op <k>, <op> in <module path>".
 """
 
 from __future__ import annotations
@@ -81,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     s = RunSettings(model=args.model or args.module, threads=args.threads, batch=args.batch, dtype=args.dtype,
                     device=args.device, perturb_op=args.perturb_op, args=tuple(pairs), follow_row=args.follow_row,
-                    perturb_size=args.perturb_size)
+                    perturb_size=args.perturb_size, batch_arg=args.batch_arg)
     try:
         trace = make_trace(s, backward=args.backward)
         path = write(trace, args.out)
@@ -101,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     m = trace["machine"]
     if args.list_ops:
-        print(f"{'op':>5}  {'aten op':<44} {'module':<40} output")
+        print(f"{'op':>5}  {'op name':<44} {'module':<40} output")
         for o in trace["ops"]:
             where = o["module"] + (" (bw)" if o["backward"] else "")
             print(f"{o['index']:>5}  {o['op'][:44]:<44} {where[:40]:<40} {o['out_dtype']} {o['out_shape']}")
@@ -162,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--dtype", default="float32", help=or_list(DTYPES))
     r.add_argument("--device", default="cpu", help="cpu or cuda")
     r.add_argument("--follow-row", type=int, metavar="R",
-                   help="--module: trace row R of the batch (the first input's leading dimension)")
+                   help="--module: trace row R of the batch (the first input's leading dimension, or --batch-arg's)")
+    r.add_argument("--batch-arg", metavar="NAME",
+                   help="--module: the batch size is make()'s argument NAME (a batch of graphs: its graphs, not "
+                   "their nodes); --follow-row cuts each tensor's first dimension into that many rows")
     r.add_argument("--perturb-op", type=int, metavar="I",
                    help="plant a difference: multiply op I's first floating output by 1 + the size (--list-ops)")
     r.add_argument("--perturb-size", type=float, default=2.0 ** -10, metavar="S",

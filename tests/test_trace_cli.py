@@ -220,3 +220,39 @@ def test_compare_answers_first_and_names_a_flipped_choice(tmp_path):
                       "its choice (indices differ); from here the runs take different paths.")
     bad = trace("run", "--module", spec, "--perturb-op", "1", "--perturb-size", "2", "--out", str(b))
     assert bad.returncode == 2 and "between 0 and 1" in bad.stderr
+
+
+def test_a_batch_of_graphs_named_by_batch_arg(tmp_path):
+    """tests/corpus/gnn.py: x has a row per node; --batch-arg graphs makes the batch its 4 graphs, so following
+    row 0 compares with graph 0 alone (its bookkeeping, torch.ones over the edges, is not the answer)."""
+    from core.traces.compare import LINE as GRAMMAR
+
+    a, b = tmp_path / "one.json", tmp_path / "four.json"
+    spec = "tests/corpus/gnn.py:make"
+    ok(trace("run", "--module", spec, "--out", str(a)))
+    ok(trace("run", "--module", spec, "--arg", "graphs=4", "--batch-arg", "graphs", "--follow-row", "0", "--out",
+             str(b)))
+    out = ok(trace("compare", str(a), str(b))).stdout.splitlines()
+    assert ", batch 4 (row 0 followed), float32," in out[1], out[:2]
+    m = GRAMMAR.fullmatch(out[-1])
+    assert m and m["op"] not in ("aten.ones.default", "aten.zeros.default"), out[-1]
+    bad(trace("run", "--module", spec, "--arg", "graphs=4", "--batch-arg", "graphs", "--follow-row", "4", "--out",
+              str(b)), "--follow-row 4", "make()'s graphs", "has 4 rows")
+    bad(trace("run", "--model", "tiny-lm", "--batch-arg", "graphs", "--out", str(b)), "--batch-arg", "--module")
+
+
+def test_quantized_ops_are_listed_and_a_format_they_lack_is_refused_in_one_line(tmp_path):
+    spec = "tests/corpus/quantized.py:make"
+    out = tmp_path / "q.json"
+    listed = ok(trace("run", "--module", spec, "--list-ops", "--out", str(out))).stdout
+    layers = re.findall(r"^\s+\d+  quantized\.linear_dynamic\.default\s+(model\.model\.fc\d)\s+float32", listed, re.M)
+    assert layers == ["model.model.fc1", "model.model.fc2", "model.model.fc3"], listed
+    p = trace("run", "--module", spec, "--dtype", "bfloat16", "--out", str(tmp_path / "b.json"))
+    bad(p, "does not run in bfloat16", "quantized.linear_dynamic.default in model.model.fc1")
+    assert len(p.stderr.strip().splitlines()) == 1 and "report a bug" not in p.stderr
+
+
+def test_a_perturbation_size_outside_zero_and_one_is_refused(tmp_path):
+    for size in ("-0.001", "0", "1.5"):
+        bad(trace("run", "--model", "mlp-step", "--perturb-op", "1", "--perturb-size", size, "--out",
+                  str(tmp_path / "x.json")), "between 0 and 1")

@@ -29,7 +29,12 @@ def component_source() -> str:
             .replace("/*__SHADERS__*/", json.dumps(shaders)))
 
 
-_COMPONENT = st.components.v2.component("sameseed.your_gpu", js=component_source())
+# While the script has nothing to say (it has answered, or not begun), its element takes no room and no gap: the
+# first screen keeps its height. Its box is in the page's own DOM (no shadow root), so the rule can see it.
+# (Over several lines: Streamlit takes a one-line string with brackets in it for a file's path.)
+HIDE_WHEN_SILENT = '[data-testid="stElementContainer"]:has(.yourgpu:empty) {\n  display: none;\n}\n'
+_COMPONENT = st.components.v2.component("sameseed.your_gpu", js=component_source(), css=HIDE_WHEN_SILENT,
+                                        isolate_styles=False)
 
 
 def run_in_browser(job: dict, done: bool, key: str):
@@ -63,13 +68,15 @@ def functions_table(r: YourGpu):
         "WGSL allows": f.allowance, "beyond the allowance": f.beyond} for f in r.functions])
 
 
-def live_metric(col, r: YourGpu) -> None:
-    """The visitor's GPU beside the first screen's CPU, model and exact sum: its workgroup tree's sum."""
+def live_metric(col, r: YourGpu, caption: str = "", short: bool = False) -> None:
+    """The visitor's GPU beside the first screen's CPU, model and exact sum: its workgroup tree's sum (``caption``:
+    the page's sentence on how far apart they are, repeated in the help)."""
     tree = r.sums[1]
     cells = error_cells(tree.errors[0])
-    col.metric(f"Your GPU, live ({r.adapter})", cells["value"],
+    col.metric("Your GPU, live" if short else f"Your GPU, live ({r.adapter})", cells["value"],  # short: the
+               # adapter is named on the kernels' line just below
                help=f"Bits {cells['bits']}, {cells['error (ULPs)']} ULPs from the exact sum. Computed in your browser "
-                    f"through WebGPU ({r.browser}) by the workgroup-tree kernel; {tree.check}.")
+                    f"through WebGPU ({r.browser}) by the workgroup-tree kernel; {tree.check}. {caption}")
 
 
 def draw(r: YourGpu) -> None:

@@ -3,7 +3,11 @@ bits, and its L1 norm in float64 (core.traces.record calls these for every input
 
 Where the tensor is one NumPy reads as it is (a dense CPU tensor of a float, integer or boolean dtype),
 its followed rows are cut and flattened in NumPy (``rows_values``) and the digest, samples and L1 norm read
-that one array; others (bfloat16, complex, another device, lazy negation) go through torch (``flat_values``).
+that one array; others (bfloat16, complex, quantized, another device, lazy negation) go through torch
+(``flat_values``). A complex value is its real and imaginary parts: its sample is the hex bits of both, one
+after the other (``COMPONENTS`` names the parts' format), and its L1 norm sums |re| + |im|. A quantized
+tensor is its integer levels (``int_repr``), sampled as integers, and its digest also covers its scales and
+zero points (``quant_params``): two tensors of the same levels on other grids hold other values.
 Both give the same bits, so the same digests, samples and norms. A trace makes these per op, so the fixed
 cost of each call counts: float samples' text is made in one conversion per format when the trace ends
 (``sample_text`` with ``pending``, then ``write_samples``).
@@ -31,6 +35,9 @@ DIGEST = "xxh3-64"
 DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
                torch.bfloat16: "bfloat16"}
 _FORMATS = {dt: format_of(dt) for dt in DTYPE_NAMES}  # looked up per sampled output
+# a complex format's parts: each value is sampled as the bits of its real part, then its imaginary part
+COMPONENTS = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
+_PARTS = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 
 def dtype_name(dt: torch.dtype) -> str:
@@ -50,9 +57,11 @@ def flat_values(t: torch.Tensor) -> torch.Tensor:
     it as bytes then fails. Lazy conjugate and negative bits are resolved, so the bits are the values'.
     """
     c = _cpu(t)
-    if c.layout != torch.strided or c.is_quantized:
-        raise ValueError(f"cannot trace a {c.layout} {'quantized ' if c.is_quantized else ''}tensor: "
-                         "only dense (strided) tensors are recorded")
+    if c.layout != torch.strided:
+        raise ValueError(f"cannot trace a {str(c.layout).removeprefix('torch.')} tensor: only dense (strided) "
+                         "tensors are recorded")
+    if c.is_quantized:  # its levels; quant_params holds the grid they lie on
+        c = c.int_repr()
     flat = c.resolve_conj().resolve_neg().reshape(-1)
     if flat.numel() and flat.stride(0) != 1:
         flat = flat.clone(memory_format=torch.contiguous_format)
@@ -89,9 +98,10 @@ def rows_values(t: torch.Tensor, share: int | None, row: int) -> tuple[tuple[int
     return a.shape, v
 
 
-def digest_of(shape: tuple[int, ...], dtype: torch.dtype, values: np.ndarray) -> str:
-    """``digest`` of a tensor of this shape and dtype whose row-major values are ``values``."""
-    h = xxhash.xxh3_64(_prefix(shape, dtype))
+def digest_of(shape: tuple[int, ...], dtype: torch.dtype, values: np.ndarray, grid: bytes = b"") -> str:
+    """``digest`` of a tensor of this shape and dtype whose row-major values are ``values`` (``grid``: a quantized
+    tensor's ``quant_params``)."""
+    h = xxhash.xxh3_64(_prefix(shape, dtype) + grid if grid else _prefix(shape, dtype))
     if values.size:
         h.update(values)  # its memory, as bytes (values is 1-D and contiguous: byte_view's bytes)
     return h.hexdigest()
@@ -100,7 +110,7 @@ def digest_of(shape: tuple[int, ...], dtype: torch.dtype, values: np.ndarray) ->
 def digest(t: torch.Tensor, flat: torch.Tensor | None = None, values: np.ndarray | None = None) -> str:
     """``DIGEST`` of the tensor's shape, dtype and bits, in row-major order (the layout does not count).
     ``flat``, ``values``: ``flat_values(t)`` and ``values_of`` of it, where the caller has them already."""
-    h = xxhash.xxh3_64(_prefix(t.shape, t.dtype))
+    h = xxhash.xxh3_64(_prefix(t.shape, t.dtype) + quant_params(t) if t.is_quantized else _prefix(t.shape, t.dtype))
     if t.numel():
         if values is None:
             values = values_of(flat_values(t) if flat is None else flat)
@@ -112,6 +122,17 @@ def digest(t: torch.Tensor, flat: torch.Tensor | None = None, values: np.ndarray
 def _prefix(shape: torch.Size, dtype: torch.dtype) -> bytes:
     """What a digest hashes before the bits: the shape and the dtype, as text."""
     return f"{tuple(shape)}{dtype}".encode()
+
+
+def quant_params(t: torch.Tensor) -> bytes:
+    """What places a quantized tensor's levels on the number line: its scheme, scales and zero points (per tensor
+    or per channel, with the channels' axis), as bytes for its digest."""
+    scheme = t.qscheme()
+    if scheme in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+        return f"{scheme}{float(t.q_scale()).hex()}/{int(t.q_zero_point())}".encode()
+    scales = t.q_per_channel_scales().detach().to("cpu", torch.float64).numpy()
+    zeros = t.q_per_channel_zero_points().detach().to("cpu", torch.int64).numpy()
+    return f"{scheme}{int(t.q_per_channel_axis())}".encode() + scales.tobytes() + zeros.tobytes()
 
 
 def _combined(digests: list[str]) -> str:
@@ -139,27 +160,36 @@ def positions(numel: int, count: int) -> tuple[int, ...]:
 
 def sample_hex(t: torch.Tensor, idx: list[int], flat: torch.Tensor | None = None,
              values: np.ndarray | None = None) -> list[str]:
-    """The sampled values' bits as big-endian hex (floats), or their decimal text (integers). ``flat``,
-    ``values``: ``flat_values(t)`` and ``values_of`` of it, where the caller has them already."""
+    """The sampled values' bits as big-endian hex (floats; a complex value's real part, then its imaginary
+    part), or their decimal text (integers, a quantized tensor's levels). ``flat``, ``values``:
+    ``flat_values(t)`` and ``values_of`` of it, where the caller has them already."""
     flat = flat_values(t) if flat is None else flat
-    fmt = _FORMATS.get(t.dtype)
+    fmt = _FORMATS.get(flat.dtype)
     if fmt is not None:
         values = values_of(flat) if values is None else values
         return hex_digits(bit_view(values)[_position_array(tuple(idx))], fmt)
+    part = _PARTS.get(flat.dtype)
+    if part is not None:  # each value's two parts' hex, joined
+        picked = flat[torch.tensor(idx, dtype=torch.long)] if idx else flat[:0]
+        parts = hex_digits(bit_view(values_of(torch.view_as_real(picked).reshape(-1))), _FORMATS[part])
+        return [re + im for re, im in zip(parts[::2], parts[1::2], strict=True)]
     picked = flat[torch.tensor(idx, dtype=torch.long)] if idx else flat[:0]
-    return [str(int(v)) if not t.is_complex() else str(complex(v)) for v in picked.tolist()]
+    return [str(int(v)) for v in picked.tolist()]
 
 
 _NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
 
 
 def l1_norm(flat: torch.Tensor, values: np.ndarray | None = None) -> float | None:
-    """sum |x| of a flat tensor (``flat_values``), accumulated in float64; None for no values, complex values, or a
-    sum that is not finite (a NaN or an infinity among them: the L1 check is then not made). |x| is exact for
-    floats; integers are widened to float64 before |x| is taken, so no value (int64's most negative, which
-    casting -inf gives) comes out negative."""
-    if not flat.numel() or flat.is_complex():
+    """sum |x| of a flat tensor (``flat_values``), accumulated in float64; None for no values or a sum that is not
+    finite (a NaN or an infinity among them: the L1 check is then not made). |x| is exact for floats, and a complex
+    value counts |re| + |im| (its parts are what a trace samples and judges); integers are widened to float64
+    before |x| is taken, so no value (int64's most negative, which casting -inf gives) comes out negative."""
+    if not flat.numel():
         return None
+    if flat.is_complex():
+        flat = torch.view_as_real(flat).reshape(-1)
+        values = None
     if flat.dtype in _NUMPY_FLOATS:  # NumPy widens while it sums, in blocks: no float64 copy of the whole tensor
         return l1_of(flat.numpy() if values is None else values, flat.dtype)
     with torch.no_grad():  # integers and booleans: widened first, since |x| of int64's most negative value overflows

@@ -16,6 +16,7 @@ import pathlib
 import jsonschema
 
 from core.arith.formats import FORMATS
+from core.traces.bits import COMPONENTS
 from core.traces.record import (
     MAX_ARG_TEXT,
     MAX_INPUTS,
@@ -111,13 +112,14 @@ def _op_problem(op: dict) -> str | None:
         numel *= d
     if numel > MAX_DIM or any(i >= numel for i in op["sample_index"]):
         return "a sampled position lies outside the output"
-    fmt = FORMATS.get(op["out_dtype"])
-    width = fmt.width // 4 if fmt is not None else None  # hex digits of one value
+    fmt = FORMATS.get(op["out_dtype"]) or FORMATS.get(COMPONENTS.get(op["out_dtype"], ""))
+    # hex digits of one value (a complex value's: its two parts')
+    width = fmt.width // 4 * (2 if op["out_dtype"] in COMPONENTS else 1) if fmt is not None else None
     for h in op["sample_hex"]:
         if width is not None:
             if len(h) != width or any(c not in "0123456789abcdef" for c in h):
                 return f"a sample of a {op['out_dtype']} output is not {width} hex digits"
-        elif op["out_dtype"].startswith(("int", "uint", "bool")) and not h.lstrip("-").isdigit():
+        elif op["out_dtype"].startswith(("int", "uint", "bool", "qint", "quint")) and not h.lstrip("-").isdigit():
             return f"a sample of a {op['out_dtype']} output is not an integer"
     for i, out in enumerate(op.get("outputs") or []):
         problem = _op_problem(out | {"in_digests": [], "in_shapes": [], "in_dtypes": []})

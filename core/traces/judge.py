@@ -46,6 +46,16 @@ A difference no sampled element shows is checked over all elements through the L
 |L1(a) - L1(b)| <= sum |a_i - b_i|, so an L1 gap larger than the op's whole-output bound (from the
 recorded total of sum|t|) is beyond rounding too. Within rounding means: every sampled element
 inside its envelope and the L1 gap inside the whole-output bound.
+
+An inherited difference is set against the same envelope: within it, rounding-sized; larger, *passed on* (the
+inputs' difference, carried or grown: "beyond rounding" is kept for what an op adds, which only a born
+difference shows). A complex output is judged by its real and imaginary parts (``parts``), each at the scale of
+its value's modulus, where a complex product's parts round; a complex product of two complex operands is not
+correctly rounded (elementwise). A quantizer (``quantizes``: a fake quantization, ``quantize_per_tensor``, a
+dynamically quantized layer) rounds values to its grid's levels, a discrete choice: its levels are
+discrete outputs (``discrete_kind``), which core.traces.compare names when a rounding-sized difference flips
+them. An op of another namespace that nothing here knows is taken for an elementwise function, and its
+size says so.
 """
 
 from __future__ import annotations
@@ -67,6 +77,9 @@ from core.diagnose.envelopes import (
     summed_ulps,
 )
 from core.diagnose.rounding import accumulation_format, narrower
+from core.traces.arguments import NOT_COMPARABLE as OPAQUE
+from core.traces.bits import COMPONENTS
+from core.traces.oprules import DYNAMIC_QUANTIZERS
 from core.traces.record import OpRecord
 from core.traces.reductions import TermsKind
 
@@ -79,6 +92,8 @@ EXACT_OPS = frozenset({
     "ones_like", "full", "full_like", "new_zeros", "new_ones", "_unsafe_view", "le", "lt", "ge", "gt", "eq", "ne",
     "nll_loss_backward", "index_put_", "index_put", "slice_scatter", "select_backward", "slice_backward", "sign",
     "constant_pad_nd", "expand", "argmax", "argmin", "max", "min", "amax", "amin", "logical_not", "bitwise_and",
+    "dequantize", "index_fill", "index_fill_", "index_copy", "index_copy_", "masked_scatter", "repeat",
+    "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact2d", "scatter_reduce",
 })
 IDENTICAL, BORN, INHERITED, NOT_COMPARABLE, FORMAT_CHANGE = (
     "identical", "born here", "inherited", "not comparable", "format change")
@@ -95,16 +110,35 @@ CHOICE_OPS = frozenset({"topk", "sort", "argsort", "argmax", "argmin", "max", "m
                         "mode", "cummax", "cummin", "max_pool1d_with_indices", "max_pool2d_with_indices",
                         "max_pool3d_with_indices", "adaptive_max_pool2d", "multinomial", "searchsorted", "bucketize"})
 SIGN_OPS = frozenset({"sign", "sgn", "heaviside", "signbit"})
+# quantizers: each value is rounded to a level of a grid, a discrete choice that a rounding-sized change of the
+# input can flip (by a whole level); the dynamic ones (oprules.DYNAMIC_QUANTIZERS, the quantized namespaces'
+# layers) also choose the grid, and their float results are made from the levels chosen
+QUANTIZER_OPS = frozenset({
+    "fake_quantize_per_tensor_affine", "fake_quantize_per_tensor_affine_cachemask",
+    "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams", "fake_quantize_per_channel_affine",
+    "fake_quantize_per_channel_affine_cachemask", "_fake_quantize_learnable_per_tensor_affine",
+    "_fake_quantize_learnable_per_channel_affine", "quantize_per_tensor", "quantize_per_channel",
+})
+LEVEL_OPS = QUANTIZER_OPS - {"quantize_per_tensor", "quantize_per_channel"}  # float outputs that are levels only
+_QUANTIZED_NAMESPACES = ("quantized.", "_quantized.", "sparse.", "onednn.")
+
+
+def quantizes(name: str) -> bool:
+    """Whether the op (by ``packet``'s name) rounds values to a quantizer's levels."""
+    return name in QUANTIZER_OPS or name in DYNAMIC_QUANTIZERS or name.startswith(_QUANTIZED_NAMESPACES)
 
 
 def discrete_kind(op: str, dtype: str) -> str | None:
     """What a discrete output is: "indices" (a choice among the input's elements), "a mask" (booleans, a
-    comparison's), "signs", or "integers"; None for a floating output that is not a sign."""
+    comparison's), "signs", "quantization levels" (a quantizer's, or what a quantized layer makes of them), or
+    "integers"; None for a floating output that is none of these."""
     name = packet(op)
-    if dtype in FORMATS:
-        return "signs" if name in SIGN_OPS else None
+    if dtype in FORMATS or dtype in COMPONENTS:
+        return "signs" if name in SIGN_OPS else "quantization levels" if quantizes(name) else None
     if dtype == "bool":
         return "a mask"
+    if dtype.startswith(("qint", "quint")):
+        return "quantization levels"
     return "indices" if name in CHOICE_OPS else "integers"
 
 
@@ -166,8 +200,8 @@ class Judgement:
 
     @property
     def verdict(self) -> str | None:
-        """"within rounding" / "beyond rounding" for a difference ("passed on" for an inherited one larger than a
-        rounding that an op with no rounding of its own carried: not this op's error); for one that is not
+        """"within rounding" / "beyond rounding" for a difference ("passed on" for an inherited one larger than the
+        op's own rounding: the inputs' difference, carried or grown, not this op's error); for one that is not
         comparable, why ("shapes differ", "reads the whole batch"); for a format change "<format A> to <format B>";
         None when identical."""
         if self.state == IDENTICAL:
@@ -176,7 +210,7 @@ class Judgement:
             return self.detail
         if self.size is not None and self.size.within:
             return WITHIN_ROUNDING
-        if self.state == INHERITED and self.size is not None and self.size.carried:
+        if self.state == INHERITED:  # (an inherited difference is never this op's error)
             return CARRIED
         return BEYOND_ROUNDING
 
@@ -188,9 +222,12 @@ def _num(x: float) -> str:
 
 
 def packet(op: str) -> str:
-    """aten.mm.default -> mm"""
+    """aten.mm.default -> mm; quantized.linear_dynamic.default -> quantized.linear_dynamic (another namespace's
+    op keeps it: core.traces.oprules.op_name)"""
     parts = op.split(".")
-    return parts[1] if len(parts) >= 2 and parts[0] == "aten" else op
+    if len(parts) < 2:
+        return op
+    return parts[1] if parts[0] == "aten" else f"{parts[0]}.{parts[1]}"
 
 
 class OpClass(StrEnum):
@@ -209,13 +246,29 @@ def op_class(rec: OpRecord) -> OpClass:
     if name in ("add", "add_", "sub", "sub_") and "alpha=" in rec.args and not any(
             f"alpha={one}," in rec.args + "," for one in ("1", "1.0", (1.0).hex())):
         return OpClass.ELEMENTWISE  # a + alpha b may be fused into one rounding or done in two
-    if name in EXACT_OPS or rec.out_dtype not in FORMATS:
+    complex_in = sum(d in COMPONENTS for d in rec.in_dtypes)
+    if (name in ("mul", "mul_", "div", "div_") and complex_in >= 2) or (name in ("abs", "sqrt") and complex_in):
+        return OpClass.ELEMENTWISE  # (a + bi)(c + di) has two products in each part: not correctly rounded
+    if name in EXACT_OPS or name in LEVEL_OPS or (rec.out_dtype not in FORMATS and rec.out_dtype not in COMPONENTS):
         return OpClass.EXACT
     return OpClass.ELEMENTWISE
 
 
 def _values(rec: OpRecord) -> np.ndarray:
     return np.array([decode_hex(h, rec.out_dtype) for h in rec.sample_hex], dtype=np.float64)
+
+
+def parts(rec: OpRecord) -> OpRecord:
+    """A complex output as the record of its real and imaginary parts, in their format: each sample two (its
+    hex split in halves), each element's terms for both parts, twice the elements (a part's |t| is at most its
+    value's: the terms bound both)."""
+    half = len(rec.sample_hex[0]) // 2 if rec.sample_hex else 0
+    twice = (lambda v: None if v is None else [x for x in v for _ in (0, 1)])  # noqa: E731
+    return replace(rec, out_dtype=COMPONENTS[rec.out_dtype], out_shape=[*rec.out_shape, 2],
+                   sample_index=[2 * i + j for i in rec.sample_index for j in (0, 1)],
+                   sample_hex=[h[k:k + half] for h in rec.sample_hex for k in (0, half)],
+                   sum_abs=twice(rec.sum_abs), scale=twice(rec.scale), outputs=[],
+                   total_abs=None if rec.total_abs is None else 2 * rec.total_abs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -268,6 +321,8 @@ def _envelope(a: OpRecord, b: OpRecord, kind: OpClass, fmt, acc, m: np.ndarray, 
     elif kind == OpClass.ELEMENTWISE:
         typical, bound = ulp, ELEMENTWISE_ULPS * ulp
         env, rigorous, basis = bound, True, "an elementwise function (not correctly rounded)"
+        if not a.op.startswith("aten."):  # another namespace's op, of which nothing is known
+            rigorous, basis = False, f"an op the tracer has no rounding model for ({packet(a.op)}), taken for " + basis
         total = ELEMENTWISE_ULPS * summed_ulps(max(a.l1 or 0, b.l1 or 0), numel, fmt)
     else:
         typical = bound = None
@@ -276,15 +331,21 @@ def _envelope(a: OpRecord, b: OpRecord, kind: OpClass, fmt, acc, m: np.ndarray, 
     return _Envelope(typical=typical, bound=bound, env=env, rigorous=rigorous, basis=basis, total=total)
 
 
-def size_of(a: OpRecord, b: OpRecord, inherited: bool = False) -> Size | None:
+def size_of(a: OpRecord, b: OpRecord, inherited: bool = False, modulus: bool = False) -> Size | None:
     """The difference between two outputs of the same shape and dtype, against ``a``'s envelope.
     ``inherited``: an input already differed. An op with no rounding freedom (+, a copy) then carries its
     input's difference: up to ``ELEMENTWISE_ULPS`` ULPs of it reads as rounding-sized, not as this op's error.
-    A discrete output (indices, a mask, integers) has no rounding: equal or not."""
+    A discrete output (indices, a mask, integers) has no rounding: equal or not. A complex output is judged by its
+    parts (``parts``), each against the envelope at its element's modulus (``modulus``), where its rounding lies.
+    An inherited difference larger than the op's envelope is carried (``Size.carried``, "passed on"): the
+    inputs' difference, carried or grown, not an error this op adds."""
     if a.out_shape != b.out_shape or a.sample_index != b.sample_index:
         return None
-    if a.out_dtype != b.out_dtype and not (a.out_dtype in FORMATS and b.out_dtype in FORMATS):
+    if a.out_dtype != b.out_dtype and not (a.out_dtype in FORMATS and b.out_dtype in FORMATS) and not (
+            a.out_dtype in COMPONENTS and b.out_dtype in COMPONENTS):
         return None
+    if a.out_dtype in COMPONENTS:  # judged by its parts' rounding, at the scale of the element's modulus
+        return size_of(parts(a), parts(b), inherited, modulus=True)
     n = len(a.sample_index)
     is_float = a.out_dtype in FORMATS
     # two formats (an autocast run against a plain one): judged in the coarser one
@@ -298,7 +359,7 @@ def size_of(a: OpRecord, b: OpRecord, inherited: bool = False) -> Size | None:
                  f"{what}: integers have no rounding, so the same inputs should give the same {what}")
         return Size(differing=diff, sampled=n, max_ulps=None, worst_abs=float(diff), vs_typical=None, vs_bound=None,
                     vs_envelope=0.0 if exact else math.inf, l1_gap=None, l1_bound=None, within=exact,
-                    basis=basis, rigorous=True)
+                    basis=basis, rigorous=True, carried=inherited and not exact)
     fmt = FORMATS[out_dtype]
     va, vb = _values(a), _values(b)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -306,6 +367,8 @@ def size_of(a: OpRecord, b: OpRecord, inherited: bool = False) -> Size | None:
         d = np.where(same, 0.0, np.abs(va - vb))
         d = np.where(np.isnan(d), np.inf, d)  # NaN against a number, or inf - inf of opposite signs
         m = np.maximum(np.abs(np.nan_to_num(va, posinf=0, neginf=0)), np.abs(np.nan_to_num(vb, posinf=0, neginf=0)))
+    if modulus:
+        m = np.repeat(np.hypot(m[0::2], m[1::2]), 2)  # a complex value's parts round at the scale of its modulus
     ulp = ulp_array(m, fmt)
     differing = int(np.sum([x != y for x, y in zip(a.sample_hex, b.sample_hex, strict=True)]))
     kind = op_class(a)
@@ -344,7 +407,7 @@ def size_of(a: OpRecord, b: OpRecord, inherited: bool = False) -> Size | None:
     return Size(differing=differing, sampled=n, max_ulps=float(np.max(ulps)) if n else 0.0,
                 worst_abs=float(np.max(d)) if n else 0.0, vs_typical=ratio(typical), vs_bound=ratio(bound),
                 vs_envelope=worst, l1_gap=l1_gap, l1_bound=l1_bound, within=within, basis=basis, rigorous=rigorous,
-                carried=carried)
+                carried=carried or (inherited and not within))
 
 
 def _sized(a: OpRecord, b: OpRecord, inherited: bool = False) -> Size | None:
@@ -379,7 +442,8 @@ def judge(a: OpRecord, b: OpRecord) -> Judgement:
         sa, sb = (a.out_shape, b.out_shape) if a.out_shape != b.out_shape else (shapes_a, shapes_b)
         return Judgement(state=NOT_COMPARABLE, size=None, reason=_shapes_reason(a, b, sa, sb), detail="shapes differ")
     size = _sized(a, b, inherited=a.in_digests != b.in_digests or a.in_shapes != b.in_shapes)
-    if a.out_dtype != b.out_dtype and a.out_dtype in FORMATS and b.out_dtype in FORMATS:
+    if a.out_dtype != b.out_dtype and ((a.out_dtype in FORMATS and b.out_dtype in FORMATS) or (
+            a.out_dtype in COMPONENTS and b.out_dtype in COMPONENTS)):
         return Judgement(state=FORMAT_CHANGE, size=size,
                          reason=f"the outputs are in other formats ({a.out_dtype} against {b.out_dtype}): the "
                          "difference is the format's, not rounding's",
@@ -389,6 +453,10 @@ def judge(a: OpRecord, b: OpRecord) -> Judgement:
     if inputs_same and a.args != b.args:
         return Judgement(state=BORN, size=_beyond(size),
                          reason=f"the same input bits with other arguments ({a.args} against {b.args})")
+    if inputs_same and OPAQUE in a.args:
+        return Judgement(state=BORN, size=size,
+                         reason="its tensor inputs are bit-identical in both runs and its output is not, though an "
+                         f"argument cannot be compared by its content ({a.args}), and it may differ")
     if inputs_same:
         return Judgement(state=BORN, size=size,
                          reason="its inputs are bit-identical in both runs and its output is not")

@@ -26,11 +26,12 @@ returns ``(model, inputs)``, the inputs a tensor, a tuple of positional argument
 keyword arguments (a Hugging Face model's ``input_ids`` and ``attention_mask``); the trace covers
 ``model(*inputs)`` or ``model(**inputs)`` and, with ``backward``, the backward pass of the sum of
 the first floating output that has a gradient (a ``ModelOutput``'s logits). A ``dtype`` other than
-float32 casts the model's floating parameters and buffers and the floating inputs (``nn.Module.to``;
-token ids and masks keep theirs). ``follow_row`` R: the batch is the first input's leading
-dimension, and the trace keeps row R of every tensor that derives from the inputs
-(core.traces.record), so a batch of 4 compares op for op with that row run alone. The file is
-imported, i.e. run: this is for the command line on the user's own machine, never for the page
+float32 casts the model's floating parameters and buffers and the floating inputs (complex ones, token ids
+and masks keep theirs: ``nn.Module.to`` would cast a complex parameter too, dropping its imaginary part).
+``follow_row`` R: the batch is the first input's leading dimension (or the value of the make() argument that
+``batch_arg`` names: a batch of graphs, whose nodes are the rows), and the trace keeps row R of every tensor
+that derives from the inputs (core.traces.record), so a batch of 4 compares op for op with that row run alone.
+The file is imported, i.e. run: this is for the command line on the user's own machine, never for the page
 (which only reads trace files).
 """
 
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
 import math
 import pathlib
 import random
@@ -78,6 +80,8 @@ class RunSettings:
     perturb_size: float = 2.0 ** -10
     args: tuple[tuple[str, str], ...] = field(default=())  # a module file's make(**args)
     follow_row: int | None = None  # a module's batch: trace this row of it (None: the whole batch)
+    # the make() argument whose value is the batch size (None: the first input's leading dimension)
+    batch_arg: str | None = None
 
     def validate(self) -> None:
         bundled = MODELS.get(self.model)
@@ -102,14 +106,16 @@ class RunSettings:
             raise ValueError(f"--follow-row takes a row number from 0, for a --module{followers}")
         if self.perturb_op is not None and self.perturb_op < 1:
             raise ValueError("the perturbed op is counted from 1")
-        if not (math.isfinite(self.perturb_size) and 0 < abs(self.perturb_size) < 1):
+        if self.batch_arg is not None and (bundled is not None or not self.batch_arg.isidentifier()):
+            raise ValueError("--batch-arg names an argument of a --module's make() (its --arg key)")
+        if not (math.isfinite(self.perturb_size) and 0 < self.perturb_size < 1):
             raise ValueError("the perturbation is a relative size between 0 and 1")
 
     def as_dict(self) -> dict:
         return {"model": self.model, "threads": self.threads, "batch": self.batch, "dtype": self.dtype,
                 "device": self.device, "perturb_op": self.perturb_op,
                 "perturb_size": self.perturb_size if self.perturb_op is not None else None,
-                "args": {k: v for k, v in self.args}, "follow_row": self.follow_row}
+                "args": {k: v for k, v in self.args}, "follow_row": self.follow_row, "batch_arg": self.batch_arg}
 
 
 # ------------------------------------------------------------------------------ the MLP step
@@ -300,8 +306,33 @@ def batch_of(inputs) -> int:
     return int(first.shape[0]) if first is not None else 1
 
 
+def named_batch(make: Callable[..., tuple], s: RunSettings) -> int | None:
+    """The batch that ``--batch-arg NAME`` names: make()'s argument NAME, its ``--arg`` value or its default, a
+    whole number from 1 (None without ``--batch-arg``)."""
+    if s.batch_arg is None:
+        return None
+    given = dict(s.args)
+    if s.batch_arg in given:
+        value = given[s.batch_arg]
+    else:
+        param = inspect.signature(make).parameters.get(s.batch_arg)
+        if param is None or param.default is inspect.Parameter.empty:
+            raise ValueError(f"--batch-arg {s.batch_arg}: make() has no argument {s.batch_arg} with a default; give "
+                             f"it with --arg {s.batch_arg}=N")
+        value = param.default
+    try:
+        batch = int(str(value))
+    except ValueError:
+        batch = 0
+    if batch < 1:
+        raise ValueError(f"--batch-arg {s.batch_arg}: its value {value!r} is not a whole number from 1")
+    return batch
+
+
 def user_model(spec: str, s: RunSettings, backward: bool):
-    model, inputs = load_factory(spec)(**dict(s.args))
+    make = load_factory(spec)
+    batch = named_batch(make, s)
+    model, inputs = make(**dict(s.args))
     if not isinstance(model, nn.Module) and not callable(model):
         raise ValueError("make() must return (model, inputs) with a callable model")
     if isinstance(inputs, dict):
@@ -310,7 +341,8 @@ def user_model(spec: str, s: RunSettings, backward: bool):
         args, kwargs = (tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)), {}
     dt = _TORCH_DTYPES[s.dtype]
     if isinstance(model, nn.Module) and (dt != torch.float32 or s.device != "cpu"):
-        model = model.to(device=s.device, dtype=dt) if dt != torch.float32 else model.to(s.device)
+        # floating tensors only: Module.to(dtype) would also cast complex ones, dropping their imaginary parts
+        model = model._apply(lambda t: t.to(device=s.device, dtype=dt if t.is_floating_point() else t.dtype))
     if dt != torch.float32 or s.device != "cpu":
         args, kwargs = _cast(args, dt, s.device), _cast(kwargs, dt, s.device)
 
@@ -321,6 +353,7 @@ def user_model(spec: str, s: RunSettings, backward: bool):
             _loss_tensor(out).float().sum().backward()
         return out
 
+    run.batch = batch  # the batch --batch-arg names (None: the first input's leading dimension)
     return model if isinstance(model, nn.Module) else None, tuple(tensors_of([args, kwargs], [])), run
 
 

@@ -1,16 +1,25 @@
-"""What kind of op the recorder (core.traces.record) meets, where a rule depends on it: which ops read across
-the batch's rows while one row is followed, which views move the batch out of the first dimension, which
-ops put rows back in the batch's order, and which outputs are scratch rather than results.
+"""What kind of op the recorder (core.traces.record) meets, where a rule depends on it: the name the rules know it
+by, which namespaces are not recorded, which ops read across the batch's rows while one row is followed, which
+views move the batch out of the first dimension, which ops put rows back in the batch's order, and which outputs
+are scratch rather than results.
+
+Names (``op_name``): an aten op by its packet's name (``mm``), any other by its namespace and packet
+(``quantized.linear_dynamic``, a library's ``mylib.fused``), so that no rule for an aten op applies to another
+namespace's op of the same name. Every namespace is recorded but those of ``SKIPPED_NAMESPACES`` (the profiler's
+range markers), whose calls a trace counts and names in a note (``skipped_note``).
 
 Following one row cuts every tensor derived from the run's inputs to the row's share of its first
 dimension. That is right only while the first dimension is the batch's rows:
 
 - an op that reads along the first dimension of a cut tensor (a sort or topk of a mixture of experts'
   flattened token-expert pairs, a sum over the batch), or a whole tensor (``nonzero``, ``unique``,
-  ``histc``), mixes the rows: its outputs are "rows"-mixed, recorded whole, and every op that computes
+  ``histc``; a dynamic quantizer, ``reads_whole``, which takes its grid from the range of the whole batch),
+  mixes the rows: its outputs are "rows"-mixed, recorded whole, and every op that computes
   from them too, until a gather by an index whose rows are the batch's (``x[inv_perm]``, the experts'
   results put back in token order) or a scatter into a tensor with the batch's rows (``index_add_``)
-  brings the rows back;
+  brings the rows back. A gather along the first dimension by an index cut to the row, all of whose values
+  point into the row's own share (a batch of graphs: an edge list gathering its own graph's nodes), reads
+  the row alone (``gathers_own_rows``);
 - a view that moves the first dimension elsewhere (a transpose to [T, B, d]), and a factory whose later
   dimension is the batch (an RNN's [layers, B, hidden] state), hold the batch in another dimension:
   "layout", recorded whole and named as not batch-first.
@@ -27,6 +36,39 @@ from __future__ import annotations
 
 import torch
 from torch.utils.module_tracker import ModuleTracker
+
+# namespaces whose ops compute nothing a trace keeps, each with why (named in a note, not recorded)
+SKIPPED_NAMESPACES = {"profiler": "they mark a profiler's ranges (record_function) and compute nothing"}
+# ops that quantize an input on a grid taken from its whole range (the min and max of every element): dynamic
+# quantization's layers and RNNs, and what chooses such a grid (the other namespaces' "dynamic" ops too, by name)
+DYNAMIC_QUANTIZERS = frozenset({"quantize_per_tensor_dynamic", "_choose_qparams_per_tensor", "choose_qparams_optimized",
+                                "quantized_lstm", "quantized_gru", "quantized_lstm_cell", "quantized_gru_cell",
+                                "fbgemm_linear_int8_weight", "fbgemm_linear_int8_weight_fp32_activation",
+                                "fused_moving_avg_obs_fake_quant", "_fused_moving_avg_obs_fq_helper"})
+_QUANTIZED_NAMESPACES = ("quantized.", "_quantized.", "sparse.", "onednn.")
+
+
+def op_name(func) -> str:
+    """The name the rules know an op by: aten's packet name (``mm``), else ``namespace.packet``."""
+    packet = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+    namespace = getattr(func, "namespace", "aten")
+    return packet if namespace == "aten" else f"{namespace}.{packet}"
+
+
+def reads_whole(name: str) -> bool:
+    """Whether the op reads every element of an input together, whatever its arguments: ``WHOLE_TENSOR_OPS``, and
+    a dynamic quantizer, whose grid comes from the whole input's range (a batch's rows quantize on a grid their
+    neighbours chose)."""
+    return name in WHOLE_TENSOR_OPS or name in DYNAMIC_QUANTIZERS or (
+        name.startswith(_QUANTIZED_NAMESPACES) and "dynamic" in name and "fp16" not in name)
+
+
+def skipped_note(skipped: dict[str, int]) -> str:
+    """The note naming the ops of namespaces that are not recorded, with their calls and why."""
+    ops = ", ".join(f"{op} ({n} call{'s' if n > 1 else ''})" for op, n in sorted(skipped.items()))
+    why = "; ".join(sorted({SKIPPED_NAMESPACES.get(op.split(".")[0], "") for op in skipped} - {""}))
+    return f"not recorded: {ops}: {why}"
+
 
 # returns that are scratch, not results, by their name in the op's schema (attention kernels' random state)
 SCRATCH_NAMES = frozenset({"rng_state", "unused", "philox_seed", "philox_offset", "debug_attn_mask", "workspace",
@@ -122,7 +164,8 @@ def sideways(outs: list, batch: int) -> bool:
                for o in outs)
 
 
-def taint(mixed, name, dim_arg, args, kwargs, tensors_in, cuts: list[bool]) -> tuple[str | None, bool | str]:
+def taint(mixed, name, dim_arg, args, kwargs, tensors_in, shares: list, row: int = 0,
+          whole: bool = False) -> tuple[str | None, bool | str]:
     """Following a row, with ``mixed`` the tensors whose rows are no longer the batch's (TensorMap): (what
 the op's outputs are, whether the op itself mixes the batch's rows).
 
@@ -133,9 +176,18 @@ the op's outputs are, whether the op itself mixes the batch's rows).
     a gather by an index whose rows are the batch's (a mixture of experts' tokens put back in order, its
     result row i is entry i's own) follows the index, and a scatter into ``self`` (index_add_, index_put_)
     keeps self's rows; such a scatter's integer result (positions in a list of the whole batch's tokens)
-    still depends on the other rows ("if integer")."""
+    still depends on the other rows ("if integer"). ``shares``: each input's rows in the followed row (None: not
+    cut), ``row`` the followed row; ``whole``: the op reads every element of its inputs together (``reads_whole``)."""
+    cuts = [c is not None for c in shares]
+    if whole and any(cuts):
+        return "rows", True
     got = [mixed.get(a) for a in tensors_in] if len(mixed) else []
     if any(got):
+        if name == "copy_" and not got[0] and cuts[:1] == [True] and "rows" not in got and len(tensors_in) > 1 \
+                and tensors_in[1].shape == tensors_in[0].shape:
+            # a copy into a batch-first tensor of the same shape puts each row in its place: the source's batch
+            # is first too (the batch only left it in views this does not follow back, an einsum's permutes)
+            return None, False
         if name in SCATTERS and not got[0]:
             return None, "if integer"
         if name in GATHERS and gathers_rows(name, args, kwargs):
@@ -144,9 +196,12 @@ the op's outputs are, whether the op itself mixes the batch's rows).
                 return None, False
             return ("rows", True) if "rows" in rest else ("layout", False)
         return ("rows", True) if "rows" in got else ("layout", False)
-    if name in WHOLE_TENSOR_OPS:
-        cut = any(cuts)
-        return ("rows", True) if cut else (None, False)
+    if whole:
+        return None, False
+    if name in GATHERS and cuts[:1] == [True] and gathers_rows(name, args, kwargs):
+        own = gathers_own_rows(name, args, kwargs, tensors_in, shares, row)
+        if own is not None:
+            return (None, False) if own else ("rows", True)
     if dim_arg is None or not tensors_in or not cuts[0]:
         return None, False
     pos, key, default = dim_arg
@@ -158,6 +213,21 @@ the op's outputs are, whether the op itself mixes the batch's rows).
         return "rows", True
     nd = max(1, tensors_in[0].dim())
     return ("rows", True) if any(int(d) % nd == 0 for d in dims) else (None, False)
+
+
+def gathers_own_rows(name, args, kwargs, tensors_in, shares: list, row: int) -> bool | None:
+    """For a gather along the first dimension of a source cut to the row: whether every value of its index, itself
+    cut to the row, points into the row's own share of the source (True: it reads the row alone), or not (False);
+    None where the index is not cut to the row, or not an integer tensor."""
+    idx = args[1][0] if name in ("index", "_unsafe_index") else (args[2] if len(args) > 2 else kwargs.get("index"))
+    if not isinstance(idx, torch.Tensor) or idx.is_floating_point() or idx.dtype == torch.bool:
+        return None
+    at = next((i for i, t in enumerate(tensors_in) if t is idx), None)
+    if at is None or shares[at] is None or not idx.numel():
+        return None
+    src, own = shares[0], idx.narrow(0, row * shares[at], shares[at])
+    return bool(own.numel() == 0 or (int(own.min()) >= row * src and int(own.max()) < (row + 1) * src))
+
 
 def gathers_rows(name, args, kwargs) -> bool:
     """Whether a gather picks along the first dimension (x[idx], index_select(x, 0, idx)), so its result's

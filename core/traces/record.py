@@ -1,4 +1,4 @@
-"""Record every aten op of a run: what it computed, where in the model, and the bits it made.
+"""Record every op of a run: what it computed, where in the model, and the bits it made.
 
 Why a dispatch mode of our own and not torch's DebugMode
 --------------------------------------------------------
@@ -26,10 +26,13 @@ the root named ``model``; ``backward`` marks the backward pass), input and outpu
 digests of every input tensor's bits taken before the op runs (in-place ops change their input)
 and, for each output, a digest of its bits, its L1 norm in float64, ``SAMPLE`` values as the hex
 of their bits at fixed flat positions and, for reductions, K and the terms of the sampled elements
-(core.traces.reductions); the non-tensor arguments are kept as bounded text. An op with several
+(core.traces.reductions); the non-tensor arguments are kept as bounded text, an opaque one (a quantized
+layer's packed weights) by its content, never its address (core.traces.arguments). An op with several
 outputs (a layer norm's backward: the input's, the weight's and the bias's gradients) keeps each
 one's fields in ``outputs``, so each is judged against its own envelope. Views, ``detach`` and
-``clone`` compute nothing and are not recorded.
+``clone`` compute nothing and are not recorded. Every namespace's ops are recorded (``quantized::``, a library's
+custom ops) but the profiler's range markers, which a note names (core.traces.oprules.SKIPPED_NAMESPACES); an
+error the run raises comes out as ``OpFailed``, which names its module and the op that raised it.
 
 Memory allocated without data (``empty`` and its kin, not recorded themselves) is tracked byte by byte
 (core.traces.bits.UninitialisedMemory): a tensor none of whose bytes an op has written since is uninitialised,
@@ -48,7 +51,6 @@ whose rows are no longer the batch's or whose batch is not first (core.traces.op
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -58,6 +60,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
 from core.traces import oprules, reductions
+from core.traces.arguments import MAX_ARG_TEXT as MAX_ARG_TEXT
+from core.traces.arguments import Opaque, arg_text, flat_tensors, written_arguments
+from core.traces.arguments import tensors_of as tensors_of
 from core.traces.bits import DIGEST as DIGEST
 from core.traces.bits import SAMPLE as SAMPLE
 from core.traces.bits import UNINITIALISED as UNINITIALISED
@@ -70,6 +75,7 @@ from core.traces.bits import (
     l1_norm,
     l1_of,
     positions,
+    quant_params,
     rows_values,
     sample_hex,
     sample_text,
@@ -82,7 +88,6 @@ from core.traces.bits import digest as digest
 from core.traces.bits import sample_positions as sample_positions
 
 MAX_OPS = 20_000  # ops recorded per trace; a run with more is refused, not truncated
-MAX_ARG_TEXT = 200  # characters of non-tensor arguments kept per op
 MAX_INPUTS = 64  # input tensors recorded one by one (a longer list's rest is one digest)
 MAX_OUTPUTS = 8  # outputs of one op recorded one by one (more are only digested)
 # clone copies the same bits: torch's batched products clone strided operands at some batch sizes and not
@@ -104,6 +109,16 @@ _local = threading.local()
 
 class TooManyOps(RuntimeError):
     pass
+
+
+class OpFailed(RuntimeError):
+    """The run raised ``error`` in module ``module``, out of op ``op`` where one raised it (its text, as a trace
+    names it; None where the error came from elsewhere): the trace names where, which the error's own message
+    often does not (raised from ``run_traced``, from the error)."""
+
+    def __init__(self, error: Exception, op: str | None, module: str) -> None:
+        super().__init__(f"{op + ' in ' if op else 'in '}{module}: {type(error).__name__}: {error}")
+        self.error, self.op, self.module = error, op, module
 
 
 @contextlib.contextmanager
@@ -185,33 +200,6 @@ NO_OUTPUT = {"out_shape": [], "full_shape": [], "out_dtype": "none", "out_digest
              "sample_hex": [], "k": None, "terms_kind": None, "sum_abs": None, "scale": None, "total_abs": None}
 
 
-def _show(a) -> str:
-    if isinstance(a, torch.Tensor):
-        return "T"
-    if isinstance(a, (list, tuple)):
-        return "[" + ",".join(_show(x) for x in a) + "]"
-    if isinstance(a, float):
-        return a.hex() if math.isfinite(a) else repr(a)
-    return repr(a)
-
-
-def _arg_text(args, kwargs) -> str:
-    parts = [_show(a) for a in args]
-    if kwargs:
-        parts += [f"{k}={_show(v)}" for k, v in sorted(kwargs.items())]
-    return ", ".join(parts)[:MAX_ARG_TEXT]
-
-
-def _written_arguments(func) -> tuple[tuple[int, str], ...]:
-    """(position, name) of each argument the op writes in place (``Tensor(a!)`` in its schema: ``add_``'s
-    self, an out= tensor, ``_foreach_add_``'s list)."""
-    schema = getattr(func, "_schema", None)
-    if schema is None:
-        return ()
-    return tuple((i, a.name) for i, a in enumerate(schema.arguments)
-                 if a.alias_info is not None and a.alias_info.is_write)
-
-
 def _version(t: torch.Tensor) -> int | None:
     """The tensor's version counter; None for an inference-mode tensor, which has none (not cached)."""
     try:
@@ -220,32 +208,11 @@ def _version(t: torch.Tensor) -> int | None:
         return None
 
 
-def tensors_of(obj, out: list) -> list:
-    """The tensors in nested tuples, lists and dicts, in order (what tree_flatten gives, faster)."""
-    if isinstance(obj, torch.Tensor):
-        out.append(obj)
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            tensors_of(x, out)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            tensors_of(x, out)
-    return out
-
-
-def _flat_tensors(args: tuple) -> list:
-    """``tensors_of(args, [])``, without a call per argument where no argument is a list (most ops)."""
-    out = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            out.append(a)
-        elif isinstance(a, (list, tuple, dict)):
-            tensors_of(a, out)
-    return out
-
-
 class TraceMode(TorchDispatchMode):
-    """Records an ``OpRecord`` for every computing aten op dispatched while it is active.
+    """Records an ``OpRecord`` for every computing op dispatched while it is active: aten's and every other
+    namespace's (``quantized::linear_dynamic``, a library's custom ops), but for the namespaces in
+    ``oprules.SKIPPED_NAMESPACES``, which it counts in ``skipped`` instead. ``failure``: (the exception, the op,
+    its module) of the last op that raised one.
 
     ``perturb``: (1-based op index, relative size): that op's first floating output is multiplied
     by (1 + size) in place after it runs: a deliberately planted difference, for testing the
@@ -270,6 +237,9 @@ class TraceMode(TorchDispatchMode):
         self.perturb_seen: str | None = None  # the op at the perturbed index, perturbed or not
         self.max_ops = max_ops
         self.ops: list[OpRecord] = []
+        self.skipped: dict[str, int] = {}  # ops of a namespace that is not recorded -> calls
+        self.failure: tuple | None = None
+        self._opaque = Opaque()  # the text of arguments that are neither tensors nor numbers, by their content
         self._derived = TensorMap()  # tensors that derive from the run's inputs
         self._digests = TensorMap()  # tensor -> (version, digest of its followed bits)
         # ids of the tensors the op being recorded writes in place (alive while it is recorded: args hold them)
@@ -358,8 +328,8 @@ class TraceMode(TorchDispatchMode):
             e = self._digests._d.get(id(t))  # (TensorMap.get, inline: a trace asks this for every input)
             if e is not None and e[0]() is t and e[1][0] == version:
                 return e[1][1]
-        shape, values, _ = self._values(t, self._share(t) if share is False else share)
-        d = digest_of(shape, t.dtype, values)
+        shape, values, flat = self._values(t, self._share(t) if share is False else share)
+        d = digest_of(shape, t.dtype, values, quant_params(t) if flat is not None and t.is_quantized else b"")
         self._remember(t, d, after)
         return d
 
@@ -379,14 +349,15 @@ class TraceMode(TorchDispatchMode):
         # by id: an OpOverload hashes in Python; each is kept by its packet for good (and checked by identity)
         known = _FUNCS.get(id(func))
         if known is None or known[6] is not func:
-            name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
-            skip = getattr(func, "is_view", False) or name in _SKIP or not str(func).startswith("aten.")
-            known = _FUNCS[id(func)] = (name, skip, _written_arguments(func), oprules.scratch_returns(func),
+            name = oprules.op_name(func)
+            unrecorded = getattr(func, "namespace", "aten") in oprules.SKIPPED_NAMESPACES
+            skip = getattr(func, "is_view", False) or name in _SKIP or unrecorded
+            known = _FUNCS[id(func)] = (name, skip, written_arguments(func), oprules.scratch_returns(func),
                                         oprules.dim_argument(func, name), str(func), func,
-                                        reductions.may_have_terms(name))
-        name, skip, writes, scratch, dim_arg, text, _, _ = known
+                                        reductions.may_have_terms(name), unrecorded, oprules.reads_whole(name))
+        name, skip, writes, scratch, dim_arg, text = known[:6]
         # an out= tensor is written, not read: it is not an input
-        tensors_in = _flat_tensors(args)
+        tensors_in = flat_tensors(args)
         if kwargs:
             tensors_of([v for k, v in kwargs.items() if k != "out"], tensors_in)
         derived = False
@@ -396,7 +367,13 @@ class TraceMode(TorchDispatchMode):
                 derived = True
                 break
         if skip:
-            out = func(*args, **kwargs)
+            if known[8]:
+                self.skipped[text] = self.skipped.get(text, 0) + 1
+            try:
+                out = func(*args, **kwargs)
+            except Exception as e:
+                self.failure = (e, text, self._module())
+                raise
             if name in _EMPTY:
                 self._uninit.allocated(tensors_of(out, []))
             elif self._uninit.tracked:
@@ -416,9 +393,9 @@ class TraceMode(TorchDispatchMode):
         self._bw = bw = self.tracker.is_bw
         shares = [self._share(a) for a in tensors_in] if self.follow > 1 else [None] * len(tensors_in)
         reads = self.follow > 1 and derived and not bw and (
-            dim_arg is not None or self._mixed._d or name in oprules.WHOLE_TENSOR_OPS)
-        taint, mixes = oprules.taint(self._mixed, name, dim_arg, args, kwargs, tensors_in,
-                                     [c is not None for c in shares]) if reads else (None, False)
+            dim_arg is not None or self._mixed._d or known[9] or name in oprules.GATHERS)
+        taint, mixes = oprules.taint(self._mixed, name, dim_arg, args, kwargs, tensors_in, shares, self.row,
+                                     known[9]) if reads else (None, False)
         in_digests, in_shapes, in_dtypes = [], [], []
         for a, c in zip(tensors_in, shares, strict=True):
             in_digests.append(self._digest(a, share=c))
@@ -434,7 +411,11 @@ class TraceMode(TorchDispatchMode):
             in_dtypes = [*in_dtypes[:MAX_INPUTS - 1], "the rest"]
         # the record's input fields, taken before the op runs (it may write its inputs); _record adds the rest
         head = {"in_shapes": in_shapes, "in_dtypes": in_dtypes, "in_digests": in_digests}
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except Exception as e:
+            self.failure = (e, text, self._module())
+            raise
         if isinstance(out, torch.Tensor):  # most ops: one output, at place 0
             outs, places = [out], [0]
         else:
@@ -461,7 +442,7 @@ class TraceMode(TorchDispatchMode):
             raise TooManyOps(f"the run dispatched more than {self.max_ops:,} ops (the cap of one trace)")
         if self.perturb is not None and self.perturb[0] == self._counter:
             self.perturb_seen = text
-            target = next((o for o in outs if o.is_floating_point() and o.numel()), None)
+            target = next((o for o in outs if (o.is_floating_point() or o.is_complex()) and o.numel()), None)
             if target is not None:
                 with torch.no_grad():
                     target.mul_(1.0 + self.perturb[1])
@@ -504,7 +485,7 @@ class TraceMode(TorchDispatchMode):
         # the total over all elements would be the whole output's, not the cut's: not made (no L1 check)
         t = reductions.terms(func, args, kwargs, out, pos, which, total=share is None, name=name) \
             if _FUNCS[id(func)][7] else None
-        d = digest_of(shape, out.dtype, values)
+        d = digest_of(shape, out.dtype, values, quant_params(out) if flat is not None and out.is_quantized else b"")
         self._remember(out, d, after=True)
         if t is None and which == 0 and name in reductions.FORMULA_OPS:
             t = reductions.input_scales(tensors_in, self._followed(out, share), idx, self._followed)
@@ -523,7 +504,7 @@ class TraceMode(TorchDispatchMode):
         head["op"] = _FUNCS[id(func)][5]
         head["module"] = self._module()
         head["backward"] = self._bw
-        head["args"] = _arg_text(args, kwargs)
+        head["args"] = arg_text(args, kwargs, self._opaque)
         if not outs:
             return OpRecord._of({**head, **NO_OUTPUT, "outputs": [], "mixes_rows": False, "not_batch_first": False})
         if len(outs) > 1:
@@ -559,15 +540,25 @@ def run_traced(fn: Callable[[], object], root: torch.nn.Module | None, inputs=()
     stand for the run's data (what ``follow_batch`` follows). A perturbation that finds no op to
     perturb (past the last op, or an op with no floating output) is refused: a ValueError that says why.
     ``notes``: where given, a sentence is added to it when, following a row, some outputs keep the batch in
-    another dimension than the first (they cannot be cut to the row)."""
+    another dimension than the first (they cannot be cut to the row), and one naming the ops of a namespace that
+    is not recorded (``oprules.SKIPPED_NAMESPACES``). An error the run raises (but a ValueError, which says
+    what is wrong already) comes out as ``OpFailed``, naming its module and the op that raised it, from the
+    error."""
     root_name = type(root).__name__ if root is not None else "model"
     with TRACE_LOCK:
         tracker = oprules.OrderedTracker()
         with tracker:
             mode = TraceMode(tracker, root_name, follow_batch, perturb, max_ops, follow_row)
             mode.mark_inputs(inputs)
-            with mode:
-                fn()
+            try:
+                with mode:
+                    fn()
+            except (ValueError, TooManyOps):
+                raise
+            except Exception as e:
+                if mode.failure is not None and mode.failure[0] is e:
+                    raise OpFailed(e, mode.failure[1], mode.failure[2]) from e
+                raise OpFailed(e, None, mode._deepest()) from e
     if perturb is not None and mode.perturbed is None:
         if mode.perturb_seen is None:
             raise ValueError(f"cannot perturb op {perturb[0]}: the run has only {len(mode.ops)} ops")
@@ -575,4 +566,6 @@ def run_traced(fn: Callable[[], object], root: torch.nn.Module | None, inputs=()
                          "to multiply (pick a matrix product, a norm or another floating op)")
     if notes is not None and mode.not_batch_first:
         notes.append(oprules.not_batch_first_note(mode.not_batch_first, mode.follow))
+    if notes is not None and mode.skipped:
+        notes.append(oprules.skipped_note(mode.skipped))
     return mode.ops
