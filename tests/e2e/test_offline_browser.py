@@ -6,7 +6,9 @@ other request is aborted and recorded, and the Overview and each page of the pag
 (ui.navigation.PAGE_TABLE) must attempt none. Each page, opened by its URL and drawn in full at its
 defaults, shows its heading (word for word for the pages of ``test_browser.PAGES``), the sidebar lists
 every page in order, its icons draw as glyphs, and no legend is cut off at its chart's edge. One load
-of each page serves all of these checks: a page load is the costly part of a browser test.
+of each page serves all of these checks: a page load is the costly part of a browser test. Then every folded
+section is opened, as a thorough reader would: still nothing is fetched from outside, each address shown is a link,
+and no link, code or VAR=value setting holds a character no one sees (what a visitor copies pastes as it is).
 """
 
 from __future__ import annotations
@@ -27,6 +29,27 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.test_browser import NAV, PAGES, expect_h1, expect_sidebar_labels
 from ui.navigation import PAGE_TABLE
+
+# Text nodes that show an address outside a link, and links, code or settings holding a character no one sees
+COPYABLE = r"""() => {
+  const invisible = /[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]/;
+  const main = document.querySelector('[data-testid="stMain"]');
+  const out = [];
+  const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const t = n.textContent;
+    const inLink = n.parentElement.closest('a');
+    const inCode = n.parentElement.closest('code, pre');
+    const bare = t.replace(new RegExp(invisible.source, 'g'), '');
+    if (/https?:\/\//.test(bare) && !inLink && !inCode) out.push('not a link: ' + t.slice(0, 120));
+    if ((inLink || inCode) && invisible.test(t)) out.push('invisible: ' + t.slice(0, 120));
+    for (const setting of t.match(/[A-Z][A-Z0-9_]{2,}=\S+/g) || []) {
+      if (invisible.test(setting)) out.push('invisible in a setting: ' + setting);
+    }
+  }
+  return out;
+}"""
+
 
 PATHS = ["", *(stem for stem, *_ in PAGE_TABLE)]
 TITLES = dict(PAGES)  # the pages whose first heading is checked word for word
@@ -63,3 +86,13 @@ def test_every_page_opens_from_its_url_with_no_outside_request(server, offline_p
             pytest.fail(f"icon {icons.nth(i).inner_text()!r} is drawn as its name: {box}")
     assert_no_legend_cut(page, path or "home")  # every page at its defaults, in normal mode
     screenshot(page, f"url-{path or 'home'}")
+    closed = page.locator('[data-testid="stMain"] [data-testid="stExpander"] details:not([open]) > summary')
+    for _ in range(40):  # each folded section is made once opened (some hold others)
+        if closed.count() == 0:
+            break
+        closed.first.click()
+        wait_for_app(page, timeout=180_000)
+    expect(closed).to_have_count(0, timeout=RERUN)
+    assert_healthy_page(page)
+    assert page.evaluate(COPYABLE) == [], path
+    assert page.outside == [], page.outside
