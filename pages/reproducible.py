@@ -98,9 +98,8 @@ def generations_section() -> None:
 
 def generations_body(generations: Generations) -> None:
     st.markdown("The same `torch.sum` of standard normal float32 values (seed 0) as torch 2.13's CUDA reduction "
-                "would compute it on four GPUs: the app's bit-exact MODEL of that kernel (core.kernels.cuda_model, "
-                "checked against published GPU results, not run on these GPUs here), given each GPU's SM count and "
-                "threads per SM.")
+                "would compute it on four GPUs: the app's MODEL of that kernel (not run on these GPUs here; its "
+                "match rate on a real GPU is unmeasured), given each GPU's SM count and threads per SM.")
     view.generations_table(generations)
     st.markdown(view.agreement(generations))
     st.caption("SM counts from NVIDIA's data sheets (A100 108; H100 SXM and H200 132; RTX 4090 128); threads per SM "
