@@ -127,8 +127,8 @@ def mismatch_rule(check: MismatchCheck) -> None:
     """Is my mismatch normal or a bug: the rule, with the Diagnose page's verdict on two live cases."""
     st.markdown(
         "**Is my mismatch normal or a bug?** A difference within the rounding envelope (for sums of K terms "
-        "typically about √K·u·max(|sum|, √Σ terms²), and at most about K·u·Σ|terms|; u: the format's unit "
-        "roundoff, 2⁻²⁴ in float32) is normal: the same sums in another order. "
+        "typically about √K·u·max(|sum|, √Σ terms²), and between two orders at most about 2K·u·Σ|terms|; u: "
+        "the format's unit roundoff, 2⁻²⁴ in float32) is normal: the same sums in another order. "
         "Beyond it, a NaN or Inf on one side only, a flipped sign on an element well outside its "
         "envelope, or a few elements far off while the rest agree are worth a look."
         + ("" if presenter() else  # the speaker says it: the slide stays within three screens

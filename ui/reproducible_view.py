@@ -28,7 +28,7 @@ def headline(page: ReproPage) -> str:
     if page.answer.cannot:
         got += " Not everything can be had: see the warning below."
     live = {s.cost: page.costs.rows[s.cost] for s in page.answer.settings if s.cost in page.costs.rows}
-    if live:
+    if live and c.hardware == "cpu":  # a CPU's timing is no GPU's cost: a GPU setup's costs are in its list
         got += " Measured on this server's CPU: " + ", ".join(
             f"{r.label[0].lower()}{r.label[1:]} {r.text}" + (" (no measurable cost)" if r.within_noise else "")
             for r in live.values()) + " the default's time."

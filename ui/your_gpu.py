@@ -142,5 +142,5 @@ def triple_line(t: TripleOnGpu, fmt: FloatFormat) -> None:
     st.markdown(f"**Live on your GPU** ({inert(t.adapter, line_start=False)}, via WebGPU in "
                 f"{inert(t.browser, line_start=False)}): (a + b) + c = `{left}`, a + (b + c) = `{right}`: "
                 + ("the same bits as this server's CPU, grouping by grouping." if t.same_as_cpu else
-                   "not the CPU's bits: your GPU or its shader compiler did not round each addition to float32 "
-                   "as written (a flush of subnormals, or a regrouping)."))
+                   "not the CPU's bits: your GPU or its shader compiler regrouped the additions, rounded one the "
+                   "other way or flushed subnormals (WGSL allows all three)."))

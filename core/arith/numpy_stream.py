@@ -1,8 +1,11 @@
 """NumPy's default generator as a recipe another program can replay: the PCG64 state of
 ``numpy.random.default_rng(seed)`` and the tables of NumPy's ziggurat for ``standard_normal``.
 
-The visitor's browser replays the recipe (ui/gpu_kernels/numpy_stream.js) to build the page's own vector,
-bit for bit, instead of downloading megabytes of it. The ziggurat's tables are not written out here: they are
+The visitor's browser replays the recipe (ui/gpu_kernels/numpy_stream.js) to build the page's own vector instead
+of downloading megabytes of it: the same float32 values, except in rare cases that the digest catches (the
+browser's exp and log1p, used by lognormal values and the normal's tail, may differ from the C library's in a
+float64 draw's last bit, and a float32 value only where that bit decides its rounding).
+The ziggurat's tables are not written out here: they are
 read off the installed NumPy itself. A draw that takes the ziggurat's fast path returns
 ``rabs * w[idx]`` (rabs the 52-bit integer and idx the low byte of one 64-bit word), so each width ``w[idx]``
 is the one double that reproduces every such draw seen; the thresholds and heights follow from the widths

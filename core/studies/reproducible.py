@@ -149,10 +149,14 @@ class Tolerance:
             extra = " plus the inputs' rounding to TF32 (rounded or truncated; inputs not subnormal)"
         elif FORMATS[self.dtype].precision < FORMATS[self.accumulate].precision:
             extra = f" plus each result's rounding to {self.dtype}"
+        loose = self.length * FORMATS[self.accumulate].unit_roundoff >= 0.5  # gamma >= 1: atol >= 2 sum|x|
         return (f"{GUARANTEE_KIND}: {self.what(path=False)}, terms of RMS at most {self.scale:g} (so Σ|x| ≤ K·RMS "
-                f"= {self.length * self.scale:.4g}), each addition rounding to nearest in {self.accumulate}; from "
-                f"{GUARANTEE_FROM}{extra}, rtol {self.guarantee_rtol0:.3g} and atol {self.guarantee_atol0:.3g} before "
-                f"rounding up. Its atol is {ratio_text(self.ratio)} the typical tolerance's ({self.line}).")
+                f"= {self.length * self.scale:.4g}), results that do not overflow, each addition rounding to nearest "
+                f"in {self.accumulate} (hardware that truncates, as tensor cores may, needs twice the unit roundoff); "
+                f"from {GUARANTEE_FROM}{extra}, rtol {self.guarantee_rtol0:.3g} and atol {self.guarantee_atol0:.3g} "
+                f"before rounding up. Its atol is {ratio_text(self.ratio)} the typical tolerance's ({self.line})."
+                + (" At this length it is at least twice the terms' total, so it passes a result of either sign: "
+                   "it tells nothing." if loose else ""))
 
 
 class NoTolerance(ValueError):
@@ -406,8 +410,8 @@ def headline_rows() -> tuple[HeadlineRow, ...]:
     return (
         HeadlineRow(key="float64", mitigation="Compute in float64",
                     effect="Each rounding about 2²⁹ times smaller than float32's",
-                    cost=f"{f64.text} on this server's CPU (a matrix product, measured); NVIDIA GPUs "
-                    f"{gpu64.text} against PyTorch's default float32, at peak rates (cited)"),
+                    cost=f"{f64.text} on this server's CPU (a matrix product, measured); NVIDIA GPUs, against "
+                    f"PyTorch's default float32 at peak rates (cited): {gpu64.text}"),
         HeadlineRow(key="wider", mitigation="Accumulate in a wider format",
                     effect="The reduction's own rounding errors shrink sharply; the order still matters",
                     cost=f"{wide.text} for torch.sum of 10⁶ float32 values (measured here)"),

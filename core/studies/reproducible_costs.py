@@ -209,11 +209,14 @@ def _float64_on_gpu(costs: LiveCosts, hardware: str) -> CostLine:
                         detail="PyTorch's MPS backend has no float64 tensors.")
     rows = [(p, p.fp32 / max(p.fp64, p.fp64_tensor or 0.0)) for p in _nvidia_peaks() if p.fp64]
     lo, hi = min(r for _, r in rows), max(r for _, r in rows)
-    return CostLine(text=f"{lo:.1f}× to {hi:.0f}×", origin="cited", source=rows[0][0].url,
-                    detail="peak float64 rate (on FP64 tensor cores where they exist) against the peak float32 rate "
-                    "PyTorch's default float32 matmuls use (TF32 off): " + "; ".join(
+    return CostLine(text=f"matmuls {lo:.1f}× to {hi:.0f}×; other float64 work at least 2×", origin="cited",
+                    source=rows[0][0].url,
+                    detail="peak float64 rate (on FP64 tensor cores where they exist: A100, H100) against the peak "
+                    "float32 rate PyTorch's default float32 matmuls use (TF32 off): " + "; ".join(
                         f"{p.hardware.removeprefix('NVIDIA ')} {r:.1f}×" for p, r in rows)
-                    + ". Against bfloat16 or TF32 training the gap is wider. Vendor peak rates, not measured here.")
+                    + ". Elementwise work and reductions run off the tensor cores and move twice the bytes: about "
+                    "2× or more. Against bfloat16 or TF32 training the gap is wider. Vendor peak rates (each GPU's "
+                    "page in the float64 table of Mitigations), not measured here.")
 
 
 def _tf32_off_on_gpu(costs: LiveCosts, hardware: str) -> CostLine:
@@ -229,9 +232,16 @@ def _tf32_off_on_gpu(costs: LiveCosts, hardware: str) -> CostLine:
                     + " at peak, for convolution-bound work.")
 
 
+def _batch_invariant_on_gpu(costs: LiveCosts, hardware: str) -> CostLine:
+    """The published figure for batch-invariant kernels on a GPU, not this app's CPU kernel."""
+    c = CITED["thinking_machines"]
+    return CostLine(text=c.text, origin="cited", detail=c.what, source=c.source)
+
+
 # The costs a CPU measurement cannot stand for on a GPU: each says what it is on the hardware named
 GPU_COSTS: dict[str, Callable[[LiveCosts, str], CostLine]] = {
     "deterministic_cpu": _deterministic_on_gpu,
     "float64": _float64_on_gpu,
     "tf32_off": _tf32_off_on_gpu,
+    "batch_invariant": _batch_invariant_on_gpu,
 }

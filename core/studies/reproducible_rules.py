@@ -138,15 +138,17 @@ SETTINGS: tuple[Setting, ...] = (
        "and the same toolkit version.", cost="unpublished", source=CUBLAS),
     _s(key="nccl_ring", title="NCCL_ALGO=Ring", order=11,
        lines='os.environ["NCCL_ALGO"] = "Ring"  # one all-reduce algorithm for every message size',
-       applies=lambda c: (c.workload == "ddp" or c.hardware == "gpus") and c.workload in TORCH | {"jax"}
+       applies=lambda c: (c.workload == "ddp" or c.hardware == "gpus") and c.hardware in NVIDIA
+       and c.workload in TORCH | {"jax"}
        and c.target in EXACT,
        guarantees="Ring's reduction order is fixed by the topology: the same bits run to run (Megatron-LM's "
        "deterministic mode defaults to it).",
        not_guaranteed="The same bits with another GPU count: the order over the ranks changes (Many devices page).",
        cost="unpublished", source=MEGATRON),
     _s(key="mkl_cbwr", title="oneMKL strict CNR", order=12,
-       lines='os.environ["MKL_CBWR"] = "AVX2,STRICT"  # Intel oneMKL: one code branch, gemm bits fixed\n'
-       'os.environ["MKL_DYNAMIC"] = "FALSE"  # strict mode holds only with a fixed thread count',
+       lines='os.environ["MKL_CBWR"] = "AVX2,STRICT"  # Intel oneMKL: one code branch; STRICT: any thread count\n'
+       'os.environ["MKL_DYNAMIC"] = "FALSE"  # the conditions of CNR: oneMKL and OpenMP may not change\n'
+       'os.environ["OMP_DYNAMIC"] = "FALSE"  # the thread count on their own',
        applies=lambda c: c.hardware == "cpu" and c.workload in TORCH and c.target in {"threads", "machines"},
        guarantees="oneMKL's gemm, symm, hemm and trsm give the same bits at any thread count, and with a "
        "fixed code branch (AVX2 here; AUTO would pick one per CPU) on other machines that run that branch, with "
@@ -162,8 +164,9 @@ SETTINGS: tuple[Setting, ...] = (
        lines='os.environ["VLLM_BATCH_INVARIANT"] = "1"  # before vLLM starts',
        applies=lambda c: c.workload == "vllm" and c.target in EXACT,
        guarantees="Outputs independent of the batch size and of the order of requests in a batch (beta).",
-       not_guaranteed="Other hardware or vLLM versions; its docs list the supported GPUs (NVIDIA from compute "
-       "capability 8.0 or 9.0, by version), not CPUs or Apple GPUs. vLLM publishes no cost figure for it; "
+       not_guaranteed="Other hardware or vLLM versions; its docs list the supported hardware (NVIDIA GPUs from "
+       "compute capability 8.0 or 9.0 by version, and in recent versions AMD Instinct GPUs and Intel XPUs), not "
+       "CPUs or Apple GPUs. vLLM publishes no cost figure for it; "
        "Thinking Machines measured their own batch-invariant kernels in vLLM at 1.62× to 2.12× the default's time "
        "(cited below).", cost="unpublished", source=VLLM_BI),
     _s(key="imports", title="Imports", order=20, lines="import random\nimport numpy as np\nimport torch",
@@ -189,11 +192,12 @@ SETTINGS: tuple[Setting, ...] = (
        cost="free", source=TM_BLOG),
     _s(key="hf_determinism", title="transformers.enable_full_determinism", order=32,
        lines="from transformers import enable_full_determinism\nenable_full_determinism(0)  # seeds, "
-       "deterministic algorithms, CUBLAS_WORKSPACE_CONFIG",
+       "deterministic algorithms, CUBLAS_WORKSPACE_CONFIG=:16:8",
        applies=lambda c: c.workload == "hf" and c.target in EXACT,
-       guarantees="One call seeds Python, NumPy and torch, sets CUBLAS_WORKSPACE_CONFIG and CUDA_LAUNCH_BLOCKING=1 "
-       "(every kernel launch waits for the last, which costs time), and turns on deterministic algorithms and "
-       "cuDNN's deterministic mode.",
+       guarantees="One call seeds Python, NumPy and torch, sets CUBLAS_WORKSPACE_CONFIG to :16:8 (over any value "
+       "set before; cuBLAS says :16:8 may limit performance), FLASH_ATTENTION_DETERMINISTIC=1 and "
+       "CUDA_LAUNCH_BLOCKING=1 (every kernel launch waits for the last, which costs time), and turns on "
+       "deterministic algorithms and cuDNN's deterministic mode.",
        not_guaranteed="Batch invariance: padded batches of other sizes take other kernels.", cost="unpublished",
        source=HF_DETERMINISM),
     _s(key="deterministic", title="torch.use_deterministic_algorithms(True)", order=40,
@@ -270,14 +274,15 @@ SETTINGS: tuple[Setting, ...] = (
        source=PT_RANDOMNESS),
     _s(key="reprosum", title="Order-independent reductions", order=60,
        lines="import math\n\nimport numpy as np\n\n\n"
-       "def order_independent_sum(a):  # a NumPy array (a tensor: t.float().cpu().numpy()); slow, for checks\n"
-       "    a = np.asarray(a)  # the exact sum, rounded once to float64, then to a's format\n"
+       "def order_independent_sum(a):  # a NumPy array (a tensor: t.detach().cpu().double().numpy()); slow\n"
+       "    a = np.asarray(a)  # the exact sum, rounded to float64, then to a's format\n"
        "    return a.dtype.type(math.fsum(a.astype(np.float64).ravel().tolist()))",
        applies=lambda c: c.target in {"threads", "gpu_models", "cpu_gpu"},
-       guarantees="The same bits in any order and at any thread count, wherever the same code runs: math.fsum "
-       "sums exactly and rounds once (to float64, then to the tensor's format). ReproBLAS and CCCL's "
-       "deterministic reductions are fast and give the same bits in any order too, but not always the correctly "
-       "rounded sum.",
+       guarantees="The same bits in any order and at any thread count, wherever the same code runs, for finite "
+       "values whose sum does not overflow float64: math.fsum sums exactly and rounds to float64, and the cast "
+       "rounds again (for float32 or narrower values: within one ULP, not always the correctly rounded sum). "
+       "ReproBLAS and CCCL's deterministic reductions are fast and give the same bits in any order too, also not "
+       "always the correctly rounded sum.",
        not_guaranteed="Anything the library's other kernels compute (matmuls, attention).", cost="reprosum",
        source=REPROBLAS),
     _s(key="cccl", title="CCCL reductions, gpu_to_gpu", order=61,
@@ -364,9 +369,10 @@ def _cannot(c: Choice) -> tuple[tuple[str, ...], str | None]:
                    "and matrix products differently, their math libraries round exp, tanh and the like "
                    "differently, and PyTorch does not promise it.")
     if c.target == "gpu_models":
-        out.append("Bitwise equal results across GPU models cannot be had from cuBLAS, which promises the same bits "
-                   "only for the same architecture and SM count (the model below shows why), nor from PyTorch, "
-                   "which promises none across platforms (its reproducibility notes).")
+        out.append("Bitwise equal results across GPU models cannot in general be had from cuBLAS, which promises the "
+                   "same bits only for the same architecture, SM count and toolkit (an H100 SXM and an H200 qualify; "
+                   "most pairs do not), nor from PyTorch, which promises none across platforms (its reproducibility "
+                   "notes). The model below shows how the SM count changes torch.sum's order.")
     if c.target == "threads":
         out.append("Across thread counts torch's reductions split the work by the count, and across GPU counts "
                    "the all-reduce adds the ranks in another order: the bits can differ, whatever the flags.")

@@ -1,5 +1,5 @@
 // NumPy's default generator replayed in the browser, so that a visitor's GPU sums the page's own vector
-// without downloading it: PCG64 (XSL-RR output) from the state the server sends, then NumPy's own
+// without downloading it (float32 values identical to the server's but in rare cases, which the digest catches): PCG64 (XSL-RR output) from the state the server sends, then NumPy's own
 // transforms (random(), the ziggurat standard_normal, lognormal) in float64, rounded once to float32.
 // The ziggurat's tables arrive from the server, which derives them from the installed NumPy
 // (core/arith/numpy_stream.py). A digest of the float32 bits lets the server check the result.
