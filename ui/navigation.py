@@ -1,6 +1,7 @@
 """The page table (declared once: app.py builds the navigation and home links from it, tests
-open every page from it), and a guard against Streamlit's first-session fallback to
-directory-based pages.
+open every page from it), a guard against Streamlit's first-session fallback to
+directory-based pages, and the browser's history kept to one entry per page visit (the
+section "the browser's history" below says why), with each page's address.
 
 Streamlit decides once per server process, when the first session starts, whether the
 app "uses the pages/ directory" (``PagesManager.uses_pages_directory``). Because our page
@@ -29,8 +30,12 @@ upgrade stops deciding the mode this way.
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Mapping
+from urllib.parse import urlsplit, urlunsplit
 
 import streamlit as st
+
+from core.crowd.querystate import query_string
 
 # Each page's URL path is its file name. Streamlit decides once per process, on the first
 # session, whether the app "uses the pages/ directory"; a first visitor who opens a deep
@@ -148,3 +153,185 @@ def next_page_link(stem: str) -> None:
             raise st.errors.StreamlitAPIException("no overview page in this session")
     except st.errors.StreamlitAPIException:  # the page runs on its own (tests, a bare script run): no navigation
         st.caption(f"Next in the story: {PAGE_TABLE[i + 1][1] if i + 1 < len(stems) else 'the overview'}.")
+
+
+# ------------------------------------------------------------------ the browser's history
+#
+# Streamlit 1.67's frontend pushes a history entry whenever a script run changes the query string
+# (``handlePageInfoChanged``: ``pushState`` unless the run was started by Back or Forward), and
+# another when a run switches pages (``maybeUpdatePageUrl``). Pages write their settings into the
+# query string on every run (ui.urlstate.sync, presenter mode's ``talk``), so every change of a
+# setting, every step of a training run played, and every page's first run added entries: Back
+# stayed on the page. Worse, a run that switches pages may write the query string before the
+# frontend has moved to the new page's path, and that entry names the old page with the new
+# page's settings (Back from a talk link landed on ``/?preset=…&talk=1``). Streamlit has no
+# setting for this, so the app's own script, run once per browser tab, keeps to one entry per
+# page visit:
+# * a push that keeps the path (a run rewrote this page's settings) replaces the current entry;
+# * a push to another path (a page visit) pushes; if the old entry was rewritten since the
+#   visitor's last click or key press, that rewrite belonged to the page being opened: the old
+#   entry gets its address back and the new entry takes the rewritten settings;
+# * a page visit (a link clicked, a push to another path, Back or Forward to another page) starts
+#   at the top of the page: Streamlit keeps the scroll offset of the page it leaves.
+# tests/e2e/test_phone_browser.py counts the entries and walks them back.
+HISTORY_POLICY = """<script>
+(() => {
+  const w = window, h = w.history;
+  if (w.__fpOneEntryPerVisit) return;
+  w.__fpOneEntryPerVisit = true;
+  const push = h.pushState.bind(h), replace = h.replaceState.bind(h);
+  let before = null;  // this entry's address before a rewrite made since the visitor's last action
+  let path = w.location.pathname;
+  const top = () => {
+    for (const box of [document.querySelector('[data-testid="stMain"]'), document.scrollingElement]) {
+      if (box) box.scrollTo(0, 0);
+    }
+  };
+  const acted = () => { before = null; };
+  w.addEventListener('pointerdown', acted, true);
+  w.addEventListener('keydown', acted, true);
+  w.addEventListener('click', (e) => {
+    const link = e.target.closest && e.target.closest('[data-testid="stPageLink"] a, [data-testid="stSidebarNav"] a');
+    if (link) top();
+  }, true);
+  w.addEventListener('popstate', () => {
+    before = null;
+    if (w.location.pathname !== path) { path = w.location.pathname; top(); }
+  }, true);
+  h.pushState = function (state, unused, url) {
+    const next = new URL(url, w.location.href);
+    if (next.pathname === w.location.pathname) {
+      if (before === null) before = w.location.href;
+      return replace(state, unused, next.href);
+    }
+    if (before !== null) {
+      next.search = w.location.search;
+      replace(h.state, '', before);
+      before = null;
+    }
+    path = next.pathname;
+    top();
+    return push(state, unused, next.href);
+  };
+})();
+</script>"""
+
+_HISTORY_KEY = "_app_history"  # None: no policy in this session (a page run alone); "sent"; "ready"
+
+
+def history_policy() -> None:
+    """Called by app.py on every run, before anything writes the address: the history policy above, in the
+    sidebar (it takes no room in the page)."""
+    st.sidebar.html(HISTORY_POLICY, unsafe_allow_javascript=True)
+    st.session_state.setdefault(_HISTORY_KEY, "sent")
+
+
+def history_ready() -> None:
+    """Called by app.py once a run has ended: the policy reached the browser a run ago, so the next run's
+    address writes happen under it."""
+    if st.session_state.get(_HISTORY_KEY) == "sent":
+        st.session_state[_HISTORY_KEY] = "ready"
+
+
+_PENDING_KEY = "_app_address_pending"  # a write left for later: (page, the address it replaces, the new one)
+
+
+def _set_quietly(params: Mapping[str, str]) -> bool:
+    """Make ``params`` the query parameters this run reads, without a message to the browser (its address
+    stays). Streamlit has no public call for this: False where its session state no longer offers one."""
+    try:
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        ctx = get_script_run_ctx()
+        with ctx.session_state.query_params() as qp:
+            qp.clear_with_no_forward_msg(preserve_embed=True)
+            for key, value in params.items():
+                qp.set_with_no_forward_msg(key, value)
+    except (ImportError, AttributeError, TypeError):  # no run context, or another Streamlit
+        return False
+    return True
+
+
+def write_address(params: Mapping[str, str]) -> bool:
+    """Make ``params`` the query string of the browser's address; False when the browser is told later.
+
+    Until a run has ended since the history policy was sent (a session's first run), the browser may not
+    run the policy before a write reaches it, and that write would push an entry. Then the run reads
+    ``params`` as if written, the browser's address stays as the visitor opened it, and the next runs of
+    the same page at that address read ``params`` too (``flush_address``), the first run after it
+    writing them. A page run on its own (no app.py) writes at once."""
+    if st.session_state.get(_HISTORY_KEY) == "sent":
+        page = current_page_path()
+        pending = st.session_state.get(_PENDING_KEY)
+        shown = pending[1] if pending and pending[0] == page else dict(st.query_params)
+        if _set_quietly(params):
+            if page is not None:  # a page's own address; presenter mode's part is written again by every run
+                st.session_state[_PENDING_KEY] = (page, shown, dict(params))
+            return False
+    st.query_params.from_dict(params)
+    return True
+
+
+def flush_address(url_path: str, aside: str) -> None:
+    """Called by app.py before it runs the page: the address a run before the policy was ready left to write
+    (``write_address``), when this run shows the same page at the address that write replaces (not after a
+    switch, Back or a new link): written once the policy is ready, read quietly until then. The parameter
+    ``aside`` (presenter mode's, which app.py writes before) keeps its value in the address."""
+    pending = st.session_state.get(_PENDING_KEY)
+    if pending is None:
+        return
+    page, shown, params = pending
+    now = dict(st.query_params)
+
+    def settings(address: Mapping[str, str]) -> dict[str, str]:
+        return {k: v for k, v in address.items() if k != aside}
+
+    address = settings(params) | ({aside: now[aside]} if aside in now else {})
+    if page != url_path or settings(now) != settings(shown):
+        del st.session_state[_PENDING_KEY]
+    elif st.session_state.get(_HISTORY_KEY) != "sent":
+        del st.session_state[_PENDING_KEY]
+        st.query_params.from_dict(address)
+    else:
+        _set_quietly(address)
+
+
+# ------------------------------------------------------------------ page visits and addresses
+_PAGE_PATH_KEY = "_app_page_path"  # the url path of the page this run shows ("" for the overview)
+_VISIT_KEY = "_app_visit"  # how many page visits this session has made; a rerun of the same page is no visit
+
+
+def enter_page(url_path: str) -> None:
+    """Called by app.py before it runs the page: a run that shows another page than the last run is a visit."""
+    if st.session_state.get(_PAGE_PATH_KEY) != url_path or _VISIT_KEY not in st.session_state:
+        st.session_state[_VISIT_KEY] = st.session_state.get(_VISIT_KEY, 0) + 1
+    st.session_state[_PAGE_PATH_KEY] = url_path
+
+
+def page_visit() -> int | None:
+    """This page visit's number in the session (None when a page runs on its own, without app.py)."""
+    return st.session_state.get(_VISIT_KEY)
+
+
+def current_page_path() -> str | None:
+    """The url path of the page this run shows (None when a page runs on its own)."""
+    return st.session_state.get(_PAGE_PATH_KEY)
+
+
+def page_address(url_path: str | None, params: Mapping[str, str]) -> str:
+    """The address of a page of this app (``url_path``: "" for the overview) with ``params``, as the
+    visitor's browser reaches the app; only the query string when the browser's address is unknown.
+
+    The browser reports its address when a run starts, so a run that switches pages sees the page it
+    leaves: the page's own path replaces that last part, and ``url_path`` None keeps the path as reported."""
+    query = query_string(params)
+    url = urlsplit(getattr(st.context, "url", "") or "")
+    if not url.netloc:
+        return f"?{query}"
+    path = url.path
+    if url_path is not None:
+        stems = {stem for stem, *_ in PAGE_TABLE}
+        head, _, last = path.rstrip("/").rpartition("/")
+        root = f"{head}/" if last in stems else path.rstrip("/") + "/"
+        path = root + url_path
+    return urlunsplit((url.scheme, url.netloc, path, query, ""))

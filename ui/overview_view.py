@@ -38,6 +38,10 @@ def live_hook() -> None:
                 verdict = f"The same bits: {split.why_same()}."
             st.markdown(f"**Sum {split.settings.n:,} {split.settings.dtype} values** (normal, seed 0; live on this "
                         f"server's CPU)  \n{rows}  \n{verdict}")
+
+
+def gpu_note() -> None:
+    """Where this app's GPU results come from (a live GPU, recordings, or the labelled model)."""
     st.markdown(gpu_status(*_recorded()))
 
 

@@ -4,7 +4,6 @@ results against their exact value (``error_table``)."""
 from __future__ import annotations
 
 import ast
-import functools
 import math
 import pathlib
 import re
@@ -103,8 +102,7 @@ _CODE_SPAN = re.compile(r"`[^`\n]+`")
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-@functools.lru_cache(maxsize=1)  # the app's sources do not change while it runs
-def cited_addresses() -> frozenset[str]:
+def _scan_cited() -> frozenset[str]:
     """Every address written in the app's own sources (core, ui, pages)."""
     found: set[str] = set()
     for folder in ("core", "ui", "pages"):
@@ -116,6 +114,13 @@ def cited_addresses() -> frozenset[str]:
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and "://" in node.value:
                     found |= set(_ADDRESS.findall(node.value))
     return frozenset(found)
+
+
+_CITED = _scan_cited()  # once, when the module loads: the app's sources do not change while it runs
+
+
+def cited_addresses() -> frozenset[str]:
+    return _CITED
 
 
 def address(url: str, text: str | None = None) -> str:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
+import segno
 import streamlit as st
 
 from core.kernels.orders import DEFAULT_ORDERS
 from core.studies.sumlab import differing_tree_seed
+from ui.navigation import page_address, write_address
 
 KEY = "presenter"
 
@@ -85,15 +89,11 @@ def url_params() -> dict[str, str]:
 
 
 def keep_in_url() -> None:
-    """Write presenter mode into the address (after the toggle: the speaker may just have changed it)."""
-    if presenter():
-        if st.query_params.get(PARAM) != "1":
-            st.query_params[PARAM] = "1"
-        st.session_state[_SEEN] = "1"
-    else:
-        if PARAM in st.query_params:
-            del st.query_params[PARAM]
-        st.session_state[_SEEN] = None
+    """Write presenter mode into the address (after the toggle: the speaker may just have changed it). A write
+    left for the next run (ui.navigation.write_address) leaves the value seen as the address holds it."""
+    address = {k: v for k, v in st.query_params.items() if k != PARAM} | url_params()
+    if dict(st.query_params) == address or write_address(address):
+        st.session_state[_SEEN] = "1" if presenter() else None
 
 
 def sidebar_toggle() -> None:
@@ -171,29 +171,6 @@ def styled(chart, presenter_mode: bool | None = None):
             .configure_text(fontSize=t["mark_text"]))
 
 
-PAGE_KEY = "_talk_last_page"
-# Runs in the component's iframe (same origin as the app): the main area's scroll container back to the top.
-SCROLL_TOP = """<script>/* {nonce} */
-const main = window.parent.document.querySelector('[data-testid="stMain"]');
-if (main) {{ main.scrollTo(0, 0); }}
-</script>"""
-
-
-def scroll_to_top_on_page_change(page_id: str) -> None:
-    """A page opened from a link low on another page starts at its top (its punchline), not at the old offset.
-
-    Streamlit keeps the main area's scroll position across a page switch: a scenario clicked at the
-    bottom of the home page opened about 2,700 px down on a long page. Only on a switch, from the sidebar
-    (no room taken in the page)."""
-    import streamlit.components.v1 as components
-
-    if st.session_state.get(PAGE_KEY) == page_id:
-        return
-    st.session_state[PAGE_KEY] = page_id
-    with st.sidebar:
-        components.html(SCROLL_TOP.format(nonce=f"{page_id} {id(st.session_state)}"), height=0)
-
-
 def more_settings():
     """Where secondary controls go: an expander in presenter mode, the page itself otherwise."""
     return talk_folded("More settings")
@@ -207,5 +184,32 @@ def talk_folded(label: str):
 
 def sidebar_state() -> str:
     """The sidebar's state for st.set_page_config: folded away in presenter mode (the slide gets the
-    whole width; the sidebar's arrow opens it again), open otherwise."""
-    return "collapsed" if presenter() else "expanded"
+    whole width; the sidebar's arrow opens it again); otherwise open on a wide screen and folded on a
+    phone (Streamlit's "auto": an open sidebar covered 300 of a 390 px phone's width)."""
+    return "collapsed" if presenter() else "auto"
+
+
+# Hosts that name the speaker's own computer: a phone in the room cannot open them.
+LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+ROOM_QR_PX = 240  # the code's widest: a 100-character link is 45 modules with the margin, about 5 px each
+ROOM_KEY = "room_link"  # the container that holds the room's link and code (tests find it by this key)
+
+
+def room_address(url_path: str | None) -> str:
+    """This view's address for the room: the page and its settings as the address holds them, without
+    presenter mode (a phone gets the normal type and controls)."""
+    return page_address(url_path, {k: v for k, v in st.query_params.items() if k != PARAM})
+
+
+def room_link(address: str, what: str, beside: bool = False) -> None:
+    """A link for the room and its QR code, drawn here (segno writes the code as SVG: nothing is fetched);
+    ``beside``: the code left of the words (a page's width), else above them (the sidebar's)."""
+    code = segno.make_qr(address, error="m")  # medium error correction: a projector's glare or a cut corner
+    with st.container(key=ROOM_KEY):
+        left, right = st.columns([1, 3], vertical_alignment="center") if beside else (st.container(),) * 2
+        left.image(code.svg_inline(omitsize=True, border=4, dark="#000000", light="#ffffff"), width=ROOM_QR_PX)
+        with right:  # the address in a code span: nothing in it is read as markdown, and it wraps where it must
+            st.markdown(f"**For the room:** {what}  \n`{address.replace('`', '%60')}`")
+            if urlsplit(address).hostname in LOOPBACK:
+                st.caption("This address names this computer itself: phones in the room reach the app at this "
+                           "computer's address on the room's network, with the same port and path.")

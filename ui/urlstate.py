@@ -9,6 +9,7 @@ import streamlit as st
 
 from core.crowd.querystate import Field, decode, encode_bounded, query_string
 from ui import talk
+from ui.navigation import current_page_path, page_address, page_visit, write_address
 from ui.render import inert
 
 _PAGE_KEY = "_url_page"  # the page whose restore ran last in this session (sync writes for it)
@@ -40,7 +41,9 @@ def restore(page: str, fields: Sequence[Field], defaults: dict) -> list[str]:
     An address with no settings at all, in a session that has shown this page before, is a return
     to it (a page switch drops the address's parameters, and Streamlit drops the widgets' values of a
     page it leaves): the page comes back as the visitor left it (kept by ``sync``), not at its
-    defaults. Presenter mode's parameter (ui.talk) is not a setting of the page.
+    defaults. An address with settings that opens a new visit of the page (Back or Forward to the
+    page's entry, whose address this page wrote itself) is applied again: the widgets' values went
+    with the last visit. Presenter mode's parameter (ui.talk) is not a setting of the page.
 
     Returns the notes about what the link held that was ignored, on every run of the session
     (kept in session state: a rerun right after the restore, such as the navigation guard's,
@@ -50,7 +53,10 @@ def restore(page: str, fields: Sequence[Field], defaults: dict) -> list[str]:
     st.session_state[_PAGE_KEY] = page
     seen_key, notes_key, kept_key = f"_url_seen_{page}", f"_url_notes_{page}", f"_url_kept_{page}"
     params = {k: v for k, v in st.query_params.items() if k != talk.PARAM}
-    if st.session_state.get(seen_key) != params:
+    visit, visit_key = page_visit(), f"_url_visit_{page}"
+    entered = visit is not None and st.session_state.get(visit_key) != visit
+    st.session_state[visit_key] = visit
+    if st.session_state.get(seen_key) != params or entered:
         kept = st.session_state.get(kept_key)
         values, notes = (dict(kept), []) if not params and kept is not None else decode(params, fields)
         for f in fields:
@@ -68,12 +74,14 @@ def sync(fields: Sequence[Field]) -> Query:
 
     A value longer than its field allows (a long paste) stays out of the URL, so the
     browser's address and the shared link stay short enough to open; ``share_box`` says so.
+    A session's first run leaves the address as it was opened, and the next run writes it first
+    (ui.navigation.write_address).
     """
     values = {f.key: st.session_state[f.key] for f in fields if f.key in st.session_state}
     params, omitted = encode_bounded(values, fields)
     address = params | talk.url_params()
     if dict(st.query_params) != address:
-        st.query_params.from_dict(address)
+        write_address(address)
     page = st.session_state.get(_PAGE_KEY)
     if page is not None:  # the next run with this URL is a rerun, not a new link
         st.session_state[f"_url_seen_{page}"] = dict(params)
@@ -102,7 +110,7 @@ def share_box(query: Query, notes: list[str], downloads: Mapping[str, tuple[str,
         if data:
             st.download_button(f"Download {what} ({file_name})", data, file_name, "text/plain",
                                key=f"_url_download_{name}", on_click="ignore", icon=":material/download:")
-    base = (getattr(st.context, "url", "") or "").split("?")[0]
+    base = page_address(current_page_path(), {})  # the page's address: a page switch reports the page left
     with st.expander("Link to this view", icon=":material/link:"):
-        st.code(f"{base}?{query}" if base else f"?{query}", language=None)
+        st.code(f"{base.rstrip('?')}?{query}", language=None)
         st.caption("Copy it (button at the right of the box): the link reopens this page with these settings.")

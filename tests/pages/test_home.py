@@ -51,8 +51,14 @@ def test_talk_mode_scenarios_and_presenter_switch():
     at.query_params["talk"] = "1"
     at.run()
     assert not at.exception and at.session_state["presenter"] is True
-    labels = [p.proto.label for p in at.get("page_link")][1:-1]  # between the table's and "Next"; no sections
-    assert sorted(labels) == sorted(title for title, *_ in SCENARIOS)
+    # the speaker's first screen: the live numbers, then the talk's links in story order; no sections
+    labels = [p.proto.label for p in at.get("page_link")]
+    assert labels[:len(SCENARIOS)] == [title for title, *_ in SCENARIOS]
+    assert labels[len(SCENARIOS):][0].startswith("Make my runs reproducible") and labels[-1].startswith("Next: ")
+    assert len(labels) == len(SCENARIOS) + 2
+    # the room's link and its QR code on the overview itself, not in the sidebar
+    assert len(at.main.get("image")) == 1 and at.sidebar.get("image") == []
+    assert any(m.value.startswith("**For the room:**") for m in at.main.markdown)
     assert at.toggle(key="presenter").value is True
     at.switch_page("pages/summation_lab.py").run()
     assert not at.exception

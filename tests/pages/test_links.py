@@ -140,3 +140,29 @@ def test_a_link_applies_every_time_it_is_opened_and_a_visitors_change_survives_r
     at.run()
     assert at.session_state["sl_n"] == 1000 and at.session_state["sl_storage"] == "float16"
     assert at.session_state["sl_orders"] == ["sequential", "kahan"] and at.session_state["sl_k"] == 0
+
+
+def test_the_speakers_sidebar_gives_the_room_this_view_without_presenter_mode():
+    """In presenter mode every page but the overview ends its sidebar with the room's link (this page, these
+    settings, no ``talk``) and a QR code of it; the overview shows them on the page. Outside presenter mode,
+    neither."""
+    from core.crowd.querystate import query_string
+    from tests.pages.conftest import ROOT, TIMEOUT
+    from ui.talk import ROOM_KEY
+
+    link = {"preset": "256 + 1 + 1 (bfloat16)", "format": "bfloat16", "a": "256", "b": "1", "c": "1"}
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.switch_page("pages/non_associativity.py")
+    at.query_params.update(link | {"talk": "1"})
+    at.run()
+    assert not at.exception
+    room = [m.value for m in at.sidebar.markdown if m.value.startswith("**For the room:**")]
+    assert len(room) == 1 and room[0].endswith(f"`?{query_string(link)}`"), room  # AppTest has no host
+    assert len(at.sidebar.get("image")) == 1 and at.main.get("image") == []  # the code, in the sidebar only
+    assert ROOM_KEY in str(at.sidebar.get("flex_container")[0].proto)
+    plain = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    plain.switch_page("pages/non_associativity.py")
+    plain.query_params.update(link)
+    plain.run()
+    assert not plain.exception and plain.sidebar.get("image") == []
+    assert not any(m.value.startswith("**For the room:**") for m in plain.sidebar.markdown)
