@@ -142,3 +142,9 @@ def test_a_visitor_who_arrives_with_a_crowd_is_told_the_wait_first(monkeypatch):
     assert toasts == ["30 other page views are being made on this server right now: this one may take about 3 s "
                       "(an estimate from the server time the last views took)."], toasts
     assert busy.running == 30  # the run gave its place back
+
+
+def test_the_overview_does_not_suggest_rounding_is_the_only_cause(app):
+    """With the same seed, random draws differ on a GPU from step 0: its generators are other algorithms."""
+    text = " ".join(" ".join(str(m.value).split()) for m in app.markdown)
+    assert "random generators are different algorithms" in text and "from step 0" in text
