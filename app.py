@@ -55,10 +55,8 @@ def introduction() -> None:
         """
 Train one model twice with the same data, seed and code, once on a CPU and once on a GPU, and the
 losses can agree for a while, then drift apart. Nothing is broken: the two machines round
-differently (in other places, and in their math libraries). This page and the story's next pages
-show where, with exact numbers. (Before any rounding, one more thing differs: torch's CPU and CUDA random
-generators are different algorithms, so with the same seed, dropout and every other random draw made on the
-GPU differ from step 0; draw on the CPU and move the tensor to compare like with like.)
+differently (in other places, and in their math libraries), and their random generators are different
+algorithms (one seed, other dropout on a GPU from step 0). The pages below show where.
 """
     )
 

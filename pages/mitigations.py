@@ -345,9 +345,9 @@ def summary(wider: WiderStudy) -> None:
     consumer = [float64_peak(h) for h in ("NVIDIA T4", "NVIDIA RTX 4090")]
     tensor = [c for p in datacentre for c in p.tensor_cost]
     small = [p.plain_cost for p in consumer] + [c for p in consumer for c in p.tensor_cost]
-    float64_cost = (f"{here}; A100, H100: matmuls 1.0× against PyTorch's default float32 (FP64 tensor cores), 2× "
-                    f"off the tensor cores, {_range(tensor)} against TF32 to bfloat16 training; T4, RTX 4090: "
-                    f"{_range(small)} (the upper ends against bfloat16 or float16; cited, in 1)")
+    float64_cost = (f"{here}; A100, H100: matmuls 1.0× vs the default float32 (FP64 tensor cores), 2× off "
+                    f"them, {_range(tensor)} vs TF32–bfloat16 training; T4, RTX 4090: {_range(small)} (upper ends "
+                    "vs bfloat16/float16; cited, in 1)")
     view.summary_table([
         {"mitigation": "1 · float64 everywhere", "fixes":
          "errors 2²⁹ times smaller; divergence later, or not within the run",
