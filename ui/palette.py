@@ -86,3 +86,5 @@ TRACE_STATES = (_TAB_GREY, _TAB_ORANGE, _D3_RED, _TAB_BLUE, _TAB_GREEN, _D3_BROW
 FORK = _ORANGE_700  # the first character that departs from the request served alone, and the rest
 ON_FORK = _WHITE  # text on the fork's box
 GENERATED_BACKGROUND = _PALE_BLUE  # generated text, apart from the prompt
+# A QR code: black modules on white, the contrast every phone camera reads
+QR_DARK, QR_LIGHT = _BLACK, _WHITE

@@ -10,6 +10,7 @@ import streamlit as st
 from core.kernels.orders import DEFAULT_ORDERS
 from core.studies.sumlab import differing_tree_seed
 from ui.navigation import page_address, write_address
+from ui.palette import QR_DARK, QR_LIGHT
 
 KEY = "presenter"
 
@@ -207,7 +208,7 @@ def room_link(address: str, what: str, beside: bool = False) -> None:
     code = segno.make_qr(address, error="m")  # medium error correction: a projector's glare or a cut corner
     with st.container(key=ROOM_KEY):
         left, right = st.columns([1, 3], vertical_alignment="center") if beside else (st.container(),) * 2
-        left.image(code.svg_inline(omitsize=True, border=4, dark="#000000", light="#ffffff"), width=ROOM_QR_PX)
+        left.image(code.svg_inline(omitsize=True, border=4, dark=QR_DARK, light=QR_LIGHT), width=ROOM_QR_PX)
         with right:  # the address in a code span: nothing in it is read as markdown, and it wraps where it must
             st.markdown(f"**For the room:** {what}  \n`{address.replace('`', '%60')}`")
             if urlsplit(address).hostname in LOOPBACK:
