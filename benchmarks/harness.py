@@ -99,6 +99,11 @@ class Server:
                 fields[key] = int(value.split()[0]) / 1024
         return fields
 
+    def cpu_seconds(self) -> float:
+        """User and system CPU seconds of the server process so far (all its threads), from /proc."""
+        fields = pathlib.Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def rss_mb(self) -> tuple[float, float]:
         """(current, peak) resident memory of the server process in MB, from /proc."""
         f = self._status_mb()

@@ -11,6 +11,7 @@ from core.crowd.budget import training_advice, training_cost
 from core.crowd.bytecache import PAIR_OUTCOMES, SEED_STREAMS, SEEDS
 from core.crowd.querystate import Field, FieldKind
 from core.crowd.runner import current_run, pair_outcome
+from core.crowd.sharedrun import RunView
 from core.machines.devices import available_devices, cpu_device
 from core.recordings.compare import machine_partings
 from core.recordings.store import cached_recordings
@@ -38,7 +39,7 @@ from core.training.mlp import (
     TrainSettings,
     network_name,
 )
-from core.training.pair import PLAIN, SOURCES, PairedRun, validate
+from core.training.pair import PLAIN, SOURCES, validate
 from core.training.seeds import seed_study
 from ui.crowd import folded, heavy_section, over_budget
 from ui.navigation import ensure_app_navigation, next_page_link
@@ -102,8 +103,9 @@ def _settings() -> TrainSettings:
                          lr=float(ss["td_lr"]), steps=int(ss["td_steps"]), seed=int(ss["td_seed"]))
 
 
-def _session_run(fresh: bool = False) -> PairedRun | None:
-    """This session's pair for the current settings (core.crowd.runner owns creating and replacing it)."""
+def _session_run(fresh: bool = False) -> RunView | None:
+    """This session's view of the pair for the current settings (core.crowd.runner owns creating and replacing it:
+    the room's run of a preset, shared by every viewer, or a run of its own for other settings)."""
     try:
         s = _settings()
         validate(s)
@@ -114,9 +116,9 @@ def _session_run(fresh: bool = False) -> PairedRun | None:
 
 # Button callbacks run before the script, so the buttons below are drawn knowing their effect
 # (Reset re-enables Play at once). They only ask for steps; the script applies what was asked
-# in short chunks (ui.training_view.play_requested), each an atomic PairedRun.advance under the
-# pair's own lock, with a yield point between chunks, so a later click, or a closed tab, stops
-# this script run within one chunk.
+# in short chunks (ui.training_view.play_requested), each an atomic RunView.advance under the
+# view's own lock (steps no viewer computed yet are computed then, once for the room), with a yield
+# point between chunks, so a later click, or a closed tab, stops this script run within one chunk.
 def _ask(how) -> None:
     run = _session_run()
     if run is not None:
@@ -217,12 +219,12 @@ def _speed_label(n: int) -> str:
     return f"Speed: {n} step{'s' if n != 1 else ''}/frame"
 
 
-def buttons(where, run: PairedRun, settings: TrainSettings) -> None:
+def buttons(where, run: RunView, settings: TrainSettings) -> None:
     """Play, Pause, Step, +10, Reset and the speed, in rows that wrap to the width they get."""
     row = where.container(horizontal=True, gap="small", vertical_alignment="center")
     row.button("Play", icon=":material/play_arrow:", type="primary", key="td_play", disabled=run.finished,
-               on_click=_ask, args=(PairedRun.request_to_end,))
-    row.button("Pause", icon=":material/pause:", key="td_pause", on_click=_ask, args=(PairedRun.cancel_requests,))
+               on_click=_ask, args=(RunView.request_to_end,))
+    row.button("Pause", icon=":material/pause:", key="td_pause", on_click=_ask, args=(RunView.cancel_requests,))
     row.button("Step", icon=":material/skip_next:", key="td_step", disabled=run.finished, on_click=_ask,
                args=(lambda r: r.request(1),))
     row.button("+10 steps", key="td_step10", disabled=run.finished, on_click=_ask, args=(lambda r: r.request(10),))
@@ -234,7 +236,7 @@ def buttons(where, run: PairedRun, settings: TrainSettings) -> None:
                        "frames. A change while playing takes effect at once.")
 
 
-def the_pair(punch, run: PairedRun, settings: TrainSettings, goto: int | None) -> None:
+def the_pair(punch, run: RunView, settings: TrainSettings, goto: int | None) -> None:
     """Controls and key numbers beside the two live charts (the first screen), the details below; replay to the
     step a reloaded link asks for (``goto``), Play what was asked for, then draw the pair once (live=False:
     widgets inside need unique keys).
@@ -252,6 +254,8 @@ def the_pair(punch, run: PairedRun, settings: TrainSettings, goto: int | None) -
     st.caption(
         f"Provenance: both runs computed live by torch on {cpu_device().name}"
         + (f"; B on {run.b_device_name}" if settings.source == "device" else "")
+        + (", once for everyone viewing this preset on this server: every viewer's Play shows the same steps, "
+           "bit for bit a pair of their own" if run.for_room else "")
         + ". Parameter distance and differing bits compare B mapped back to A's layout (permutations undone exactly)."
     )
     if goto and goto > run.done:
@@ -304,7 +308,8 @@ def equally_good(settings: TrainSettings) -> None:
     st.caption(SEED_RULE)
     st.caption(f"Seeds {study.seeds[0]}–{study.seeds[-1]}, each trained for {settings.steps} steps on both sides; "
                "accuracy on the whole data set. A published study of real networks measured more: identical training "
-               "runs differed by up to 10.8% in accuracy, and implementation nondeterminism alone by up to 2.9% "
+               "runs differed by up to 10.8% in accuracy (among models that were not weak: they left those out), and "
+               "implementation nondeterminism alone by up to 2.9% "
                "(Pham et al., “Problems and Opportunities in Training Deep Learning Software Systems: An Analysis "
                f"of Variance”, ASE 2020, {inert(PHAM_2020, line_start=False)}).")
 

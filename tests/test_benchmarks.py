@@ -75,3 +75,19 @@ def test_bench_your_gpu_prints_its_ratios_last(capsys):
     assert re.fullmatch(r"your GPU: first result \d+(\.\d+)?x the server CPU path's time, page data "
                         r"\d+\.\d\dx the vector's bytes \(n=10000 float32\)", last), last
     assert out["first_ms"] <= out["total_ms"] and out["ws"] > 0
+
+
+@pytest.mark.browser
+def test_bench_room_play_prints_the_speakers_play_alone_and_with_players_last(capsys):
+    """The speaker's Play on the training link alone and with two players (a fresh real server each; protocol-level
+    sessions, no browser)."""
+    from benchmarks import bench_room_play
+
+    results = run_in_own_thread(lambda: bench_room_play.main([2]), timeout=600)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(r"room play: speaker alone \d+\.\d\d s, with 2 players \d+\.\d\d s \(\d+\.\d\dx\), peak "
+                        r"private \d+ MB", out[-1]), out[-1]
+    alone, room = results
+    assert not alone.errors and not room.errors and len(room.others) == 2
+    assert alone.speaker.to_step and room.speaker.to_step and all(p.to_step for p in room.others)
+    assert max(alone.speaker.steps_seen) == bench_room_play.STEPS  # the speaker's progress reached the end

@@ -3,8 +3,9 @@ progress bar and the Play loop (no numerics here; core.training.divergence says 
 
 from __future__ import annotations
 
+import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -12,15 +13,18 @@ import altair as alt
 import numpy as np
 import pandas as pd
 import streamlit as st
+from streamlit import dataframe_util
 
 from core.arith.exact import exact_decimal
 from core.arith.formats import FORMATS
+from core.crowd.bytecache import PLAY_FRAMES
 from core.crowd.querystate import Field, decode
 from core.crowd.runner import PairOutcome
+from core.crowd.sharedrun import RunView
 from core.recordings.compare import Parting
-from core.training.divergence import PairSnapshot, check_speed, snapshot
+from core.training.divergence import FirstDifferences, PairSnapshot, check_speed, snapshot
 from core.training.mlp import TrainSettings
-from core.training.pair import PLAIN, SOURCES, PairedRun, StepRecord
+from core.training.pair import PLAIN, SOURCES, StepRecord
 from core.training.seeds import DivergenceSummary, SeedStudy
 from ui import charts
 from ui.export import download_buttons
@@ -101,19 +105,72 @@ def thinned(df: pd.DataFrame, columns: list[str], limit: int = CHART_ROWS) -> pd
     return df.iloc[np.flatnonzero(keep)]
 
 
-def _line(df: pd.DataFrame, title=None):
-    """A line chart that also draws its points while the run is short (one record: one visible point)."""
-    few = len(df) > 0 and df["step"].nunique() <= POINTS_UP_TO
-    chart = alt.Chart(df) if title is None else alt.Chart(df, title=title)
+def _few(df: pd.DataFrame) -> bool:
+    """Short enough to draw every step as a point too (one record: one visible point)."""
+    return len(df) > 0 and df["step"].nunique() <= POINTS_UP_TO
+
+
+def _line(data, title=None, few: bool = False):
+    """A line chart of ``data`` (a table, or its name: see ``Tables``) that also draws its points while the run is
+    short (``few``: one record, one visible point)."""
+    chart = alt.Chart(data) if title is None else alt.Chart(data, title=title)
     return chart.mark_line(point=few)
 
 
-def _message(text: str, colour: str) -> alt.Chart:
+def _text(text: str) -> pd.DataFrame:
+    return pd.DataFrame({"text": [text]})
+
+
+def _message(data, colour: str) -> alt.Chart:
     """A line of text inside a chart's plotting area, a third down (a chart with nothing to plot yet says
-    why), in the colour of the series that will appear there."""
-    return (alt.Chart(pd.DataFrame({"text": [text]}))
+    why), in the colour of the series that will appear there. ``data``: a one-row table of the text."""
+    return (alt.Chart(data)
             .mark_text(fontSize=15, color=colour, align="center", baseline="middle")
             .encode(text="text:N", x=alt.value(alt.expr("width / 2")), y=alt.value(alt.expr("height / 3"))))
+
+
+class Tables:
+    """Where a chart's rows come from. A chart of the pair is built from its tables (``Tables.inline``: the rows
+    inside the chart, as ``st.altair_chart`` draws them), or from their names alone (``Tables.by_name``), so that
+    one specification serves every frame of one shape: the rows travel beside it as named datasets, the same
+    bytes Streamlit makes of the inline chart, so the chart drawn is the same (tests/pages/test_training_divergence.py
+    compares them)."""
+
+    def __init__(self, tables: Mapping[str, object], as_names: bool) -> None:
+        self.tables, self.as_names = tables, as_names
+        self._refs: dict[str, alt.NamedData] = {}  # one reference per table: layers sharing it share their data
+
+    @classmethod
+    def inline(cls, tables: Mapping[str, pd.DataFrame]) -> Tables:
+        return cls(tables, as_names=False)
+
+    @classmethod
+    def by_name(cls, names: Iterable[str]) -> Tables:
+        return cls(dict.fromkeys(names), as_names=True)
+
+    @staticmethod
+    def dataset(name: str) -> str:
+        """The name a table's rows travel under beside a specification built ``by_name``."""
+        return f"td-{name}"
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tables
+
+    def __getitem__(self, name: str):
+        if not self.as_names:
+            return self.tables[name]
+        if name not in self._refs:
+            self._refs[name] = alt.NamedData(name=self.dataset(name))
+        return self._refs[name]
+
+
+def loss_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The loss chart's rows: both losses by step (thinned, one row per run and step), and the message of an
+    empty chart."""
+    long = thinned(df, ["loss A", "loss B"]).melt(id_vars=["step"], value_vars=["loss A", "loss B"], var_name="run",
+                                                   value_name="loss")
+    long["run"] = long["run"].str[-1]
+    return {"loss": long, **({} if len(df) else {"message": _text("press Play or Step to train A and B")})}
 
 
 def loss_chart(df: pd.DataFrame, title: str | None = None, height: int = LINE_HEIGHT,
@@ -123,9 +180,13 @@ def loss_chart(df: pd.DataFrame, title: str | None = None, height: int = LINE_HE
     While the run is short every step is a point too, A's larger than B's, so that a single step
     (two equal losses) still shows both runs. ``x_title=False`` for the chart stacked on the relative
     gap, whose step axis says it."""
-    long = thinned(df, ["loss A", "loss B"]).melt(id_vars=["step"], value_vars=["loss A", "loss B"], var_name="run",
-                                                   value_name="loss")
-    long["run"] = long["run"].str[-1]
+    return loss_layers(Tables.inline(loss_tables(df)), _few(df), title, height, x_title)
+
+
+def loss_layers(tables: Tables, few: bool, title: str | None = None, height: int = LINE_HEIGHT,
+                x_title: bool = True) -> alt.LayerChart:
+    """``loss_chart`` from its tables (``loss_tables``)."""
+    long = tables["loss"]
     where = alt.Legend(orient="top-right", fillColor=LEGEND_FILL, padding=4, title=None)
     x = STEP_AXIS if x_title else STEP_AXIS.title(None)
     y = alt.Y("loss:Q", scale=alt.Scale(type="log"), title="loss A and B (log)")
@@ -143,15 +204,36 @@ def loss_chart(df: pd.DataFrame, title: str | None = None, height: int = LINE_HE
         )
     )
     layers = [lines]
-    if not len(df):
-        layers.append(_message("press Play or Step to train A and B", RUN_COLOURS.range[0]))
-    elif df["step"].nunique() <= POINTS_UP_TO:
+    if "message" in tables:
+        layers.append(_message(tables["message"], RUN_COLOURS.range[0]))
+    elif few:
         layers.append(alt.Chart(long).mark_circle(opacity=1).encode(
             x=x, y=y, color=alt.Color("run:N", scale=RUN_COLOURS, legend=None),
             size=alt.Size("run:N", scale=alt.Scale(domain=["A", "B"], range=[130, 35]), legend=None),
             order=alt.Order("run:N", sort="ascending"),
-            tooltip=["step", "run", alt.Tooltip("loss:Q", format=".9g")]))
+            tooltip=["step:Q", "run:N", alt.Tooltip("loss:Q", format=".9g")]))
     return styled(alt.layer(*layers).properties(height=height))
+
+
+GAP_TOP = 0.02  # the relative gap's axis reaches at least 2%, so the 1% line always shows
+
+
+def gap_top(df: pd.DataFrame) -> float:
+    """Where the relative gap's axis ends: its largest finite value, at least GAP_TOP."""
+    gap = df["relative gap"]
+    finite = gap[np.isfinite(gap)]
+    return max(GAP_TOP, float(finite.max()) if len(finite) else GAP_TOP)
+
+
+def relative_gap_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The relative gap chart's rows: the gap by step (thinned), the 1% line, and a message while there is no gap."""
+    data = df[["step", "relative gap"]]
+    tables = {"gap": thinned(data, ["relative gap"]), "rule": pd.DataFrame({"y": [0.01], "label": ["1%"]})}
+    if not len(data):
+        tables["message"] = _text("no step yet")
+    elif not (data["relative gap"] > 0).any():
+        tables["message"] = _text(f"losses bit-identical so far ({len(data)} step{'s' if len(data) != 1 else ''})")
+    return tables
 
 
 def relative_gap_chart(df: pd.DataFrame, height: int = LIVE_HEIGHT) -> alt.LayerChart:
@@ -159,37 +241,57 @@ def relative_gap_chart(df: pd.DataFrame, height: int = LIVE_HEIGHT) -> alt.Layer
 
     On a linear scale the gap stays flat on zero while the runs agree and lifts off when they part:
     what the log chart below shows as a steady climb, this one shows as the moment it matters."""
-    data = df[["step", "relative gap"]]
-    finite = data["relative gap"][np.isfinite(data["relative gap"])]
-    scale = alt.Scale(domainMin=0, domainMax=max(0.02, float(finite.max()) if len(finite) else 0.02))
+    return relative_gap_layers(Tables.inline(relative_gap_tables(df)), _few(df), gap_top(df), height)
+
+
+def relative_gap_layers(tables: Tables, few: bool, top: float, height: int = LIVE_HEIGHT) -> alt.LayerChart:
+    """``relative_gap_chart`` from its tables (``relative_gap_tables``), its axis up to ``top``."""
+    scale = alt.Scale(domainMin=0, domainMax=top)
     gap = (
-        _line(thinned(data, ["relative gap"]))
+        _line(tables["gap"], few=few)
         .encode(x=STEP_AXIS,
                 y=alt.Y("relative gap:Q", scale=scale, axis=alt.Axis(format="%"),
                         title="relative loss gap (linear)"),
                 color=alt.value(GAP_COLOURS[0]))
     )
-    rule = pd.DataFrame({"y": [0.01], "label": ["1%"]})
-    line = alt.Chart(rule).mark_rule(strokeDash=[4, 4], color=REFERENCE).encode(y="y:Q")
-    label = alt.Chart(rule).mark_text(align="left", dx=4, dy=-8, fontSize=13, color=NOTE).encode(
+    line = alt.Chart(tables["rule"]).mark_rule(strokeDash=[4, 4], color=REFERENCE).encode(y="y:Q")
+    label = alt.Chart(tables["rule"]).mark_text(align="left", dx=4, dy=-8, fontSize=13, color=NOTE).encode(
         y="y:Q", x=alt.value(0), text="label:N")
     layers = [gap, line, label]
-    if not len(data):
-        layers.append(_message("no step yet", GAP_COLOURS[0]))
-    elif not (data["relative gap"] > 0).any():
-        layers.append(_message(f"losses bit-identical so far ({len(data)} step{'s' if len(data) != 1 else ''})",
-                               GAP_COLOURS[0]))
+    if "message" in tables:
+        layers.append(_message(tables["message"], GAP_COLOURS[0]))
     return styled(alt.layer(*layers).properties(height=height))
 
 
-def gap_chart(df: pd.DataFrame, summary: DivergenceSummary, title: str) -> alt.LayerChart:
+GAP_SERIES = ["|Δ loss|", "‖Δθ‖", "fitted growth of ‖Δθ‖"]
+
+
+def gap_tables(df: pd.DataFrame, summary: DivergenceSummary | None) -> dict[str, pd.DataFrame]:
+    """The log chart's rows: both gaps by step where above zero (thinned), the fitted line while the distance grows,
+    and the message of a pair still bit-identical."""
     long = thinned(df, ["|Δ loss|", "‖Δθ‖"]).melt(id_vars=["step"], value_vars=["|Δ loss|", "‖Δθ‖"], var_name="gap",
                                                   value_name="value")
     long = long[long["value"] > 0]
-    series = ["|Δ loss|", "‖Δθ‖", "fitted growth of ‖Δθ‖"]
-    colours = alt.Scale(domain=series, range=GAP_COLOURS)
+    tables = {"gaps": long if len(long) else pd.DataFrame({"step": [], "value": [], "gap": []})}
+    if not len(long):
+        tables["message"] = _text("A and B bit-identical so far: no difference to draw on a log scale")
+    if summary is not None and summary.growing:
+        a, b = summary.fit_range  # the fitted line itself (core.arith.metrics.growth_fit), not a refit
+        tables["fit"] = pd.DataFrame({"step": [a, b], "value": [summary.fit.at(a), summary.fit.at(b)],
+                                      "gap": [GAP_SERIES[2]] * 2})
+    return tables
+
+
+def gap_chart(df: pd.DataFrame, summary: DivergenceSummary, title: str) -> alt.LayerChart:
+    tables = gap_tables(df, summary)
+    return gap_layers(Tables.inline(tables), _few(tables["gaps"]), title)
+
+
+def gap_layers(tables: Tables, few: bool, title: str) -> alt.LayerChart:
+    """``gap_chart`` from its tables (``gap_tables``)."""
+    colours = alt.Scale(domain=GAP_SERIES, range=GAP_COLOURS)
     lines = (
-        _line(long if len(long) else pd.DataFrame({"step": [], "value": [], "gap": []}), title)
+        _line(tables["gaps"], title, few=few)
         .encode(
             x=STEP_AXIS,
             y=alt.Y("value:Q", scale=alt.Scale(type="log"),
@@ -198,23 +300,28 @@ def gap_chart(df: pd.DataFrame, summary: DivergenceSummary, title: str) -> alt.L
         )
     )
     layers = [lines]
-    if not len(long):
-        layers.append(_message("A and B bit-identical so far: no difference to draw on a log scale", GAP_COLOURS[0]))
-    if summary.growing:
-        a, b = summary.fit_range  # the fitted line itself (core.arith.metrics.growth_fit), not a refit
-        fit = pd.DataFrame({"step": [a, b], "value": [summary.fit.at(a), summary.fit.at(b)],
-                            "gap": [series[2]] * 2})
+    if "message" in tables:
+        layers.append(_message(tables["message"], GAP_COLOURS[0]))
+    if "fit" in tables:
         layers.append(
-            alt.Chart(fit).mark_line(strokeDash=[6, 3]).encode(x="step:Q", y="value:Q",
-                                                               color=alt.Color("gap:N", scale=colours))
+            alt.Chart(tables["fit"]).mark_line(strokeDash=[6, 3]).encode(x="step:Q", y="value:Q",
+                                                                         color=alt.Color("gap:N", scale=colours))
         )
     return styled(alt.layer(*layers).properties(height=LINE_HEIGHT))
 
 
+def bits_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    return {"bits": thinned(df[["step", "differing bits"]], ["differing bits"])}
+
+
 def bits_strip(df: pd.DataFrame) -> alt.Chart:
-    few = len(df) <= POINTS_UP_TO
+    return bits_layers(Tables.inline(bits_tables(df)), len(df) <= POINTS_UP_TO)
+
+
+def bits_layers(tables: Tables, few: bool) -> alt.Chart:
+    """``bits_strip`` from its table (``bits_tables``)."""
     return styled(
-        alt.Chart(thinned(df[["step", "differing bits"]], ["differing bits"]))
+        alt.Chart(tables["bits"])
         .mark_area(color=DIFFERING_BITS, opacity=0.7, point=alt.OverlayMarkDef(color=DIFFERING_BITS) if few else False)
         .encode(
             x=STEP_AXIS,
@@ -302,6 +409,12 @@ def seed_chart(df: pd.DataFrame, field: str) -> alt.LayerChart:
 # ------------------------------------------------------------------------ the live pair
 
 PLAY_CHUNK = 10  # steps applied at once while playing: tens of milliseconds between yield points (idle core)
+# Play draws a frame at most this often (12.5 a second). Steps another viewer computed already cost no training,
+# and a frame drawn from rows and a specification made for the room costs a few milliseconds: unpaced, such a Play
+# would rush through its frames faster than a screen shows them (the server sends only the last of the frames
+# queued meanwhile), and the curves would jump to the end instead of growing. A Play that computes its own steps
+# alone took about 0.09 s a frame before frames were shared (2-core VM), and takes this pace now.
+FRAME_S = 0.08
 
 
 def apply_preset_link(fields: list[Field], preset_values: Callable[[str], dict]) -> bool:
@@ -337,6 +450,7 @@ class PairSlots:
     charts: object
     details: object
     side_by_side: bool = False  # the two live charts beside each other (presenter mode's whole width)
+    shown_numbers: tuple | None = None  # the key numbers drawn last in this script run (unchanged: not sent again)
 
     def show_progress(self, done: int, steps: int) -> None:
         self.progress.progress(done / steps, text=f"step {done:,} of {steps:,}")
@@ -353,10 +467,16 @@ NUMBERS_CSS = """<style>
 </style>"""
 
 
-def _key_numbers(snap: PairSnapshot, where) -> None:
-    """Which of the losses and the weights differ first (as the charts show them), and how fast it grows."""
-    summary, firsts = snap.summary, snap.firsts
-    box = where.container()  # inside the page's st.container(key="td_numbers"): NUMBERS_CSS
+def _key_numbers(summary: DivergenceSummary, firsts: FirstDifferences, slots: PairSlots) -> None:
+    """Which of the losses and the weights differ first (as the charts show them), and how fast it grows; drawn
+    again only when one of them changed since this script run drew them (most frames of a Play change none)."""
+    doubling = f"{summary.doubling_steps:.1f} steps" if summary.doubling_steps else "—"
+    fit = f"(steps {summary.fit_range[0]}–{summary.fit_range[1]})" if summary.fit_range else None
+    shown = (firsts.loss, firsts.weights, summary.first_rel_1pct, doubling, fit, firsts.note)
+    if shown == slots.shown_numbers:
+        return
+    slots.shown_numbers = shown
+    box = slots.numbers.container()  # inside the page's st.container(key="td_numbers"): NUMBERS_CSS
     m1, m2 = box.columns(2)
     m1.metric("Loss differs from step", firsts.loss or "not yet",
               help="The first step whose two losses have other bits (the loss curves and the relative gap).")
@@ -367,88 +487,182 @@ def _key_numbers(snap: PairSnapshot, where) -> None:
     m3.metric("Loss gap first > 1% at step", summary.first_rel_1pct or "not yet",
               help="The first step with |loss A − loss B| / loss A above 1% (the dashed line of the relative gap); "
                    "the gap can fall back under 1% later.")
-    m4.metric("‖Δθ‖ doubles every", f"{summary.doubling_steps:.1f} steps" if summary.doubling_steps else "—",
-              help="A least-squares line through ln‖θA − θB‖ over its growth phase "
-              f"(steps {summary.fit_range[0]}–{summary.fit_range[1]})" if summary.fit_range else None)
+    m4.metric("‖Δθ‖ doubles every", doubling,
+              help=f"A least-squares line through ln‖θA − θB‖ over its growth phase {fit}" if fit else None)
     box.caption(firsts.note)
 
 
-def _boundaries(snap: PairSnapshot, run: PairedRun) -> None:
-    gx, gy, pa, pb = snap.grid
+def _boundaries(snap: PairSnapshot, run: RunView, key: tuple) -> None:
     left, right = st.columns(2)
-    grid_a, pts = boundary_frame(gx, gy, pa, run.x64, run.y)
-    grid_b, _ = boundary_frame(gx, gy, pb, run.x64, run.y)
-    left.altair_chart(boundary_chart(grid_a, pts, f"Run A at step {snap.last.step}"), width="content")
-    right.altair_chart(boundary_chart(grid_b, pts, f"Run B at step {snap.last.step}"), width="content")
+
+    def chart(side: int) -> alt.LayerChart:
+        gx, gy = snap.grid[0], snap.grid[1]
+        grid, pts = boundary_frame(gx, gy, snap.grid[2 + side], run.x64, run.y)
+        return boundary_chart(grid, pts, f"Run {'AB'[side]} at step {snap.last.step}")
+
+    for side, where in enumerate((left, right)):
+        charts.show(chart, side, key=("boundary", *key, side), where=where, width="content")
     st.caption("Decision boundaries: the pale cells are the class each run predicts there, the dots are the "
                "data points in their true class (both runs saw the same points).")
+
+
+# A chart of the pair at one step: whether every step is a point too, where its axis ends (None: no such axis), its
+# tables. The same for every viewer of one run at one step: made once, kept in PLAY_FRAMES as Arrow bytes.
+Frame = tuple[bool, float | None, dict[str, pd.DataFrame]]
+
+
+def _frame_rows(frame: Frame) -> tuple[bool, float | None, dict[str, bytes], str]:
+    """A frame's rows as the bytes Streamlit sends, and a digest of them (what names the frame's rows)."""
+    few, top, tables = frame
+    rows = {name: dataframe_util.convert_anything_to_arrow_bytes(t) for name, t in tables.items()}
+    digest = hashlib.blake2b(b"".join(rows.values()), digest_size=8).hexdigest()
+    return few, top, rows, digest
+
+
+def _with(spec, key: str, value):
+    """``spec`` with the one ``key`` inside it set to ``value``, copied along the way (the cached one stays whole)."""
+    if isinstance(spec, dict):
+        if key in spec:
+            return {**spec, key: value}
+        for k, v in spec.items():
+            if (new := _with(v, key, value)) is not v:
+                return {**spec, k: new}
+    elif isinstance(spec, list):
+        for i, v in enumerate(spec):
+            if (new := _with(v, key, value)) is not v:
+                return [*spec[:i], new, *spec[i + 1:]]
+    return spec
+
+
+def frame_spec(kind: str, at: Hashable, shape: Hashable, frame: Callable[[], Frame],
+               build: Callable[[Tables, bool, float], object], keep: bool = True) -> dict | None:
+    """The Vega-Lite specification of the chart ``kind`` of the pair at ``at`` (a run's key and a step), with its
+    rows beside it as named datasets: ``build(tables, few, top)`` makes the chart, ``frame()`` its tables. None
+    where Streamlit offers no conversion (``ui.charts``).
+
+    A Play draws the pair tens of times, each time in every session of the room. The specification is built
+    once per shape, drawing mode and table names (``Tables.by_name``, its axis end set to GAP_TOP), the rows
+    once per run and step for the whole room (``keep=False``: a run no other viewer sees, its rows not kept);
+    a view only joins the two and sets the axis end.
+
+    The specification also names its rows (``usermeta``, which Vega-Lite carries and ignores): the browser then
+    lays out each frame afresh, as it did when every frame's datasets had names of their own. With one
+    specification and new rows it would update the rows in place, and Vega's "fit" layout, redone from the
+    last frame's, can then place the plot a few pixels otherwise than a fresh one (two tabs of one step differed).
+    """
+    if keep:
+        few, top, rows, digest = PLAY_FRAMES.get_or_compute((kind, at), lambda: _frame_rows(frame()))
+    else:
+        few, top, rows, digest = _frame_rows(frame())
+    structure = charts.spec(lambda: build(Tables.by_name(rows), few, GAP_TOP), key=(kind, shape, few, tuple(rows)))
+    if structure is None:
+        return None
+    spec = {**structure, "usermeta": {"rows": digest},
+            "datasets": {Tables.dataset(name): data for name, data in rows.items()}}
+    return spec if top is None else _with(spec, "domainMax", top)
+
+
+def frame_chart(where, kind: str, at: Hashable, shape: Hashable, frame: Callable[[], Frame],
+                build: Callable[[Tables, bool, float], object], keep: bool = True, width: str = "stretch") -> None:
+    """Draw ``frame_spec``'s chart in ``where`` (as ``st.altair_chart`` draws it where there is no conversion)."""
+    spec = frame_spec(kind, at, shape, frame, build, keep)
+    if spec is None:
+        few, top, tables = frame()
+        where.altair_chart(build(Tables.inline(tables), few, top), width=width)
+    else:
+        where.vega_lite_chart(spec=spec, width=width)
 
 
 DETAIL_FRAMES = 10  # while playing, the charts below the first screen are redrawn about this often per run
 
 
-def draw_pair(run: PairedRun, settings: TrainSettings, slots: PairSlots, live: bool = False,
+def draw_pair(run: RunView, settings: TrainSettings, slots: PairSlots, live: bool = False,
               details: bool = True) -> None:
     """The pair from one atomic snapshot: key numbers and the two live charts, then the details below
-    (``details=False``: a live frame that leaves them as they are, to keep frames cheap)."""
+    (``details=False``: a live frame that leaves them as they are, to keep frames cheap).
+
+    Every chart of the pair at one step is the same for every viewer of that run (``RunView.key``) in one
+    drawing mode: its rows are made once for the room and its specification once per shape (``frame_chart``)."""
     snap = snapshot(run, settings, None if live else 50)
     slots.show_progress(len(snap.records), settings.steps)
-    df = records_frame(list(snap.records))
-    what = SOURCES[settings.source].split(":")[0]
-    what = what if what[:2].isupper() else what[:1].lower() + what[1:]  # "CPU threads" keeps its capitals
-    kind = {"device": "real GPU", "stand-in": "reordered stand-in", "cpu": "live on this CPU"}[snap.b_kind]
+    at = (run.key, len(snap.records))  # what every chart below shows: this run, this many steps
+    made: dict[str, pd.DataFrame] = {}
+
+    def df() -> pd.DataFrame:  # the table, made only when a chart is built here, not drawn from its specification
+        if "df" not in made:
+            made["df"] = records_frame(list(snap.records))
+        return made["df"]
+
     with slots.charts.container():  # drawn from the first Step on: a point each, or a message in the chart
         height = LIVE_HEIGHT_SIDE_BY_SIDE if slots.side_by_side else LIVE_HEIGHT
         first, second = st.columns(2) if slots.side_by_side else (st, st)
-        if snap.records:
-            first.altair_chart(loss_chart(df, None, height, x_title=slots.side_by_side), width="stretch")
-            second.altair_chart(relative_gap_chart(df, height), width="stretch")
-        else:  # the charts before a first step are the same for every viewer: one specification each (ui.charts)
-            shape = (height, slots.side_by_side)
-            charts.show(lambda: loss_chart(df, None, height, x_title=slots.side_by_side), key=("no-step-loss", shape),
-                        where=first)
-            charts.show(lambda: relative_gap_chart(df, height), key=("no-step-gap", shape), where=second)
+        step = at if snap.records else ("no step",)  # before a first step: the same charts for every run
+        keep = run.for_room or not snap.records
+        frame_chart(first, "loss", step, (height, slots.side_by_side), lambda: (_few(df()), None, loss_tables(df())),
+                    lambda tables, few, top: loss_layers(tables, few, None, height, x_title=slots.side_by_side), keep)
+        frame_chart(second, "relative gap", step, height,
+                    lambda: (_few(df()), gap_top(df()), relative_gap_tables(df())),
+                    lambda tables, few, top: relative_gap_layers(tables, few, top, height), keep)
     if not snap.records:
         slots.numbers.info("Press Play to train both runs live, or Step to apply one update at a time.")
+        slots.shown_numbers = None
         slots.details.empty()
         return
-    _key_numbers(snap, slots.numbers)
-    if not details:
+    # what the key numbers say at this step is the same for every viewer of the run: worked out once for the room
+    numbers = (PLAY_FRAMES.get_or_compute(("numbers", at), lambda: (snap.summary, snap.firsts)) if run.for_room
+               else (snap.summary, snap.firsts))
+    _key_numbers(*numbers, slots)
+    if details:
+        with slots.details.container():
+            _details(snap, numbers[0], run, settings, df, at, live)
+
+
+def _details(snap: PairSnapshot, summary: DivergenceSummary, run: RunView, settings: TrainSettings,
+             df: Callable[[], pd.DataFrame], at: tuple, live: bool) -> None:
+    """Below the first screen: the last losses with their bits, the gaps on a log scale, the differing bits; when
+    the run pauses or ends, the downloads and the decision boundaries."""
+    last = snap.last
+    what = SOURCES[settings.source].split(":")[0]
+    what = what if what[:2].isupper() else what[:1].lower() + what[1:]  # "CPU threads" keeps its capitals
+    kind = {"device": "real GPU", "stand-in": "reordered stand-in", "cpu": "live on this CPU"}[snap.b_kind]
+    if not snap.finite:
+        st.warning("The losses have overflowed to inf or NaN: this learning rate makes training blow up. "
+                   "Lower it to see a meaningful comparison.", icon=":material/warning:")
+    where_b = {"device": f"B ran on {snap.b_device_name}",
+               "stand-in": "both ran live on this CPU (B is a reordered stand-in for another device's order)",
+               "cpu": "both ran live on this CPU"}[snap.b_kind]
+    st.markdown(f"**After step {last.step}** · {PLAIN[settings.source]} · {where_b}.")
+    a_col, b_col = st.columns(2)
+    a_col.markdown("Loss A " + value_and_bits(last.loss_a, last.loss_a_bits, snap.loss_a_dtype),
+                   unsafe_allow_html=True)
+    b_col.markdown("Loss B " + value_and_bits(last.loss_b, last.loss_b_bits, snap.loss_b_dtype),
+                   unsafe_allow_html=True)
+    title = f"How far apart on a log scale: |Δ loss| and ‖θA − θB‖, dashed: fitted growth (B: {what}; {kind})"
+
+    def gaps() -> Frame:
+        tables = gap_tables(df(), summary)
+        return _few(tables["gaps"]), None, tables
+
+    frame_chart(st, "log gaps", at, title, gaps, lambda tables, few, top: gap_layers(tables, few, title), run.for_room)
+    st.metric("Parameter bits that differ", f"{last.differing_bits / last.total_bits:.1%}",
+              help="Of all parameter bits, the share that differs between A and B after this step (the strip).")
+    frame_chart(st, "bits", at, (), lambda: (len(snap.records) <= POINTS_UP_TO, None, bits_tables(df())),
+                lambda tables, few, top: bits_layers(tables, few), run.for_room)
+    if len(snap.records) > CHART_ROWS:
+        st.caption(f"The charts draw {len(snap.records):,} steps through about {CHART_ROWS:,} points each: every "
+                   "slice of steps by its lowest and its highest value of each line, so no spike is lost. The "
+                   "numbers and the download are of every step.")
+    if live or snap.grid is None:
+        st.caption("Decision boundaries are drawn when the run pauses or ends.")
         return
-    with slots.details.container():
-        last = snap.last
-        if not snap.finite:
-            st.warning("The losses have overflowed to inf or NaN: this learning rate makes training blow up. "
-                       "Lower it to see a meaningful comparison.", icon=":material/warning:")
-        where_b = {"device": f"B ran on {snap.b_device_name}",
-                   "stand-in": "both ran live on this CPU (B is a reordered stand-in for another device's order)",
-                   "cpu": "both ran live on this CPU"}[snap.b_kind]
-        st.markdown(f"**After step {last.step}** · {PLAIN[settings.source]} · {where_b}.")
-        a_col, b_col = st.columns(2)
-        a_col.markdown("Loss A " + value_and_bits(last.loss_a, last.loss_a_bits, snap.loss_a_dtype),
-                       unsafe_allow_html=True)
-        b_col.markdown("Loss B " + value_and_bits(last.loss_b, last.loss_b_bits, snap.loss_b_dtype),
-                       unsafe_allow_html=True)
-        st.altair_chart(gap_chart(df, snap.summary, f"How far apart on a log scale: |Δ loss| and ‖θA − θB‖, "
-                                  f"dashed: fitted growth (B: {what}; {kind})"), width="stretch")
-        st.metric("Parameter bits that differ", f"{last.differing_bits / last.total_bits:.1%}",
-                  help="Of all parameter bits, the share that differs between A and B after this step (the strip).")
-        st.altair_chart(bits_strip(df), width="stretch")
-        if len(df) > CHART_ROWS:
-            st.caption(f"The charts draw {len(df):,} steps through about {CHART_ROWS:,} points each: every slice of "
-                       "steps by its lowest and its highest value of each line, so no spike is lost. The numbers "
-                       "and the download are of every step.")
-        if live or snap.grid is None:
-            st.caption("Decision boundaries are drawn when the run pauses or ends.")
-            return
-        download_buttons(df, {"difference": settings.source, "format": settings.dtype,
-                              "optimizer": settings.optimizer, "lr": settings.lr, "steps": settings.steps,
-                              "seed": settings.seed}, "training-pair", "td")
-        _boundaries(snap, run)
+    download_buttons(df(), {"difference": settings.source, "format": settings.dtype,
+                            "optimizer": settings.optimizer, "lr": settings.lr, "steps": settings.steps,
+                            "seed": settings.seed}, "training-pair", "td")
+    _boundaries(snap, run, at)
 
 
-def replay(run: PairedRun, target: int, slots: PairSlots) -> None:
-    """Bring a fresh pair to ``target`` steps (a reloaded page goes back to the step its run had reached): in
+def replay(run: RunView, target: int, slots: PairSlots) -> None:
+    """Bring a fresh view to ``target`` steps (a reloaded page goes back to the step its run had reached): in
     chunks, with a progress bar where the pair's progress is shown (a click or a closed tab stops it)."""
     bar = ProgressBar(slots.progress, f"Back to step {target:,}, where this run was: replaying")
     run.run(target - run.done, bar.update)
@@ -456,31 +670,41 @@ def replay(run: PairedRun, target: int, slots: PairSlots) -> None:
         st.rerun()
 
 
-def play_requested(run: PairedRun, settings: TrainSettings, slots: PairSlots, speed: int,
+def _next(done: int, every: int) -> int:
+    """The first multiple of ``every`` after ``done``: frames fall on the same steps in every session, so a room
+    playing one run draws the same frames (ui.charts builds each once)."""
+    return (done // every + 1) * every
+
+
+def play_requested(run: RunView, settings: TrainSettings, slots: PairSlots, speed: int,
                    on_details: Callable[[int], object] | None = None) -> None:
     """Apply what was asked for (Play: the whole run) in chunks, with a yield point between them.
 
-    The pair is drawn every ``speed`` steps (core.training.divergence.SPEEDS: 1 shows every update). A click
-    or a closed tab stops this loop within one chunk; the next script run carries on with what is
-    still asked for. At the end the page is drawn again from the top, with Play and Step disabled.
+    The pair is drawn at every multiple of ``speed`` steps (core.training.divergence.SPEEDS: 1 shows every
+    update), at most every FRAME_S seconds. A click or a closed tab stops this loop within one chunk; the next
+    script run carries on with what is still asked for. At the end the page is drawn again from the top, with
+    Play and Step disabled.
     ``on_details`` gets the step reached each time the details are drawn (the page keeps it in its URL).
     """
     if not run.requested:
         return
     frame = check_speed(speed)
     detail_every = max(frame, -(-settings.steps // DETAIL_FRAMES))
-    next_frame, next_details = run.done + frame, run.done + detail_every
-    last_yield = time.monotonic()
+    next_frame, next_details = _next(run.done, frame), _next(run.done, detail_every)
+    last_yield = last_frame = time.monotonic()
     while run.requested:
         run.advance_requested(min(PLAY_CHUNK, next_frame - run.done))
         done = run.done
         if done >= next_frame and run.requested:
+            if (wait := last_frame + FRAME_S - time.monotonic()) > 0:
+                time.sleep(wait)  # the GIL is free meanwhile: the room's frames do not hold back the speaker's
+            last_frame = time.monotonic()
             draw_pair(run, settings, slots, live=True, details=done >= next_details)
             if done >= next_details:
-                next_details = done + detail_every
+                next_details = _next(done, detail_every)
                 if on_details is not None:
                     on_details(done)
-            next_frame = done + frame
+            next_frame = _next(done, frame)
             last_yield = time.monotonic()
         elif time.monotonic() - last_yield >= YIELD_EVERY:
             slots.show_progress(done, settings.steps)  # a yield point: raises here when a newer script run took over

@@ -222,11 +222,12 @@ CACHES: dict[str, ByteLRU] = {}  # every cache of the process, by name
 
 
 def named(name: str, capacity: int, *, max_entry: int | None = None, max_entries: int | None = None,
-          ttl: float | None = None) -> ByteLRU:
-    """Declare one of the process's caches with its budget; each name once."""
+          ttl: float | None = None, sizeof: Callable[[Any], int] = approx_nbytes) -> ByteLRU:
+    """Declare one of the process's caches with its budget; each name once. ``sizeof``: how its entries are
+    weighed, where an entry knows its size better than a walk of its attributes does."""
     if name in CACHES:
         raise ValueError(f"a cache named {name!r} exists already")
-    CACHES[name] = cache = ByteLRU(capacity, max_entry, name=name, max_entries=max_entries, ttl=ttl)
+    CACHES[name] = cache = ByteLRU(capacity, max_entry, sizeof, name=name, max_entries=max_entries, ttl=ttl)
     return cache
 
 
@@ -287,6 +288,15 @@ PAIR_OUTCOMES = named("training.pair_outcomes", 16 * MB, max_entry=2 * MB, max_e
 # and batch schedule, a few hundred kilobytes at the presets' sizes.
 SEED_STREAMS = named("training.seed_streams", 1 * MB, max_entries=16)  # what a seed fixes: a few booleans
 PAIR_TEMPLATES = named("training.pair_templates", 16 * MB, max_entry=8 * MB, max_entries=16)
+# One paired run per preset for the whole room (core.crowd.sharedrun): its records grow as it is stepped, so
+# each is weighed at what it holds once every step is computed (``nbytes``: 2 MB at a preset's 500 steps).
+# A session keeps the run it views alive; a run dropped from here is only no longer found by new viewers.
+SHARED_RUNS = named("training.shared_runs", 24 * MB, max_entry=12 * MB, max_entries=12, sizeof=lambda run: run.nbytes)
+# The rows of the Training divergence charts at one step of one run, as Arrow bytes (tens of kilobytes a frame):
+# made once for every session that plays that run (ui.training_view.frame_chart), not once per session.
+PLAY_FRAMES = named("training.play_frames", 8 * MB, max_entry=1 * MB, max_entries=2048)
+# Decision grids of a pair at one step (about 80 kB at the page's resolution), the same for every viewer.
+GRIDS = named("training.grids", 8 * MB, max_entries=64)
 
 
 def vector_for(spec: VectorSpec) -> Vector:

@@ -1,11 +1,12 @@
-"""A session's own state: who owns its training pair, its last result; and finished training work.
+"""A session's own state: which training pair it views, its last result; and finished training work.
 
 Streamlit may start a new run of a session's script while the previous run of the same
 session is still computing (a click requests a rerun; the old thread only stops at its next
 ``st.*`` call). Both threads then see the same session state. This module is the one place
-where a session's ``PairedRun`` is created or replaced, atomically (compare and set under a
-lock), so two script runs never install two different pairs for the same settings; moving
-the pair is ``PairedRun.advance``'s job, under the pair's own lock. ``session_value`` keeps a
+where a session's view of a pair (``core.crowd.sharedrun.RunView``: the room's run of a preset,
+or a run of its own for other settings) is created or replaced, atomically (compare and set under
+a lock), so two script runs never install two different views for the same settings; moving
+the view is ``RunView.advance``'s job, under the view's own lock. ``session_value`` keeps a
 session's last result of a kind (a diagnosis of its own upload), computed by one of its script
 runs at a time. Work shared by every session goes to the named caches of ``core.crowd.bytecache``.
 
@@ -19,7 +20,8 @@ from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.crowd.bytecache import PAIR_TEMPLATES, ByteLRU
+from core.crowd.bytecache import ByteLRU
+from core.crowd.sharedrun import RunView, shared_run
 from core.machines.progress import OnProgress
 from core.training.mlp import TrainSettings
 from core.training.pair import PairedRun
@@ -28,23 +30,26 @@ from core.training.seeds import SEED_CHUNK, summarize
 _SLOT_LOCK = threading.Lock()  # held only for a lookup and a store, never while computing
 
 
-def current_run(state: MutableMapping, key: str, settings: TrainSettings, fresh: bool = False) -> PairedRun:
-    """The pair stored under ``key`` for ``settings``; a new one if missing, stale, or ``fresh``.
+def current_run(state: MutableMapping, key: str, settings: TrainSettings, fresh: bool = False) -> RunView:
+    """The view stored under ``key`` for ``settings``; a new one at step 0 if missing, stale, or ``fresh``.
 
-    The new pair is built outside the lock (it takes milliseconds), then stored only if no
-    other thread stored a matching one meanwhile (for ``fresh``: only if the pair seen at the
-    start is still the stored one, so two simultaneous resets leave one pair, not two).
-    Raises ValueError or RuntimeError when the settings cannot make a pair.
+    A new view looks at the room's run of these settings when they are a preset's (steps computed once for
+    every viewer), else at a new run of its own (core.crowd.sharedrun.shared_run). It is built outside the
+    lock (the first of a kind takes milliseconds), then stored only if no other thread stored a matching
+    one meanwhile (for ``fresh``: only if the view seen at the start is still the stored one, so two
+    simultaneous resets leave one view, not two). Raises ValueError or RuntimeError when the settings
+    cannot make a pair.
     """
     with _SLOT_LOCK:
         seen = state.get(key)
-    if not fresh and isinstance(seen, PairedRun) and seen.settings == settings:
+    if not fresh and isinstance(seen, RunView) and seen.settings == settings:
         return seen
-    built = PAIR_TEMPLATES.call(PairedRun, settings).fresh()  # the same bits as PairedRun(settings)
+    reuse = isinstance(seen, RunView) and seen.settings == settings and seen.shared.broken is None
+    built = RunView(seen.shared if reuse else shared_run(settings))  # a reset views the same run from step 0
     with _SLOT_LOCK:
         now = state.get(key)
-        if now is not seen and isinstance(now, PairedRun) and now.settings == settings:
-            return now  # another thread installed its pair first: everyone uses that one
+        if now is not seen and isinstance(now, RunView) and now.settings == settings:
+            return now  # another thread installed its view first: everyone uses that one
         state[key] = built
         return built
 

@@ -1,5 +1,6 @@
-"""Training divergence in a real browser: step, play live, watch the charts fill in, pause; and
-the same session driven by fast clicks, which must never advance one pair from two script runs."""
+"""Training divergence in a real browser: step, play live, watch the charts fill in, pause; the
+same session driven by fast clicks, which must never advance one pair from two script runs; and a
+room pressing Play on one link at once, every session shown the same curves."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 import threading
 import time
 import urllib.request
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import pytest
 from playwright.sync_api import expect
@@ -536,3 +537,56 @@ def test_a_reload_keeps_the_step_the_run_had_reached(server, page):
     assert shown_step_and_bits(page) == (step, a_hex, b_hex) == (60, *clean_bits(TrainSettings(steps=60), 60))
     expect(page.get_by_role("button", name="Play")).to_be_disabled(timeout=RERUN)
     assert "step=60" in page.url, page.url
+
+
+ROOM = 3  # sessions pressing Play on the talk's link at once (a lean room: each is a browser tab here)
+# The geometry of a chart's data marks (Vega's SVG: each mark's path, or its position), not of its axes.
+MARKS = """el => Array.from(el.querySelectorAll('g.role-mark > *'))
+  .map(e => e.getAttribute('d') || e.getAttribute('transform') || '').join('|')"""
+
+
+@pytest.mark.timeout(600)
+def test_a_room_pressing_play_on_one_link_sees_the_same_curves(server, browser):
+    """Each session of a room trained its own copy of the talk's pair: five phones slowed the speaker's Play
+    4.3x. Now the preset's run is computed once and every session's Play shows it. ROOM tabs open the talk's
+    link and press Play together: each reaches step 500 with the losses' bits of a clean run, the same key
+    numbers and the same two live charts, drawn from the same records."""
+    from ui.talk import SCENARIOS
+
+    (params,) = [p for title, _, p, _ in SCENARIOS if title == "Watch two runs diverge"]
+    contexts = [browser.new_context(viewport=FIRST_SCREEN) for _ in range(ROOM)]
+    try:
+        pages = [c.new_page() for c in contexts]
+        for page in pages:
+            page.goto(f"{server.url}/training_divergence?{urlencode(params)}")
+        for page in pages:
+            wait_for_app(page, timeout=120_000)
+            expect(page.get_by_role("button", name="Play")).to_be_enabled(timeout=RERUN)
+        started = time.monotonic()
+        for page in pages:  # as fast as one hand can: every Play lands while the others run
+            page.get_by_role("button", name="Play").click(no_wait_after=True)
+        for page in pages:
+            expect(page.get_by_text(re.compile(r"After step 500 · "))).to_be_visible(timeout=240_000)
+        played = time.monotonic() - started
+        for page in pages:
+            wait_for_app(page, timeout=120_000)
+            assert_healthy_page(page)
+        readings = [shown_step_and_bits(page) for page in pages]
+        assert readings == [(500, *clean_bits(TrainSettings(), 500))] * ROOM, readings
+        numbers = [page.locator('[data-testid="stMetric"]').filter(has_text="doubles every").inner_text()
+                   for page in pages]
+        assert len(set(numbers)) == 1, numbers
+        # one viewport, one record set: the same marks (the geometry of each drawn mark, read until each tab's last
+        # frame is drawn; pixels are not compared: a chart placed half a pixel lower is antialiased otherwise)
+        for chart in (0, 1):
+            first = until(lambda c=chart: live_charts(pages[0])[c].evaluate(MARKS), bool)
+            assert first, "the chart drew no marks"
+            for page in pages[1:]:
+                marks = until(lambda p=page, c=chart: live_charts(p)[c].evaluate(MARKS), lambda m, f=first: m == f)
+                assert marks == first, f"two sessions of one link drew different curves (chart {chart})"
+        screenshot(pages[-1], "training-room-played")
+        print(f"\n{ROOM} sessions pressed Play on the talk's link at once: all at step 500 within {played:.1f} s, "
+              "the same bits, numbers and curves")
+    finally:
+        for c in contexts:
+            c.close()

@@ -488,3 +488,77 @@ def test_do_they_end_equally_good_is_answered_before_any_training(td):
 
     text = shown(" ".join(m.value for m in section.markdown))
     assert "about as far apart as two seeds" in text and "https://arxiv.org/abs/2103.04514" in text
+
+
+# ------------------------------------------------------------------ one Play for the room
+
+def _canonical(spec: dict) -> dict:
+    """A specification with each dataset named by its bytes: two conversions of one chart compare equal whatever
+    names their datasets travel under (and whatever ``usermeta`` says of them: Vega-Lite ignores it)."""
+    import hashlib
+
+    names = {name: hashlib.md5(data).hexdigest() for name, data in spec["datasets"].items()}
+    text = json.dumps({k: v for k, v in spec.items() if k not in ("datasets", "usermeta")}, sort_keys=True)
+    for old, new in names.items():
+        text = text.replace(json.dumps(old), json.dumps(new))
+    return {"spec": json.loads(text), "datasets": sorted(names.values())}
+
+
+@pytest.mark.parametrize("source,steps", [("permute_hidden", 0), ("permute_hidden", 1), ("permute_hidden", 60),
+                                          ("permute_hidden", 61), ("permute_hidden", 300), ("none", 12),
+                                          ("bfloat16", 150)])
+def test_a_frame_drawn_from_the_rooms_specification_is_the_chart_itself(source, steps):
+    """Play's charts are built once per shape and drawn with each step's rows beside them (ui.training_view
+    .frame_spec): for every chart, its specification and rows are those st.altair_chart makes of the chart."""
+    from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec as to_spec
+
+    import ui.training_view as view
+
+    settings = TrainSettings(source=source, steps=300)
+    recs = PairedRun(settings).run(steps)
+    df = view.records_frame(recs)
+    summary = summarize(recs) if recs else None
+    at = ("equivalence test", settings, steps)
+    title = "How far apart, for this test"
+    gaps = view.gap_tables(df, summary)
+    charts = [
+        ("loss", (190, False), lambda: (view._few(df), None, view.loss_tables(df)),
+         lambda t, few, top: view.loss_layers(t, few, None, 190, x_title=False), view.loss_chart(df, None, 190, False)),
+        ("relative gap", 300, lambda: (view._few(df), view.gap_top(df), view.relative_gap_tables(df)),
+         lambda t, few, top: view.relative_gap_layers(t, few, top, 300), view.relative_gap_chart(df, 300)),
+        ("bits", (), lambda: (len(df) <= view.POINTS_UP_TO, None, view.bits_tables(df)),
+         lambda t, few, top: view.bits_layers(t, few), view.bits_strip(df)),
+    ]
+    if summary is not None:
+        charts.append(("log gaps", title, lambda: (view._few(gaps["gaps"]), None, gaps),
+                       lambda t, few, top: view.gap_layers(t, few, title), view.gap_chart(df, summary, title)))
+    for kind, shape, frame, build, chart in charts:
+        fast = view.frame_spec(kind, at, shape, frame, build)
+        assert _canonical(fast) == _canonical(to_spec(chart)), kind
+        assert all(name.startswith("td-") for name in fast["datasets"]), kind  # one name per table, every frame
+    loss = view.frame_spec("loss", at, (190, False), charts[0][2], charts[0][3])
+    again = view.frame_spec("loss", ("equivalence test", settings, steps, "again"), (190, False), charts[0][2],
+                            charts[0][3])
+    drop = ("datasets", "usermeta")  # the rows, and what names them
+    assert {k: v for k, v in loss.items() if k not in drop} == {k: v for k, v in again.items() if k not in drop}
+    fewer = view.records_frame(recs[:-1])
+    other = view.frame_spec("loss", (*at, "one step fewer"), (190, False),
+                            lambda: (view._few(fewer), None, view.loss_tables(fewer)), charts[0][3])
+    assert (other["usermeta"] != loss["usermeta"]) == bool(steps)  # other rows: the browser lays them out afresh
+
+
+def test_sessions_of_a_preset_share_its_run_and_a_changed_setting_gets_its_own():
+    """Each session of a room trained its own copy of the preset's pair; now they view one run, computed once."""
+    one, two = open_link(preset=DEFAULT_PRESET), open_link(preset=DEFAULT_PRESET)
+    one.button(key="td_step10").click().run()
+    two.button(key="td_step").click().run()
+    assert not one.exception and not two.exception
+    shared = one.session_state["td_run"].shared
+    assert two.session_state["td_run"].shared is shared and shared.computed >= 10  # nothing computed twice
+    clean = PairedRun(TrainSettings()).run(10)
+    assert one.session_state["td_run"].records == clean and two.session_state["td_run"].records == clean[:1]
+    assert any("once for everyone viewing this preset" in c.value for c in one.caption)
+    own = open_link(preset=DEFAULT_PRESET, lr="0.3")
+    own.button(key="td_step").click().run()
+    assert own.session_state["td_run"].shared is not shared and not own.session_state["td_run"].for_room
+    assert not any("once for everyone viewing this preset" in c.value for c in own.caption)
