@@ -17,6 +17,7 @@ from ui.render import error_cells, error_table, inert
 
 KERNELS = pathlib.Path(__file__).parent / "gpu_kernels"
 SHADER_NAMES = ("sequential", "tree", "subgroup", "atomic", "elementwise", "triple")
+LANE_KERNELS = ("tree", "subgroup", "atomic")
 
 
 def component_source() -> str:
@@ -24,7 +25,9 @@ def component_source() -> str:
     (a component's inline module cannot import its neighbours)."""
     stream = (KERNELS / "numpy_stream.js").read_text().replace("export function", "function").replace(
         "export async function", "async function")
-    shaders = {name: (KERNELS / f"{name}.wgsl").read_text() for name in SHADER_NAMES}
+    lanes = (KERNELS / "lanes.wgsl").read_text()  # the strided lane the tree, subgroup and atomic kernels share
+    shaders = {name: (KERNELS / f"{name}.wgsl").read_text() + (lanes if name in LANE_KERNELS else "")
+               for name in SHADER_NAMES}
     return ((KERNELS / "yourgpu.js").read_text().replace("/*__STREAM__*/", stream)
             .replace("/*__SHADERS__*/", json.dumps(shaders)))
 

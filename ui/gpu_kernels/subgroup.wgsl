@@ -11,16 +11,7 @@ var<workgroup> sh: array<f32, 256>;
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) size: u32) {
-  var i: u32 = wid.x * 256u + t;
-  var acc: f32 = 0.0;
-  if (i < p.n) {
-    acc = x[i];
-    i = i + p.lanes;
-    while (i < p.n) {
-      acc = acc + x[i];
-      i = i + p.lanes;
-    }
-  }
+  let acc = lane_sum(wid.x * 256u + t, p.n, p.lanes);  // lanes.wgsl
   let total = subgroupAdd(acc);
   sh[t] = select(0.0, total, lane == 0u);
   workgroupBarrier();

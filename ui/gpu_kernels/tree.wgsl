@@ -9,16 +9,7 @@ var<workgroup> sh: array<f32, 256>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-  var i: u32 = wid.x * 256u + t;
-  var acc: f32 = 0.0;
-  if (i < p.n) {
-    acc = x[i];
-    i = i + p.lanes;
-    while (i < p.n) {
-      acc = acc + x[i];
-      i = i + p.lanes;
-    }
-  }
+  let acc = lane_sum(wid.x * 256u + t, p.n, p.lanes);  // lanes.wgsl
   sh[t] = acc;
   workgroupBarrier();
   for (var s: u32 = 128u; s > 0u; s = s >> 1u) {
