@@ -26,6 +26,7 @@ import torch
 from benchmarks.timing import median_time
 from core.arith.exact import correctly_rounded_sum
 from core.arith.formats import FLOAT32
+from core.kernels import widesum
 from core.kernels.reprosum import _decided_sum, _exact_sum, _widesum, reproducible_sum
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
 from core.machines.timing import interleaved_times
@@ -78,6 +79,9 @@ def main(n: int = 10_000_000, repeats: int = 31) -> None:
     print(f"np.sum:           {c.numpy_seconds * 1e3:8.2f} ms")
     print(f"exact folds alone:{t_folds * 1e3:8.2f} ms (the path for sums the error bound leaves undecided)")
     print(f"one thread, CPU time: {cpu_ratio:.1f}x torch.sum (median of {repeats})")
+    llc = widesum.CACHE_BYTES
+    print(f"prefetch: {'kept' if widesum.keeps_in_cache(x.nbytes) else 'streamed'} (vector {x.nbytes / 2**20:.0f} MiB; "
+          f"last-level cache {'not reported' if llc is None else f'{llc / 2**20:.0f} MiB'})")
     print("alone: " + ", ".join(f"{k} {v:.1f}x" for k, v in floor.items()) + " torch.sum")
     print(f"load average (1 min) before / after: {load_before[0]:.2f} / {load_after[0]:.2f} "
           f"on {os.cpu_count()} CPUs")

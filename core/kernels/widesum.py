@@ -48,6 +48,7 @@ from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
 from core.arith import shares
+from core.machines.devices import last_level_cache_bytes
 
 # Rows of 1024, not 256: each row ends in a reduction across the vector registers, which took a
 # tenth of the pass at 256; the bound grows with DEPTH (3.3x), still about 10^-13 of sum|x|.
@@ -60,19 +61,35 @@ ABS_SLACK = 1 + 2.0**-13
 PER_THREAD = 1 << 19  # values a helper thread must get to be worth waking (about 80 us of work)
 
 
-LANES = 8  # float32 values per vector: one 256-bit register
+# float32 values per vector: one 256-bit register, which AVX2 and AVX-512 processors both run at full
+# width. 512-bit vectors (16) were no faster on the Intel Xeon VM (1.11x torch.sum against 1.02x, kept
+# prefetch, one thread): the pass waits on memory, not on additions.
+LANES = 8
 UNROLL = 2  # vectors per loop step: 16 values (one 64-byte cache line), four float64 accumulators of 4
 # and two float32 ones of 8
-# Each step asks for the cache line this many bytes ahead, as non-temporal (locality 0). On the 2-core
-# AMD EPYC development VM, over 10^7 values on one thread: 2.92 ms without, 2.20 ms at 1 KB (0.98x
-# torch.sum), 2.40 ms at 1.5 KB, 2.63 ms at 2 KB; the same prefetch kept for reuse (locality 3) was as
-# fast, but left the pass's data in the last-level cache in place of the interpreter's: the first
-# torch call after the pass took 64 us against 12 us.
+# Each step asks for the cache line this many bytes ahead. On the 2-core AMD EPYC development VM, over
+# 10^7 values on one thread: 2.92 ms without, 2.20 ms at 1 KB (0.98x torch.sum), 2.40 ms at 1.5 KB,
+# 2.63 ms at 2 KB. On the 2-core Intel Xeon VM (AVX-512, AMX), 512 B to 2 KB all took 1.0-1.1x.
 PREFETCH_BYTES = 1024
+# Whether the prefetch asks to keep the line in every cache level (locality 3) or to stream it past them
+# (locality 0, non-temporal), chosen per pass by keeps_in_cache. Streaming suits a vector larger than the
+# last-level cache, which a pass would only churn: on the AMD VM, kept lines took the
+# interpreter's place, and the first torch call after a pass took 64 us against 12 us. Keeping suits one
+# that fits: on the Intel VM (480 MB of L3 reported), streamed lines bypass L2 and L3, so every pass over the same
+# 40 MB came from memory, 6.5 ms on one thread against 1.5 ms kept (torch.sum: 1.5 ms).
+CACHE_BYTES = last_level_cache_bytes()
+
+
+def keeps_in_cache(nbytes: int, cache_bytes: int | None = CACHE_BYTES) -> bool:
+    """Whether a pass over ``nbytes`` prefetches its lines to keep them: where they fit in half the
+    last-level cache (the other half left to the rest of the process), or where the processor reports
+    no cache size (streamed lines cost 4x where the data would have stayed; kept ones, at worst, cost a
+    later call its cached data)."""
+    return cache_bytes is None or nbytes <= cache_bytes // 2
 
 
 @intrinsic
-def _vector_part(typingctx, row_type):
+def _vector_part(typingctx, row_type, keep_type):
     """(s, a, k) for a 1-D float32 array whose values lie 4 bytes apart: s, the float64 sum of its
     first k = size - size % (LANES * UNROLL) values, and a, the float32 sum of their |values|.
 
@@ -86,9 +103,10 @@ def _vector_part(typingctx, row_type):
     the float32 ones, each lane adds its values in order, then the accumulators are added pairwise
     and their lanes pairwise. That is a binary tree over the k values (and exact zeros), as the
     module's bound requires."""
-    if not (isinstance(row_type, types.Array) and row_type.ndim == 1 and row_type.dtype == types.float32):
+    if not (isinstance(row_type, types.Array) and row_type.ndim == 1 and row_type.dtype == types.float32
+            and isinstance(keep_type, types.Boolean)):
         return None
-    sig = types.Tuple((types.float64, types.float32, types.intp))(row_type)
+    sig = types.Tuple((types.float64, types.float32, types.intp))(row_type, keep_type)
 
     def codegen(context, builder, signature, args):
         f32, f64, i64, i32 = ir.FloatType(), ir.DoubleType(), ir.IntType(64), ir.IntType(32)
@@ -112,9 +130,14 @@ def _vector_part(typingctx, row_type):
         sums = [builder.phi(vd) for _ in range(2 * UNROLL)]
         abs_sums = [builder.phi(vf) for _ in range(UNROLL)]
         new_sums, new_abs = [], []
-        # a hint, never a fault, even past the array's end: read (0), no reuse (0), data cache (1)
-        ahead = builder.gep(ary.data, [builder.add(i, ir.Constant(i64, PREFETCH_BYTES // 4))])
-        builder.call(prefetch, [builder.bitcast(ahead, bytes_ptr)] + [ir.Constant(i32, c) for c in (0, 0, 1)])
+        # a hint, never a fault, even past the array's end: read (0), kept (3) or not (0), data cache (1);
+        # the branch does not depend on i, so the compiler may move it out of the loop
+        ahead = builder.bitcast(builder.gep(ary.data, [builder.add(i, ir.Constant(i64, PREFETCH_BYTES // 4))]),
+                                bytes_ptr)
+        with builder.if_else(args[1]) as (kept, streamed):
+            for branch, locality in ((kept, 3), (streamed, 0)):
+                with branch:
+                    builder.call(prefetch, [ahead] + [ir.Constant(i32, c) for c in (0, locality, 1)])
         for u in range(UNROLL):
             at = builder.gep(ary.data, [builder.add(i, ir.Constant(i64, u * LANES))])
             v = builder.load(builder.bitcast(at, vf.as_pointer()), align=4)
@@ -159,9 +182,9 @@ def _vector_part(typingctx, row_type):
 
 
 @numba.njit(nogil=True, fastmath={"reassoc"}, boundscheck=False)
-def _row(row):  # pragma: no cover - compiled; its results are tested through block_sums
+def _row(row, keep):  # pragma: no cover - compiled; its results are tested through block_sums
     if row.strides[0] == 4:
-        s, a, k = _vector_part(row)
+        s, a, k = _vector_part(row, keep)
     else:  # a strided view (a zero-stride broadcast, say): element by element
         s, a, k = 0.0, np.float32(0.0), 0
     for j in range(k, row.size):
@@ -180,7 +203,7 @@ def _row_abs64(row):  # pragma: no cover - compiled; the rare row whose float32 
 
 
 @numba.njit(nogil=True, boundscheck=False)
-def _blocks(x, first, last, sums, abs_sums):  # pragma: no cover - compiled
+def _blocks(x, first, last, sums, abs_sums, keep):  # pragma: no cover - compiled
     n = x.size
     for b in range(first, last):
         s = 0.0
@@ -190,7 +213,7 @@ def _blocks(x, first, last, sums, abs_sums):  # pragma: no cover - compiled
             lo = start + r * ROW
             if lo >= n:
                 break
-            rs, ra = _row(x[lo : min(lo + ROW, n)])
+            rs, ra = _row(x[lo : min(lo + ROW, n)], keep)
             if ra == np.inf:  # the float32 sum overflowed, or the row holds an infinity
                 ra = _row_abs64(x[lo : min(lo + ROW, n)])
             s += rs
@@ -213,14 +236,14 @@ def _claim(typingctx, counter_type):
 
 
 @numba.njit(nogil=True, boundscheck=False)
-def _claimed_blocks(x, bounds, sums, abs_sums, next_piece):  # pragma: no cover - compiled
+def _claimed_blocks(x, bounds, sums, abs_sums, next_piece, keep):  # pragma: no cover - compiled
     # pieces [bounds[i], bounds[i + 1]) of blocks, claimed in compiled code: between pieces a thread
     # neither takes the GIL nor waits for it
     while True:
         i = _claim(next_piece)
         if i >= bounds.size - 1:
             return
-        _blocks(x, bounds[i], bounds[i + 1], sums, abs_sums)
+        _blocks(x, bounds[i], bounds[i + 1], sums, abs_sums, keep)
 
 
 @numba.njit(nogil=True, boundscheck=False)
@@ -254,10 +277,11 @@ def threads_for(size: int, threads: int, max_threads: int, per_thread: int = PER
 
 
 def block_sums(x: np.ndarray, threads: int = 1, max_threads: int = 1,
-               per_thread: int = PER_THREAD) -> tuple[np.ndarray, np.ndarray]:
+               per_thread: int = PER_THREAD, keep: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(sums, abs_sums) of the 1-D float32 array x in blocks of BLOCK values (see the module
     docstring), computed by ``min(threads, max_threads)`` threads, fewer where a thread would
-    get under ``per_thread`` values (waking it would cost more than it saves)."""
+    get under ``per_thread`` values (waking it would cost more than it saves). ``keep``: how the pass
+    prefetches (default: keeps_in_cache for x's size); it changes the time, never a result."""
     if x.dtype != np.float32 or x.ndim != 1:
         raise TypeError("block_sums takes a 1-D float32 array")
     blocks = -(-x.size // BLOCK)
@@ -266,5 +290,6 @@ def block_sums(x: np.ndarray, threads: int = 1, max_threads: int = 1,
     ranges = shares.cuts(blocks, shares.piece_count(blocks, k))
     bounds = np.array([first for first, _ in ranges] + [blocks], dtype=np.int64)
     next_piece = np.zeros(1, dtype=np.int64)
-    shares.run_workers(lambda: _claimed_blocks(x, bounds, sums, abs_sums, next_piece), min(k, len(ranges)))
+    keep = keeps_in_cache(x.nbytes) if keep is None else bool(keep)
+    shares.run_workers(lambda: _claimed_blocks(x, bounds, sums, abs_sums, next_piece, keep), min(k, len(ranges)))
     return sums, abs_sums

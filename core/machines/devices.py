@@ -8,6 +8,7 @@ import os
 import platform
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -135,6 +136,26 @@ def machine_facts() -> dict:
         "architecture": platform.machine() or "unknown",
     }
     return facts
+
+
+_SIZE = re.compile(r"\s*(\d+)\s*([KMG]?)\s*$")
+
+
+def last_level_cache_bytes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
+    """The size of the largest-level data cache the first CPU reaches, as Linux reports it (a
+    ``size`` file such as ``491520K`` under ``root``), or None where it reports none."""
+    best: tuple[int, int] | None = None
+    for index in sorted(root.glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = _SIZE.match((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified") and size:
+            scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[size.group(2)]
+            best = max(best or (level, 0), (level, int(size.group(1)) * scale))
+    return best[1] if best and best[1] > 0 else None
 
 
 def gpu_facts(index: int) -> dict:

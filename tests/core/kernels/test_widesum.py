@@ -78,6 +78,39 @@ def test_block_sums_are_within_the_bound_for_any_tree_and_every_thread_count(kin
     for threads in (2, 3, 5):  # whole blocks per thread: the same bits
         s, a = widesum.block_sums(x, threads, threads, per_thread=1)
         assert s.tobytes() == sums.tobytes() and a.tobytes() == abs_sums.tobytes()
+    for keep in (False, True):  # how the pass prefetches: the same bits
+        s, a = widesum.block_sums(x, 2, 2, per_thread=1, keep=keep)
+        assert s.tobytes() == sums.tobytes() and a.tobytes() == abs_sums.tobytes()
+
+
+def test_the_pass_keeps_what_fits_in_half_the_last_level_cache_and_streams_the_rest():
+    mb = 1 << 20
+    assert widesum.keeps_in_cache(40 * mb, 480 * mb)  # a vector that stays cached between passes
+    assert widesum.keeps_in_cache(16 * mb, 32 * mb)
+    assert not widesum.keeps_in_cache(16 * mb + 4, 32 * mb)  # would take the rest of the process's place
+    assert not widesum.keeps_in_cache(40 * mb, 32 * mb)  # cannot stay: stream it past the caches
+    assert widesum.keeps_in_cache(10**12, None)  # no size reported: never the 4x of streaming cached data
+    assert widesum.CACHE_BYTES is None or widesum.CACHE_BYTES >= 1 << 16  # read from this processor
+
+
+def _cache_tree(root, entries):
+    for i, (level, kind, size) in enumerate(entries):
+        d = root / f"index{i}"
+        d.mkdir(parents=True)
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    return root
+
+
+def test_the_last_level_cache_is_the_deepest_data_cache_linux_lists(tmp_path):
+    from core.machines.devices import last_level_cache_bytes
+    intel = [(1, "Data", "48K"), (1, "Instruction", "64K"), (2, "Unified", "2048K"), (3, "Unified", "491520K")]
+    assert last_level_cache_bytes(_cache_tree(tmp_path / "a", intel)) == 491520 << 10
+    arm = [(1, "Data", "64K"), (2, "Unified", "1M"), (4, "Instruction", "8M")]  # no data cache past L2
+    assert last_level_cache_bytes(_cache_tree(tmp_path / "b", arm)) == 1 << 20
+    assert last_level_cache_bytes(_cache_tree(tmp_path / "c", [(3, "Unified", "??"), (2, "Data", "0K")])) is None
+    assert last_level_cache_bytes(tmp_path / "missing") is None
 
 
 def test_block_sums_at_the_edges_of_float32():
@@ -106,8 +139,8 @@ def test_block_sums_wake_helper_threads_only_for_enough_values(monkeypatch):
     real_workers, real_claimed = shares.run_workers, widesum._claimed_blocks
     monkeypatch.setattr(shares, "run_workers", lambda work, threads: workers.append(threads) or real_workers(
         work, threads))
-    monkeypatch.setattr(widesum, "_claimed_blocks", lambda x, bounds, s, a, next_piece: claims.append(
-        (bounds, next_piece)) or real_claimed(x, bounds, s, a, next_piece))
+    monkeypatch.setattr(widesum, "_claimed_blocks", lambda x, bounds, s, a, next_piece, keep: claims.append(
+        (bounds, next_piece)) or real_claimed(x, bounds, s, a, next_piece, keep))
     x = np.ones(4 * widesum.BLOCK, dtype=np.float32)
     widesum.block_sums(x, 2, 2, per_thread=x.size)
     assert workers == [1] and claims[0][0].tolist() == [0, 4]
