@@ -208,9 +208,25 @@ GPU_ROUNDING = ("https://docs.nvidia.com/cuda/floating-point/index.html",
 TF32_DEFAULT = "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"
 
 
+FP8_SATURATES = ("https://github.com/pytorch/pytorch/pull/178817",
+                 "PyTorch pull request 178817: E4M3 casts saturate on finite overflow")
+FP8_NAN = ("https://github.com/jax-ml/ml_dtypes/issues/400", "ml_dtypes issue 400: float8_e4m3fn overflow gives NaN")
+
+
 def same_on_a_gpu(result: TripleResult) -> None:
     """Is float32 different on a GPU? The format and each addition's rounding are not; the grouping is."""
     live = ", ".join(d.device.name for d in result.devices)
+    if not result.fmt.arithmetic:
+        st.markdown(
+            f"**How does {result.fmt.name} add?** torch has no {result.fmt.name} addition (it stores the format "
+            "and casts to it). Each sum here is taken exactly, in float64, and cast once to "
+            f"{result.fmt.name} by torch's rule"
+            + (f": past the largest value it saturates to ±{float(result.fmt.max_finite):g} "
+               f"([PyTorch]({FP8_SATURATES[0]} \"{FP8_SATURATES[1]}\")), where ml_dtypes gives NaN "
+               f"([ml_dtypes]({FP8_NAN[0]} \"{FP8_NAN[1]}\"))" if result.fmt.overflow == "saturate" else
+               ": past the largest value it overflows to infinity")
+            + f". The grouping decides the bits, as in every format. (Live here on: {live}.)")
+        return
     st.markdown(
         f"**Is float32{'' if result.fmt.name == 'float32' else f' (or {result.fmt.name})'} different on a GPU?** No: "
         "the same IEEE 754 format, and one addition is correctly "

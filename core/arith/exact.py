@@ -11,14 +11,13 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import ml_dtypes
 import mpmath
 import numpy as np
 import torch
 from mpmath.libmp import from_man_exp
 
 from core.arith import buckets
-from core.arith.formats import Exact, FloatFormat, bit_view, round_to_format, to_numpy
+from core.arith.formats import FORMATS, Exact, FloatFormat, bit_view, format_of, round_to_format, to_numpy
 
 
 def is_dyadic(x: Fraction) -> bool:
@@ -109,16 +108,12 @@ def shortest_repr(x: Exact, fmt: FloatFormat) -> str:
     return exact_decimal(x)  # unreachable for the supported formats
 
 
-_SHORTEST_BY_NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
-
-
 def _digits_hint(x: Fraction, fmt: FloatFormat) -> int:
     """The significant digits of NumPy's shortest unique repr of ``x`` in ``fmt`` (1 where NumPy has no type for
     the format, or ``x`` is not one of its values)."""
-    kind = _SHORTEST_BY_NUMPY.get(fmt.name)
-    if kind is None:
+    if not fmt.native_numpy:
         return 1
-    value = kind(float(x))
+    value = fmt.numpy_dtype.type(float(x))
     if not np.isfinite(value) or Fraction(float(value)) != x:
         return 1
     mantissa = np.format_float_scientific(value, unique=True).split("e")[0]
@@ -171,7 +166,17 @@ _MAX_ELEMENTS = 1 << 26  # per-bucket float64 totals stay exact up to this many 
 # From this many values the compiled passes (core.arith.buckets) take over: below it NumPy is as fast
 # and a small sum never waits for numba's import and compilation.
 _COMPILED_MIN = 1 << 16
-_COMPILED_CHUNK = 1 << 20  # values per compiled call (a float16 or bfloat16 piece is widened first)
+_COMPILED_CHUNK = 1 << 20  # values per compiled call (a piece of a narrower format is widened first)
+# The dtypes the exact sums and dot products take: every stored format. All but float64 widen to float32
+# exactly (their precision and exponent range lie within float32's), which the bucket passes rely on.
+_TAKEN = {f.numpy_dtype: f for f in FORMATS.values()}
+assert all(f.precision <= 24 and f.emax <= 127 and f.emin - f.precision >= -150 for f in _TAKEN.values()
+           if f.width < 64), "a narrow format must widen to float32 exactly"
+
+
+def _check_taken(a: np.ndarray, what: str) -> None:
+    if a.dtype not in _TAKEN:
+        raise TypeError(f"{what} takes {', '.join(FORMATS)} values, not {a.dtype}")
 
 
 def as_numpy(x) -> np.ndarray:
@@ -179,8 +184,7 @@ def as_numpy(x) -> np.ndarray:
     if isinstance(x, torch.Tensor):
         return to_numpy(x.detach().reshape(-1))
     a = np.asarray(x).reshape(-1)
-    if a.dtype not in (np.float16, np.float32, np.float64, ml_dtypes.bfloat16):
-        raise TypeError(f"exact_sum takes float16, bfloat16, float32 or float64 values, not {a.dtype}")
+    _check_taken(a, "exact_sum")
     return a
 
 
@@ -205,7 +209,7 @@ def _buckets_float32(a: np.ndarray) -> np.ndarray:
     for s in range(0, a.size, step):
         part = a[s : s + step]
         if part.dtype != np.float32:
-            part = part.astype(np.float32)  # float16 and bfloat16 widen exactly
+            part = part.astype(np.float32)  # narrower formats widen exactly
         if compiled:
             acc += buckets.sum_buckets32(part)
         else:
@@ -280,8 +284,7 @@ _E_OFFSET = 2148  # float64 products are integers times 2^E with E >= -2148
 def _dot_operands(x, y) -> tuple[np.ndarray, np.ndarray]:
     a, b = as_numpy(x), as_numpy(y)
     for v in (a, b):
-        if v.dtype not in (np.float16, np.float32, np.float64, ml_dtypes.bfloat16):
-            raise TypeError(f"exact_dot takes float16, bfloat16, float32 or float64 values, not {v.dtype}")
+        _check_taken(v, "exact_dot")
     if a.size != b.size:
         raise ValueError(f"exact_dot needs two vectors of one length, not {a.size:,} and {b.size:,}")
     return a, b
@@ -332,7 +335,7 @@ def _dot_narrow(a: np.ndarray, b: np.ndarray) -> Fraction | None:
     size = min(_DOT_CHUNK, a.size)
     p, hi, bucket = np.empty(size), np.empty(size), np.empty(size, dtype=np.int64)  # bincount takes int64
     p_bits, hi_bits = bit_view(p), bit_view(hi)
-    direct = a.dtype != ml_dtypes.bfloat16 and b.dtype != ml_dtypes.bfloat16  # numpy casts these itself
+    direct = format_of(a.dtype).native_numpy and format_of(b.dtype).native_numpy  # numpy casts these itself
     for s in range(0, a.size, _DOT_CHUNK):
         m = min(_DOT_CHUNK, a.size - s)
         pm, hm = p[:m], hi[:m]

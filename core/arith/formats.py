@@ -1,12 +1,14 @@
-"""IEEE 754 binary formats: exact decoding, correct rounding and ULPs.
+"""Binary floating-point formats: exact decoding, correct rounding and ULPs.
 
 Everything here is integer and rational arithmetic (``fractions.Fraction``); no
 floating-point operation is used to decide a rounding. torch is used only to move bit
 patterns in and out of tensors of the matching dtype.
 
-``FloatFormat`` is the one type of a number format, for every format the project knows: the four
-that torch stores (``FORMATS``) and TF32, which tensor cores read from float32 registers. It owns
-its name, its NumPy and torch dtypes and its bit layout. Values move between NumPy and torch only
+``FloatFormat`` (core.arith.floatformat, re-exported here) is the one type of a number format, for every
+format the project knows: those a dtype stores (``FORMATS``: the four torch computes in, ``ARITHMETIC``,
+and the eight-bit storage formats) and TF32, which tensor cores read from float32 registers. It owns its
+name, its NumPy and torch dtypes, its bit layout and its rules (infinities, NaN patterns, overflow), and
+every function here reads those fields, never a format's name. Values move between NumPy and torch only
 through ``to_torch`` and ``to_numpy`` (bfloat16, which NumPy knows through ml_dtypes, included),
 and bit patterns are read and written only here: ``bit_view`` and ``from_bit_view`` (many values),
 ``bits_of`` and ``tensor_from_bits`` (one value), and the comparisons and tests built on them
@@ -16,9 +18,11 @@ and bit patterns are read and written only here: ``bit_view`` and ``from_bit_vie
 Conventions
 -----------
 * ``p`` is the precision in bits, counting the implicit leading bit (24 for float32).
-* ``emax`` is the largest unbiased exponent; ``emin = 1 - emax``.
-* Rounding is IEEE round-to-nearest, ties-to-even, with overflow to infinity when the
-  value rounded with an unbounded exponent exceeds the largest finite number.
+* ``emax`` is the largest unbiased exponent of a finite value; ``emin = 1 - bias``.
+* Rounding is IEEE round-to-nearest, ties-to-even. When the value rounded with an unbounded
+  exponent exceeds the largest finite number it overflows by the format's rule (``overflow``:
+  to infinity, or saturated to the largest finite value, or to NaN); an infinity is cast the
+  same way (float8_e4m3fn has none).
 * Values that are not finite are plain Python floats (``inf``, ``-inf``, ``nan``);
   finite values are ``Fraction``.  Zero has no sign as a Fraction; the sign of a
   computed zero is visible in its bit pattern.
@@ -27,109 +31,29 @@ Conventions
 from __future__ import annotations
 
 import math
-import struct
-from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property
 
-import ml_dtypes
 import numpy as np
 import torch
+
+from core.arith.floatformat import BFLOAT16 as BFLOAT16
+from core.arith.floatformat import FLOAT8_E4M3FN as FLOAT8_E4M3FN
+from core.arith.floatformat import FLOAT8_E5M2 as FLOAT8_E5M2
+from core.arith.floatformat import FLOAT16 as FLOAT16
+from core.arith.floatformat import FLOAT32 as FLOAT32
+from core.arith.floatformat import FLOAT64 as FLOAT64
+from core.arith.floatformat import REGISTRY, FloatFormat, Overflow
+from core.arith.floatformat import TF32 as TF32
 
 Exact = Fraction | float  # a Fraction when finite, else float inf/-inf/nan
 
 
-@dataclass(frozen=True, kw_only=True)
-class FloatFormat:
-    """One IEEE 754 binary format as torch stores it. Its derived dtypes and width are computed once
-    (``cached_property``): a trace asks for them for every op it records. A format without storage of
-    its own (TF32) names the dtypes that hold its values (float32's); ``width`` is its own bits."""
-
-    name: str
-    precision: int  # p, including the implicit bit
-    exponent_bits: int
-    emax: int
-    torch_dtype: torch.dtype
-    int_dtype: torch.dtype  # same-width integer dtype, for reading bit patterns
-
-    @cached_property
-    def numpy_dtype(self) -> np.dtype:
-        """The NumPy dtype that stores this format (ml_dtypes' bfloat16 for bfloat16)."""
-        return _NUMPY_OF_TORCH[self.torch_dtype]
-
-    @cached_property
-    def uint_dtype(self) -> np.dtype:
-        """The unsigned NumPy integer dtype of the stored width: the bit view of a value."""
-        return np.dtype(f"u{self.numpy_dtype.itemsize}")
-
-    @property
-    def emin(self) -> int:
-        return 1 - self.emax
-
-    @property
-    def mantissa_bits(self) -> int:
-        """Stored fraction bits (the implicit bit is not stored)."""
-        return self.precision - 1
-
-    @cached_property
-    def width(self) -> int:
-        return 1 + self.exponent_bits + self.mantissa_bits
-
-    @property
-    def bias(self) -> int:
-        return self.emax
-
-    @property
-    def unit_roundoff(self) -> Fraction:
-        """u = 2^-p: the largest relative error of one rounding to nearest."""
-        return Fraction(1, 2**self.precision)
-
-    @property
-    def max_finite(self) -> Fraction:
-        return (2 - Fraction(1, 2 ** (self.precision - 1))) * Fraction(2) ** self.emax
-
-    @property
-    def min_normal(self) -> Fraction:
-        return Fraction(2) ** self.emin
-
-    @property
-    def min_subnormal(self) -> Fraction:
-        return Fraction(2) ** (self.emin - self.precision + 1)
-
-    @property
-    def decimal_digits(self) -> int:
-        """Significant decimal digits that always identify a value (round trip)."""
-        return math.ceil(self.precision * math.log10(2)) + 1
-
-
-_NUMPY_OF_TORCH = {torch.float16: np.dtype(np.float16), torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
-                   torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
-
-FLOAT16 = FloatFormat(
-    name="float16", precision=11, exponent_bits=5, emax=15, torch_dtype=torch.float16, int_dtype=torch.int16
-)
-BFLOAT16 = FloatFormat(
-    name="bfloat16", precision=8, exponent_bits=8, emax=127, torch_dtype=torch.bfloat16, int_dtype=torch.int16
-)
-FLOAT32 = FloatFormat(
-    name="float32", precision=24, exponent_bits=8, emax=127, torch_dtype=torch.float32, int_dtype=torch.int32
-)
-FLOAT64 = FloatFormat(
-    name="float64", precision=53, exponent_bits=11, emax=1023, torch_dtype=torch.float64, int_dtype=torch.int64
-)
-
-# TF32 ("TensorFloat-32") is float32's sign and 8-bit exponent with 10 explicit mantissa bits: precision 11,
-# the range of float32. It is no storage format: tensor cores read float32 registers and use their top 19
-# bits, so its values are float32 values with the low 13 bits 0, and it is not in FORMATS (the formats a
-# dtype stores; ``format_of(torch.float32)`` is FLOAT32).
-TF32 = FloatFormat(
-    name="TF32", precision=11, exponent_bits=8, emax=127, torch_dtype=torch.float32, int_dtype=torch.int32
-)
-
-FORMATS: dict[str, FloatFormat] = {f.name: f for f in (FLOAT16, BFLOAT16, FLOAT32, FLOAT64)}
+FORMATS: dict[str, FloatFormat] = {f.name: f for f in REGISTRY}
+# The formats torch adds and multiplies in on a CPU: where a page computes in a format, it offers these.
+ARITHMETIC: dict[str, FloatFormat] = {name: f for name, f in FORMATS.items() if f.arithmetic}
 NUMPY_DTYPES: dict[str, np.dtype] = {name: f.numpy_dtype for name, f in FORMATS.items()}  # a view of FORMATS
 _FORMAT_OF_TORCH = {f.torch_dtype: f for f in FORMATS.values()}
-_NATIVE = frozenset({torch.float16, torch.float32, torch.float64})  # dtypes NumPy stores itself
+_NATIVE = frozenset(f.torch_dtype for f in FORMATS.values() if f.native_numpy)  # dtypes NumPy stores itself
 
 
 def get_format(name: str) -> FloatFormat:
@@ -225,15 +149,18 @@ def round_precision(x, precision: int, emin: int, max_finite: float) -> np.ndarr
     return np.where(np.isfinite(x), r, x)
 
 
-def round_to_format(x: Exact, fmt: FloatFormat) -> Exact:
-    """Round an exact real to ``fmt``: nearest, ties to even, overflow to +-inf.
+def round_to_format(x: Exact, fmt: FloatFormat, overflow: Overflow | None = None) -> Exact:
+    """Round an exact real to ``fmt``: nearest, ties to even, overflow by ``overflow`` (default: the
+    format's own rule, torch's cast).
 
-    Non-finite floats pass through.  The result is exactly a value of ``fmt`` (as a
-    Fraction) or an infinity.
+    NaN passes through; an infinity is cast by the overflow rule. The result is exactly a value of
+    ``fmt`` (as a Fraction), an infinity or NaN.
     """
     if isinstance(x, float):
-        if not math.isfinite(x):
+        if math.isnan(x):
             return x
+        if math.isinf(x):
+            return fmt.overflowed(x < 0, overflow)
         x = Fraction(x)
     if x == 0:
         return Fraction(0)
@@ -244,8 +171,26 @@ def round_to_format(x: Exact, fmt: FloatFormat) -> Exact:
     m = round(mag / quantum)  # Fraction.__round__ rounds half to even
     rounded = m * quantum
     if rounded > fmt.max_finite:
-        return sign * math.inf
+        return fmt.overflowed(sign < 0, overflow)
     return sign * rounded
+
+
+def round_values(x, fmt: FloatFormat, overflow: Overflow | None = None) -> np.ndarray:
+    """``round_to_format`` element by element over float64 values, as an array of ``fmt.numpy_dtype``:
+    one correct rounding, overflow by ``overflow`` (default: the format's rule). NumPy's own casts
+    round correctly for the formats it stores itself; the others are rounded by ``round_precision``
+    first, so that the cast that stores them is exact."""
+    x = np.asarray(x, dtype=np.float64)
+    policy = overflow or fmt.overflow
+    if fmt.native_numpy and policy == "inf":
+        with np.errstate(over="ignore"):
+            return x.astype(fmt.numpy_dtype)
+    big = float(fmt.max_finite)
+    r = round_precision(x, fmt.precision, fmt.emin, math.inf)
+    past = np.abs(r) > big  # infinities included; NaN compares False
+    if past.any():
+        r = np.where(past, np.copysign(float(fmt.overflowed(False, policy)), r), r)
+    return r.astype(fmt.numpy_dtype)
 
 
 
@@ -266,7 +211,7 @@ def format_of(dtype) -> FloatFormat:
         for f in FORMATS.values():
             if f.numpy_dtype == dt:
                 return f
-    raise ValueError(f"unsupported dtype {dtype}; expected float16, bfloat16, float32 or float64")
+    raise ValueError(f"unsupported dtype {dtype}; expected one of {', '.join(FORMATS)}")
 
 
 def to_torch(a, copy: bool = False) -> torch.Tensor:
@@ -281,6 +226,16 @@ def to_torch(a, copy: bool = False) -> torch.Tensor:
     if copy or not a.flags.writeable or not a.flags.c_contiguous:
         a = np.array(a, order="C", copy=True)
     return torch.from_numpy(a.view(_SIGNED[fmt.width])).view(fmt.torch_dtype)
+
+
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """x + y rounded once to their format, on their device. torch adds the formats in ARITHMETIC itself. A
+    storage-only format (the eight-bit ones) has no adder of its own: the sum is taken in float64, where
+    it is exact (FloatFormat requires such a format's values to span at most 53 bits), and cast once,
+    by the format's overflow rule, as a kernel that writes its float32 or wider result to FP8 does."""
+    if format_of(x.dtype).arithmetic:
+        return x + y
+    return (x.double() + y.double()).to(x.dtype)
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -359,7 +314,7 @@ def bits_of(x) -> int:
     return int(b.reshape(-1)[0])
 
 
-_SIGNED = {16: np.int16, 32: np.int32, 64: np.int64}
+_SIGNED = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 
 
 def tensor_from_bits(bits: int, fmt: FloatFormat, device: str | torch.device = "cpu") -> torch.Tensor:
@@ -376,7 +331,11 @@ def value_of_bits(bits: int, fmt: FloatFormat) -> Exact:
     exp_field = bits >> fmt.mantissa_bits & ((1 << fmt.exponent_bits) - 1)
     frac = bits & ((1 << fmt.mantissa_bits) - 1)
     if exp_field == (1 << fmt.exponent_bits) - 1:
-        return math.nan if frac else sign * math.inf
+        if fmt.nan_encoding == "all_ones":  # the top binade is finite but for the all-ones pattern
+            if frac == (1 << fmt.mantissa_bits) - 1:
+                return math.nan
+        else:
+            return math.nan if frac else sign * math.inf
     if exp_field == 0:  # zero or subnormal
         return sign * Fraction(frac) * Fraction(2) ** (fmt.emin - fmt.mantissa_bits)
     significand = (1 << fmt.mantissa_bits) | frac
@@ -384,18 +343,22 @@ def value_of_bits(bits: int, fmt: FloatFormat) -> Exact:
 
 
 def bits_of_value(x: Exact, fmt: FloatFormat, negative_zero: bool = False) -> int:
-    """Encode a value of ``fmt`` (exactly representable, or +-inf) as its bit pattern."""
+    """Encode a value of ``fmt`` (exactly representable, +-inf where the format has infinities, or NaN: its
+    quiet NaN, the top fraction bit set, or the all-ones pattern) as its bit pattern."""
     sign_bit = 1 << (fmt.width - 1)
     exp_all_ones = ((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits
     if isinstance(x, float):
         if math.isnan(x):
-            return exp_all_ones | 1 << (fmt.mantissa_bits - 1)
+            quiet = (1 << fmt.mantissa_bits) - 1 if fmt.nan_encoding == "all_ones" else 1 << (fmt.mantissa_bits - 1)
+            return exp_all_ones | quiet
         if math.isinf(x):
+            if not fmt.infinities:
+                raise ValueError(f"{fmt.name} has no infinity")
             return exp_all_ones | (sign_bit if x < 0 else 0)
         x = Fraction(x)
     if x == 0:
         return sign_bit if negative_zero else 0
-    if round_to_format(x, fmt) != x:
+    if abs(x) > fmt.max_finite or round_to_format(x, fmt) != x:
         raise ValueError(f"{x} is not a {fmt.name} value")
     s = sign_bit if x < 0 else 0
     mag = abs(x)
@@ -499,19 +462,15 @@ def ulp_distance_array(a, b) -> np.ndarray:
     return np.abs(ordinals(a) - ordinals(b))
 
 
-_HEX_STRUCT = {"float64": ">d", "float32": ">f", "float16": ">e"}
-
-
 def decode_hex(h: str, dtype: str | None = None) -> float:
-    """The float that big-endian hex bits stand for, in format ``dtype`` (float64, float32, float16 or
-    bfloat16: the upper half of a float32). Without a dtype, 16 digits are float64 and 8 float32. Any other
-    dtype's text (an integer's sample, as core.traces records it) is read as a number."""
+    """The float that big-endian hex bits stand for, in format ``dtype`` (a name in FORMATS). Without a
+    dtype, 16 digits are float64 and 8 float32. Any other dtype's text (an integer's sample, as
+    core.traces records it) is read as a number."""
     if dtype is None:
         dtype = {16: "float64", 8: "float32"}.get(len(h))
         if dtype is None:
             raise ValueError(f"{len(h)} hex digits: give the format")
-    if dtype == "bfloat16":
-        return struct.unpack(">f", bytes.fromhex(h + "0000"))[0]
-    if dtype in _HEX_STRUCT:
-        return struct.unpack(_HEX_STRUCT[dtype], bytes.fromhex(h))[0]
-    return float(h)
+    fmt = FORMATS.get(dtype)
+    if fmt is None:
+        return float(h)
+    return float(from_bit_view(np.array(int(h, 16)), fmt))

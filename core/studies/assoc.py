@@ -18,6 +18,7 @@ from core.arith.exact import shortest_repr
 from core.arith.formats import (
     Exact,
     FloatFormat,
+    add,
     bits_differ,
     bits_of,
     bits_of_value,
@@ -142,7 +143,7 @@ class TripleResult:
 
 
 def _step(expression: str, x: torch.Tensor, y: torch.Tensor) -> tuple[Step, torch.Tensor]:
-    fmt_result = x + y  # one rounding, in x's dtype, on x's device
+    fmt_result = add(x, y)  # one rounding, in x's format, on x's device
     fmt = format_of(x.dtype)
     exact = add_exact(value_of_bits(bits_of(x), fmt), value_of_bits(bits_of(y), fmt))
     bits = bits_of(fmt_result)
@@ -197,7 +198,8 @@ def evaluate_triple(
             continue
         try:
             a, b, c = (t.to(dev.torch_device) for t in cpu)
-            outcomes.append(DeviceOutcome(device=dev, left_bits=bits_of((a + b) + c), right_bits=bits_of(a + (b + c))))
+            outcomes.append(DeviceOutcome(device=dev, left_bits=bits_of(add(add(a, b), c)),
+                                           right_bits=bits_of(add(a, add(b, c)))))
         except (RuntimeError, AssertionError) as err:  # driver errors, device lost, OOM
             outcomes.append(
                 DeviceOutcome(device=dev, left_bits=None, right_bits=None, message=f"{dev.name} failed: {err}")
@@ -287,8 +289,8 @@ def search_counterexamples(settings: SearchSettings) -> SearchResult:
     fmt = get_format(settings.fmt_name)
     t = random_triples(settings)
     a, b, c = t[:, 0], t[:, 1], t[:, 2]
-    left = (a + b) + c
-    right = a + (b + c)
+    left = add(add(a, b), c)
+    right = add(a, add(b, c))
     differ = bits_differ(left, right)
     n_differ = int(differ.sum())
     example = None

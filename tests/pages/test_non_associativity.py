@@ -208,3 +208,28 @@ def test_the_learners_first_question_is_asked_and_answered_at_the_defaults(na):
     """"Is float32 different on a GPU?" is a learner's question whatever the preset's format (float64 here)."""
     text = all_text(na)
     assert "**Is float32 (or float64) different on a GPU?** No: the same IEEE 754 format" in text
+
+
+def test_the_eight_bit_formats_add_both_ways_with_their_own_rules(na):
+    """float8_e5m2 gives the groupings different bits for 0.1, 0.2, 0.3; float8_e4m3fn saturates past 448
+    (torch's cast), with the source of that rule named."""
+    na.selectbox(key="na_fmt").select("float8_e5m2").run()
+    assert not na.exception
+    assert any("The groupings differ in float8_e5m2: 0.5 versus 0.6" in e.value for e in na.info)
+    na.selectbox(key="na_fmt").select("float8_e4m3fn").run()
+    for key, text in (("na_a", "300"), ("na_b", "300"), ("na_c", "-300")):
+        na.text_input(key=key).set_value(text).run()
+    assert not na.exception
+    text = all_text(na)
+    assert "saturates to ±448" in text and "pytorch/pull/178817" in text and "ml_dtypes/issues/400" in text
+    # 300 is stored as 288: (288 + 288) saturates to 448, then 448 - 288 = 160; 288 + (288 - 288) = 288,
+    # whose shortest decimal is 300
+    verdict = " ".join(e.value for e in na.info)
+    assert "160 versus 300" in verdict, verdict
+
+
+def test_an_eight_bit_format_opens_from_the_address():
+    at = reader("non_associativity")
+    at.query_params["format"] = "float8_e4m3fn"
+    at.run()
+    assert not at.exception and at.session_state["na_fmt"] == "float8_e4m3fn"

@@ -6,7 +6,6 @@ import math
 from fractions import Fraction
 from unittest import mock
 
-import ml_dtypes
 import mpmath
 import numpy as np
 import pytest
@@ -17,15 +16,14 @@ from hypothesis import strategies as st
 import core.arith.exact as exact_mod
 from core.arith import buckets
 from core.arith.exact import exact_dot, exact_dot_fraction, mpf_to_fraction
-from core.arith.formats import FORMATS, value_of_bits
+from core.arith.formats import FORMATS, from_bit_view, value_of_bits
 from tests.strategies import bit_patterns, is_nan
 
-NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
-UINT = {16: np.uint16, 32: np.uint32, 64: np.uint64}
+NP = {name: fmt.numpy_dtype for name, fmt in FORMATS.items()}
 
 
 def from_bits(bits: list[int], name: str) -> np.ndarray:
-    return np.array(bits, dtype=UINT[FORMATS[name].width]).view(NP[name])
+    return from_bit_view(np.array(bits, dtype=FORMATS[name].uint_dtype), FORMATS[name])
 
 
 def ieee_dot(xs: list, ys: list):
