@@ -6,6 +6,7 @@ import streamlit as st
 
 import core.machines.native  # first, before anything loads torch: OpenMP and oneDNN read their settings then
 from core.studies.reproducible import headline_rows
+from core.studies.talk import scenarios
 from ui.crowd import counted_run
 from ui.navigation import (
     HOME_PAGE_KEY,
@@ -24,7 +25,6 @@ from ui.navigation import (
 from ui.overview_view import gpu_note, live_hook
 from ui.talk import PARAM as TALK_PARAM
 from ui.talk import (
-    SCENARIOS,
     apply_from_link,
     presenter,
     room_address,
@@ -120,9 +120,9 @@ def talk_mode() -> None:
 
 def talk_links() -> None:
     per_row = 3  # a link is one line, cut where its column ends: four columns cut the titles
-    for first in range(0, len(SCENARIOS), per_row):  # row by row: the reading order is the story's
-        for col, (title, page, params, what) in zip(st.columns(per_row), SCENARIOS[first:first + per_row],
-                                                    strict=False):
+    links = scenarios()
+    for first in range(0, len(links), per_row):  # row by row: the reading order is the story's
+        for col, (title, page, params, what) in zip(st.columns(per_row), links[first:first + per_row], strict=False):
             with col:  # what the room will see is the link's tooltip: the list stays short
                 st.page_link(page_file(page), label=title, icon=":material/slideshow:", query_params=params,
                              help=what)

@@ -2,7 +2,7 @@
 
 Starts the app as ``make run`` and the Docker image do (``python -m scripts.serve``, warmed up at start),
 and a bare Streamlit page beside it (benchmarks/bare_app.py: a title, a paragraph, one Altair chart). For
-the bare page and then for each talk link (``ui.talk.SCENARIOS``, in presenter mode), N protocol-level
+the bare page and then for each talk link (``core.studies.talk.scenarios()``, in presenter mode), N protocol-level
 viewers (scripts/viewer.py: the websocket messages a browser tab sends and reads) arrive at seeded
 random moments within SPREAD_S seconds; one second in, the speaker's session, open since before the
 crowd, clicks to the next scenario's page. Each viewer's time is from its request to the end of the run
@@ -97,10 +97,10 @@ class Many:
 def links() -> list[tuple[str, str, str]]:
     """(title, page url path, query) of the home page and each talk link, in presenter mode (the address a
     speaker shows the room is often the home page's)."""
-    from ui.talk import SCENARIOS
+    from core.studies.talk import scenarios
 
     return [("Home", "", "talk=1"), *((title, page.removeprefix("pages/").removesuffix(".py"),
-                                      urlencode({**params, "talk": "1"})) for title, page, params, _ in SCENARIOS)]
+                                      urlencode({**params, "talk": "1"})) for title, page, params, _ in scenarios())]
 
 
 async def _crowd(server: Server | Many, title: str, page: str, query: str, n: int, click: tuple[str, str],

@@ -1,6 +1,6 @@
 """The room presses Play: the speaker's Play on the training scenario, alone and while N phones press it too.
 
-At a talk the room opens the training scenario's link (``ui.talk.SCENARIOS``: "Watch two runs diverge") and
+At a talk the room opens the training scenario's link (``core.studies.talk.scenarios()``: "Watch two runs diverge") and
 presses Play with the speaker. Each Play advances the pair step by step and draws it every few steps; what
 matters is that the speaker's Play, on the screen everyone watches, is not slowed by the room's.
 
@@ -48,19 +48,19 @@ MAX_MESSAGE = 256 * 1024 * 1024
 
 
 def talk_query(talk: bool) -> str:
-    """The training scenario's link (ui.talk.SCENARIOS), in presenter mode or as a phone opens it."""
-    from ui.talk import SCENARIOS
+    """The training scenario's link (core.studies.talk.scenarios()), in presenter mode or as a phone opens it."""
+    from core.studies.talk import scenarios
 
-    (params,) = [p for _, page, p, _ in SCENARIOS if page == f"pages/{PAGE}.py"]
+    (params,) = [p for _, page, p, _ in scenarios() if page == f"pages/{PAGE}.py"]
     return urlencode({**params, **({"talk": "1"} if talk else {})})
 
 
 def scenario_steps() -> int:
     """How many steps the scenario's preset trains (Play's last step)."""
+    from core.studies.talk import scenarios
     from core.training.mlp import PRESETS
-    from ui.talk import SCENARIOS
 
-    (params,) = [p for _, page, p, _ in SCENARIOS if page == f"pages/{PAGE}.py"]
+    (params,) = [p for _, page, p, _ in scenarios() if page == f"pages/{PAGE}.py"]
     return PRESETS[params["preset"]].settings.steps
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
+
+from scripts.ports import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Debian's chromium-headless-shell: the same Blink and V8 build as its chromium package, without the
@@ -29,12 +30,6 @@ CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

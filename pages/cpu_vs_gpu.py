@@ -29,6 +29,7 @@ from core.recordings.compare import (
     pair_differences,
     same_dispatch_differences,
 )
+from core.recordings.fidelity import model_fidelity
 from core.recordings.fingerprint import op_fingerprint
 from core.recordings.store import (
     SUITE_DTYPES,
@@ -37,7 +38,6 @@ from core.recordings.store import (
     TRAINING_PRESETS,
     Recording,
     cached_recordings,
-    model_fidelity,
     recordings_dir,
 )
 from core.recordings.upload import (

@@ -36,8 +36,9 @@ from core.diagnose.loaders import (
     reference_problem,
 )
 from core.diagnose.logs import LogDiagnosis, diagnose_logs
+from core.diagnose.measure import ASSUMED_K, MAX_ELEMENTS
 from core.diagnose.results import Diagnosis
-from core.diagnose.verdict import ASSUMED_K, MAX_ELEMENTS, diagnose
+from core.diagnose.verdict import diagnose
 from ui import diagnose_view as view
 from ui.navigation import ensure_app_navigation, next_page_link
 from ui.render import inert

@@ -8,21 +8,21 @@ import math
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from core.arith.formats import FORMATS
+from core.arith.formats import ARITHMETIC, FORMATS
 from core.arith.vectors import VectorError
 from core.crowd.bytecache import ATOMICS, DOT_CURVES, DOT_LABS, DOT_PAIRS
 from core.crowd.querystate import Field, FieldKind
+from core.kernels import dot_fp8
 from core.kernels.dot import (
+    DOT_MODELS,
     MAX_K,
-    MAX_TRACE_K,
-    MODELS,
     TENSOR_CORE_NOTE,
     TF32_ROUNDINGS,
     TF32_SOURCES,
     ModelNotApplicable,
     check_formats,
-    trace,
 )
+from core.kernels.dot_trace import MAX_TRACE_K, trace
 from core.studies.gpu_arithmetic import (
     ATOMIC_FORMATS,
     DOT_GENERATORS,
@@ -60,8 +60,8 @@ URL_FIELDS = [
     Field(key="ga_seed", param="seed", kind=FieldKind.INT, low=0, high=2**32 - 1),
     Field(key="ga_cond", param="condition", kind=FieldKind.CHOICE, options=tuple(CONDITIONS)),
     Field(key="ga_storage", param="inputs", kind=FieldKind.CHOICE, options=tuple(FORMATS)),
-    Field(key="ga_acc", param="accumulate", kind=FieldKind.CHOICE, options=tuple(FORMATS)),
-    Field(key="ga_models", param="models", kind=FieldKind.MULTI, options=tuple(MODELS)),
+    Field(key="ga_acc", param="accumulate", kind=FieldKind.CHOICE, options=tuple(ARITHMETIC)),
+    Field(key="ga_models", param="models", kind=FieldKind.MULTI, options=tuple(DOT_MODELS)),
     Field(key="ga_tile", param="tile", kind=FieldKind.CHOICE, options=tuple(TILES)),
     Field(key="ga_slices", param="slices", kind=FieldKind.INT, low=1, high=64),
     Field(key="ga_tf32", param="tf32", kind=FieldKind.CHOICE, options=tuple(TF32_ROUNDINGS)),
@@ -82,7 +82,7 @@ def controls() -> tuple[DotLabSettings, str | None, DeltaGenerator]:
     kind = c1.selectbox("Vectors", list(DOT_GENERATORS), format_func=DOT_GENERATORS.get, key="ga_kind")
     storage = c2.selectbox("Input format", list(FORMATS), key="ga_storage",
                            help="The format x and y are stored in (the format a real kernel is given).")
-    acc = c3.selectbox("Accumulate in", list(FORMATS), key="ga_acc",
+    acc = c3.selectbox("Accumulate in", list(ARITHMETIC), key="ga_acc",
                        help="The format of the running sum for the multiply-add, tile and split-K models "
                             "(tensor-core models always accumulate in float32).")
     format_error = check_formats(storage, acc)
@@ -99,7 +99,7 @@ def controls() -> tuple[DotLabSettings, str | None, DeltaGenerator]:
                                      format_func=lambda c: f"1e{round(math.log10(c))}")
 
     advanced = more_settings()
-    models = advanced.multiselect("Arithmetic models", list(MODELS), format_func=lambda m: MODELS[m].name,
+    models = advanced.multiselect("Arithmetic models", list(DOT_MODELS), format_func=lambda m: DOT_MODELS[m].name,
                                   key="ga_models")
     a1, a2, a3 = advanced.columns(3)
     tile = a1.select_slider("Tile width T", TILES, key="ga_tile",
@@ -218,7 +218,7 @@ def every_rounding(settings: DotLabSettings, pair: DotPair, lab: DotLab) -> None
     if not applicable:
         return
     pick = st.selectbox("Model", applicable, key="ga_trace_model", format_func=settings.model_name)
-    ops = trace(MODELS[pick], pair.x, pair.y, settings.accumulate, settings.tile, settings.slices,
+    ops = trace(DOT_MODELS[pick], pair.x, pair.y, settings.accumulate, settings.tile, settings.slices,
                 settings.tf32_mode)
     nodes, edges, steps = view.trace_frames(ops, pair.k)
     st.altair_chart(view.trace_chart(nodes, edges), width="stretch")
@@ -226,6 +226,18 @@ def every_rounding(settings: DotLabSettings, pair: DotPair, lab: DotLab) -> None
     st.caption("Model, exact rational arithmetic: each rounding adds the exact products below it and the "
                "earlier results it points to, and rounds once. Products x_i·y_i are exact (TF32, float16 and "
                "bfloat16 models: of the converted inputs).")
+
+
+def fp8_note() -> None:
+    st.caption(
+        f"{FP8_NOTE} The two FP8 tensor-core rows are a model with these two parameters (rounding to nearest "
+        f"assumed): {inert(dot_fp8.SOURCE, line_start=False)}. torch._scaled_mm is the FP8 matrix product torch "
+        "itself runs, here on this CPU.")
+
+
+FP8_NOTE = (f"FP8 products are exact, so the accumulation decides the error: the DeepSeek-V3 report measured H800 "
+            f"FP8 matrix products keeping about {dot_fp8.LIMITED_BITS} bits while they accumulate, and promotes the "
+            f"partial sum to a float32 register every {dot_fp8.PROMOTE_EVERY} products.")
 
 
 def atomics(seed: int) -> None:
@@ -326,6 +338,8 @@ def main() -> None:
     with punch:
         view.punchline(lab)
     summary(pair, lab)
+    if not FORMATS[pair.storage].arithmetic:
+        fp8_note()
     results(settings, pair, lab)
     error_against_k(settings, pair)
     every_rounding(settings, pair, lab)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.crowd.querystate import Field, FieldKind
-from core.kernels.collectives import MODELS
+from core.kernels.collectives import COLLECTIVE_MODELS
 from core.studies.many_devices import (
     PUNCH_RANKS,
     emulate_missing,
@@ -61,7 +61,7 @@ URL_FIELDS = [
     Field(key="md_world", param="workers", kind=FieldKind.CHOICE, options=WORLD_SIZES),
     Field(key="md_steps", param="steps", kind=FieldKind.INT, low=STEP_RANGE[0], high=STEP_RANGE[1]),
     Field(key="md_kmax", param="largest_k", kind=FieldKind.CHOICE, options=KMAX_CHOICES),
-    Field(key="md_model", param="model", kind=FieldKind.CHOICE, options=tuple(MODELS)),
+    Field(key="md_model", param="model", kind=FieldKind.CHOICE, options=tuple(COLLECTIVE_MODELS)),
     Field(key="md_ks", param="devices", kind=FieldKind.MULTI, options=EMULATED_KS),
     Field(key="md_esteps", param="emulated_steps", kind=FieldKind.INT, low=STEP_RANGE[0], high=STEP_RANGE[1]),
 ]
@@ -231,7 +231,8 @@ def models_section() -> None:
 
 def emulation_controls() -> EmulationSettings:
     e1, e2, e3 = st.columns(3)
-    e1.selectbox("All-reduce model", tuple(MODELS), key="md_model", format_func=lambda m: MODELS[m].name)
+    e1.selectbox("All-reduce model", tuple(COLLECTIVE_MODELS), key="md_model",
+                 format_func=lambda m: COLLECTIVE_MODELS[m].name)
     e2.multiselect("Devices k", EMULATED_KS, key="md_ks", format_func=lambda k: f"{k:,}")
     e3.slider("Training steps", STEP_RANGE[0], STEP_RANGE[1], key="md_esteps", step=10)
     return EmulationSettings(st.session_state["md_model"], tuple(int(k) for k in st.session_state["md_ks"]),
@@ -267,7 +268,8 @@ def emulation_section(live: DataParallelResult | None) -> None:
 
 def emulation_results(settings: EmulationSettings, runs: list, live: DataParallelResult | None) -> None:
     for r in runs:
-        st.markdown(f"**{r.ranks:,} emulated devices** ({MODELS[r.model].name}): {parting(r.summary, r.steps)}")
+        st.markdown(f"**{r.ranks:,} emulated devices** ({COLLECTIVE_MODELS[r.model].name}): "
+                    f"{parting(r.summary, r.steps)}")
     st.dataframe(emulation_rows(runs), hide_index=True, width="stretch")
     st.altair_chart(gap_chart(divergence_frame({f"{r.ranks:,} devices": r.records for r in runs}),
                               "Distance between the weights of k devices and of one process"),
@@ -277,8 +279,8 @@ def emulation_results(settings: EmulationSettings, runs: list, live: DataParalle
         st.dataframe(between_frame(pairs), hide_index=True, width="stretch")
     worst = earliest_apart(runs)
     if worst is not None:
-        st.caption(f"With the {MODELS[settings.model].name} model, the earliest of these runs to be more than 1% "
-                   f"apart from one process is the one on {worst.ranks:,} devices, at step "
+        st.caption(f"With the {COLLECTIVE_MODELS[settings.model].name} model, the earliest of these runs to be "
+                   f"more than 1% apart from one process is the one on {worst.ranks:,} devices, at step "
                    f"{worst.summary.first_rel_1pct}.")
 
 
@@ -298,7 +300,8 @@ def punchline() -> None:
         tree = next(o for o in c.outcomes if o.model == "tree_nccl")
         m1, m2, m3 = st.columns(3)
         m1.metric(f"Ring vs tree, k = {c.ranks}: elements apart", f"{pair.differing:.0%}",
-                  help=f"{MODELS['ring_gloo'].name} against {MODELS['tree_nccl'].name}, element by element.")
+                  help=f"{COLLECTIVE_MODELS['ring_gloo'].name} against {COLLECTIVE_MODELS['tree_nccl'].name}, "
+                  "element by element.")
         m2.metric("Largest gap between the two", f"{pair.max_ulp_distance:,} ULP")
         m3.metric("Equal to the exact sum rounded once",
                   f"{ring.correctly_rounded:.0%} vs {tree.correctly_rounded:.0%}",

@@ -34,7 +34,6 @@ from core.studies.mitigations import (
     accumulation_errors,
     determinism_study,
     distinct_results,
-    float64_peak,
     lab,
     measure_devices,
     mismatch_check,
@@ -43,6 +42,7 @@ from core.studies.mitigations import (
     training_pair,
     wider_study,
 )
+from core.studies.peak_rates import float64_peak
 from core.studies.reproducible import live_costs
 from core.training.divergence import DEFAULT_SEEDS, SEED_RULE, seed_verdict
 from core.training.mlp import TrainSettings

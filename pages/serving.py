@@ -22,6 +22,7 @@ from core.serving.engine import (
     serving_cost,
 )
 from core.serving.model import load_record
+from ui import glossary
 from ui import serving_view as view
 from ui.crowd import folded, heavy_section, over_budget
 from ui.mitigations_view import story_link
@@ -81,12 +82,13 @@ def serve(s: ServeSettings, cost: Cost, punch) -> ForkStudy | None:
 
 def explain(study: ForkStudy, invariant_on: bool) -> None:
     shown = study.invariant if invariant_on else study.ordinary
+    moves = view.measured_moves(shown)
     st.markdown(
         "**Why.** A server decodes every waiting request in one batch, and many kernels pick other reduction orders "
         "for other batch sizes (split-K: a matmul's inner sum cut into pieces that are added at the end; in "
         "attention, the number of pieces the keys are cut into), so one request's logits depend on its company. "
-        "Where the two best tokens are nearly tied, the company decides the answer. "
-        + view.measured_moves(shown))
+        "Where the two best tokens are nearly tied, the company decides the answer. " + moves,
+        help=glossary.help_for(moves, "logit_rows", "top2_gap"))  # the measured sentence's terms, first used here
     st.markdown(
         "**The fix** is to fix the reduction order where it matters: **batch-invariant kernels**, one matmul "
         "configuration for every batch, RMSNorm and attention as loops in a fixed order over each request's own "
@@ -131,7 +133,8 @@ def takeaway() -> None:
             st.caption(f"The model: {record.parameters:,} parameters, character level, trained on the CPU in "
                        f"{record.train_seconds:.0f} s on {inert(record.corpus)}; weights SHA-256 "
                        f"{record.sha256[:16]}…. The GPU kernels are a MODEL (split-K and split-KV counts chosen by "
-                       "the batch size, computed exactly on this CPU); the CPU kernels are this server's own.")
+                       "the batch size, computed exactly on this CPU); the CPU kernels are this server's own.",
+                       help=glossary.help_texts("split_k", "split_kv"))
             st.markdown("On your own machine, in a checkout of this app:")
             st.code(f"{record.command}\npython -m scripts.serve_fork --requests 200 --max-batch 16", language="bash")
 

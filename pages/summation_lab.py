@@ -7,7 +7,7 @@ import math
 import streamlit as st
 
 from core.arith.exact import abbreviate, exact_decimal, shortest_repr
-from core.arith.formats import FORMATS
+from core.arith.formats import FORMATS, working_format
 from core.arith.vectors import (
     GENERATORS,
     MAX_N,
@@ -149,6 +149,9 @@ def controls(url_notes: list[str]) -> LabRequest | None:
         help="Like torch.sum(x, dtype=...): the stored values are cast to this format, then every addition "
         "rounds to it.",
     )
+    if working_choice == "same" and not FORMATS[storage].arithmetic:
+        c3.caption(f"{storage} has no addition of its own: its sums accumulate in "
+                   f"{working_format(storage, 'same')}, as torch.sum(x, dtype=torch.float32) does.")
     if source in GENERATORS:
         vector = generated_vector(source, storage)
     elif source == PASTE:

@@ -16,6 +16,7 @@ from core.machines.devices import available_devices, cpu_device
 from core.recordings.compare import machine_partings
 from core.recordings.store import cached_recordings
 from core.studies.mitigations import training_pair
+from core.training.differences import PLAIN, SOURCES
 from core.training.divergence import (
     DEFAULT_SEEDS,
     DEFAULT_SPEED,
@@ -39,7 +40,7 @@ from core.training.mlp import (
     TrainSettings,
     network_name,
 )
-from core.training.pair import PLAIN, SOURCES, validate
+from core.training.pair import validate
 from core.training.seeds import seed_study
 from ui.crowd import folded, heavy_section, over_budget
 from ui.navigation import ensure_app_navigation, next_page_link
@@ -250,7 +251,7 @@ def the_pair(punch, run: RunView, settings: TrainSettings, goto: int | None) -> 
     if not wide:
         buttons(left, run, settings)
     slots = PairSlots(progress=left.empty(), numbers=left.container(key="td_numbers").empty(),
-                      charts=right.empty(), details=st.empty(), side_by_side=wide)
+                      charts=right.empty(), details=st.container(key="td_details").empty(), side_by_side=wide)
     st.caption(
         f"Provenance: both runs computed live by torch on {cpu_device().name}"
         + (f"; B on {run.b_device_name}" if settings.source == "device" else "")

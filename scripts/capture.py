@@ -17,8 +17,10 @@ import argparse
 import pathlib
 import sys
 
+from core.recordings.capture import capture
+from core.recordings.fidelity import model_fidelity
 from core.recordings.fingerprint import fingerprint, group_fingerprints
-from core.recordings.store import DEFAULT_DIR, Recording, capture, model_fidelity, write_recording
+from core.recordings.store import DEFAULT_DIR, Recording, write_recording
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ visitor waits for the imports (torch, pandas, altair: seconds) and for whatever 
 first. Here the server starts at once, as ``streamlit run`` would, and a thread of its own imports
 the modules every page needs, trains the Mitigations page's two pairs
 (core.studies.mitigations.warm_up) into the process's shared results cache, then opens the home page
-and every talk link (ui.talk.SCENARIOS, in presenter mode and without it) as a viewer would, over
+and every talk link (core.studies.talk.scenarios, in presenter mode and without it) as a viewer would, over
 Streamlit's own websocket protocol (scripts/viewer.py): every cache those pages fill, wherever it is
 declared, is filled before a room opens the links, and a speaker's first click finds its page warm.
 A visitor who arrives meanwhile is served as usual; one who needs a result being computed waits for
@@ -48,10 +48,10 @@ def warm_up(report=lambda line: print(line, file=sys.stderr, flush=True)) -> dic
 
 def talk_links() -> list[tuple[str, str]]:
     """(page url path, query) of the home page and every talk link, in presenter mode and without it."""
-    from ui.talk import SCENARIOS
+    from core.studies.talk import scenarios
 
     links = [("", ""), ("", "talk=1")]
-    for _, page, params, _ in SCENARIOS:
+    for _, page, params, _ in scenarios():
         stem = page.removeprefix("pages/").removesuffix(".py")
         links += [(stem, urlencode(params)), (stem, urlencode({**params, "talk": "1"}))]
     return links

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from benchmarks.harness import free_port
+from scripts.ports import free_port
 from scripts.serve import _healthy
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -67,12 +67,13 @@ def _device(name: str) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from core.traces.files import TraceFileError, write
-    from core.traces.models import MODELS, RunSettings
+    from core.traces.models import TRACE_MODELS, RunSettings
     from core.traces.record import TooManyOps
     from core.traces.run import make_trace
 
     if (args.model is None) == (args.module is None):
-        print(f"give exactly one of --model ({', '.join(MODELS)}) or --module path/to/file.py:make", file=sys.stderr)
+        print(f"give exactly one of --model ({', '.join(TRACE_MODELS)}) or --module path/to/file.py:make",
+              file=sys.stderr)
         return 2
     pairs = []
     for a in args.arg or []:
@@ -151,13 +152,14 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from core.traces.models import DTYPES, MODELS, batched_models, or_list
+    from core.traces.models import DTYPES, TRACE_MODELS, batched_models, or_list
 
     p = argparse.ArgumentParser(prog="python -m scripts.trace", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="trace one run and write its trace file")
-    r.add_argument("--model", help="a bundled model: " + "; ".join(f"{k}, {m.description}" for k, m in MODELS.items()))
+    r.add_argument("--model", help="a bundled model: " + "; ".join(f"{k}, {m.description}"
+                                                                    for k, m in TRACE_MODELS.items()))
     r.add_argument("--module", help="path/to/file.py:make, a function returning (model, inputs)")
     r.add_argument("--arg", action="append", metavar="KEY=VALUE", help="passed to make() as a string; repeatable")
     r.add_argument("--backward", action="store_true", help="also trace the backward pass of the output's sum")

@@ -37,12 +37,12 @@ def test_main_runs_streamlit_on_app_py_with_the_options_given_and_warms_up_besid
 
 
 def test_every_talk_link_is_warmed_in_both_modes_and_the_home_page_too():
-    from ui.talk import SCENARIOS
+    from core.studies.talk import scenarios
 
     links = serve.talk_links()
     assert ("", "") in links and ("", "talk=1") in links
-    assert len(links) == 2 + 2 * len(SCENARIOS)
-    for _, page, *_ in SCENARIOS:
+    assert len(links) == 2 + 2 * len(scenarios())
+    for _, page, *_ in scenarios():
         stem = page.removeprefix("pages/").removesuffix(".py")
         assert sum(s == stem and q.endswith("talk=1") for s, q in links) >= 1
     assert serve._port(["--server.port", "8600"]) == 8600 and serve._port([]) == 8501

@@ -17,8 +17,9 @@ from core.recordings.compare import (
     Parting,
     RecordedNote,
 )
+from core.recordings.fidelity import Fidelity
 from core.recordings.fingerprint import GROUPS, OTHER_BITS, OpComparison, compare_ops, fingerprint, group_fingerprints
-from core.recordings.store import UPLOADED, Fidelity, Recording, TrainingEntry
+from core.recordings.store import UPLOADED, Recording, TrainingEntry
 from core.studies.cpu_vs_gpu import Notice, ReductionStages, SumsEverywhere
 from ui.palette import LEGEND_FILL, PARTING, RUN_A, RUN_B
 from ui.render import inert

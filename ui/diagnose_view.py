@@ -22,7 +22,7 @@ from core.diagnose.evidence import (
     simulation_evidence,
     typical_relative,
 )
-from core.diagnose.loaders import LoadError, parse_log, parse_pasted
+from core.diagnose.loaders import LoadError, load_pasted, parse_log
 from core.diagnose.logs import JUMP_FACTOR, LogDiagnosis, LogVerdict
 from core.diagnose.results import REORDERING_ENVELOPE, Diagnosis, Simulation, Verdict
 from core.diagnose.tolerances import (
@@ -555,7 +555,7 @@ def pasted(where, text: str, fmt: str, what: str):
     if not text.strip():
         return None
     try:
-        loaded = parse_pasted(text, fmt, f"The pasted {what}")
+        loaded = load_pasted(text, fmt, f"The pasted {what}")
     except LoadError as err:
         where.error(inert(err), icon=":material/block:")  # quotes the pasted text
         return None

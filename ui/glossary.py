@@ -4,14 +4,20 @@ ULP first appears on the Non-associativity page (the first page of the story); t
 number κ and the γ(n) bounds first appear in the Summation lab. ``define`` draws the definition
 there, under a small heading whose anchor the other pages link to (``link``); ``help_text`` is the
 same definition for tooltips (metrics, column headers).
+
+Other terms are explained only by a tooltip (``TIPS``): the ``help=`` of the element where a page first
+shows the term, so that a reader who meets the word can hover over it there.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import streamlit as st
+
+from core.diagnose.envelopes import ENVELOPE_FACTOR
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,9 +81,84 @@ TERMS: dict[str, Term] = {
 }
 
 
+@dataclass(frozen=True, kw_only=True)
+class Tip:
+    name: str  # as the text writes it
+    text: str  # the explanation, plain text: it is shown as a tooltip
+
+
+TIPS: dict[str, Tip] = {
+    "delta_theta": Tip(
+        name="‖Δθ‖",
+        text="‖Δθ‖ = ‖θA − θB‖: how far apart the weights of runs A and B are, the Euclidean length of the difference "
+        "of all their parameters (B's taken into A's layout first), computed in float64.",
+    ),
+    "doubling": Tip(
+        name="doubles every",
+        text="Doubles every D steps: a straight line fitted by least squares through ln‖Δθ‖ over its growth phase "
+        "(from the first step whose weights differ until ‖Δθ‖ first reaches a tenth of its largest value so far) "
+        "rises by ln 2 every D steps: there the distance grows about twofold every D steps. “—”: no growth to fit "
+        "(too few steps in that phase so far, or a fitted line that does not rise).",
+    ),
+    "nats": Tip(
+        name="nats",
+        text="Nats: the unit of a loss computed with the natural logarithm, as the cross-entropy here is (the mean of "
+        "−ln of the probability each example's true class gets). A uniform guess among k classes costs ln k nats; "
+        "1 nat = 1/ln 2 ≈ 1.44 bits.",
+    ),
+    "split_kv": Tip(
+        name="split-KV",
+        text="Split-KV attention (flash-decoding): a decoding step's attention over a request's cached keys and "
+        "values is cut into pieces that run in parallel, each with its own maximum and partial sums; the pieces are "
+        "then rescaled and added. A kernel picks the number of pieces to fill the GPU, so it can depend on the "
+        "batch: another count, another order of additions, other bits.",
+    ),
+    "logit_rows": Tip(
+        name="logit rows",
+        text="Logit rows: each is the model's scores (logits) for every token of its vocabulary (here, characters) "
+        "at one position of one request: one row of its output. Greedy decoding picks the token with the largest.",
+    ),
+    "top2_gap": Tip(
+        name="top-2 gap",
+        text="Top-2 gap: how far a row's largest logit lies above its second largest (counted here in ULPs of the "
+        "larger, or as a fraction of it). A change of the two logits by more than this gap can swap them: greedy "
+        "decoding then picks the other token.",
+    ),
+    "unit_roundoff": Tip(
+        name="unit roundoff",
+        text="Unit roundoff u: half the gap between 1 and the next number of the format, 2⁻ᵖ for p significant bits "
+        "(float32 2⁻²⁴ ≈ 6.0·10⁻⁸, float64 2⁻⁵³ ≈ 1.1·10⁻¹⁶, bfloat16 2⁻⁸). Within the format's normal range, one "
+        "correctly rounded operation is off from its exact result by at most u, relatively.",
+    ),
+    "envelope": Tip(
+        name="envelope",
+        text=f"Envelope: the largest difference that rounding alone is taken to explain, element by element: "
+        f"{ENVELOPE_FACTOR:g} times the typical size that another order of the same additions gives, or the "
+        "a-priori bound on any two orders where that is smaller (plus one rounding of a result stored in a narrower "
+        "format). Within it, a difference is what reordering does; far beyond it, it is worth a look.",
+    ),
+}
+
+
 def help_text(key: str) -> str:
-    """The definition as plain text for a tooltip (``help=``)."""
-    return TERMS[key].text.replace("*", "")
+    """The definition as plain text for a tooltip (``help=``): a term of TERMS or TIPS."""
+    return TIPS[key].text if key in TIPS else TERMS[key].text.replace("*", "")
+
+
+def help_for(text: str, *keys: str) -> str | None:
+    """The tooltip for an element whose ``text`` may use the terms ``keys``: the definitions of those it uses, one
+    paragraph each (None: it uses none of them). A name counts as a whole word, so split-K is not split-KV."""
+    used = [key for key in keys if re.search(rf"(?<!\w){re.escape(_name(key))}(?!\w)", text)]
+    return help_texts(*used) or None
+
+
+def help_texts(*keys: str) -> str:
+    """The definitions of ``keys`` for one tooltip, a paragraph each."""
+    return "\n\n".join(help_text(key) for key in keys)
+
+
+def _name(key: str) -> str:
+    return TIPS[key].name if key in TIPS else TERMS[key].name
 
 
 def define(key: str) -> None:

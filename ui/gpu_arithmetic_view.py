@@ -1,5 +1,5 @@
 """Tables and charts for the GPU arithmetic page, built from core.studies.gpu_arithmetic's result objects
-and core.kernels.dot's operation trace."""
+and core.kernels.dot_trace's operation trace."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import streamlit as st
 from core.arith.exact import abbreviate, exact_decimal, shortest_repr
 from core.arith.formats import FORMATS, Exact, error_in_ulps
 from core.arith.metrics import ulps_brief, ulps_cell
-from core.kernels.dot import TraceOp
+from core.kernels.dot_trace import TraceOp
 from core.studies.gpu_arithmetic import (
     AtomicsResult,
     BucketResult,

@@ -13,17 +13,17 @@ import pandas as pd
 import streamlit as st
 
 from core.crowd.gate import HEAVY
-from core.kernels.collectives import MODELS, Comparison
+from core.kernels.collectives import COLLECTIVE_MODELS, Comparison
 from core.machines.progress import Progress
 from core.studies.many_devices import last_live_time
 from core.training.emulate import EmulatedRun
 from core.training.gloo import DataParallelResult, WorkerProgress
 from core.training.pair import StepRecord
 from core.training.seeds import DivergenceSummary
-from ui.palette import COLLECTIVE_MODELS, DEVICE_RUNS
+from ui.palette import COLLECTIVE_COLOURS, DEVICE_RUNS
 from ui.talk import styled
 
-MODEL_COLOURS = alt.Scale(domain=[m.name for m in MODELS.values()], range=COLLECTIVE_MODELS)
+MODEL_COLOURS = alt.Scale(domain=[m.name for m in COLLECTIVE_MODELS.values()], range=COLLECTIVE_COLOURS)
 HEIGHT = 320
 
 
@@ -112,15 +112,16 @@ def live_facts(r: DataParallelResult) -> pd.DataFrame:
 
 def models_frame() -> pd.DataFrame:
     return pd.DataFrame([{"model": m.name, "order": m.order, "source": m.source, "checked": m.checked}
-                         for m in MODELS.values()])
+                         for m in COLLECTIVE_MODELS.values()])
 
 
 def study_frame(study: tuple[Comparison, ...]) -> pd.DataFrame:
     rows = []
     for c in study:
         for o in c.outcomes:
-            rows.append({"ranks k": c.ranks, "model": MODELS[o.model].name, "mean |error| (ULPs)": o.mean_abs_ulps,
-                         "largest |error| (ULPs)": o.max_abs_ulps, "correctly rounded": o.correctly_rounded})
+            rows.append({"ranks k": c.ranks, "model": COLLECTIVE_MODELS[o.model].name,
+                         "mean |error| (ULPs)": o.mean_abs_ulps, "largest |error| (ULPs)": o.max_abs_ulps,
+                         "correctly rounded": o.correctly_rounded})
     return pd.DataFrame(rows)
 
 
@@ -137,19 +138,19 @@ def study_chart(df: pd.DataFrame, field: str, title: str, log_y: bool) -> alt.Ch
 
 
 def pairs_frame(c: Comparison) -> pd.DataFrame:
-    return pd.DataFrame([{"model": MODELS[p.a].name, "against": MODELS[p.b].name,
+    return pd.DataFrame([{"model": COLLECTIVE_MODELS[p.a].name, "against": COLLECTIVE_MODELS[p.b].name,
                           "elements whose bits differ": f"{p.differing:.1%}",
                           "largest distance": f"{p.max_ulp_distance:,} ULPs"} for p in c.pairs])
 
 
 def outcomes_frame(c: Comparison) -> pd.DataFrame:
-    return pd.DataFrame([{"model": MODELS[o.model].name, "mean |error|": f"{o.mean_abs_ulps:.3g} ULPs",
+    return pd.DataFrame([{"model": COLLECTIVE_MODELS[o.model].name, "mean |error|": f"{o.mean_abs_ulps:.3g} ULPs",
                           "largest |error|": f"{o.max_abs_ulps:,.4g} ULPs",
                           "correctly rounded elements": f"{o.correctly_rounded:.1%}"} for o in c.outcomes])
 
 
 def emulation_rows(runs: list[EmulatedRun]) -> pd.DataFrame:
-    return pd.DataFrame([summary_row(f"{r.ranks:,} devices · {MODELS[r.model].name}", r.summary, r.steps)
+    return pd.DataFrame([summary_row(f"{r.ranks:,} devices · {COLLECTIVE_MODELS[r.model].name}", r.summary, r.steps)
                          for r in runs])
 
 

@@ -13,8 +13,9 @@ from core.studies.mitigations import (
     ReproducibleStudy,
     ThroughputRun,
     WiderStudy,
-    float64_peaks,
 )
+from core.studies.peak_rates import float64_peaks
+from ui import glossary
 from ui.navigation import page_file
 from ui.render import inert
 from ui.talk import presenter
@@ -45,7 +46,13 @@ def time_ratio(speed_ratio: float) -> float:
 
 
 def throughput_table(run: ThroughputRun) -> None:
-    """This server's float32-vs-float64 measurement, per value, with the spread and what it means."""
+    """This server's float32-vs-float64 measurement, per value, with the spread and what it means (in a container
+    with a key: what browser tests find it by)."""
+    with st.container(key="mi_throughput"):
+        _throughput_rows(run)
+
+
+def _throughput_rows(run: ThroughputRun) -> None:
     _wrapped_table([{"operation": f"{t.op} ({t.size:,}{'²' if t.op == 'matmul' else ' values'}), {t.device}",
                      "float32": f"{t.rate32:,.2f} {t.unit}", "float64": f"{t.rate64:,.2f} {t.unit}",
                      "float64 cost, × float32's time (quartiles)":
@@ -120,11 +127,18 @@ def device_bits(study: ReproducibleStudy) -> str:
 
 def summary_table(rows: list[dict]) -> None:
     """Each mitigation: what it fixes, what it does not, and what it costs (× the default's time)."""
-    _wrapped_table(rows)
+    with st.container(key="mi_summary"):  # what browser tests find it by
+        _wrapped_table(rows)
 
 
 def mismatch_rule(check: MismatchCheck) -> None:
-    """Is my mismatch normal or a bug: the rule, with the Diagnose page's verdict on two live cases."""
+    """Is my mismatch normal or a bug: the rule, with the Diagnose page's verdict on two live cases (in a container
+    with a key: what browser tests find it by)."""
+    with st.container(key="mi_mismatch"):
+        _mismatch_rule(check)
+
+
+def _mismatch_rule(check: MismatchCheck) -> None:
     st.markdown(
         "**Is my mismatch normal or a bug?** A difference within the rounding envelope (for sums of K terms "
         "typically about √K·u·max(|sum|, √Σ terms²), and between two orders at most about 2K·u·Σ|terms|; u: "
@@ -134,7 +148,8 @@ def mismatch_rule(check: MismatchCheck) -> None:
         + ("" if presenter() else  # the speaker says it: the slide stays within three screens
            " A loss after many training steps is another matter: its gap may have grown far past a rounding, so "
            "compare it with the spread between seeds instead (Training divergence trains seeds per side; Diagnose "
-           "reads two loss logs)."))
+           "reads two loss logs)."),
+        help=glossary.help_texts("envelope", "unit_roundoff"))  # the page's first use of both terms
     st.caption(
         f"Live on this server, judged by the Diagnose page's own code: one row of a float32 matrix product "
         f"(K = {check.k:,}) computed alone against the same row in a batch differs in {check.differing:,} of "

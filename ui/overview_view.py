@@ -16,7 +16,7 @@ from ui.cpu_vs_gpu_view import gpu_status
 def live_hook() -> None:
     """The first screen's numbers: computed live on this server when the page opens (core.studies.overview)."""
     hook: OverviewHook = OVERVIEW_HOOKS.call(overview_hook, PROCESS_THREADS)  # milliseconds; frozen, shared
-    t, split = hook.triple, hook.split
+    t, sums = hook.triple, hook.sums
     with st.container(key="punchline"):
         left, right = st.columns(2)
         with left.container(border=True):
@@ -26,8 +26,8 @@ def live_hook() -> None:
                         + (f"{t.ulps_apart} representable value{'s' if t.ulps_apart != 1 else ''} apart: the grouping "
                            "decides the rounding." if t.differ else "The same bits here."))
         with right.container(border=True):
-            rows = "  \n".join(f"torch.sum, {where} = **{text}**" for where, _, text in split.rows)
-            apart = split.apart
+            rows = "  \n".join(f"torch.sum, {where} = **{text}**" for where, _, text in sums.rows)
+            apart = sums.apart
             if apart is None:
                 verdict = "This server gives torch one thread, so there is no split to compare here."
             elif apart:
@@ -35,8 +35,8 @@ def live_hook() -> None:
                 verdict = (f"{apart:,} representable value{many} ({apart:,} ULP{many}) apart: the thread count "
                            "decides the grouping.")
             else:
-                verdict = f"The same bits: {split.why_same()}."
-            st.markdown(f"**Sum {split.settings.n:,} {split.settings.dtype} values** (normal, seed 0; live on this "
+                verdict = f"The same bits: {sums.why_same()}."
+            st.markdown(f"**Sum {sums.settings.n:,} {sums.settings.dtype} values** (normal, seed 0; live on this "
                         f"server's CPU)  \n{rows}  \n{verdict}")
 
 

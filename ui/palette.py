@@ -73,7 +73,7 @@ LEGEND_FILL = _WHITE_VEIL
 # ------------------------------------------------------------------- series told apart by hue
 CLASSES = [_BLUE_600, _RED_600, _GREEN_600, _PURPLE_600, _ORANGE_600, _CYAN_600, _YELLOW_600, _PINK_600]
 DEVICE_RUNS = [_BLUE, _AMBER, _GREEN_600, _PURPLE_600, _RED_600, _CYAN_600]  # one per number of devices
-COLLECTIVE_MODELS = [_BLUE, _CYAN_600, _AMBER, _GREEN_600]  # the all-reduce models, in core.kernels.collectives order
+COLLECTIVE_COLOURS = [_BLUE, _CYAN_600, _AMBER, _GREEN_600]  # core.kernels.collectives.COLLECTIVE_MODELS, in order
 # the tolerance envelopes of Diagnose a mismatch, in the order they are drawn
 ENVELOPES = [_GREEN, _BLUE, _VIOLET, _AMBER, _DARK_RED]
 # Diagnose's simulation: the simulated orders, the visitor's differences, the reduced-precision inputs

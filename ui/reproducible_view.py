@@ -8,6 +8,7 @@ import time
 import pandas as pd
 import streamlit as st
 
+from core.diagnose.tolerances import format_two_digits
 from core.studies.reproducible import Generations, ReproPage, Tolerance
 from core.studies.reproducible_rules import HARDWARE, TARGETS, WORKLOADS
 from ui.render import inert
@@ -117,5 +118,5 @@ def agreement(g: Generations) -> str:
 
 def tolerance_code(tol: Tolerance, guarantee: bool = False) -> None:
     """The assert_close line with the typical tolerance, or with the one guaranteed for every order."""
-    rtol, atol = (v[5:] for v in (tol.guarantee_line if guarantee else tol.line).split())
+    rtol, atol = map(format_two_digits, (tol.guarantee_rtol, tol.guarantee_atol) if guarantee else (tol.rtol, tol.atol))
     st.code(f"torch.testing.assert_close(actual, expected, rtol={rtol}, atol={atol})", language="python")

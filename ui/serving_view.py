@@ -9,6 +9,7 @@ import streamlit as st
 
 from core.arith.metrics import ulps_gap, ulps_tenths, ulps_whole
 from core.serving.engine import Completion, ForkStudy, ServeResult
+from ui import glossary
 from ui.palette import FORK, GENERATED_BACKGROUND, ON_FORK
 from ui.render import inert
 
@@ -48,15 +49,17 @@ def highlighted(prompt: str, c: Completion | None, text: str) -> str:
         return f"{inert(prompt)}{_generated(text)}"
     i = c.fork.position
     ch = text[i] if text[i] != " " else "␣"
-    mark = (f'<span style="background:{FORK};color:{ON_FORK};font-weight:700;padding:0 0.15em;border-radius:0.2em" '
-            f'title="first character that departs from the request served alone">{_esc(ch)}</span>')
+    mark = (f'<span class="sv-fork" style="background:{FORK};color:{ON_FORK};font-weight:700;padding:0 0.15em;'
+            f'border-radius:0.2em" title="first character that departs from the request served alone">'
+            f'{_esc(ch)}</span>')
     rest = (f'<span style="text-decoration:underline;text-decoration-color:{FORK};text-decoration-thickness:2px;'
             f'color:{FORK}">{_esc(text[i + 1:])}</span>')
     return f"{inert(prompt)}{_generated(text[:i])}{mark}{rest}"
 
 
 def _line(label: str, body: str) -> str:
-    return f'<div style="margin:0.15em 0"><b>{_esc(label)}</b> {body}</div>'
+    """One labelled completion (its class is what browser tests find it by)."""
+    return f'<div class="sv-completion" style="margin:0.15em 0"><b>{_esc(label)}</b> {body}</div>'
 
 
 def punchline(punch, study: ForkStudy, invariant_on: bool) -> None:
@@ -88,7 +91,7 @@ def punchline(punch, study: ForkStudy, invariant_on: bool) -> None:
     punch.caption(f"Served live on this server {where} ({inert(detail)}), {shown.settings.dtype}: "
                   f"{n:,} identical requests among {shown.settings.other_requests:,} others, at most "
                   f"{shown.settings.max_batch} per batch. Orange: where a batched copy first departs from the lone "
-                  "run.")
+                  "run.", help=glossary.help_for(detail, "split_k", "split_kv"))  # the kernels' label names them
 
 
 def completions(result: ServeResult) -> None:
@@ -109,7 +112,10 @@ def completions(result: ServeResult) -> None:
              "top-2 gap / logit": _num(c.fork.gap_ratio if c.fork else None, "{:.2e}"),
              "own gap (ULPs)": ulps_gap(c.fork.own_gap_ulps if c.fork else None)}
             for c in result.completions]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    gap = glossary.help_text("top2_gap")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                 column_config={"top-2 gap alone (ULPs)": st.column_config.TextColumn(help=gap),
+                                "top-2 gap / logit": st.column_config.TextColumn(help=gap)})
 
 
 def _num(x, form: str) -> str:
@@ -131,7 +137,8 @@ def rarity(result: ServeResult) -> None:
     c3.metric("Rows whose best token flips", f"{result.rows_argmax_flip / n:.3%}",
               help=f"{result.rows_argmax_flip:,} of {result.rows_compared:,}.")
     c4.metric("Smallest top-2 gap", ulps_whole(result.min_gap_ulps),
-              help=f"{result.min_gap_ratio:.2e} of the larger logit, in {result.settings.dtype}.")
+              help=f"{glossary.help_text('top2_gap')}\n\nHere: {result.min_gap_ratio:.2e} of the larger logit, in "
+                   f"{result.settings.dtype}.")
 
 
 def measured_moves(result: ServeResult) -> str:

@@ -1,4 +1,6 @@
-"""Talk mode: a presenter toggle (larger type, fewer controls) and curated scenarios."""
+"""Talk mode: a presenter toggle (larger type, fewer controls), presenter-sized charts and the room's link.
+
+The curated scenarios the home page links to are core.studies.talk.scenarios."""
 
 from __future__ import annotations
 
@@ -7,38 +9,11 @@ from urllib.parse import urlsplit
 import segno
 import streamlit as st
 
-from core.kernels.orders import DEFAULT_ORDERS
-from core.studies.sumlab import differing_tree_seed
 from ui.navigation import page_address, write_address
 from ui.palette import QR_DARK, QR_LIGHT
 
 KEY = "presenter"
 
-# (title, page file, link parameters, what the audience sees), in the story's order, then the deep dives
-SCENARIOS: list[tuple[str, str, dict, str]] = [
-    ("0.1 + 0.2 + 0.3", "pages/non_associativity.py", {"preset": "0.1 + 0.2 + 0.3 (float64)"},
-     "Two groupings of three decimals, one ULP apart, every rounding shown."),
-    ("1 vs all threads", "pages/cpu_vs_gpu.py", {"vector": "normal", "n": "1000000", "format": "float32"},
-     "A million float32 values summed by this CPU and in a GPU's order (a labelled model), then on 1 and all "
-     "threads: see whether the bits change."),
-    ("Your GPUs, the room's", "pages/cpu_vs_gpu.py",
-     {"vector": "normal", "n": "1000000", "format": "float32", "room": "on"},
-     "Everyone's own GPU sums the same million values in their browser; the speaker's screen counts the different "
-     "answers, by vendor and architecture."),
-    ("Watch two runs diverge", "pages/training_divergence.py", {"preset": "Hidden units reordered (SGD, lr 0.5)"},
-     "Same network, reordered sums: press Play."),
-    ("Same prompt, two answers", "pages/serving.py", {},
-     "Identical requests to a tiny language model at temperature 0, batched with others: they fork."),
-    ("Does float64 save the day?", "pages/mitigations.py", {},
-     "The same sums and training pair in float64, with what it costs here."),
-    ("Sum of a million float32", "pages/summation_lab.py", {"n": "1000000", "storage": "float32"},
-     f"Deep dive: {len(DEFAULT_ORDERS)} summation orders of the same vector against the exact sum."),
-    # the seed is chosen by computation (core.studies.sumlab.differing_tree_seed): the two trees give different sums
-    ("GPU block tree", "pages/summation_lab.py",
-     {"n": "32", "seed": str(differing_tree_seed(32, "pairwise")),
-      "orders": "sequential,pairwise,torch_all,cuda_model,correct", "permutations": "0", "tree": "pairwise"},
-     "Deep dive: 32 values through a GPU's block reduction, beside the CPU's pairwise tree."),
-]
 
 # Streamlit sizes most text in rem (scaled by the html font size below), but code, bit strings and
 # metric values carry their own sizes, and a metric cuts a long value or label with "…": each is

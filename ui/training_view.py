@@ -22,11 +22,13 @@ from core.crowd.querystate import Field, decode
 from core.crowd.runner import PairOutcome
 from core.crowd.sharedrun import RunView
 from core.recordings.compare import Parting
+from core.training.differences import PLAIN, SOURCES
 from core.training.divergence import FirstDifferences, PairSnapshot, check_speed, snapshot
+from core.training.gap import StepRecord
 from core.training.mlp import TrainSettings
-from core.training.pair import PLAIN, SOURCES, StepRecord
-from core.training.seeds import DivergenceSummary, SeedStudy
-from ui import charts
+from core.training.seeds import APART, DivergenceSummary, SeedStudy
+from core.training.thinning import thinned_rows
+from ui import charts, glossary
 from ui.export import download_buttons
 from ui.palette import (
     CLASSES,
@@ -84,25 +86,10 @@ CHART_ROWS = 1000
 
 
 def thinned(df: pd.DataFrame, columns: list[str], limit: int = CHART_ROWS) -> pd.DataFrame:
-    """The rows a chart of ``columns`` against step needs to keep each line's shape: at most about
-    ``limit``. Longer frames are cut into equal slices of steps, and each slice keeps, for each column,
-    the step where it is lowest and the step where it is highest (NaN ignored, ±inf kept), so every
-    spike and every dip stays drawn; the first and last steps are kept too. Shorter frames come back
-    whole."""
-    n = len(df)
-    if n <= limit or not columns:
-        return df
-    slices = max(1, limit // (2 * len(columns)))
-    slice_of = (np.arange(n) * slices) // n
-    keep = np.zeros(n, dtype=bool)
-    keep[[0, n - 1]] = True
-    for column in columns:
-        v = df[column].to_numpy(dtype=np.float64)
-        by_slice = pd.Series(np.where(np.isnan(v), np.inf, v)).groupby(slice_of)
-        keep[by_slice.idxmin().to_numpy()] = True
-        by_slice = pd.Series(np.where(np.isnan(v), -np.inf, v)).groupby(slice_of)
-        keep[by_slice.idxmax().to_numpy()] = True
-    return df.iloc[np.flatnonzero(keep)]
+    """The rows a chart of ``columns`` against step draws (core.training.thinning: at most about ``limit``,
+    every spike and dip kept); a frame that keeps every row comes back whole."""
+    rows = thinned_rows([df[c].to_numpy(dtype=np.float64) for c in columns], len(df), limit)
+    return df if len(rows) == len(df) else df.iloc[rows]
 
 
 def _few(df: pd.DataFrame) -> bool:
@@ -215,7 +202,10 @@ def loss_layers(tables: Tables, few: bool, title: str | None = None, height: int
     return styled(alt.layer(*layers).properties(height=height))
 
 
-GAP_TOP = 0.02  # the relative gap's axis reaches at least 2%, so the 1% line always shows
+# The live chart's vertical title is centred on a plot of about 140 px (LIVE_HEIGHT less the step axis); Vega
+# draws a longer one past the chart's top edge, where it is cut off: "relative loss gap (linear" showed.
+RELATIVE_GAP_TITLE = "relative loss gap"
+GAP_TOP = 2 * APART  # the relative gap's axis reaches at least twice the parting line, so that line always shows
 
 
 def gap_top(df: pd.DataFrame) -> float:
@@ -228,7 +218,7 @@ def gap_top(df: pd.DataFrame) -> float:
 def relative_gap_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The relative gap chart's rows: the gap by step (thinned), the 1% line, and a message while there is no gap."""
     data = df[["step", "relative gap"]]
-    tables = {"gap": thinned(data, ["relative gap"]), "rule": pd.DataFrame({"y": [0.01], "label": ["1%"]})}
+    tables = {"gap": thinned(data, ["relative gap"]), "rule": pd.DataFrame({"y": [APART], "label": [f"{APART:.0%}"]})}
     if not len(data):
         tables["message"] = _text("no step yet")
     elif not (data["relative gap"] > 0).any():
@@ -250,8 +240,7 @@ def relative_gap_layers(tables: Tables, few: bool, top: float, height: int = LIV
     gap = (
         _line(tables["gap"], few=few)
         .encode(x=STEP_AXIS,
-                y=alt.Y("relative gap:Q", scale=scale, axis=alt.Axis(format="%"),
-                        title="relative loss gap (linear)"),
+                y=alt.Y("relative gap:Q", scale=scale, axis=alt.Axis(format="%"), title=RELATIVE_GAP_TITLE),
                 color=alt.value(GAP_COLOURS[0]))
     )
     line = alt.Chart(tables["rule"]).mark_rule(strokeDash=[4, 4], color=REFERENCE).encode(y="y:Q")
@@ -398,7 +387,7 @@ def seed_chart(df: pd.DataFrame, field: str) -> alt.LayerChart:
     unit = {"final loss": "final loss on the last batch (nats)", "accuracy": "accuracy on the whole data set"}
     box = alt.Chart(df).mark_boxplot(extent="min-max", opacity=0.4).encode(
         x=alt.X("side:N", title="side (one dot per seed)"),
-        y=alt.Y(f"{field}:Q", scale=alt.Scale(zero=False), title=unit.get(field, field)),
+        y=alt.Y(f"{field}:Q", scale=alt.Scale(zero=False), title=unit.get(field, field), axis=alt.Axis(format="~g")),
         color=alt.Color("side:N", scale=RUN_COLOURS, legend=None))
     dots = alt.Chart(df).mark_circle(size=60).encode(
         x="side:N", y=f"{field}:Q", color=alt.Color("side:N", scale=RUN_COLOURS, legend=None),
@@ -471,7 +460,7 @@ def _key_numbers(summary: DivergenceSummary, firsts: FirstDifferences, slots: Pa
     """Which of the losses and the weights differ first (as the charts show them), and how fast it grows; drawn
     again only when one of them changed since this script run drew them (most frames of a Play change none)."""
     doubling = f"{summary.doubling_steps:.1f} steps" if summary.doubling_steps else "—"
-    fit = f"(steps {summary.fit_range[0]}–{summary.fit_range[1]})" if summary.fit_range else None
+    fit = f"{summary.fit_range[0]}–{summary.fit_range[1]}" if summary.fit_range else None
     shown = (firsts.loss, firsts.weights, summary.first_rel_1pct, doubling, fit, firsts.note)
     if shown == slots.shown_numbers:
         return
@@ -487,8 +476,9 @@ def _key_numbers(summary: DivergenceSummary, firsts: FirstDifferences, slots: Pa
     m3.metric("Loss gap first > 1% at step", summary.first_rel_1pct or "not yet",
               help="The first step with |loss A − loss B| / loss A above 1% (the dashed line of the relative gap); "
                    "the gap can fall back under 1% later.")
-    m4.metric("‖Δθ‖ doubles every", doubling,
-              help=f"A least-squares line through ln‖θA − θB‖ over its growth phase {fit}" if fit else None)
+    label = "‖Δθ‖ doubles every"  # the page's first ‖Δθ‖: the distance and its doubling explained here
+    m4.metric(label, doubling, help=glossary.help_for(label, "delta_theta", "doubling")
+              + (f"\n\nFitted here over steps {fit}." if fit else ""))
     box.caption(firsts.note)
 
 
@@ -633,9 +623,9 @@ def _details(snap: PairSnapshot, summary: DivergenceSummary, run: RunView, setti
                "cpu": "both ran live on this CPU"}[snap.b_kind]
     st.markdown(f"**After step {last.step}** · {PLAIN[settings.source]} · {where_b}.")
     a_col, b_col = st.columns(2)
-    a_col.markdown("Loss A " + value_and_bits(last.loss_a, last.loss_a_bits, snap.loss_a_dtype),
-                   unsafe_allow_html=True)
-    b_col.markdown("Loss B " + value_and_bits(last.loss_b, last.loss_b_bits, snap.loss_b_dtype),
+    a_col.markdown("Loss A (nats) " + value_and_bits(last.loss_a, last.loss_a_bits, snap.loss_a_dtype),
+                   unsafe_allow_html=True, help=glossary.help_text("nats"))  # the page's first "nats"
+    b_col.markdown("Loss B (nats) " + value_and_bits(last.loss_b, last.loss_b_bits, snap.loss_b_dtype),
                    unsafe_allow_html=True)
     title = f"How far apart on a log scale: |Δ loss| and ‖θA − θB‖, dashed: fitted growth (B: {what}; {kind})"
 

@@ -39,14 +39,21 @@ DOT_TILE = 512
 DOT_FLUSH = 1 << 16
 
 
+# No arguments: one pair of kernels per process, compiled at the first call, so the cache holds one entry.
 @functools.cache
 def _kernels():
     try:
         import numba
     except ImportError:  # pragma: no cover - numba is pinned; a trimmed install falls back to NumPy
         return None
+    jit = numba.njit(nogil=True, boundscheck=False, cache=False)
+    return _sum_kernel(jit), _dot_kernel(jit)
 
-    @numba.njit(nogil=True, boundscheck=False, cache=False)
+
+def _sum_kernel(jit):
+    """The bucket sum of float32 values, compiled with ``jit`` (numba's, passed in: numba loads on first use)."""
+
+    @jit
     def sum32(x, bits, acc):  # pragma: no cover - compiled; tested through core.arith.exact
         n = x.size
         main = n - n % 4
@@ -58,7 +65,13 @@ def _kernels():
         for i in range(main, n):
             acc[0, bits[i] >> 23] += np.float64(x[i])
 
-    @numba.njit(nogil=True, boundscheck=False, cache=False)
+    return sum32
+
+
+def _dot_kernel(jit):
+    """The bucket sum of float32 products, compiled with ``jit``: tiles of products, then their tables."""
+
+    @jit
     def dot_tile(a_bits, b_bits, m, e):  # pragma: no cover - compiled; tested through core.arith.exact
         # integer work only, so the compiler vectorises it: the signed product of the two significands
         # (24 x 24 bits, exact in int64) and the sum of the two exponent fields (0 read as 1: a
@@ -78,7 +91,7 @@ def _kernels():
             e[j] = fx + fy + np.uint32(fx == 0) + np.uint32(fy == 0)
         return top
 
-    @numba.njit(nogil=True, boundscheck=False, cache=False)
+    @jit
     def dot32(a_bits, b_bits, hi, lo):  # pragma: no cover - compiled; tested through core.arith.exact
         acc = np.zeros((LANES, 512), dtype=np.int64)
         m = np.empty(DOT_TILE, dtype=np.int64)
@@ -110,7 +123,7 @@ def _kernels():
                             acc[k, q] = 0
         return top
 
-    return sum32, dot32
+    return dot32
 
 
 def available() -> bool:

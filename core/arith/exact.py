@@ -17,7 +17,16 @@ import torch
 from mpmath.libmp import from_man_exp
 
 from core.arith import buckets
-from core.arith.formats import FORMATS, Exact, FloatFormat, bit_view, format_of, round_to_format, to_numpy
+from core.arith.formats import (
+    FORMATS,
+    Exact,
+    FloatFormat,
+    bit_view,
+    format_of,
+    round_to_format,
+    to_numpy,
+    value_of_bits,
+)
 
 
 def is_dyadic(x: Fraction) -> bool:
@@ -233,15 +242,29 @@ def _buckets_float64(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return hi_acc, lo_acc
 
 
+def _pattern_count_sum(a: np.ndarray) -> Exact:
+    """The exact sum of values of an eight-bit format, from how often each bit pattern occurs."""
+    fmt = format_of(a.dtype)
+    counts = np.bincount(bit_view(a), minlength=256)
+    present = [(value_of_bits(b, fmt), int(counts[b])) for b in np.flatnonzero(counts).tolist()]
+    specials = {v for v, _ in present if isinstance(v, float)}
+    if specials:
+        return math.nan if any(map(math.isnan, specials)) or len(specials) > 1 else specials.pop()
+    return sum((v * c for v, c in present), Fraction(0))
+
+
 def exact_sum_fraction(x) -> Exact:
     """The exact sum of the values as a Fraction (or nan / +-inf following IEEE).
 
     Values are grouped by sign and exponent with one vectorized bincount per cache-sized
     chunk; within a group every partial sum is exact in float64 (float32 and narrower
     inputs), or the mantissas are summed as integers in two 26-bit halves (float64
-    inputs). The few hundred group totals are then combined exactly as Fractions.
+    inputs). The few hundred group totals are then combined exactly as Fractions. An eight-bit
+    format has 256 patterns: each is counted, and the counts times the values added exactly.
     """
     a = as_numpy(x)
+    if a.itemsize == 1:
+        return _pattern_count_sum(a)
     if a.size > _MAX_ELEMENTS:
         parts = [exact_sum_fraction(a[s : s + _MAX_ELEMENTS]) for s in range(0, a.size, _MAX_ELEMENTS)]
         specials = [p for p in parts if isinstance(p, float)]

@@ -32,7 +32,9 @@ import numpy as np
 import torch
 
 Overflow = Literal["inf", "saturate", "nan"]  # what a cast gives for a value past the largest finite one
-NanEncoding = Literal["ieee", "all_ones"]  # ieee: all-ones exponent, nonzero fraction; all_ones: every bit set
+# ieee: all-ones exponent, nonzero fraction; all_ones: S.1111.111 only; negative_zero: the pattern of -0 is the one NaN
+# (the "fnuz" formats: finite, no negative zero)
+NanEncoding = Literal["ieee", "all_ones", "negative_zero"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +55,7 @@ class FloatFormat:
     overflow: Overflow = "inf"  # torch's cast, and this app's rounding
     numpy_overflow: Overflow = "inf"  # NumPy's or ml_dtypes' cast
     arithmetic: bool = True  # torch adds and multiplies in it on a CPU (the eight-bit formats are storage only)
+    accumulates_in: str = "float32"  # the format torch's reductions of this dtype, and FP8 matrix products, add in
 
     def __post_init__(self):
         if not self.infinities and "inf" in (self.overflow, self.numpy_overflow):
@@ -134,7 +137,7 @@ BFLOAT16 = FloatFormat(name="bfloat16", precision=8, exponent_bits=8, bias=127, 
 FLOAT32 = FloatFormat(name="float32", precision=24, exponent_bits=8, bias=127, torch_dtype=torch.float32,
                       int_dtype=torch.int32, numpy_dtype=np.dtype(np.float32))
 FLOAT64 = FloatFormat(name="float64", precision=53, exponent_bits=11, bias=1023, torch_dtype=torch.float64,
-                      int_dtype=torch.int64, numpy_dtype=np.dtype(np.float64))
+                      int_dtype=torch.int64, numpy_dtype=np.dtype(np.float64), accumulates_in="float64")
 FLOAT8_E4M3FN = FloatFormat(name="float8_e4m3fn", precision=4, exponent_bits=4, bias=7,
                             torch_dtype=torch.float8_e4m3fn, int_dtype=torch.int8,
                             numpy_dtype=np.dtype(ml_dtypes.float8_e4m3fn), infinities=False,

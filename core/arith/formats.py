@@ -30,6 +30,7 @@ Conventions
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -61,6 +62,15 @@ def get_format(name: str) -> FloatFormat:
         return FORMATS[name]
     except KeyError:
         raise ValueError(f"unknown format {name!r}; choose one of {', '.join(FORMATS)}") from None
+
+
+def working_format(storage: str, working: str) -> str:
+    """The format a sum of ``storage`` values accumulates in when asked for ``working`` ("same": the storage
+    format itself where torch adds in it, else the format its values accumulate in, float32 for FP8)."""
+    if working != "same":
+        return working
+    fmt = get_format(storage)
+    return storage if fmt.arithmetic else fmt.accumulates_in
 
 
 # --------------------------------------------------------------------------- exponents
@@ -175,6 +185,33 @@ def round_to_format(x: Exact, fmt: FloatFormat, overflow: Overflow | None = None
     return sign * rounded
 
 
+_ROUND_PIECE = 1 << 16  # values rounded at a time by round_values
+
+
+def _round_bits(x: np.ndarray, fmt: FloatFormat) -> np.ndarray:
+    """Float64 values rounded to ``fmt.precision`` bits (to nearest, ties to even; no overflow check), as
+    float64. Where the result is a normal number of ``fmt`` the rounding is an integer addition on the
+    float64 bit pattern (half the dropped part, less one, plus the kept part's last bit; a carry moves
+    into the exponent, as it should); ``round_precision`` rounds the values below ``fmt``'s smallest
+    normal, whose quantum is fixed, and the infinities and NaN pass through."""
+    drop = np.uint64(53 - fmt.precision)
+    bits = bit_view(x)
+    up = np.right_shift(bits, drop)
+    np.bitwise_and(up, np.uint64(1), out=up)
+    np.add(up, np.uint64((1 << (53 - fmt.precision - 1)) - 1), out=up)
+    np.add(up, bits, out=up)
+    np.right_shift(up, drop, out=up)
+    np.left_shift(up, drop, out=up)
+    r = from_bit_view(up, FLOAT64)
+    small = np.abs(x) < float(fmt.min_normal)
+    if small.any():
+        r[small] = round_precision(x[small], fmt.precision, fmt.emin, math.inf)
+    special = ~np.isfinite(x)
+    if special.any():
+        r[special] = x[special]
+    return r
+
+
 def round_values(x, fmt: FloatFormat, overflow: Overflow | None = None) -> np.ndarray:
     """``round_to_format`` element by element over float64 values, as an array of ``fmt.numpy_dtype``:
     one correct rounding, overflow by ``overflow`` (default: the format's rule). NumPy's own casts
@@ -185,12 +222,42 @@ def round_values(x, fmt: FloatFormat, overflow: Overflow | None = None) -> np.nd
     if fmt.native_numpy and policy == "inf":
         with np.errstate(over="ignore"):
             return x.astype(fmt.numpy_dtype)
-    big = float(fmt.max_finite)
-    r = round_precision(x, fmt.precision, fmt.emin, math.inf)
-    past = np.abs(r) > big  # infinities included; NaN compares False
-    if past.any():
-        r = np.where(past, np.copysign(float(fmt.overflowed(False, policy)), r), r)
-    return r.astype(fmt.numpy_dtype)
+    flat = x.reshape(-1)
+    out = np.empty(flat.shape, dtype=fmt.numpy_dtype)
+    big, over = float(fmt.max_finite), float(fmt.overflowed(False, policy))
+    table = _byte_table(fmt) if fmt.numpy_dtype.itemsize == 1 and fmt.precision <= 24 else None
+    for s in range(0, flat.size, _ROUND_PIECE):  # pieces: the temporaries stay small and in cache
+        r = _round_bits(flat[s : s + _ROUND_PIECE], fmt)
+        past = np.abs(r) > big  # infinities included; NaN compares False
+        if past.any():
+            r[past] = np.copysign(over, r[past])
+        if table is None:
+            out[s : s + _ROUND_PIECE] = r  # exact: r holds values of fmt (or its overflow result)
+        else:  # the same bits as the cast, several times faster: the float32 pattern's top bits pick the byte
+            out[s : s + _ROUND_PIECE] = from_bit_view(table[bit_view(r.astype(np.float32)) >> (23 - fmt.mantissa_bits)],
+                                                      fmt)
+    return out.reshape(x.shape)
+
+
+@functools.lru_cache(maxsize=16)  # one table per one-byte format: the registry's, and a test's toy format or two
+def _byte_table(fmt: FloatFormat) -> np.ndarray:
+    """For a one-byte format, the bit pattern of each of its values (and NaN, and its infinities) indexed by
+    the top 9 + mantissa_bits bits of the value's float32 pattern, which tell its values apart: every value
+    of such a format is a float32 value."""
+    shift = 23 - fmt.mantissa_bits
+    table = np.zeros(1 << (32 - shift), dtype=np.uint8)
+    nan = bits_of_value(math.nan, fmt)
+    for b in range(256):
+        v = value_of_bits(b, fmt)
+        if isinstance(v, float) and math.isnan(v):
+            continue
+        wide = np.array([float(v)], dtype=np.float32)
+        if b == 1 << 7:
+            wide = -wide  # -0
+        table[int(bit_view(wide)[0]) >> shift] = b
+    for sign in (0, 1 << 31):  # float32's quiet NaN, either sign
+        table[(sign | 0x7FC00000) >> shift] = nan | (sign >> 24)
+    return table
 
 
 
@@ -328,14 +395,15 @@ def tensor_from_bits(bits: int, fmt: FloatFormat, device: str | torch.device = "
 def value_of_bits(bits: int, fmt: FloatFormat) -> Exact:
     """Decode a bit pattern to its exact value, independently of torch."""
     sign = -1 if bits >> (fmt.width - 1) & 1 else 1
+    if fmt.nan_encoding == "negative_zero" and bits == 1 << (fmt.width - 1):
+        return math.nan
     exp_field = bits >> fmt.mantissa_bits & ((1 << fmt.exponent_bits) - 1)
     frac = bits & ((1 << fmt.mantissa_bits) - 1)
-    if exp_field == (1 << fmt.exponent_bits) - 1:
-        if fmt.nan_encoding == "all_ones":  # the top binade is finite but for the all-ones pattern
-            if frac == (1 << fmt.mantissa_bits) - 1:
-                return math.nan
-        else:
+    if exp_field == (1 << fmt.exponent_bits) - 1:  # without infinities, a binade of finite values
+        if fmt.infinities:
             return math.nan if frac else sign * math.inf
+        if fmt.nan_encoding == "all_ones" and frac == (1 << fmt.mantissa_bits) - 1:
+            return math.nan
     if exp_field == 0:  # zero or subnormal
         return sign * Fraction(frac) * Fraction(2) ** (fmt.emin - fmt.mantissa_bits)
     significand = (1 << fmt.mantissa_bits) | frac
@@ -349,6 +417,8 @@ def bits_of_value(x: Exact, fmt: FloatFormat, negative_zero: bool = False) -> in
     exp_all_ones = ((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits
     if isinstance(x, float):
         if math.isnan(x):
+            if fmt.nan_encoding == "negative_zero":
+                return sign_bit
             quiet = (1 << fmt.mantissa_bits) - 1 if fmt.nan_encoding == "all_ones" else 1 << (fmt.mantissa_bits - 1)
             return exp_all_ones | quiet
         if math.isinf(x):
@@ -357,7 +427,7 @@ def bits_of_value(x: Exact, fmt: FloatFormat, negative_zero: bool = False) -> in
             return exp_all_ones | (sign_bit if x < 0 else 0)
         x = Fraction(x)
     if x == 0:
-        return sign_bit if negative_zero else 0
+        return sign_bit if negative_zero and fmt.nan_encoding != "negative_zero" else 0
     if abs(x) > fmt.max_finite or round_to_format(x, fmt) != x:
         raise ValueError(f"{x} is not a {fmt.name} value")
     s = sign_bit if x < 0 else 0

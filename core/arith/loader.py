@@ -1,4 +1,4 @@
-"""The one loader of a visitor's numbers: typed or pasted text and uploaded CSV files, read within one set of limits.
+"""The one loader of a visitor's numbers: typed or pasted text, uploaded CSV and .npy files, within one set of limits.
 
 * Text: numbers separated by whitespace, commas or semicolons (``tokenise``); the brackets and the
   ``tensor(...)`` / ``array(...)`` wrappers of a printed tensor or array are ignored, so a printed
@@ -9,8 +9,12 @@
 * CSV (``csv_rows``): UTF-8 (a byte-order mark is dropped), blank rows skipped, cells stripped; a
   first row that is not all numerals is a header (``split_header``). ``read_column`` reads one column
   (or the first of several, with a note); ``read_table`` reads a rectangular table.
+* .npy (``read_npy``): NumPy's own format read with ``allow_pickle=False`` (an object array, which would
+  need unpickling, is refused by NumPy itself), after its first bytes show a .npy file (not a .npz
+  archive); its dtype, shape and number of values are checked by the caller's rules, each refusal in the
+  caller's words (``NpyWords``).
 
-What comes back is ``Numbers``: the float64 value of every numeral as written (NaN and infinities
+What text and CSV give back is ``Numbers``: the float64 value of every numeral as written (NaN and infinities
 kept: whether they are allowed is the caller's rule), the numerals themselves (so a caller can round
 the decimal text to a narrower format once, exactly: core.arith.vectors.round_numerals), and notes on
 what was left out. Every limit is checked before the data is parsed. Problems raise ``LoaderError``;
@@ -24,6 +28,7 @@ import contextlib
 import csv
 import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -109,12 +114,13 @@ def check_length(text: str, what: str, limit: int) -> None:
         raise LoaderError(f"{what} is {len(text):,} characters long; at most {limit:,} are accepted.")
 
 
-def check_values(name: str, n: int, limit: int) -> None:
-    """How many values a file holds (an array's or a table's), before they are read."""
+def check_values(name: str, n: int, limit: int, empty: str = "{name} holds no values.") -> None:
+    """How many values a file holds (an array's or a table's), before they are read; ``empty``: the message
+    for none (``{name}``: the file name, clipped)."""
     if n > limit:
         raise LoaderError(f"{clip(name)} holds {n:,} values; at most {limit:,} are accepted.")
     if n == 0:
-        raise LoaderError(f"{clip(name)} holds no values.")
+        raise LoaderError(empty.format(name=clip(name)))
 
 
 # ------------------------------------------------------------------------------ text
@@ -194,3 +200,49 @@ def read_table(name: str, data: bytes, *, max_values: int) -> Numbers:
     values = numbers.values.reshape(shape)
     values.setflags(write=False)
     return replace(numbers, values=values)
+
+
+# ------------------------------------------------------------------------------ .npy
+
+NPY_MAGIC = b"\x93NUMPY"  # the first six bytes of every .npy file (NumPy's format specification, NEP 1)
+ZIP_MAGIC = b"PK\x03\x04"  # a .npz archive (a zip file), which np.load would open lazily instead of an array
+
+
+@dataclass(frozen=True, kw_only=True)
+class NpyWords:
+    """How a caller words each refusal of ``read_npy`` that is not about the array's dtype, shape or number of
+    values: templates with ``{name}``, the file name (clipped)."""
+
+    not_npy: str  # no .npy header
+    pickled: str  # an object array, which would need unpickling
+    damaged: str  # a .npy header, then a header or data NumPy cannot read
+    not_array: str  # a .npz archive
+    empty: str = "{name} holds no values."
+
+
+def read_npy(name: str, data: bytes, *, accept: Callable[[np.dtype], bool], needed: str, max_values: int,
+             words: NpyWords, ndim: int | None = None) -> np.ndarray:
+    """The array of a .npy file, read without unpickling (``allow_pickle=False``), checked in this order: a
+    .npy header (a zip archive is no single array), readable data, a dtype ``accept`` takes (else "{name}
+    holds {dtype} data; " + ``needed``), ``ndim`` dimensions when given, and at most ``max_values`` values,
+    at least one. The upload's size is the caller's to check first (``check_upload``)."""
+    who = clip(name)
+    if data.startswith(ZIP_MAGIC):
+        raise LoaderError(words.not_array.format(name=who))
+    if not data.startswith(NPY_MAGIC):
+        raise LoaderError(words.not_npy.format(name=who))
+    try:
+        arr = np.load(io.BytesIO(data), allow_pickle=False)
+    except ValueError as err:
+        if "pickle" in str(err).lower():  # NumPy: "Object arrays cannot be loaded when allow_pickle=False"
+            raise LoaderError(words.pickled.format(name=who)) from None
+        raise LoaderError(words.damaged.format(name=who)) from None
+    except Exception:  # numpy raises several kinds (EOFError, OSError, SyntaxError) for a damaged header or body
+        raise LoaderError(words.damaged.format(name=who)) from None
+    if not accept(arr.dtype):
+        raise LoaderError(f"{who} holds {arr.dtype} data; {needed}")
+    if ndim is not None and arr.ndim != ndim:
+        raise LoaderError(f"{who} has shape {arr.shape}; a {ndim}-D array is needed.")
+    check_values(name, arr.size, max_values, empty=words.empty)
+    return arr
+

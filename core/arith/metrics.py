@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
+from typing import Literal
 
 import numpy as np
 
@@ -73,8 +74,8 @@ def _compensated(n: int, depth: int | None, u):
 
 class BoundKind(Enum):
     """Which a-priori bound an algorithm has: each member carries its factor g(n, depth, u), the bound
-    being g S with S = sum|x| (None: no finite bound). An order names its kind by the member's value
-    (``core.kernels.orders.Order.bound``)."""
+    being g S with S = sum|x| (None: no finite bound). An order's ``bound`` (core.kernels.order_types.Order) is
+    a member, which the registry of orders names by its value."""
 
     SEQUENTIAL = "sequential", lambda n, depth, u: gamma(n - 1, u)
     PAIRWISE = "pairwise", lambda n, depth, u: gamma(math.ceil(math.log2(n)), u)
@@ -252,6 +253,24 @@ ulps_whole = UlpText(sign="", spec=",.0f", unit="ULP", plural=True)  # a gap in 
 
 
 # -------------------------------------------------------------------------- exponential growth
+
+
+def relative_gap(a, b, scale: Literal["first", "larger"] = "first"):
+    """|a - b| relative to |a| (``scale="first"``: b measured against the reference a, as a training pair's
+    run B against run A) or to max(|a|, |b|) (``"larger"``: neither is the reference, as two loss logs);
+    elementwise for arrays, a float for two numbers. The one relative loss gap of the training pair, the
+    recordings and the loss logs.
+
+    The zero rule: two equal values are 0 apart (two zeros, equal infinities, two NaNs); any other two are
+    infinitely apart where the scale is 0 or either is not finite, since no finite ratio measures them."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        den = np.abs(a) if scale == "first" else np.maximum(np.abs(a), np.abs(b))
+        measurable = np.isfinite(a) & np.isfinite(b) & (den > 0)
+        gap = np.where(same, 0.0, np.where(measurable, np.abs(a - b) / np.where(measurable, den, 1.0), np.inf))
+    return float(gap) if gap.ndim == 0 else gap
+
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,7 +9,6 @@ values actually summed.
 from __future__ import annotations
 
 import decimal
-import io
 import math
 import numbers
 from collections.abc import Callable
@@ -17,8 +16,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.arith.formats import FORMATS, FloatFormat, get_format, last_bit_even, quantum_exponent
-from core.arith.loader import MAX_UPLOAD_BYTES, Numbers, check_upload, clip, errors_as, read_column, read_text
+from core.arith.formats import FORMATS, FloatFormat, get_format, quantum_exponent, round_values
+from core.arith.loader import (
+    MAX_UPLOAD_BYTES,
+    NpyWords,
+    Numbers,
+    check_upload,
+    clip,
+    errors_as,
+    read_column,
+    read_npy,
+    read_text,
+)
 
 MAX_N = 10_000_000
 MAX_PASTED = 100_000
@@ -102,29 +111,10 @@ class Vector:
 
 
 def round_array(x64: np.ndarray, storage: str) -> np.ndarray:
-    """Round float64 values to the storage format once, to nearest even (overflow -> inf).
-
-    NumPy's float64 -> float32/float16 casts are correctly rounded. For bfloat16 we first
-    round to float32 *to odd* (exact values stay, inexact ones take the neighbour with an
-    odd last bit), then to bfloat16 to nearest: with 24 >= 8 + 2 bits that double
-    rounding is exactly one correct rounding.
-    """
+    """Round float64 values to the storage format once, to nearest even, overflowing by the format's rule
+    (core.arith.formats.round_values), as a read-only array."""
     _check_storage(storage)
-    x64 = np.asarray(x64, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        if storage == "float64":
-            out = x64.copy()
-        elif storage in ("float32", "float16"):
-            out = x64.astype(FORMATS[storage].numpy_dtype)
-        else:
-            x32 = x64.astype(np.float32)
-            inexact = (x32.astype(np.float64) != x64) & np.isfinite(x32)
-            even = last_bit_even(x32)
-            fix = inexact & even
-            if fix.any():
-                toward = np.where(x64[fix] > x32[fix].astype(np.float64), np.inf, -np.inf).astype(np.float32)
-                x32[fix] = np.nextafter(x32[fix], toward)
-            out = x32.astype(FORMATS["bfloat16"].numpy_dtype)
+    out = round_values(x64, FORMATS[storage])
     out.setflags(write=False)
     return out
 
@@ -294,14 +284,14 @@ def generate(spec: VectorSpec) -> Vector:
 # -------------------------------------------------------------------- the user's data
 
 
-def _vector(numbers: Numbers, storage: str, what: str) -> Vector:
-    """The numbers read by core.arith.loader, rounded to storage once: finite numerals only, none overflowing."""
+def _vector(numbers: Numbers, values: np.ndarray, storage: str, what: str) -> Vector:
+    """The numbers read by core.arith.loader and ``values``, each rounded to storage once (``round_numerals``):
+    finite numerals only, none overflowing."""
     x64, numerals = numbers.values, numbers.numerals
     literal = np.isnan(x64)  # nan, inf and infinity as written; numerals too big for float64 overflow below
     for i in np.flatnonzero(np.isinf(x64)):
         literal[i] = _is_inf_literal(numerals[i])
     _reject_non_finite(x64, numerals, what, literal)
-    values = round_numerals(numerals, x64, storage)
     _reject_overflow(values, numerals, storage, what)
     return Vector(values=values, storage=storage, source=f"{what}: {values.size:,} numbers rounded to {storage}")
 
@@ -374,12 +364,24 @@ def _midpoints(x64: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarray, np.ndarra
     return ties, np.ldexp(np.ones_like(mag), half_exp)
 
 
+def read_pasted(text: str, storage: str, *, what: str = "The pasted text", max_chars: int = MAX_UPLOAD_BYTES,
+                max_numbers: int = MAX_PASTED, accepted: str = "are accepted",
+                error: type[ValueError] = VectorError) -> tuple[Numbers, np.ndarray]:
+    """The one parser of pasted numbers, for the lab and the mismatch diagnosis: numbers separated by commas,
+    whitespace, semicolons or new lines (core.arith.loader's text) within the caller's limits, and each
+    numeral rounded once to ``storage`` (``round_numerals``). ``what`` names the text in messages and
+    ``accepted`` ends the one on too many numbers; problems raise the caller's ``error``. NaN and infinities
+    are kept: whether they are allowed is the caller's rule."""
+    check_choice(storage, FORMATS, "storage format", error)
+    with errors_as(error):
+        numbers = read_text(text, what, max_chars=max_chars, max_numbers=max_numbers, accepted=accepted)
+    return numbers, round_numerals(numbers.numerals, numbers.values, storage)
+
+
 def parse_pasted(text: str, storage: str) -> Vector:
-    """Numbers separated by commas, whitespace, semicolons or new lines (core.arith.loader's text)."""
-    _check_storage(storage)
-    with errors_as(VectorError):
-        numbers = read_text(text, "The pasted text", max_chars=MAX_UPLOAD_BYTES, max_numbers=MAX_PASTED)
-    return _vector(numbers, storage, "The pasted text")
+    """The lab's vector from pasted numbers (``read_pasted``): finite numerals only, none overflowing."""
+    numbers, values = read_pasted(text, storage)
+    return _vector(numbers, values, storage, "The pasted text")
 
 
 def parse_upload(name: str, data: bytes, storage: str) -> Vector:
@@ -394,17 +396,18 @@ def parse_upload(name: str, data: bytes, storage: str) -> Vector:
     raise VectorError(f"{clip(name)}: upload a .csv or .npy file.")
 
 
+_UNREADABLE_NPY = "{name} is not a readable .npy file (object arrays are not accepted)."
+_NPY_WORDS = NpyWords(not_npy=_UNREADABLE_NPY, pickled=_UNREADABLE_NPY, damaged=_UNREADABLE_NPY,
+                      not_array="{name} holds no data; a real-number array is needed.",
+                      empty="{name} holds an empty array.")
+
+
 def _parse_npy(name: str, data: bytes, storage: str) -> Vector:
-    try:
-        arr = np.load(io.BytesIO(data), allow_pickle=False)
-    except Exception:  # numpy raises several kinds for malformed files
-        raise VectorError(f"{clip(name)} is not a readable .npy file (object arrays are not accepted).") from None
-    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "fiu":
-        raise VectorError(f"{clip(name)} holds {getattr(arr, 'dtype', 'no')} data; a real-number array is needed.")
-    if arr.ndim != 1:
-        raise VectorError(f"{clip(name)} has shape {arr.shape}; a 1-D array is needed.")
-    if arr.size == 0:
-        raise VectorError(f"{clip(name)} holds an empty array.")
+    """A 1-D array of real numbers (core.arith.loader.read_npy), finite, each exact in float64, rounded to
+    storage once where its dtype is another."""
+    with errors_as(VectorError):
+        arr = read_npy(name, data, accept=lambda dt: dt.kind in "fiu", needed="a real-number array is needed.",
+                       max_values=MAX_N, ndim=1, words=_NPY_WORDS)
     with np.errstate(over="ignore"):
         x64 = arr.astype(np.float64)
     if arr.dtype.kind == "f":
@@ -436,7 +439,7 @@ def _ints_exact(arr: np.ndarray, x64: np.ndarray) -> bool:
 def _parse_csv(name: str, data: bytes, storage: str) -> Vector:
     with errors_as(VectorError):
         numbers = read_column(name, data, max_numbers=MAX_PASTED)
-    vec = _vector(numbers, storage, clip(name))
+    vec = _vector(numbers, round_numerals(numbers.numerals, numbers.values, storage), storage, clip(name))
     if not numbers.first_column:
         return vec
     return Vector(values=vec.values, storage=storage, source=vec.source + " (first column)", notes=numbers.notes)

@@ -18,6 +18,7 @@ pair where B's data loader flips labels from one step on (a planted bug).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,93 +89,118 @@ def _factors(seed: int, m: int, k: int, n: int) -> tuple[torch.Tensor, torch.Ten
     return torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)
 
 
+def _threads_example(key: str, title: str) -> Example:
+    x = torch.from_numpy(generate(VectorSpec(kind="normal", n=1_000_000, seed=0, storage="float32")).values.copy())
+    with torch_threads(1):
+        one = x.sum()
+    with torch_threads(PROCESS_THREADS):
+        many = x.sum()
+    same = bool((one == many).item()) and same_bits(one, many)
+    if PROCESS_THREADS == 1:
+        note = ("This server runs torch with a single thread, so both sums used the same split and cannot "
+                "differ here; on a machine with more cores they often do.")
+    elif same:
+        note = (f"On this server 1 and {PROCESS_THREADS} threads gave the same bits for this vector: no difference "
+                "to explain here. With more threads (or another vector) the split changes and the bits usually "
+                "do too.")
+    else:
+        note = f"On this server 1 and {PROCESS_THREADS} threads gave different bits for this vector."
+    return Example(key=key, title=title, actual=one, expected=many, inputs=x, reduction_length=x.numel(),
+                   code="x = 10⁶ N(0, 1) float32 values (the Summation lab's default vector)\n"
+                   f"with 1 thread: result_a = x.sum();  with {PROCESS_THREADS}: result_b = x.sum()",
+                   live_note=note)
+
+
+def _batch_example(key: str, title: str) -> Example:
+    a, b = _factors(0, 64, 2048, 1024)
+    one, batch = torch.mm(a[:1], b), torch.mm(a, b)[:1]
+    differ = int((one != batch).sum())
+    note = (f"On this CPU {differ:,} of {one.numel():,} outputs differ." if differ else
+            "On this CPU the two give the same bits.")
+    return Example(key=key, title=title, actual=one, expected=batch, inputs=(a[:1], b), reduction_length=2048,
+                   code="a, b = randn(64, 2048), randn(2048, 1024) (seed 0; the Mitigations page's pair)\n"
+                   "result_a = torch.mm(a[:1], b);  result_b = torch.mm(a, b)[:1]", live_note=note)
+
+
+# the bfloat16, TF32 and planted-bug examples change one side of this product
+_PRODUCT = "a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
+
+
+def _product() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    a, b = _factors(1, 128, 512, 256)
+    return a, b, a @ b
+
+
+def _bfloat16_example(key: str, title: str) -> Example:
+    a, b, expected = _product()
+    actual = torch.mm(a.bfloat16(), b.bfloat16()).float()
+    return Example(
+        key=key,
+        title=title,
+        actual=actual,
+        expected=expected,
+        inputs=(a, b),
+        reduction_length=512,
+        code=_PRODUCT + "result_a = torch.mm(a.bfloat16(), b.bfloat16()).float();  result_b = a @ b",
+        live_note="Computed live with torch's bfloat16 matrix product on this CPU (float32 accumulation, "
+        "bfloat16 result), as autocast would.",
+    )
+
+
+def _tf32_example(key: str, title: str) -> Example:
+    a, b, expected = _product()
+    ar = torch.from_numpy(round_to(a.double().numpy(), "tf32")).float()
+    br = torch.from_numpy(round_to(b.double().numpy(), "tf32")).float()
+    return Example(
+        key=key,
+        title=title,
+        actual=ar @ br,
+        expected=expected,
+        inputs=(a, b),
+        reduction_length=512,
+        code=_PRODUCT + "result_a = tf32(a) @ tf32(b) in float32;  result_b = a @ b",
+        live_note="TF32 emulated on this CPU: each input rounded to 10 explicit mantissa bits (to nearest, "
+        "ties to even), then multiplied in float32: what a TF32 tensor core computes, up to its own "
+        "order of additions and its input conversion (some libraries round ties away from zero or "
+        "truncate; the TF32 envelope covers both).",
+    )
+
+
+def _bug_example(key: str, title: str) -> Example:
+    a, b, expected = _product()
+    actual = expected.clone()
+    actual[BUG_INDEX] *= 1.01
+    return Example(key=key, title=title, actual=actual, expected=expected, inputs=(a, b), reduction_length=512,
+                   code=_PRODUCT + f"result_a = a @ b with element {BUG_INDEX} multiplied by 1.01;  result_b = a @ b",
+                   live_note="Everything else is bit-identical: both sides ran the same kernel.")
+
+
+def _tree_example(key: str, title: str) -> Example:
+    x = generate(VectorSpec(kind="uniform", n=TREE_ROWS * TREE_LENGTH, seed=0, storage="float32")).values
+    x = x.reshape(TREE_ROWS, TREE_LENGTH)
+    cfg = cuda_config_for(TREE_LENGTH, x.dtype)
+    loop = torch.from_numpy(np.array([sequential(row) for row in x], dtype=np.float32))
+    tree = torch.from_numpy(np.array([cuda_sum_model(row, cfg) for row in x], dtype=np.float32))
+    return Example(key=key, title=title, actual=loop, expected=tree, inputs=torch.from_numpy(x.copy()),
+                   reduction_length=TREE_LENGTH,
+                   code=f"x = {TREE_ROWS} rows of {TREE_LENGTH:,} uniform [0, 1) float32 values (seed 0)\n"
+                   "result A = each row added left to right in float32 (a plain loop)\n"
+                   "result B = each row in the order of PyTorch's CUDA sum (a model of it)",
+                   live_note="Both orders computed in float32 on this server's CPU: B reproduces the order of "
+                   f"additions PyTorch's source gives a {cfg.sm_count}-SM GPU (H100/H200-like); it is not a GPU "
+                   "run. Neither is the reference: the exact sums of the rows judge both.")
+
+
+# how each bundled example is computed, by its key in EXAMPLES
+_MAKERS: dict[str, Callable[[str, str], Example]] = {
+    "threads": _threads_example, "batch": _batch_example, "bfloat16": _bfloat16_example, "tf32": _tf32_example,
+    "bug": _bug_example, "tree": _tree_example,
+}
+
+
 def make_example(key: str) -> Example:
     """Compute one bundled example now (deterministic inputs; the results are this machine's)."""
-    title = EXAMPLES[key]
-    if key == "threads":
-        x = torch.from_numpy(generate(VectorSpec(kind="normal", n=1_000_000, seed=0, storage="float32")).values.copy())
-        with torch_threads(1):
-            one = x.sum()
-        with torch_threads(PROCESS_THREADS):
-            many = x.sum()
-        same = bool((one == many).item()) and same_bits(one, many)
-        if PROCESS_THREADS == 1:
-            note = ("This server runs torch with a single thread, so both sums used the same split and cannot "
-                    "differ here; on a machine with more cores they often do.")
-        elif same:
-            note = (f"On this server 1 and {PROCESS_THREADS} threads gave the same bits for this vector: no difference "
-                    "to explain here. With more threads (or another vector) the split changes and the bits usually "
-                    "do too.")
-        else:
-            note = f"On this server 1 and {PROCESS_THREADS} threads gave different bits for this vector."
-        return Example(key=key, title=title, actual=one, expected=many, inputs=x, reduction_length=x.numel(),
-                       code="x = 10⁶ N(0, 1) float32 values (the Summation lab's default vector)\n"
-                       f"with 1 thread: result_a = x.sum();  with {PROCESS_THREADS}: result_b = x.sum()",
-                       live_note=note)
-    if key == "batch":
-        a, b = _factors(0, 64, 2048, 1024)
-        one, batch = torch.mm(a[:1], b), torch.mm(a, b)[:1]
-        differ = int((one != batch).sum())
-        note = (f"On this CPU {differ:,} of {one.numel():,} outputs differ." if differ else
-                "On this CPU the two give the same bits.")
-        return Example(key=key, title=title, actual=one, expected=batch, inputs=(a[:1], b), reduction_length=2048,
-                       code="a, b = randn(64, 2048), randn(2048, 1024) (seed 0; the Mitigations page's pair)\n"
-                       "result_a = torch.mm(a[:1], b);  result_b = torch.mm(a, b)[:1]", live_note=note)
-    a, b = _factors(1, 128, 512, 256)
-    expected = a @ b
-    if key == "bfloat16":
-        actual = torch.mm(a.bfloat16(), b.bfloat16()).float()
-        return Example(
-            key=key,
-            title=title,
-            actual=actual,
-            expected=expected,
-            inputs=(a, b),
-            reduction_length=512,
-            code="a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
-            "result_a = torch.mm(a.bfloat16(), b.bfloat16()).float();  result_b = a @ b",
-            live_note="Computed live with torch's bfloat16 matrix product on this CPU (float32 accumulation, "
-            "bfloat16 result), as autocast would.",
-        )
-    if key == "tf32":
-        ar = torch.from_numpy(round_to(a.double().numpy(), "tf32")).float()
-        br = torch.from_numpy(round_to(b.double().numpy(), "tf32")).float()
-        return Example(
-            key=key,
-            title=title,
-            actual=ar @ br,
-            expected=expected,
-            inputs=(a, b),
-            reduction_length=512,
-            code="a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
-            "result_a = tf32(a) @ tf32(b) in float32;  result_b = a @ b",
-            live_note="TF32 emulated on this CPU: each input rounded to 10 explicit mantissa bits (to nearest, "
-            "ties to even), then multiplied in float32: what a TF32 tensor core computes, up to its own "
-            "order of additions and its input conversion (some libraries round ties away from zero or "
-            "truncate; the TF32 envelope covers both).",
-        )
-    if key == "bug":
-        actual = expected.clone()
-        actual[BUG_INDEX] *= 1.01
-        return Example(key=key, title=title, actual=actual, expected=expected, inputs=(a, b), reduction_length=512,
-                       code="a, b = randn(128, 512), randn(512, 256) (seed 1)\n"
-                       f"result_a = a @ b with element {BUG_INDEX} multiplied by 1.01;  result_b = a @ b",
-                       live_note="Everything else is bit-identical: both sides ran the same kernel.")
-    if key == "tree":
-        x = generate(VectorSpec(kind="uniform", n=TREE_ROWS * TREE_LENGTH, seed=0, storage="float32")).values
-        x = x.reshape(TREE_ROWS, TREE_LENGTH)
-        cfg = cuda_config_for(TREE_LENGTH, x.dtype)
-        loop = torch.from_numpy(np.array([sequential(row) for row in x], dtype=np.float32))
-        tree = torch.from_numpy(np.array([cuda_sum_model(row, cfg) for row in x], dtype=np.float32))
-        return Example(key=key, title=title, actual=loop, expected=tree, inputs=torch.from_numpy(x.copy()),
-                       reduction_length=TREE_LENGTH,
-                       code=f"x = {TREE_ROWS} rows of {TREE_LENGTH:,} uniform [0, 1) float32 values (seed 0)\n"
-                       "result A = each row added left to right in float32 (a plain loop)\n"
-                       "result B = each row in the order of PyTorch's CUDA sum (a model of it)",
-                       live_note="Both orders computed in float32 on this server's CPU: B reproduces the order of "
-                       f"additions PyTorch's source gives a {cfg.sm_count}-SM GPU (H100/H200-like); it is not a GPU "
-                       "run. Neither is the reference: the exact sums of the rows judge both.")
-    raise KeyError(key)
+    return _MAKERS[key](key, EXAMPLES[key])
 
 
 # ------------------------------------------------------------------------- loss logs

@@ -1,14 +1,15 @@
 """Reading a visitor's tensors and loss logs for the mismatch diagnosis, safely and within limits.
 
-* ``.npy``: ``numpy.load(allow_pickle=False)``: object arrays (which would need unpickling)
-  are refused by NumPy itself.
+* ``.npy``: core.arith.loader.read_npy (``numpy.load(allow_pickle=False)``: object arrays, which would
+  need unpickling, are refused by NumPy itself), float16, float32 or float64 of any shape.
 * ``.pt`` / ``.pth``: only PyTorch's zip format, checked with ``zipfile`` first (every entry
   stored uncompressed, so nothing expands beyond the upload's size), then
   ``torch.load(weights_only=True, map_location="cpu")``: PyTorch's restricted unpickler,
   which builds tensors and plain containers only and never imports or calls arbitrary code.
 * ``.csv`` / ``.txt`` and pasted text: read by core.arith.loader (the one loader of a visitor's
-  numbers, its tokeniser and limits; a printed tensor pastes as it is), then rounded to the chosen
-  format once. NaN and inf are kept: they are part of what is compared.
+  numbers, its tokeniser and limits; a printed tensor pastes as it is; pasted text through
+  core.arith.vectors.read_pasted, the Summation lab's parser too), then rounded to the chosen format once.
+  NaN and inf are kept: they are part of what is compared.
 
 Every limit is checked before the data is parsed. Error messages may quote a file name or
 pasted text: pages show them as inert text.
@@ -28,6 +29,7 @@ from core.arith.exact import shortest_repr
 from core.arith.formats import FORMATS, NUMPY_DTYPES, to_numpy
 from core.arith.loader import MAX_UPLOAD_BYTES as MAX_UPLOAD_BYTES  # pages/diagnose.py reads it from here
 from core.arith.loader import (
+    NpyWords,
     Numbers,
     check_length,
     check_upload,
@@ -36,14 +38,14 @@ from core.arith.loader import (
     csv_rows,
     errors_as,
     is_numeral,
+    read_npy,
     read_table,
-    read_text,
     significant_digits,
     split_header,
 )
-from core.arith.vectors import round_numerals
+from core.arith.vectors import read_pasted, round_numerals
 from core.diagnose.inputs import MAX_INPUT_ELEMENTS, Inputs
-from core.diagnose.verdict import MAX_ELEMENTS
+from core.diagnose.measure import MAX_ELEMENTS
 
 MAX_PASTE_CHARS = 100_000
 MAX_PASTED_NUMBERS = 10_000
@@ -99,34 +101,26 @@ def load_reference(name: str, data: bytes, text_format: str = "float64") -> Load
     return load_array(name, data, "float64")
 
 
-NPY_MAGIC = b"\x93NUMPY"  # the first six bytes of every .npy file (NumPy's format specification, NEP 1)
+# Each refusal of a .npy file gives the real reason (a file of random bytes was once refused as an object array).
+_NOT_NPY = ("{name} is not a .npy file: it does not start with the .npy header (the bytes \\x93NUMPY that np.save "
+            "writes first). Save the array with np.save, or upload it as .pt or .csv.")
+_NPY_WORDS = NpyWords(
+    not_npy=_NOT_NPY,
+    pickled="{name} holds an object array, which would need unpickling: not accepted. Save a numeric array (e.g. "
+    "np.save(path, t.cpu().numpy())).",
+    damaged="{name} starts like a .npy file but its header or data is damaged or cut short.",
+    not_array=_NOT_NPY,  # a .npz archive starts with a zip header, not the .npy one
+)
+_NPY_FORMATS = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 
 
 def _load_npy(name: str, data: bytes, limit: int) -> Loaded:
-    """The reason given is the real one (a file of random bytes was refused as an object array)."""
-    if not data.startswith(NPY_MAGIC):
-        raise LoadError(f"{clip(name)} is not a .npy file: it does not start with the .npy header (the bytes "
-                        "\\x93NUMPY that np.save writes first). Save the array with np.save, or upload it as .pt or "
-                        ".csv.")
-    try:
-        arr = np.load(io.BytesIO(data), allow_pickle=False)
-    except ValueError as err:
-        if "pickle" in str(err).lower():  # NumPy: "Object arrays cannot be loaded when allow_pickle=False"
-            raise LoadError(f"{clip(name)} holds an object array, which would need unpickling: not accepted. Save "
-                            "a numeric array (e.g. np.save(path, t.cpu().numpy())).") from None
-        raise LoadError(f"{clip(name)} starts like a .npy file but its header or data is damaged or cut short.") \
-            from None
-    except Exception:  # numpy raises several kinds (EOFError, OSError, SyntaxError) for a damaged header or body
-        raise LoadError(f"{clip(name)} starts like a .npy file but its header or data is damaged or cut short.") \
-            from None
-    if not isinstance(arr, np.ndarray):
-        raise LoadError(f"{clip(name)} is not a single array (.npz archives are not accepted).")
-    fmt = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float32",
-           np.dtype(np.float64): "float64"}.get(arr.dtype)
-    if fmt is None:
-        raise LoadError(f"{clip(name)} holds {arr.dtype} data; a float16, float32 or float64 array is needed "
-                        "(save bfloat16 tensors as .pt, or convert them to float32, which is exact).")
-    _check_elements(name, arr.size, limit)
+    """A float16, float32 or float64 array of any shape (core.arith.loader.read_npy), as stored."""
+    with errors_as(LoadError):
+        arr = read_npy(name, data, accept=lambda dt: dt in _NPY_FORMATS, max_values=limit, words=_NPY_WORDS,
+                       needed="a float16, float32 or float64 array is needed (save bfloat16 tensors as .pt, or "
+                       "convert them to float32, which is exact).")
+    fmt = _NPY_FORMATS[arr.dtype]
     return Loaded(values=np.ascontiguousarray(arr), fmt=fmt, source=f"{name}: {fmt}, shape {tuple(arr.shape)}")
 
 
@@ -183,10 +177,9 @@ def _tensors_in(obj, prefix: str = "", depth: int = 0) -> list[tuple[str, torch.
 # ------------------------------------------------------------------------------ text
 
 
-def _rounded(numbers: Numbers, fmt: str, what: str) -> tuple[np.ndarray, tuple[str, ...]]:
-    """The numbers read in ``fmt`` (each numeral rounded once), with notes on what the text could not say."""
-    numerals, x64 = numbers.numerals, numbers.values.reshape(-1)
-    values = round_numerals(numerals, x64, fmt)
+def _notes(numbers: Numbers, values: np.ndarray, fmt: str, what: str) -> tuple[str, ...]:
+    """Notes on what the text could not say, given ``values``: its numerals each rounded once to ``fmt``."""
+    numerals, x64, values = numbers.numerals, numbers.values.reshape(-1), values.reshape(-1)
     notes = []
     digits = [d for d in (significant_digits(t) for t in numerals) if d is not None]
     need = FORMATS[fmt].decimal_digits
@@ -208,24 +201,24 @@ def _rounded(numbers: Numbers, fmt: str, what: str) -> tuple[np.ndarray, tuple[s
     overflow = int(np.sum(np.isinf(values) & np.isfinite(x64)))
     if overflow:
         notes.append(f"{what}: {overflow:,} number(s) overflow {fmt} and became ±inf.")
-    return values.reshape(numbers.values.shape), tuple(notes)
+    return tuple(notes)
 
 
-def parse_pasted(text: str, fmt: str, what: str = "The pasted text") -> Loaded:
-    """A 1-D array from pasted numbers (see the module docstring)."""
+def load_pasted(text: str, fmt: str, what: str = "The pasted text") -> Loaded:
+    """A 1-D array from pasted numbers (core.arith.vectors.read_pasted, within this page's limits)."""
     if fmt not in NUMPY_DTYPES:
         raise LoadError(f"unknown format {fmt!r}")
-    with errors_as(LoadError):
-        numbers = read_text(text, what, max_chars=MAX_PASTE_CHARS, max_numbers=MAX_PASTED_NUMBERS,
-                            accepted="can be pasted (upload a file for more)")
-    values, notes = _rounded(numbers, fmt, what)
+    numbers, values = read_pasted(text, fmt, what=what, max_chars=MAX_PASTE_CHARS, max_numbers=MAX_PASTED_NUMBERS,
+                                  accepted="can be pasted (upload a file for more)", error=LoadError)
+    notes = _notes(numbers, values, fmt, what)
     return Loaded(values=values, fmt=fmt, source=f"{what}: {values.size:,} numbers as {fmt}", notes=notes)
 
 
 def _load_csv(name: str, data: bytes, fmt: str, limit: int) -> Loaded:
     with errors_as(LoadError):
         numbers = read_table(name, data, max_values=limit)
-    values, notes = _rounded(numbers, fmt, clip(name))
+    values = round_numerals(numbers.numerals, numbers.values.reshape(-1), fmt).reshape(numbers.values.shape)
+    notes = _notes(numbers, values, fmt, clip(name))
     return Loaded(values=values, fmt=fmt, source=f"{name}: {fmt} from text, shape {values.shape}", notes=notes)
 
 

@@ -34,7 +34,7 @@ from enum import StrEnum
 import numpy as np
 
 from core.arith.formats import FORMATS
-from core.arith.metrics import FittedGrowth, GrowthFit, growth_fit
+from core.arith.metrics import FittedGrowth, GrowthFit, growth_fit, relative_gap
 from core.diagnose.loaders import LoadError, LossLog
 
 TINY_ULPS = 1024
@@ -48,9 +48,6 @@ class LogVerdict(StrEnum):
     TINY = "tiny"
     AMPLIFIED = "amplified"
     JUMP = "jump"
-
-
-LOG_VERDICTS = tuple(LogVerdict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,16 +68,6 @@ class LogDiagnosis(FittedGrowth):
     notes: tuple[str, ...] = ()
 
 
-def _rel_gap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    both_nan = np.isnan(a) & np.isnan(b)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        same = (a == b) | both_nan
-        fin = np.isfinite(a) & np.isfinite(b)
-        den = np.maximum(np.abs(a), np.abs(b))
-        g = np.where(fin, np.abs(a - b) / np.where(den > 0, den, 1.0), np.inf)
-    return np.where(same, 0.0, g)
-
-
 def _aligned(log_a: LossLog, log_b: LossLog, fmt: str) -> dict:
     """The logs on their common steps: the steps, both values, the relative gap, and the largest gap
     rounding explains at each step (``tiny``: a few ULPs of ``fmt``, or ten times the printed resolution)."""
@@ -96,7 +83,7 @@ def _aligned(log_a: LossLog, log_b: LossLog, fmt: str) -> dict:
         mag = np.maximum(np.abs(a), np.abs(b))
         printed = 10 * np.maximum(log_a.resolution[ia], log_b.resolution[ib]) / np.where(mag > 0, mag, 1.0)
     tiny = np.maximum(TINY_ULPS * 2.0 ** (1 - FORMATS[fmt].precision), np.nan_to_num(printed, nan=0.0))
-    return dict(steps=steps, a=a, b=b, rel_gap=_rel_gap(a, b), tiny=tiny, notes=tuple(notes))
+    return dict(steps=steps, a=a, b=b, rel_gap=relative_gap(a, b, scale="larger"), tiny=tiny, notes=tuple(notes))
 
 
 def _smooth(base: dict, i0: int, fit: GrowthFit | None, reasons: list[str], fmt: str) -> LogDiagnosis:

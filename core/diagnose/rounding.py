@@ -63,8 +63,8 @@ REDUCED_FORMATS: dict[str, ReducedPrecision] = {
 
 
 def accumulation_format(fmt: str) -> str:
-    """The format torch accumulates reductions of ``fmt`` in (float32 below float64)."""
-    return "float64" if fmt == "float64" else "float32"
+    """The format torch accumulates reductions of ``fmt`` in (float32 below float64; TF32 is read as float32)."""
+    return FORMATS[fmt].accumulates_in if fmt in FORMATS else "float32"
 
 
 def reduced_candidates(fmt: str) -> tuple[str, ...]:

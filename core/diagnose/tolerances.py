@@ -7,7 +7,8 @@ least rtol0 * median|expected| (elements near zero carry the absolute noise of t
 ones). rtol and atol are ``MARGIN`` = 4 times those, rounded up to 1, 2 or 5 times a power
 of ten, so every element satisfies |d| <= (atol + rtol |expected|) / 4 and
 ``torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol)`` passes (it compares
-in float64, as here).
+in float64, as here). ``nice_up`` is the one rounding up of a tolerance: to 1, 2 or 5 times a power of
+ten here, to two significant digits (``TWO_DIGITS``) for a tolerance suggested before any mismatch.
 
 Two kinds of tolerance. A *typical* tolerance covers a rounding envelope of core.diagnose.envelopes:
 a multiple of the typical error, which assumes that the rounding errors behave independently (a
@@ -20,6 +21,7 @@ envelope E and the bound is at most R E, (R rtol, R atol) covers the bound.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,15 +81,22 @@ def scaled_cover(typical: tuple[float, float], envelope: np.ndarray,
     return nice_up(r * typical[0]), nice_up(r * typical[1]), r
 
 
-def nice_up(x: float) -> float:
-    """The smallest of 1, 2, 5 times a power of ten that is >= x (0 stays 0)."""
+ONE_TWO_FIVE = (1, 2, 5)  # a recommended tolerance: 1, 2 or 5 times a power of ten
+TWO_DIGITS = tuple(range(10, 100))  # two significant digits: 1.0 to 9.9 times a power of ten
+
+
+def nice_up(x: float, leading: Sequence[int] = ONE_TWO_FIVE) -> float:
+    """A tolerance rounded up: the smallest m × 10^e >= x over the leading digits m in ``leading`` (whole
+    numbers of one digit count: ``ONE_TWO_FIVE``, or ``TWO_DIGITS`` for two significant digits) and whole e.
+    Each candidate is the float nearest its decimal text, so it prints as written (0 stays 0)."""
     if not x > 0:
         return 0.0
     if not math.isfinite(x):
         return math.inf
-    e = math.floor(math.log10(x))
-    for _ in range(3):
-        for m in (1, 2, 5, 10):
+    width = len(str(leading[0]))
+    e = math.floor(math.log10(x)) - (width - 1)
+    for _ in range(3):  # log10 may be one off near a power of ten: the next exponent's candidates follow
+        for m in (*leading, 10**width):
             v = float(f"{m}e{e}")
             if v >= x:
                 return v
@@ -97,6 +106,11 @@ def nice_up(x: float) -> float:
 
 def format_tol(v: float) -> str:
     return "0" if v == 0 else f"{v:.0e}".replace("e-0", "e-").replace("e+0", "e")
+
+
+def format_two_digits(v: float) -> str:
+    """A tolerance rounded up to ``TWO_DIGITS``, as an assert_close line writes it: '1.3e-05'."""
+    return f"{v:.1e}"
 
 
 def covering_tolerances(d: np.ndarray, e: np.ndarray) -> tuple[float, float]:

@@ -16,7 +16,8 @@ the inputs) core.diagnose.accuracy judges both against it.
 ``"too_large"``          no rounding explanation covers them, or a few elements are far off
                          while the rest agree, or NaN/Inf appear in one result only.
 
-The notation and the derivations of the envelopes, the scale and the pattern check are in
+The arguments are checked and every element's difference measured in core.diagnose.measure. The
+notation and the derivations of the envelopes, the scale and the pattern check are in
 core.diagnose.envelopes; the simulation of the inputs' own orders in core.diagnose.simulate; the
 recommended tolerances in core.diagnose.tolerances; both sides against a reference in
 core.diagnose.accuracy. This module decides the verdict from them and
@@ -30,19 +31,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.arith.formats import FORMATS, FloatFormat, in_ulps
 from core.arith.metrics import ulps_count
 from core.diagnose.accuracy import against_exact, against_given
 from core.diagnose.envelopes import (
     Elements,
     Scale,
     envelope_tolerances,
-    median_floor,
     pattern_check,
     reduced_envelope,
     reordering_envelope,
 )
-from core.diagnose.inputs import Inputs, prepare_inputs
+from core.diagnose.measure import Case, Differences, check_case, scale_of
 from core.diagnose.results import (
     BULK_SHARE,
     REORDERING_ENVELOPE,
@@ -53,13 +52,7 @@ from core.diagnose.results import (
     Verdict,
     WorstElement,
 )
-from core.diagnose.rounding import (
-    REDUCED_FORMATS,
-    accumulation_format,
-    as_float_array,
-    narrower,
-    reduced_candidates,
-)
+from core.diagnose.rounding import REDUCED_FORMATS, as_float_array, narrower
 from core.diagnose.simulate import SIM_ELEMENTS, SIM_TERMS, inputs_fit, sample_elements, simulate
 from core.diagnose.tolerances import (
     ALLCLOSE_DEFAULT,
@@ -79,9 +72,6 @@ RANDOMNESS_DOCS = "https://pytorch.org/docs/stable/notes/randomness.html"
 VERDICT_HEADS = {Verdict.IDENTICAL: "Identical", Verdict.REORDERING: "Normal rounding noise",
                  Verdict.REDUCED_PRECISION: "Explained by reduced precision",
                  Verdict.TOO_LARGE: "Too large for rounding"}
-ASSUMED_K = 65_536  # reduction length assumed when neither K nor the inputs are given
-MAX_ELEMENTS = 1_000_000  # per compared array
-REDUCED_PRECISION_CHOICES = ("any", "none", "float32", "tf32", "float16", "bfloat16")
 
 
 NEXT_CHECKS = (
@@ -102,30 +92,6 @@ NEXT_CHECKS = (
 )
 
 
-def _check_k(reduction_length, inputs: Inputs | None) -> tuple[int, str]:
-    if reduction_length is not None:
-        if isinstance(reduction_length, bool) or not isinstance(reduction_length, int | np.integer) \
-                or reduction_length < 1:
-            raise ValueError(f"reduction_length must be a whole number of at least 1 (got {reduction_length!r})")
-        k = int(reduction_length)
-        if inputs is not None and inputs.k != k:
-            raise ValueError(f"reduction_length = {k:,}, but the inputs sum {inputs.k:,} terms per element")
-        return k, "given"
-    if inputs is not None:
-        return inputs.k, "inputs"
-    return ASSUMED_K, "assumed"
-
-
-def _reduced_keys(fmt: str, reduced_precision: str | None) -> tuple[str, ...]:
-    choice = "none" if reduced_precision is None else reduced_precision
-    if choice not in REDUCED_PRECISION_CHOICES:
-        raise ValueError(f"reduced_precision must be one of {', '.join(REDUCED_PRECISION_CHOICES)}")
-    if choice == "none":
-        return ()
-    cands = reduced_candidates(fmt)
-    return cands if choice == "any" else tuple(c for c in cands if c == choice) or (choice,)
-
-
 def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: str | None = None,
              reduced_precision: str | None = "any", inputs=None, simulate_orders: bool = True,
              reference=None) -> Diagnosis:
@@ -142,14 +108,14 @@ def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: st
     against (without it, the exact result of the inputs is the reference when they are given).
     Raises TypeError / ValueError for inputs it cannot diagnose.
 
-    The steps, each a function below: check the arguments (``_case``), measure every element's
-    difference (``_Differences``), the scale each is measured against (``_scale``), simulate the
+    The steps: check the arguments (core.diagnose.measure's ``check_case``), measure every element's
+    difference (``Differences``), the scale each is measured against (``scale_of``), simulate the
     inputs' own orders, check each envelope, decide (``_decide``), then the tolerances that pass.
     """
-    case = _case(actual, expected, reduction_length, dtype, reduced_precision, inputs)
-    diffs = _Differences.of(case.a, case.e, case.fmt)
+    case = check_case(actual, expected, reduction_length, dtype, reduced_precision, inputs)
+    diffs = Differences.of(case.a, case.e, case.fmt)
     notes = list(case.notes)
-    scale = _scale(case, diffs, notes)
+    scale = scale_of(case, diffs, notes)
     sim = _simulation(case, diffs, scale, notes) if simulate_orders else None
     d, fin, k = diffs.d, diffs.fin, case.k
     elements = Elements(d=d, fin=fin, scale=scale, k=k, fmt=case.fmt, acc=case.acc)
@@ -179,7 +145,7 @@ def diagnose(actual, expected, *, reduction_length: int | None = None, dtype: st
     )
 
 
-def _accuracy(case: _Case, diffs: _Differences, scale: Scale, reference):
+def _accuracy(case: Case, diffs: Differences, scale: Scale, reference):
     """Both results against the given reference, else against the exact result of the inputs, else None."""
     if reference is not None:
         r, fr = as_float_array(reference, "the reference")
@@ -194,117 +160,7 @@ def _accuracy(case: _Case, diffs: _Differences, scale: Scale, reference):
                          sum_abs=scale.sum_abs)
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Case:
-    """The checked arguments: the two arrays, the formats, the inputs, K and the explanations to try."""
-
-    a: np.ndarray
-    e: np.ndarray
-    fa: str  # actual's own format
-    fe: str
-    fmt_name: str  # the format the computation ran in
-    fmt: FloatFormat
-    acc_name: str  # the format it accumulated in
-    acc: FloatFormat
-    ops: Inputs | None
-    k: int
-    k_source: str  # "given", "inputs" or "assumed"
-    keys: tuple[str, ...]  # the reduced-precision explanations to try
-    notes: tuple[str, ...]
-
-
-def _case(actual, expected, reduction_length, dtype, reduced_precision, inputs) -> _Case:
-    a, fa = as_float_array(actual, "result A")
-    e, fe = as_float_array(expected, "result B")
-    if a.shape != e.shape:
-        raise ValueError(f"result A has shape {a.shape} but result B has shape {e.shape}")
-    if a.size == 0:
-        raise ValueError("the arrays are empty")
-    if a.size > MAX_ELEMENTS:
-        raise ValueError(f"the arrays hold {a.size:,} elements; at most {MAX_ELEMENTS:,} are diagnosed")
-    fmt_name = dtype if dtype is not None else narrower(fa, fe)
-    if fmt_name not in FORMATS:
-        raise ValueError(f"unknown format {fmt_name!r}; choose one of {', '.join(FORMATS)}")
-    acc_name = accumulation_format(fmt_name)
-    ops = inputs if isinstance(inputs, Inputs) or inputs is None else prepare_inputs(inputs, a.shape)
-    if ops is not None and ops.a.shape[0] * (ops.b.shape[1] if ops.b is not None else 1) != a.size:
-        raise ValueError("the prepared inputs do not match the compared results")
-    k, k_source = _check_k(reduction_length, ops)
-    keys = _reduced_keys(fmt_name, reduced_precision)
-    notes = []
-    if fa != fe:
-        notes.append(f"Result A is {fa} and result B is {fe}: differences are measured in {fmt_name}.")
-    if k_source == "assumed":
-        notes.append(f"K (terms per sum) is unknown: the envelopes assume K = {ASSUMED_K:,}. Give K (or the "
-                     "inputs) for a sharper envelope.")
-    return _Case(a=a, e=e, fa=fa, fe=fe, fmt_name=fmt_name, fmt=FORMATS[fmt_name], acc_name=acc_name,
-                 acc=FORMATS[acc_name], ops=ops, k=k, k_source=k_source, keys=keys, notes=tuple(notes))
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Differences:
-    """Element by element (flattened), how the two results differ: where both are finite, the
-    absolute, relative and ULP differences (ULPs of expected's value in the format that ran); where
-    not, which NaNs and infinities fail to match."""
-
-    af: np.ndarray
-    ef: np.ndarray
-    fin: np.ndarray  # both finite
-    both_nan: np.ndarray
-    nan_mismatch: np.ndarray  # NaN in one only
-    inf_mismatch: np.ndarray  # an infinity against something else
-    same_inf: np.ndarray  # the same infinity in both
-    nonfinite: np.ndarray  # flat indices of the mismatches
-    d: np.ndarray  # |actual - expected| (NaN where not both finite)
-    rel: np.ndarray
-    ulps: np.ndarray
-    differ: np.ndarray  # both finite and unequal
-    n_signed_zero: int  # +0 against -0
-
-    @classmethod
-    def of(cls, a: np.ndarray, e: np.ndarray, fmt: FloatFormat) -> _Differences:
-        af, ef = a.reshape(-1), e.reshape(-1)
-        fin = np.isfinite(af) & np.isfinite(ef)
-        both_nan = np.isnan(af) & np.isnan(ef)
-        nan_mismatch = np.isnan(af) != np.isnan(ef)
-        with np.errstate(invalid="ignore"):
-            same_inf = ~fin & ~both_nan & (af == ef)
-        inf_mismatch = ~fin & ~both_nan & ~same_inf & ~nan_mismatch
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            d = np.where(fin, np.abs(af - ef), np.nan)
-            rel = np.where(fin, np.where(ef != 0, d / np.abs(ef), np.where(d > 0, np.inf, 0.0)), np.nan)
-            ulps = np.where(fin, in_ulps(d, np.where(fin, ef, 0.0), fmt), np.nan)
-        return cls(af=af, ef=ef, fin=fin, both_nan=both_nan, nan_mismatch=nan_mismatch, inf_mismatch=inf_mismatch,
-                   same_inf=same_inf, nonfinite=np.flatnonzero(nan_mismatch | inf_mismatch), d=d, rel=rel, ulps=ulps,
-                   differ=fin & (d > 0),
-                   n_signed_zero=int(np.sum(fin & (af == 0) & (ef == 0) & (np.signbit(af) != np.signbit(ef)))))
-
-
-def _scale(case: _Case, diffs: _Differences, notes: list[str]) -> Scale:
-    ops, k, fin = case.ops, case.k, diffs.fin
-    m = np.where(fin, np.maximum(np.abs(diffs.af), np.abs(diffs.ef)), 0.0)
-    floor = median_floor(case.e, fin.reshape(case.a.shape)).reshape(-1)
-    if ops is None:
-        s = np.maximum(m, floor)
-        return Scale(m=m, s=s, sum_abs=math.sqrt(k) * s, rows_abs=None, rigorous=False)
-    with np.errstate(over="ignore", invalid="ignore"):
-        if ops.kind == "matmul":
-            sum_abs = (np.abs(ops.a) @ np.abs(ops.b)).reshape(-1)
-            sq = np.sqrt((ops.a * ops.a) @ (ops.b * ops.b)).reshape(-1)
-            rows_abs = (np.abs(ops.a).sum(1)[:, None] + np.abs(ops.b).sum(0)[None, :]).reshape(-1)
-        else:
-            sum_abs = np.abs(ops.a).sum(1)
-            sq = np.sqrt((ops.a * ops.a).sum(1))
-            rows_abs = sum_abs
-    sum_abs = sum_abs * (1 + 4 * k * 2.0**-53)
-    good = np.isfinite(sum_abs) & np.isfinite(sq)
-    if not good.all():
-        notes.append("Some inputs are not finite or too large to square: those elements use the estimated scale.")
-    s = np.maximum(m, np.where(good, sq, floor))
-    return Scale(m=m, s=s, sum_abs=np.where(good, sum_abs, math.sqrt(k) * s), rows_abs=rows_abs, rigorous=True)
-
-
-def _simulation(case: _Case, diffs: _Differences, scale: Scale, notes: list[str]) -> Simulation | None:
+def _simulation(case: Case, diffs: Differences, scale: Scale, notes: list[str]) -> Simulation | None:
     """The inputs' own summation orders on a sample of the elements that differ most (inputs only)."""
     ops, k, fin = case.ops, case.k, diffs.fin
     if ops is None:
@@ -320,7 +176,7 @@ def _simulation(case: _Case, diffs: _Differences, scale: Scale, notes: list[str]
     return sim
 
 
-def _decide(case: _Case, diffs: _Differences, envs: list[EnvelopeCheck],
+def _decide(case: Case, diffs: Differences, envs: list[EnvelopeCheck],
             pattern) -> tuple[Verdict, str | None, list[str]]:
     """(verdict, the reduced format that explains it or None, the reasons in words), smallest explanation first."""
     reasons: list[str] = []
@@ -406,7 +262,7 @@ class _Tolerances:
     assert_close_defaults: object
 
 
-def _tolerances(case: _Case, diffs: _Differences, verdict: Verdict, explanation: str | None,
+def _tolerances(case: Case, diffs: Differences, verdict: Verdict, explanation: str | None,
                 envs: list[EnvelopeCheck]) -> _Tolerances:
     fin, ef = diffs.fin, diffs.ef
     df, efin = diffs.d[fin], ef[fin]
@@ -478,7 +334,7 @@ def _simulation_reasons(sim: Simulation, envs, verdict, explanation) -> list[str
     return out
 
 
-def _worst(diffs: _Differences, envs: list[EnvelopeCheck], shape, count: int = 10) -> tuple[WorstElement, ...]:
+def _worst(diffs: Differences, envs: list[EnvelopeCheck], shape, count: int = 10) -> tuple[WorstElement, ...]:
     """The mismatched non-finite elements first, then the largest differences against the reordering
     envelope's typical size, ``count`` in all, with the envelopes that cover each."""
     af, ef, d, fin = diffs.af, diffs.ef, diffs.d, diffs.fin
@@ -519,7 +375,7 @@ def _worst(diffs: _Differences, envs: list[EnvelopeCheck], shape, count: int = 1
     return tuple(rows)
 
 
-def typical_rel_max(diffs: _Differences) -> float:
+def typical_rel_max(diffs: Differences) -> float:
     """The largest relative difference among the elements whose |B| is at least the median |B| (all finite
     elements when none is): what the verdict's sentence and the page's metric both state. Elements near
     zero are left out: a sum that cancels keeps the absolute error of its large terms, so its relative
@@ -538,7 +394,7 @@ def rel_text(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _size_text(diffs: _Differences) -> str:
+def _size_text(diffs: Differences) -> str:
     """"median 3 ULPs where they differ, at most 2.1e-06 relative among elements of at least median size"
     (``typical_rel_max``)."""
     ulps, differ = diffs.ulps, diffs.differ
@@ -549,7 +405,7 @@ def _size_text(diffs: _Differences) -> str:
             "elements of at least median size")
 
 
-def _sentence(verdict: Verdict, explanation: str | None, case: _Case, diffs: _Differences, rtol: float | None,
+def _sentence(verdict: Verdict, explanation: str | None, case: Case, diffs: Differences, rtol: float | None,
               atol: float | None, pattern) -> str:
     """The verdict in one sentence, with the size of the differences and the tolerances that pass."""
     size, acc, differ, n_nonfinite = case.a.size, case.acc_name, diffs.differ, diffs.nonfinite.size

@@ -57,7 +57,7 @@ class CollectiveModel:
     checked: str  # what the model was checked against
 
 
-MODELS: dict[str, CollectiveModel] = {
+COLLECTIVE_MODELS: dict[str, CollectiveModel] = {
     m.key: m
     for m in (
         CollectiveModel(
@@ -349,7 +349,9 @@ class ModelOutcome:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PairOutcome:
+class ModelPairOutcome:
+    """Two all-reduce models' results for the same ranks' vectors, element by element."""
+
     a: str
     b: str
     differing: float  # share of elements whose bits differ
@@ -361,10 +363,10 @@ class Comparison:
     ranks: int
     elements: int
     outcomes: tuple[ModelOutcome, ...]
-    pairs: tuple[PairOutcome, ...]
+    pairs: tuple[ModelPairOutcome, ...]
 
 
-def compare(x: np.ndarray, models: tuple[str, ...] = tuple(MODELS)) -> Comparison:
+def compare(x: np.ndarray, models: tuple[str, ...] = tuple(COLLECTIVE_MODELS)) -> Comparison:
     """Every model's result against the exact sums and against each other."""
     x = _check(x)
     exact = exact_column_sums(x)
@@ -384,6 +386,6 @@ def compare(x: np.ndarray, models: tuple[str, ...] = tuple(MODELS)) -> Compariso
     for a, b in combinations(models, 2):
         ra, rb = results[a], results[b]
         diff = bits_differ(ra, rb)
-        pairs.append(PairOutcome(a=a, b=b, differing=float(diff.mean()) if diff.size else 0.0,
+        pairs.append(ModelPairOutcome(a=a, b=b, differing=float(diff.mean()) if diff.size else 0.0,
                                  max_ulp_distance=int(ulp_distance_array(ra, rb).max(initial=0))))
     return Comparison(ranks=x.shape[0], elements=x.shape[1], outcomes=tuple(outcomes), pairs=tuple(pairs))

@@ -23,13 +23,8 @@ import numpy as np
 
 from core.arith.exact import exact_sum_fraction
 from core.arith.formats import FORMATS, NUMPY_DTYPES, round_to_format
-from core.kernels.cuda_model import (
-    KERNELS,
-    PINNED_KERNEL,
-    cuda_config_for,
-    cuda_mean_factor,
-    cuda_reduce_accumulated,
-)
+from core.kernels.cuda_launch import KERNELS, PINNED_KERNEL, cuda_config_for
+from core.kernels.cuda_model import cuda_mean_factor, cuda_reduce_accumulated
 
 _DTYPES = NUMPY_DTYPES
 _ACC = {"float16": np.dtype(np.float32), "bfloat16": np.dtype(np.float32),

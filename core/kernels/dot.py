@@ -22,12 +22,12 @@ where torch exposes the same arithmetic (float32/float64 multiply then add; the 
 bfloat16 conversions), against torch.
 
 What the GPU arithmetic page does with these models (its vectors, torch's live results, the lab's
-rows, error against K, atomics) is core.studies.gpu_arithmetic.
+rows, error against K, atomics) is core.studies.gpu_arithmetic; the picture of every rounding of a
+model on a short vector is core.kernels.dot_trace.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -36,19 +36,27 @@ import numpy as np
 from core.arith.formats import (
     FORMATS,
     TF32,
-    Exact,
     FloatFormat,
     bit_view,
-    bits_of_value,
     format_of,
     from_bit_view,
-    round_to_format,
 )
 from core.arith.metrics import gamma, input_rounding_error
 from core.arith.vectors import round_array
+from core.kernels import dot_fp8
+from core.kernels.dot_engine import (  # noqa: F401  (exact_products, make_rounder, DotValue: the tests' and pages' names)
+    ZERO,
+    DotValue,
+    _finish,
+    _sequential,
+    _split_k,
+    _tiles,
+    exact_products,
+    make_rounder,
+    slice_bounds,
+)
 
 MAX_K = 65_536  # every model is a Python loop over the K terms (about a microsecond each)
-MAX_TRACE_K = 32  # the operation picture
 
 
 # --------------------------------------------------------------------------- TF32
@@ -103,14 +111,16 @@ def to_tf32(values: np.ndarray, mode: str = "rna") -> np.ndarray:
 class DotModel:
     key: str
     name: str
-    inputs: str  # "stored", or the format the inputs are converted to first: "tf32", "float16", "bfloat16"
+    inputs: str  # "stored", "fp8" (stored FP8, as given), or what they are converted to: "tf32", "float16", "bfloat16"
     fused: bool  # one rounding per multiply-add (FMA) or a rounded product, then a rounded sum
-    structure: str  # "sequential", "tiles" or "split_k"
+    structure: str  # "sequential", "tiles", "split_k", or "promoted" (core.kernels.dot_fp8)
     accumulate: str | None  # a fixed accumulation format (tensor cores: float32), or None: the chosen one
     description: str
+    limited_bits: int = dot_fp8.LIMITED_BITS  # "promoted": the tensor cores' accumulator's significant bits
+    promote_every: int = 0  # "promoted": products between copies into float32 (0: never)
 
 
-MODELS: dict[str, DotModel] = {
+DOT_MODELS: dict[str, DotModel] = {
     m.key: m
     for m in (
         DotModel(
@@ -182,6 +192,28 @@ MODELS: dict[str, DotModel] = {
             description="K cut into s contiguous slices; each slice is a chain of tiles (its own thread block), and "
             "the s partial results are added in slice order at the end (a split-K reduction)",
         ),
+        DotModel(
+            key="fp8_limited",
+            name=f"FP8 tensor cores, {dot_fp8.LIMITED_BITS}-bit accumulation",
+            inputs="fp8",
+            fused=True,
+            structure="promoted",
+            accumulate="float32",
+            description=f"FP8 inputs, exact products, each added in an accumulator of {dot_fp8.LIMITED_BITS} "
+            "significant bits for the whole of K: the accumulation the DeepSeek-V3 report measured in H800 "
+            "FP8 matrix products (a model: rounding to nearest assumed)",
+        ),
+        DotModel(
+            key="fp8_promoted",
+            name=f"FP8 tensor cores, promoted to float32 every {dot_fp8.PROMOTE_EVERY}",
+            inputs="fp8",
+            fused=True,
+            structure="promoted",
+            accumulate="float32",
+            promote_every=dot_fp8.PROMOTE_EVERY,
+            description=f"as the previous model, but every {dot_fp8.PROMOTE_EVERY} products the partial sum is "
+            "added into a float32 register and the accumulator restarts: DeepSeek-V3's fix",
+        ),
     )
 }
 TENSOR_CORE_INPUTS = {"tf32": TF32, "float16": FORMATS["float16"], "bfloat16": FORMATS["bfloat16"]}
@@ -204,6 +236,8 @@ def check_formats(storage: str, accumulate: str) -> str | None:
     if storage not in FORMATS or accumulate not in FORMATS:
         return f"Choose formats among {', '.join(FORMATS)}."
     s, a = FORMATS[storage], FORMATS[accumulate]
+    if not a.arithmetic:
+        return f"{accumulate} is stored, never added in: accumulate in a format with an addition, such as float32."
     if a.precision < s.precision or a.emax < s.emax:
         return (f"Accumulating {storage} inputs in {accumulate} would round the inputs themselves: choose an "
                 f"accumulation format at least as wide as {storage} (a kernel accumulates in the input format "
@@ -215,6 +249,11 @@ def model_inputs(model: DotModel, x: np.ndarray, y: np.ndarray, tf32_mode: str =
                  ) -> tuple[np.ndarray, np.ndarray]:
     """The inputs the model multiplies: the stored values, or their conversion for a tensor core."""
     if model.inputs == "stored":
+        return x, y
+    if model.inputs == "fp8":
+        if format_of(x.dtype).arithmetic or format_of(y.dtype).arithmetic:
+            raise ModelNotApplicable("This model takes FP8 inputs: choose float8_e4m3fn or float8_e5m2 as the "
+                                     "input format.")
         return x, y
     if model.inputs == "tf32":
         if np.float64 in (x.dtype, y.dtype):
@@ -239,199 +278,6 @@ def model_name(model: DotModel, tile: int, slices: int, tf32_mode: str) -> str:
     return model.name
 
 
-# --------------------------------------------------------------------------- the exact engine
-
-
-def _lowest_exponent(fmt: FloatFormat) -> int:
-    """log2 of the smallest subnormal: every value of fmt is an integer times 2^this."""
-    return fmt.emin - fmt.precision + 1
-
-
-def _lowest_bits(mantissas: np.ndarray, exponents: np.ndarray) -> np.ndarray:
-    """For m * 2^e (m an integer < 2^53 in int64, 0 allowed): the exponent of m's lowest set bit,
-    plus e (a large number for m = 0)."""
-    low = mantissas & -mantissas  # the lowest set bit, a power of two
-    tz = np.frexp(low.astype(np.float64))[1].astype(np.int64) - 1
-    return np.where(mantissas != 0, tz + exponents, 1 << 20)
-
-
-def exact_products(a: np.ndarray, b: np.ndarray) -> tuple[list, list[bool], int]:
-    """Each product a_i * b_i exactly, as an int in units of 2^-scale, and the scale: the smallest
-    that makes every product an integer (nan or ±inf, as a float, where an input is not finite:
-    inf * 0 = nan), with the sign bit of each product (which a zero product keeps).
-
-    Sums of these integers are exact, and every rounded value is a coarser multiple of the same
-    unit, so the whole computation stays in integers.
-    """
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    negative = (np.signbit(a64) ^ np.signbit(b64)).tolist()
-    finite = np.isfinite(a64) & np.isfinite(b64)
-    fa, fb = np.where(finite, a64, 0.0), np.where(finite, b64, 0.0)
-    if a.dtype != np.float64 and b.dtype != np.float64:
-        # a product of two narrow values is exact in float64 (at most 48 bits, within [2^-298, 2^256]);
-        # times 2^scale (scale <= 298) it is an integer below 2^554, still exact: int() loses nothing
-        p = fa * fb
-        m, e = np.frexp(p)
-        low = _lowest_bits(np.ldexp(m, 53).astype(np.int64), e.astype(np.int64) - 53)
-        scale = max(0, -int(low.min())) if p.size else 0
-        out = [int(v) for v in np.ldexp(p, scale).tolist()]
-    else:
-        ma, ea = np.frexp(fa)
-        mb, eb = np.frexp(fb)
-        ia, ib = np.ldexp(ma, 53).astype(np.int64), np.ldexp(mb, 53).astype(np.int64)
-        ea, eb = ea.astype(np.int64) - 53, eb.astype(np.int64) - 53
-        low = _lowest_bits(ia, ea) + _lowest_bits(ib, eb)  # the product of the lowest bits is the lowest bit
-        scale = max(0, -int(low.min())) if low.size else 0
-        shifts = (ea + eb + scale).tolist()
-        # a negative shift only drops zero bits: the product is a multiple of 2^-scale
-        out = [(i * j << s) if s >= 0 else (i * j >> -s) for i, j, s in zip(ia.tolist(), ib.tolist(), shifts,
-                                                                             strict=True)]
-    if not finite.all():
-        with np.errstate(invalid="ignore", over="ignore"):
-            for i in np.flatnonzero(~finite).tolist():
-                out[i] = float(a64[i] * b64[i])
-    return out, negative, scale
-
-
-def make_rounder(fmt: FloatFormat, scale: int):
-    """round(n): the integer n (units of 2^-scale) rounded to fmt, nearest with ties to even, with
-    gradual underflow, and ±inf (a float) past the overflow threshold. Non-finite floats pass.
-
-    The spacing of fmt at |v| in [2^E, 2^(E+1)) is 2^(max(E, emin) - p + 1): in units, 2^sh with
-    sh = max(bit_length(|n|) - p, emin - p + 1 + scale). sh <= 0 means n is a value of fmt."""
-    p = fmt.precision
-    qmin = _lowest_exponent(fmt) + scale
-    max_units = math.floor(fmt.max_finite * Fraction(2) ** scale)
-    inf = math.inf
-
-    def rnd(n):
-        if n.__class__ is float:
-            return n
-        a = n if n > 0 else -n
-        sh = a.bit_length() - p
-        if sh < qmin:
-            sh = qmin
-        if sh <= 0:
-            return n
-        q = a >> sh
-        r = a - (q << sh)
-        half = 1 << (sh - 1)
-        if r > half or (r == half and q & 1):
-            q += 1
-        a = q << sh
-        if a > max_units:
-            return inf if n > 0 else -inf
-        return a if n > 0 else -a
-
-    return rnd
-
-
-def _special_sum(*terms) -> float:
-    """IEEE sum when a term is not finite (finite terms cannot change it)."""
-    total = 0.0
-    for t in terms:
-        if t.__class__ is float:
-            total += t
-    return total
-
-
-def _add(state: tuple, term, term_negative: bool, rnd) -> tuple:
-    """round(s + term), with IEEE zero signs: an exact zero is -0 only if both addends are -0."""
-    s, s_negative = state
-    if s.__class__ is int and term.__class__ is int:
-        t = s + term
-        if t:
-            return rnd(t), t < 0  # the sign matters only if t underflows to zero
-        return 0, s == 0 and term == 0 and s_negative and term_negative
-    return _special_sum(s, term), False
-
-
-def _add_block(state: tuple, terms: list, negatives: list[bool], rnd) -> tuple:
-    """round(s + t_1 + ... + t_T): the terms and s added exactly, rounded once."""
-    s, s_negative = state
-    if s.__class__ is int and all(t.__class__ is int for t in terms):
-        t = s + sum(terms)
-        if t:
-            return rnd(t), t < 0
-        all_zero = s == 0 and not any(terms)
-        return 0, all_zero and s_negative and all(negatives)
-    return _special_sum(s, *terms), False
-
-
-ZERO = (0, False)  # +0
-
-
-def _sequential(products: list, negatives: list[bool], rnd, fused: bool, checkpoints=frozenset()):
-    """The chain s <- round(s + p_i) (fused) or s <- round(s + round(p_i)), from s = +0.
-
-    The same arithmetic as ``_add``, written out in the loop (it runs K times)."""
-    s, s_negative, seen = 0, False, {}
-    for i, p in enumerate(products):
-        if fused:
-            q, q_negative = p, negatives[i]
-        elif p.__class__ is int:
-            q = rnd(p)  # the product rounded on its own; a zero (or an underflow) keeps the product's sign
-            q_negative = p < 0 if p else negatives[i]
-        else:
-            q, q_negative = p, False
-        if s.__class__ is int and q.__class__ is int:
-            t = s + q
-            if t:
-                s, s_negative = rnd(t), t < 0
-            else:
-                s, s_negative = 0, s == 0 and q == 0 and s_negative and q_negative
-        else:
-            s, s_negative = _special_sum(s, q), False
-        if i + 1 in checkpoints:
-            seen[i + 1] = (s, s_negative)
-    return (s, s_negative), seen
-
-
-def _tiles(products: list, negatives: list[bool], rnd, tile: int, start=ZERO):
-    state = start
-    for j in range(0, len(products), tile):
-        state = _add_block(state, products[j : j + tile], negatives[j : j + tile], rnd)
-    return state
-
-
-def slice_bounds(k: int, slices: int) -> list[tuple[int, int]]:
-    """Split-K: s contiguous slices of ceil(K/s) terms (the last ones shorter, possibly empty)."""
-    length = -(-k // slices)
-    return [(min(j * length, k), min((j + 1) * length, k)) for j in range(slices)]
-
-
-def _split_k(products: list, negatives: list[bool], rnd, tile: int, slices: int):
-    partials = [_tiles(products[lo:hi], negatives[lo:hi], rnd, tile) for lo, hi in slice_bounds(len(products), slices)]
-    state = partials[0]
-    for value, negative in partials[1:]:
-        state = _add(state, value, negative, rnd)
-    return state
-
-
-@dataclass(frozen=True)
-class DotValue:
-    """A rounded result: exact value (Fraction, or nan/±inf), its format and bit pattern."""
-
-    value: Exact
-    fmt: FloatFormat
-    bits: int
-
-    @property
-    def negative_zero(self) -> bool:
-        return self.bits == 1 << (self.fmt.width - 1)
-
-    def as_float(self) -> float:
-        return -0.0 if self.negative_zero else float(self.value)
-
-
-def _finish(state: tuple, fmt: FloatFormat, scale: int) -> DotValue:
-    v, negative = state
-    if v.__class__ is float:
-        return DotValue(v, fmt, bits_of_value(v, fmt))
-    value = Fraction(v, 1 << scale)
-    return DotValue(value, fmt, bits_of_value(value, fmt, negative_zero=(v == 0 and negative)))
-
-
 def run_model(model: DotModel, x: np.ndarray, y: np.ndarray, accumulate: str, tile: int = 8, slices: int = 4,
               tf32_mode: str = "rna", checkpoints: tuple[int, ...] = ()) -> tuple[DotValue, dict[int, DotValue]]:
     """The model's result for x·y, and (sequential models only) its results for the prefixes of the
@@ -447,6 +293,8 @@ def run_model(model: DotModel, x: np.ndarray, y: np.ndarray, accumulate: str, ti
         state, seen = _sequential(products, negatives, rnd, model.fused, frozenset(checkpoints))
     elif model.structure == "tiles":
         state = _tiles(products, negatives, rnd, tile)
+    elif model.structure == "promoted":
+        state = dot_fp8.promoted_chain(products, negatives, scale, model.limited_bits, model.promote_every)
     else:
         state = _split_k(products, negatives, rnd, tile, slices)
     return _finish(state, fmt, scale), {k: _finish(s, fmt, scale) for k, s in seen.items()}
@@ -463,6 +311,10 @@ def rounding_counts(model: DotModel, k: int, tile: int, slices: int) -> tuple[in
     if model.structure == "tiles":
         n = -(-k // tile)
         return n, n
+    if model.structure == "promoted":  # two formats: core.kernels.dot_fp8.promoted_bound bounds these
+        span = min(k, model.promote_every or k) or 1
+        blocks = -(-k // span)
+        return span + blocks, k + blocks
     spans = slice_bounds(k, slices)
     per_slice = [-(-(hi - lo) // tile) for lo, hi in spans]
     return max(per_slice) + slices - 1, sum(per_slice) + slices - 1
@@ -491,82 +343,3 @@ def conversion_error(sum_abs_xy: Fraction, sum_abs_x: Fraction, sum_abs_y: Fract
     ``core.arith.metrics.input_rounding_error``."""
     return input_rounding_error(sum_abs_xy, k, fmt.unit_roundoff, fmt.min_subnormal / 2, truncating=truncating,
                                 rows_abs=sum_abs_x + sum_abs_y)
-
-
-# --------------------------------------------------------------------------- the operation picture
-
-
-@dataclass(frozen=True, kw_only=True)
-class TraceOp:
-    """One rounding of a model: what it adds (products by index, earlier operations), the exact
-    value of that sum and what it rounds to."""
-
-    label: str
-    products: tuple[int, ...]  # indices of the exact products x_i·y_i it takes directly
-    inputs: tuple[int, ...]  # indices of earlier operations it takes
-    exact: Exact
-    rounded: Exact
-    fmt: str
-
-
-def trace(model: DotModel, x: np.ndarray, y: np.ndarray, accumulate: str, tile: int = 8, slices: int = 4,
-          tf32_mode: str = "rna") -> list[TraceOp]:
-    """Every rounding of a model on a short vector (K <= MAX_TRACE_K), in exact rational arithmetic.
-
-    Written independently of the integer engine (Fractions and core.arith.formats.round_to_format); the
-    tests check that its last value is the engine's result. Zero signs are not tracked here.
-    """
-    if x.size > MAX_TRACE_K:
-        raise ValueError(f"the picture is drawn for K <= {MAX_TRACE_K}")
-    a, b = model_inputs(model, x, y, tf32_mode)
-    fmt = accumulation_of(model, accumulate)
-    p = [Fraction(float(u)) * Fraction(float(v)) for u, v in zip(a.astype(np.float64), b.astype(np.float64),
-                                                                strict=True)]
-    ops: list[TraceOp] = []
-
-    def op(label, products, inputs, exact):
-        ops.append(
-            TraceOp(
-                label=label,
-                products=tuple(products),
-                inputs=tuple(inputs),
-                exact=exact,
-                rounded=round_to_format(exact, fmt),
-                fmt=fmt.name,
-            )
-        )
-        return len(ops) - 1
-
-    def value(i):
-        return ops[i].rounded
-
-    def chain_of_tiles(lo, hi, width, tag=""):
-        last = None
-        for j in range(lo, hi, width):
-            idx = list(range(j, min(j + width, hi)))
-            acc = value(last) if last is not None else Fraction(0)
-            label = (f"fma(x{idx[0]}, y{idx[0]}, s)" if len(idx) == 1 else f"tile {tag}{j // width}: s + x·y over "
-                     f"{idx[0]}…{idx[-1]}")
-            last = op(label, idx, [] if last is None else [last], acc + sum(p[i] for i in idx))
-        return last
-
-    if model.structure == "sequential" and not model.fused:
-        last = None
-        for i in range(len(p)):
-            q = op(f"round(x{i}·y{i})", [i], [], p[i])
-            last = q if last is None else op(f"s + round(x{i}·y{i})", [], [last, q], value(last) + value(q))
-    elif model.structure == "sequential":
-        chain_of_tiles(0, len(p), 1)
-    elif model.structure == "tiles":
-        chain_of_tiles(0, len(p), tile)
-    else:
-        parts = []
-        for j, (lo, hi) in enumerate(slice_bounds(len(p), slices)):
-            last = chain_of_tiles(lo, hi, tile, f"{j}.") if hi > lo else None
-            parts.append(last)
-        total_op = parts[0]
-        for j, part in enumerate(parts[1:], start=1):
-            left = value(total_op) if total_op is not None else Fraction(0)
-            right = value(part) if part is not None else Fraction(0)
-            total_op = op(f"partials 0…{j}", [], [i for i in (total_op, part) if i is not None], left + right)
-    return ops

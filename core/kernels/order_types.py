@@ -10,6 +10,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from core.arith.metrics import BoundKind
+
 
 @dataclass(frozen=True, kw_only=True)
 class Ran:
@@ -72,7 +74,7 @@ class Order:
     key: str
     name: str
     origin: str
-    bound: str  # "sequential", "pairwise", "compensated", "tree" or "exact": which a-priori bound applies
+    bound: BoundKind  # which a-priori bound applies; the registry may name it by its value ("tree")
     description: str
     run: Callable[[SumInput], Ran]
     # core.crowd.budget's weights, measured by benchmarks/bench_budget.py: work per value, by the name of
@@ -81,6 +83,9 @@ class Order:
     memory: OrderBytes
     tree: TreeShape | None = None
     rows: RowShape | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bound", BoundKind(self.bound))  # a name that is no BoundKind fails here
 
 
 @dataclass(frozen=True, kw_only=True)

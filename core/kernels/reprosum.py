@@ -115,7 +115,17 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from core.arith.formats import FLOAT32, FLOAT64, bits_of, format_of, round_precision, round_to_format
+from core.arith.exact import correctly_rounded_sum
+from core.arith.formats import (
+    FLOAT32,
+    FLOAT64,
+    bit_view,
+    bits_of,
+    format_of,
+    round_precision,
+    round_to_format,
+    to_numpy,
+)
 from core.arith.metrics import gamma
 from core.machines.devices import available_devices
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
@@ -308,6 +318,7 @@ def _piece_extremes(pieces: list[torch.Tensor]) -> tuple[list[float], list[float
     return values[0::2], values[1::2]
 
 
+# No arguments: the cache holds one entry, the module (or None) for the life of the process.
 @functools.cache
 def _widesum():
     """core.kernels.widesum, imported on first use: it loads numba (about 0.3 s and 100 MB), which
@@ -436,6 +447,8 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
     flat = x.detach().reshape(-1)
     if flat.numel() == 0:
         return torch.zeros((), dtype=x.dtype)
+    if not fmt.arithmetic:  # FP8: no torch sum to be fast against; its 256 patterns are counted exactly
+        return tensor_of_result(correctly_rounded_sum(to_numpy(flat.cpu()), fmt), fmt, flat)
     if x.dtype != torch.float64:
         result, special = _decided_sum(flat, fmt)
     else:
@@ -449,6 +462,16 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
         negative = not bool(flat.any()) and bool(torch.signbit(flat).all())
         return torch.tensor(-0.0 if negative else 0.0, dtype=x.dtype)
     return torch.tensor(float(result), dtype=x.dtype)  # exact: result is a value of x's format
+
+
+def tensor_of_result(result, fmt, flat: torch.Tensor) -> torch.Tensor:
+    """The 0-d tensor of a correctly rounded sum (NaN canonical; an exact zero is -0 only when every value is)."""
+    if isinstance(result, float) and math.isnan(result):
+        return torch.tensor(math.nan).to(fmt.torch_dtype)
+    if result == 0:
+        negative = bool((bit_view(to_numpy(flat.cpu())) == 1 << (fmt.width - 1)).all())
+        return torch.tensor(-0.0 if negative else 0.0).to(fmt.torch_dtype)
+    return torch.tensor(float(result)).to(fmt.torch_dtype)  # exact: a value of fmt (or its overflow result)
 
 
 def reproducible_sum_devices(x: torch.Tensor) -> list[tuple[str, int]]:

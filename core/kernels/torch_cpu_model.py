@@ -91,6 +91,7 @@ MEASURED_MATCH = {
 }
 
 
+# No arguments: one entry per process; torch picks its CPU kernels once, when it loads.
 @functools.cache
 def cpu_capability() -> str:
     """The SIMD capability torch's CPU kernels were dispatched for (``"AVX2"``, ``"AVX512"``, ...)."""

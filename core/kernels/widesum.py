@@ -88,6 +88,75 @@ def keeps_in_cache(nbytes: int, cache_bytes: int | None = CACHE_BYTES) -> bool:
     return cache_bytes is None or nbytes <= cache_bytes // 2
 
 
+# The LLVM types of the vector loop: a vector of LANES float32 values, and one of the same width that holds half
+# as many float64 values.
+_F32, _F64, _I64, _I32 = ir.FloatType(), ir.DoubleType(), ir.IntType(64), ir.IntType(32)
+_WIDE = LANES // 2  # float64 values per vector of the same width
+_VF, _VD = ir.VectorType(_F32, LANES), ir.VectorType(_F64, _WIDE)
+_BYTES_PTR = ir.IntType(8).as_pointer()
+_ZEROS = {_VD: ir.Constant(_VD, [0.0] * _WIDE), _VF: ir.Constant(_VF, [0.0] * LANES)}
+
+
+def _intrinsics(builder) -> tuple:
+    """llvm.fabs on a float32 vector and llvm.prefetch, declared in the module being built."""
+    fabs = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_VF, [_VF]), f"llvm.fabs.v{LANES}f32")
+    prefetch = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [_BYTES_PTR, _I32, _I32, _I32]), "llvm.prefetch.p0i8")
+    return fabs, prefetch
+
+
+def _prefetch_ahead(builder, prefetch, data, i, keep) -> None:
+    """Ask for the cache line PREFETCH_BYTES past value i, kept in every cache level or streamed past them.
+
+    A hint, never a fault, even past the array's end: read (0), kept (3) or not (0), data cache (1); the
+    branch does not depend on i, so the compiler may move it out of the loop."""
+    ahead = builder.bitcast(builder.gep(data, [builder.add(i, ir.Constant(_I64, PREFETCH_BYTES // 4))]), _BYTES_PTR)
+    with builder.if_else(keep) as (kept, streamed):
+        for branch, locality in ((kept, 3), (streamed, 0)):
+            with branch:
+                builder.call(prefetch, [ahead] + [ir.Constant(_I32, c) for c in (0, locality, 1)])
+
+
+def _loop_step(builder, fabs, ary, i, sums, abs_sums) -> tuple[list, list]:
+    """One step of the loop from value i of the array ``ary``: UNROLL vectors loaded, each half widened and
+    added to its float64 accumulator, and the vector's |values| added to its float32 one. Returns the new
+    accumulators."""
+    halves = [ir.Constant(ir.VectorType(_I32, _WIDE), list(range(h, h + _WIDE))) for h in (0, _WIDE)]
+    new_sums, new_abs = [], []
+    for u in range(UNROLL):
+        at = builder.gep(ary.data, [builder.add(i, ir.Constant(_I64, u * LANES))])
+        v = builder.load(builder.bitcast(at, _VF.as_pointer()), align=4)
+        for h, half in enumerate(halves):
+            part = builder.fpext(builder.shuffle_vector(v, ir.Constant(_VF, None), half), _VD)
+            new_sums.append(builder.fadd(sums[2 * u + h], part))
+        new_abs.append(builder.fadd(abs_sums[u], builder.call(fabs, [v])))
+    return new_sums, new_abs
+
+
+def _after_loop(builder, news: list, entry, body_end) -> list:
+    """The accumulators where the loop exits: zero if it never ran, else their values after its last step."""
+    merged = []
+    for new in news:
+        phi = builder.phi(new.type)
+        phi.add_incoming(_ZEROS[new.type], entry)
+        phi.add_incoming(new, body_end)
+        merged.append(phi)
+    return merged
+
+
+def _pairwise(builder, values: list):
+    """values[0] + values[1], values[2] + values[3], ..., then the same on the results, down to one."""
+    while len(values) > 1:
+        values = [builder.fadd(values[j], values[j + 1]) for j in range(0, len(values), 2)]
+    return values[0]
+
+
+def _total(builder, vectors: list):
+    """The accumulator vectors added pairwise, then the lanes of their sum added pairwise."""
+    summed = _pairwise(builder, vectors)
+    return _pairwise(builder, [builder.extract_element(summed, ir.Constant(_I32, j)) for j in range(summed.type.count)])
+
+
 @intrinsic
 def _vector_part(typingctx, row_type, keep_type):
     """(s, a, k) for a 1-D float32 array whose values lie 4 bytes apart: s, the float64 sum of its
@@ -109,73 +178,34 @@ def _vector_part(typingctx, row_type, keep_type):
     sig = types.Tuple((types.float64, types.float32, types.intp))(row_type, keep_type)
 
     def codegen(context, builder, signature, args):
-        f32, f64, i64, i32 = ir.FloatType(), ir.DoubleType(), ir.IntType(64), ir.IntType(32)
-        wide = LANES // 2  # float64 values per vector of the same width
-        vf, vd = ir.VectorType(f32, LANES), ir.VectorType(f64, wide)
         step = LANES * UNROLL
         ary = context.make_array(signature.args[0])(context, builder, args[0])
-        k = builder.and_(builder.extract_value(ary.shape, 0), ir.Constant(i64, -step))
-        fabs = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vf, [vf]), f"llvm.fabs.v{LANES}f32")
-        bytes_ptr = ir.IntType(8).as_pointer()
-        prefetch = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [bytes_ptr, i32, i32, i32]), "llvm.prefetch.p0i8")
-        halves = [ir.Constant(ir.VectorType(i32, wide), list(range(h, h + wide))) for h in (0, wide)]
+        k = builder.and_(builder.extract_value(ary.shape, 0), ir.Constant(_I64, -step))
+        fabs, prefetch = _intrinsics(builder)
         entry = builder.block
         loop = builder.function.append_basic_block("vector_part.loop")
         done = builder.function.append_basic_block("vector_part.done")
-        builder.cbranch(builder.icmp_signed(">", k, ir.Constant(i64, 0)), loop, done)
+        builder.cbranch(builder.icmp_signed(">", k, ir.Constant(_I64, 0)), loop, done)
 
         builder.position_at_end(loop)
-        i = builder.phi(i64)
-        sums = [builder.phi(vd) for _ in range(2 * UNROLL)]
-        abs_sums = [builder.phi(vf) for _ in range(UNROLL)]
-        new_sums, new_abs = [], []
-        # a hint, never a fault, even past the array's end: read (0), kept (3) or not (0), data cache (1);
-        # the branch does not depend on i, so the compiler may move it out of the loop
-        ahead = builder.bitcast(builder.gep(ary.data, [builder.add(i, ir.Constant(i64, PREFETCH_BYTES // 4))]),
-                                bytes_ptr)
-        with builder.if_else(args[1]) as (kept, streamed):
-            for branch, locality in ((kept, 3), (streamed, 0)):
-                with branch:
-                    builder.call(prefetch, [ahead] + [ir.Constant(i32, c) for c in (0, locality, 1)])
-        for u in range(UNROLL):
-            at = builder.gep(ary.data, [builder.add(i, ir.Constant(i64, u * LANES))])
-            v = builder.load(builder.bitcast(at, vf.as_pointer()), align=4)
-            for h, half in enumerate(halves):
-                part = builder.fpext(builder.shuffle_vector(v, ir.Constant(vf, None), half), vd)
-                new_sums.append(builder.fadd(sums[2 * u + h], part))
-            new_abs.append(builder.fadd(abs_sums[u], builder.call(fabs, [v])))
-        i_next = builder.add(i, ir.Constant(i64, step))
+        i = builder.phi(_I64)
+        sums = [builder.phi(_VD) for _ in range(2 * UNROLL)]
+        abs_sums = [builder.phi(_VF) for _ in range(UNROLL)]
+        _prefetch_ahead(builder, prefetch, ary.data, i, args[1])
+        new_sums, new_abs = _loop_step(builder, fabs, ary, i, sums, abs_sums)
+        i_next = builder.add(i, ir.Constant(_I64, step))
         body_end = builder.block
         builder.cbranch(builder.icmp_signed("<", i_next, k), loop, done)
-        i.add_incoming(ir.Constant(i64, 0), entry)
+        i.add_incoming(ir.Constant(_I64, 0), entry)
         i.add_incoming(i_next, body_end)
-        zeros = {vd: ir.Constant(vd, [0.0] * wide), vf: ir.Constant(vf, [0.0] * LANES)}
         for phi, new in zip(sums + abs_sums, new_sums + new_abs, strict=True):
-            phi.add_incoming(zeros[phi.type], entry)
+            phi.add_incoming(_ZEROS[phi.type], entry)
             phi.add_incoming(new, body_end)
 
         builder.position_at_end(done)
-        outs = []
-        for news in (new_sums, new_abs):
-            merged = []
-            for new in news:
-                phi = builder.phi(new.type)
-                phi.add_incoming(zeros[new.type], entry)
-                phi.add_incoming(new, body_end)
-                merged.append(phi)
-            outs.append(merged)
-
-        def pairwise(values):
-            while len(values) > 1:
-                values = [builder.fadd(values[j], values[j + 1]) for j in range(0, len(values), 2)]
-            return values[0]
-
-        def lanes(vector):
-            return [builder.extract_element(vector, ir.Constant(i32, j)) for j in range(vector.type.count)]
-
-        s = pairwise(lanes(pairwise(outs[0])))
-        a = pairwise(lanes(pairwise(outs[1])))
+        merged_sums = _after_loop(builder, new_sums, entry, body_end)
+        merged_abs = _after_loop(builder, new_abs, entry, body_end)
+        s, a = _total(builder, merged_sums), _total(builder, merged_abs)
         return context.make_tuple(builder, signature.return_type, [s, a, k])
 
     return sig, codegen

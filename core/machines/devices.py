@@ -111,6 +111,7 @@ def _build_facts(config: str) -> dict[str, str | None]:
             "build_capability": cap.group(1) if cap else None}
 
 
+# No arguments: one entry per process; the machine it describes does not change while the process runs.
 @functools.cache
 def machine_facts() -> dict:
     """This process's CPU, its SIMD dispatch, the libraries torch was built with, and the OS.

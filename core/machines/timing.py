@@ -1,5 +1,5 @@
-"""Timing on the machine that runs this code: medians after a warm-up, interleaved repeats, and
-float32 against float64 throughput (matrix product and a large sum).
+"""Timing on the machine that runs this code: interleaved repeats after a warm-up, and float32 against
+float64 throughput (matrix product and a large sum).
 
 On a GPU every timing synchronizes. Only core.machines.globalstate changes a global setting.
 """
@@ -22,19 +22,6 @@ from core.machines.progress import OnProgress, report
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-
-
-def median_seconds(fn, repeats: int = 5, warmup: int = 1, device: str = "cpu") -> float:
-    for _ in range(warmup):
-        fn()
-    _sync(device)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,13 +9,10 @@ same_dispatch_differences are what the CPU vs GPU and Training divergence pages 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from core.recordings.fingerprint import OTHER_BITS, OpComparison, compare_ops, first_differing_group
 from core.recordings.store import WIDER, Recording
-from core.training.mlp import PRESETS
-from core.training.pair import PairedRun
-from core.training.seeds import summarize
 
 # --------------------------------------------------------------------------- comparison
 
@@ -90,12 +87,6 @@ def compare_recordings(left: Recording, right: Recording) -> MachineComparison:
         matmuls_identical=sum(a.result_sha256 == b.result_sha256 for a, b in mpairs), training=tuple(training),
         ops=tuple(compare_ops(left.op_fingerprint, right.op_fingerprint)),
     )
-
-
-def live_training_1pct(preset: str, steps: int) -> int | None:
-    """This server's own A/B pair for a recorded preset: the first step more than 1% apart."""
-    run = PairedRun(replace(PRESETS[preset].settings, steps=steps))
-    return summarize(run.run(steps)).first_rel_1pct
 
 
 # ------------------------------------------------------------ machines and what sets them apart

@@ -1,4 +1,4 @@
-"""Recordings of real-device results: capture, store bit-exactly, load, verify, compare, replay.
+"""Recordings of real-device results: what one holds, stored bit-exactly, validated, loaded and upgraded.
 
 A recording is one JSON file (format version 2, declared in core.recordings.schema) with a
 ``provenance`` object that names the machine in detail (CPU model and SIMD capability,
@@ -6,7 +6,9 @@ BLAS and oneDNN builds, thread count, NumPy, OS; for a GPU its compute capabilit
 count, driver and cuBLAS), results stored as hexadecimal bit patterns, and a per-operation
 fingerprint (core.recordings.fingerprint). Every summed vector is identified by generator, seed, n
 and storage format, and carries a SHA-256 of its bytes, so a replay can regenerate it on
-the CPU and refuse to compare against a recording of some other vector.
+the CPU and refuse to compare against a recording of some other vector. The fixed suite a
+recording holds is declared here; core.recordings.capture runs it, core.recordings.fidelity
+replays it through the models.
 
 Files are validated against the schema with ``jsonschema`` and loaded once into typed,
 frozen objects; version-1 files are upgraded in memory (their missing facts are ``None``).
@@ -14,44 +16,20 @@ frozen objects; version-1 files are upgraded in memory (their missing facts are 
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import hashlib
 import json
-import math
 import os
 import pathlib
-import platform
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
 import jsonschema
 import numpy as np
-import torch
 
-from core.arith.formats import (
-    FLOAT32,
-    FORMATS,
-    bit_view,
-    bits_of,
-    bits_of_hex,
-    decode_hex,
-    format_of,
-    hex_bits,
-    hex_digits,
-    to_torch,
-    ulp_distance,
-)
-from core.arith.vectors import VectorSpec, generate
-from core.kernels import webgpu
-from core.kernels.cuda_model import cuda_config_for, cuda_sum_model
-from core.kernels.torch_cpu_model import torch_cpu_sum_model
-from core.machines.devices import Device, available_devices, cpu_device, device_info
-from core.machines.globalstate import torch_threads
-from core.machines.timing import measure_throughput
-from core.recordings.fingerprint import op_fingerprint
+from core.arith.formats import decode_hex
+from core.arith.metrics import relative_gap
 from core.recordings.schema import RECORDING
-from core.training.mlp import PRESETS
-from core.training.pair import PairedRun
+from core.training.seeds import first_apart
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -67,11 +45,6 @@ WIDER = {"float16": "float32", "bfloat16": "float32", "float32": "float64", "flo
 MATMUL_SHAPES = ((1, 2048, 1024), (64, 2048, 1024), (512, 512, 512))
 TRAINING_PRESETS = ("Hidden units reordered (SGD, lr 0.5)", "Butterfly: one weight moved by one ULP")
 REQUIRED_PROVENANCE = tuple(RECORDING["properties"]["provenance"]["required"])
-# Environment variables that change which numeric code paths torch, oneMKL and oneDNN take.
-NUMERIC_ENVIRONMENT = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "MKL_DEBUG_CPU_TYPE",
-                       "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                       "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG",
-                       "NVIDIA_TF32_OVERRIDE")
 _VALIDATOR = jsonschema.Draft202012Validator(RECORDING)
 UPLOADED = "uploaded by you, not verified by this server"  # how a visitor's own recording is labelled
 
@@ -86,99 +59,6 @@ def recordings_dir() -> pathlib.Path:
 
 def vector_sha256(values: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()
-
-
-def _hex(v) -> str:
-    """The bit pattern of one value (a tensor or NumPy scalar) as hex digits of its format's width."""
-    return hex_bits(bits_of(v), format_of(v.dtype), prefix="")
-
-
-def _tensor(values: np.ndarray, device: str) -> torch.Tensor:
-    return to_torch(values, copy=True).to(device)
-
-
-# ---------------------------------------------------------------------------- capture
-
-
-def numeric_environment() -> dict[str, str]:
-    """The environment variables set in this process that steer numeric code paths."""
-    return {k: os.environ[k][:200] for k in NUMERIC_ENVIRONMENT if k in os.environ}
-
-
-def capture(device: Device | None = None, quick: bool = False, log=print, throughput: bool = True) -> dict:
-    """Run the fixed suite on ``device`` (the first GPU, else the CPU) and return the recording.
-
-    ``throughput=False`` leaves the timings out (an empty list), for a capture whose point is only
-    its bits (the same hardware in another numeric configuration).
-    """
-    if device is None:
-        gpus = [d for d in available_devices() if d.kind != "cpu"]
-        device = gpus[0] if gpus else cpu_device()
-    info = device_info(device)
-    if device.kind == "cpu":
-        log("No GPU found: capturing the CPU instead (this tests the format and the pipeline; it is not a GPU "
-            "recording).")
-    sizes = QUICK_SIZES if quick else SUITE_SIZES
-    sums = []
-    for gen in SUITE_GENERATORS:
-        for n in sizes:
-            for dtype in SUITE_DTYPES:
-                if not device.supports(torch.float64 if dtype == "float64" else torch.float32):
-                    continue
-                values = generate(VectorSpec(kind=gen, n=n, seed=0, storage=dtype)).values
-                t = _tensor(values, device.torch_device)
-                entry = {"generator": gen, "seed": 0, "n": n, "dtype": dtype, "vector_sha256": vector_sha256(values),
-                         "sum_hex": _hex(t.sum())}
-                if WIDER[dtype] is not None:
-                    wide = t.sum(dtype=getattr(torch, WIDER[dtype]))
-                    entry[f"sum_dtype_{WIDER[dtype]}_hex"] = _hex(wide)
-                sums.append(entry)
-        log(f"  sums: {gen} done")
-    matmuls = []
-    g = torch.Generator().manual_seed(0)
-    for m, k, n in MATMUL_SHAPES:
-        a = torch.randn(m, k, generator=g)
-        b = torch.randn(k, n, generator=g)
-        out = (a.to(device.torch_device) @ b.to(device.torch_device)).cpu()
-        digest = hashlib.sha256(out.numpy().tobytes()).hexdigest()
-        matmuls.append({"shape": [m, k, n], "seed": 0, "result_sha256": digest,
-                        "first_row_hex": hex_digits(bit_view(out[0, :8]), FLOAT32)})
-    log("  matmuls done")
-    training = _capture_training(device, steps=100 if quick else 500)
-    log("  training done")
-    timings = [
-        {"op": t.op, "size": t.size, "seconds_float32": t.seconds32, "seconds_float64": t.seconds64,
-         "rate_float32": t.rate32, "rate_float64": t.rate64, "unit": t.unit}
-        for t in measure_throughput(device, matmul_n=256 if quick else 4096, sum_n=100_000 if quick else 100_000_000)
-    ] if throughput else []
-    log("  float32 vs float64 throughput done" if throughput else "  throughput skipped")
-    ops = op_fingerprint()
-    log("  per-operation fingerprint done (CPU)")
-    return {
-        "format_version": FORMAT_VERSION,
-        "provenance": {**info, "captured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                       "host": platform.node() or "unknown", "quick": quick, "environment": numeric_environment(),
-                       "facts_note": None},
-        "sums": sums, "matmuls": matmuls, "training": training, "throughput": timings,
-        "op_fingerprint": ops,
-    }
-
-
-def _capture_training(device: Device, steps: int) -> list[dict]:
-    out = []
-    for name in TRAINING_PRESETS:
-        base = replace(PRESETS[name].settings, steps=steps)
-        if device.kind != "cpu":
-            run = PairedRun(replace(base, source="device"))  # A on the CPU, B on the GPU
-            note = f"A on the CPU, B on {device.name}"
-        else:
-            run = PairedRun(base)
-            note = "captured on a CPU: A and B as in the preset (no GPU)"
-        recs = run.run(steps)
-        out.append({"preset": name, "steps": steps, "note": note,
-                    "loss_a_hex": [hex_bits(r.loss_a_bits, FLOAT32, prefix="") for r in recs],
-                    "loss_b_hex": [hex_bits(r.loss_b_bits, FLOAT32, prefix="") for r in recs]})
-    return out
 
 
 def write_recording(rec: dict, out_dir: pathlib.Path) -> pathlib.Path:
@@ -291,11 +171,7 @@ class TrainingEntry:
     @functools.cached_property
     def first_rel_1pct(self) -> int | None:
         """First step with |loss A - loss B| / |loss A| > 1% (as core.training.seeds.summarize defines it)."""
-        for i, (a, b) in enumerate(zip(self.losses_a, self.losses_b, strict=True)):
-            rel = abs(a - b) / abs(a) if a else (0.0 if a == b else math.inf)
-            if rel > 0.01:
-                return i + 1
-        return None
+        return first_apart(relative_gap(np.array(self.losses_a), np.array(self.losses_b)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -508,66 +384,3 @@ def cached_recordings(directory: pathlib.Path | None = None) -> tuple[list[Recor
 def recorded_outcomes(recs: list[Recording], preset: str) -> list[tuple[str, int | None, int]]:
     """(recording label, first step more than 1% apart or None, steps recorded) for a training preset."""
     return [(r.label, t.first_rel_1pct, t.steps) for r in recs for t in r.training if t.preset == preset]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Fidelity:
-    compared: int
-    matched: int
-    mismatches: tuple[tuple[str, int, str, int], ...]  # (generator, n, dtype, ulps apart)
-    conditions: str
-    above_max_n: int = 0  # recorded sums not replayed because n > max_n (said next to the result)
-    max_n: int = 10_000_000
-
-
-def model_fidelity(rec: Recording, max_n: int = 10_000_000) -> Fidelity:
-    """Bit-for-bit comparison of the CUDA model (or, for CPU recordings, the CPU model) with the recording."""
-    compared = matched = 0
-    mismatches = []
-    sizes, dtypes = set(), set()
-    p = rec.provenance
-    cuda = p.device_kind == "cuda"
-    above = 0
-    for e in rec.sums:
-        if e.n > max_n:
-            above += 1
-            continue
-        if cuda and not p.sm_count:
-            continue
-        values = generate(VectorSpec(kind=e.generator, n=e.n, seed=e.seed, storage=e.dtype)).values
-        if vector_sha256(values) != e.vector_sha256:
-            continue
-        if cuda:
-            cfg = cuda_config_for(e.n, values.dtype, sm_count=int(p.sm_count))
-            pred = bits_of(cuda_sum_model(values, cfg))
-        elif p.device_kind == "webgpu":  # its sum is the workgroup-tree kernel's
-            pred = bits_of(webgpu.workgroup_tree(values))
-        else:
-            pred = bits_of(torch_cpu_sum_model(values, threads=int(p.threads or 1)))
-        got = bits_of_hex(e.sum_hex)
-        compared += 1
-        sizes.add(e.n)
-        dtypes.add(e.dtype)
-        if pred == got:
-            matched += 1
-        else:
-            mismatches.append((e.generator, e.n, e.dtype, ulp_distance(pred, got, FORMATS[e.dtype])))
-    if cuda:
-        which = f"CUDA block-reduction model vs {p.device_name} (SM count {p.sm_count})"
-    elif p.device_kind == "webgpu":
-        which = f"WebGPU workgroup-tree model vs {p.device_name}"
-    else:
-        which = f"CPU cascade-sum model ({p.threads} threads) vs {rec.machine}"
-    cond = (f"{which}; sizes "
-            f"{', '.join(f'{s:,}' for s in sorted(sizes))}; {', '.join(sorted(dtypes))}")
-    return Fidelity(compared=compared, matched=matched, mismatches=tuple(mismatches), conditions=cond,
-                    above_max_n=above, max_n=max_n)
-
-
-def live_sum_bits(values: np.ndarray, device: Device, threads: int | None = None) -> int:
-    """torch.sum of the values on a device (CPU with a thread count, inside the lock)."""
-    t = _tensor(values, device.torch_device)
-    if device.kind == "cpu" and threads is not None:
-        with torch_threads(threads):
-            return bits_of(t.sum())
-    return bits_of(t.sum())

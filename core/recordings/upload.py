@@ -20,15 +20,14 @@ import math
 from dataclasses import replace
 
 from core.arith.loader import MAX_UPLOAD_BYTES, clip
+from core.recordings.fidelity import Fidelity, model_fidelity
 from core.recordings.store import (
     SUITE_DTYPES,
     SUITE_GENERATORS,
     SUITE_SIZES,
     UPLOADED,
-    Fidelity,
     Recording,
     RecordingError,
-    model_fidelity,
 )
 
 # A capture is about 55 kB. The cap sits below every page's MAX_UPLOAD_BYTES (Streamlit's own limit), so a file

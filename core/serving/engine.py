@@ -323,6 +323,37 @@ def model_for(dtype: str) -> TinyLM:
     return _models[dtype]
 
 
+def _forward(model: TinyLM, kern: Kernels, tally: _Tally, batch: list[_Live], tokens: list[list[int]]) -> None:
+    """One batched forward of ``batch`` (each request's new ``tokens``) through its KV caches; each request
+    takes its next token from its row of logits."""
+    with torch_threads(SERVE_THREADS):
+        rows = model.forward(kern, tokens, [a.cache for a in batch])
+    for a, row in zip(batch, rows, strict=True):
+        tally.take(a, row)
+
+
+def _retire(running: list[_Live], done: list[_Live]) -> list[_Live]:
+    """The requests still running; those with all their tokens move to ``done``."""
+    still = []
+    for a in running:
+        if len(a.out) >= a.req.new_tokens:
+            a.cache = None  # a finished request's KV cache is freed at once
+            done.append(a)
+        else:
+            still.append(a)
+    return still
+
+
+def _completions(done: list[_Live]) -> tuple[Completion, ...]:
+    """The identical requests' distinct completions, most common first."""
+    groups: dict[str, list[_Live]] = {}
+    for a in done:
+        if a.req.identical:
+            groups.setdefault(decode(a.out), []).append(a)
+    return tuple(sorted((Completion(text, len(members), members[0].fork) for text, members in groups.items()),
+                        key=lambda c: (-c.count, c.text)))
+
+
 def serve(s: ServeSettings, on_progress: OnProgress | None = None,
           model: TinyLM | None = None) -> ServeResult:
     """Serve the schedule with dynamic batching and measure how the identical requests fork."""
@@ -349,42 +380,22 @@ def serve(s: ServeSettings, on_progress: OnProgress | None = None,
                 continue
             admitted = []
             while waiting and len(running) + len(admitted) < s.max_batch:
-                r = waiting.popleft()
-                admitted.append(_Live(req=r, cache=model.new_cache()))
-            if running:
+                admitted.append(_Live(req=waiting.popleft(), cache=model.new_cache()))
+            if running:  # decode: one token for every running request
                 sizes[len(running)] += 1
-                with torch_threads(SERVE_THREADS):
-                    rows = model.forward(kern, [[a.out[-1]] for a in running], [a.cache for a in running])
-                for a, row in zip(running, rows, strict=True):
-                    tally.take(a, row)
-            if admitted:
-                with torch_threads(SERVE_THREADS):
-                    rows = model.forward(kern, [list(a.req.prompt) for a in admitted], [a.cache for a in admitted])
-                for a, row in zip(admitted, rows, strict=True):
-                    tally.take(a, row)
+                _forward(model, kern, tally, running, [[a.out[-1]] for a in running])
+            if admitted:  # prefill: the admitted requests' prompts, together
+                _forward(model, kern, tally, admitted, [list(a.req.prompt) for a in admitted])
                 running.extend(admitted)
-            still = []
-            for a in running:
-                produced += 1
-                if len(a.out) >= a.req.new_tokens:
-                    a.cache = None  # a finished request's KV cache is freed at once
-                    done.append(a)
-                else:
-                    still.append(a)
-            running = still
+            produced += len(running)
+            running = _retire(running, done)
             step += 1
             if step % 25 == 0:
                 report(on_progress, done=produced, total=total_tokens,
                        what=f"step {step}: {produced:,} of {total_tokens:,} tokens")
         seconds, cpu_seconds = time.perf_counter() - t0, time.thread_time() - c0
-    groups: dict[str, list[_Live]] = {}
-    for a in done:
-        if a.req.identical:
-            groups.setdefault(decode(a.out), []).append(a)
-    completions = tuple(sorted((Completion(text, len(members), members[0].fork) for text, members in groups.items()),
-                               key=lambda c: (-c.count, c.text)))
     return ServeResult(
-        settings=s, kernels_label=kern.label, alone=decode(ref_tokens), completions=completions,
+        settings=s, kernels_label=kern.label, alone=decode(ref_tokens), completions=_completions(done),
         rows_compared=tally.compared, rows_bits_differ=tally.differ, rows_argmax_flip=tally.flips,
         min_gap_ulps=tally.min_ulps, min_gap_ratio=tally.min_ratio, max_move_ulps=tally.max_move_ulps,
         batch_sizes=dict(sorted(sizes.items())),

@@ -53,11 +53,6 @@ PAD_K = 16
 SPLIT_SIZE = 16  # the modelled GPU's flash-decoding kernel: at least this many keys per split
 
 
-def _wide(x: torch.Tensor) -> torch.Tensor:
-    """float32 for reductions of bfloat16/float16 values (bfloat16 kernels accumulate in float32)."""
-    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
-
-
 # ---------------------------------------------------------------- the ordinary kernels (torch's)
 
 def linear_default(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -31,13 +31,13 @@ from core.kernels.cuda_model import CudaLaunch, cuda_config_for, cuda_launch, cu
 from core.kernels.torch_cpu_model import GRAIN_SIZE, default_lanes, thread_chunks
 from core.machines.devices import Device
 from core.machines.globalstate import cuda_tf32
+from core.recordings.capture import live_sum_bits
 from core.recordings.store import (
     SUITE_DTYPES,
     SUITE_GENERATORS,
     SUITE_SIZES,
     Recording,
     SumEntry,
-    live_sum_bits,
     vector_sha256,
 )
 
@@ -207,7 +207,7 @@ class SumsEverywhere:
 
 
 @dataclass(frozen=True)
-class ThreadSplit:
+class ThreadSums:
     """torch.sum of the settings' vector on this CPU with one thread and with all of them: the page's
     punchline, computed before anything slow."""
     settings: CpuVsGpuSettings
@@ -241,7 +241,7 @@ def _live_cpu_bits(values, cpu: Device, threads: int) -> list[tuple[str, int]]:
     return [(f"CPU, {t} thread{'s' if t > 1 else ''}", live_sum_bits(values, cpu, t)) for t in sorted({1, threads})]
 
 
-def thread_split(settings: CpuVsGpuSettings, cpu: Device, threads: int) -> ThreadSplit:
+def thread_sums(settings: CpuVsGpuSettings, cpu: Device, threads: int) -> ThreadSums:
     """Only the two live CPU sums (1 and ``threads`` threads): two torch.sum calls on the shared vector."""
     fmt = settings.fmt
     values = vector_for(settings.spec).values
@@ -249,7 +249,7 @@ def thread_split(settings: CpuVsGpuSettings, cpu: Device, threads: int) -> Threa
     # each sum with the digits that identify it in its format (the shortest that round-trip): a claim of
     # "N ULP apart" is then true of the numbers shown beside it, which fewer digits would not be
     shown = [shortest_repr(value_of_bits(b, fmt), fmt) for _, b in raw]
-    return ThreadSplit(settings, threads, tuple((w, b, text) for (w, b), text in zip(raw, shown, strict=True)))
+    return ThreadSums(settings, threads, tuple((w, b, text) for (w, b), text in zip(raw, shown, strict=True)))
 
 
 def reduction_stages(n: int, dtype, threads: int, sm_count: int = H100_SMS) -> ReductionStages:

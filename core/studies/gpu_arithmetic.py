@@ -22,6 +22,7 @@ import torch
 
 from core.arith.exact import as_numpy, exact_dot_fraction, exact_sum_fraction
 from core.arith.formats import (
+    ARITHMETIC,
     FORMATS,
     Exact,
     FloatFormat,
@@ -47,8 +48,8 @@ from core.arith.vectors import (
     round_array,
 )
 from core.kernels.dot import (
+    DOT_MODELS,
     MAX_K,
-    MODELS,
     TENSOR_CORE_INPUTS,
     DotModel,
     DotValue,
@@ -62,6 +63,7 @@ from core.kernels.dot import (
     rounding_counts,
     run_model,
 )
+from core.kernels.dot_fp8 import promoted_bound
 from core.kernels.reprosum import reproducible_sum
 from core.machines.globalstate import cuda_tf32, current_settings
 
@@ -118,6 +120,13 @@ def make_pair(spec: DotSpec) -> DotPair:
         x, y, notes = ill_conditioned_dot(spec.k, spec.condition, spec.seed, spec.storage)
         source = f"{DOT_GENERATORS[spec.kind]}; K = {spec.k:,}, seed {spec.seed}, target condition " \
                  f"{spec.condition:.3g}, {spec.storage}"
+    elif not FORMATS[spec.storage].arithmetic:  # FP8: scaled per tensor, as FP8 training recipes do
+        both = generate(VectorSpec(kind=spec.kind, n=2 * spec.k, seed=spec.seed, storage="float64"))
+        (x, ex), (y, ey) = (_scaled(v, FORMATS[spec.storage]) for v in (both.values[: spec.k], both.values[spec.k :]))
+        notes = both.notes
+        source = (f"{DOT_GENERATORS[spec.kind]}; K = {spec.k:,}, seed {spec.seed}, float64 times 2^{ex} (x) and "
+                  f"2^{ey} (y), rounded to {spec.storage}: per-tensor scales, powers of two so that the largest "
+                  f"value is at most {float(FORMATS[spec.storage].max_finite):g}")
     else:
         both = generate(VectorSpec(kind=spec.kind, n=2 * spec.k, seed=spec.seed, storage=spec.storage))
         x, y, notes = both.values[: spec.k], both.values[spec.k :], both.notes
@@ -125,6 +134,14 @@ def make_pair(spec: DotSpec) -> DotPair:
     for v in (x, y):
         v.setflags(write=False)
     return DotPair(x=x, y=y, storage=spec.storage, source=source, notes=tuple(notes))
+
+
+def _scaled(v: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarray, int]:
+    """v times 2^e rounded to fmt, and e: the largest e that keeps max |v| 2^e within fmt's largest value. A
+    power of two scales exactly: only the rounding to fmt changes the values."""
+    amax = float(np.max(np.abs(v))) if v.size else 0.0
+    e = math.floor(math.log2(float(fmt.max_finite) / amax)) if amax > 0 and math.isfinite(amax) else 0
+    return round_array(np.ldexp(v, e), fmt.name), e
 
 
 def condition_number(x: np.ndarray, y: np.ndarray) -> float:
@@ -164,6 +181,8 @@ def torch_results(pair: DotPair, device: str = "cpu", rows: int = 64) -> list[Li
     big = torch.cat([tx[None], _tensor(_companions(pair, rows).reshape(-1)).reshape(rows - 1, pair.k).to(device)])
     where = (f"live: torch {torch.__version__} on this CPU, {current_settings()[0]} threads" if device == "cpu"
              else f"live: torch {torch.__version__} on {torch.cuda.get_device_name(device)}")
+    if not format_of(tx.dtype).arithmetic:  # FP8: torch has no dot, only the scaled matrix product
+        return _scaled_mm_results(tx, ty, big, rows, where)
     return [
         LiveResult(key="torch_dot", name="torch.dot(x, y)", result=_value_of(torch.dot(tx, ty)), provenance=where),
         LiveResult(
@@ -178,6 +197,25 @@ def torch_results(pair: DotPair, device: str = "cpu", rows: int = 64) -> list[Li
             result=_value_of(torch.mm(big, ty[:, None])[0, 0]),
             provenance=f"{where}; ({rows} × K) @ (K × 1), row 0 (rows 1–{rows - 1}: seeded normals)",
         ),
+    ]
+
+
+def _scaled_mm_results(tx: torch.Tensor, ty: torch.Tensor, big: torch.Tensor, rows: int, where: str
+                       ) -> list[LiveResult]:
+    """FP8 inputs through torch._scaled_mm, the FP8 matrix product FP8 training uses, with scales of 1 and a
+    float32 result (torch's private API: the one FP8 product it has)."""
+    one = torch.tensor(1.0, device=tx.device)
+    column = ty[:, None].t().contiguous().t()  # the second operand column-major, as the kernel requires
+
+    def mm(a: torch.Tensor) -> torch.Tensor:
+        return torch._scaled_mm(a, column, scale_a=one, scale_b=one, out_dtype=torch.float32)
+
+    return [
+        LiveResult(key="torch_mm1", name="torch._scaled_mm, M = 1 row", result=_value_of(mm(tx[None])[0, 0]),
+                   provenance=f"{where}; (1 × K) @ (K × 1), scales 1, float32 out"),
+        LiveResult(key="torch_mm64", name=f"torch._scaled_mm, M = {rows} rows", result=_value_of(mm(big)[0, 0]),
+                   provenance=f"{where}; ({rows} × K) @ (K × 1), row 0 (rows 1–{rows - 1}: seeded normals), "
+                              "scales 1, float32 out"),
     ]
 
 
@@ -244,6 +282,8 @@ def model_bound(model: DotModel, pair: DotPair, accumulate: str, tile: int, slic
                 sum_abs: Fraction) -> Fraction | None:
     fmt = accumulation_of(model, accumulate)
     depth, roundings = rounding_counts(model, pair.k, tile, slices)
+    if model.structure == "promoted":
+        return promoted_bound(pair.k, sum_abs, model.limited_bits, model.promote_every)
     if model.inputs == "stored":
         return dot_bound(depth, roundings, sum_abs, fmt)
     a, b = model_inputs(model, pair.x, pair.y, tf32_mode)
@@ -273,7 +313,9 @@ def run_lab(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: int =
     kappa = condition_number(pair.x, pair.y)
     rows = []
     for key in models:
-        model = MODELS[key]
+        model = DOT_MODELS[key]
+        if model.inputs == "fp8" and FORMATS[pair.storage].arithmetic:
+            continue  # the FP8 tensor-core models are shown for FP8 inputs only
         name = model_name(model, tile, slices, tf32_mode)
         fmt = accumulation_of(model, accumulate)
         prov = f"model, computed exactly here; accumulates in {fmt.name}"
@@ -315,7 +357,8 @@ class DotLabSettings:
 
     spec: DotSpec = DotSpec()
     accumulate: str = "float32"
-    models: tuple[str, ...] = ("separate", "fma", "tf32", "fp16", "bf16", "tiles", "split_k")
+    models: tuple[str, ...] = ("separate", "fma", "tf32", "fp16", "bf16", "tiles", "split_k", "fp8_limited",
+                               "fp8_promoted")
     tile: int = 8
     slices: int = 4
     tf32_mode: str = "rna"
@@ -327,7 +370,7 @@ class DotLabSettings:
         return error_curves(pair, self.accumulate, self.models, self.tile, self.slices, self.tf32_mode, live)
 
     def model_name(self, key: str) -> str:
-        return model_name(MODELS[key], self.tile, self.slices, self.tf32_mode)
+        return model_name(DOT_MODELS[key], self.tile, self.slices, self.tf32_mode)
 
 
 def correctly_rounded(lab: DotLab) -> Exact:
@@ -391,7 +434,7 @@ def error_curves(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: 
         exacts[k], prev = running, k
     out = []
     for key in models:
-        model = MODELS[key]
+        model = DOT_MODELS[key]
         name = model_name(model, tile, slices, tf32_mode)
         try:
             if model.structure == "sequential":
@@ -408,19 +451,25 @@ def error_curves(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: 
         ]
     if live:
         for k in ks:
-            v = _value_of(torch.dot(_tensor(pair.x[:k]), _tensor(pair.y[:k])))
-            out.append(
-                CurvePoint(
-                    name="torch.dot(x, y)", origin=ORIGIN_LIVE, k=k, ulps=error_in_ulps(v.value, exacts[k], v.fmt)
-                )
-            )
+            name, v = _live_dot(_tensor(pair.x[:k]), _tensor(pair.y[:k]))
+            out.append(CurvePoint(name=name, origin=ORIGIN_LIVE, k=k, ulps=error_in_ulps(v.value, exacts[k], v.fmt)))
     return out
+
+
+def _live_dot(tx: torch.Tensor, ty: torch.Tensor) -> tuple[str, DotValue]:
+    """torch's own dot product of two vectors: torch.dot, or for FP8 (which has none) torch._scaled_mm."""
+    if format_of(tx.dtype).arithmetic:
+        return "torch.dot(x, y)", _value_of(torch.dot(tx, ty))
+    one = torch.tensor(1.0)
+    product = torch._scaled_mm(tx[None], ty[:, None].t().contiguous().t(), scale_a=one, scale_b=one,
+                               out_dtype=torch.float32)
+    return "torch._scaled_mm, M = 1 row", _value_of(product[0, 0])
 
 
 # --------------------------------------------------------------------------- atomics
 
 MAX_ATOMIC_WORK = 20_000_000  # values x simulated runs
-ATOMIC_FORMATS = ("float32", "float64", "float16", "bfloat16")
+ATOMIC_FORMATS = tuple(ARITHMETIC)  # atomics add in the stored format: one that has an addition
 
 
 @dataclass(frozen=True, kw_only=True)

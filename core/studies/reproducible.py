@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from core.arith.formats import BFLOAT16, FORMATS, bits_of, hex_bits
+from core.arith.formats import ARITHMETIC, FORMATS, bits_of, get_format, hex_bits
 from core.arith.metrics import gamma, input_rounding_error
 from core.arith.vectors import VectorSpec
 from core.crowd.bytecache import RESULTS, vector_for
@@ -39,8 +39,11 @@ from core.diagnose.rounding import REDUCED_FORMATS, accumulation_format
 from core.diagnose.tolerances import (
     GUARANTEE_FROM,
     GUARANTEE_KIND,
+    TWO_DIGITS,
     TYPICAL_ASSUMES,
     TYPICAL_KIND,
+    format_two_digits,
+    nice_up,
     no_tolerance,
     ratio_text,
 )
@@ -63,32 +66,21 @@ from core.studies.reproducible_rules import CITED, Answer, Choice, Setting, answ
 
 # ------------------------------------------------------------------------------- tolerance
 
-TOLERANCE_DTYPES = ("float16", "bfloat16", "float32", "float64", "tf32")
+TOLERANCE_DTYPES = (*ARITHMETIC, "tf32")  # the formats torch computes in, and TF32's inputs
 TOLERANCE_OPS = ("sum", "matmul")
 MAX_THREADS = 64  # the CPU thread counts a tolerance for a library's sum covers
-_NUMPY_DTYPES = {"float16": np.float16, "bfloat16": BFLOAT16.numpy_dtype, "float32": np.float32,
-                 "float64": np.float64}
 
 
 def reduction_depth(length: int, dtype: str) -> int:
     """The most roundings on one term's path through a library's sum of ``length`` values of ``dtype``: the
     largest of NumPy's pairwise sum, torch's CPU cascade (1 to 64 threads) and torch's CUDA reduction (the
     model's launch on 132 SMs), each from its model in core.kernels; at most length - 1."""
-    dt = _NUMPY_DTYPES[dtype]
+    dt = get_format(dtype).numpy_dtype
     threads = [2**i for i in range(MAX_THREADS.bit_length())]
     depths = [tree_depth_numpy(length)] + [cascade_depth(length, dt, threads=t) for t in threads]
     if length * np.dtype(dt).itemsize < 2**31:  # the model's 32-bit indexing
         depths.append(cuda_tree_depth(length, dtype=dt))
     return max(1, min(max(depths), length - 1))
-
-
-def _ceil_2_digits(x: float) -> float:
-    """x rounded up to two significant digits (0 stays 0)."""
-    if not x > 0:
-        return 0.0
-    e = math.floor(math.log10(x)) - 1
-    v = float(f"{math.ceil(x / 10.0**e)}e{e}")
-    return v if v >= x else float(f"{math.ceil(x / 10.0**e) + 1}e{e}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,11 +107,11 @@ class Tolerance:
 
     @property
     def line(self) -> str:
-        return f"rtol={self.rtol:.1e} atol={self.atol:.1e}"
+        return f"rtol={format_two_digits(self.rtol)} atol={format_two_digits(self.atol)}"
 
     @property
     def guarantee_line(self) -> str:
-        return f"rtol={self.guarantee_rtol:.1e} atol={self.guarantee_atol:.1e}"
+        return f"rtol={format_two_digits(self.guarantee_rtol)} atol={format_two_digits(self.guarantee_atol)}"
 
     @property
     def ratio(self) -> float:
@@ -200,8 +192,8 @@ def suggest_tolerance(dtype: str, length: int, scale: float = 1.0, accumulate: s
     if g_rtol0 <= rtol0 and g_atol0 <= atol0:  # the envelope is capped by the bound (very short sums)
         rtol0, atol0 = g_rtol0, g_atol0
     return Tolerance(dtype=dtype, length=length, scale=scale, accumulate=acc_name, op=op, depth=depth,
-                     rtol=_ceil_2_digits(rtol0), atol=_ceil_2_digits(atol0), rtol0=rtol0, atol0=atol0,
-                     guarantee_rtol=_ceil_2_digits(g_rtol0), guarantee_atol=_ceil_2_digits(g_atol0),
+                     rtol=nice_up(rtol0, TWO_DIGITS), atol=nice_up(atol0, TWO_DIGITS), rtol0=rtol0, atol0=atol0,
+                     guarantee_rtol=nice_up(g_rtol0, TWO_DIGITS), guarantee_atol=nice_up(g_atol0, TWO_DIGITS),
                      guarantee_rtol0=g_rtol0, guarantee_atol0=g_atol0)
 
 
@@ -351,8 +343,7 @@ class ReproPage:
     def snippet(self) -> str:
         if self.tolerance is None:
             return self.answer.snippet()
-        rtol, atol = (v.split("=")[1] for v in self.tolerance.line.split())
-        return self.answer.snippet(rtol, atol)
+        return self.answer.snippet(format_two_digits(self.tolerance.rtol), format_two_digits(self.tolerance.atol))
 
 
 def reproducible_page(s: ReproSettings, batch_kernels: tuple[Linear, Linear] | None = None) -> ReproPage:

@@ -15,7 +15,7 @@ from core.crowd.bytecache import RESULTS
 from core.kernels.reprosum import reproducible_sum
 from core.machines.globalstate import deterministic_algorithms, torch_threads
 from core.machines.timing import interleaved_times, median_and_quartiles
-from core.studies.mitigations import float64_peaks
+from core.studies.peak_rates import float64_peaks
 from core.studies.reproducible_rules import CITED, CitedCost
 
 COST_TTL_S = 1800  # live costs are measured again after this long (the cache keeps each for its period)
@@ -146,7 +146,7 @@ class CostLine:
 
 
 def peak_costs() -> tuple[CitedCost, ...]:
-    """Costs read from the one cited table of vendor peak rates (core.studies.mitigations.float64_peaks):
+    """Costs read from the one cited table of vendor peak rates (core.studies.peak_rates.float64_peaks):
     float64 against float32 as training runs it (tensor cores, TF32 or bfloat16) or plainly, and float32
     matmuls without TF32 against TF32 tensor cores, each at peak."""
     out = []

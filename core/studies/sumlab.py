@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 
 from core.arith.exact import exact_sum_fraction, to_mpf
-from core.arith.formats import FORMATS, Exact, FloatFormat, error_in_ulps, round_to_format
+from core.arith.formats import FORMATS, Exact, FloatFormat, error_in_ulps, round_to_format, working_format
 from core.arith.metrics import ErrorReport, a_priori_bound, evaluate, exact_value, gamma, kappa, measure
 from core.arith.metrics import relative_error as relative_error  # pages/non_associativity.py imports it from here
 from core.arith.vectors import Vector, VectorSpec, generate
@@ -35,10 +35,6 @@ from core.machines.progress import OnProgress, report
 
 WORKING_CHOICES = ("same", "float32", "float64")
 MAX_PERMUTATIONS = 1000
-
-
-def resolve_working(storage: str, working: str) -> str:
-    return storage if working == "same" else working
 
 
 @dataclass(frozen=True)
@@ -141,7 +137,7 @@ def run_orders(values: np.ndarray, storage: str, working: str, orders: tuple[str
     ``on_progress`` is told of each order before it runs (the orders done so far, its name in ``what``); it
     may raise to stop the computation.
     """
-    working = resolve_working(storage, working)
+    working = working_format(storage, working)
     fmt = FORMATS[working]
     exact = exact_sum_fraction(values)
     abs_sum = exact_sum_fraction(np.abs(values))
@@ -268,10 +264,6 @@ def running_error(values: np.ndarray, working: str, points: int = 200) -> Runnin
 Source = VectorSpec | Vector
 
 
-def source_storage(source: Source) -> str:
-    return source.storage
-
-
 def source_key(source: Source) -> Hashable:
     if isinstance(source, VectorSpec):
         return source
@@ -292,7 +284,7 @@ class LabRequest:
 
     @property
     def working(self) -> str:
-        return resolve_working(self.source.storage, self.working_choice)
+        return working_format(self.source.storage, self.working_choice)
 
     @property
     def generator(self) -> str | None:

@@ -1,7 +1,9 @@
 """Op-by-op traces of a model run, and where two traces part.
 
 record (the dispatch mode that keeps, for every op of every namespace, its module path, shapes, digests of
-its input and output bits, an L1 norm, a sample of its output bits and its reduction length K), bits
+its input and output bits, an L1 norm, a sample of its output bits and its reduction length K), oprecord
+(what is kept of one op: its record and each output's fields), modulepath (where in the model an op runs:
+its module path, or a scope's label outside every module), bits
 (what is kept of one tensor's bits: its digest, sampled values and L1 norm, a complex value's parts, a
 quantized tensor's levels and grid; which memory holds no data yet), arguments (an op's tensors, those it
 writes, and the text of the rest: opaque objects such as packed weights by their content, never an address),

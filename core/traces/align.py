@@ -20,7 +20,7 @@ import difflib
 from dataclasses import dataclass
 
 from core.traces.judge import packet
-from core.traces.record import OpRecord
+from core.traces.oprecord import OpRecord
 
 PASSES = ("exact", "fuzzy", "by shape")
 MAX_GAP_CELLS = 4_000_000  # a differing stretch longer than about 2,000 x 2,000 ops stays unmatched (listed)

@@ -27,14 +27,14 @@ import numpy as np
 import torch
 import xxhash
 
-from core.arith.formats import bit_view, byte_view, format_of, hex_digits, to_numpy
+from core.arith.formats import FORMATS, bit_view, byte_view, format_of, hex_digits, to_numpy
 
 SAMPLE = 32  # output values kept per op, as hex bits
 # what digest() computes (earlier files: "blake2b-64" in version 1, then "sha256-64"); traces of two cannot be compared
 DIGEST = "xxh3-64"
-DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
-               torch.bfloat16: "bfloat16"}
+DTYPE_NAMES = {f.torch_dtype: name for name, f in FORMATS.items()}  # every stored format, FP8 included
 _FORMATS = {dt: format_of(dt) for dt in DTYPE_NAMES}  # looked up per sampled output
+_VIA_ML_DTYPES = frozenset(dt for dt, f in _FORMATS.items() if not f.native_numpy)  # torch hands NumPy none of these
 # a complex format's parts: each value is sampled as the bits of its real part, then its imaginary part
 COMPONENTS = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
 _PARTS = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
@@ -70,14 +70,15 @@ def flat_values(t: torch.Tensor) -> torch.Tensor:
 
 def values_of(flat: torch.Tensor) -> np.ndarray:
     """A flat tensor's memory as a NumPy array (shared, no copy): its own values, bfloat16 through
-    core.arith.formats.to_numpy (torch hands NumPy no bfloat16 array). The digest, the samples and the
+    core.arith.formats.to_numpy (torch hands NumPy no bfloat16 or FP8 array). The digest, the samples and the
     L1 norm all read this one array."""
-    return to_numpy(flat) if flat.dtype == torch.bfloat16 else flat.numpy()
+    return to_numpy(flat) if flat.dtype in _VIA_ML_DTYPES else flat.numpy()
 
 
-# dtypes whose memory NumPy reads as it is (``Tensor.numpy``): their followed rows are cut and flattened in NumPy
-_NUMPY_DTYPES = frozenset({torch.float16, torch.float32, torch.float64, torch.bool, torch.uint8, torch.int8,
-                           torch.int16, torch.int32, torch.int64})
+# torch dtypes whose memory NumPy reads as it is (``Tensor.numpy``): their followed rows are cut and flattened in
+# NumPy; ml_dtypes' formats (bfloat16, FP8) go through core.arith.formats.to_numpy
+_NUMPY_READABLE = frozenset({f.torch_dtype for f in FORMATS.values() if f.native_numpy}
+                            | {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
 
 
 def rows_values(t: torch.Tensor, share: int | None, row: int) -> tuple[tuple[int, ...], np.ndarray] | None:
@@ -87,7 +88,7 @@ def rows_values(t: torch.Tensor, share: int | None, row: int) -> tuple[tuple[int
     (another device or layout, bfloat16, complex, lazy negation: ``flat_values`` handles those). A trace reads two
     or three tensors per op, and NumPy's slice and ravel cost a fraction of torch's narrow, reshape and the checks
     ``flat_values`` makes."""
-    if t.dtype not in _NUMPY_DTYPES or not t.is_cpu or t.layout != torch.strided or t.is_neg():
+    if t.dtype not in _NUMPY_READABLE or not t.is_cpu or t.layout != torch.strided or t.is_neg():
         return None
     a = (t.detach() if t.requires_grad else t).numpy()
     if share is not None:

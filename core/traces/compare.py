@@ -59,7 +59,7 @@ from core.traces.judge import (
     judge,
     packet,
 )
-from core.traces.record import OpRecord
+from core.traces.oprecord import OpRecord
 
 # the one-line answer's whole grammar (the module docstring's six forms)
 LINE = re.compile(r"first difference: (?:op (?P<index>\d+) of (?P<n>\d+)(?: \(only in (?P<side>[AB])\))?, "

@@ -17,15 +17,13 @@ import jsonschema
 
 from core.arith.formats import FORMATS
 from core.traces.bits import COMPONENTS
+from core.traces.oprecord import OPTIONAL_FIELDS, OUTPUT_FIELDS, OpRecord
 from core.traces.record import (
     MAX_ARG_TEXT,
     MAX_INPUTS,
     MAX_OPS,
     MAX_OUTPUTS,
-    OPTIONAL_FIELDS,
-    OUTPUT_FIELDS,
     SAMPLE,
-    OpRecord,
 )
 from core.traces.reductions import TermsKind
 

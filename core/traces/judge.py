@@ -79,8 +79,8 @@ from core.diagnose.envelopes import (
 from core.diagnose.rounding import accumulation_format, narrower
 from core.traces.arguments import NOT_COMPARABLE as OPAQUE
 from core.traces.bits import COMPONENTS
+from core.traces.oprecord import OpRecord
 from core.traces.oprules import DYNAMIC_QUANTIZERS
-from core.traces.record import OpRecord
 from core.traces.reductions import TermsKind
 
 ELEMENTWISE_ULPS = 4.0
@@ -140,7 +140,6 @@ def discrete_kind(op: str, dtype: str) -> str | None:
     if dtype.startswith(("qint", "quint")):
         return "quantization levels"
     return "indices" if name in CHOICE_OPS else "integers"
-
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -331,6 +330,56 @@ def _envelope(a: OpRecord, b: OpRecord, kind: OpClass, fmt, acc, m: np.ndarray, 
     return _Envelope(typical=typical, bound=bound, env=env, rigorous=rigorous, basis=basis, total=total)
 
 
+def _discrete_size(a: OpRecord, b: OpRecord, inherited: bool) -> Size:
+    """The difference between two discrete outputs (indices, a mask, integers): equal or not, no rounding."""
+    diff = sum(x != y for x, y in zip(a.sample_hex, b.sample_hex, strict=True))
+    exact = a.out_digest == b.out_digest
+    what = discrete_kind(a.op, a.out_dtype) or "integers"
+    basis = (f"{what}, from inputs that already differed: a choice follows its input, so this is the input's "
+             "difference passed on" if inherited else
+             f"{what}: integers have no rounding, so the same inputs should give the same {what}")
+    return Size(differing=diff, sampled=len(a.sample_index), max_ulps=None, worst_abs=float(diff), vs_typical=None,
+                vs_bound=None, vs_envelope=0.0 if exact else math.inf, l1_gap=None, l1_bound=None, within=exact,
+                basis=basis, rigorous=True, carried=inherited and not exact)
+
+
+def _gaps(a: OpRecord, b: OpRecord, modulus: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(|a - b|, the larger magnitude of the two) at each sampled element: inf for NaN against a number, 0
+    for two NaNs; ``modulus``: the samples are a complex value's parts, whose magnitude is the modulus."""
+    va, vb = _values(a), _values(b)
+    with np.errstate(invalid="ignore", over="ignore"):
+        same = (va == vb) | (np.isnan(va) & np.isnan(vb))
+        d = np.where(same, 0.0, np.abs(va - vb))
+        d = np.where(np.isnan(d), np.inf, d)  # NaN against a number, or inf - inf of opposite signs
+        m = np.maximum(np.abs(np.nan_to_num(va, posinf=0, neginf=0)), np.abs(np.nan_to_num(vb, posinf=0, neginf=0)))
+    if modulus:
+        m = np.repeat(np.hypot(m[0::2], m[1::2]), 2)  # a complex value's parts round at the scale of its modulus
+    return d, m
+
+
+def _carried(ulp: np.ndarray) -> _Envelope:
+    """The envelope of an input's difference that an op with no rounding of its own carries: a few ULPs."""
+    return _Envelope(typical=ulp, bound=ELEMENTWISE_ULPS * ulp, env=ELEMENTWISE_ULPS * ulp, rigorous=True,
+                     basis=(f"a difference carried from its inputs (this op rounds correctly and adds none; up to "
+                            f"{ELEMENTWISE_ULPS:.0f} ULPs reads as rounding-sized)"), total=None)
+
+
+def _l1_gap(a: OpRecord, b: OpRecord, total: float | None) -> tuple[float | None, float | None]:
+    """(|L1(a) - L1(b)|, its bound: ``total`` plus the float64 norms' own rounding, numel 2^-53 of each) or None."""
+    l1_gap = abs(a.l1 - b.l1) if a.l1 is not None and b.l1 is not None else None
+    if total is None or l1_gap is None:
+        return l1_gap, None
+    return l1_gap, total + (math.prod(a.out_shape) if a.out_shape else 1) * 2.0 ** -52 * max(a.l1, b.l1)
+
+
+def _at_worst(d: np.ndarray, i: int | None, ref) -> float | None:
+    """The difference at element ``i`` over ``ref`` there (an array, a number, or None: no such size)."""
+    if ref is None or i is None:
+        return None
+    ref_v = float(np.asarray(ref)[i]) if np.ndim(ref) else float(ref)
+    return float(d[i] / ref_v) if ref_v > 0 else (math.inf if d[i] > 0 else 0.0)
+
+
 def size_of(a: OpRecord, b: OpRecord, inherited: bool = False, modulus: bool = False) -> Size | None:
     """The difference between two outputs of the same shape and dtype, against ``a``'s envelope.
     ``inherited``: an input already differed. An op with no rounding freedom (+, a copy) then carries its
@@ -346,67 +395,32 @@ def size_of(a: OpRecord, b: OpRecord, inherited: bool = False, modulus: bool = F
         return None
     if a.out_dtype in COMPONENTS:  # judged by its parts' rounding, at the scale of the element's modulus
         return size_of(parts(a), parts(b), inherited, modulus=True)
+    if a.out_dtype not in FORMATS:
+        return _discrete_size(a, b, inherited)
     n = len(a.sample_index)
-    is_float = a.out_dtype in FORMATS
-    # two formats (an autocast run against a plain one): judged in the coarser one
-    out_dtype = narrower(a.out_dtype, b.out_dtype) if is_float else a.out_dtype
-    if not is_float:
-        diff = sum(x != y for x, y in zip(a.sample_hex, b.sample_hex, strict=True))
-        exact = a.out_digest == b.out_digest
-        what = discrete_kind(a.op, a.out_dtype) or "integers"
-        basis = (f"{what}, from inputs that already differed: a choice follows its input, so this is the input's "
-                 "difference passed on" if inherited else
-                 f"{what}: integers have no rounding, so the same inputs should give the same {what}")
-        return Size(differing=diff, sampled=n, max_ulps=None, worst_abs=float(diff), vs_typical=None, vs_bound=None,
-                    vs_envelope=0.0 if exact else math.inf, l1_gap=None, l1_bound=None, within=exact,
-                    basis=basis, rigorous=True, carried=inherited and not exact)
+    out_dtype = narrower(a.out_dtype, b.out_dtype)  # two formats (autocast against plain): the coarser one judges
     fmt = FORMATS[out_dtype]
-    va, vb = _values(a), _values(b)
-    with np.errstate(invalid="ignore", over="ignore"):
-        same = (va == vb) | (np.isnan(va) & np.isnan(vb))
-        d = np.where(same, 0.0, np.abs(va - vb))
-        d = np.where(np.isnan(d), np.inf, d)  # NaN against a number, or inf - inf of opposite signs
-        m = np.maximum(np.abs(np.nan_to_num(va, posinf=0, neginf=0)), np.abs(np.nan_to_num(vb, posinf=0, neginf=0)))
-    if modulus:
-        m = np.repeat(np.hypot(m[0::2], m[1::2]), 2)  # a complex value's parts round at the scale of its modulus
+    d, m = _gaps(a, b, modulus)
     ulp = ulp_array(m, fmt)
     differing = int(np.sum([x != y for x, y in zip(a.sample_hex, b.sample_hex, strict=True)]))
     kind = op_class(a)
-    e = _envelope(a, b, kind, fmt, FORMATS[accumulation_format(out_dtype)], m, ulp)
-    typical, bound, env, rigorous, basis, total = e.typical, e.bound, e.env, e.rigorous, e.basis, e.total
-    carried = inherited and kind == OpClass.EXACT
-    if carried:  # no rounding of its own: the input's difference, at a rounding-sized few ULPs or more
-        typical, bound, env = ulp, ELEMENTWISE_ULPS * ulp, ELEMENTWISE_ULPS * ulp
-        total, rigorous = None, True
-        basis = (f"a difference carried from its inputs (this op rounds correctly and adds none; up to "
-                 f"{ELEMENTWISE_ULPS:.0f} ULPs reads as rounding-sized)")
-    r_env = ratio_to(d, env)
-    worst_i = int(np.argmax(r_env)) if n else 0
-    worst = float(r_env[worst_i]) if n else 0.0
-
-    def ratio(ref) -> float | None:
-        if ref is None or not n:
-            return None
-        ref_v = float(np.asarray(ref)[worst_i]) if np.ndim(ref) else float(ref)
-        return float(d[worst_i] / ref_v) if ref_v > 0 else (math.inf if d[worst_i] > 0 else 0.0)
-
-    l1_gap = abs(a.l1 - b.l1) if a.l1 is not None and b.l1 is not None else None
-    l1_bound = None
-    if total is not None and l1_gap is not None:
-        # the two float64 norms carry their own rounding: at most numel 2^-53 of each
-        l1_bound = total + (math.prod(a.out_shape) if a.out_shape else 1) * 2.0 ** -52 * max(a.l1, b.l1)
-    within = bool(np.all(d <= env)) and (l1_bound is None or l1_gap is None or l1_gap <= l1_bound)
+    carried = inherited and kind == OpClass.EXACT  # no rounding of its own: the input's difference
+    e = _carried(ulp) if carried else _envelope(a, b, kind, fmt, FORMATS[accumulation_format(out_dtype)], m, ulp)
+    r_env = ratio_to(d, e.env)
+    worst_i = int(np.argmax(r_env)) if n else None
+    l1_gap, l1_bound = _l1_gap(a, b, e.total)
+    within = bool(np.all(d <= e.env)) and (l1_bound is None or l1_gap is None or l1_gap <= l1_bound)
+    basis = e.basis
     if kind == OpClass.EXACT and a.out_digest != b.out_digest and not carried:
         # the same numbers in other encodings (a NaN's payload, -0 against +0) are not a rounding difference
         # either; only where the sample shows other bits with equal values is that the explanation
-        recoded = n > 0 and differing > 0 and bool(np.all(d == 0)) and l1_gap in (0.0, None)
-        within = recoded
-        if recoded:
+        within = n > 0 and differing > 0 and bool(np.all(d == 0)) and l1_gap in (0.0, None)
+        if within:
             basis = "a correctly rounded op: the same values, other encodings (NaN payloads or signed zeros)"
-    ulps = in_ulps(d, m, fmt)
-    return Size(differing=differing, sampled=n, max_ulps=float(np.max(ulps)) if n else 0.0,
-                worst_abs=float(np.max(d)) if n else 0.0, vs_typical=ratio(typical), vs_bound=ratio(bound),
-                vs_envelope=worst, l1_gap=l1_gap, l1_bound=l1_bound, within=within, basis=basis, rigorous=rigorous,
+    return Size(differing=differing, sampled=n, max_ulps=float(np.max(in_ulps(d, m, fmt))) if n else 0.0,
+                worst_abs=float(np.max(d)) if n else 0.0, vs_typical=_at_worst(d, worst_i, e.typical),
+                vs_bound=_at_worst(d, worst_i, e.bound), vs_envelope=float(r_env[worst_i]) if n else 0.0,
+                l1_gap=l1_gap, l1_bound=l1_bound, within=within, basis=basis, rigorous=e.rigorous,
                 carried=carried or (inherited and not within))
 
 

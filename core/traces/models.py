@@ -1,6 +1,6 @@
 """What a trace runs: the bundled models, a user's own ``make`` function, and the run settings.
 
-Bundled models (``MODELS``, one ``Bundled`` entry each: its builder, the formats it runs in, whether
+Bundled models (``TRACE_MODELS``, one ``Bundled`` entry each: its builder, the formats it runs in, whether
 ``--batch`` applies, whether the trace follows request 0's rows), written as ``nn.Module`` trees so
 every op has a module path:
 
@@ -50,21 +50,23 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from core.arith.formats import ARITHMETIC
 from core.machines.globalstate import torch_threads
 from core.serving import corpus
 from core.serving.kernels import DEFAULT
 from core.serving.model import ModelConfig, TinyLM, encode, load_params
-from core.traces.record import scope, tensors_of
+from core.traces.modulepath import scope
+from core.traces.record import tensors_of
 from core.training import optim
 from core.training.mlp import MLPModule, TrainSettings, batch_schedule, init_params, spirals
 
-DTYPES = ("float32", "float64", "bfloat16", "float16", "autocast-bfloat16")
+# the formats torch computes in (a model cannot run in a storage-only format), and bfloat16 autocast
+DTYPES = (*ARITHMETIC, "autocast-bfloat16")
 MAX_BATCH = 64
 MAX_THREADS = 256
 LM_TOKENS = 24
 LM_PROMPT = "the baker painted a blue"  # request 0 (24 characters)
-_TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
-                 "float16": torch.float16, "autocast-bfloat16": torch.float32}
+_TORCH_DTYPES = {**{name: f.torch_dtype for name, f in ARITHMETIC.items()}, "autocast-bfloat16": torch.float32}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,9 +86,9 @@ class RunSettings:
     batch_arg: str | None = None
 
     def validate(self) -> None:
-        bundled = MODELS.get(self.model)
+        bundled = TRACE_MODELS.get(self.model)
         if bundled is None and ":" not in self.model:
-            raise ValueError(f"unknown model {self.model!r}: one of {', '.join(MODELS)}, or path/to/file.py:make")
+            raise ValueError(f"unknown model {self.model!r}: one of {', '.join(TRACE_MODELS)}, or path/to/file.py:make")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}")
         if bundled is not None and self.dtype not in bundled.dtypes:
@@ -102,7 +104,8 @@ class RunSettings:
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ValueError("this machine has no CUDA device")
         if self.follow_row is not None and (bundled is not None or not 0 <= self.follow_row < 2**31):
-            followers = "".join(f" ({m.name} already follows request 0)" for m in MODELS.values() if m.follows_row)
+            followers = "".join(f" ({m.name} already follows request 0)" for m in TRACE_MODELS.values()
+                                if m.follows_row)
             raise ValueError(f"--follow-row takes a row number from 0, for a --module{followers}")
         if self.perturb_op is not None and self.perturb_op < 1:
             raise ValueError("the perturbed op is counted from 1")
@@ -201,7 +204,7 @@ def tiny_lm_prefill(batch: int, tokens: int) -> tuple[nn.Module, tuple[torch.Ten
 
 @dataclass(frozen=True, kw_only=True)
 class Bundled:
-    """A bundled model: one entry of ``MODELS``. ``RunSettings.validate``, ``build``, core.traces.run and
+    """A bundled model: one entry of ``TRACE_MODELS``. ``RunSettings.validate``, ``build``, core.traces.run and
     ``python -m scripts.trace`` read the entry; adding a model is adding one entry."""
 
     key: str  # --model's value
@@ -213,7 +216,7 @@ class Bundled:
     follows_row: bool = False  # the trace follows request 0's rows, so its batches align op for op
 
 
-MODELS: dict[str, Bundled] = {
+TRACE_MODELS: dict[str, Bundled] = {
     m.key: m
     for m in [
         Bundled(
@@ -238,7 +241,7 @@ MODELS: dict[str, Bundled] = {
 
 def batched_models() -> tuple[str, ...]:
     """The bundled models that take ``--batch``."""
-    return tuple(k for k, m in MODELS.items() if m.fixed_batch is None)
+    return tuple(k for k, m in TRACE_MODELS.items() if m.fixed_batch is None)
 
 
 def or_list(items) -> str:
@@ -383,7 +386,7 @@ def build(s: RunSettings, backward: bool = False):
     """(root module or None, input tensors, the function to trace) for these settings."""
     s.validate()
     check_format(s)
-    bundled = MODELS.get(s.model)
+    bundled = TRACE_MODELS.get(s.model)
     return bundled.build(s) if bundled is not None else user_model(s.model, s, backward)
 
 

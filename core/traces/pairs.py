@@ -34,7 +34,9 @@ PLANTED_OP = 1
 
 
 @dataclass(frozen=True, kw_only=True)
-class Pair:
+class TracePair:
+    """A bundled pair of runs to trace and compare: A's and B's settings, their names, and what B changes."""
+
     key: str
     label: str
     a: RunSettings
@@ -44,10 +46,10 @@ class Pair:
     note: str
 
 
-PAIRS: dict[str, Pair] = {
+PAIRS: dict[str, TracePair] = {
     p.key: p
     for p in [
-        Pair(
+        TracePair(
             key="lm-batch",
             label="Language model: one request alone vs in a batch of 8",
             a=RunSettings(model="tiny-lm"),
@@ -57,7 +59,7 @@ PAIRS: dict[str, Pair] = {
             note="One decode step of the Serving page's model. B's request shares every matrix product with 7 others; "
             "the trace follows its own rows.",
         ),
-        Pair(
+        TracePair(
             key="mlp-threads",
             label="Training step: all threads vs one thread",
             a=RunSettings(model="mlp-step"),
@@ -67,7 +69,7 @@ PAIRS: dict[str, Pair] = {
             note="One training step (forward, loss, backward, SGD) of the Training divergence MLP, with this server's "
             "thread count and with one.",
         ),
-        Pair(
+        TracePair(
             key="mlp-bf16",
             label="Training step: float32 vs bfloat16 autocast",
             a=RunSettings(model="mlp-step"),
@@ -77,7 +79,7 @@ PAIRS: dict[str, Pair] = {
             note="The same step with B's forward pass under torch.autocast(bfloat16): autocast adds casts that A has "
             "not, so the runs part at B's first cast, a format change rather than a rounding difference.",
         ),
-        Pair(
+        TracePair(
             key="mlp-planted",
             label="Training step with a planted bug in one op",
             a=RunSettings(model="mlp-step"),
@@ -97,7 +99,7 @@ STATE_ORDER = (IDENTICAL, f"{BORN}, {WITHIN_ROUNDING}", f"{BORN}, {BEYOND_ROUNDI
 
 @dataclass(frozen=True, kw_only=True)
 class PairResult:
-    pair: Pair
+    pair: TracePair
     trace_a: dict
     trace_b: dict
     comparison: Comparison

@@ -18,18 +18,10 @@ dispatched op and, with ``DebugMode.log_tensor_hashes``, a hash of each tensor, 
   the case of a fused kernel on one device and a decomposition on the other (core.traces.align).
 
 So ``TraceMode`` is a ``TorchDispatchMode`` (DebugMode's mechanism) with a module tracker
-(core.traces.oprules.OrderedTracker, torch's ModuleTracker with entry order) for module paths.
+(core.traces.oprules.OrderedTracker, torch's ModuleTracker with entry order) for module paths (core.traces.modulepath).
 tests/core/traces/test_record.py checks that it sees DebugMode's compute ops, in order, on the MLP step.
 
-What is kept per op (``OpRecord``): the op's name, the module path (the deepest module it ran in,
-the root named ``model``; ``backward`` marks the backward pass), input and output shapes and dtypes,
-digests of every input tensor's bits taken before the op runs (in-place ops change their input)
-and, for each output, a digest of its bits, its L1 norm in float64, ``SAMPLE`` values as the hex
-of their bits at fixed flat positions and, for reductions, K and the terms of the sampled elements
-(core.traces.reductions); the non-tensor arguments are kept as bounded text, an opaque one (a quantized
-layer's packed weights) by its content, never its address (core.traces.arguments). An op with several
-outputs (a layer norm's backward: the input's, the weight's and the bias's gradients) keeps each
-one's fields in ``outputs``, so each is judged against its own envelope. Views, ``detach`` and
+What is kept per op is an ``OpRecord`` (core.traces.oprecord says what it holds). Views, ``detach`` and
 ``clone`` compute nothing and are not recorded. Every namespace's ops are recorded (``quantized::``, a library's
 custom ops) but the profiler's range markers, which a note names (core.traces.oprules.SKIPPED_NAMESPACES); an
 error the run raises comes out as ``OpFailed``, which names its module and the op that raised it.
@@ -50,10 +42,9 @@ whose rows are no longer the batch's or whose batch is not first (core.traces.op
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -86,6 +77,8 @@ from core.traces.bits import (
 from core.traces.bits import _combined as _combined
 from core.traces.bits import digest as digest
 from core.traces.bits import sample_positions as sample_positions
+from core.traces.modulepath import ModulePath
+from core.traces.oprecord import NO_OUTPUT, OpRecord
 
 MAX_OPS = 20_000  # ops recorded per trace; a run with more is refused, not truncated
 MAX_INPUTS = 64  # input tensors recorded one by one (a longer list's rest is one digest)
@@ -93,18 +86,47 @@ MAX_OUTPUTS = 8  # outputs of one op recorded one by one (more are only digested
 # clone copies the same bits: torch's batched products clone strided operands at some batch sizes and not
 # at others, and a trace should not part two runs over a copy
 _SKIP = {"detach", "clone", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided", "new_empty",
-         "new_empty_strided", "empty_permuted",
-         "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
+         "new_empty_strided", "empty_permuted", "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
 # ops that allocate without writing: their output's bytes are the allocator's leftovers until an op writes them
 _EMPTY = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
-# id of an op overload -> (name, not recorded, written arguments, scratch returns, batch reading, its text, the op,
-# whether it can have terms)
-_FUNCS: dict = {}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _OpFacts:
+    """What the recorder needs to know of one op overload, worked out at its first call and kept for good."""
+
+    func: object  # the overload itself
+    name: str  # the name the rules know it by (oprules.op_name)
+    text: str  # the op as a trace names it (aten.mm.default)
+    skip: bool  # not recorded: a view, an op that computes nothing, or one of a namespace not recorded
+    unrecorded: bool  # of a namespace not recorded (oprules.SKIPPED_NAMESPACES): counted instead
+    writes: tuple[tuple[int, str], ...]  # the arguments it writes in place (position, name)
+    scratch: frozenset[int]  # the places of its returns that are scratch (a kernel's workspace)
+    dim_arg: object  # how it names the dimension it reads across (oprules.dim_argument), or None
+    may_have_terms: bool  # a reduction whose terms core.traces.reductions can make
+    reads_whole: bool  # reads its whole input across the batch's rows (oprules.reads_whole)
+
+
+_FUNCS: dict[int, _OpFacts] = {}  # id of an op overload -> its facts
+
+
+def _op_facts(func) -> _OpFacts:
+    """``func``'s facts, made at its first call (kept by id, as an OpOverload hashes in Python; checked by identity)."""
+    known = _FUNCS.get(id(func))
+    if known is not None and known.func is func:
+        return known
+    name = oprules.op_name(func)
+    unrecorded = getattr(func, "namespace", "aten") in oprules.SKIPPED_NAMESPACES
+    known = _FUNCS[id(func)] = _OpFacts(
+        func=func, name=name, text=str(func), skip=getattr(func, "is_view", False) or name in _SKIP or unrecorded,
+        unrecorded=unrecorded, writes=written_arguments(func), scratch=oprules.scratch_returns(func),
+        dim_arg=oprules.dim_argument(func, name), may_have_terms=reductions.may_have_terms(name),
+        reads_whole=oprules.reads_whole(name))
+    return known
 
 
 # module hooks are process-global: two traces at once would see each other's modules (one at a time)
 TRACE_LOCK = threading.RLock()
-_local = threading.local()
 
 
 class TooManyOps(RuntimeError):
@@ -121,91 +143,26 @@ class OpFailed(RuntimeError):
         self.error, self.op, self.module = error, op, module
 
 
-@contextlib.contextmanager
-def scope(label: str):
-    """Ops run inside get ``label`` as their module path when no module is active (the optimizer).
-    Per thread."""
-    stack = _local.__dict__.setdefault("scope", [])
-    stack.append(label)
-    try:
-        yield
-    finally:
-        stack.pop()
-
-
-def _current_scope() -> str | None:
-    stack = _local.__dict__.get("scope")
-    return stack[-1] if stack else None
-
-
-@dataclass(frozen=True, kw_only=True)
-class OpRecord:
-    index: int  # 1-based position in the trace
-    op: str  # e.g. aten.mm.default
-    module: str  # e.g. model.layers.0.attn; "model" outside any submodule
-    backward: bool
-    in_shapes: list[list[int]]
-    in_dtypes: list[str]
-    in_digests: list[str]
-    args: str  # the non-tensor arguments, as bounded text
-    out_shape: list[int]
-    full_shape: list[int]  # before following one request (equal to out_shape otherwise)
-    out_dtype: str
-    out_digest: str
-    l1: float | None
-    sample_index: list[int]
-    sample_hex: list[str]
-    k: int | None
-    terms_kind: str | None
-    sum_abs: list[float] | None
-    scale: list[float] | None
-    total_abs: float | None
-    # an op with several outputs: each one's OUTPUT_FIELDS, the first included (the fields above are the
-    # first output's, with out_digest over all of them); empty for one output, and in version 1 files
-    outputs: list[dict] = field(default_factory=list)
-    # following one row: the op reads across the batch's rows (a sum over it, a sort of all its tokens)
-    mixes_rows: bool = False
-    # following one row: an output keeps the batch in a dimension other than the first (a transposed [T, B, d])
-    not_batch_first: bool = False
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @staticmethod
-    def from_dict(d: dict) -> OpRecord:
-        return OpRecord(**{k: d[k] for k in OpRecord.__dataclass_fields__ if k not in OPTIONAL_FIELDS},
-                        outputs=list(d.get("outputs") or []), mixes_rows=bool(d.get("mixes_rows", False)),
-                        not_batch_first=bool(d.get("not_batch_first", False)))
-
-    @classmethod
-    def _of(cls, fields: dict) -> OpRecord:
-        """The record of every field in ``fields`` (all of them, by name), made without the frozen ``__init__``'s
-        one ``object.__setattr__`` per field: a trace makes one per op (10 microseconds against 1 here)."""
-        rec = object.__new__(cls)
-        rec.__dict__.update(fields)
-        return rec
-
-    def output_records(self) -> list[OpRecord]:
-        """One record per output, each with that output's fields (just ``self`` for a one-output op)."""
-        if not self.outputs:
-            return [self]
-        return [replace(self, outputs=[], **{k: o[k] for k in OUTPUT_FIELDS}) for o in self.outputs]
-
-
-OPTIONAL_FIELDS = ("outputs", "mixes_rows", "not_batch_first")  # absent from older files
-OUTPUT_FIELDS = ("out_shape", "full_shape", "out_dtype", "out_digest", "l1", "sample_index", "sample_hex", "k",
-                 "terms_kind", "sum_abs", "scale", "total_abs")
-# the output fields of an op that returns no tensor
-NO_OUTPUT = {"out_shape": [], "full_shape": [], "out_dtype": "none", "out_digest": "", "l1": None, "sample_index": [],
-             "sample_hex": [], "k": None, "terms_kind": None, "sum_abs": None, "scale": None, "total_abs": None}
-
-
 def _version(t: torch.Tensor) -> int | None:
     """The tensor's version counter; None for an inference-mode tensor, which has none (not cached)."""
     try:
         return t._version
     except RuntimeError:
         return None
+
+
+def _outputs(out, name: str, args) -> tuple[list[torch.Tensor], list[int]]:
+    """The op's output tensors, and each one's place in its result (a gradient the mask left out is None, not a
+    tensor); an in-place op that returns nothing (``_foreach_*_``) has what it changed as its outputs."""
+    if isinstance(out, torch.Tensor):  # most ops: one output, at place 0
+        return [out], [0]
+    outs = tensors_of(out, [])
+    if not outs and name.endswith("_") and args:
+        outs = tensors_of(args[0], [])
+    places = [i for i, o in enumerate(out) if isinstance(o, torch.Tensor)] \
+        if isinstance(out, tuple) and len(outs) == sum(isinstance(o, torch.Tensor) for o in out) \
+        else list(range(len(outs)))
+    return outs, places
 
 
 class TraceMode(TorchDispatchMode):
@@ -227,7 +184,7 @@ class TraceMode(TorchDispatchMode):
                  perturb: tuple[int, float] | None = None, max_ops: int = MAX_OPS, follow_row: int = 0) -> None:
         super().__init__()
         self.tracker = tracker
-        self.root_name = root_name
+        self._paths = ModulePath(tracker, root_name)
         self.follow = max(1, int(follow_batch))
         self.row = int(follow_row)
         if not 0 <= self.row < self.follow:
@@ -252,7 +209,6 @@ class TraceMode(TorchDispatchMode):
         self.not_batch_first: list[OpRecord] = []  # ops with an output whose batch is not its first dimension
         self._counter = 0
         self._bw = False  # whether the op being recorded runs in the backward pass (asked once per op)
-        self._where: tuple = (None, "")  # (the tracker's count of changes, scope), the module path then
         self._samples: list = []  # float samples whose text is written when the mode exits (write_samples)
 
     @classmethod
@@ -270,28 +226,6 @@ class TraceMode(TorchDispatchMode):
         for t in tensors:
             if isinstance(t, torch.Tensor):
                 self._derived[t] = True
-
-    def _module(self) -> str:
-        """The module path of the op being recorded, kept while the running modules and the scope are the same
-        (most ops run where the one before them ran)."""
-        changes = getattr(self.tracker, "changes", None)
-        key = (changes, _current_scope())
-        if changes is not None and self._where[0] == key:
-            return self._where[1]
-        where = self._deepest()
-        self._where = (key, where)
-        return where
-
-    def _deepest(self) -> str:
-        parents = [p for p in list(self.tracker.parents) if p != "Global"]
-        if not parents:
-            return _current_scope() or "model"
-        # the deepest; among modules of one depth (siblings in the backward pass), the one entered last, whose
-        # backward is running now; the name breaks a tie no entry order can make
-        entered = getattr(self.tracker, "entered", {})
-        deepest = max(parents, key=lambda p: (p.count("."), entered.get(p, 0), p))
-        head, _, rest = deepest.partition(".")
-        return "model" + ("." + rest if rest else "") if head == self.root_name else deepest
 
     def _share(self, t: torch.Tensor) -> int | None:  # rows of t that are the followed row's (None: not cut)
         if self.follow > 1 and not self._bw and self._derived.get(t, False) and t.dim() \
@@ -319,10 +253,7 @@ class TraceMode(TorchDispatchMode):
             return scratch_digest(t)
         if self._uninit.tracked and self._uninit.holds_no_data(t):
             return UNINITIALISED
-        try:
-            version = t._version
-        except RuntimeError:  # an inference-mode tensor has none (not cached)
-            version = None
+        version = _version(t)
         written = after and self._written and self._is_written(t)  # its cached digest is of the bits before the op
         if version is not None and not written:
             e = self._digests._d.get(id(t))  # (TensorMap.get, inline: a trace asks this for every input)
@@ -346,56 +277,76 @@ class TraceMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        # by id: an OpOverload hashes in Python; each is kept by its packet for good (and checked by identity)
-        known = _FUNCS.get(id(func))
-        if known is None or known[6] is not func:
-            name = oprules.op_name(func)
-            unrecorded = getattr(func, "namespace", "aten") in oprules.SKIPPED_NAMESPACES
-            skip = getattr(func, "is_view", False) or name in _SKIP or unrecorded
-            known = _FUNCS[id(func)] = (name, skip, written_arguments(func), oprules.scratch_returns(func),
-                                        oprules.dim_argument(func, name), str(func), func,
-                                        reductions.may_have_terms(name), unrecorded, oprules.reads_whole(name))
-        name, skip, writes, scratch, dim_arg, text = known[:6]
+        f = _op_facts(func)
         # an out= tensor is written, not read: it is not an input
         tensors_in = flat_tensors(args)
         if kwargs:
             tensors_of([v for k, v in kwargs.items() if k != "out"], tensors_in)
-        derived = False
         get = self._derived.get
-        for a in tensors_in:
-            if get(a, False):
-                derived = True
-                break
-        if skip:
-            if known[8]:
-                self.skipped[text] = self.skipped.get(text, 0) + 1
-            try:
-                out = func(*args, **kwargs)
-            except Exception as e:
-                self.failure = (e, text, self._module())
-                raise
-            if name in _EMPTY:
-                self._uninit.allocated(tensors_of(out, []))
-            elif self._uninit.tracked:
-                self._uninit.after_view(tensors_in, tensors_of(out, []))
-            made = self.follow > 1 and name in oprules.BROADCASTS and oprules.batch_made(out, tensors_in, self.follow)
-            if derived or made:
-                for o in tensors_of(out, []):
-                    self._derived[o] = True
-                if self.follow > 1 and derived and name not in oprules.SHAPE_ONLY:
-                    got = [self._mixed.get(a) for a in tensors_in] if len(self._mixed) else []
-                    taint = "rows" if "rows" in got else "layout" if "layout" in got or (
-                        name in oprules.REORDERING_VIEWS and oprules.moves_first_dim(out)) else None
-                    if taint:
-                        for o in tensors_of(out, []):
-                            self._mixed[o] = taint
-            return out
+        derived = any(get(a, False) for a in tensors_in)
+        if f.skip:
+            return self._pass_through(f, args, kwargs, tensors_in, derived)
         self._bw = bw = self.tracker.is_bw
         shares = [self._share(a) for a in tensors_in] if self.follow > 1 else [None] * len(tensors_in)
         reads = self.follow > 1 and derived and not bw and (
-            dim_arg is not None or self._mixed._d or known[9] or name in oprules.GATHERS)
-        taint, mixes = oprules.taint(self._mixed, name, dim_arg, args, kwargs, tensors_in, shares, self.row,
-                                     known[9]) if reads else (None, False)
+            f.dim_arg is not None or self._mixed._d or f.reads_whole or f.name in oprules.GATHERS)
+        taint, mixes = oprules.taint(self._mixed, f.name, f.dim_arg, args, kwargs, tensors_in, shares, self.row,
+                                     f.reads_whole) if reads else (None, False)
+        head = self._inputs(tensors_in, shares)  # taken before the op runs: it may write its inputs
+        out = self._run(f, args, kwargs)
+        outs, places = _outputs(out, f.name, args)
+        derived, taint = self._mark_outputs(f.name, out, outs, tensors_in, derived, taint)
+        self._counter += 1
+        if self._counter > self.max_ops:
+            raise TooManyOps(f"the run dispatched more than {self.max_ops:,} ops (the cap of one trace)")
+        if self.perturb is not None and self.perturb[0] == self._counter:
+            self._perturb(outs, f.text)
+        written = tensors_of([args[i] if i < len(args) else kwargs.get(n) for i, n in f.writes], []) if f.writes else []
+        self._written = frozenset(map(id, written)) if written else frozenset()
+        if self._uninit.tracked:
+            self._uninit.after_op(f.name, tensors_in, outs, written)
+        try:
+            self.ops.append(self._record(f, args, kwargs, tensors_in, head, outs, places, taint, mixes, derived))
+        finally:
+            self._written = frozenset()
+        return out
+
+    def _run(self, f: _OpFacts, args, kwargs):
+        """The op's result; an error it raises is kept in ``failure`` with the op and its module."""
+        try:
+            return f.func(*args, **kwargs)
+        except Exception as e:
+            self.failure = (e, f.text, self._paths.current())
+            raise
+
+    def _pass_through(self, f: _OpFacts, args, kwargs, tensors_in, derived: bool):
+        """Run an op that is not recorded (a view, an allocation, a namespace not recorded): what it returns is
+        followed as its inputs are (derived from the run's inputs or not, its rows mixed or not, holding data or
+        not); one of a namespace not recorded is counted in ``skipped``."""
+        if f.unrecorded:
+            self.skipped[f.text] = self.skipped.get(f.text, 0) + 1
+        out = self._run(f, args, kwargs)
+        name = f.name
+        if name in _EMPTY:
+            self._uninit.allocated(tensors_of(out, []))
+        elif self._uninit.tracked:
+            self._uninit.after_view(tensors_in, tensors_of(out, []))
+        made = self.follow > 1 and name in oprules.BROADCASTS and oprules.batch_made(out, tensors_in, self.follow)
+        if derived or made:
+            for o in tensors_of(out, []):
+                self._derived[o] = True
+            if self.follow > 1 and derived and name not in oprules.SHAPE_ONLY:
+                got = [self._mixed.get(a) for a in tensors_in] if len(self._mixed) else []
+                taint = "rows" if "rows" in got else "layout" if "layout" in got or (
+                    name in oprules.REORDERING_VIEWS and oprules.moves_first_dim(out)) else None
+                if taint:
+                    for o in tensors_of(out, []):
+                        self._mixed[o] = taint
+        return out
+
+    def _inputs(self, tensors_in: list[torch.Tensor], shares: list[int | None]) -> dict:
+        """The record's input fields (``in_shapes``, ``in_dtypes``, ``in_digests``) of the followed rows; past
+        ``MAX_INPUTS`` tensors (a cat of hundreds) the rest is one digest (equal iff all are)."""
         in_digests, in_shapes, in_dtypes = [], [], []
         for a, c in zip(tensors_in, shares, strict=True):
             in_digests.append(self._digest(a, share=c))
@@ -404,28 +355,17 @@ class TraceMode(TorchDispatchMode):
                 shape[0] = c
             in_shapes.append(shape)
             in_dtypes.append(dtype_name(a.dtype))
-        if len(tensors_in) > MAX_INPUTS:  # a cat of hundreds: the rest as one digest (equal iff all are)
+        if len(tensors_in) > MAX_INPUTS:
             rest = _combined(in_digests[MAX_INPUTS - 1:])
             in_digests = [*in_digests[:MAX_INPUTS - 1], rest]
             in_shapes = [*in_shapes[:MAX_INPUTS - 1], [len(tensors_in) - MAX_INPUTS + 1]]
             in_dtypes = [*in_dtypes[:MAX_INPUTS - 1], "the rest"]
-        # the record's input fields, taken before the op runs (it may write its inputs); _record adds the rest
-        head = {"in_shapes": in_shapes, "in_dtypes": in_dtypes, "in_digests": in_digests}
-        try:
-            out = func(*args, **kwargs)
-        except Exception as e:
-            self.failure = (e, text, self._module())
-            raise
-        if isinstance(out, torch.Tensor):  # most ops: one output, at place 0
-            outs, places = [out], [0]
-        else:
-            outs = tensors_of(out, [])
-            if not outs and name.endswith("_") and args:
-                outs = tensors_of(args[0], [])  # in-place ops that return nothing (_foreach_*_): what they changed
-            # each output's place in the op's result (a gradient the mask left out is None, not a tensor)
-            places = [i for i, o in enumerate(out) if isinstance(o, torch.Tensor)] \
-                if isinstance(out, tuple) and len(outs) == sum(isinstance(o, torch.Tensor) for o in out) \
-                else list(range(len(outs)))
+        return {"in_shapes": in_shapes, "in_dtypes": in_dtypes, "in_digests": in_digests}
+
+    def _mark_outputs(self, name: str, out, outs: list[torch.Tensor], tensors_in: list[torch.Tensor],
+                      derived: bool, taint: str | None) -> tuple[bool, str | None]:
+        """Mark the outputs as derived from the run's inputs where they are (and as ``taint`` says their rows
+        mix); (derived, taint), which a batch made from no data sets."""
         if self.follow > 1 and not derived and (name in oprules.BROADCASTS or not tensors_in):
             if oprules.batch_made(out, tensors_in if name in oprules.BROADCASTS else [], self.follow):
                 derived = True  # a batch made from no data (positions repeated over the batch)
@@ -437,28 +377,18 @@ class TraceMode(TorchDispatchMode):
             if taint:
                 for o in outs:
                     self._mixed[o] = taint
-        self._counter += 1
-        if self._counter > self.max_ops:
-            raise TooManyOps(f"the run dispatched more than {self.max_ops:,} ops (the cap of one trace)")
-        if self.perturb is not None and self.perturb[0] == self._counter:
-            self.perturb_seen = text
-            target = next((o for o in outs if (o.is_floating_point() or o.is_complex()) and o.numel()), None)
-            if target is not None:
-                with torch.no_grad():
-                    target.mul_(1.0 + self.perturb[1])
-                self.perturbed = text
-        written = tensors_of([args[i] if i < len(args) else kwargs.get(n) for i, n in writes], []) if writes else []
-        self._written = frozenset(map(id, written)) if written else frozenset()
-        if self._uninit.tracked:
-            self._uninit.after_op(name, tensors_in, outs, written)
-        try:
-            self.ops.append(self._record(func, name, args, kwargs, tensors_in, head, outs, places, scratch, taint,
-                                         mixes, derived))
-        finally:
-            self._written = frozenset()
-        return out
+        return derived, taint
 
-    def _output(self, func, name, args, kwargs, tensors_in, out: torch.Tensor, which: int,
+    def _perturb(self, outs: list[torch.Tensor], text: str) -> None:
+        """Multiply the first floating output of the op at the perturbed index by (1 + size), in place."""
+        self.perturb_seen = text
+        target = next((o for o in outs if (o.is_floating_point() or o.is_complex()) and o.numel()), None)
+        if target is not None:
+            with torch.no_grad():
+                target.mul_(1.0 + self.perturb[1])
+            self.perturbed = text
+
+    def _output(self, f: _OpFacts, args, kwargs, tensors_in, out: torch.Tensor, which: int,
                 scratch: bool = False) -> dict:
         """One output's fields (``OUTPUT_FIELDS``): shape, dtype, digest, L1 norm, samples and terms (a scratch
         output, a kernel's workspace: its shape and dtype only, marked scratch)."""
@@ -483,11 +413,11 @@ class TraceMode(TorchDispatchMode):
             l1, sampled = l1_norm(flat, values), sample_hex(flat, idx, flat, values)
         # a cut output's sampled positions are its leading rows, the same flat indices in the whole output;
         # the total over all elements would be the whole output's, not the cut's: not made (no L1 check)
-        t = reductions.terms(func, args, kwargs, out, pos, which, total=share is None, name=name) \
-            if _FUNCS[id(func)][7] else None
+        t = reductions.terms(f.func, args, kwargs, out, pos, which, total=share is None, name=f.name) \
+            if f.may_have_terms else None
         d = digest_of(shape, out.dtype, values, quant_params(out) if flat is not None and out.is_quantized else b"")
         self._remember(out, d, after=True)
-        if t is None and which == 0 and name in reductions.FORMULA_OPS:
+        if t is None and which == 0 and f.name in reductions.FORMULA_OPS:
             t = reductions.input_scales(tensors_in, self._followed(out, share), idx, self._followed)
         return {"out_shape": list(shape), "full_shape": list(out.shape), "out_dtype": dtype_name(out.dtype),
                 "out_digest": d, "l1": l1, "sample_index": idx, "sample_hex": sampled,
@@ -496,21 +426,20 @@ class TraceMode(TorchDispatchMode):
                 "sum_abs": t.sum_abs if t else None, "scale": t.scale if t else None,
                 "total_abs": t.total_abs if t else None}
 
-    def _record(self, func, name, args, kwargs, tensors_in, head: dict, outs, places, scratch=frozenset(),
-                taint: str | None = None, across: bool | str = False, derived: bool = False) -> OpRecord:
+    def _record(self, f: _OpFacts, args, kwargs, tensors_in, head: dict, outs, places, taint: str | None = None,
+                across: bool | str = False, derived: bool = False) -> OpRecord:
         """The op's record. ``head``: its input fields (``in_shapes``, ``in_dtypes``, ``in_digests``), which
         this completes with the op's place in the run (one dict per op, as the record's keywords)."""
         head["index"] = self._counter
-        head["op"] = _FUNCS[id(func)][5]
-        head["module"] = self._module()
+        head["op"] = f.text
+        head["module"] = self._paths.current()
         head["backward"] = self._bw
         head["args"] = arg_text(args, kwargs, self._opaque)
         if not outs:
             return OpRecord._of({**head, **NO_OUTPUT, "outputs": [], "mixes_rows": False, "not_batch_first": False})
-        if len(outs) > 1:
-            scratch = scratch | oprules.workspaces(outs, places, tensors_in)
-        each = [self._output(func, name, args, kwargs, tensors_in, outs[0], places[0], places[0] in scratch)] \
-            if len(outs) == 1 else [self._output(func, name, args, kwargs, tensors_in, o, i, i in scratch)
+        scratch = f.scratch | oprules.workspaces(outs, places, tensors_in) if len(outs) > 1 else f.scratch
+        each = [self._output(f, args, kwargs, tensors_in, outs[0], places[0], places[0] in scratch)] \
+            if len(outs) == 1 else [self._output(f, args, kwargs, tensors_in, o, i, i in scratch)
                                     for o, i in zip(outs[:MAX_OUTPUTS], places[:MAX_OUTPUTS], strict=True)]
         first = each[0] if len(outs) == 1 and "scratch" not in each[0] else \
             {k: v for k, v in each[0].items() if k != "scratch"}
@@ -558,7 +487,7 @@ def run_traced(fn: Callable[[], object], root: torch.nn.Module | None, inputs=()
             except Exception as e:
                 if mode.failure is not None and mode.failure[0] is e:
                     raise OpFailed(e, mode.failure[1], mode.failure[2]) from e
-                raise OpFailed(e, None, mode._deepest()) from e
+                raise OpFailed(e, None, mode._paths.deepest()) from e
     if perturb is not None and mode.perturbed is None:
         if mode.perturb_seen is None:
             raise ValueError(f"cannot perturb op {perturb[0]}: the run has only {len(mode.ops)} ops")

@@ -14,7 +14,7 @@ import torch
 
 from core.machines.devices import Device, cpu_device, device_info
 from core.traces.files import FORMAT, VERSION
-from core.traces.models import MODELS, RunSettings, batch_of, build, dropout_note, threads_context
+from core.traces.models import TRACE_MODELS, RunSettings, batch_of, build, dropout_note, threads_context
 from core.traces.record import DIGEST, MAX_OPS, TRACE_LOCK, OpFailed, run_traced
 
 _INTERNAL = re.compile(r"\s*INTERNAL ASSERT FAILED at .*?please report a bug to PyTorch\.?\s*")
@@ -46,7 +46,7 @@ def make_trace(s: RunSettings, backward: bool = False, max_ops: int = MAX_OPS) -
     with TRACE_LOCK:
         root, inputs, fn = build(s, backward)
         # a module's batch is its first input's leading dimension; a bundled model's is its setting
-        bundled = MODELS.get(s.model)
+        bundled = TRACE_MODELS.get(s.model)
         named = getattr(fn, "batch", None)  # --batch-arg's
         batch = s.batch if bundled is not None else named or batch_of(inputs)
         if s.follow_row is not None and s.follow_row >= batch:

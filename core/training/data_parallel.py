@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from core.arith.formats import bits_of, differing_bits
+from core.arith.metrics import relative_gap
 from core.training import optim
 from core.training.mlp import PARAM_NAMES, TrainSettings, batch_schedule, forward, init_params, make_optimizer, spirals
 from core.training.pair import StepRecord, validate
@@ -102,7 +103,7 @@ def _record(step: int, loss_a: torch.Tensor, loss_b: torch.Tensor, logits_a: tor
     abs_diff = abs(la - lb)
     return StepRecord(
         step=step, loss_a=la, loss_b=lb, loss_a_bits=bits_of(loss_a.detach()), loss_b_bits=bits_of(loss_b.detach()),
-        abs_diff=abs_diff, rel_diff=abs_diff / abs(la) if la else (0.0 if la == lb else float("inf")),
+        abs_diff=abs_diff, rel_diff=relative_gap(la, lb),
         param_distance=float(torch.linalg.vector_norm(fa.double() - fb.double())),
         differing_bits=int(differing_bits(fa, fb)), total_bits=fa.numel() * 8 * fa.element_size(),
         acc_a=float((logits_a.argmax(1) == yb).double().mean()),

@@ -18,8 +18,9 @@ from core.arith.formats import format_of, in_ulps
 from core.kernels.torch_cpu_model import GRAIN_SIZE
 from core.machines.devices import available_devices
 from core.machines.globalstate import PROCESS_THREADS, torch_threads
+from core.training.differences import STAND_IN
 from core.training.mlp import TrainSettings, init_params
-from core.training.pair import STAND_IN, PairedRun, StepRecord
+from core.training.pair import PairedRun, StepRecord
 from core.training.seeds import DivergenceSummary, SeedStudy, distance_growth, summarize
 
 

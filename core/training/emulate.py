@@ -95,7 +95,7 @@ def emulate_run(ranks: int, model: str, steps: int, settings: TrainSettings = DP
     the default batches them (``shard_gradients``).
     """
     check_settings(settings, ranks, steps, MAX_EMULATED_STEPS)
-    if model not in collectives.MODELS:
+    if model not in collectives.COLLECTIVE_MODELS:
         raise ValueError(f"unknown collective model {model!r}")
     if per_shard not in ("batched", "loop"):
         raise ValueError("per_shard is 'batched' or 'loop'")

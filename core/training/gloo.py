@@ -336,62 +336,76 @@ def _supervise(world: int, mode: str, extra: dict, *, total: int, on_progress: O
         return out
 
 
+class _Watch:
+    """What following a run keeps besides ``out``: closed event streams, last progress, last memory reading."""
+
+    def __init__(self, group: _Group, out: dict, total: int, on_progress: OnProgress | None, started: float):
+        self.group, self.out, self.total, self.on_progress, self.started = group, out, total, on_progress, started
+        self.eof: set[int] = set()
+        self.last_progress, self.last_sample, self.rss_now = time.monotonic(), 0.0, 0
+
+    def report(self, phase: str, done: int, of: int) -> None:
+        if self.on_progress is not None:
+            self.on_progress(WorkerProgress(what=phase, done=done, total=of, pids=self.group.pids,
+                                            rss_bytes=self.rss_now))
+
+    def sample_memory(self) -> None:
+        """Read the workers' memory (at most every 0.1 s) into the peaks; stop a worker over the cap."""
+        now = time.monotonic()
+        if now - self.last_sample < 0.1:
+            return
+        self.last_sample = now
+        per_worker, pss = self.group.memory()
+        rss = sum(per_worker.values())
+        self.rss_now = rss or self.rss_now  # keep the last reading once the workers have exited
+        self.out["peak_rss"] = max(self.out["peak_rss"], rss)
+        if pss is not None:
+            self.out["peak_pss"] = max(self.out["peak_pss"] or 0, pss)
+        over = [r for r, b in per_worker.items() if b > WORKER_MEMORY_CAP]
+        if over:
+            raise DataParallelError(f"Worker {over[0]} used more than {WORKER_MEMORY_CAP / 2**20:,.0f} MB of "
+                                    "memory, so the run was stopped.", self.group.pids)
+
+    def take_events(self) -> None:
+        """The events that arrived (the first waited for ``POLL`` s): a stream closed (None), ready, step, done."""
+        out, world, arrived = self.out, self.group.world, []
+        with contextlib.suppress(queue.Empty):
+            arrived.append(self.group.events.get(timeout=POLL))
+            while True:
+                arrived.append(self.group.events.get_nowait())
+        for rank, ev in arrived:
+            if ev is None:
+                self.eof.add(rank)
+                continue
+            kind = ev.get("event")
+            if kind in ("ready", "step", "done"):
+                self.last_progress = time.monotonic()
+            if kind == "ready":
+                out["ready"][rank] = ev
+                if len(out["ready"]) == world:
+                    out["startup_s"] = time.monotonic() - self.started
+                self.report("starting", len(out["ready"]), world)
+            elif kind == "step":
+                out["records"].append(StepRecord(**ev["record"]))
+                out["digests"].append(str(ev.get("digest", "")))
+                if len(out["records"]) % 5 == 0 or len(out["records"]) == self.total:
+                    self.report("training", len(out["records"]), self.total)
+            elif kind == "done":
+                out["done"][rank] = ev
+
+
 def _follow(group: _Group, out: dict, *, total: int, on_progress: OnProgress | None, launch: Launch,
             started: float, deadline_s: float) -> None:
     """Read the workers' events into ``out`` until every worker is done, reporting progress and sampling
     memory; raise DataParallelError when a worker fails or uses too much memory, or a timeout passes."""
     world, startup_timeout, step_timeout = group.world, launch.startup_timeout, launch.step_timeout
-    eof: set[int] = set()
-    last_progress = time.monotonic()
-    last_sample = 0.0
-    rss_now = 0
-
-    def report(phase: str, done: int, of: int) -> None:
-        if on_progress is not None:
-            on_progress(WorkerProgress(what=phase, done=done, total=of, pids=group.pids, rss_bytes=rss_now))
-
-    report("starting", 0, world)
-    while len(out["done"]) < world or len(eof) < world:
-        now = time.monotonic()
-        if now - last_sample >= 0.1:
-            last_sample = now
-            per_worker, pss = group.memory()
-            rss = sum(per_worker.values())
-            rss_now = rss or rss_now  # keep the last reading once the workers have exited
-            out["peak_rss"] = max(out["peak_rss"], rss)
-            if pss is not None:
-                out["peak_pss"] = max(out["peak_pss"] or 0, pss)
-            over = [r for r, b in per_worker.items() if b > WORKER_MEMORY_CAP]
-            if over:
-                raise DataParallelError(f"Worker {over[0]} used more than {WORKER_MEMORY_CAP / 2**20:,.0f} MB of "
-                                        "memory, so the run was stopped.", group.pids)
-        batch = []
-        try:
-            batch.append(group.events.get(timeout=POLL))
-            while True:
-                batch.append(group.events.get_nowait())
-        except queue.Empty:
-            pass
-        for rank, ev in batch:
-            if ev is None:
-                eof.add(rank)
-            elif ev.get("event") == "ready":
-                out["ready"][rank] = ev
-                last_progress = time.monotonic()
-                if len(out["ready"]) == world:
-                    out["startup_s"] = time.monotonic() - started
-                report("starting", len(out["ready"]), world)
-            elif ev.get("event") == "step":
-                out["records"].append(StepRecord(**ev["record"]))
-                out["digests"].append(str(ev.get("digest", "")))
-                last_progress = time.monotonic()
-                if len(out["records"]) % 5 == 0 or len(out["records"]) == total:
-                    report("training", len(out["records"]), total)
-            elif ev.get("event") == "done":
-                out["done"][rank] = ev
-                last_progress = time.monotonic()
+    watch = _Watch(group, out, total, on_progress, started)
+    watch.report("starting", 0, world)
+    while len(out["done"]) < world or len(watch.eof) < world:
+        watch.sample_memory()
+        watch.take_events()
         failed = [(r, code) for r, code in ((r, p.poll()) for r, p in enumerate(group.procs))
-                  if code not in (None, 0) or (code == 0 and r not in out["done"] and r in eof)]
+                  if code not in (None, 0) or (code == 0 and r not in out["done"] and r in watch.eof)]
         if failed:
             raise DataParallelError(" ".join(
                 f"Worker {r} stopped (exit code {code}) before the run finished. {group.stderr_tail(r)}".strip()
@@ -401,12 +415,12 @@ def _follow(group: _Group, out: dict, *, total: int, on_progress: OnProgress | N
             raise DataParallelError(f"The workers did not all start within {startup_timeout:.0f} s "
                                     f"({len(out['ready'])} of {world} joined the group); the machine may be "
                                     "too busy.", group.pids)
-        if len(out["ready"]) == world and now - last_progress > step_timeout:
+        if len(out["ready"]) == world and now - watch.last_progress > step_timeout:
             raise DataParallelError(f"No worker made progress for {step_timeout:.0f} s, so the run was stopped.",
                                     group.pids)
         if now - started > deadline_s:
             raise DataParallelError(f"The run took longer than {deadline_s:.0f} s and was stopped.", group.pids)
-    report("finishing", total, total)
+    watch.report("finishing", total, total)
 
 
 def run_data_parallel(world_size: int, steps: int, settings: TrainSettings = DP_SETTINGS, *,

@@ -1,10 +1,9 @@
 """Train a tiny model twice and record, step by step, how the two runs drift apart.
 
 Runs A and B start from bit-identical weights and see bit-identical batches. B differs
-from A by exactly one chosen source: nothing (the control), the thread count, the order
-of a reduction (hidden units, input features or examples permuted, the weights permuted
-to match, so the network is mathematically the same function), the precision, a
-one-ULP nudge of one initial weight, or a real GPU when one is present.
+from A by exactly one chosen source (core.training.differences: the control, threads, a
+reduction's order, precision, a one-ULP nudge, a real GPU); each step's gap is measured as
+core.training.gap says.
 
 Everything random comes from local generators (numpy.random.Generator, torch.Generator);
 the only process-global setting ever changed, torch's thread count, is changed inside
@@ -15,16 +14,15 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
-from core.arith.formats import bit_view, differing_bits
-from core.machines.devices import available_devices
-from core.machines.globalstate import PROCESS_THREADS
 from core.machines.progress import OnProgress, report
+from core.training.differences import DIFFERENCES, BPlan
+from core.training.gap import Snapshot, StepRecord, Yardstick, measure
 from core.training.mlp import (
     DTYPES,
     FLUSH_EVERY,
@@ -40,150 +38,10 @@ from core.training.mlp import (
     train_step,
 )
 
-# --------------------------------------------------------------------------- records
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepRecord:
-    step: int  # 1-based: the update just applied
-    loss_a: float
-    loss_b: float
-    loss_a_bits: int
-    loss_b_bits: int
-    abs_diff: float
-    rel_diff: float
-    param_distance: float  # ||theta_A - theta_B|| (B mapped back to A's layout, in float64)
-    differing_bits: int  # across all parameters, B rounded to A's dtype and mapped back
-    total_bits: int
-    acc_a: float  # on this step's batch
-    acc_b: float
-
-
-
-
-
-
-# ------------------------------------------------------------------ what B changes
-
-
-@dataclass(kw_only=True)
-class BPlan:
-    """How B departs from A, as a difference source's ``apply`` sets it up (defaults: B == A)."""
-
-    params: dict[str, torch.Tensor]  # B's initial parameters, in A's layout (before any permutation)
-    dtype: torch.dtype
-    device: str = "cpu"
-    device_name: str = "CPU"
-    hidden_perms: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
-    feature_perm: np.ndarray | None = None
-    autocast_bf16: bool = False
-    threads_a: int | None = None  # None: leave torch's setting alone
-    threads_b: int | None = None
-    batch_perm: np.ndarray | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Difference:
-    """One difference source: ``apply(settings, rng, plan)`` changes B's plan (rng: local, seeded)."""
-
-    key: str
-    label: str
-    apply: Callable[[TrainSettings, np.random.Generator, BPlan], None]
-    plain: str = ""  # the difference as one plain English sentence, for the page's first screen
-    stand_in: bool = False  # a reordering that stands in for another device
-
-
-def _no_difference(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
-    pass
-
-
-def _permute_hidden(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
-    plan.hidden_perms = (rng.permutation(s.hidden), rng.permutation(s.hidden))
-
-
-def _permute_batch(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
-    plan.batch_perm = rng.permutation(s.batch)
-
-
-def _permute_features(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
-    plan.feature_perm = np.array([1, 0])
-
-
-def _threads(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
-    plan.threads_a, plan.threads_b = PROCESS_THREADS, 1
-
-
-def _float64(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
-    # B starts from A's float32 weights and sees A's float32 data, widened exactly, so
-    # the precision of the arithmetic is the only difference (not the rounding of the inputs)
-    plan.dtype = torch.float64
-    plan.params = {k: v.to(torch.float64) for k, v in plan.params.items()}
-
-
-def _bfloat16(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
-    plan.autocast_bf16 = True
-
-
-def _nudge(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
-    w = plan.params["w2"]
-    w[0, 0] = torch.nextafter(w[0, 0], torch.tensor(math.inf, dtype=w.dtype))
-
-
-def _device(s: TrainSettings, rng: np.random.Generator, plan: BPlan) -> None:
-    gpus = [d for d in available_devices() if d.kind != "cpu" and d.supports(plan.dtype)]
-    if not gpus:
-        raise ValueError("No GPU is visible to torch here, so B cannot run on one.")
-    plan.device, plan.device_name = gpus[0].torch_device, gpus[0].name
-
-
-DIFFERENCES: dict[str, Difference] = {
-    d.key: d
-    for d in [
-        Difference(key="none", label="Nothing (control): B repeats A exactly", apply=_no_difference,
-                   plain="Nothing: run B repeats run A exactly"),
-        Difference(
-            key="permute_hidden",
-            label="Reduction order: hidden units permuted (weights permuted to match)",
-            apply=_permute_hidden,
-            plain="Run B stores its hidden units in another order (weights permuted to match), so its sums add "
-                  "up in another order",
-            stand_in=True,
-        ),
-        Difference(
-            key="permute_batch",
-            label="Reduction order: examples shuffled inside each batch",
-            apply=_permute_batch,
-            plain="Run B adds up the examples of each batch in another order",
-            stand_in=True,
-        ),
-        Difference(
-            key="permute_features",
-            label="Reduction order: the two input features swapped",
-            apply=_permute_features,
-            plain="Run B has its two input features swapped (weights swapped to match)",
-            stand_in=True,
-        ),
-        Difference(key="threads", label="CPU threads: run B uses 1, run A all of them", apply=_threads,
-                   plain="Run B uses 1 CPU thread, run A all of them"),
-        Difference(key="float64", label="Precision: A in float32, B in float64", apply=_float64,
-                   plain="Run A computes in float32, run B in float64"),
-        Difference(key="bfloat16", label="Precision: B's forward pass under bfloat16 autocast", apply=_bfloat16,
-                   plain="Run B computes its forward pass in bfloat16 (autocast)"),
-        Difference(key="nudge", label="Butterfly: one initial weight of B moved by one ULP", apply=_nudge,
-                   plain="One initial weight of run B is moved by one ULP (its last bit)"),
-        Difference(key="device", label="A real GPU: B runs on the GPU, A on the CPU", apply=_device,
-                   plain="Run B runs on the GPU, run A on the CPU"),
-    ]
-}
-SOURCES: dict[str, str] = {k: d.label for k, d in DIFFERENCES.items()}
-PLAIN: dict[str, str] = {k: d.plain for k, d in DIFFERENCES.items()}
-STAND_IN = {k for k, d in DIFFERENCES.items() if d.stand_in}
-
-
 # -------------------------------------------------------------------------- the pair
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class Layout:
     """How B's parameters map back to A's: the permutations B applied (None: not permuted)."""
 
@@ -245,7 +103,7 @@ def make_pair(settings: TrainSettings) -> Pair:
     pa = {k: v.to(dt).clone().requires_grad_(True) for k, v in base.items()}
     plan = BPlan(params={k: v.to(dt).clone() for k, v in base.items()}, dtype=dt)
     DIFFERENCES[s.source].apply(s, np.random.default_rng(s.seed + 2), plan)
-    layout = Layout(plan.hidden_perms, plan.feature_perm)
+    layout = Layout(hidden=plan.hidden_perms, features=plan.feature_perm)
     pb = {k: v.to(plan.device).clone().requires_grad_(True) for k, v in layout.to_b(plan.params).items()}
     xa = torch.from_numpy(x64).to(dt)
     xb = xa.to(plan.dtype)
@@ -256,34 +114,6 @@ def make_pair(settings: TrainSettings) -> Pair:
     b = Run(params=pb, opt=make_optimizer(pb, s), x=xb.to(plan.device), y=yt.to(plan.device), device=plan.device,
              autocast_bf16=plan.autocast_bf16, threads=plan.threads_b, batch_perm=plan.batch_perm)
     return Pair(settings=s, a=a, b=b, x64=x64, y=y, schedule=schedule, layout=layout, b_device_name=plan.device_name)
-
-
-# ------------------------------------------------------------------------ measuring
-
-
-@dataclass(frozen=True, eq=False, kw_only=True)
-class Snapshot:
-    """What one step leaves for measuring: both runs' flat parameters (B in its own layout, on
-    the CPU), losses and logits. Taken in microseconds; measured later, many at once."""
-
-    step: int  # 1-based
-    params_a: torch.Tensor
-    params_b: torch.Tensor
-    loss_a: torch.Tensor
-    loss_b: torch.Tensor
-    logits_a: torch.Tensor
-    logits_b: torch.Tensor
-
-
-@dataclass(frozen=True, eq=False, kw_only=True)
-class Yardstick:
-    """What measuring needs besides the snapshots, fixed for a pair."""
-
-    to_a: torch.Tensor | None  # Layout.flat_index
-    total_bits: int
-    labels_a: torch.Tensor  # every step's batch labels, as A sees them
-    labels_b: torch.Tensor  # and as B sees them (reordered for permute_batch), on B's device
-    batch: int
 
 
 def _at_step_zero(run: Run, settings: TrainSettings) -> Run:
@@ -309,38 +139,6 @@ def yardstick(pair: Pair) -> Yardstick:
         labels_b=(labels[:, perm] if perm is not None else labels).to(b.device),
         batch=pair.settings.batch,
     )
-
-
-def measure(snapshots: Sequence[Snapshot], ys: Yardstick) -> list[StepRecord]:
-    """The records of consecutive snapshots, computed together: distances, differing bits,
-    accuracies, losses and their bit patterns. Pure: reads its arguments, changes nothing."""
-    if not snapshots:
-        return []
-    first = snapshots[0].step
-    fa = torch.stack([sn.params_a for sn in snapshots])
-    fb = torch.stack([sn.params_b for sn in snapshots])
-    if ys.to_a is not None:
-        fb = fb[:, ys.to_a]
-    fb_a = fb if fb.dtype == fa.dtype else fb.to(fa.dtype)
-    differing = differing_bits(fa, fb_a, axis=1).tolist()
-    dist = torch.linalg.vector_norm(fa.double() - fb.double(), dim=1).tolist()  # in float64
-    la, lb = torch.stack([sn.loss_a for sn in snapshots]), torch.stack([sn.loss_b for sn in snapshots])
-    losses_a, losses_b = la.tolist(), lb.tolist()
-    bits_a, bits_b = bit_view(la).tolist(), bit_view(lb).tolist()
-    steps = slice(first - 1, first - 1 + len(snapshots))
-    ca = (torch.stack([sn.logits_a for sn in snapshots]).argmax(2) == ys.labels_a[steps]).sum(1).tolist()
-    cb = (torch.stack([sn.logits_b for sn in snapshots]).argmax(2) == ys.labels_b[steps]).sum(1).cpu().tolist()
-    out = []
-    for i, sn in enumerate(snapshots):
-        a_, b_ = losses_a[i], losses_b[i]
-        abs_diff = abs(a_ - b_)
-        out.append(StepRecord(
-            step=sn.step, loss_a=a_, loss_b=b_, loss_a_bits=int(bits_a[i]), loss_b_bits=int(bits_b[i]),
-            abs_diff=abs_diff, rel_diff=abs_diff / abs(a_) if a_ else (0.0 if b_ == a_ else math.inf),
-            param_distance=dist[i], differing_bits=int(differing[i]), total_bits=ys.total_bits,
-            acc_a=ca[i] / ys.batch, acc_b=cb[i] / ys.batch,
-        ))
-    return out
 
 
 # ----------------------------------------------------------------------- the paired run

@@ -7,6 +7,7 @@ seed alone causes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -19,10 +20,22 @@ from core.training.pair import PairedRun, StepRecord
 # ------------------------------------------------------------------------ summaries
 
 
+# A pair's losses are "apart" once their relative gap (core.arith.metrics.relative_gap) exceeds 1%: some 80,000
+# float32 ULPs, so a pair that gets there has parted, not merely rounded differently.
+APART = 0.01
+
+
+def first_apart(gaps: Iterable[float], steps: Iterable[int] | None = None) -> int | None:
+    """The first step whose relative loss gap exceeds ``APART`` (``steps``: the steps of ``gaps``, by default
+    1, 2, ...); None where none does."""
+    by_step = enumerate(gaps, start=1) if steps is None else zip(steps, gaps, strict=True)
+    return next((s for s, g in by_step if g > APART), None)
+
+
 @dataclass(frozen=True, kw_only=True)
 class DivergenceSummary(FittedGrowth):
     first_difference: int | None  # first step at which anything (loss or a parameter bit) differs
-    first_rel_1pct: int | None  # first step with |loss A - loss B| / |loss A| > 1%
+    first_rel_1pct: int | None  # first step whose losses are more than APART (1%) apart, relative to loss A
     fit: GrowthFit | None = None  # ln||dtheta|| against step over the growth phase
 
 
@@ -34,7 +47,7 @@ def summarize(records: list[StepRecord], saturation: float = 0.1) -> DivergenceS
     exponentially); a least-squares line is fitted to ln||delta theta|| over it.
     """
     first = next((r.step for r in records if r.differing_bits or r.loss_a_bits != r.loss_b_bits), None)
-    rel = next((r.step for r in records if r.rel_diff > 0.01), None)
+    rel = first_apart([r.rel_diff for r in records], [r.step for r in records])
     fit = distance_growth([r.step for r in records], [r.param_distance for r in records], saturation)
     return DivergenceSummary(first_difference=first, first_rel_1pct=rel, fit=fit)
 

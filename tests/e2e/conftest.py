@@ -165,10 +165,10 @@ def assert_charts_rendered(page, minimum: int) -> None:
         assert box is not None and box["height"] > 50 and box["width"] > 100, (i, box)
 
 
-def choose(page, label: str, option: str) -> None:
-    """Pick an option of the select box whose label contains ``label``. A click that only focuses the box (as
-    one can after the page scrolled to it) is followed by another, as a person would, within RERUN."""
-    box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first
+def pick(page, key: str, option: str) -> None:
+    """Pick ``option`` (as the box shows it) in the select box made with ``key``. A click that only focuses the box
+    (as one can after the page scrolled to it) is followed by another, as a person would, within RERUN."""
+    box = page.locator(f'.st-key-{key} [data-testid="stSelectbox"]').first
     target = page.get_by_role("option", name=option, exact=True)
     deadline = time.monotonic() + RERUN / 1000
     while True:
@@ -196,8 +196,9 @@ _WATCH_RUNS = """() => {
 }"""
 
 
-def press(page, button, started: float = 15) -> None:
-    """Click ``button`` as a person would: once the page has settled, then wait for the run it starts.
+def press(page, button, started: float = 15, settle: bool = True) -> None:
+    """Click ``button`` as a person would: once the page has settled, then wait for the run it starts to end
+    (``settle=False``: only for it to start, for a run a test watches while it goes on, such as Play).
 
     On a loaded machine a click can land while the browser re-lays the page out and never reach the server
     (no run starts); a person would click again, and so does this, once. A click that started a run is never
@@ -207,11 +208,13 @@ def press(page, button, started: float = 15) -> None:
     button.click()
     if not until(lambda: page.evaluate("window.__fpRan"), bool, timeout=started):
         button.click()
-    wait_for_app(page)
+    if settle:
+        wait_for_app(page)
 
 
-def set_number(page, label: str, value: int) -> None:
-    box = page.get_by_label(label, exact=True)
+def fill_number(page, key: str, value: float) -> None:
+    """Type ``value`` into the number input made with ``key`` and press Enter, as a person would."""
+    box = page.locator(f".st-key-{key} input").first
     box.fill(str(value))
     box.press("Enter")
     wait_for_app(page)
@@ -326,10 +329,58 @@ def close_sidebar(page) -> None:
     page.wait_for_timeout(400)  # the slide-out animation
 
 
-def open_section(page, label: str) -> None:
-    """Unfold the collapsed section whose label contains ``label``, with a click on its summary as a person
+def keyed(page, key: str):
+    """What the widget or container made with ``key`` draws: Streamlit marks it with the CSS class st-key-<key>.
+    Tests find what they click or read by key, not by its words, so that a copy edit breaks no test."""
+    return page.locator(f".st-key-{key}")
+
+
+def button(page, key: str):
+    """The button made with ``key`` (the one shown: Streamlit draws a button that has a tooltip twice, one copy
+    hidden)."""
+    return page.locator(f".st-key-{key} button:visible").first
+
+
+def nav_link(page, path: str):
+    """The sidebar's link to the page at ``path`` (its file stem; "" for the overview), found by its address."""
+    return page.locator(f'[data-testid="stSidebarNav"] a[href="{_origin(page)}/{path}"]')
+
+
+def page_link(page, path: str, with_settings: bool = False):
+    """The first shown link in the page's main area to the page at ``path`` (its file stem), found by its address
+    (Streamlit writes it relative); ``with_settings``: one whose address carries settings (a talk scenario's)."""
+    at = f'a[href^="{path}?"]' if with_settings else f'a[href="{path}"]'
+    return page.locator(f'[data-testid="stMain"] [data-testid="stPageLink"] {at}:visible').first
+
+
+def _origin(page) -> str:
+    parts = urlsplit(page.url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def section_with_icon(page, icon: str):
+    """The first collapsible section whose label starts with the Material icon ``icon`` (its name, as in
+    ``:material/upload_file:``): how a test finds a section made without a key."""
+    symbol = page.locator('summary [data-testid="stIconMaterial"]', has_text=re.compile(rf"^{re.escape(icon)}$"))
+    return page.locator('[data-testid="stExpander"]').filter(has=symbol).first
+
+
+def share_box(page):
+    """The page's "link to this view" box (ui.urlstate.share_box): the section with the link icon."""
+    return section_with_icon(page, "link")
+
+
+def folded_section(page, key: str):
+    """The collapsible section made with ``key`` (ui.crowd.folded), or the one holding the widget made with ``key``
+    (a section made without a key of its own)."""
+    own, holding = f'.st-key-{key} [data-testid="stExpander"]', f'[data-testid="stExpander"]:has(.st-key-{key})'
+    return page.locator(f"{own}, {holding}").first
+
+
+def open_folded(page, key: str) -> None:
+    """Unfold the collapsed section ``folded_section(page, key)``, with a click on its summary as a person
     would (it stays open across reruns); a section already open is left open."""
-    section = page.locator('[data-testid="stExpander"]').filter(has_text=label).first
+    section = folded_section(page, key)
     section.wait_for(timeout=RERUN)
     details = section.locator("details")
     deadline = time.monotonic() + RERUN / 1000
@@ -345,11 +396,11 @@ def open_section(page, label: str) -> None:
     expect(details).to_have_attribute("open", re.compile(".*"), timeout=RERUN)
 
 
-def download_table(page, button: str = "Download the table as CSV"):
-    """Open a page's download section (ui.export.download_buttons: its files are made once it is open),
-    click ``button`` and return the Download."""
-    open_section(page, "Download the numbers")
-    target = page.get_by_role("button", name=button)
+def download_table(page, key: str, file: str = "csv"):
+    """Open a page's download section (ui.export.download_buttons with ``key``: its files are made once it is
+    open), click the button for ``file`` ("csv" or "json") and return the Download."""
+    open_folded(page, f"{key}_downloads")
+    target = button(page, f"{key}_{file}")
     expect(target).to_be_visible(timeout=RERUN)
     with page.expect_download() as dl:
         target.click()

@@ -16,11 +16,18 @@ from tests.e2e.conftest import (
     Server,
     assert_healthy_page,
     assert_sidebar_collapsed,
-    choose,
+    button,
     expect_root_font_at_least,
-    open_section,
+    folded_section,
+    keyed,
+    nav_link,
+    open_folded,
+    page_link,
+    pick,
     press,
     screenshot,
+    share_box,
+    shown_loosely,
     wait_for_app,
 )
 from ui.navigation import PAGE_TABLE
@@ -77,7 +84,7 @@ def test_every_page_opens_from_the_sidebar_with_no_outside_request(server, offli
     wait_for_app(page)
     titles = dict(PAGES)
     for path in [*list(SIDEBAR_LABELS)[1:], ""]:  # every page, then back home
-        page.locator('[data-testid="stSidebarNav"]').get_by_text(SIDEBAR_LABELS[path], exact=True).click()
+        nav_link(page, path).click()
         page.wait_for_url(re.compile(rf"{re.escape(server.url)}/{path}(\?.*)?$"))
         wait_for_app(page, timeout=FIRST_RUN)
         if path in titles:
@@ -92,9 +99,8 @@ def test_every_page_opens_from_the_sidebar_with_no_outside_request(server, offli
 def test_home_link_opens_the_playground(server, page):
     page.goto(server.url)
     wait_for_app(page)
-    expect(page.locator("body")).to_contain_text("Hardware chooses the order", timeout=RERUN)
     # the story's first page, from the list of sections
-    page.locator('[data-testid="stPageLink"]').filter(has_text="Non-associativity").first.click()
+    page_link(page, "non_associativity").click()
     page.wait_for_url(re.compile(r"/non_associativity(\?.*)?$"))
     wait_for_app(page)
     expect_h1(page, re.compile(r"^\s*Non-associativity"))
@@ -111,17 +117,17 @@ def test_playground_reacts_like_a_person_expects(server, page):
     expect(_verdict(page)).to_contain_text("0.6000000000000001 versus 0.6", use_inner_text=True, timeout=RERUN)
     screenshot(page, "non-associativity-default")
 
-    choose(page, "Preset", "2048 + 1 + 1 (float16)")
+    pick(page, "na_preset", "2048 + 1 + 1 (float16)")
     expect(_verdict(page)).to_contain_text("2048 versus 2050", timeout=RERUN)
-    expect(page.get_by_label("a", exact=True)).to_have_value("2048", timeout=RERUN)
+    expect(keyed(page, "na_a").locator("input")).to_have_value("2048", timeout=RERUN)
     screenshot(page, "non-associativity-float16")
 
-    box = page.get_by_label("b", exact=True)
+    box = keyed(page, "na_b").locator("input")
     box.fill("one")
     box.press("Enter")
     wait_for_app(page)
-    expect(page.get_by_text("“one” is not a number")).to_be_visible(timeout=RERUN)
     warning = page.locator('[data-testid="stAlertContentWarning"]').first
+    expect(warning).to_contain_text("“one”", use_inner_text=True, timeout=RERUN)  # the input it could not read
     expect(warning).to_contain_text("last valid numbers: 2048, 1, 1 in float16", use_inner_text=True, timeout=RERUN)
     expect(_verdict(page)).to_contain_text("2048 versus 2050", use_inner_text=True)  # the last good result stays
     assert_healthy_page(page)
@@ -132,15 +138,15 @@ def test_playground_reacts_like_a_person_expects(server, page):
     wait_for_app(page)
     expect(page.locator('[data-testid="stAlertContentWarning"]')).to_have_count(0, timeout=RERUN)
 
-    choose(page, "Format (dtype)", "float32")
-    open_section(page, "Find a counterexample")  # a collapsed section below the story's evidence
-    press(page, page.get_by_role("button", name="Search random triples"))
-    expect(page.get_by_text(re.compile(r"float32 triples .* give different bits"))).to_be_visible(timeout=RERUN)
-    wait_for_app(page)
-    page.get_by_role("button", name="Load this triple into the playground").click()
+    pick(page, "na_fmt", "float32")
+    open_folded(page, "na_open_search")  # a collapsed section below the story's evidence
+    section = folded_section(page, "na_open_search")
+    press(page, section.locator('[data-testid="stFormSubmitButton"] button:visible').first)
+    expect(section).to_contain_text(re.compile(r"float32 triples .* give different bits"), timeout=RERUN)
+    press(page, button(page, "na_load_example"))  # found one: load it
     expect(_verdict(page)).to_contain_text("The groupings differ in float32", timeout=RERUN)
     # what loading did is said beside the button, not only at the top of the page
-    expect(page.get_by_text("Loaded. At the top of the page now")).to_be_visible(timeout=RERUN)
+    expect(section.locator('[data-testid="stAlertContentSuccess"]')).to_be_visible(timeout=RERUN)
     wait_for_app(page)
     assert_healthy_page(page)
     screenshot(page, "non-associativity-counterexample")
@@ -150,15 +156,16 @@ def test_a_shared_link_reopens_the_same_view(server, page):
     page.goto(f"{server.url}/summation_lab?n=1000&storage=float16&orders=sequential,kahan&permutations=0")
     wait_for_app(page)
     assert_healthy_page(page)
-    expect(page.get_by_text("n = 1,000, seed 0, float64 rounded to float16", exact=False)).to_be_visible(
-        timeout=RERUN)
-    page.get_by_text("Link to this view").click()
-    code = page.locator('[data-testid="stCode"]').first
+    expect(keyed(page, "sl_n").locator("input")).to_have_value("1000", timeout=RERUN)
+    expect(keyed(page, "sl_storage").locator("input")).to_have_value("float16", timeout=RERUN)
+    share_box(page).locator("summary").click()
+    code = share_box(page).locator('[data-testid="stCode"]')
     expect(code).to_contain_text("n=1000", timeout=RERUN)
     expect(code).to_contain_text("storage=float16")
     page.goto(f"{server.url}/summation_lab?n=banana")
     wait_for_app(page)
-    expect(page.get_by_text("“n=banana” was ignored", exact=False)).to_be_visible(timeout=RERUN)
+    expect(page.locator('[data-testid="stCaptionContainer"]').filter(has_text=shown_loosely("n=banana"))).to_be_visible(
+        timeout=RERUN)  # the note says which part of the link was not used
     assert_healthy_page(page)
 
 
@@ -169,11 +176,13 @@ def test_talk_mode_on_a_1280x720_projector(browser, server):
     wait_for_app(page)
     expect_root_font_at_least(page, 20)
     screenshot(page, "talk-home-1280x720")
-    page.locator('[data-testid="stPageLink"]').filter(has_text="Watch two runs diverge").click()
+    page_link(page, "training_divergence", with_settings=True).click()  # the talk's scenario
     wait_for_app(page)
-    expect(page.get_by_text("Press Play to train both runs live", exact=False)).to_be_visible(timeout=RERUN)
+    expect(keyed(page, "td_numbers").locator('[data-testid="stAlert"]')).to_be_visible(timeout=RERUN)  # no step yet
     # the settings folded into one expander, the sidebar folded away
-    expect(page.get_by_text("Settings: preset, what differs", exact=False)).to_have_count(1, timeout=RERUN)
+    settings = page.locator('[data-testid="stExpander"]:has(.st-key-td_preset)')
+    expect(settings).to_have_count(1, timeout=RERUN)
+    expect(settings.locator("details")).not_to_have_attribute("open", re.compile(".*"), timeout=RERUN)
     assert_sidebar_collapsed(page)
     assert_healthy_page(page)
     screenshot(page, "talk-training-1280x720")

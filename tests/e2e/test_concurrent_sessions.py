@@ -41,7 +41,7 @@ def _viewer(url: str, preset: str, fmt_name: str, expected: str, barrier: thread
             page.goto(f"{url}/non_associativity")
             wait_for_app(page)
             barrier.wait(timeout=120)  # everyone changes settings at the same moment
-            page.locator('[data-testid="stSelectbox"]').filter(has_text="Preset").first.click()
+            page.locator('.st-key-na_preset [data-testid="stSelectbox"]').click()
             page.get_by_role("option", name=preset, exact=True).click()
             verdict = page.locator('.st-key-na_verdict [data-testid="stAlertContentInfo"]')
             expect(verdict).to_contain_text(f"differ in {fmt_name}:", timeout=60_000)  # the rerun has landed

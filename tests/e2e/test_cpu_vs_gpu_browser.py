@@ -13,7 +13,12 @@ from tests.e2e.conftest import (
     RERUN,
     assert_charts_rendered,
     assert_healthy_page,
+    button,
+    folded_section,
+    open_folded,
+    pick,
     screenshot,
+    section_with_icon,
     shown_loosely,
     wait_for_app,
 )
@@ -24,19 +29,21 @@ def test_cpu_vs_gpu_page(server, page):
     wait_for_app(page)
     assert_healthy_page(page)
     # the server's facts, fingerprint and hashes sit in an expander below the comparison
-    page.get_by_text("What this server has: its facts, fingerprint and hashes").click()
+    open_folded(page, "cg_open_server")
     wait_for_app(page, timeout=120_000)
-    expect(page.get_by_text("No GPU is visible to torch on this server", exact=False)).to_be_visible(timeout=RERUN)
+    expect(folded_section(page, "cg_open_server")).to_contain_text("No GPU is visible to torch on this server",
+                                                                   timeout=RERUN)
     # the server runs on the test's machine, so its fingerprint is the one computed here
     expect(page.get_by_text(re.compile("Fingerprint of this server: " + fingerprint(op_fingerprint())))).to_be_visible(
         timeout=RERUN)
     # the first screen sets this CPU against a GPU's order and the exact sum
     expect(page.locator(".st-key-punchline")).to_contain_text("Neither device is the reference", timeout=RERUN)
-    page.get_by_text("Two real machines side by side").click()  # made once opened: a rerun
+    open_folded(page, "cg_open_pair")  # made once opened: a rerun
     wait_for_app(page, timeout=120_000)
     recs, _ = load_recordings()
     cmp = compare_recordings(*(recs[i] for i in default_pair(recs)))
-    verdict = page.get_by_text(re.compile(r"(gave the same bits in every result|part first in|part; run A)"))
+    pair = folded_section(page, "cg_open_pair")
+    verdict = pair.get_by_text(re.compile(r"(gave the same bits in every result|part first in|part; run A)"))
     expect(verdict.first).to_be_visible(timeout=RERUN)
     if not cmp.ops_differing and all(t.first_step_machines_differ is None for t in cmp.training):
         expect(verdict.first).to_contain_text(f"{cmp.sums_compared} sums")
@@ -44,12 +51,11 @@ def test_cpu_vs_gpu_page(server, page):
     assert_charts_rendered(page, 1 + 2 * len(cmp.training))
     screenshot(page, "cpu-vs-gpu-default", full_page=True)
     wait_for_app(page)
-    page.locator('[data-testid="stSelectbox"]').filter(has_text="Format").first.click()
-    page.get_by_role("option", name="bfloat16", exact=True).click()
-    wait_for_app(page)
+    pick(page, "cg_dtype", "bfloat16")
     assert_healthy_page(page)
-    page.get_by_text("Every result: recorded machines").click()
-    table = page.locator('[data-testid="stDataFrame"]').filter(has_text="recorded")
+    every = section_with_icon(page, "table")  # every result, with its bits
+    every.locator("summary").click()
+    table = every.locator('[data-testid="stDataFrame"]').filter(has_text="recorded")
     expect(table.first).to_be_visible(timeout=RERUN)
 
 
@@ -64,7 +70,7 @@ def test_a_visitors_own_capture_file_is_shown_as_theirs(server, page):
     page.goto(f"{server.url}/cpu_vs_gpu")
     wait_for_app(page, timeout=120_000)
     assert_healthy_page(page)
-    page.get_by_text("Bring your own GPU").click()
+    section_with_icon(page, "upload_file").locator("summary").click()  # bring your own GPU's capture
     uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]')
     uploader.set_input_files(files=[{"name": "my-gpu-capture.json", "mimeType": "application/json",
                                      "buffer": src.read_bytes()}])
@@ -78,7 +84,7 @@ def test_a_visitors_own_capture_file_is_shown_as_theirs(server, page):
     expect(page.locator('[data-testid="stDataFrame"]').filter(has_text="uploaded by you").first).to_be_visible(
         timeout=RERUN)
     # the model's line and the pair's choice, in their folded sections (made once opened)
-    page.get_by_text("How faithful is the GPU model?").click()
+    open_folded(page, "cg_open_model")
     wait_for_app(page, timeout=120_000)
     expect(main).to_contain_text(shown_loosely(mine.label), use_inner_text=True, timeout=RERUN)
     screenshot(page, "cpu-vs-gpu-uploaded", full_page=True)
@@ -93,7 +99,7 @@ def test_a_visitors_own_capture_file_is_shown_as_theirs(server, page):
     assert_healthy_page(page)
     screenshot(page, "cpu-vs-gpu-upload-refused")
 
-    page.get_by_role("button", name="Remove your recording").click()
+    button(page, "cg_upload_remove").click()
     wait_for_app(page, timeout=120_000)
     expect(card).to_have_count(0, timeout=RERUN)
     expect(error).to_have_count(0, timeout=RERUN)

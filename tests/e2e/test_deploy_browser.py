@@ -7,7 +7,7 @@ import re
 
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import RERUN, Server, assert_healthy_page, screenshot, wait_for_app
+from tests.e2e.conftest import RERUN, Server, assert_healthy_page, nav_link, screenshot, wait_for_app
 from tests.e2e.test_browser import NAV, PAGES, expect_h1, expect_sidebar_labels
 
 
@@ -24,7 +24,7 @@ def test_the_cloud_entrypoint_serves_every_page(browser):
         next_link = page.locator('[data-testid="stPageLink"]').filter(has_text="Next: ")
         # the story's link to the next page resolved from deploy/ (the page's last element: it can come late)
         expect(next_link).to_have_count(1, timeout=RERUN)
-        page.locator('[data-testid="stSidebarNav"]').get_by_text("Overview", exact=True).click()
+        nav_link(page, "").click()  # the overview
         page.wait_for_url(re.compile(rf"{re.escape(deployed.url)}/?(\?.*)?$"))
         wait_for_app(page)
         assert_healthy_page(page)

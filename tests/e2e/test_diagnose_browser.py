@@ -13,7 +13,10 @@ from tests.e2e.conftest import (
     RERUN,
     assert_charts_rendered,
     assert_healthy_page,
-    open_section,
+    folded_section,
+    keyed,
+    open_folded,
+    pick,
     screenshot,
     wait_for_app,
 )
@@ -22,19 +25,13 @@ from tests.e2e.conftest import (
 KNOWN = {"bfloat16": "reduced_precision", "tf32": "reduced_precision", "bug": "too_large"}
 
 
-def pick(page, label: str, option: str) -> None:
-    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
-    page.get_by_role("option", name=option, exact=True).click()
-    wait_for_app(page)
-
-
 def test_every_bundled_example_and_log_pair(server, page):
     page.goto(f"{server.url}/diagnose")
     wait_for_app(page, timeout=120_000)
     assert_healthy_page(page)
     expect(page.get_by_role("heading", name="Diagnose a mismatch")).to_be_visible(timeout=RERUN)
     for key, title in EXAMPLES.items():
-        pick(page, "Bundled example", title)
+        pick(page, "dg_example", title)
         expect(page.get_by_text("Computed live on this server.", exact=False)).to_be_visible(timeout=120_000)
         wait_for_app(page, timeout=120_000)
         assert_healthy_page(page)
@@ -54,16 +51,18 @@ def test_every_bundled_example_and_log_pair(server, page):
         expect(judged, key).to_be_visible(timeout=RERUN)
         if key == "tree":  # the tree sum is closer to the exact sum than the loop, at every row (IEEE, any CPU)
             expect(judged, key).to_contain_text("B is closer at 32 of 32 elements", timeout=RERUN)
-        open_section(page, "Evidence: the envelopes")
-        open_section(page, "Simulation from the inputs")
+        open_folded(page, "dg_open_evidence")
+        open_folded(page, "dg_open_simulation")
         assert_charts_rendered(page, 1)
         expect(page).to_have_url(re.compile(re.escape(f"example={key}")), timeout=RERUN)
         screenshot(page, f"diagnose-{key}", full_page=True)
 
-    page.get_by_text("Two training loss logs", exact=True).click()
+    # the fourth choice of what to diagnose (pages/diagnose.SOURCES): two loss logs
+    keyed(page, "dg_source").locator('label[data-baseweb="radio"]').nth(3).click()
     wait_for_app(page, timeout=120_000)
+    expect(page).to_have_url(re.compile(r"source=logs"), timeout=RERUN)
     for key, title in LOG_EXAMPLES.items():
-        pick(page, "Bundled pair", title)
+        pick(page, "dg_log_example", title)
         expect(page.get_by_text(f"Computed live: the Training divergence page's tanh network ({log_network()}",
                                 exact=False)).to_be_visible(timeout=RERUN)
         wait_for_app(page)
@@ -77,9 +76,9 @@ def test_every_bundled_example_and_log_pair(server, page):
         screenshot(page, f"diagnose-logs-{key}", full_page=True)
 
 
-def type_into(page, label: str, text: str) -> None:
-    """Type into the text area whose label starts with ``label`` and send it (Ctrl+Enter), as a person would."""
-    box = page.locator('[data-testid="stTextArea"]').filter(has_text=label).first.locator("textarea")
+def type_into(page, key: str, text: str) -> None:
+    """Type into the text area made with ``key`` and send it (Ctrl+Enter), as a person would."""
+    box = keyed(page, key).locator("textarea")
     box.fill(text)
     box.press("Control+Enter")
     wait_for_app(page)
@@ -91,16 +90,16 @@ def test_pasted_results_are_judged_against_a_pasted_reference(server, page):
     page.goto(f"{server.url}/diagnose?source=paste")
     wait_for_app(page, timeout=120_000)
     punch = page.locator(".st-key-punchline")
-    type_into(page, "Result A", "1.0000001, 2.0, 3.0000002, -4.0")
-    type_into(page, "Result B", "1 2 3 -4")
+    type_into(page, "dg_paste_actual", "1.0000001, 2.0, 3.0000002, -4.0")
+    type_into(page, "dg_paste_expected", "1 2 3 -4")
     expect(punch).to_contain_text(VERDICT_HEADS["reordering"], use_inner_text=True, timeout=RERUN)
     expect(punch).not_to_contain_text("Against your reference", use_inner_text=True, timeout=RERUN)
-    open_section(page, "Optional: a reference")
-    type_into(page, "Reference", "1.00000005 2 3.0000001 -4")
+    open_folded(page, "dg_paste_reference")  # the folded box that holds the reference
+    type_into(page, "dg_paste_reference", "1.00000005 2 3.0000001 -4")
     expect(punch).to_contain_text("Neither result is the reference. Against your reference", use_inner_text=True,
                                   timeout=RERUN)
-    type_into(page, "Reference", "1 2 3")
-    section = page.locator('[data-testid="stExpander"]').filter(has_text="Optional: a reference").first
+    type_into(page, "dg_paste_reference", "1 2 3")
+    section = folded_section(page, "dg_paste_reference")
     expect(section).to_contain_text("The reference holds 3 numbers but the results hold 4", timeout=RERUN)
     expect(punch).to_contain_text(VERDICT_HEADS["reordering"], use_inner_text=True, timeout=RERUN)
     expect(punch).not_to_contain_text("Against your reference", use_inner_text=True, timeout=RERUN)

@@ -15,10 +15,10 @@ from tests.e2e.conftest import (
     assert_charts_rendered,
     assert_healthy_page,
     assert_no_legend_cut,
-    choose,
     download_table,
+    fill_number,
+    pick,
     screenshot,
-    set_number,
     wait_for_app,
     wait_for_page_end,
 )
@@ -35,26 +35,26 @@ def test_gpu_arithmetic_page(server, page):
     expect(page.locator('[data-testid="stDataFrame"]').nth(1)).to_be_attached(timeout=RERUN)
     screenshot(page, "gpu-arithmetic-default")
 
-    lines = Path(download_table(page).path()).read_text(encoding="utf-8").splitlines()
+    lines = Path(download_table(page, "ga").path()).read_text(encoding="utf-8").splitlines()
     assert any(line.startswith("# torch_version: ") for line in lines)  # provenance travels with the data
     rows = list(csv.DictReader(io.StringIO("\n".join(x for x in lines if not x.startswith("#")))))
     assert rows[0]["model"] == "Sequential, multiply then add"
     assert {r["origin"] for r in rows} == {"model", "live", "exact"}
     assert {r["within bound"] for r in rows} <= {"yes", "— (no finite bound)"}
 
-    set_number(page, "K, terms (1 to 65,536)", 16)
+    fill_number(page, "ga_k", 16)
     expect(page.get_by_text("Model, exact rational arithmetic: each rounding adds", exact=False)).to_be_visible(
         timeout=120_000)
     assert_charts_rendered(page, 4)  # now with the picture of every rounding
     assert_healthy_page(page)
     screenshot(page, "gpu-arithmetic-small-k")
 
-    choose(page, "Accumulate in", "float16")
+    pick(page, "ga_acc", "float16")
     expect(page.get_by_text("would round the inputs themselves", exact=False)).to_be_visible(timeout=RERUN)
     assert_healthy_page(page)
     screenshot(page, "gpu-arithmetic-bad-format")
 
-    choose(page, "Accumulate in", "float32")
+    pick(page, "ga_acc", "float32")
     expect(page.get_by_text("Model, exact rational arithmetic: each rounding adds", exact=False)).to_be_visible(
         timeout=120_000)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

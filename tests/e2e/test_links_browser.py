@@ -13,18 +13,18 @@ import numpy as np
 from playwright.sync_api import expect
 
 from core.crowd.querystate import LINK_TEXT_CHARS
-from tests.e2e.conftest import RERUN, assert_healthy_page, screenshot, wait_for_app
+from tests.e2e.conftest import RERUN, assert_healthy_page, button, keyed, screenshot, wait_for_app
 
 
 def test_a_100000_number_paste_keeps_the_link_short(server, page):
     numbers = ", ".join(repr(float(x)) for x in np.random.default_rng(1).standard_normal(100_000))
     page.goto(f"{server.url}/summation_lab?vector=paste")
     wait_for_app(page)
-    area = page.locator("textarea")
+    area = keyed(page, "sl_paste").locator("textarea")
     area.fill(numbers)
     area.press("Control+Enter")
     wait_for_app(page, timeout=180_000)
-    expect(page.get_by_text("too long for a link").first).to_be_visible(timeout=60_000)
+    expect(page.locator('[data-testid="stAlertContentWarning"]').first).to_be_visible(timeout=60_000)  # not linked
     assert_healthy_page(page)
     # the address bar follows the rerun: waited for
     expect(page).not_to_have_url(re.compile("numbers="), timeout=RERUN)
@@ -34,7 +34,7 @@ def test_a_100000_number_paste_keeps_the_link_short(server, page):
     screenshot(page, "summation-lab-long-paste")
 
     with page.expect_download() as dl:
-        page.get_by_role("button", name="Download the pasted numbers").click()
+        button(page, "_url_download_numbers").click()  # ui.urlstate.share_box: what the link leaves out
     assert Path(dl.value.path()).read_text(encoding="utf-8") == numbers
 
     response = page.goto(page.url)  # the link itself opens

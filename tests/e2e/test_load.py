@@ -52,11 +52,11 @@ async def lab_session(browser, url, storage, n):
     ctx = await browser.new_context()
     page = await ctx.new_page()
     await page.goto(f"{url}/summation_lab?storage={storage}&n={n}")  # settings from a shared link
-    await page.get_by_text(f"n = {n:,}, seed 0, float64 rounded to {storage}", exact=False).wait_for(timeout=180_000)
+    section = page.locator('.st-key-sl_downloads [data-testid="stExpander"]')  # ui.export: after the results
+    await section.wait_for(timeout=180_000)
     await _wait(page)
-    button = page.get_by_role("button", name="Download the table as CSV")
+    button = page.locator(".st-key-sl_csv button:visible").first
     try:  # with ten viewers on two cores a rerun can still be queued behind the heavy gate
-        section = page.locator('[data-testid="stExpander"]').filter(has_text="Download the numbers").first
         await section.locator("summary").first.click(timeout=180_000)  # its files are made once it is open
         await button.wait_for(timeout=180_000)
     except Exception as err:
@@ -76,12 +76,13 @@ async def train_session(browser, url, lr, expected):
     ctx = await browser.new_context()
     page = await ctx.new_page()
     await page.goto(f"{url}/training_divergence?lr={lr}")
-    await page.get_by_text("Press Play to train both runs live", exact=False).wait_for(timeout=180_000)
+    await page.locator('.st-key-td_numbers [data-testid="stAlert"]').wait_for(timeout=180_000)  # before a first step
     await _wait(page)
-    await page.get_by_role("button", name="+10 steps").click(timeout=180_000)  # ten viewers share two cores
-    await page.get_by_text("After step 10 ·", exact=False).wait_for(timeout=180_000)
+    await page.locator(".st-key-td_step10 button").click(timeout=180_000)  # ten viewers share two cores
+    details = page.locator(".st-key-td_details")  # what the page shows below its first screen
+    await details.get_by_text(re.compile(r"After step 10 · ")).wait_for(timeout=180_000)
     await _wait(page)
-    metric = page.locator('[data-testid="stMetric"]').filter(has_text="Parameter bits that differ")
+    metric = details.locator('[data-testid="stMetric"]')  # the share of parameter bits that differ
     # as long as the other steps: the metric can come with a later rerun on two busy cores (a full run timed out
     # at Playwright's 30 s default here); waited for until it reads what a run alone gives, then read for the report
     shown = metric.locator('[data-testid="stMetricValue"]')
@@ -98,11 +99,11 @@ async def server_globals(browser, url):
     await page.goto(f"{url}/cpu_vs_gpu")
     await _wait(page)
     # in the folded "What this server has" section, made once it is opened (a rerun); read once it is whole
-    await page.get_by_text("What this server has: its facts, fingerprint and hashes").click()
-    settings = page.get_by_text("Process-wide torch settings of this server", exact=False)
-    await expect(settings).to_contain_text(re.compile(r"\d+ intra-op threads, deterministic algorithms (on|off)"),
-                                           timeout=180_000)
-    text = await settings.text_content()
+    await page.locator('.st-key-cg_open_server [data-testid="stExpander"] summary').click()
+    section = page.locator('.st-key-cg_open_server [data-testid="stExpander"]')
+    said = re.compile(r"\d+ intra-op threads, deterministic algorithms (on|off)")
+    await expect(section).to_contain_text(said, timeout=180_000)
+    text = said.search(await section.text_content()).group(0)
     await page.close()
     return text
 

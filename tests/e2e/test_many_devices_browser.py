@@ -9,7 +9,16 @@ from pathlib import Path
 
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import RERUN, assert_charts_rendered, assert_healthy_page, screenshot, until, wait_for_app
+from tests.e2e.conftest import (
+    RERUN,
+    assert_charts_rendered,
+    assert_healthy_page,
+    button,
+    keyed,
+    screenshot,
+    until,
+    wait_for_app,
+)
 
 
 def children(pid: int) -> list[int]:
@@ -29,10 +38,10 @@ def test_live_gloo_run_and_emulation(server, page):
     page.goto(f"{server.url}/many_devices?workers=2&steps=10&devices=8&emulated_steps=10&model=ring_gloo")
     wait_for_app(page)
     assert_healthy_page(page)
-    expect(page.get_by_text("A real process group on this server")).to_be_visible(timeout=RERUN)
+    expect(button(page, "md_run")).to_be_visible(timeout=RERUN)
     before = set(children(server.proc.pid))
 
-    page.get_by_role("button", name="Start 2 worker processes and train 10 steps").click()
+    button(page, "md_run").click()  # start 2 worker processes and train 10 steps
     expect(page.get_by_text("2 worker processes against one process, 10 steps")).to_be_visible(timeout=300_000)
     wait_for_app(page, timeout=300_000)
     assert_healthy_page(page)
@@ -42,12 +51,13 @@ def test_live_gloo_run_and_emulation(server, page):
     assert left <= before, left - before  # every worker was reaped by the server
     screenshot(page, "many-devices-live")
 
-    page.get_by_role("button", name="Replay this run with the ring model (2 emulated devices)").click()
+    button(page, "md_check_go").click()  # replay this run with the ring model
     expect(page.get_by_text(re.compile(r"bit for bit at all 10 steps|first differ from the live run's at step"))
            ).to_be_visible(timeout=300_000)
     wait_for_app(page, timeout=300_000)
 
-    page.get_by_role("button", name=re.compile(r"Run the emulation \(1 run of 10 steps\)")).click()
+    expect(button(page, "md_emulate")).to_contain_text("1 run of 10 steps", timeout=RERUN)
+    button(page, "md_emulate").click()
     expect(page.get_by_text("8 emulated devices (Ring (gloo)): the weights first differ")).to_be_visible(
         timeout=300_000)
     wait_for_app(page, timeout=300_000)
@@ -64,11 +74,11 @@ def test_ring_and_tree_first_and_the_order_study_estimate(server, page):
     assert_healthy_page(page)
     punch = page.locator(".st-key-punchline")
     expect(punch.get_by_text("A ring passes partial sums", exact=False)).to_be_visible(timeout=RERUN)
-    button = page.get_by_role("button", name=re.compile(r"Compute the orders for k = 2 … 16"))
-    if button.count():  # not yet computed by this server
+    study = page.locator(".st-key-md_study_go button:visible")
+    if study.count():  # not yet computed by this server
         expect(page.get_by_text(re.compile(r"about \d+–\d+ s for 15 values of k \(\d\.\d\d s each, timed on this "
                                            r"server"))).to_be_visible(timeout=RERUN)
-        button.click()
-    expect(page.get_by_text("Details for k =")).to_be_visible(timeout=300_000)
+        study.first.click()
+    expect(keyed(page, "md_kshow")).to_be_visible(timeout=300_000)  # the details, for each k
     wait_for_app(page, timeout=300_000)
     assert_healthy_page(page)

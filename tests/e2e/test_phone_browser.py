@@ -1,7 +1,7 @@
 """The room's phones: the talk's links opened on a phone, Back, and the speaker's link and QR code for the room.
 
 In real headless Chromium as a 390x844 touch phone (a phone's user agent: Streamlit folds its sidebar after a
-pick only when navigator.userAgent names a phone), the overview and every link of ``ui.talk.SCENARIOS`` open
+pick only when navigator.userAgent names a phone), the overview and every link of ``core.studies.talk.scenarios()`` open
 with no exception and the sidebar folded; there and again at 360x800, nothing is wider than the screen, the
 title and the page's insight (the first text of its ``st.container(key="punchline")``) lie on the first screen
 and its evidence (a metric, a chart, a table, or a bold number of the punchline) within two.
@@ -24,12 +24,16 @@ import segno
 from playwright.sync_api import expect
 
 from core.crowd.querystate import query_string
+from core.studies.talk import scenarios
 from tests.e2e.conftest import (
     LOCAL_HOSTS,
     RERUN,
     assert_healthy_page,
     assert_sidebar_collapsed,
+    button,
+    nav_link,
     open_sidebar,
+    page_link,
     press,
     screenshot,
     until,
@@ -37,7 +41,7 @@ from tests.e2e.conftest import (
     wait_for_page_end,
 )
 from tests.e2e.test_talk import SLOW
-from ui.talk import ROOM_KEY, SCENARIOS
+from ui.talk import ROOM_KEY
 
 PHONE = {"width": 390, "height": 844}
 SMALL_PHONE = (360, 800)
@@ -45,7 +49,7 @@ PHONE_AGENT = ("Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHT
                "Chrome/130.0.0.0 Mobile Safari/537.36")
 LINKS = [("Overview", ""), *((title, page.removeprefix("pages/").removesuffix(".py") + (f"?{urlencode(params)}"
                                                                                        if params else ""))
-                            for title, page, params, _ in SCENARIOS)]
+                            for title, page, params, _ in scenarios())]
 
 # Where a phone page puts its parts (px from the top of the page, which is at its top) and what overflows.
 # An element counts as wider than the screen unless a box of its own that fits the screen scrolls or clips it
@@ -151,9 +155,9 @@ def expect_entries(page, n: int, what: str) -> None:
     assert length == n, f"{what}: {length} history entries, not {n}"
 
 
-def pick_in_sidebar(page, name: str) -> None:
+def pick_in_sidebar(page, path: str) -> None:
     open_sidebar(page)
-    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=name).click()
+    nav_link(page, path).click()
     wait_for_app(page, timeout=SLOW)
 
 
@@ -163,12 +167,12 @@ def test_back_returns_through_the_pages_visited_by_the_sidebar(server, phone):
         page.goto(server.url)
         wait_for_app(page, timeout=SLOW)
         start = history_length(page)
-        pick_in_sidebar(page, "Non-associativity")
+        pick_in_sidebar(page, "non_associativity")
         expect(page.locator("h1").first).to_contain_text("Non-associativity", timeout=RERUN)
         expect(page).to_have_url(re.compile(r"/non_associativity\?.*format="), timeout=RERUN)  # its settings
         entry = page.url
         expect_entries(page, start + 1, "one visit")
-        pick_in_sidebar(page, "CPU vs GPU")
+        pick_in_sidebar(page, "cpu_vs_gpu")
         expect(page.locator("h1").first).to_contain_text("CPU vs GPU", timeout=RERUN)
         expect(page).to_have_url(re.compile(r"/cpu_vs_gpu\?.*vector="), timeout=RERUN)
         expect_entries(page, start + 2, "two visits")
@@ -190,8 +194,7 @@ def test_a_talk_link_low_on_the_overview_opens_at_the_top_and_back_leaves_it(ser
         page.goto(server.url)
         wait_for_app(page, timeout=SLOW)
         start = history_length(page)
-        link = page.locator('[data-testid="stMain"] [data-testid="stPageLink"]').filter(
-            has_text="Watch two runs diverge")
+        link = page_link(page, "training_divergence", with_settings=True)  # the talk's scenario
         link.scroll_into_view_if_needed()  # the overview scrolled down to its talk links
         page.evaluate(WATCH_TITLE)
         link.click()
@@ -203,7 +206,7 @@ def test_a_talk_link_low_on_the_overview_opens_at_the_top_and_back_leaves_it(ser
         assert not above, f"the page was drawn scrolled down: its title at {above[:5]} px"
         expect_entries(page, start + 1, "the talk link")
         for done in (1, 2):  # reruns that write the step reached into the address
-            press(page, page.get_by_role("button", name="Step", exact=True))
+            press(page, button(page, "td_step"))
             expect(page).to_have_url(re.compile(rf"[?&]step={done}(&|$)"), timeout=RERUN)
         expect_entries(page, start + 1, "two steps")
         page.go_back()
@@ -246,11 +249,11 @@ def test_the_speakers_view_gives_the_room_its_link_and_back_leaves_the_talk_link
         page.goto(f"{server.url}/?talk=1")
         wait_for_app(page, timeout=SLOW)
         main_links = page.locator('[data-testid="stMain"] [data-testid="stPageLink"]')
-        links = [main_links.filter(has_text=title).first for title, *_ in SCENARIOS]
+        links = [main_links.filter(has_text=title).first for title, *_ in scenarios()]
         expect(links[-1]).to_be_visible(timeout=RERUN)
         bottoms = until(lambda: [b["y"] + b["height"] for b in (link.bounding_box() for link in links) if b],
-                        lambda v: len(v) == len(SCENARIOS) and max(v) <= 720)
-        assert len(bottoms) == len(SCENARIOS) and max(bottoms) <= 720, f"talk links below the first screen: {bottoms}"
+                        lambda v: len(v) == len(scenarios()) and max(v) <= 720)
+        assert len(bottoms) == len(scenarios()) and max(bottoms) <= 720, f"talk links below the first screen: {bottoms}"
         assert_room_link(page, f"{server.url}/")
         screenshot(page, "phone-speaker-overview")
         start = history_length(page)

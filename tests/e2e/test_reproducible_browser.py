@@ -10,7 +10,17 @@ import pytest
 from playwright.sync_api import expect
 
 from core.studies.reproducible import suggest_tolerance
-from tests.e2e.conftest import RERUN, assert_healthy_page, choose, screenshot, wait_for_app, wait_for_page_end
+from core.studies.reproducible_rules import WORKLOADS
+from tests.e2e.conftest import (
+    RERUN,
+    assert_healthy_page,
+    open_folded,
+    pick,
+    screenshot,
+    section_with_icon,
+    wait_for_app,
+    wait_for_page_end,
+)
 from tests.e2e.test_talk import assert_punchline_in_first_screen
 
 SLOW = 300_000  # ms: the first visit measures the costs (and compiles the order-independent sum) on a busy machine
@@ -65,18 +75,19 @@ def test_a_visitor_changes_the_setup_and_the_tolerance(server, page):
     wait_for_page_end(page, timeout=SLOW)
     assert_healthy_page(page)
     punch = page.locator(".st-key-punchline")
-    choose(page, "What you run", "SGLang")
+    pick(page, "rp_run", WORKLOADS["sglang"])
     expect(punch).to_contain_text("--enable-deterministic-inference", timeout=RERUN)
     expect(page).to_have_url(re.compile(r"run=sglang"), timeout=RERUN)
-    choose(page, "Result format", "float64")
+    pick(page, "rp_dtype", "float64")
     tol = suggest_tolerance("float64", 4096)
     rtol, atol = (v.split("=")[1] for v in tol.line.split())
     expect(page.locator('[data-testid="stCode"]').filter(has_text=f"rtol={rtol}, atol={atol}")).to_be_visible(
         timeout=RERUN)
-    page.get_by_text("Every cost in one table", exact=False).click()
-    expect(page.locator('[data-testid="stTable"]').filter(has_text="Order-independent sum")).to_be_visible(
+    costs = section_with_icon(page, "speed")  # every cost in one table
+    costs.locator("summary").click()
+    expect(costs.locator('[data-testid="stTable"]').filter(has_text="Order-independent sum")).to_be_visible(
         timeout=RERUN)
-    page.get_by_text("Across GPU generations", exact=False).click()  # made once opened: a rerun
+    open_folded(page, "rp_open_generations")  # made once opened: a rerun
     wait_for_app(page)
     expect(page.get_by_text("A100", exact=True).first).to_be_visible(timeout=RERUN)
     assert_healthy_page(page)

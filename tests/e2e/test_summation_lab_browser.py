@@ -15,11 +15,13 @@ from tests.e2e.conftest import (
     RERUN,
     assert_charts_rendered,
     assert_healthy_page,
-    choose,
     download_table,
-    open_section,
+    fill_number,
+    folded_section,
+    keyed,
+    open_folded,
+    pick,
     screenshot,
-    set_number,
     until,
     wait_for_app,
     wait_for_page_end,
@@ -34,25 +36,25 @@ def test_lab_defaults_controls_and_download(server, page, tmp_path):
     expect(page.get_by_text("Trees are drawn for n ≤ 32")).to_have_count(1, timeout=RERUN)
     screenshot(page, "summation-lab-default")
 
-    lines = Path(download_table(page).path()).read_text(encoding="utf-8").splitlines()
+    lines = Path(download_table(page, "sl").path()).read_text(encoding="utf-8").splitlines()
     assert any(line.startswith("# torch_version: ") for line in lines)  # provenance travels with the data
     rows = list(csv.DictReader(io.StringIO("\n".join(x for x in lines if not x.startswith("#")))))
     assert [r["order"] for r in rows][:2] == ["Sequential, left to right", "Pairwise tree"]
     assert {r["within bound"] for r in rows} == {"yes"}
     assert rows[0]["bits"] != rows[-1]["bits"]  # sequential vs correctly rounded
 
-    set_number(page, "n (1 to 10,000,000)", 20)
+    fill_number(page, "sl_n", 20)
     expect(page.get_by_text("Trees are drawn for n ≤ 32")).to_have_count(0, timeout=RERUN)
     assert_charts_rendered(page, 4)  # now with the tree
-    open_section(page, "Each addition of the CPU order")  # the exact table of every addition, made once opened
-    expect(page.get_by_text("Each addition of the CPU order: the exact sum of its two rounded inputs")).to_be_visible(
+    open_folded(page, "sl_open_additions")  # the exact table of every addition, made once opened
+    expect(folded_section(page, "sl_open_additions").locator('[data-testid="stDataFrame"]')).to_be_visible(
         timeout=RERUN)
     wait_for_app(page)
     assert_healthy_page(page)
     screenshot(page, "summation-lab-tree")
 
-    choose(page, "Vector", "Your numbers: paste them")
-    area = page.locator("textarea")
+    pick(page, "sl_source", "Your numbers: paste them")
+    area = keyed(page, "sl_paste").locator("textarea")
     area.fill("1, 2, banana")
     area.press("Control+Enter")
     wait_for_app(page)
@@ -63,7 +65,7 @@ def test_lab_defaults_controls_and_download(server, page, tmp_path):
     assert_healthy_page(page)
     screenshot(page, "summation-lab-bad-paste")
 
-    choose(page, "Vector", "Your numbers: upload a .csv or .npy file")
+    pick(page, "sl_source", "Your numbers: upload a .csv or .npy file")
     path = tmp_path / "cancel.npy"
     np.save(path, np.array([1e8, 1.0, -1e8], dtype=np.float32))
     page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))

@@ -1,6 +1,6 @@
 """The whole talk, as a speaker gives it: one session at 1280x720 on a fresh server.
 
-Presenter mode is switched on with one click; every scenario of ``ui.talk.SCENARIOS`` is opened
+Presenter mode is switched on with one click; every scenario of ``core.studies.talk.scenarios()`` is opened
 from the home page's links, in order and again in reverse (so a page opened a second time by
 another scenario's link must take that link's settings); for each one its settings are checked on
 its widgets, its punchline (``st.container(key="punchline")``) must lie inside the first screen with
@@ -12,29 +12,35 @@ artifacts/screenshots/talk-*.png.
 from __future__ import annotations
 
 import re
+from urllib.parse import urlencode
 
 import pytest
 from playwright.sync_api import expect
 
 from core.arith.vectors import GENERATORS
 from core.kernels.trees import TREE_ORDERS
+from core.studies.talk import scenarios
 from core.training.mlp import PRESETS
 from tests.e2e.conftest import (
     RERUN,
     Server,
     assert_sidebar_collapsed,
+    button,
     close_sidebar,
     drawn,
     expect_root_font_at_least,
+    keyed,
+    nav_link,
     open_sidebar,
+    page_link,
     screenshot,
     until,
     wait_for_app,
     wait_for_page_end,
 )
-from ui.talk import SCENARIOS
 
 WIDTH, HEIGHT = 1280, 720
+TRAINING = "pages/training_divergence.py"
 SLOW = 240_000  # ms: a scenario's first visit computes its numbers on a busy 2-core machine
 
 
@@ -46,53 +52,52 @@ def fresh_server():
     s.stop()
 
 
-def selectbox_text(page, label: str) -> str:
+def selectbox_text(page, key: str) -> str:
     """The select box's label and its shown value (the value may sit in the box's input)."""
-    box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first
+    box = page.locator(f'.st-key-{key} [data-testid="stSelectbox"]').first
     values = box.locator("input").evaluate_all("els => els.map(e => e.value + ' ' + (e.placeholder || ''))")
     return " ".join([box.text_content() or "", *values])
 
 
-def assert_selectbox_shows(page, label: str, text: str) -> None:
-    """The select box labelled ``label`` shows ``text`` (waited for: the link's settings reach the widget with the
+def assert_selectbox_shows(page, key: str, text: str) -> None:
+    """The select box made with ``key`` shows ``text`` (waited for: the link's settings reach the widget with the
     page's script run)."""
-    shown = until(lambda: selectbox_text(page, label), lambda t: text in t)
-    assert text in shown, (label, text, shown)
+    shown = until(lambda: selectbox_text(page, key), lambda t: text in t)
+    assert text in shown, (key, text, shown)
 
 
-def expect_number_value(page, label: str, value: str) -> None:
-    box = page.locator('[data-testid="stNumberInput"]').filter(has_text=label).first.locator("input")
-    expect(box).to_have_value(value, timeout=RERUN)
+def expect_number_value(page, key: str, value: str) -> None:
+    expect(keyed(page, key).locator("input")).to_have_value(value, timeout=RERUN)
 
 
-def check_settings(page, title: str, params: dict) -> None:
-    """The scenario's link settings, read back from the page's own widgets."""
-    if title == "0.1 + 0.2 + 0.3":
-        assert_selectbox_shows(page, "Preset", params["preset"])
+def check_settings(page, path: str, params: dict) -> None:
+    """The scenario's link settings (the page at ``path`` with ``params``), read back from the page's own widgets."""
+    if path == "pages/non_associativity.py":
+        assert_selectbox_shows(page, "na_preset", params["preset"])
         for k, v in zip("abc", ["0.1", "0.2", "0.3"], strict=True):
-            expect(page.get_by_label(k, exact=True)).to_have_value(v, timeout=RERUN)
-        assert_selectbox_shows(page, "Format (dtype)", "float64")
-    elif title in ("Sum of a million float32", "GPU block tree"):
-        expect_number_value(page, "n (1 to", params["n"])
-        assert_selectbox_shows(page, "Storage format", params.get("storage", "float32"))
+            expect_number_value(page, f"na_{k}", v)
+        assert_selectbox_shows(page, "na_fmt", "float64")
+    elif path == "pages/summation_lab.py":
+        expect_number_value(page, "sl_n", params["n"])
+        assert_selectbox_shows(page, "sl_storage", params.get("storage", "float32"))
         if "tree" in params:
-            assert_selectbox_shows(page, "CPU order", TREE_ORDERS[params["tree"]])
+            assert_selectbox_shows(page, "sl_tree_order", TREE_ORDERS[params["tree"]])
         else:  # a link that names no tree order leaves the default, and no tree is drawn for 10^6 values
             expect(page.get_by_text("Trees are drawn for n ≤")).to_have_count(1, timeout=RERUN)
-    elif title in ("1 vs all threads", "Your GPUs, the room's"):
-        assert_selectbox_shows(page, "Vector", GENERATORS[params["vector"]])
-        assert_selectbox_shows(page, "n", f"{int(params['n']):,}")
-        assert_selectbox_shows(page, "Format", params["format"])
+    elif path == "pages/cpu_vs_gpu.py":
+        assert_selectbox_shows(page, "cg_gen", GENERATORS[params["vector"]])
+        assert_selectbox_shows(page, "cg_n", f"{int(params['n']):,}")
+        assert_selectbox_shows(page, "cg_dtype", params["format"])
         if params.get("room") == "on":  # the speaker's tally of the room's GPUs, on the first screen
             expect(page.locator(".st-key-the_room")).to_contain_text("answered", timeout=RERUN)
-    elif title == "Watch two runs diverge":
-        assert_selectbox_shows(page, "Preset", params["preset"])
+    elif path == TRAINING:
+        assert_selectbox_shows(page, "td_preset", params["preset"])
         preset = PRESETS[params["preset"]].settings
-        assert_selectbox_shows(page, "Format", preset.dtype)
-    elif title in ("Does float64 save the day?", "Same prompt, two answers"):
+        assert_selectbox_shows(page, "td_dtype", preset.dtype)
+    elif path in ("pages/mitigations.py", "pages/serving.py"):
         assert params == {}  # the page's defaults: nothing to apply
     else:
-        raise AssertionError(f"no settings check for the scenario {title!r}: add one")
+        raise AssertionError(f"no settings check for a scenario of {path!r}: add one")
 
 
 def assert_punchline_in_first_screen(page, title: str) -> None:
@@ -136,12 +141,14 @@ def assert_healthy(page, title: str) -> None:
         raise AssertionError(f"{title}: {errors.first.inner_text()}") from err
 
 
-def open_scenario(page, title: str) -> None:
-    """Back to the overview through the sidebar (same session), then the scenario's link."""
+def open_scenario(page, path: str, params: dict) -> None:
+    """Back to the overview through the sidebar (same session), then the scenario's link: the page at ``path``
+    with ``params``, found by its address."""
     open_sidebar(page)  # presenter mode folds it away
-    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Overview").click()
+    nav_link(page, "").click()
     wait_for_app(page, timeout=SLOW)
-    page.locator('[data-testid="stMain"] [data-testid="stPageLink"]').filter(has_text=title).click()
+    stem = path.removeprefix("pages/").removesuffix(".py")
+    page_link(page, stem + (f"?{urlencode(params)}" if params else "")).click()
     wait_for_app(page, timeout=SLOW)
     wait_for_page_end(page, timeout=SLOW)  # the checks that follow count the page's charts
     close_sidebar(page)  # the speaker folds it away again: the slide gets the whole width
@@ -152,8 +159,8 @@ def slug(title: str) -> str:
 
 
 def play_to_the_end(page) -> None:
-    page.get_by_role("button", name="Play", exact=True).click()
-    expect(page.get_by_role("button", name="Play", exact=True)).to_be_disabled(timeout=SLOW)
+    button(page, "td_play").click()
+    expect(button(page, "td_play")).to_be_disabled(timeout=SLOW)
     wait_for_app(page, timeout=SLOW)
 
 
@@ -163,41 +170,41 @@ def test_the_whole_talk(fresh_server, browser):
     page.goto(fresh_server.url)
     wait_for_app(page, timeout=SLOW)
 
-    page.locator('[data-testid="stSidebar"] [data-testid="stCheckbox"]').filter(has_text="Presenter mode").click()
+    keyed(page, "presenter").locator('[data-testid="stCheckbox"]').click()
     wait_for_app(page)
-    expect(page.get_by_role("switch", name="Presenter mode")).to_be_checked(timeout=RERUN)
+    expect(keyed(page, "presenter").get_by_role("switch")).to_be_checked(timeout=RERUN)
     expect_root_font_at_least(page, 20)
     page.wait_for_timeout(500)
     assert_sidebar_collapsed(page, what="presenter mode leaves the sidebar open")
     screenshot(page, "talk-0-home")
 
-    order = list(range(len(SCENARIOS)))
+    order = list(range(len(scenarios())))
     for visit, i in enumerate(order + order[::-1]):
-        title, _, params, _ = SCENARIOS[i]
-        open_scenario(page, title)
+        title, path, params, _ = scenarios()[i]
+        open_scenario(page, path, params)
         assert_healthy(page, title)
-        check_settings(page, title, params)
+        check_settings(page, path, params)
         assert_punchline_in_first_screen(page, title)
         drawn = assert_no_empty_chart(page, title)
         if visit < len(order):
             screenshot(page, f"talk-{i + 1}-{slug(title)}")
-        if title == "Watch two runs diverge":
+        if path == TRAINING:
             # a scenario opens ready to play, also the second time (it showed the old run)
-            expect(page.get_by_role("button", name="Play", exact=True)).to_be_enabled(timeout=RERUN)
+            expect(button(page, "td_play")).to_be_enabled(timeout=RERUN)
             if visit >= len(order):
                 continue  # played, reset and played again on the first visit
             play_to_the_end(page)
-            punch = page.locator(".st-key-punchline")
-            expect(punch.get_by_text("Loss gap first > 1% at step")).to_be_visible(timeout=RERUN)
+            # the key numbers beside the charts, where the gap first passes 1% among them (the third)
+            expect(page.locator('.st-key-td_numbers [data-testid="stMetric"]').nth(2)).to_be_visible(timeout=RERUN)
             assert_punchline_in_first_screen(page, title)
             # loss, "How far apart", bits: none empty
             assert assert_no_empty_chart(page, title, minimum=drawn + 3) >= drawn + 3
             assert_healthy(page, title)
             screenshot(page, f"talk-{i + 1}-{slug(title)}-played")
-            page.get_by_role("button", name="Reset", exact=True).click()
+            button(page, "td_reset").click()
             wait_for_app(page, timeout=SLOW)
-            expect(page.get_by_role("button", name="Play", exact=True)).to_be_enabled(timeout=RERUN)
-            expect(page.get_by_role("button", name="Step", exact=True)).to_be_enabled(timeout=RERUN)
+            expect(button(page, "td_play")).to_be_enabled(timeout=RERUN)
+            expect(button(page, "td_step")).to_be_enabled(timeout=RERUN)
             play_to_the_end(page)
             assert_healthy(page, title)
             assert_no_empty_chart(page, title)

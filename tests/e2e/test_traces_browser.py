@@ -11,14 +11,22 @@ import pytest
 from playwright.sync_api import expect
 
 from core.traces.files import dumps
-from core.traces.pairs import run_pair
-from tests.e2e.conftest import RERUN, assert_healthy_page, choose, screenshot, until, wait_for_app
+from core.traces.pairs import PAIRS, run_pair
+from tests.e2e.conftest import RERUN, assert_healthy_page, keyed, pick, screenshot, until, wait_for_app
 
 WIDTH, HEIGHT = 1280, 720
 SLOW = 180_000
 HEADLINE = re.compile(r"The runs part at op \d+ of \d+|give the same bits in all \d+ matched ops")
 LINE = re.compile(r"first difference: (op \d+ of \d+, aten\.\S+ in \S+: (born here|inherited), "
                   r"(within|beyond) rounding|none in \d+ ops)")
+
+
+def choose_upload(page) -> None:
+    """Pick "upload two trace files", the second choice of where the traces come from (pages/traces.SOURCES)."""
+    keyed(page, "tr_source").locator('label[data-baseweb="radio"]').nth(1).click()
+    wait_for_app(page)
+    expect(page).to_have_url(re.compile(r"source=upload"), timeout=RERUN)
+    expect(page.locator('[data-testid="stFileUploader"]')).to_have_count(2, timeout=RERUN)  # one for each run
 
 
 def answer(page):
@@ -60,7 +68,7 @@ def test_a_visitor_finds_the_planted_bug(page, server):
     page.goto(f"{server.url}/traces")
     expect(page.locator(".st-key-punchline")).to_contain_text(HEADLINE, timeout=SLOW)
     wait_for_app(page)
-    choose(page, "Pair", "Training step with a planted bug in one op")
+    pick(page, "tr_pair", PAIRS["mlp-planted"].label)
     punch = page.locator(".st-key-punchline")
     expect(punch).to_contain_text("The runs part at op 1 of", timeout=SLOW)
     expect(punch).to_contain_text("beyond rounding", timeout=RERUN)
@@ -78,16 +86,14 @@ def test_upload_two_traces_one_broken_first(page, server, tmp_path):
     broken.write_text('{"format": "op-trace", "version": 1}')
     page.goto(f"{server.url}/traces")
     wait_for_app(page, timeout=SLOW)
-    page.get_by_text("Upload two trace files", exact=True).click()
-    wait_for_app(page)
-    expect(page.locator(".st-key-punchline")).to_contain_text("Upload two trace files", timeout=RERUN)
+    choose_upload(page)
     inputs = page.locator('[data-testid="stFileUploader"] input[type="file"]')
     inputs.nth(0).set_input_files(str(a))
     wait_for_app(page)
     inputs.nth(1).set_input_files(str(broken))
     wait_for_app(page)
-    alert = page.locator('[data-testid="stAlert"]').filter(has_text="is not a valid trace file")
-    expect(alert).to_contain_text("broken.json", timeout=SLOW)
+    alert = page.locator('[data-testid="stAlert"]').filter(has_text="broken.json")  # the reason, beside its uploader
+    expect(alert).to_contain_text("is not a valid trace file", timeout=SLOW)
     page.locator('[data-testid="stFileUploader"] input[type="file"]').nth(1).set_input_files(str(b))
     wait_for_app(page)
     expect(answer(page)).to_contain_text("born here, beyond rounding", timeout=SLOW)
@@ -103,7 +109,7 @@ def test_the_autocast_pair_reads_as_a_format_change(browser, server):
         page.goto(f"{server.url}/traces")
         expect(page.locator(".st-key-punchline")).to_contain_text(HEADLINE, timeout=SLOW)
         wait_for_app(page)
-        choose(page, "Pair", "Training step: float32 vs bfloat16 autocast")
+        pick(page, "tr_pair", PAIRS["mlp-bf16"].label)
         punch = page.locator(".st-key-punchline")
         expect(punch).to_contain_text("a cast from float32 to bfloat16", timeout=SLOW)
         expect(punch).to_contain_text("format change", timeout=RERUN)
@@ -130,10 +136,9 @@ def test_a_flipped_argmax_is_named_and_the_commands_wait_in_their_expander(page,
     wait_for_app(page, timeout=SLOW)
     commands = page.locator('[data-testid="stCode"]').filter(has_text="python -m scripts.trace run")
     expect(commands.first).to_be_hidden(timeout=RERUN)  # collapsed until opened
-    page.get_by_text("Trace your own model", exact=True).click()
+    page.locator('[data-testid="stExpander"]').filter(has=commands).locator("summary").click()
     expect(commands.first).to_be_visible(timeout=RERUN)
-    page.get_by_text("Upload two trace files", exact=True).click()
-    wait_for_app(page)
+    choose_upload(page)
     inputs = page.locator('[data-testid="stFileUploader"] input[type="file"]')
     inputs.nth(0).set_input_files(str(a))
     wait_for_app(page)

@@ -13,10 +13,12 @@ import urllib.request
 from urllib.parse import quote, urlencode
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
 from core.crowd.budget import training_cost
-from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings
+from core.training.differences import PLAIN
+from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings, network_name
 from core.training.pair import PairedRun
 from core.training.seeds import summarize
 from tests.e2e.conftest import (
@@ -26,8 +28,15 @@ from tests.e2e.conftest import (
     assert_charts_rendered,
     assert_healthy_page,
     assert_sidebar_collapsed,
+    button,
     drawn,
-    open_section,
+    fill_number,
+    folded_section,
+    keyed,
+    nav_link,
+    open_folded,
+    page_link,
+    press,
     screenshot,
     until,
     wait_for_app,
@@ -35,6 +44,22 @@ from tests.e2e.conftest import (
 )
 
 CLOCK = os.sysconf("SC_CLK_TCK")
+
+
+def details(page):
+    """What the page shows of the pair below its first screen (the step reached, the losses, the gaps)."""
+    return keyed(page, "td_details")
+
+
+def after_step(n: int | None = None) -> re.Pattern:
+    """The details' heading for step ``n`` (any step: its number in group 1)."""
+    number = r"\d+" if n is None else str(n)
+    return re.compile(f"After step ({number}) · ")
+
+
+def before_a_first_step(page):
+    """What the key numbers' place holds before a first step: a note (press Play, or where the pair parts)."""
+    return keyed(page, "td_numbers").locator('[data-testid="stAlert"]')
 
 
 def cpu_seconds(pid: int) -> float:
@@ -46,8 +71,8 @@ def cpu_seconds(pid: int) -> float:
 def shown_step_and_bits(page) -> tuple[int, str, str]:
     """The step the page says it ran and the hex bit patterns of the losses it shows, read once the page shows
     both and two readings a quarter second apart agree (no script run is still repainting it)."""
-    head = page.get_by_text(re.compile(r"After step \d+ · "))
-    bits = page.locator(".fp-bits")
+    head = details(page).locator('[data-testid="stMarkdown"]').filter(has_text=after_step()).first
+    bits = details(page).locator(".fp-bits")
     expect(head).to_be_visible(timeout=RERUN)
     expect(bits).to_have_count(2, timeout=RERUN)
     previous: list = [None]
@@ -58,7 +83,7 @@ def shown_step_and_bits(page) -> tuple[int, str, str]:
 
     text, titles = until(lambda: (head.inner_text(), bits.evaluate_all("els => els.map(e => e.getAttribute('title'))")),
                          same_as_before)
-    step = int(re.search(r"After step (\d+)", text).group(1))
+    step = int(after_step().search(text).group(1))
     hexes = [t.split()[-1] for t in titles]
     assert len(hexes) == 2, titles
     return step, hexes[0], hexes[1]
@@ -112,15 +137,15 @@ def test_step_then_play_and_watch_it_update(server, page):
     page.goto(f"{server.url}/training_divergence")
     wait_for_app(page)
     assert_healthy_page(page)
-    expect(page.get_by_text("Press Play to train both runs live")).to_be_visible(timeout=RERUN)
+    expect(before_a_first_step(page)).to_be_visible(timeout=RERUN)
 
-    page.get_by_role("button", name="Step", exact=True).click()
-    expect(page.get_by_text(re.compile(r"After step 1 · "))).to_be_visible(timeout=60_000)
+    press(page, button(page, "td_step"))
+    expect(details(page)).to_contain_text(after_step(1), timeout=60_000)
     wait_for_app(page)
     assert_charts_rendered(page, 4)
     screenshot(page, "training-step-1")
 
-    page.get_by_role("button", name="Play").click()
+    press(page, button(page, "td_play"), settle=False)
     seen = set()
     deadline = time.monotonic() + 300  # 500 steps take about 10 s alone; a loaded machine, minutes
     progress = page.locator('[data-testid="stProgress"]')
@@ -134,21 +159,19 @@ def test_step_then_play_and_watch_it_update(server, page):
         page.wait_for_timeout(50)
     assert 500 in seen, seen
     wait_for_app(page)
-    expect(page.get_by_text(re.compile(r"After step 500 · "))).to_be_visible(timeout=60_000)
+    expect(details(page)).to_contain_text(after_step(500), timeout=60_000)
     expected = summarize(PairedRun(TrainSettings()).run(500)).first_rel_1pct  # computed here, not measured once
-    gap = page.locator('[data-testid="stMetric"]').filter(has_text="Loss gap first > 1% at step")
-    expect(gap).to_contain_text(str(expected), timeout=RERUN)
-    expect(page.get_by_role("button", name="Play")).to_be_disabled(timeout=RERUN)
+    expect(key_number(page, "gap")).to_contain_text(str(expected), timeout=RERUN)
+    expect(button(page, "td_play")).to_be_disabled(timeout=RERUN)
     assert_charts_rendered(page, 5)
     assert_healthy_page(page)
     screenshot(page, "training-played")
     assert len(seen) >= 2, f"the page never showed an intermediate step: {sorted(seen)}"
 
-    page.get_by_role("button", name="Reset").click()  # one Reset enables Play and Step again
-    expect(page.get_by_text("Press Play to train both runs live")).to_be_visible(timeout=RERUN)
-    wait_for_app(page)
-    expect(page.get_by_role("button", name="Play")).to_be_enabled(timeout=RERUN)
-    expect(page.get_by_role("button", name="Step", exact=True)).to_be_enabled(timeout=RERUN)
+    press(page, button(page, "td_reset"))  # one Reset enables Play and Step again
+    expect(before_a_first_step(page)).to_be_visible(timeout=RERUN)
+    expect(button(page, "td_play")).to_be_enabled(timeout=RERUN)
+    expect(button(page, "td_step")).to_be_enabled(timeout=RERUN)
 
 
 FAST_CLICKS = 40
@@ -166,7 +189,7 @@ def test_fast_clicks_never_overlap_on_one_pair(server, page):
     started = time.monotonic()
     page.goto(f"{server.url}/training_divergence?steps=5000")
     wait_for_app(page)
-    plus10 = page.get_by_role("button", name="+10 steps")
+    plus10 = button(page, "td_step10")
     with HealthPoller(server) as health:
         clicking = time.monotonic()
         for _ in range(FAST_CLICKS):
@@ -186,7 +209,7 @@ def test_fast_clicks_never_overlap_on_one_pair(server, page):
     screenshot(page, "training-fast-clicks")
 
     # Play, then Pause and Play in quick succession, then Pause: whatever interleaving, a clean run
-    play, pause = page.get_by_role("button", name="Play"), page.get_by_role("button", name="Pause")
+    play, pause = button(page, "td_play"), button(page, "td_pause")
     play.click()
     for _ in range(4):
         page.wait_for_timeout(150)
@@ -212,28 +235,26 @@ def test_a_preset_link_sets_its_settings_in_the_browser(server, page):
     page.goto(f"{server.url}/training_divergence?preset={quote(name)}")
     wait_for_app(page)
     assert_healthy_page(page)
+    expect(keyed(page, "td_preset").locator("input")).to_have_value(name, timeout=RERUN)
     expect(page.get_by_text(PRESETS[name].note)).to_be_visible(timeout=RERUN)
-    page.get_by_role("button", name="+10 steps").click()
-    after_10 = page.get_by_text(re.compile(r"After step 10 · Run B uses 1 CPU thread, run A all of them"))
-    expect(after_10).to_be_visible(timeout=60_000)
-    wait_for_app(page)
-    for label in ("Loss differs from step", "Weights differ from step"):
-        expect(page.locator('[data-testid="stMetric"]').filter(has_text=label)).to_contain_text("not yet",
-                                                                                            timeout=RERUN)
+    press(page, button(page, "td_step10"))
+    said = after_step(10).pattern + re.escape(PLAIN[PRESETS[name].settings.source])  # what differs, in its words
+    expect(details(page)).to_contain_text(re.compile(said), timeout=60_000)
+    for which in ("loss", "weights"):
+        expect(key_number(page, which)).to_contain_text("not yet", timeout=RERUN)
     assert PRESETS[name].settings != PRESETS[DEFAULT_PRESET].settings
 
 
 def test_float64_mitigation_in_the_browser(server, page):
     page.goto(f"{server.url}/training_divergence")
     wait_for_app(page)
-    open_section(page, "Does float64 cure it?")  # made once opened: opening reruns the page
-    wait_for_app(page)
-    page.get_by_role("button", name="Run the float32 and float64 pairs").click()
-    expect(page.get_by_text(re.compile(r"float64 pair: not within 500 steps"))).to_be_visible(timeout=240_000)
+    open_folded(page, "td_open_float64")  # made once opened: opening reruns the page
+    press(page, button(page, "td_f64"), settle=False)
+    section = folded_section(page, "td_open_float64")
+    expect(section).to_contain_text(re.compile(r"float64 pair: not within 500 steps"), timeout=240_000)
     # the prediction from the float32 pair's doubling time, and what the float64 pair showed
-    expect(page.get_by_text(re.compile(r"29 × [\d.]+ ≈ \d+ steps more"))).to_be_visible(timeout=RERUN)
-    expect(page.get_by_text(re.compile(r"The float64 pair is not 1% apart within 500 steps"))).to_be_visible(
-        timeout=RERUN)
+    expect(section).to_contain_text(re.compile(r"29 × [\d.]+ ≈ \d+ steps more"), timeout=RERUN)
+    expect(section).to_contain_text(re.compile(r"The float64 pair is not 1% apart within 500 steps"), timeout=RERUN)
     wait_for_app(page)
     assert_charts_rendered(page, 1)
     assert_healthy_page(page)
@@ -245,14 +266,10 @@ def _start_seed_study(server, page) -> int:
     k = max(k for k in range(2, 17) if training_cost(5000, k).fits)
     page.goto(f"{server.url}/training_divergence?steps=5000")
     wait_for_app(page)
-    open_section(page, "Do A and B end equally good?")
-    wait_for_app(page)
-    seeds = page.get_by_label("Seeds per side")
-    seeds.fill(str(k))
-    seeds.press("Enter")
-    wait_for_app(page)
-    page.get_by_role("button", name="Train the seeds").click(timeout=60_000)
-    bar = page.locator('[data-testid="stProgress"]').filter(has_text=f"Training {k} seeds per side")
+    open_folded(page, "td_open_equal")
+    fill_number(page, "td_k", k)
+    button(page, "td_seeds").click(timeout=60_000)
+    bar = folded_section(page, "td_open_equal").locator('[data-testid="stProgress"]')
     expect(bar).to_contain_text(re.compile(rf"[1-9][\d,]* of {k * 5000:,} steps"), timeout=60_000)
     return k
 
@@ -261,11 +278,11 @@ def test_the_seed_study_shows_progress_and_stops_when_a_setting_changes(server, 
     """A seed study ran to the end whatever the visitor did."""
     _start_seed_study(server, page)
     screenshot(page, "training-seeds-progress")
-    page.get_by_role("button", name="Step", exact=True).click()
+    button(page, "td_step").click()
     # A study that ignored the change would hold the step back for minutes; a busy machine may take seconds.
-    expect(page.get_by_text(re.compile(r"After step 1 · "))).to_be_visible(timeout=RERUN)
+    expect(details(page)).to_contain_text(after_step(1), timeout=RERUN)
     wait_for_app(page, timeout=RERUN)
-    expect(page.locator('[data-testid="stProgress"]').filter(has_text="seeds per side")).to_have_count(
+    expect(folded_section(page, "td_open_equal").locator('[data-testid="stProgress"]')).to_have_count(
         0, timeout=RERUN)
     page.wait_for_timeout(1000)
     before = cpu_seconds(server.proc.pid)
@@ -340,8 +357,8 @@ def test_training_charts_at_1920_px(server, browser):
     try:
         page.goto(f"{server.url}/training_divergence?steps=150")
         wait_for_app(page)
-        page.get_by_role("button", name="Play").click()
-        expect(page.get_by_text(re.compile(r"After step 150 · "))).to_be_visible(timeout=240_000)
+        press(page, button(page, "td_play"), settle=False)
+        expect(details(page)).to_contain_text(after_step(150), timeout=240_000)
         wait_for_app(page, timeout=120_000)
         assert_charts_rendered(page, 5)
         assert_healthy_page(page)
@@ -350,7 +367,7 @@ def test_training_charts_at_1920_px(server, browser):
         for i in (4, 5):  # the two decision boundaries
             gaps = _plot_columns_mostly_white(charts.nth(i).screenshot())
             assert gaps < 0.02, f"boundary chart {i}: {gaps:.0%} of its columns are gaps (stripes)"
-        share = page.locator('[data-testid="stMetric"]').filter(has_text="Parameter bits that differ")
+        share = details(page).locator('[data-testid="stMetric"]')  # the share of parameter bits that differ
         expect(share).to_contain_text(re.compile(r"[\d.]+%"), use_inner_text=True, timeout=RERUN)  # then read it
         pct = float(re.search(r"([\d.]+)%", share.inner_text()).group(1)) / 100
         fill = _red_fill_height(charts.nth(3).screenshot())
@@ -366,16 +383,15 @@ def test_a_scenario_reopened_from_the_home_page_is_ready_to_play(server, page):
     page.goto(server.url)
     wait_for_app(page)
     for attempt in range(2):
-        page.get_by_role("link", name="Watch two runs diverge").click()
-        expect(page.get_by_text("Press Play to train both runs live")).to_be_visible(timeout=60_000)
+        page_link(page, "training_divergence", with_settings=True).click()  # the talk's scenario: a preset
+        expect(before_a_first_step(page)).to_be_visible(timeout=60_000)
         wait_for_app(page)
         assert_healthy_page(page)
-        expect(page.get_by_role("button", name="Play")).to_be_enabled(timeout=RERUN)
+        expect(button(page, "td_play")).to_be_enabled(timeout=RERUN)
         if attempt == 0:
-            page.get_by_role("button", name="+10 steps").click()
-            expect(page.get_by_text(re.compile(r"After step 10 · "))).to_be_visible(timeout=60_000)
-            wait_for_app(page)
-            page.get_by_role("link", name="Overview").click()
+            press(page, button(page, "td_step10"))
+            expect(details(page)).to_contain_text(after_step(10), timeout=60_000)
+            nav_link(page, "").click()  # back to the overview
             wait_for_app(page)
     screenshot(page, "training-scenario-reopened")
 
@@ -391,10 +407,36 @@ def live_charts(page):
     return charts.nth(0), charts.nth(1)
 
 
+def progress_bar(page):
+    """The pair's progress bar beside the live charts ("step n of N")."""
+    return page.locator('.st-key-punchline [data-testid="stProgress"]')
+
+
 def shown_progress(page) -> int:
-    bar = page.locator('.st-key-punchline [data-testid="stProgress"]')
+    bar = progress_bar(page)
     expect(bar).to_contain_text(re.compile(r"step [\d,]+ of"), use_inner_text=True, timeout=RERUN)  # then read it
     return int(re.search(r"step ([\d,]+) of", bar.inner_text()).group(1).replace(",", ""))
+
+
+def playing_step(page) -> int | None:
+    """The step the progress bar shows at this moment (None: none shown just now, as while a frame replaces it)."""
+    current = page.locator('.st-key-punchline [data-stale="false"] [data-testid="stProgress"]').first
+    try:
+        text = current.inner_text(timeout=1_000)
+    except PlaywrightError:
+        return None
+    found = re.search(r"step ([\d,]+) of", text)
+    return int(found.group(1).replace(",", "")) if found else None
+
+
+# The key numbers beside the live charts, in the order ui.training_view._key_numbers draws them
+KEY_NUMBERS = ("loss", "weights", "gap", "doubling")
+
+
+def key_number(page, which: str):
+    """One key number (KEY_NUMBERS): which of loss and weights differ first, where the gap passes 1%, how fast
+    ‖Δθ‖ doubles."""
+    return page.locator('.st-key-td_numbers [data-testid="stMetric"]').nth(KEY_NUMBERS.index(which))
 
 
 def colour_pixels(chart) -> tuple[int, int]:
@@ -435,56 +477,45 @@ def test_the_losses_part_on_the_first_screen_while_play_runs(server, browser, ta
         loss, gap = live_charts(page)
         for chart, what in ((loss, "loss chart"), (gap, "relative gap chart")):
             chart.locator("canvas, svg").first.wait_for(timeout=60_000)
-            assert drawn(chart) > 50, f"{what} is empty axes before the first step"
+            assert drawn(chart, timeout=RERUN / 1000) > 50, f"{what} is empty axes before the first step"
         screenshot(page, f"training-first-screen-{mode}-fresh")
 
-        page.get_by_role("button", name="Step", exact=True).click()
-        expect(page.locator(".st-key-punchline").get_by_text(re.compile(r"step 1 of 400"))).to_be_visible(
-            timeout=RERUN)
-        wait_for_app(page)
-        page.wait_for_timeout(500)
+        press(page, button(page, "td_step"))  # a click a busy browser lost is made again, as a person would
+        expect(progress_bar(page)).to_contain_text(re.compile(r"step 1 of 400"), timeout=RERUN)
         first = PairedRun(TrainSettings(steps=400)).run(1)[0]
-        loss_metric = page.locator('[data-testid="stMetric"]').filter(has_text="Loss differs from step")
-        weights_metric = page.locator('[data-testid="stMetric"]').filter(has_text="Weights differ from step")
-        expect(loss_metric).to_contain_text("not yet" if first.loss_a_bits == first.loss_b_bits else "1",
-                                            timeout=RERUN)
-        expect(weights_metric).to_contain_text("1" if first.differing_bits else "not yet", timeout=RERUN)
+        expect(key_number(page, "loss")).to_contain_text("not yet" if first.loss_a_bits == first.loss_b_bits else "1",
+                                                         timeout=RERUN)
+        expect(key_number(page, "weights")).to_contain_text("1" if first.differing_bits else "not yet", timeout=RERUN)
         loss, gap = live_charts(page)
         for chart, what in ((loss, "loss chart"), (gap, "relative gap chart")):
             assert_on_first_screen(chart, what)
-            assert drawn(chart) > 50, f"{what} after one step is empty axes"
+            assert drawn(chart, timeout=RERUN / 1000) > 50, f"{what} after one step is empty axes"
         a_px, b_px = until(lambda: colour_pixels(loss), lambda px: px[0] > 20 and px[1] > 20)  # drawn late
         assert a_px > 20 and b_px > 20, (a_px, b_px)  # run A's point and run B's, in their own colours
         screenshot(page, f"training-first-screen-{mode}-step-1")
 
-        page.get_by_role("button", name="Play", exact=True).click()
+        press(page, button(page, "td_play"), settle=False)  # watched while it runs
+        # two steps Play shows on its way, each read as soon as the progress bar passes the last (a pause between
+        # them, such as a screenshot on a busy machine, can let Play reach its end first)
         samples = []
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and len(samples) < 2:
-            page.wait_for_timeout(1500)
-            progress = page.locator('.st-key-punchline [data-testid="stProgress"]')
-            if not progress.count():
-                continue
-            step = shown_progress(page)
-            if step <= 1 or step >= 400:
-                continue
+        for _ in range(2):
+            after = samples[-1][0] if samples else 1
+            step = until(lambda: playing_step(page), lambda s, after=after: s is not None and s > after, timeout=240)
+            assert step is not None and after < step < 400, f"Play showed no step between {after} and 400: {step}"
             loss, gap = live_charts(page)
             samples.append((step, loss.evaluate(CANVAS_SIGNATURE)))
             assert_on_first_screen(loss, "loss chart while playing")
             assert_on_first_screen(gap, "relative gap chart while playing")
-            if len(samples) == 1:
-                screenshot(page, f"training-first-screen-{mode}-playing")
-        assert len(samples) == 2, f"Play never showed two intermediate steps: {samples}"
+        screenshot(page, f"training-first-screen-{mode}-playing")
         (s1, sig1), (s2, sig2) = samples
         assert s2 > s1, samples
-        redrawn = time.monotonic() + 30  # the browser draws the frame after its progress bar: a busy machine lags
-        while sig2 == sig1 and time.monotonic() < redrawn:
-            page.wait_for_timeout(500)
-            s2, sig2 = shown_progress(page), live_charts(page)[0].evaluate(CANVAS_SIGNATURE)
+        # the browser draws a frame after its progress bar: a busy machine lags, so wait for the chart to change
+        s2, sig2 = until(lambda: (shown_progress(page), live_charts(page)[0].evaluate(CANVAS_SIGNATURE)),
+                         lambda reading: reading[1] != sig1)
         assert sig1 != sig2, f"the loss chart did not change between steps {s1} and {s2}"
         a_px, b_px = until(lambda: colour_pixels(live_charts(page)[0]), lambda px: px[0] > 100 and px[1] > 100)
         assert a_px > 100 and b_px > 100, (a_px, b_px)
-        page.get_by_role("button", name="Pause", exact=True).click()
+        press(page, button(page, "td_pause"))
         wait_for_app(page, timeout=120_000)
         assert_healthy_page(page)
         print(f"\n{mode}: while playing at 2 steps a frame, step {s1} then {s2}; the loss chart redrawn; "
@@ -510,11 +541,10 @@ def test_the_page_is_at_most_three_screens_with_its_depth_folded(server, browser
         height = until(lambda: main.evaluate("m => m.scrollHeight"), lambda h: h <= STORY_HEIGHT)
         print(f"\n{'presenter' if talk == '1' else 'normal'}: the page is {height} px tall at its defaults")
         assert height <= STORY_HEIGHT, height
-        intro = page.locator(".st-key-punchline").get_by_text("One difference in the last bit can grow")
-        expect(intro).to_be_visible(timeout=RERUN)
+        intro = keyed(page, "punchline").locator('[data-testid="stMarkdown"]').first  # the insight, the page's first
+        expect(intro).to_contain_text(network_name(TrainSettings()), timeout=RERUN)
         box = until(intro.bounding_box, lambda b: b is not None and b["y"] + b["height"] <= FIRST_SCREEN["height"])
         assert box is not None and box["y"] + box["height"] <= FIRST_SCREEN["height"], box
-        expect(page.locator(".st-key-punchline")).to_contain_text("2-64-64-3 tanh MLP on noisy spirals")
         screenshot(page, f"training-story-{'presenter' if talk == '1' else 'normal'}")
     finally:
         context.close()
@@ -524,8 +554,8 @@ def test_a_reload_keeps_the_step_the_run_had_reached(server, page):
     """F5 after Play showed the pair back at step 0 (the speaker had to press Play again)."""
     page.goto(f"{server.url}/training_divergence?steps=60")
     wait_for_app(page)
-    page.get_by_role("button", name="Play").click()
-    expect(page.get_by_text(re.compile(r"After step 60 · "))).to_be_visible(timeout=240_000)
+    press(page, button(page, "td_play"), settle=False)
+    expect(details(page)).to_contain_text(after_step(60), timeout=240_000)
     wait_for_app(page)
     until(lambda: page.url, lambda u: "step=60" in u)
     assert "step=60" in page.url, page.url
@@ -533,9 +563,9 @@ def test_a_reload_keeps_the_step_the_run_had_reached(server, page):
     page.reload()
     wait_for_app(page, timeout=120_000)
     assert_healthy_page(page)
-    expect(page.get_by_text(re.compile(r"After step 60 · "))).to_be_visible(timeout=240_000)
+    expect(details(page)).to_contain_text(after_step(60), timeout=240_000)
     assert shown_step_and_bits(page) == (step, a_hex, b_hex) == (60, *clean_bits(TrainSettings(steps=60), 60))
-    expect(page.get_by_role("button", name="Play")).to_be_disabled(timeout=RERUN)
+    expect(button(page, "td_play")).to_be_disabled(timeout=RERUN)
     assert "step=60" in page.url, page.url
 
 
@@ -551,9 +581,9 @@ def test_a_room_pressing_play_on_one_link_sees_the_same_curves(server, browser):
     4.3x. Now the preset's run is computed once and every session's Play shows it. ROOM tabs open the talk's
     link and press Play together: each reaches step 500 with the losses' bits of a clean run, the same key
     numbers and the same two live charts, drawn from the same records."""
-    from ui.talk import SCENARIOS
+    from core.studies.talk import scenarios
 
-    (params,) = [p for title, _, p, _ in SCENARIOS if title == "Watch two runs diverge"]
+    (params,) = [p for _, path, p, _ in scenarios() if path == "pages/training_divergence.py"]
     contexts = [browser.new_context(viewport=FIRST_SCREEN) for _ in range(ROOM)]
     try:
         pages = [c.new_page() for c in contexts]
@@ -561,20 +591,19 @@ def test_a_room_pressing_play_on_one_link_sees_the_same_curves(server, browser):
             page.goto(f"{server.url}/training_divergence?{urlencode(params)}")
         for page in pages:
             wait_for_app(page, timeout=120_000)
-            expect(page.get_by_role("button", name="Play")).to_be_enabled(timeout=RERUN)
+            expect(button(page, "td_play")).to_be_enabled(timeout=RERUN)
         started = time.monotonic()
         for page in pages:  # as fast as one hand can: every Play lands while the others run
-            page.get_by_role("button", name="Play").click(no_wait_after=True)
+            button(page, "td_play").click(no_wait_after=True)
         for page in pages:
-            expect(page.get_by_text(re.compile(r"After step 500 · "))).to_be_visible(timeout=240_000)
+            expect(details(page)).to_contain_text(after_step(500), timeout=240_000)
         played = time.monotonic() - started
         for page in pages:
             wait_for_app(page, timeout=120_000)
             assert_healthy_page(page)
         readings = [shown_step_and_bits(page) for page in pages]
         assert readings == [(500, *clean_bits(TrainSettings(), 500))] * ROOM, readings
-        numbers = [page.locator('[data-testid="stMetric"]').filter(has_text="doubles every").inner_text()
-                   for page in pages]
+        numbers = [key_number(page, "doubling").inner_text() for page in pages]
         assert len(set(numbers)) == 1, numbers
         # one viewport, one record set: the same marks (the geometry of each drawn mark, read until each tab's last
         # frame is drawn; pixels are not compared: a chart placed half a pixel lower is antialiased otherwise)

@@ -12,9 +12,13 @@ from tests.e2e.conftest import (
     RERUN,
     assert_healthy_page,
     assert_sidebar_collapsed,
+    button,
     expect_root_font_at_least,
+    keyed,
+    nav_link,
     open_sidebar,
     screenshot,
+    share_box,
     wait_for_app,
     wait_for_page_end,
 )
@@ -25,21 +29,21 @@ PRESENTER_PX = 20  # ui.talk.CSS: html { font-size: 20px }
 BACK_PRESSES = 8  # at most this many Back presses from Training divergence to the Summation lab
 
 
-def _number(page, label: str):
-    return page.locator('[data-testid="stNumberInput"]').filter(has_text=label).locator("input").first
+def _number(page, key: str):
+    return keyed(page, key).locator("input").first
 
 
-def _set_number(page, label: str, value: str) -> None:
-    box = _number(page, label)
+def _set_number(page, key: str, value: str) -> None:
+    box = _number(page, key)
     box.fill(value)
     box.press("Enter")
     wait_for_app(page)
     expect(box).to_have_value(value, timeout=RERUN)
 
 
-def _sidebar_link(page, title: str) -> None:
+def _sidebar_link(page, path: str) -> None:
     open_sidebar(page)
-    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).first.click()
+    nav_link(page, path).click()
     wait_for_app(page, timeout=SLOW)
 
 
@@ -56,12 +60,12 @@ def test_a_reload_keeps_presenter_mode(browser, server):
         expect(page).to_have_url(re.compile(r"[?&]talk=1"), timeout=RERUN)
         expect_root_font_at_least(page, PRESENTER_PX, "presenter type after F5")
         assert_sidebar_collapsed(page, what="presenter mode folds the sidebar after a reload too")
-        link = page.locator('[data-testid="stCode"]').filter(has_text="?").first
-        page.get_by_text("Link to this view").first.click()
+        link = share_box(page).locator('[data-testid="stCode"]')
+        share_box(page).locator("summary").click()
         expect(link).to_contain_text("talk=1", timeout=RERUN)  # the shared link keeps it
         # switched off, it leaves the address, and a reload keeps it off
         open_sidebar(page)
-        page.get_by_text("Presenter mode", exact=True).click()
+        keyed(page, "presenter").locator('[data-testid="stCheckbox"]').click()
         expect(page).not_to_have_url(re.compile(r"[?&]talk="), timeout=RERUN)
         page.reload()
         wait_for_app(page, timeout=SLOW)
@@ -77,22 +81,22 @@ def test_a_round_trip_keeps_each_page_as_it_was_left(browser, server):
     try:
         page.goto(f"{server.url}/summation_lab")
         wait_for_page_end(page, timeout=SLOW)
-        _set_number(page, "n (1 to", "16")
+        _set_number(page, "sl_n", "16")
         expect(page.locator('[data-testid="stMetric"]').filter(has_text=re.compile(r"^n"))).to_contain_text(
             "16", timeout=SLOW)
-        _sidebar_link(page, "Training divergence")
+        _sidebar_link(page, "training_divergence")
         wait_for_page_end(page, timeout=SLOW)
-        _set_number(page, "Learning rate", "0.3")
+        _set_number(page, "td_lr", "0.3")
         steps = page.locator('[data-testid="stProgress"]')
         for k in range(1, 6):  # each press once the last one's steps are drawn (a busy machine draws late)
-            page.get_by_role("button", name="+10 steps").click()
+            button(page, "td_step10").click()
             expect(steps.first).to_contain_text(f"step {10 * k} of", timeout=SLOW)
             wait_for_app(page, timeout=SLOW)
-        _sidebar_link(page, "Summation lab")
-        expect(_number(page, "n (1 to")).to_have_value("16", timeout=SLOW)
+        _sidebar_link(page, "summation_lab")
+        expect(_number(page, "sl_n")).to_have_value("16", timeout=SLOW)
         expect(page).to_have_url(re.compile(r"[?&]n=16"), timeout=RERUN)
-        _sidebar_link(page, "Training divergence")
-        expect(_number(page, "Learning rate")).to_have_value("0.3", timeout=SLOW)
+        _sidebar_link(page, "training_divergence")
+        expect(_number(page, "td_lr")).to_have_value("0.3", timeout=SLOW)
         expect(steps.first).to_contain_text("step 50 of", timeout=SLOW)
         screenshot(page, "round-trip-training")
         # Back: Streamlit gives the addresses a page writes history entries of their own (some the same

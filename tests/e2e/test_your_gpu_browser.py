@@ -18,7 +18,19 @@ from core.arith.numpy_stream import digest, recipe
 from core.arith.vectors import VectorSpec, generate
 from core.kernels import webgpu
 from core.kernels.sums import sequential
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, RERUN, assert_healthy_page, screenshot, wait_for_app
+from tests.e2e.conftest import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    RERUN,
+    assert_healthy_page,
+    button,
+    folded_section,
+    keyed,
+    open_folded,
+    screenshot,
+    section_with_icon,
+    wait_for_app,
+)
 from ui.your_gpu import component_source
 
 F32 = FORMATS["float32"]
@@ -153,16 +165,16 @@ def test_your_gpus_download_round_trips_through_the_upload(server, gpu_page, tmp
     gpu_page.goto(f"{server.url}/cpu_vs_gpu?n=10000")
     expect_live(gpu_page)
     with gpu_page.expect_download(timeout=RERUN) as dl:
-        gpu_page.get_by_role("button", name="Download your GPU's results as a recording").click()
+        button(gpu_page, "yg_download").click()
     path = tmp_path / dl.value.suggested_filename
     dl.value.save_as(path)
     assert path.name.startswith("webgpu-") and path.suffix == ".json"
-    gpu_page.get_by_text("Bring your own GPU").click()
+    section_with_icon(gpu_page, "upload_file").locator("summary").click()  # bring your own GPU's capture
     gpu_page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
     card = gpu_page.locator('[data-testid="stAlert"]').filter(has_text="recorded on a GPU through WebGPU")
     expect(card).to_be_visible(timeout=LIVE)
     expect(card).to_contain_text(path.name)
-    gpu_page.get_by_text("How faithful is the GPU model?").click()
+    open_folded(gpu_page, "cg_open_model")
     main = gpu_page.locator('[data-testid="stMain"]')
     expect(main).to_contain_text("1 of 1 sums bit-identical (100%); WebGPU workgroup-tree model vs", timeout=LIVE)
     expect(main).to_contain_text(re.compile(r"recorded through WebGPU in \w+ \d+ on"))
@@ -210,7 +222,7 @@ def test_ten_viewers_add_their_gpus_and_a_forged_one_is_refused(server, gpu_brow
         v.goto(server.url + ROOM_LINK)
     for v in viewers:
         expect_live(v)
-        v.get_by_role("button", name="Add my GPU to the room").click()
+        button(v, "yg_room_add").click()
         expect(v.get_by_text("Added: the speaker's screen counts your GPU")).to_be_visible(timeout=RERUN)
     expect(tally).to_contain_text("10 answered", timeout=RERUN)  # presenter mode refreshes the tally by itself
     expect(tally.locator('[data-testid="stDataFrame"]')).to_be_visible()
@@ -220,7 +232,7 @@ def test_ten_viewers_add_their_gpus_and_a_forged_one_is_refused(server, gpu_brow
     forger.route_web_socket(re.compile(r".*/_stcore/stream"), forge_reports)
     forger.goto(server.url + ROOM_LINK)
     expect(forger.locator(".st-key-your_gpu")).to_contain_text("refused as impossible", timeout=LIVE)
-    expect(forger.get_by_role("button", name="Add my GPU to the room")).to_have_count(0)
+    expect(keyed(forger, "yg_room_add")).to_have_count(0)
     assert_healthy_page(forger)
     assert len(Room().entries()) == 10
     expect(tally).to_contain_text("10 answered", timeout=RERUN)
@@ -235,8 +247,8 @@ def test_three_numbers_on_your_gpu_give_the_cpus_bits(server, gpu_page):
 
     gpu_page.goto(f"{server.url}/non_associativity?preset={quote('1e8 − 1e8 + 1 (float32)')}")
     wait_for_app(gpu_page)
-    gpu_page.get_by_text("The same additions on each device here").click()
-    section = gpu_page.locator('[data-testid="stExpander"]').filter(has_text="The same additions on each device")
+    open_folded(gpu_page, "na_open_devices")  # the same additions on each device here
+    section = folded_section(gpu_page, "na_open_devices")
     expect(section).to_contain_text(re.compile(r"Live on your GPU \(\w+"), timeout=LIVE)
     expect(section).to_contain_text("the same bits as this server's CPU, grouping by grouping")
     assert_healthy_page(gpu_page)

@@ -8,6 +8,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.recordings.capture import capture
 from core.recordings.compare import (
     INTEL_MKL_NOTE,
     compare_recordings,
@@ -19,7 +20,7 @@ from core.recordings.compare import (
     pair_differences,
 )
 from core.recordings.fingerprint import fingerprint, op_fingerprint
-from core.recordings.store import TRAINING_PRESETS, capture, load_recordings, write_recording
+from core.recordings.store import TRAINING_PRESETS, load_recordings, write_recording
 from tests.pages.conftest import FOLDED_KEYS, ROOT, TIMEOUT, all_text, shown
 from ui.cpu_vs_gpu_view import CAPTURE_COMMAND, CHECK_COMMAND
 from ui.render import WORD_JOINER

@@ -44,8 +44,8 @@ def test_home_links_to_every_page(app):
 def test_talk_mode_scenarios_and_presenter_switch():
     from streamlit.testing.v1 import AppTest
 
+    from core.studies.talk import scenarios
     from tests.pages.conftest import ROOT, TIMEOUT
-    from ui.talk import SCENARIOS
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params["talk"] = "1"
@@ -53,9 +53,9 @@ def test_talk_mode_scenarios_and_presenter_switch():
     assert not at.exception and at.session_state["presenter"] is True
     # the speaker's first screen: the live numbers, then the talk's links in story order; no sections
     labels = [p.proto.label for p in at.get("page_link")]
-    assert labels[:len(SCENARIOS)] == [title for title, *_ in SCENARIOS]
-    assert labels[len(SCENARIOS):][0].startswith("Make my runs reproducible") and labels[-1].startswith("Next: ")
-    assert len(labels) == len(SCENARIOS) + 2
+    assert labels[:len(scenarios())] == [title for title, *_ in scenarios()]
+    assert labels[len(scenarios()):][0].startswith("Make my runs reproducible") and labels[-1].startswith("Next: ")
+    assert len(labels) == len(scenarios()) + 2
     # the room's link and its QR code on the overview itself, not in the sidebar
     assert len(at.main.get("image")) == 1 and at.sidebar.get("image") == []
     assert any(m.value.startswith("**For the room:**") for m in at.main.markdown)

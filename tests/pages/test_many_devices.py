@@ -10,7 +10,7 @@ import core.machines.memory as memory
 import core.training.data_parallel as dp
 import core.training.emulate as emulate
 import core.training.gloo as gloo
-from core.kernels.collectives import MODELS
+from core.kernels.collectives import COLLECTIVE_MODELS
 from tests.pages.conftest import ROOT, TIMEOUT, all_text
 from ui.many_devices_view import short_step, step_text
 
@@ -94,7 +94,7 @@ def test_the_order_study_from_the_page_matches_core():
     c16 = study[-1]
     shown = cells(at)
     for o in c16.outcomes:
-        assert MODELS[o.model].name in shown
+        assert COLLECTIVE_MODELS[o.model].name in shown
         assert f"{o.mean_abs_ulps:.3g} ULPs" in shown
     assert len(at.get("vega_lite_chart")) >= 2
 
@@ -106,7 +106,7 @@ def test_the_emulation_from_the_page_matches_core():
     assert not at.exception, at.exception
     run = emulate.emulate_run(8, "tree_nccl", 10)
     shown = cells(at)
-    assert f"8 devices · {MODELS['tree_nccl'].name}" in shown
+    assert f"8 devices · {COLLECTIVE_MODELS['tree_nccl'].name}" in shown
     assert step_text(run.summary.first_difference, 10) in shown
     assert step_text(run.summary.first_rel_1pct, 10) in shown
 

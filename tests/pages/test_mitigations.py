@@ -71,7 +71,7 @@ def test_the_count_is_true_and_every_cost_is_in_one_unit(mi):
 
 
 def test_the_float64_table_says_without_tensor_cores_and_gives_the_tensor_core_cost(mi):
-    from core.studies.mitigations import float64_peak
+    from core.studies.peak_rates import float64_peak
 
     vendor = next(t.value for t in mi.table if t.value.index.name == "hardware")
     assert "FP64 : FP32, no tensor cores" in vendor.columns
@@ -163,7 +163,8 @@ def test_no_internal_wording(mi):
 
 
 def test_recorded_throughput_is_shown_with_its_provenance(monkeypatch, tmp_path):
-    from core.recordings.store import capture, write_recording
+    from core.recordings.capture import capture
+    from core.recordings.store import write_recording
 
     write_recording(capture(quick=True, log=lambda *_: None), tmp_path)
     monkeypatch.setenv("FP_RECORDINGS_DIR", str(tmp_path))

@@ -22,7 +22,7 @@ CODE = """
 import json, sys
 import core.machines.native
 from streamlit.testing.v1 import AppTest
-from ui.talk import SCENARIOS
+from core.studies.talk import scenarios
 
 def run(script, params):
     at = AppTest.from_file(script, default_timeout=300)
@@ -32,7 +32,7 @@ def run(script, params):
     return [str(e.value) for e in at.exception]
 
 errors = run("app.py", {"talk": "1"})
-for _, page, params, _ in SCENARIOS:
+for _, page, params, _ in scenarios():
     errors += run(page, {**params, "talk": "1"})
 print(json.dumps({"errors": errors, "loaded": [m for m in %r if m in sys.modules]}))
 """

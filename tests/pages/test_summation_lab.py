@@ -207,9 +207,9 @@ def test_error_metrics_are_short_and_come_with_absolute_and_relative_errors(lab)
 
 def test_the_gpu_block_tree_scenario_shows_two_trees_with_different_sums():
     from core.studies.sumlab import differing_tree_seed
-    from ui.talk import SCENARIOS
+    from core.studies.talk import scenarios
 
-    params = next(p for title, _, p, _ in SCENARIOS if title == "GPU block tree")
+    params = next(p for title, _, p, _ in scenarios() if title == "GPU block tree")
     assert params["seed"] == str(differing_tree_seed(int(params["n"]), params["tree"]))
     at = reader("summation_lab", TIMEOUT)
     at.query_params.update(params)
@@ -242,3 +242,17 @@ def test_permutation_counts_are_whole_and_each_order_has_its_own_row():
     assert dots["encoding"]["y"]["field"] == "label"  # one row per order: equal results no longer overlap
     assert bars["encoding"]["x"]["field"] == dots["encoding"]["x"]["field"] == "ulps"
     assert spec["resolve"]["scale"]["y"] == "independent"
+
+
+def test_an_eight_bit_storage_opens_from_the_address_and_accumulates_in_float32():
+    at = reader("summation_lab", TIMEOUT)
+    at.query_params.update({"storage": "float8_e4m3fn", "n": "5000", "vector": "lognormal", "permutations": "0"})
+    at.run()
+    assert not at.exception
+    assert at.session_state["sl_storage"] == "float8_e4m3fn"
+    text = all_text(at)
+    assert "float8_e4m3fn has no addition of its own: its sums accumulate in float32" in text
+    v = generate(VectorSpec(kind="lognormal", n=5000, seed=0, storage="float8_e4m3fn"))
+    assert v.values.dtype.name == "float8_e4m3fn"
+    assert shown(exact_decimal(exact_sum_fraction(v.values))) in text  # the exact sum of the stored bytes
+    assert "accumulating in float32" in text

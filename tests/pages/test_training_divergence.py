@@ -8,9 +8,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.arith.metrics import ulps_count
+from core.training.differences import PLAIN
 from core.training.divergence import DEFAULT_SPEED, boundary_flip, postponement, seed_streams, seed_verdict
 from core.training.mlp import DEFAULT_PRESET, PRESETS, TrainSettings, network_name
-from core.training.pair import PLAIN, PairedRun
+from core.training.pair import PairedRun
 from core.training.seeds import seed_study, summarize
 from tests.pages.conftest import ROOT, TIMEOUT, all_text, reader, shown
 from ui.talk import PRESENTER_MIN_HEIGHT
@@ -409,9 +410,9 @@ def test_a_reload_keeps_the_step_the_run_had_reached():
 
 
 def test_the_scenario_link_still_opens_a_fresh_pair_ready_to_play():
-    from ui.talk import SCENARIOS
+    from core.studies.talk import scenarios
 
-    (params,) = [p for title, _, p, _ in SCENARIOS if title == "Watch two runs diverge"]
+    (params,) = [p for title, _, p, _ in scenarios() if title == "Watch two runs diverge"]
     at = open_link(**params)
     assert not at.exception and at.session_state["td_run"].done == 0
     assert at.session_state["td_preset"] == params["preset"] and not at.button(key="td_play").disabled

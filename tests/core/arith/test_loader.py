@@ -1,10 +1,12 @@
-"""core.arith.loader: the one loader of a visitor's numbers (text, paste, CSV), its tokeniser and limits.
+"""core.arith.loader: the one loader of a visitor's numbers (text, paste, CSV, .npy), its tokeniser and limits.
 
 Its two callers (the Summation lab's core.arith.vectors and Diagnose's core.diagnose.loaders) wrap its
 LoaderError in their own error types with the same message; the tests at the end hold them to one reading.
 """
 
 from __future__ import annotations
+
+import io
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from core.arith import vectors
 from core.arith.loader import (
     MAX_UPLOAD_BYTES,
     LoaderError,
+    NpyWords,
     check_length,
     check_upload,
     check_values,
@@ -23,6 +26,7 @@ from core.arith.loader import (
     errors_as,
     is_numeral,
     read_column,
+    read_npy,
     read_numerals,
     read_table,
     read_text,
@@ -166,13 +170,45 @@ def test_read_table():
     assert message(read_table, "e.csv", b"1,\n2,3\n", max_values=9) == "e.csv: “” is not a number."
 
 
+# ------------------------------------------------------------------------------ .npy
+
+WORDS = NpyWords(not_npy="{name}: no header", pickled="{name}: pickled", damaged="{name}: damaged",
+                 not_array="{name}: an archive", empty="{name}: empty")
+
+
+def npy_bytes(arr) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=True)
+    return buf.getvalue()
+
+
+def read(data: bytes, **kw) -> np.ndarray:
+    rules = dict(accept=lambda dt: dt.kind == "f", needed="floats are needed.", max_values=5, words=WORDS) | kw
+    return read_npy("a.npy", data, **rules)
+
+
+def test_read_npy_refuses_in_the_callers_words_and_checks_the_rules_in_order():
+    assert read(npy_bytes(np.arange(4.0))).tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert read(npy_bytes(np.ones((2, 2)))).shape == (2, 2)
+    zipped = io.BytesIO()
+    np.savez(zipped, x=np.ones(2))
+    assert message(read, zipped.getvalue()) == "a.npy: an archive"
+    assert message(read, b"1,2,3") == "a.npy: no header"
+    assert message(read, npy_bytes(np.array([1.0, None], dtype=object))) == "a.npy: pickled"
+    assert message(read, npy_bytes(np.arange(4.0))[:-3]) == "a.npy: damaged"
+    assert message(read, npy_bytes(np.arange(3))) == "a.npy holds int64 data; floats are needed."
+    assert message(read, npy_bytes(np.ones((2, 2))), ndim=1) == "a.npy has shape (2, 2); a 1-D array is needed."
+    assert message(read, npy_bytes(np.ones(6))) == "a.npy holds 6 values; at most 5 are accepted."
+    assert message(read, npy_bytes(np.ones(0))) == "a.npy: empty"
+
+
 # ------------------------------------------------------------------------------ its two callers
 
 
 @pytest.mark.parametrize("text", ["1, 2;3\n4", "tensor([0.1, -2.5e-3, 1_000])", "[1e-310 5.]", "0.30000000000000004"])
 def test_the_lab_and_diagnose_read_the_same_text_alike(text):
     lab = vectors.parse_pasted(text, "float64")
-    diagnose = loaders.parse_pasted(text, "float64")
+    diagnose = loaders.load_pasted(text, "float64")
     assert lab.values.tobytes() == diagnose.values.tobytes()
 
 
@@ -181,7 +217,7 @@ def test_the_lab_and_diagnose_refuse_the_same_text_with_the_same_message(text):
     with pytest.raises(vectors.VectorError) as lab:
         vectors.parse_pasted(text, "float32")
     with pytest.raises(loaders.LoadError) as diagnose:
-        loaders.parse_pasted(text, "float32")
+        loaders.load_pasted(text, "float32")
     assert str(lab.value) == str(diagnose.value)
 
 
@@ -202,5 +238,18 @@ def test_each_caller_keeps_its_own_error_type_and_limits():
     many = "1 " * (loaders.MAX_PASTED_NUMBERS + 1)
     assert vectors.parse_pasted(many, "float32").n == loaders.MAX_PASTED_NUMBERS + 1
     with pytest.raises(loaders.LoadError, match=r"can be pasted \(upload a file for more\)"):
-        loaders.parse_pasted(many, "float32")
+        loaders.load_pasted(many, "float32")
     assert vectors.MAX_UPLOAD_BYTES is MAX_UPLOAD_BYTES and loaders.MAX_UPLOAD_BYTES is MAX_UPLOAD_BYTES
+
+
+def test_the_lab_and_diagnose_read_npy_files_through_one_reader():
+    """Each keeps its own dtypes, shapes and words; both refuse a file without the .npy header first."""
+    plain = b"not an array at all"
+    with pytest.raises(vectors.VectorError, match=r"not a readable \.npy file"):
+        vectors.parse_upload("p.npy", plain, "float32")
+    with pytest.raises(loaders.LoadError, match=r"does not start with the \.npy header"):
+        loaders.load_array("p.npy", plain)
+    ints = npy_bytes(np.arange(3, dtype=np.int16))
+    assert vectors.parse_upload("i.npy", ints, "float32").values.tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(loaders.LoadError, match="holds int16 data"):
+        loaders.load_array("i.npy", ints)

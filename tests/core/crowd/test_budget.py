@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from core.arith.formats import NUMPY_DTYPES
+from core.arith.formats import ARITHMETIC, NUMPY_DTYPES
 from core.arith.vectors import GENERATORS, MAX_N
 from core.crowd import budget
 from core.crowd.bytecache import CACHES
@@ -25,10 +25,10 @@ OVER_BUDGET_LINK = dict(n=10_000_000, storage="float64", working="same", orders=
 
 def test_every_order_generator_and_format_has_a_weight():
     for key in ORDERS:
-        assert set(budget.ORDER_WORK[key]) == set(NUMPY_DTYPES), key
+        assert set(budget.ORDER_WORK[key]) == set(ARITHMETIC), key  # the formats a sum accumulates in
         assert key in budget.ORDER_BYTES
     assert set(budget.GENERATOR_WORK) == set(GENERATORS) == set(budget.GENERATOR_BYTES)
-    assert set(budget.ITEMSIZE) == set(NUMPY_DTYPES)
+    assert set(budget.ITEMSIZE) == set(NUMPY_DTYPES) == set(budget.EXACT_WORK)
     assert all(budget.ITEMSIZE[k] == dt.itemsize for k, dt in NUMPY_DTYPES.items())
 
 

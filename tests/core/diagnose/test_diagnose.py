@@ -25,11 +25,12 @@ from core.arith.formats import FLOAT32, FLOAT64, FORMATS, TF32, round_precision,
 from core.arith.metrics import gamma
 from core.diagnose.envelopes import ENVELOPE_FACTOR, MIN_MEDIAN
 from core.diagnose.inputs import prepare_inputs
+from core.diagnose.measure import ASSUMED_K, MAX_ELEMENTS
 from core.diagnose.results import BULK_SHARE
 from core.diagnose.rounding import REDUCED_FORMATS, as_float_array, round_to
 from core.diagnose.simulate import _sum_orders, fma_sequential, sim_orders
-from core.diagnose.tolerances import MARGIN, nice_up
-from core.diagnose.verdict import ASSUMED_K, MAX_ELEMENTS, VERDICTS, diagnose
+from core.diagnose.tolerances import MARGIN, TWO_DIGITS, format_two_digits, nice_up
+from core.diagnose.verdict import VERDICTS, diagnose
 from tests.strategies import bit_patterns
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -91,6 +92,19 @@ def test_nice_up_property(x):
     v = nice_up(x)
     assert x <= v <= 5 * x * (1 + 1e-12)
     assert f"{v:.0e}"[0] in "125"
+
+
+def test_nice_up_to_two_significant_digits():
+    got = [nice_up(v, TWO_DIGITS) for v in (0.0, 1e-5, 1.01e-5, 3.14e-5, 3.2e-5, 9.9e-5, 9.91e-5, math.inf)]
+    assert got == [0.0, 1e-5, 1.1e-5, 3.2e-5, 3.2e-5, 9.9e-5, 1e-4, math.inf]  # a two-digit value stays itself
+    assert format_two_digits(nice_up(3.14e-5, TWO_DIGITS)) == "3.2e-05"
+
+
+@given(st.floats(min_value=1e-300, max_value=1e300))
+def test_nice_up_to_two_digits_property(x):
+    v = nice_up(x, TWO_DIGITS)
+    assert x <= v <= 1.1 * x * (1 + 1e-12)
+    assert float(format_two_digits(v)) == v  # it prints as written
 
 
 def test_gamma():

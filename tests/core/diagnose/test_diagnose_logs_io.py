@@ -22,11 +22,11 @@ from core.diagnose.loaders import (
     LossLog,
     load_array,
     load_input,
+    load_pasted,
     parse_log,
-    parse_pasted,
 )
 from core.diagnose.logs import TINY_ULPS, diagnose_logs
-from core.diagnose.verdict import MAX_ELEMENTS
+from core.diagnose.measure import MAX_ELEMENTS
 
 
 def npy(arr) -> bytes:
@@ -147,18 +147,18 @@ def test_csv_and_text():
 
 
 def test_pasted_lists():
-    got = parse_pasted("tensor([ 0.1234567, -2.5000,\n 3.0e+00], dtype=torch.float32)", "float32")
+    got = load_pasted("tensor([ 0.1234567, -2.5000,\n 3.0e+00], dtype=torch.float32)", "float32")
     assert got.values.tolist() == [np.float32(0.1234567), -2.5, 3.0]
     assert got.notes and "significant digits" in got.notes[0]
-    assert not any("significant digits" in n for n in parse_pasted("0.123456789 1.00000000", "float32").notes)
-    assert parse_pasted("1;2 3\n4", "float64").values.size == 4
+    assert not any("significant digits" in n for n in load_pasted("0.123456789 1.00000000", "float32").notes)
+    assert load_pasted("1;2 3\n4", "float64").values.size == 4
     with pytest.raises(LoadError, match="not a number"):
-        parse_pasted("1, 2, [x](https://example.com)", "float32")
+        load_pasted("1, 2, [x](https://example.com)", "float32")
     with pytest.raises(LoadError, match="no numbers"):
-        parse_pasted("  [ ] ", "float32")
+        load_pasted("  [ ] ", "float32")
     with pytest.raises(LoadError, match=f"at most {MAX_PASTED_NUMBERS:,}"):
-        parse_pasted("1 " * (MAX_PASTED_NUMBERS + 1), "float32")
-    assert "overflow" in parse_pasted("1e40", "float32").notes[-1]
+        load_pasted("1 " * (MAX_PASTED_NUMBERS + 1), "float32")
+    assert "overflow" in load_pasted("1e40", "float32").notes[-1]
 
 
 def test_text_is_rounded_to_the_format_once_from_its_decimal_digits():
@@ -170,9 +170,9 @@ def test_text_is_rounded_to_the_format_once_from_its_decimal_digits():
 
     text = exact_decimal(1 + Fraction(1, 2**24) + Fraction(1, 2**60))
     assert float(text) == 1 + 2**-24
-    assert parse_pasted(text, "float32").values.tolist() == [1 + 2**-23]
+    assert load_pasted(text, "float32").values.tolist() == [1 + 2**-23]
     assert load_array("t.csv", f"{text}\n{text}\n".encode()).values.tolist() == [1 + 2**-23] * 2
-    assert parse_pasted("1_000.5", "float64").values.tolist() == [1000.5]  # digits grouped as Python writes them
+    assert load_pasted("1_000.5", "float64").values.tolist() == [1000.5]  # digits grouped as Python writes them
 
 
 # ------------------------------------------------------------------------------ logs
@@ -284,10 +284,10 @@ def test_bundled_examples_are_well_formed():
 
 def test_numbers_rounded_when_read_are_named():
     """3.0000001 and 3.0 compare identical in float32: the note says the first was rounded to 3 when read."""
-    notes = parse_pasted("3.0000001 2", "float32").notes
+    notes = load_pasted("3.0000001 2", "float32").notes
     assert any("“3.0000001” became 3" in n and "1 number(s)" in n for n in notes), notes
-    assert not any("rounded to the nearest" in n for n in parse_pasted("3.0000001", "float64").notes)
-    assert any("“1.001” became 1" in n for n in parse_pasted("1.001", "bfloat16").notes)
+    assert not any("rounded to the nearest" in n for n in load_pasted("3.0000001", "float64").notes)
+    assert any("“1.001” became 1" in n for n in load_pasted("1.001", "bfloat16").notes)
 
 
 @settings(max_examples=300)
@@ -296,5 +296,5 @@ def test_a_float32_printed_with_nine_digits_is_not_said_to_be_rounded(bits):
     """What float32 prints (nine significant digits, as torch's precision=10 does) reads back as itself."""
     x = float(np.array([bits], dtype=np.uint32).view(np.float32)[0])
     assume(math.isfinite(x))
-    notes = parse_pasted(f"{x:.9g}", "float32").notes
+    notes = load_pasted(f"{x:.9g}", "float32").notes
     assert not any("rounded to the nearest" in n for n in notes), (x, notes)

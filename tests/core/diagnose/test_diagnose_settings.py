@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.diagnose.inputs import prepare_inputs
-from core.diagnose.loaders import DiagnoseSettings, Loaded, pair_problem, parse_pasted, reduction_length_problem
+from core.diagnose.loaders import DiagnoseSettings, Loaded, load_pasted, pair_problem, reduction_length_problem
 
 
 def _loaded(shape, dtype=np.float32, fmt="float32") -> Loaded:
@@ -32,10 +32,10 @@ def test_uploads_must_share_format_and_shape():
 
 
 def test_pasted_lists_must_match_one_for_one():
-    a, b = parse_pasted("1, 2, 3", "float32"), parse_pasted("1 2", "float32")
+    a, b = load_pasted("1, 2, 3", "float32"), load_pasted("1 2", "float32")
     assert pair_problem(a, b, pasted=True) == ("Result A holds 3 numbers but result B holds 2: they must match one "
                                                 "for one.")
-    assert pair_problem(a, parse_pasted("3\n2\n1", "float32"), pasted=True) is None
+    assert pair_problem(a, load_pasted("3\n2\n1", "float32"), pasted=True) is None
 
 
 def test_k_must_agree_with_the_inputs():

@@ -186,7 +186,7 @@ def same_bits(a, b) -> bool:
 # ----------------------------------------------------------- models vs slow references
 
 
-@pytest.mark.parametrize("model", list(C.MODELS))
+@pytest.mark.parametrize("model", list(C.COLLECTIVE_MODELS))
 @pytest.mark.parametrize(("k", "n"), [(1, 5), (2, 9), (3, 7), (4, 13), (5, 16), (6, 31), (7, 8), (8, 40), (12, 25),
                                       (13, 17), (16, 33)])
 def test_models_match_slow_references(model, k, n):
@@ -280,7 +280,7 @@ def test_exact_column_sums_equal_fraction_sums(rows):
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.lists(finite_f32, min_size=4, max_size=4), min_size=2, max_size=6),
-       st.sampled_from(list(C.MODELS)))
+       st.sampled_from(list(C.COLLECTIVE_MODELS)))
 def test_ulp_errors_match_core_formats(rows, model):
     x = np.array(rows, dtype=F32)
     with np.errstate(all="ignore"):

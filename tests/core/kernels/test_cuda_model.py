@@ -1,4 +1,5 @@
-"""core.kernels.cuda_model: the vectorised model against a slow loop-by-loop reference, error bounds and properties.
+"""core.kernels.cuda_model and cuda_launch: the vectorised model against a slow loop-by-loop reference, error
+bounds and properties.
 
 No GPU is involved: these tests check that the model computes the algorithm it describes (the
 kernel of torch 2.13 and the older kernel versions in ``KERNELS``). Whether that algorithm is
@@ -18,17 +19,19 @@ import torch
 
 from core.arith.exact import exact_sum_fraction
 from core.arith.formats import bits_of
-from core.kernels.cuda_model import (
+from core.kernels.cuda_launch import (
     KERNELS,
     PINNED_KERNEL,
     CudaReduceConfig,
     cuda_config_for,
     cuda_launch,
+    kernel_differences,
+)
+from core.kernels.cuda_model import (
     cuda_mean_factor,
     cuda_mean_model,
     cuda_reduce_accumulated,
     cuda_sum_model,
-    kernel_differences,
     tree_depth,
 )
 

@@ -32,7 +32,7 @@ import re
 import numpy as np
 import pytest
 
-from core.kernels.cuda_model import KERNELS, PINNED_KERNEL
+from core.kernels.cuda_launch import KERNELS, PINNED_KERNEL
 from core.kernels.cuda_published import (
     CASES,
     UNUSABLE_THREADS,

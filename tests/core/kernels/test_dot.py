@@ -8,7 +8,6 @@ import itertools
 import math
 from fractions import Fraction
 
-import ml_dtypes
 import numpy as np
 import pytest
 import torch
@@ -16,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.arith.exact import exact_dot_fraction, exact_sum_fraction
-from core.arith.formats import FORMATS, TF32, bits_of_value, round_to_format, value_of_bits
+from core.arith.formats import FORMATS, TF32, bits_of_value, from_bit_view, round_to_format, value_of_bits
 from core.arith.vectors import VectorError, ill_conditioned_dot
 from core.kernels.dot import (
-    MODELS,
+    DOT_MODELS,
     ModelNotApplicable,
     check_formats,
     exact_products,
@@ -28,8 +27,8 @@ from core.kernels.dot import (
     run_model,
     slice_bounds,
     to_tf32,
-    trace,
 )
+from core.kernels.dot_trace import trace
 from core.studies.gpu_arithmetic import (
     AtomicsSpec,
     DotSpec,
@@ -42,13 +41,13 @@ from core.studies.gpu_arithmetic import (
 )
 from tests.strategies import bit_patterns
 
-NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
-UINT = {16: np.uint16, 32: np.uint32, 64: np.uint64}
-PAIRS = [(s, a) for s in FORMATS for a in FORMATS if check_formats(s, a) is None]
+NP = {name: fmt.numpy_dtype for name, fmt in FORMATS.items()}
+UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+PAIRS = [(s, a) for s in FORMATS for a in FORMATS if check_formats(s, a) is None]  # FP8 inputs included
 
 
 def from_bits(bits, name):
-    return np.array(bits, dtype=UINT[FORMATS[name].width]).view(NP[name])
+    return from_bit_view(np.array(bits, dtype=FORMATS[name].uint_dtype), FORMATS[name])
 
 
 # ------------------------------------------------------------------ the reference, in Fractions
@@ -99,7 +98,7 @@ def ref_product(a: tuple, b: tuple) -> tuple:
 
 
 def ref_model(key, x, y, acc_name, tile=3, slices=2, tf32_mode="rna"):
-    model = MODELS[key]
+    model = DOT_MODELS[key]
     fmt = FORMATS[model.accumulate or acc_name]
     xs, ys = ref_inputs(model, x, y, tf32_mode)
     prods = [ref_product(a, b) for a, b in zip(xs, ys, strict=True)]
@@ -177,14 +176,14 @@ def ref_bits(v: tuple, fmt) -> int:
 
 
 @settings(max_examples=250, deadline=None)
-@given(data=st.data(), formats=st.sampled_from(PAIRS), key=st.sampled_from(list(MODELS)),
+@given(data=st.data(), formats=st.sampled_from(PAIRS), key=st.sampled_from(list(DOT_MODELS)),
        tile=st.integers(1, 5), slices=st.integers(1, 5), mode=st.sampled_from(["rna", "rne", "rz"]))
 def test_every_model_matches_the_fraction_reference_bit_for_bit(data, formats, key, tile, slices, mode):
     storage, acc = formats
     n = data.draw(st.integers(1, 16))
     x = from_bits(data.draw(st.lists(bit_patterns(FORMATS[storage]), min_size=n, max_size=n)), storage)
     y = from_bits(data.draw(st.lists(bit_patterns(FORMATS[storage]), min_size=n, max_size=n)), storage)
-    model = MODELS[key]
+    model = DOT_MODELS[key]
     if model.inputs == "tf32" and storage == "float64":
         with pytest.raises(ModelNotApplicable):
             run_model(model, x, y, acc, tile, slices, mode)
@@ -199,7 +198,7 @@ def test_every_model_matches_the_fraction_reference_bit_for_bit(data, formats, k
 
 
 @settings(max_examples=200, deadline=None)
-@given(data=st.data(), key=st.sampled_from(list(MODELS)), tile=st.integers(1, 6), slices=st.integers(1, 6))
+@given(data=st.data(), key=st.sampled_from(list(DOT_MODELS)), tile=st.integers(1, 6), slices=st.integers(1, 6))
 def test_models_on_wide_ranging_finite_values(data, key, tile, slices):
     """Values spread over many binades (cancellation, underflow of products, ties): finite only."""
     storage, acc = data.draw(st.sampled_from(PAIRS))
@@ -210,9 +209,9 @@ def test_models_on_wide_ranging_finite_values(data, key, tile, slices):
         lambda me: float(round_to_format(Fraction(me[0]) * Fraction(2) ** (me[1] - fmt.precision), fmt)))
     x = np.array(data.draw(st.lists(vals, min_size=n, max_size=n))).astype(NP[storage])
     y = np.array(data.draw(st.lists(vals, min_size=n, max_size=n))).astype(NP[storage])
-    if MODELS[key].inputs == "tf32" and storage == "float64":
+    if DOT_MODELS[key].inputs == "tf32" and storage == "float64":
         return
-    got, _ = run_model(MODELS[key], x, y, acc, tile, slices)
+    got, _ = run_model(DOT_MODELS[key], x, y, acc, tile, slices)
     ref, fmt_acc = ref_model(key, list(x), list(y), acc, tile, slices)
     if not (isinstance(ref[0], float) and math.isnan(ref[0])):
         assert got.bits == ref_bits(ref, fmt_acc)
@@ -248,7 +247,7 @@ def test_tf32_1024_point_5_rounds_away_from_zero():
 def test_tensor_core_conversions_match_torch(data, source, target):
     n = data.draw(st.integers(1, 20))
     x = from_bits(data.draw(st.lists(bit_patterns(FORMATS[source]), min_size=n, max_size=n)), source)
-    a, _ = model_inputs(MODELS["fp16" if target == "float16" else "bf16"], x, x)
+    a, _ = model_inputs(DOT_MODELS["fp16" if target == "float16" else "bf16"], x, x)
     t = torch.from_numpy(x.copy()).to(FORMATS[target].torch_dtype)
     got = a.view(np.uint16)
     ref = t.view(torch.int16).numpy().view(np.uint16)
@@ -268,22 +267,23 @@ def test_multiply_then_add_matches_torch_scalar_loop(storage):
     for a, b, sg in zip(tx, ty, signs, strict=True):
         s = s + (a * sg) * b
     x_signed = (pair.x.astype(np.float64) * np.where(np.arange(300) % 2 == 0, 1.0, -1.0)).astype(pair.x.dtype)
-    got, _ = run_model(MODELS["separate"], x_signed, pair.y, storage)
+    got, _ = run_model(DOT_MODELS["separate"], x_signed, pair.y, storage)
     assert got.bits == int(s.view(FORMATS[storage].int_dtype).item()) & ((1 << FORMATS[storage].width) - 1)
 
 
 def test_structures_reduce_to_each_other():
     pair = make_pair(DotSpec(kind="normal", k=257, seed=1, storage="float32"))
     x, y = pair.x, pair.y
-    fma = run_model(MODELS["fma"], x, y, "float32")[0]
-    assert run_model(MODELS["tiles"], x, y, "float32", tile=1)[0] == fma
-    assert run_model(MODELS["split_k"], x, y, "float32", tile=1, slices=1)[0] == fma
-    whole = run_model(MODELS["tiles"], x, y, "float32", tile=257)[0]  # one block: the exact sum rounded once
+    fma = run_model(DOT_MODELS["fma"], x, y, "float32")[0]
+    assert run_model(DOT_MODELS["tiles"], x, y, "float32", tile=1)[0] == fma
+    assert run_model(DOT_MODELS["split_k"], x, y, "float32", tile=1, slices=1)[0] == fma
+    whole = run_model(DOT_MODELS["tiles"], x, y, "float32", tile=257)[0]  # one block: the exact sum rounded once
     assert whole.value == round_to_format(exact_dot_fraction(x, y), FORMATS["float32"])
     # float32 inputs already fit float32: the "float32 inputs" of a tensor-core model change nothing
     f16 = make_pair(DotSpec(kind="normal", k=100, seed=2, storage="float16"))
-    assert run_model(MODELS["fp16"], f16.x, f16.y, "float32")[0] == run_model(MODELS["fma"], f16.x, f16.y, "float32")[0]
-    assert run_model(MODELS["tf32"], f16.x, f16.y, "float32")[0] == run_model(MODELS["fma"], f16.x, f16.y, "float32")[0]
+    fma = run_model(DOT_MODELS["fma"], f16.x, f16.y, "float32")[0]
+    assert run_model(DOT_MODELS["fp16"], f16.x, f16.y, "float32")[0] == fma
+    assert run_model(DOT_MODELS["tf32"], f16.x, f16.y, "float32")[0] == fma
 
 
 def test_slices_cover_k_in_order():
@@ -323,29 +323,30 @@ def test_zero_signs_follow_ieee():
     neg = np.array([-0.0, -0.0], dtype=np.float32)
     pos = np.array([1.0, 1.0], dtype=np.float32)
     for key in ("separate", "fma", "tiles", "split_k"):
-        got = run_model(MODELS[key], neg, pos, "float32")[0]
+        got = run_model(DOT_MODELS[key], neg, pos, "float32")[0]
         assert got.bits == 0  # the accumulator starts at +0, and +0 + -0 = +0
-    cancel = run_model(MODELS["fma"], np.array([1.0, -1.0], np.float32), pos, "float32")[0]
+    cancel = run_model(DOT_MODELS["fma"], np.array([1.0, -1.0], np.float32), pos, "float32")[0]
     assert cancel.bits == 0
     tiny = np.array([2.0**-100, 2.0**-100], dtype=np.float32)  # each product -2^-200 underflows to -0
     minus = -tiny
     negative_zero = 0x80000000
-    assert run_model(MODELS["fma"], tiny, minus, "float32")[0].bits == negative_zero
+    assert run_model(DOT_MODELS["fma"], tiny, minus, "float32")[0].bits == negative_zero
     # multiply, then add: the product alone rounds to -0, and +0 + -0 is +0
-    assert run_model(MODELS["separate"], tiny, minus, "float32")[0].bits == 0
+    assert run_model(DOT_MODELS["separate"], tiny, minus, "float32")[0].bits == 0
     assert ref_bits(ref_model("separate", list(tiny), list(minus), "float32")[0], FORMATS["float32"]) == 0
-    assert run_model(MODELS["split_k"], tiny, minus, "float32", tile=1, slices=2)[0].bits == negative_zero
-    assert run_model(MODELS["tiles"], tiny, minus, "float32", tile=2)[0].bits == negative_zero
+    assert run_model(DOT_MODELS["split_k"], tiny, minus, "float32", tile=1, slices=2)[0].bits == negative_zero
+    assert run_model(DOT_MODELS["tiles"], tiny, minus, "float32", tile=2)[0].bits == negative_zero
     mixed = np.array([2.0**-100, -(2.0**-100)], dtype=np.float32)
-    assert run_model(MODELS["split_k"], mixed, tiny, "float32", tile=1, slices=2)[0].bits == 0  # -0 + +0
+    assert run_model(DOT_MODELS["split_k"], mixed, tiny, "float32", tile=1, slices=2)[0].bits == 0  # -0 + +0
 
 
 def test_overflow_and_specials():
     big = np.array([2.0**100, 2.0**100], dtype=np.float32)
-    sep = run_model(MODELS["separate"], big, big, "float32")[0]
+    sep = run_model(DOT_MODELS["separate"], big, big, "float32")[0]
     assert sep.value == math.inf  # each product overflows float32
-    assert run_model(MODELS["separate"], big, big, "float64")[0].value == Fraction(2) ** 201
-    nan = run_model(MODELS["fma"], np.array([np.inf, 1.0], np.float32), np.array([0.0, 1.0], np.float32), "float32")[0]
+    assert run_model(DOT_MODELS["separate"], big, big, "float64")[0].value == Fraction(2) ** 201
+    nan = run_model(DOT_MODELS["fma"], np.array([np.inf, 1.0], np.float32), np.array([0.0, 1.0], np.float32),
+                    "float32")[0]
     assert math.isnan(nan.value)
 
 
@@ -355,7 +356,7 @@ def test_refusals():
     with pytest.raises(VectorError, match="K must be"):
         make_pair(DotSpec(k=0))
     with pytest.raises(ModelNotApplicable):
-        run_model(MODELS["tf32"], np.ones(3), np.ones(3), "float64")
+        run_model(DOT_MODELS["tf32"], np.ones(3), np.ones(3), "float64")
 
 
 @pytest.mark.parametrize(("kind", "storage", "acc"), [
@@ -369,7 +370,7 @@ def test_every_result_within_its_bound(kind, storage, acc):
     lab = run_lab(
         make_pair(DotSpec(kind=kind, k=300, seed=4, storage=storage, condition=1e12)),
         acc,
-        tuple(MODELS),
+        tuple(DOT_MODELS),
         tile=4,
         slices=3,
     )
@@ -380,7 +381,7 @@ def test_every_result_within_its_bound(kind, storage, acc):
 
 def test_trace_ends_at_the_engine_result():
     pair = make_pair(DotSpec(kind="lognormal", k=19, seed=7, storage="float32"))
-    for key, model in MODELS.items():
+    for key, model in DOT_MODELS.items():
         for acc in ("float32", "float64"):
             ops = trace(model, pair.x, pair.y, acc, tile=4, slices=3)
             assert ops[-1].rounded == run_model(model, pair.x, pair.y, acc, tile=4, slices=3)[0].value, key
@@ -390,9 +391,9 @@ def test_prefix_checkpoints_equal_runs_on_prefixes():
     pair = make_pair(DotSpec(kind="normal", k=100, seed=9, storage="float32"))
     ks = tuple(k_grid(100))
     for key in ("separate", "fma", "tf32", "bf16"):
-        _, seen = run_model(MODELS[key], pair.x, pair.y, "float32", checkpoints=ks)
+        _, seen = run_model(DOT_MODELS[key], pair.x, pair.y, "float32", checkpoints=ks)
         for k in ks[:-1]:
-            assert seen[k] == run_model(MODELS[key], pair.x[:k], pair.y[:k], "float32")[0]
+            assert seen[k] == run_model(DOT_MODELS[key], pair.x[:k], pair.y[:k], "float32")[0]
     points = error_curves(pair, "float32", ("fma", "tiles"), tile=4)
     assert {p.k for p in points} == set(ks) and {p.origin for p in points} == {"model", "live"}
 
@@ -465,5 +466,5 @@ def test_gpu_rows_when_present():  # pragma: no cover - runs only on a machine w
 
 
 def test_value_of_bits_roundtrip_of_results():
-    got, _ = run_model(MODELS["fma"], np.array([1.5], np.float32), np.array([2.0], np.float32), "float32")
+    got, _ = run_model(DOT_MODELS["fma"], np.array([1.5], np.float32), np.array([2.0], np.float32), "float32")
     assert value_of_bits(got.bits, FORMATS["float32"]) == Fraction(3)

@@ -13,7 +13,7 @@ import pytest
 
 from core.arith.exact import exact_sum_fraction
 from core.arith.formats import FORMATS, bits_of, round_to_format
-from core.arith.metrics import exact_value
+from core.arith.metrics import BoundKind, exact_value
 from core.arith.vectors import VectorSpec, generate
 from core.crowd import budget
 from core.kernels.orders import ORDERS, Order, OrderBytes, Ran, RowShape, TreeShape, run_order
@@ -120,8 +120,9 @@ def test_a_new_generator_is_one_entry(monkeypatch):
 
 
 def test_a_new_difference_source_is_one_entry(monkeypatch):
+    from core.training.differences import DIFFERENCES, Difference
     from core.training.mlp import TrainSettings
-    from core.training.pair import DIFFERENCES, Difference, PairedRun
+    from core.training.pair import PairedRun
 
     def swap_classes_of_w3(s, rng, plan):  # B starts with its output rows 0 and 1 swapped: a real difference
         plan.params["w3"] = plan.params["w3"][[1, 0, *range(2, s.classes)]]
@@ -136,11 +137,18 @@ def test_a_new_difference_source_is_one_entry(monkeypatch):
     assert control[-1].differing_bits == 0
 
 
-def test_every_orders_weights_are_keyed_by_the_four_working_formats():
-    from core.crowd.budget import ITEMSIZE
+def test_every_orders_weights_are_keyed_by_the_formats_sums_accumulate_in():
+    from core.arith.formats import ARITHMETIC
 
     for order in ORDERS.values():
-        assert set(order.work) == set(ITEMSIZE), order.key
+        assert set(order.work) == set(ARITHMETIC), order.key
         assert all(w > 0 for w in order.work.values()) and isinstance(order.memory, OrderBytes), order.key
     with pytest.raises(TypeError):
         Order("k", "name", "algorithm", "sequential", "text", lambda s: Ran(value=0.0), {}, OrderBytes(1, 0))  # type: ignore[misc]
+
+
+def test_an_orders_bound_is_a_bound_kind_named_by_its_value():
+    assert NEW.bound is BoundKind.SEQUENTIAL
+    with pytest.raises(ValueError, match="'sequentail' is not a valid BoundKind"):
+        Order(key="k", name="name", origin="algorithm", bound="sequentail", description="text",
+              run=lambda s: Ran(value=0.0), work={}, memory=OrderBytes(1, 0))

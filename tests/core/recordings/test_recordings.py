@@ -10,6 +10,8 @@ import torch
 from core.arith.vectors import VectorSpec, generate
 from core.machines.devices import available_devices, cpu_device, device_info
 from core.machines.globalstate import GlobalState, cuda_tf32
+from core.recordings.capture import capture, live_sum_bits
+from core.recordings.fidelity import model_fidelity
 from core.recordings.store import (
     DEFAULT_DIR,
     FORMAT_VERSION,
@@ -17,10 +19,7 @@ from core.recordings.store import (
     Provenance,
     Recording,
     RecordingError,
-    capture,
-    live_sum_bits,
     load_recordings,
-    model_fidelity,
     validate,
     vector_sha256,
     write_recording,

@@ -11,6 +11,7 @@ import pytest
 from core.arith.vectors import VectorSpec, generate
 from core.machines.devices import cpu_device
 from core.machines.globalstate import PROCESS_THREADS
+from core.recordings.capture import capture, live_sum_bits
 from core.recordings.compare import (
     INTEL_MKL_NOTE,
     compare_recordings,
@@ -27,9 +28,7 @@ from core.recordings.store import (
     DEFAULT_DIR,
     Recording,
     RecordingError,
-    capture,
     decode_hex,
-    live_sum_bits,
     load_recordings,
     upgrade_v1,
     validate,

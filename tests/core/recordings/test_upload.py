@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from core.arith.loader import MAX_UPLOAD_BYTES
-from core.recordings.store import DEFAULT_DIR, UPLOADED, Recording, RecordingError, load_recordings, model_fidelity
+from core.recordings.fidelity import model_fidelity
+from core.recordings.store import DEFAULT_DIR, UPLOADED, Recording, RecordingError, load_recordings
 from core.recordings.upload import (
     MAX_CAPTURE_BYTES,
     MAX_UPLOAD_THREADS,

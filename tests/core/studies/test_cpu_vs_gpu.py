@@ -15,14 +15,15 @@ from core.arith.vectors import VectorSpec, generate
 from core.kernels.cuda_model import cuda_config_for, cuda_launch
 from core.kernels.torch_cpu_model import GRAIN_SIZE
 from core.machines.devices import Device, cpu_device
-from core.recordings.store import Recording, capture
+from core.recordings.capture import capture
+from core.recordings.store import Recording
 from core.studies.cpu_vs_gpu import (
     H100_SMS,
     CpuVsGpuSettings,
     reduction_stages,
     sums_everywhere,
     tf32_product_difference,
-    thread_split,
+    thread_sums,
 )
 
 
@@ -118,33 +119,33 @@ def test_tf32_comparison_on_a_gpu():
     assert torch.backends.cuda.matmul.allow_tf32 == before
 
 
-def test_thread_split_is_the_live_cpu_rows_of_the_full_comparison():
+def test_thread_sums_are_the_live_cpu_rows_of_the_full_comparison():
     """The punchline's two sums are exactly the full comparison's live CPU rows (same bits, same ULP gap)."""
     s = CpuVsGpuSettings("normal", 100_000, "float32")
     cpu = cpu_device()
     full = sums_everywhere(s, [cpu], [], 2)
-    split = thread_split(s, cpu, 2)
-    assert [(w, b) for w, b, _ in split.rows] == [(r.where, r.bits) for r in full.live_cpu]
-    assert split.apart == full.cpu_threads_apart
-    assert thread_split(s, cpu, 1).apart is None
+    sums = thread_sums(s, cpu, 2)
+    assert [(w, b) for w, b, _ in sums.rows] == [(r.where, r.bits) for r in full.live_cpu]
+    assert sums.apart == full.cpu_threads_apart
+    assert thread_sums(s, cpu, 1).apart is None
     # the digits shown identify each sum in its format, so "N ULP apart" is true of what is shown
     fmt = s.fmt
-    shown_bits = [bits_of_value(round_to_format(Fraction(text), fmt), fmt) for _, _, text in split.rows]
-    assert shown_bits == [b for _, b, _ in split.rows]
-    assert ulp_distance(*shown_bits, fmt) == split.apart
+    shown_bits = [bits_of_value(round_to_format(Fraction(text), fmt), fmt) for _, _, text in sums.rows]
+    assert shown_bits == [b for _, b, _ in sums.rows]
+    assert ulp_distance(*shown_bits, fmt) == sums.apart
 
 
 def test_identical_bits_across_threads_come_with_the_reason():
     """The one-thread comparison showed no difference without saying why."""
     cpu = cpu_device()
-    small = thread_split(CpuVsGpuSettings("normal", 1_000, "float32"), cpu, 2)  # below the grain size: serial
+    small = thread_sums(CpuVsGpuSettings("normal", 1_000, "float32"), cpu, 2)  # below the grain size: serial
     assert small.chunks == 1 and small.apart == 0 and "grain size" in small.why_same()
-    big = thread_split(CpuVsGpuSettings("normal", 100_000, "float32"), cpu, 2)
+    big = thread_sums(CpuVsGpuSettings("normal", 100_000, "float32"), cpu, 2)
     assert big.chunks == 2
     assert (big.why_same() is None) == (big.apart != 0)
     if big.apart == 0:
         assert "happened to round to the same bits" in big.why_same()
-    assert thread_split(CpuVsGpuSettings("normal", 1_000, "float32"), cpu, 1).why_same() is None
+    assert thread_sums(CpuVsGpuSettings("normal", 1_000, "float32"), cpu, 1).why_same() is None
 
 
 @pytest.mark.parametrize(("generator", "n"), [("normal", 1_000_000), ("alternating", 1_000)])

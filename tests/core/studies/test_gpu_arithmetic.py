@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from core.kernels.dot import MODELS, model_name
+from core.kernels.dot import DOT_MODELS, model_name
 from core.studies.gpu_arithmetic import (
     BatchDependence,
     DotLabSettings,
@@ -42,14 +42,14 @@ def test_settings_run_the_lab_and_the_curves_with_their_parameters():
         [(r.key, r.name, r.metrics and r.metrics.bits) for r in ref.rows]
     assert (lab.tile, lab.slices, lab.tf32_mode) == (4, 3, "rz")
     assert settings.curves(pair, live=False) == error_curves(pair, "float32", settings.models, 4, 3, "rz", False)
-    assert settings.model_name("split_k") == model_name(MODELS["split_k"], 4, 3, "rz")
+    assert settings.model_name("split_k") == model_name(DOT_MODELS["split_k"], 4, 3, "rz")
     assert hash(settings) == hash(dataclasses.replace(settings))  # a cache key
 
 
 def test_default_settings_are_the_pages_defaults():
     d = DotLabSettings()
     assert d.spec == DotSpec() and d.accumulate == "float32" and (d.tile, d.slices, d.tf32_mode) == (8, 4, "rna")
-    assert set(d.models) <= set(MODELS)
+    assert set(d.models) <= set(DOT_MODELS)
 
 
 def test_correctly_rounded_is_the_exact_row():

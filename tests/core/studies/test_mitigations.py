@@ -18,7 +18,6 @@ from core.studies.mitigations import (
     LAB_ORDERS,
     WIDER,
     accumulation_errors,
-    cited_ratio,
     determinism_study,
     distinct_results,
     lab,
@@ -30,12 +29,6 @@ from core.studies.mitigations import (
 
 SMALL = VectorSpec(kind="normal", n=2_000, seed=0, storage="float32")
 HARD = VectorSpec(kind="ill_conditioned", n=2_000, seed=0, storage="float32", condition=1e12)
-
-
-def test_cited_ratios_come_from_the_vendor_table():
-    assert cited_ratio("x86 CPU (SIMD)") == next(r for h, r, _ in mitigations.VENDOR_RATIOS if h.startswith("x86"))
-    with pytest.raises(KeyError):
-        cited_ratio("a machine nobody cited")
 
 
 def test_a_failing_device_is_reported_and_the_others_still_measured(monkeypatch):
@@ -124,25 +117,6 @@ def test_training_pair_in_float64_ends_closer_than_in_float32():
     p32, p64 = training_pair("float32"), training_pair("float64")
     assert (p32.dtype, p64.dtype, p32.steps) == ("float32", "float64", 500)
     assert p64.final_distance < p32.final_distance  # roundings 2^29 times finer: a far smaller gap
-
-
-def test_the_float64_table_states_the_vendors_rates_and_what_they_cost_with_and_without_tensor_cores():
-    """The cited peak rates (dense TFLOPS) and the costs they imply, × the float32 default's time: 1 : 2 on the
-    A100 and H100 only without tensor cores; against float32 training on TF32 or bfloat16 tensor cores, 7-16×."""
-    a100, h100 = mitigations.float64_peak("NVIDIA A100"), mitigations.float64_peak("NVIDIA H100 (SXM)")
-    assert (a100.fp64, a100.fp64_tensor, a100.fp32, a100.tf32_tensor, a100.bf16_tensor) == (9.7, 19.5, 19.5, 156, 312)
-    assert (h100.fp64, h100.fp64_tensor, h100.fp32, h100.tf32_tensor, h100.bf16_tensor) == (34, 67, 67, 494.7, 989)
-    assert a100.ratio == h100.ratio == "1 : 2" and round(a100.plain_cost) == round(h100.plain_cost) == 2
-    assert a100.tensor_cost == (8.0, 16.0)
-    assert [round(c, 1) for c in h100.tensor_cost] == [7.4, 14.8]
-    assert mitigations.float64_peak("NVIDIA RTX 4090").plain_cost == pytest.approx(64)
-    assert mitigations.float64_peak("NVIDIA T4").plain_cost == pytest.approx(32)
-    for p in mitigations.float64_peaks():  # every GPU row names its source by address
-        assert p.url is None or p.url.startswith("https://"), p
-        if p.fp64 is not None:
-            assert p.url and "nvidia.com" in p.url
-    assert tuple((p.hardware, p.ratio, p.source) for p in mitigations.float64_peaks()) == mitigations.VENDOR_RATIOS
-    assert mitigations.float64_peaks() is mitigations.FLOAT64_PEAKS  # one table
 
 
 @pytest.mark.parametrize("storage", list(WIDER))

@@ -47,7 +47,7 @@ def test_the_traced_decode_step_is_the_served_models_next_token():
 
 
 def test_a_bundled_model_is_one_registry_entry(monkeypatch, capsys):
-    """Adding a model is adding one ``MODELS`` entry: validation, the build, the trace's batch and followed
+    """Adding a model is adding one ``TRACE_MODELS`` entry: validation, the build, the trace's batch and followed
     row, and the command's help all read it."""
     import torch.nn as nn
 
@@ -62,7 +62,7 @@ def test_a_bundled_model_is_one_registry_entry(monkeypatch, capsys):
 
     entry = models.Bundled(key="toy", name="the toy layer", description="one linear layer on a batch of ones",
                            build=pair_of_rows, dtypes=("float32", "float64"), follows_row=True)
-    monkeypatch.setitem(models.MODELS, entry.key, entry)  # the one entry
+    monkeypatch.setitem(models.TRACE_MODELS, entry.key, entry)  # the one entry
     with pytest.raises(ValueError, match="the toy layer runs in float32 or float64"):
         RunSettings(model="toy", dtype="bfloat16").validate()
     with pytest.raises(ValueError, match=r"the toy layer already follows request 0"):

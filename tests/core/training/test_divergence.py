@@ -9,6 +9,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
+from core.training.differences import STAND_IN
 from core.training.divergence import (
     DEFAULT_SEEDS,
     DEFAULT_SPEED,
@@ -24,8 +25,8 @@ from core.training.divergence import (
     snapshot,
 )
 from core.training.mlp import TrainSettings
-from core.training.pair import STAND_IN, PairedRun, StepRecord
-from core.training.seeds import SeedStudy, summarize
+from core.training.pair import PairedRun, StepRecord
+from core.training.seeds import APART, SeedStudy, first_apart, summarize
 
 
 def test_changed_settings_names_what_differs_in_field_order():
@@ -206,3 +207,13 @@ def test_threads_note_says_why_one_thread_and_all_can_agree():
     big = threads_note(replace(s, batch=600, hidden=128), 2)  # 76,800 elements: above the grain size
     assert big.largest >= GRAIN_SIZE and "at or above torch's grain size" in big.text()
     assert "may part" in big.text()
+
+
+def test_first_apart_is_the_first_step_above_one_percent():
+    assert APART == 0.01
+    assert first_apart([0.0, 0.01, 0.0100001, 0.5]) == 3  # strictly above 1%, steps counted from 1
+    assert first_apart([0.0, 0.02], [10, 20]) == 20
+    assert first_apart([0.0, math.nan, 0.001]) is None
+    assert first_apart([math.inf]) == 1  # one run overflowed: as far apart as runs can be
+    with pytest.raises(ValueError):
+        first_apart([0.0, 0.0], [1])  # steps and gaps must pair up

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from core.arith.formats import format_of, in_ulps
+from core.training.differences import DIFFERENCES, PLAIN
 from core.training.divergence import (
     HEAD_START_BITS,
     PRECISION_BITS,
@@ -21,7 +22,7 @@ from core.training.divergence import (
     seed_streams,
 )
 from core.training.mlp import FEATURES, PRESETS, TrainSettings, init_params, network_name
-from core.training.pair import DIFFERENCES, PLAIN, PairedRun
+from core.training.pair import PairedRun
 from core.training.seeds import summarize
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from core.machines.devices import available_devices
 from core.machines.globalstate import PROCESS_THREADS, GlobalState, torch_threads
 from core.recordings.fingerprint import _compute as fingerprint_ops
+from core.training.differences import SOURCES, STAND_IN
 from core.training.mlp import (
     MAX_HIDDEN,
     MAX_STEPS,
@@ -29,7 +30,7 @@ from core.training.mlp import (
     init_params,
     spirals,
 )
-from core.training.pair import SOURCES, STAND_IN, PairedRun, StepRecord, _permute, _unpermute
+from core.training.pair import PairedRun, StepRecord, _permute, _unpermute
 from core.training.pair import validate as pair_validate
 from core.training.seeds import seed_study, summarize
 
@@ -779,7 +780,7 @@ def test_pair_outcome_matches_the_records_of_a_clean_run():
 def test_a_pair_copied_from_a_template_trains_bit_for_bit_like_a_new_one(source, optimizer):
     """Each visitor's pair is copied from one never-stepped template of its settings (core.crowd.runner): the
     copies share the data, schedule and step 0's decision grid, never the weights or the optimizer's state."""
-    from core.training.pair import DIFFERENCES
+    from core.training.differences import DIFFERENCES
 
     if source not in DIFFERENCES:
         pytest.skip(f"no {source} source here")
