@@ -9,7 +9,7 @@ import secrets
 
 import streamlit as st
 
-from core.arith.formats import hex_bits
+from core.arith.hexbits import hex_bits
 from core.arith.vectors import GENERATORS
 from core.crowd.budget import cpu_vs_gpu_cost
 from core.crowd.bytecache import FIDELITIES, RESULTS, VECTORS, vector_for

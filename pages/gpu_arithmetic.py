@@ -23,10 +23,9 @@ from core.kernels.dot import (
     check_formats,
 )
 from core.kernels.dot_trace import MAX_TRACE_K, trace
+from core.studies.atomics import ATOMIC_FORMATS, AtomicsSpec, simulate_atomics
 from core.studies.gpu_arithmetic import (
-    ATOMIC_FORMATS,
     DOT_GENERATORS,
-    AtomicsSpec,
     DotLab,
     DotLabSettings,
     DotPair,
@@ -36,7 +35,6 @@ from core.studies.gpu_arithmetic import (
     bound_violations,
     gpu_device,
     make_pair,
-    simulate_atomics,
 )
 from ui import glossary
 from ui import gpu_arithmetic_view as view
@@ -170,8 +168,8 @@ def results(settings: DotLabSettings, pair: DotPair, lab: DotLab) -> None:
     )
     batch = batch_dependence(lab)
     if batch is not None and batch.same_bits:
-        st.info("Batch dependence: here torch.mm gave the same bits for x as the only row (M = 1) and as the first "
-                "of 64 rows (M = 64). On other CPUs or sizes the kernel can change with M.")
+        st.info(f"Batch dependence: here {batch.product} gave the same bits for x as the only row (M = 1) and as the "
+                "first of 64 rows (M = 64). On other CPUs or sizes the kernel can change with M.")
     elif batch is not None:
         st.warning(f"Batch dependence, live on this CPU: the same row x times the same column y gave different bits "
                    f"as the only row (M = 1) and as the first of 64 rows (M = 64), {batch.ulps_apart:.4g} "

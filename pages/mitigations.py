@@ -6,7 +6,8 @@ import time
 
 import streamlit as st
 
-from core.arith.formats import FORMATS, hex_bits
+from core.arith.formats import FORMATS
+from core.arith.hexbits import hex_bits
 from core.crowd.budget import training_cost
 from core.crowd.bytecache import (
     DETERMINISM,

@@ -3,6 +3,7 @@ where it is described, every link between the documents resolves, and the README
 
 from __future__ import annotations
 
+import ast
 import pathlib
 import re
 
@@ -14,7 +15,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-CORE_MODULE_MAX_LINES = 600  # past this a module usually holds two concerns (docs/architecture.md)
+CORE_MODULE_MAX_LINES = 500  # past this a module usually holds two concerns (docs/architecture.md)
+CORE_FUNCTION_MAX_LINES = 60  # from its def line to its last: past this a function does several things
 
 
 def _text(path: pathlib.Path) -> str:
@@ -70,6 +72,17 @@ def test_no_core_module_is_over_the_documented_size():
     sizes = {str(p.relative_to(ROOT)): len(_text(p).splitlines()) for p in (ROOT / "core").rglob("*.py")}
     assert {p: n for p, n in sizes.items() if n > CORE_MODULE_MAX_LINES} == {}
     assert [p.name for p in (ROOT / "core").glob("*.py")] == ["__init__.py"]
+
+
+def test_no_core_function_is_over_the_documented_size():
+    long = {}
+    for p in (ROOT / "core").rglob("*.py"):
+        for node in ast.walk(ast.parse(_text(p))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                size = node.end_lineno - node.lineno + 1
+                if size > CORE_FUNCTION_MAX_LINES:
+                    long[f"{p.relative_to(ROOT)}:{node.lineno} {node.name}"] = size
+    assert long == {}
 
 
 def _modules(package: pathlib.Path) -> list[str]:

@@ -74,6 +74,11 @@ SCRIPT = textwrap.dedent('''
     lab = page("summation_lab", storage=TOY.name, n="3000", permutations="0")
     assert lab.session_state["sl_storage"] == TOY.name
     assert any("accumulating in float32" in m.value for m in [*lab.markdown, *lab.caption, *lab.info])
+    ga = page("gpu_arithmetic", inputs=TOY.name, K="512")
+    assert ga.session_state["ga_storage"] == TOY.name
+    rows = next(df.value for df in ga.dataframe if "model" in df.value.columns)
+    assert {"FP8 tensor cores, 14-bit accumulation", "FP8 tensor cores, promoted to float32 every 128"} <= set(
+        rows["model"])
     print("the toy format reached every page")
 ''')
 

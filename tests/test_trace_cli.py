@@ -156,7 +156,7 @@ def test_bad_input(tmp_path):
         (["run", "--module", "tests/corpus/gpt2.py:make", "--arg", "batch=2", "--follow-row", "2", "--out", out],
          ["--follow-row 2", "has 2 rows"]),
         (["run", "--model", "tiny-lm", "--dtype", "float64", "--out", out],
-         ["the tiny language model runs in float32, bfloat16, float16 or autocast-bfloat16"]),
+         ["the tiny language model runs in float16, bfloat16, float32 or autocast-bfloat16"]),
         (["run", "--model", "mlp-step", "--batch", "2", "--out", out], ["128 examples", "--batch is for tiny-lm"]),
     ]
     for args, words in cases:

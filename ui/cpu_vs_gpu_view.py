@@ -7,7 +7,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core.arith.formats import hex_bits
+from core.arith.hexbits import hex_bits
 from core.recordings.compare import (
     RESULT_GROUPS,
     ConfigurationEffect,

@@ -10,12 +10,12 @@ import pandas as pd
 import streamlit as st
 
 from core.arith.exact import abbreviate, exact_decimal, shortest_repr
-from core.arith.formats import FORMATS, Exact, error_in_ulps
+from core.arith.formats import FORMATS, Exact
 from core.arith.metrics import ulps_brief, ulps_cell
+from core.arith.ulps import error_in_ulps
 from core.kernels.dot_trace import TraceOp
+from core.studies.atomics import AtomicsResult, BucketResult
 from core.studies.gpu_arithmetic import (
-    AtomicsResult,
-    BucketResult,
     CurvePoint,
     DotLab,
     batch_dependence,
@@ -225,10 +225,12 @@ def correctly_rounded_text(lab: DotLab) -> str:
     return shortest_repr(correctly_rounded(lab), fmt)
 
 
-PUNCH_MODELS = ("fma", "tf32", "bf16", "fp16", "split_k")  # the first two present are shown, in this order
+# the first two present are shown, in this order (the FP8 models are present for FP8 inputs only)
+PUNCH_MODELS = ("fp8_limited", "fp8_promoted", "fma", "tf32", "bf16", "fp16", "split_k")
 # a third of the page wide, a metric label holds about 30 characters: the model's whole name goes in its help
 PUNCH_LABELS = {"fma": "Sequential FMA", "tf32": "TF32 inputs", "bf16": "bfloat16 inputs", "fp16": "float16 inputs",
-                "split_k": "Split-K"}
+                "split_k": "Split-K", "fp8_limited": "FP8, 14-bit accumulator",
+                "fp8_promoted": "FP8, promoted to float32"}
 
 
 # one short clause per term, where the first screen shows it first
@@ -238,6 +240,9 @@ PUNCH_CLAUSES = {
     "bf16": "bfloat16 inputs: 8 significant bits per input, products added in float32.",
     "fp16": "float16 inputs: 11 significant bits per input, products added in float32.",
     "split_k": "Split-K: the K terms cut into slices summed in parallel, then the slices added.",
+    "fp8_limited": "FP8 tensor cores: exact products added in an accumulator of about 14 bits (the DeepSeek-V3 "
+                   "report's measurement on H800).",
+    "fp8_promoted": "Promoted: that accumulator added into float32 every 128 products, DeepSeek-V3's fix.",
 }
 
 
@@ -252,7 +257,7 @@ def punchline(lab: DotLab) -> None:
                    help=f"{row.name}: error against the exact dot product, in ULPs of the exact result in "
                         f"{row.metrics.fmt.name}; computed exactly on this CPU.")
     if batch is not None:
-        cols[2].metric("torch.mm, 1 row vs 64 rows (live)",
+        cols[2].metric(f"{batch.product}, 1 row vs 64 rows (live)",
                        "same bits" if batch.same_bits else f"{batch.ulps_apart:.4g} ULP apart",
                        help="The same row x times the same column y, as the only row of a product (M = 1) and as the "
                             "first of 64 rows (M = 64), run by torch on this CPU: another shape, possibly another "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.arith.formats import FORMATS, hex_bits
+from core.arith.formats import FORMATS
+from core.arith.hexbits import hex_bits
 from core.recordings.store import Recording
 from core.studies.mitigations import (
     AccumulationError,

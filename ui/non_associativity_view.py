@@ -6,7 +6,9 @@ import math
 from fractions import Fraction
 
 from core.arith.exact import abbreviate, exact_decimal, shortest_repr, to_mpf
-from core.arith.formats import FLOAT64, Exact, FloatFormat, floor_log2, hex_bits, ulp
+from core.arith.formats import FLOAT64, Exact, FloatFormat, floor_log2
+from core.arith.hexbits import hex_bits
+from core.arith.ulps import ulp
 from core.studies.assoc import Step, TripleResult
 from ui.render import bits_html, mono, ulps_short, ulps_text
 

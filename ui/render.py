@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from core.arith.exact import shortest_repr
-from core.arith.formats import FloatFormat, hex_bits, split_bits
+from core.arith.formats import FloatFormat
+from core.arith.hexbits import hex_bits, split_bits
 from core.arith.metrics import ErrorReport, bound_cell, ulps_cell
 from core.arith.metrics import ulps_short as ulps_short  # re-exported: pages write their metrics with these
 from core.arith.metrics import ulps_text as ulps_text

@@ -1,4 +1,5 @@
-"""Binary floating-point formats: exact decoding, correct rounding and ULPs.
+"""Binary floating-point formats: exact decoding, correct rounding, and the moves of values and bit patterns
+between NumPy and torch (errors and distances in ULPs: core.arith.ulps; bit patterns as text: core.arith.hexbits).
 
 Everything here is integer and rational arithmetic (``fractions.Fraction``); no
 floating-point operation is used to decide a rounding. torch is used only to move bit
@@ -91,53 +92,11 @@ def floor_log2(x: Fraction) -> int:
     return e
 
 
-# ULPs, one convention for the whole project. ulp(x) is the spacing of the format's numbers in the
-# binade of |x|: 2^(e-p+1) for 2^e <= |x| < 2^(e+1), so ulp(2^k) = 2^(k-p+1) (the spacing above a
-# power of two, as np.spacing gives it), the smallest subnormal in the subnormal range and at 0.
-# ``ulp`` is exact (Fractions), ``ulp_array`` the same per element in float64. An error in ULPs is
-# measured in ULPs of the *reference* (``error_in_ulps``: of the exact value; ``in_ulps``, the same for
-# arrays of absolute differences against any reference); a distance between two results counts the
-# representable values between them (``ulp_distance``, ``ulp_distance_array``), which needs no reference.
-# Where no exact value exists the caller names its reference: the mismatch diagnosis measures against
-# the user's expected array, a trace's judge against the larger of the two runs' values, and the serving
-# fork a logit gap against the larger logit.
-
-
-def ulp(x: Exact, fmt: FloatFormat) -> Fraction:
-    """The unit in the last place of the binade of |x| in ``fmt`` (the convention above); ulp(0) is the
-    smallest subnormal. Infinite or NaN x has no ULP: ValueError."""
-    if isinstance(x, float):
-        if not math.isfinite(x):
-            raise ValueError("ulp of a non-finite value")
-        x = Fraction(x)
-    if x == 0:
-        return fmt.min_subnormal
-    e = max(floor_log2(abs(x)), fmt.emin)
-    return Fraction(2) ** (e - fmt.precision + 1)
-
-
 def quantum_exponent(x, precision: int, emin: int) -> np.ndarray:
     """q with 2^q the ULP of each float64 |x| in a format of ``precision`` bits and smallest normal
     exponent ``emin`` (the convention above), as int64; x = 0 gives the subnormal spacing's."""
     _, e = np.frexp(np.abs(np.asarray(x, dtype=np.float64)))  # |x| = m 2^e, 0.5 <= m < 1
     return np.maximum(e.astype(np.int64) - 1, emin) - precision + 1
-
-
-def ulp_array(x, fmt: FloatFormat) -> np.ndarray:
-    """``ulp`` of each |x| in ``fmt`` (TF32 included), as float64 (exact: every ULP of these formats is a
-    power of two within float64's range); nan where x is not finite."""
-    x = np.abs(np.asarray(x, dtype=np.float64))
-    out = np.ldexp(1.0, quantum_exponent(x, fmt.precision, fmt.emin))
-    out = np.where(x == 0, 2.0 ** (fmt.emin - fmt.precision + 1), out)
-    return np.where(np.isfinite(x), out, np.nan)
-
-
-def in_ulps(d, reference, fmt: FloatFormat) -> np.ndarray:
-    """Absolute differences ``d`` in ULPs of ``fmt`` at the magnitude of ``reference`` (element by element,
-    float64; 0 where d is 0, nan where the reference is not finite)."""
-    d = np.asarray(d, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(d == 0, 0.0, d / ulp_array(reference, fmt))
 
 
 # ---------------------------------------------------------------------------- rounding
@@ -440,107 +399,6 @@ def bits_of_value(x: Exact, fmt: FloatFormat, negative_zero: bool = False) -> in
     return s | (e + fmt.bias) << fmt.mantissa_bits | int(frac)
 
 
-def split_bits(bits: int, fmt: FloatFormat) -> tuple[str, str, str]:
-    """(sign, exponent, mantissa) as binary digit strings."""
-    s = format(bits, f"0{fmt.width}b")
-    return s[0], s[1 : 1 + fmt.exponent_bits], s[1 + fmt.exponent_bits :]
-
-
-def hex_bits(bits: int, fmt: FloatFormat, prefix: str = "0x") -> str:
-    """One bit pattern as 0x and fmt.width / 4 hex digits (the form shown on the pages; recordings keep
-    the digits alone, ``prefix=""``)."""
-    return f"{prefix}{bits:0{fmt.width // 4}x}"
-
-
-def bits_of_hex(h: str) -> int:
-    """The bit pattern that hex digits stand for (with or without 0x): the inverse of hex_bits."""
-    return int(h, 16)
-
-
-def hex_digits(bits: np.ndarray, fmt: FloatFormat) -> list[str]:
-    """Many bit patterns (unsigned, fmt's width) as hex digits without the 0x, one string each,
-    big-endian: the vectorised form of hex_bits, as trace files keep their samples."""
-    if not len(bits):
-        return []
-    w = fmt.width // 8  # bytes of one value
-    return np.asarray(bits, dtype=fmt.uint_dtype).astype(f">u{w}").tobytes().hex(" ", w).split(" ")
-
-
 def tensor_of(x: Exact, fmt: FloatFormat, device: str | torch.device = "cpu") -> torch.Tensor:
     """A 0-d tensor holding exactly the ``fmt`` value x (no rounding happens)."""
     return tensor_from_bits(bits_of_value(x, fmt), fmt, device)
-
-
-
-
-# ----------------------------------------------------------------------- ULP distances
-
-
-def error_in_ulps(computed: Exact, exact: Exact, fmt: FloatFormat) -> float:
-    """(computed - exact) / ulp(exact), as a float (signed).
-
-    inf when the computed value overflowed while the exact one is finite; nan when the
-    exact value is not finite.
-    """
-    if isinstance(exact, float) and not math.isfinite(exact):
-        return math.nan
-    if isinstance(computed, float):
-        if math.isnan(computed):
-            return math.nan
-        if math.isinf(computed):
-            return computed
-    ratio = (Fraction(computed) - Fraction(exact)) / ulp(exact, fmt)
-    try:
-        return float(ratio)
-    except OverflowError:  # e.g. a nonzero result when the exact sum is 0: ulp(0) is the smallest subnormal
-        return math.inf if ratio > 0 else -math.inf
-
-
-def ordinal(bits: int, fmt: FloatFormat) -> int:
-    """Map bit patterns to integers that count representable values in order.
-
-    Consecutive finite values differ by one; +0 and -0 both map to 0.
-    """
-    sign_bit = 1 << (fmt.width - 1)
-    if bits & sign_bit:
-        return -(bits & (sign_bit - 1))
-    return bits
-
-
-def ulp_distance(bits_a: int, bits_b: int, fmt: FloatFormat) -> int:
-    """How many representable values lie between two finite values (0 if equal)."""
-    return abs(ordinal(bits_a, fmt) - ordinal(bits_b, fmt))
-
-
-def ulp_distance_array(a, b) -> np.ndarray:
-    """``ulp_distance`` element by element, for two arrays of one format in FORMATS: int64, or Python
-    integers in an object array for float64 (whose distances reach 2^64)."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype != b.dtype:
-        raise ValueError(f"ULP distance between {a.dtype} and {b.dtype}: give one format")
-    fmt = format_of(a.dtype)
-    if fmt.width == 64:
-        return np.array([ulp_distance(int(p), int(q), fmt) for p, q in zip(bit_view(a).ravel(), bit_view(b).ravel(),
-                                                                             strict=True)],
-                        dtype=object).reshape(a.shape)
-
-    def ordinals(v):
-        bits = bit_view(v).astype(np.int64)
-        sign = 1 << (fmt.width - 1)
-        return np.where(bits & sign, -(bits & (sign - 1)), bits)
-
-    return np.abs(ordinals(a) - ordinals(b))
-
-
-def decode_hex(h: str, dtype: str | None = None) -> float:
-    """The float that big-endian hex bits stand for, in format ``dtype`` (a name in FORMATS). Without a
-    dtype, 16 digits are float64 and 8 float32. Any other dtype's text (an integer's sample, as
-    core.traces records it) is read as a number."""
-    if dtype is None:
-        dtype = {16: "float64", 8: "float32"}.get(len(h))
-        if dtype is None:
-            raise ValueError(f"{len(h)} hex digits: give the format")
-    fmt = FORMATS.get(dtype)
-    if fmt is None:
-        return float(h)
-    return float(from_bit_view(np.array(int(h, 16)), fmt))

@@ -16,7 +16,8 @@ from typing import Literal
 
 import numpy as np
 
-from core.arith.formats import Exact, FloatFormat, bits_of, bits_of_value, error_in_ulps, ulp, value_of_bits
+from core.arith.formats import Exact, FloatFormat, bits_of, bits_of_value, value_of_bits
+from core.arith.ulps import error_in_ulps, ulp
 
 
 def exact_value(v: np.generic, fmt: FloatFormat) -> Exact:

@@ -28,8 +28,9 @@ from fractions import Fraction
 import numpy as np
 
 from core.arith.exact import exact_dot_fraction, exact_sum_fraction
-from core.arith.formats import FLOAT64, FORMATS, FloatFormat, in_ulps, ulp, ulp_array
+from core.arith.formats import FLOAT64, FORMATS, FloatFormat
 from core.arith.metrics import gamma, ulps_count
+from core.arith.ulps import in_ulps, ulp, ulp_array
 from core.diagnose.inputs import Inputs
 from core.diagnose.results import Accuracy, SideError
 from core.diagnose.simulate import sample_elements

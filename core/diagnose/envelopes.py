@@ -89,8 +89,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.arith.formats import FLOAT32, FloatFormat, ulp_array
+from core.arith.formats import FLOAT32, FloatFormat
 from core.arith.metrics import gamma, input_rounding_error
+from core.arith.ulps import ulp_array
 from core.diagnose.inputs import Inputs
 from core.diagnose.results import REORDERING_ENVELOPE, EnvelopeCheck, PatternCheck, Simulation
 from core.diagnose.rounding import REDUCED_FORMATS

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.arith.formats import FORMATS, FloatFormat, in_ulps
+from core.arith.formats import FORMATS, FloatFormat
+from core.arith.ulps import in_ulps
 from core.diagnose.envelopes import Scale, median_floor
 from core.diagnose.inputs import Inputs, prepare_inputs
 from core.diagnose.rounding import accumulation_format, as_float_array, narrower, reduced_candidates

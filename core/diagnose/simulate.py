@@ -19,7 +19,8 @@ import math
 
 import numpy as np
 
-from core.arith.formats import FORMATS, last_bit_even, round_precision, ulp_array
+from core.arith.formats import FORMATS, last_bit_even, round_precision
+from core.arith.ulps import ulp_array
 from core.diagnose.inputs import Inputs
 from core.diagnose.results import Simulation
 from core.diagnose.rounding import REDUCED_FORMATS, accumulation_format, round_to

@@ -1,6 +1,7 @@
 """How libraries and devices order reductions, modelled exactly, and sums that do not depend on order.
 
-orders (the summation-order registry, its entries built from order_types), sums (the textbook algorithms it names,
+orders (the summation-order registry, its entries built from order_types, each running a function of
+order_runs), sums (the textbook algorithms it names,
 one vector or many rows at once), numpy_model (np.sum pairwise), torch_cpu_model (torch.sum on a CPU: cascade sums,
 lanes, thread chunks), cuda_model and cuda_published (PyTorch's CUDA block reduction and the public GPU results it
 reproduces) with cuda_launch (its kernel versions and launch rules), collectives (all-reduce algorithms), trees

@@ -40,7 +40,8 @@ from itertools import combinations
 
 import numpy as np
 
-from core.arith.formats import FORMATS, bit_view, bits_differ, error_in_ulps, last_bit_even, ulp_distance_array
+from core.arith.formats import FORMATS, bit_view, bits_differ, last_bit_even
+from core.arith.ulps import error_in_ulps, ulp_distance_array
 
 FLOAT32 = FORMATS["float32"]
 

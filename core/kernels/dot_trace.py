@@ -13,6 +13,7 @@ from fractions import Fraction
 import numpy as np
 
 from core.arith.formats import Exact, FloatFormat, round_to_format
+from core.kernels import dot_fp8
 from core.kernels.dot import DotModel, accumulation_of, model_inputs, slice_bounds
 
 MAX_TRACE_K = 32  # the picture draws every rounding, one row each
@@ -39,9 +40,10 @@ class _Picture:
         self.fmt = fmt
         self.ops: list[TraceOp] = []
 
-    def op(self, label: str, products, inputs, exact: Fraction) -> int:
+    def op(self, label: str, products, inputs, exact: Fraction, fmt: FloatFormat | None = None) -> int:
+        fmt = fmt or self.fmt
         self.ops.append(TraceOp(label=label, products=tuple(products), inputs=tuple(inputs), exact=exact,
-                                rounded=round_to_format(exact, self.fmt), fmt=self.fmt.name))
+                                rounded=round_to_format(exact, fmt), fmt=fmt.name))
         return len(self.ops) - 1
 
     def value(self, i: int | None) -> Exact:
@@ -76,6 +78,19 @@ class _Picture:
                                self.value(total_op) + self.value(part))
 
 
+    def promoted(self, bits: int, every: int) -> None:
+        """Each product added in the limited accumulator; every ``every`` products (0: at the end) its value is
+        added into the float32 total and it restarts from +0 (core.kernels.dot_fp8)."""
+        limited, span, total = dot_fp8.limited_format(bits), every or len(self.p) or 1, None
+        for lo in range(0, len(self.p), span):
+            acc = None
+            for i in range(lo, min(lo + span, len(self.p))):
+                acc = self.op(f"acc + x{i}·y{i}", [i], [] if acc is None else [acc], self.value(acc) + self.p[i],
+                              limited)
+            total = self.op(f"float32 + acc over {lo}…{min(lo + span, len(self.p)) - 1}", [],
+                            [j for j in (total, acc) if j is not None], self.value(total) + self.value(acc))
+
+
 def trace(model: DotModel, x: np.ndarray, y: np.ndarray, accumulate: str, tile: int = 8, slices: int = 4,
           tf32_mode: str = "rna") -> list[TraceOp]:
     """Every rounding of a model on a short vector (K <= MAX_TRACE_K), in exact rational arithmetic."""
@@ -91,6 +106,8 @@ def trace(model: DotModel, x: np.ndarray, y: np.ndarray, accumulate: str, tile: 
         picture.chain_of_tiles(0, len(products), 1)
     elif model.structure == "tiles":
         picture.chain_of_tiles(0, len(products), tile)
+    elif model.structure == "promoted":
+        picture.promoted(model.limited_bits, model.promote_every)
     else:
         picture.split_k(tile, slices)
     return picture.ops

@@ -187,3 +187,15 @@ def numpy_pairwise_model(x: np.ndarray) -> np.generic:
     with np.errstate(over="ignore", invalid="ignore"):  # inf - inf etc. behave as in C; no warnings
         total = np.zeros((), dtype=acc) + _pairwise(xa)  # *out (the identity, +0.0) += pairwise_sum(...)
         return x.dtype.type(total)  # float16: npy_float_to_half, one rounding to nearest even
+
+
+def tree_depth_numpy(n: int) -> int:
+    """Additions on the longest path of NumPy's pairwise sum (blocks of 128, 8 lanes)."""
+    if n < 8:
+        return max(n - 1, 0)
+    levels = 0
+    m = n
+    while m > 128:
+        m = m // 2 + 8  # the larger half, rounded to a multiple of 8 at most 8 larger
+        levels += 1
+    return levels + (m // 8) + 3 + 7

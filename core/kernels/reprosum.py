@@ -431,14 +431,14 @@ def reproducible_sum(x: torch.Tensor) -> torch.Tensor:
     infinity gives itself. An exact zero sum is -0 only if every value is -0, else +0; a
     nonzero T never rounds to zero (it is a multiple of the format's smallest subnormal).
     float16, bfloat16 and float32 try the fast path first; float64, and any sum the fast
-    path leaves undecided, take the exact folds.
+    path leaves undecided, take the exact folds; the eight-bit formats count their patterns.
 
     Why every bit of the result is independent of order, thread split and device (the fast path,
     the exact folds, what runs on a device) is proven in this module's docstring.
 
     **Size limits.** Fewer than 2^29 values (float16, bfloat16, float32) or 2^26
-    (float64) per call: the earlier version's limits, kept as the contract callers and
-    tests rely on. Neither path needs them for exactness: every piece is exact on its own.
+    (float64) per call: a contract that bounds one call's time and memory on a shared server.
+    Neither path needs them for exactness: every piece is exact on its own.
     """
     limit = _LIMITS.get(x.dtype, _LIMIT_NARROW)
     if x.numel() >= limit:

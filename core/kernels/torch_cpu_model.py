@@ -271,7 +271,7 @@ def real_torch_sum(x: np.ndarray, threads: int) -> np.generic:
 def cascade_depth(n: int, dtype=np.float32, threads: int = 1, lanes: int | None = None) -> int:
     """Additions on the longest path of ``torch_cpu_sum_model`` for ``n`` values (at most n - 1): the cascade's
     levels (a block of up to ``2**power`` rows each), the interleaved and lane combines, the tail, and with
-    several threads the slots' sum. For error bounds and tolerances, like ``orders.tree_depth_numpy``."""
+    several threads the slots' sum. For error bounds and tolerances, like ``numpy_model.tree_depth_numpy``."""
     dt = np.dtype(dtype)
     lanes = default_lanes(dt) if lanes is None else lanes
     reduced = _working_dtype(dt) != dt and dt != np.float64

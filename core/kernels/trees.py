@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.arith.formats import FORMATS, Exact, FloatFormat, error_in_ulps, round_to_format
+from core.arith.formats import FORMATS, Exact, FloatFormat, round_to_format
 from core.arith.metrics import exact_value
+from core.arith.ulps import error_in_ulps
 from core.kernels.orders import ORDERS, TreeShape
 
 MAX_TREE_N = 32

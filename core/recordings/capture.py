@@ -17,7 +17,8 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from core.arith.formats import FLOAT32, bit_view, bits_of, format_of, hex_bits, hex_digits, to_torch
+from core.arith.formats import FLOAT32, bit_view, bits_of, format_of, to_torch
+from core.arith.hexbits import hex_bits, hex_digits
 from core.arith.vectors import VectorSpec, generate
 from core.machines.devices import Device, available_devices, cpu_device, device_info
 from core.machines.globalstate import torch_threads

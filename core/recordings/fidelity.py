@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.arith.formats import FORMATS, bits_of, bits_of_hex, ulp_distance
+from core.arith.formats import FORMATS, bits_of
+from core.arith.hexbits import bits_of_hex
+from core.arith.ulps import ulp_distance
 from core.arith.vectors import VectorSpec, generate
 from core.kernels import webgpu
 from core.kernels.cuda_model import cuda_config_for, cuda_sum_model

@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 import jsonschema
 import numpy as np
 
-from core.arith.formats import decode_hex
+from core.arith.hexbits import decode_hex
 from core.arith.metrics import relative_gap
 from core.recordings.schema import RECORDING
 from core.training.seeds import first_apart

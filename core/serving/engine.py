@@ -25,7 +25,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from core.arith.formats import format_of, in_ulps, same_bits
+from core.arith.formats import format_of, same_bits
+from core.arith.ulps import in_ulps
 from core.crowd.budget import MB, Cost
 from core.machines.globalstate import torch_threads
 from core.machines.progress import OnProgress, Progress, report

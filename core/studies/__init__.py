@@ -3,7 +3,8 @@
 overview (the Overview page's live numbers), sumlab (Summation lab), cpu_vs_gpu (CPU vs GPU, with replays of
 recordings), mitigations (each fix measured on the Mitigations page's inputs) with peak_rates (the cited float64
 peak rates), assoc (Non-associativity),
-gpu_arithmetic (GPU arithmetic's dot-product lab and atomics), elementwise (exp, log, tanh and sigmoid against
+gpu_arithmetic (GPU arithmetic's dot-product lab) with atomics (its scatter-add by atomic additions),
+elementwise (exp, log, tanh and sigmoid against
 their correctly rounded values: causes other than a sum's order), reproducible (Make my runs reproducible: modelled
 GPU generations, tolerances) with reproducible_rules (its registry of settings) and reproducible_costs (each
 setting's cost on the hardware named), many_devices (Many devices: its all-reduce studies and emulated trainings,

@@ -22,15 +22,14 @@ from core.arith.formats import (
     bits_differ,
     bits_of,
     bits_of_value,
-    error_in_ulps,
     format_of,
     get_format,
     round_to_format,
     tensor_of,
-    ulp_distance,
     value_of_bits,
 )
 from core.arith.parse import ParsedNumber
+from core.arith.ulps import error_in_ulps, ulp_distance
 from core.arith.vectors import check_seed
 from core.machines.devices import Device, available_devices, cpu_device
 

@@ -16,15 +16,9 @@ from dataclasses import dataclass
 import torch
 
 from core.arith.exact import correctly_rounded_sum, shortest_repr
-from core.arith.formats import (
-    FORMATS,
-    FloatFormat,
-    bits_of,
-    bits_of_hex,
-    bits_of_value,
-    ulp_distance,
-    value_of_bits,
-)
+from core.arith.formats import FORMATS, FloatFormat, bits_of, bits_of_value, value_of_bits
+from core.arith.hexbits import bits_of_hex
+from core.arith.ulps import ulp_distance
 from core.arith.vectors import GENERATORS, VectorSpec
 from core.crowd.bytecache import RESULTS, vector_for
 from core.kernels.cuda_model import CudaLaunch, cuda_config_for, cuda_launch, cuda_sum_model

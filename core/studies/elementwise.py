@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from core.arith.elementary import FUNCTIONS, reference
-from core.arith.formats import FORMATS, FloatFormat, format_of, ulp_array, ulp_distance_array
+from core.arith.formats import FORMATS, FloatFormat, format_of
+from core.arith.ulps import ulp_array, ulp_distance_array
 from core.crowd.bytecache import RESULTS
 from core.machines.devices import machine_facts
 from core.recordings.store import Recording, cached_recordings

@@ -1,4 +1,4 @@
-"""The GPU arithmetic page's study: one dot product through every model, torch on this machine, and atomics.
+"""The GPU arithmetic page's study: one dot product through every model and torch on this machine.
 
 The models themselves (FMA or not, TF32 and half-precision inputs, tiles, split-K), their exact
 engine and their a-priori bounds are core.kernels.dot. This module puts them to work on the page's
@@ -7,8 +7,8 @@ on this CPU, and on a GPU when one is present (``torch_results``, ``torch_gpu_re
 each result against the exact dot product in ULPs and against its bound (``run_lab``, one
 ``DotRow`` each: its origin, live, model or exact, and its ``core.arith.metrics.ErrorReport``); the
 error as K grows (``error_curves``); whether torch.mm's bits depend on the number of rows
-(``batch_dependence``); and scatter-add by atomic additions in random arrival orders
-(``simulate_atomics``), against the index order, torch's index_add_ and the order-independent sum.
+(``batch_dependence``). Scatter-add by atomic additions, the page's last section, is
+core.studies.atomics'.
 """
 
 from __future__ import annotations
@@ -20,24 +20,22 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from core.arith.exact import as_numpy, exact_dot_fraction, exact_sum_fraction
+from core.arith.exact import exact_dot_fraction, exact_sum_fraction
 from core.arith.formats import (
-    ARITHMETIC,
     FORMATS,
     Exact,
     FloatFormat,
-    bit_view,
     bits_of,
     bits_of_value,
-    error_in_ulps,
     format_of,
     round_to_format,
     to_torch,
     value_of_bits,
+    working_format,
 )
 from core.arith.metrics import ErrorReport, kappa, measure
+from core.arith.ulps import error_in_ulps
 from core.arith.vectors import (
-    VectorError,
     VectorSpec,
     check_choice,
     check_condition,
@@ -64,12 +62,8 @@ from core.kernels.dot import (
     run_model,
 )
 from core.kernels.dot_fp8 import promoted_bound
-from core.kernels.reprosum import reproducible_sum
+from core.kernels.orders import ORIGIN_EXACT, ORIGIN_LIVE, ORIGIN_MODEL
 from core.machines.globalstate import cuda_tf32, current_settings
-
-ORIGIN_LIVE = "live"  # the real library ran on this machine
-ORIGIN_MODEL = "model"  # the named arithmetic, computed exactly here
-ORIGIN_EXACT = "exact"
 
 # --------------------------------------------------------------------------- the vectors
 
@@ -155,7 +149,8 @@ def _tensor(a: np.ndarray) -> torch.Tensor:
     return to_torch(a, copy=True)
 
 
-def _value_of(t: torch.Tensor) -> DotValue:
+def value_of(t: torch.Tensor) -> DotValue:
+    """A torch result as a DotValue: its exact value, format and bits."""
     fmt, bits = format_of(t.dtype), bits_of(t)
     return DotValue(value_of_bits(bits, fmt), fmt, bits)
 
@@ -182,19 +177,22 @@ def torch_results(pair: DotPair, device: str = "cpu", rows: int = 64) -> list[Li
     where = (f"live: torch {torch.__version__} on this CPU, {current_settings()[0]} threads" if device == "cpu"
              else f"live: torch {torch.__version__} on {torch.cuda.get_device_name(device)}")
     if not format_of(tx.dtype).arithmetic:  # FP8: torch has no dot, only the scaled matrix product
-        return _scaled_mm_results(tx, ty, big, rows, where)
+        try:
+            return _scaled_mm_results(tx, ty, big, rows, where)
+        except RuntimeError:  # a format torch stores but has no product for on this device: no live rows
+            return []
     return [
-        LiveResult(key="torch_dot", name="torch.dot(x, y)", result=_value_of(torch.dot(tx, ty)), provenance=where),
+        LiveResult(key="torch_dot", name="torch.dot(x, y)", result=value_of(torch.dot(tx, ty)), provenance=where),
         LiveResult(
             key="torch_mm1",
             name="torch.mm, M = 1 row",
-            result=_value_of(torch.mm(tx[None], ty[:, None])[0, 0]),
+            result=value_of(torch.mm(tx[None], ty[:, None])[0, 0]),
             provenance=f"{where}; (1 × K) @ (K × 1)",
         ),
         LiveResult(
             key="torch_mm64",
             name=f"torch.mm, M = {rows} rows",
-            result=_value_of(torch.mm(big, ty[:, None])[0, 0]),
+            result=value_of(torch.mm(big, ty[:, None])[0, 0]),
             provenance=f"{where}; ({rows} × K) @ (K × 1), row 0 (rows 1–{rows - 1}: seeded normals)",
         ),
     ]
@@ -211,9 +209,9 @@ def _scaled_mm_results(tx: torch.Tensor, ty: torch.Tensor, big: torch.Tensor, ro
         return torch._scaled_mm(a, column, scale_a=one, scale_b=one, out_dtype=torch.float32)
 
     return [
-        LiveResult(key="torch_mm1", name="torch._scaled_mm, M = 1 row", result=_value_of(mm(tx[None])[0, 0]),
+        LiveResult(key="torch_mm1", name="torch._scaled_mm, M = 1 row", result=value_of(mm(tx[None])[0, 0]),
                    provenance=f"{where}; (1 × K) @ (K × 1), scales 1, float32 out"),
-        LiveResult(key="torch_mm64", name=f"torch._scaled_mm, M = {rows} rows", result=_value_of(mm(big)[0, 0]),
+        LiveResult(key="torch_mm64", name=f"torch._scaled_mm, M = {rows} rows", result=value_of(mm(big)[0, 0]),
                    provenance=f"{where}; ({rows} × K) @ (K × 1), row 0 (rows 1–{rows - 1}: seeded normals), "
                               "scales 1, float32 out"),
     ]
@@ -298,7 +296,7 @@ def model_bound(model: DotModel, pair: DotPair, accumulate: str, tile: int, slic
 def live_bound(pair: DotPair, sum_abs: Fraction) -> Fraction | None:
     """For torch's kernels, whose order is not derived here: a bound for every order, with every
     product and every partial sum possibly rounded twice (through a wider format first)."""
-    fmt = FORMATS[pair.storage]
+    fmt = FORMATS[working_format(pair.storage, "same")]  # FP8 products come out in float32
     return dot_bound(2 * pair.k, 4 * pair.k, sum_abs, fmt)
 
 
@@ -394,6 +392,7 @@ class BatchDependence:
 
     same_bits: bool
     ulps_apart: float  # |difference of their errors| in ULPs of the exact result
+    product: str = "torch.mm"  # the call: torch._scaled_mm for FP8 inputs
 
 
 def batch_dependence(lab: DotLab) -> BatchDependence | None:
@@ -402,7 +401,8 @@ def batch_dependence(lab: DotLab) -> BatchDependence | None:
     if "torch_mm1" not in live or "torch_mm64" not in live:
         return None
     one, many = live["torch_mm1"], live["torch_mm64"]
-    return BatchDependence(one.metrics.bits == many.metrics.bits, abs(one.metrics.ulps - many.metrics.ulps))
+    return BatchDependence(one.metrics.bits == many.metrics.bits, abs(one.metrics.ulps - many.metrics.ulps),
+                           one.name.split(",")[0])
 
 
 # --------------------------------------------------------------------------- error against K
@@ -451,7 +451,10 @@ def error_curves(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: 
         ]
     if live:
         for k in ks:
-            name, v = _live_dot(_tensor(pair.x[:k]), _tensor(pair.y[:k]))
+            try:
+                name, v = _live_dot(_tensor(pair.x[:k]), _tensor(pair.y[:k]))
+            except RuntimeError:  # no product torch runs for this format here
+                break
             out.append(CurvePoint(name=name, origin=ORIGIN_LIVE, k=k, ulps=error_in_ulps(v.value, exacts[k], v.fmt)))
     return out
 
@@ -459,139 +462,8 @@ def error_curves(pair: DotPair, accumulate: str, models: tuple[str, ...], tile: 
 def _live_dot(tx: torch.Tensor, ty: torch.Tensor) -> tuple[str, DotValue]:
     """torch's own dot product of two vectors: torch.dot, or for FP8 (which has none) torch._scaled_mm."""
     if format_of(tx.dtype).arithmetic:
-        return "torch.dot(x, y)", _value_of(torch.dot(tx, ty))
+        return "torch.dot(x, y)", value_of(torch.dot(tx, ty))
     one = torch.tensor(1.0)
     product = torch._scaled_mm(tx[None], ty[:, None].t().contiguous().t(), scale_a=one, scale_b=one,
                                out_dtype=torch.float32)
-    return "torch._scaled_mm, M = 1 row", _value_of(product[0, 0])
-
-
-# --------------------------------------------------------------------------- atomics
-
-MAX_ATOMIC_WORK = 20_000_000  # values x simulated runs
-ATOMIC_FORMATS = tuple(ARITHMETIC)  # atomics add in the stored format: one that has an addition
-
-
-@dataclass(frozen=True, kw_only=True)
-class AtomicsSpec:
-    buckets: int = 4
-    values: int = 4096
-    runs: int = 500
-    seed: int = 0
-    storage: str = "float32"
-
-    def validate(self) -> None:
-        if not 1 <= self.buckets <= 64:
-            raise VectorError(f"Buckets must be between 1 and 64 (got {self.buckets!r}).")
-        if not 1 <= self.values <= 1_000_000:
-            raise VectorError(f"Values must be between 1 and 1,000,000 (got {self.values!r}).")
-        if not 1 <= self.runs <= 10_000:
-            raise VectorError(f"Runs must be between 1 and 10,000 (got {self.runs!r}).")
-        if self.values * self.runs > MAX_ATOMIC_WORK:
-            raise VectorError(f"{self.values:,} values × {self.runs:,} runs is more than this page simulates "
-                              f"({MAX_ATOMIC_WORK:,} additions); choose fewer runs or values.")
-        if self.storage not in ATOMIC_FORMATS:
-            raise VectorError(f"Unknown format {self.storage!r}; choose one of {', '.join(ATOMIC_FORMATS)}.")
-
-
-@dataclass(frozen=True, kw_only=True)
-class BucketResult:
-    bucket: int
-    count: int  # values that land in it
-    exact: Exact
-    fmt: FloatFormat
-    runs: np.ndarray  # the simulated runs' results (storage dtype)
-    distinct: int  # different bit patterns among them
-    fixed: DotValue  # index order, one thread adding them in turn
-    reproducible: DotValue  # core.kernels.reprosum.reproducible_sum: the same bits for every order
-    cpu_index_add: DotValue  # torch's index_add_ on this CPU (live)
-    gpu_distinct: int | None  # different results over the GPU repeats (live), None without a GPU
-    gpu_values: np.ndarray | None
-
-    def ulps(self, v: Exact) -> float:
-        """A result's error in ULPs of the bucket's exact sum in its format."""
-        return error_in_ulps(v, self.exact, self.fmt)
-
-    def _finite_ulps(self, values: np.ndarray) -> list[float]:
-        return [self.ulps(Fraction(float(v))) for v in values if math.isfinite(float(v))]
-
-    @property
-    def run_ulps(self) -> list[float]:
-        """Each simulated run's error in ULPs (runs that overflowed left out)."""
-        return self._finite_ulps(self.runs)
-
-    @property
-    def gpu_ulps(self) -> list[float] | None:
-        """Each GPU repeat's error in ULPs (live; None without a GPU)."""
-        return None if self.gpu_values is None else self._finite_ulps(self.gpu_values)
-
-
-@dataclass(frozen=True)
-class AtomicsResult:
-    spec: AtomicsSpec
-    buckets: tuple[BucketResult, ...]
-    gpu: str | None
-
-
-def atomic_inputs(spec: AtomicsSpec) -> tuple[np.ndarray, np.ndarray]:
-    """N(0, 1) values rounded to the format, and a bucket index for each (seeded)."""
-    rng = np.random.default_rng([spec.seed, 17])
-    values = round_array(rng.standard_normal(spec.values), spec.storage)
-    index = rng.integers(0, spec.buckets, spec.values)
-    return values, index
-
-
-def _np_value(v: np.generic, fmt: FloatFormat) -> DotValue:
-    bits = bits_of(v)
-    return DotValue(value_of_bits(bits, fmt), fmt, bits)
-
-
-def simulate_atomics(spec: AtomicsSpec) -> AtomicsResult:
-    """Scatter-add (``out[index[i]] += values[i]``) as atomic adds on a GPU do it: each bucket's
-    values are added one at a time, each addition rounded, in the order the threads arrive.
-
-    Model of the arrival order: a uniformly random permutation per run (seeded). Every addition
-    is one IEEE round-to-nearest addition in the format (np.add.accumulate: a left-to-right
-    loop). Against it: the index order (one thread), torch's index_add_ on this CPU (live), the
-    app's order-independent sum, and, on a machine with a GPU, index_add_ there (live, repeated).
-    """
-    spec.validate()
-    fmt = FORMATS[spec.storage]
-    values, index = atomic_inputs(spec)
-    rng = np.random.default_rng([spec.seed, 29])
-    cpu = torch.zeros(spec.buckets, dtype=fmt.torch_dtype).index_add_(0, torch.from_numpy(index),
-                                                                     _tensor(values))
-    device = gpu_device()
-    gpu_runs = None
-    if device is not None:
-        gv, gi = _tensor(values).to(device), torch.from_numpy(index).to(device)
-        gpu_runs = torch.stack([torch.zeros(spec.buckets, dtype=fmt.torch_dtype, device=device).index_add_(0, gi, gv)
-                                for _ in range(spec.runs)]).cpu()
-    out = []
-    for bucket in range(spec.buckets):
-        w = values[index == bucket]
-        if w.size == 0:
-            w = np.zeros(1, dtype=values.dtype)  # an empty bucket stays +0
-        with np.errstate(over="ignore", invalid="ignore"):
-            fixed = np.add.accumulate(w)[-1]
-            runs = np.add.accumulate(rng.permuted(np.tile(w, (spec.runs, 1)), axis=1), axis=1)[:, -1]
-        gpu_values = gpu_distinct = None
-        if gpu_runs is not None:
-            g = as_numpy(gpu_runs[:, bucket])
-            gpu_values, gpu_distinct = g, int(np.unique(bit_view(g)).size)
-        out.append(
-            BucketResult(
-                bucket=bucket,
-                count=int((index == bucket).sum()),
-                exact=exact_sum_fraction(w),
-                fmt=fmt,
-                runs=runs,
-                distinct=int(np.unique(bit_view(runs)).size),
-                fixed=_np_value(fixed, fmt),
-                reproducible=_value_of(reproducible_sum(_tensor(w))),
-                cpu_index_add=_value_of(cpu[bucket]),
-                gpu_distinct=gpu_distinct,
-                gpu_values=gpu_values,
-            )
-        )
-    return AtomicsResult(spec, tuple(out), None if device is None else torch.cuda.get_device_name(device))
+    return "torch._scaled_mm, M = 1 row", value_of(product[0, 0])

@@ -25,8 +25,9 @@ import numpy as np
 import torch
 
 from core.arith.exact import exact_sum_fraction, shortest_repr
-from core.arith.formats import FORMATS, Exact, bits_of, format_of, ulp, ulp_distance_array, value_of_bits
+from core.arith.formats import FORMATS, Exact, bits_of, format_of, value_of_bits
 from core.arith.metrics import exact_value
+from core.arith.ulps import ulp, ulp_distance_array
 from core.arith.vectors import VectorSpec, generate
 from core.crowd.bytecache import RESULTS
 from core.diagnose.verdict import diagnose

@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from core.arith.formats import ARITHMETIC, FORMATS, bits_of, get_format, hex_bits
+from core.arith.formats import ARITHMETIC, FORMATS, bits_of, get_format
+from core.arith.hexbits import hex_bits
 from core.arith.metrics import gamma, input_rounding_error
 from core.arith.vectors import VectorSpec
 from core.crowd.bytecache import RESULTS, vector_for
@@ -49,7 +50,7 @@ from core.diagnose.tolerances import (
 )
 from core.kernels.cuda_model import cuda_config_for, cuda_launch, cuda_sum_model
 from core.kernels.cuda_model import tree_depth as cuda_tree_depth
-from core.kernels.orders import tree_depth_numpy
+from core.kernels.numpy_model import tree_depth_numpy
 from core.kernels.torch_cpu_model import GRAIN_SIZE, cascade_depth
 from core.studies.reproducible_costs import (  # noqa: F401  (the page's and the tests' names for them)
     COST_TTL_S,

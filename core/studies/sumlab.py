@@ -12,9 +12,10 @@ from fractions import Fraction
 import numpy as np
 
 from core.arith.exact import exact_sum_fraction, to_mpf
-from core.arith.formats import FORMATS, Exact, FloatFormat, error_in_ulps, round_to_format, working_format
+from core.arith.formats import FORMATS, Exact, FloatFormat, round_to_format, working_format
 from core.arith.metrics import ErrorReport, a_priori_bound, evaluate, exact_value, gamma, kappa, measure
 from core.arith.metrics import relative_error as relative_error  # pages/non_associativity.py imports it from here
+from core.arith.ulps import error_in_ulps
 from core.arith.vectors import Vector, VectorSpec, generate
 from core.crowd import budget
 from core.crowd.bytecache import RESULTS, vector_for

@@ -19,9 +19,10 @@ import numpy as np
 
 from core.arith.elementary import reference
 from core.arith.exact import exact_sum_fraction
-from core.arith.formats import FORMATS, bits_of, bits_of_value, round_to_format, ulp, ulp_distance, value_of_bits
+from core.arith.formats import FORMATS, bits_of, bits_of_value, round_to_format, value_of_bits
 from core.arith.metrics import ErrorReport, a_priori_bound, gamma, measure
 from core.arith.numpy_stream import digest, recipe, replayable
+from core.arith.ulps import ulp, ulp_distance
 from core.arith.vectors import VectorSpec
 from core.crowd.room import RoomEntry
 from core.kernels import webgpu

@@ -27,7 +27,8 @@ import numpy as np
 import torch
 import xxhash
 
-from core.arith.formats import FORMATS, bit_view, byte_view, format_of, hex_digits, to_numpy
+from core.arith.formats import FORMATS, bit_view, byte_view, format_of, to_numpy
+from core.arith.hexbits import hex_digits
 
 SAMPLE = 32  # output values kept per op, as hex bits
 # what digest() computes (earlier files: "blake2b-64" in version 1, then "sha256-64"); traces of two cannot be compared

@@ -66,7 +66,9 @@ from enum import StrEnum
 
 import numpy as np
 
-from core.arith.formats import FORMATS, decode_hex, in_ulps, ulp_array
+from core.arith.formats import FORMATS
+from core.arith.hexbits import decode_hex
+from core.arith.ulps import in_ulps, ulp_array
 from core.diagnose.envelopes import (
     ENVELOPE_FACTOR,
     envelope_of,
@@ -215,9 +217,7 @@ class Judgement:
 
 
 def _num(x: float) -> str:
-    if not math.isfinite(x):
-        return "∞"
-    return f"{x:.3g}" if x < 100 else f"{x:,.0f}"
+    return "∞" if not math.isfinite(x) else f"{x:.3g}" if x < 100 else f"{x:,.0f}"
 
 
 def packet(op: str) -> str:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from core.arith.formats import format_of, in_ulps
+from core.arith.formats import format_of
+from core.arith.ulps import in_ulps
 from core.kernels.torch_cpu_model import GRAIN_SIZE
 from core.machines.devices import available_devices
 from core.machines.globalstate import PROCESS_THREADS, torch_threads

@@ -446,12 +446,22 @@ def colour_pixels(chart) -> tuple[int, int]:
             chart.page.evaluate(PIXELS_NEAR, [handle, list(ORANGE_B)]))
 
 
-def assert_on_first_screen(chart, what: str) -> None:
+def assert_on_first_screen(chart, what: str, playing: bool = False) -> None:
+    """The chart's drawing lies inside the first screen; ``playing``: the chart's own box, since Play replaces its
+    drawing with every frame (between two, none is there to measure)."""
     def in_first_screen(box) -> bool:
         return (box is not None and box["height"] >= 150 and box["y"] >= 0
                 and box["y"] + box["height"] <= FIRST_SCREEN["height"])
 
-    box = until(chart.locator("canvas, svg").first.bounding_box, in_first_screen)  # the layout settles late
+    measured = chart if playing else chart.locator("canvas, svg").first
+
+    def box_now():
+        try:
+            return measured.bounding_box(timeout=1_000)
+        except PlaywrightError:  # replaced while read: read again
+            return None
+
+    box = until(box_now, in_first_screen)  # the layout settles late
     assert box is not None and box["height"] >= 150, (what, box)
     assert box["y"] >= 0 and box["y"] + box["height"] <= FIRST_SCREEN["height"], (what, box)
 
@@ -504,8 +514,8 @@ def test_the_losses_part_on_the_first_screen_while_play_runs(server, browser, ta
             assert step is not None and after < step < 400, f"Play showed no step between {after} and 400: {step}"
             loss, gap = live_charts(page)
             samples.append((step, loss.evaluate(CANVAS_SIGNATURE)))
-            assert_on_first_screen(loss, "loss chart while playing")
-            assert_on_first_screen(gap, "relative gap chart while playing")
+            assert_on_first_screen(loss, "loss chart while playing", playing=True)
+            assert_on_first_screen(gap, "relative gap chart while playing", playing=True)
         screenshot(page, f"training-first-screen-{mode}-playing")
         (s1, sig1), (s2, sig2) = samples
         assert s2 > s1, samples

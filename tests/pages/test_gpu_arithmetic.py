@@ -184,3 +184,20 @@ def test_other_causes_are_shown_in_full(defaults):
     for name, _, url in OTHER_CAUSES:
         assert name in text and url in text
     assert any("torch ≠ NumPy" in df.value.columns for df in defaults.dataframe)
+
+
+def test_fp8_inputs_open_from_the_address_with_the_tensor_core_models_and_their_source():
+    at = open_page(inputs="float8_e4m3fn", K=1024)
+    assert not at.exception
+    assert at.session_state["ga_storage"] == "float8_e4m3fn"
+    assert "float8_e4m3fn" not in at.selectbox(key="ga_acc").options  # stored, never added in
+    t = table(at)
+    names = set(t["model"])
+    assert {"FP8 tensor cores, 14-bit accumulation", "FP8 tensor cores, promoted to float32 every 128",
+            "torch._scaled_mm, M = 1 row"} <= names
+    fp8_rows = t[t["model"].str.startswith("FP8 tensor cores")]
+    assert set(fp8_rows["origin"]) == {"model"} and set(fp8_rows["format"]) == {"float32"}
+    text = shown(all_text(at))
+    assert "arxiv.org/abs/2412.19437" in text and "per-tensor scales, powers of two" in text
+    pair = make_pair(DotSpec(storage="float8_e4m3fn", k=1024))
+    assert exact_decimal(exact_dot_fraction(pair.x, pair.y)) in all_text(at)

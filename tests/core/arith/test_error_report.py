@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from core.arith.formats import FORMATS, bits_of, error_in_ulps, ulp, value_of_bits
+from core.arith.formats import FORMATS, bits_of, value_of_bits
 from core.arith.metrics import (
     BoundKind,
     ErrorReport,
@@ -27,6 +27,7 @@ from core.arith.metrics import (
     ulps_text,
     ulps_whole,
 )
+from core.arith.ulps import error_in_ulps, ulp
 from core.kernels.orders import ORDERS
 
 F16, F32, F64 = FORMATS["float16"], FORMATS["float32"], FORMATS["float64"]

@@ -23,28 +23,20 @@ from core.arith.formats import (
     bit_view,
     bits_differ,
     bits_of,
-    bits_of_hex,
     bits_of_value,
     byte_view,
-    decode_hex,
-    error_in_ulps,
     floor_log2,
     format_of,
     from_bit_view,
     get_format,
-    hex_bits,
-    hex_digits,
     last_bit_even,
     round_to_format,
     same_bits,
-    split_bits,
     tensor_from_bits,
-    ulp,
-    ulp_array,
-    ulp_distance,
-    ulp_distance_array,
     value_of_bits,
 )
+from core.arith.hexbits import bits_of_hex, decode_hex, hex_bits, hex_digits, split_bits
+from core.arith.ulps import error_in_ulps, ulp, ulp_array, ulp_distance, ulp_distance_array
 from tests.strategies import any_values, bit_patterns, finite_values, is_nan
 
 NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
@@ -301,7 +293,8 @@ def test_differing_bits_counts_the_bits_of_the_patterns_not_the_values():
 def test_in_ulps_measures_at_the_references_magnitude():
     import numpy as np
 
-    from core.arith.formats import FLOAT32, in_ulps
+    from core.arith.formats import FLOAT32
+    from core.arith.ulps import in_ulps
 
     tiny = float(FLOAT32.min_subnormal)
     got = in_ulps([2.0**-23, 2.0**-22, 3 * tiny, 0.0, 1.0], [1.0, 1.5, 0.0, np.nan, np.inf], FLOAT32)

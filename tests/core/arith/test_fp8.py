@@ -23,18 +23,16 @@ from core.arith.formats import (
     FORMATS,
     bit_view,
     bits_of_value,
-    decode_hex,
-    error_in_ulps,
     format_of,
     from_bit_view,
-    hex_bits,
     round_to_format,
     round_values,
     to_numpy,
     to_torch,
-    ulp,
     value_of_bits,
 )
+from core.arith.hexbits import decode_hex, hex_bits
+from core.arith.ulps import error_in_ulps, ulp
 
 FP8 = [FLOAT8_E4M3FN, FLOAT8_E5M2]
 ids = [f.name for f in FP8]

@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 import core.arith.vectors as vectors
 from core.arith.exact import exact_decimal, exact_sum_fraction
-from core.arith.formats import FORMATS, NUMPY_DTYPES, FloatFormat, round_to_format, ulp
+from core.arith.formats import FORMATS, NUMPY_DTYPES, FloatFormat, round_to_format
 from core.arith.metrics import kappa
+from core.arith.ulps import ulp
 from core.arith.vectors import (
     GENERATORS,
     MAX_N,

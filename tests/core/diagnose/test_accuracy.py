@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from core.arith.exact import exact_dot_fraction, exact_sum_fraction
-from core.arith.formats import FLOAT32, error_in_ulps
+from core.arith.formats import FLOAT32
+from core.arith.ulps import error_in_ulps
 from core.diagnose.accuracy import REF_ELEMENTS
 from core.diagnose.examples import (
     LOG_LR,

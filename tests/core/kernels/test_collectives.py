@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.arith.formats import FLOAT32, error_in_ulps, round_to_format, ulp_distance_array
-from core.arith.formats import ulp_distance as exact_ulp_distance
+from core.arith.formats import FLOAT32, round_to_format
+from core.arith.ulps import error_in_ulps, ulp_distance_array
+from core.arith.ulps import ulp_distance as exact_ulp_distance
 from core.kernels import collectives as C
 from core.training.emulate import rank_gradients
 from core.training.gloo import gloo_allreduce

@@ -16,7 +16,8 @@ from core.arith.formats import FORMATS, bits_of, round_to_format
 from core.arith.metrics import BoundKind, exact_value
 from core.arith.vectors import VectorSpec, generate
 from core.crowd import budget
-from core.kernels.orders import ORDERS, Order, OrderBytes, Ran, RowShape, TreeShape, run_order
+from core.kernels.order_types import Ran
+from core.kernels.orders import ORDERS, Order, OrderBytes, RowShape, TreeShape, run_order
 from core.kernels.sums import sequential
 from core.kernels.trees import build_tree, tree_shapes
 from core.studies.sumlab import run_lab

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from core.arith.exact import correctly_rounded_sum
-from core.arith.formats import FORMATS, bits_of_value, round_to_format, ulp_distance
+from core.arith.formats import FORMATS, bits_of_value, round_to_format
+from core.arith.ulps import ulp_distance
 from core.arith.vectors import VectorSpec, generate
 from core.kernels.cuda_model import cuda_config_for, cuda_launch
 from core.kernels.torch_cpu_model import GRAIN_SIZE

@@ -13,7 +13,8 @@ import pytest
 
 from core.arith.elementary import _round, reference
 from core.arith.exact import mpf_to_fraction
-from core.arith.formats import FORMATS, bits_of, round_to_format, ulp_distance
+from core.arith.formats import FORMATS, bits_of, round_to_format
+from core.arith.ulps import ulp_distance
 from core.recordings.store import cached_recordings
 from core.studies import elementwise as ew
 

@@ -7,8 +7,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from core.arith.formats import FORMATS, error_in_ulps, ulp
+from core.arith.formats import FORMATS
 from core.arith.metrics import HUGE_ULPS, bound_in_ulps, relative_error
+from core.arith.ulps import error_in_ulps, ulp
 from core.studies.sumlab import run_lab
 
 F32, F64 = FORMATS["float32"], FORMATS["float64"]

@@ -153,7 +153,7 @@ def test_running_error_ends_at_the_sequential_error():
 
 def test_regressions_from_review():
     """Inputs a reviewer found: each once crashed or raised a false bound alarm."""
-    from core.arith.formats import error_in_ulps
+    from core.arith.ulps import error_in_ulps
 
     # a nonzero result for an exact sum of 0 is infinitely many ULPs of 0 away, not an OverflowError
     assert error_in_ulps(Fraction(-1), Fraction(0), FLOAT64) == -math.inf

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from core.arith.exact import exact_sum_fraction
-from core.arith.formats import FORMATS, bits_of, ulp_array
+from core.arith.formats import FORMATS, bits_of
+from core.arith.ulps import ulp_array
 from core.diagnose.envelopes import ENVELOPE_FACTOR, envelope_of, output_rounding, reordering_sizes
 from core.diagnose.rounding import accumulation_format, round_to
 from core.kernels.cuda_model import cuda_config_for, cuda_sum_model

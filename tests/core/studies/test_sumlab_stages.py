@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from core.arith.exact import exact_sum_fraction
-from core.arith.formats import FORMATS, error_in_ulps
+from core.arith.formats import FORMATS
 from core.arith.metrics import exact_value
+from core.arith.ulps import error_in_ulps
 from core.arith.vectors import Vector, VectorSpec, generate
 from core.crowd import budget
 from core.crowd.bytecache import RESULTS

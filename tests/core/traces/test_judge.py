@@ -18,7 +18,8 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from core.arith.formats import FORMATS, decode_hex
+from core.arith.formats import FORMATS
+from core.arith.hexbits import decode_hex
 from core.arith.metrics import gamma
 from core.diagnose.envelopes import ENVELOPE_FACTOR
 from core.traces.judge import ELEMENTWISE_ULPS, judge, op_class, size_of

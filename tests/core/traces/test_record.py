@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._debug_mode import DebugMode
 
-from core.arith.formats import FORMATS, decode_hex, value_of_bits
+from core.arith.formats import FORMATS, value_of_bits
+from core.arith.hexbits import decode_hex
 from core.traces import bits, record
 from core.traces.models import RunSettings, build
 from core.traces.record import (

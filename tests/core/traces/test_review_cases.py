@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.arith.formats import decode_hex
+from core.arith.hexbits import decode_hex
 from core.traces.files import TraceFileError, dumps, from_bytes
 from core.traces.judge import judge, op_class
 from core.traces.models import RunSettings

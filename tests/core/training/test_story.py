@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.arith.formats import format_of, in_ulps
+from core.arith.formats import format_of
+from core.arith.ulps import in_ulps
 from core.training.differences import DIFFERENCES, PLAIN
 from core.training.divergence import (
     HEAD_START_BITS,
