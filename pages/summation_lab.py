@@ -8,17 +8,15 @@ import streamlit as st
 
 from core.arith.exact import abbreviate, exact_decimal, shortest_repr
 from core.arith.formats import FORMATS, working_format
+from core.arith.loader import MAX_UPLOAD_BYTES
+from core.arith.user_vectors import MAX_PASTED, parse_pasted, parse_upload
 from core.arith.vectors import (
     GENERATORS,
     MAX_N,
-    MAX_PASTED,
-    MAX_UPLOAD_BYTES,
     Vector,
     VectorError,
     VectorSpec,
     describe_spec,
-    parse_pasted,
-    parse_upload,
 )
 from core.crowd.budget import permutations_note
 from core.crowd.bytecache import RESULTS

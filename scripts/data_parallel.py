@@ -23,7 +23,8 @@ import sys
 from dataclasses import asdict
 
 from core.training.data_parallel import DP_SETTINGS, MAX_LIVE_STEPS, MAX_WORLD_SIZE
-from core.training.gloo import GLOO_ALGORITHM, DataParallelError, WorkerProgress, run_data_parallel
+from core.training.gloo import GLOO_ALGORITHM, DataParallelError, run_data_parallel
+from core.training.gloo_supervisor import WorkerProgress
 
 
 def _bounded(low: int, high: int, what: str):

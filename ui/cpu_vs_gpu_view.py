@@ -150,7 +150,7 @@ def sums_frame(result: SumsEverywhere) -> pd.DataFrame:
     fmt = result.settings.fmt
     # the key column next to the value it judges: at 1280 px a column after the bits was off-screen
     return pd.DataFrame([{"where": r.where, "value": r.value, "ULPs from the correctly rounded sum": r.ulps_from_exact,
-                          "tier": r.tier, "bits": hex_bits(r.bits, fmt), "note": r.note}
+                          "origin": r.origin, "bits": hex_bits(r.bits, fmt), "note": r.note}
                          for r in result.rows])
 
 

@@ -17,7 +17,8 @@ from core.kernels.collectives import COLLECTIVE_MODELS, Comparison
 from core.machines.progress import Progress
 from core.studies.many_devices import last_live_time
 from core.training.emulate import EmulatedRun
-from core.training.gloo import DataParallelResult, WorkerProgress
+from core.training.gloo import DataParallelResult
+from core.training.gloo_supervisor import WorkerProgress
 from core.training.pair import StepRecord
 from core.training.seeds import DivergenceSummary
 from ui.palette import COLLECTIVE_COLOURS, DEVICE_RUNS

@@ -26,7 +26,7 @@ def live_hook() -> None:
                         + (f"{t.ulps_apart} representable value{'s' if t.ulps_apart != 1 else ''} apart: the grouping "
                            "decides the rounding." if t.differ else "The same bits here."))
         with right.container(border=True):
-            rows = "  \n".join(f"torch.sum, {where} = **{text}**" for where, _, text in sums.rows)
+            rows = "  \n".join(f"torch.sum, {r.where} = **{r.value}**" for r in sums.rows)
             apart = sums.apart
             if apart is None:
                 verdict = "This server gives torch one thread, so there is no split to compare here."

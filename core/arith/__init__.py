@@ -8,7 +8,8 @@ by exponent bucket), shares (pieces of a long pass that threads claim as they co
 default generator as a recipe the visitor's browser replays bit for bit: PCG64's state, the ziggurat read off
 NumPy), metrics (gamma, condition numbers, a-priori and input-rounding bounds by BoundKind, ErrorReport: a result
 against its exact value in ULPs and against its bound, UlpText: the one way errors in ULPs are written, the relative
-gap, the growth fit), vectors (seeded generators, the vector registry), parse (typed numbers, exactly), loader (the
+gap, the growth fit), vectors (seeded generators, the vector registry), user_vectors (a visitor's pasted or
+uploaded numbers as a vector, each rounded once), parse (typed numbers, exactly), loader (the
 one loader of a visitor's numbers, pasted or in a CSV file: its tokeniser, its limits, clip for quoting visitor
 text).
 

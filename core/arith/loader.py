@@ -16,7 +16,7 @@
 
 What text and CSV give back is ``Numbers``: the float64 value of every numeral as written (NaN and infinities
 kept: whether they are allowed is the caller's rule), the numerals themselves (so a caller can round
-the decimal text to a narrower format once, exactly: core.arith.vectors.round_numerals), and notes on
+the decimal text to a narrower format once, exactly: core.arith.user_vectors.round_numerals), and notes on
 what was left out. Every limit is checked before the data is parsed. Problems raise ``LoaderError``;
 each caller re-raises it as its own error type with the same message (``errors_as``). Messages quote visitor text
 (file names, numerals) through ``clip``: pages show them as inert text.

@@ -8,7 +8,7 @@
   which builds tensors and plain containers only and never imports or calls arbitrary code.
 * ``.csv`` / ``.txt`` and pasted text: read by core.arith.loader (the one loader of a visitor's
   numbers, its tokeniser and limits; a printed tensor pastes as it is; pasted text through
-  core.arith.vectors.read_pasted, the Summation lab's parser too), then rounded to the chosen format once.
+  core.arith.user_vectors.read_pasted, the Summation lab's parser too), then rounded to the chosen format once.
   NaN and inf are kept: they are part of what is compared.
 
 Every limit is checked before the data is parsed. Error messages may quote a file name or
@@ -43,7 +43,7 @@ from core.arith.loader import (
     significant_digits,
     split_header,
 )
-from core.arith.vectors import read_pasted, round_numerals
+from core.arith.user_vectors import read_pasted, round_numerals
 from core.diagnose.inputs import MAX_INPUT_ELEMENTS, Inputs
 from core.diagnose.measure import MAX_ELEMENTS
 
@@ -205,7 +205,7 @@ def _notes(numbers: Numbers, values: np.ndarray, fmt: str, what: str) -> tuple[s
 
 
 def load_pasted(text: str, fmt: str, what: str = "The pasted text") -> Loaded:
-    """A 1-D array from pasted numbers (core.arith.vectors.read_pasted, within this page's limits)."""
+    """A 1-D array from pasted numbers (core.arith.user_vectors.read_pasted, within this page's limits)."""
     if fmt not in NUMPY_DTYPES:
         raise LoadError(f"unknown format {fmt!r}")
     numbers, values = read_pasted(text, fmt, what=what, max_chars=MAX_PASTE_CHARS, max_numbers=MAX_PASTED_NUMBERS,

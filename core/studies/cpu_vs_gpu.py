@@ -6,13 +6,18 @@ server's CPU with one thread and with all of them, live on each GPU, replayed fr
 whose vector regenerates bit for bit, the CUDA model for each recorded GPU and for an H100-like
 device, and the exact sum rounded once), every row with its bits, a value printed with just
 enough digits to tell it apart from the others, and its distance in ULPs from the correctly
-rounded sum; plus the notices the page shows for what could not be computed or compared.
+rounded sum; plus the notices the page shows for what could not be computed or compared. A row's
+origin is core.kernels.orders' word for it (live, recorded, model, exact), taken from the ORDERS
+entry where the row is one of its orders.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
+import numpy as np
 import torch
 
 from core.arith.exact import correctly_rounded_sum, shortest_repr
@@ -22,6 +27,7 @@ from core.arith.ulps import ulp_distance
 from core.arith.vectors import GENERATORS, VectorSpec
 from core.crowd.bytecache import RESULTS, vector_for
 from core.kernels.cuda_model import CudaLaunch, cuda_config_for, cuda_launch, cuda_sum_model
+from core.kernels.orders import ORDERS, ORIGIN_EXACT, ORIGIN_LIVE, ORIGIN_MODEL, ORIGIN_RECORDED
 from core.kernels.torch_cpu_model import GRAIN_SIZE, default_lanes, thread_chunks
 from core.machines.devices import Device
 from core.machines.globalstate import cuda_tf32
@@ -89,12 +95,16 @@ class CpuVsGpuSettings:
 @dataclass(frozen=True, kw_only=True)
 class SumRow:
     where: str
-    tier: str  # "live", "recorded", "model" or "exact"
+    origin: str  # where the result comes from: core.kernels.orders' ORIGIN_LIVE, _RECORDED, _MODEL or _EXACT
     bits: int
     note: str
     value: str  # the fewest digits, the same count for every row, that tell apart the rows that differ
     ulps_from_exact: int  # from the correctly rounded sum
     gpu: bool = False  # a GPU's result: live on this server, recorded on one, or a model of one's order
+    order: str | None = None  # the core.kernels.orders.ORDERS entry this row's order is, where it is one
+
+
+RowMaker = Callable[..., SumRow]  # _row with the format and the correctly rounded sum's bits given
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,7 +163,7 @@ class SumsEverywhere:
     @property
     def live_cpu(self) -> tuple[SumRow, ...]:
         """The rows summed live on this CPU: one thread, then all of them (one row when that is one)."""
-        return tuple(r for r in self.rows if r.tier == "live" and r.where.startswith("CPU"))
+        return tuple(r for r in self.rows if r.origin == ORIGIN_LIVE and not r.gpu)
 
     @property
     def cpu_threads_apart(self) -> int | None:
@@ -166,13 +176,13 @@ class SumsEverywhere:
         recorded GPU for this vector, else the modelled order of a 132-SM GPU, each labelled for what it is."""
         fmt = self.settings.fmt
         cpu = self.live_cpu[-1]
-        exact = next(r for r in self.rows if r.tier == "exact")
+        exact = next(r for r in self.rows if r.origin == ORIGIN_EXACT)
         gpus = [r for r in self.rows if r.gpu]
-        gpu = next((r for tier in ("live", "recorded") for r in gpus if r.tier == tier), None)
+        gpu = next((r for origin in (ORIGIN_LIVE, ORIGIN_RECORDED) for r in gpus if r.origin == origin), None)
         if gpu is None:
-            gpu = next(r for r in reversed(gpus) if r.tier == "model")
+            gpu = next(r for r in reversed(gpus) if r.origin == ORIGIN_MODEL)
             gpu_label, gpu_words = f"GPU order, modelled ({self.stages.sm_count} SMs)", "a model of a GPU's order"
-        elif gpu.tier == "live":
+        elif gpu.origin == ORIGIN_LIVE:
             gpu_label, gpu_words = f"GPU, live: {gpu.where}", f"this server's GPU ({gpu.where})"
         else:
             gpu_label, gpu_words = "GPU, recorded", f"a GPU recording ({gpu.where})"
@@ -182,7 +192,7 @@ class SumsEverywhere:
                  f"Here this server's CPU and {gpu_words} happen to give the same bits (another size or vector "
                  "can differ)")
         s = self.settings
-        how = "summed by a GPU" if gpu.tier != "model" else "summed in a GPU's order"
+        how = "summed by a GPU" if gpu.origin != ORIGIN_MODEL else "summed in a GPU's order"
         insight = (f"The same {s.n:,} {s.dtype} values, summed by this CPU and {how}, give different bits: each "
                    "device groups the additions its own way." if apart else
                    f"The same {s.n:,} {s.dtype} values, summed by this CPU and {how}, happen to give the same bits "
@@ -200,19 +210,39 @@ class SumsEverywhere:
                 tuple(tuple(ulp_distance(a.bits, b.bits, fmt) for b in self.rows) for a in self.rows))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class ThreadSum:
+    """torch.sum live on this CPU with ``threads`` threads: its bits, and the digits that identify them in the
+    format (the shortest that round-trip: a claim of "N ULP apart" is then true of the numbers shown beside it,
+    which fewer digits would not be)."""
+
+    threads: int
+    bits: int
+    value: str
+
+    @property
+    def where(self) -> str:
+        return f"CPU, {self.threads} thread{'s' if self.threads > 1 else ''}"
+
+    @property
+    def order(self) -> str:
+        """Its entry in core.kernels.orders.ORDERS."""
+        return "torch_1" if self.threads == 1 else "torch_all"
+
+
+@dataclass(frozen=True, kw_only=True)
 class ThreadSums:
     """torch.sum of the settings' vector on this CPU with one thread and with all of them: the page's
     punchline, computed before anything slow."""
     settings: CpuVsGpuSettings
     threads: int
-    rows: tuple[tuple[str, int, str], ...]  # (where, bits, the shortest digits that round-trip in the format)
+    rows: tuple[ThreadSum, ...]  # one thread, then all of them (one row when that is one)
 
     @property
     def apart(self) -> int | None:
         """ULPs between the one-thread and the all-threads sums; None with a single thread."""
         fmt = self.settings.fmt
-        return ulp_distance(self.rows[0][1], self.rows[-1][1], fmt) if len(self.rows) == 2 else None
+        return ulp_distance(self.rows[0].bits, self.rows[-1].bits, fmt) if len(self.rows) == 2 else None
 
     @property
     def chunks(self) -> int:
@@ -230,20 +260,16 @@ class ThreadSums:
                 "this vector both groupings happened to round to the same bits; another vector or size can differ")
 
 
-def _live_cpu_bits(values, cpu: Device, threads: int) -> list[tuple[str, int]]:
-    """(where, bits) of torch.sum on this CPU with one thread and with ``threads`` (one row when that is 1)."""
-    return [(f"CPU, {t} thread{'s' if t > 1 else ''}", live_sum_bits(values, cpu, t)) for t in sorted({1, threads})]
+def _live_cpu_sums(values: np.ndarray, cpu: Device, threads: int, fmt: FloatFormat) -> tuple[ThreadSum, ...]:
+    """torch.sum on this CPU with one thread and with ``threads`` (one row when that is 1)."""
+    sums = ((t, live_sum_bits(values, cpu, t)) for t in sorted({1, threads}))
+    return tuple(ThreadSum(threads=t, bits=b, value=shortest_repr(value_of_bits(b, fmt), fmt)) for t, b in sums)
 
 
 def thread_sums(settings: CpuVsGpuSettings, cpu: Device, threads: int) -> ThreadSums:
     """Only the two live CPU sums (1 and ``threads`` threads): two torch.sum calls on the shared vector."""
-    fmt = settings.fmt
-    values = vector_for(settings.spec).values
-    raw = _live_cpu_bits(values, cpu, threads)
-    # each sum with the digits that identify it in its format (the shortest that round-trip): a claim of
-    # "N ULP apart" is then true of the numbers shown beside it, which fewer digits would not be
-    shown = [shortest_repr(value_of_bits(b, fmt), fmt) for _, b in raw]
-    return ThreadSums(settings, threads, tuple((w, b, text) for (w, b), text in zip(raw, shown, strict=True)))
+    return ThreadSums(settings=settings, threads=threads,
+                      rows=_live_cpu_sums(vector_for(settings.spec).values, cpu, threads, settings.fmt))
 
 
 def reduction_stages(n: int, dtype, threads: int, sm_count: int = H100_SMS) -> ReductionStages:
@@ -272,33 +298,42 @@ def reduction_stages(n: int, dtype, threads: int, sm_count: int = H100_SMS) -> R
     )
 
 
-def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: list[Recording],
-                    threads: int) -> SumsEverywhere:
-    """The settings' vector summed on every source (see the module docstring): ``devices`` holds the CPU
-    and any GPUs, ``threads`` is the CPU thread count to compare with one thread."""
-    s, fmt = settings, settings.fmt
-    values = vector_for(s.spec).values  # shared and bounded in bytes (core.crowd.bytecache)
-    exact_bits = bits_of_value(correctly_rounded_sum(values, fmt), fmt)
-    raw: list[tuple[str, str, int, str]] = []  # (where, tier, bits, note)
-    on_gpu: set[int] = set()  # indices into raw of GPU results
-    notices: list[Notice] = []
+def _row(fmt: FloatFormat, exact_bits: int, *, where: str, bits: int, note: str, order: str | None = None,
+         origin: str | None = None, gpu: bool = False) -> SumRow:
+    """One source's row. ``order`` names the core.kernels.orders.ORDERS entry whose order it is, and the row takes
+    that entry's origin; ``origin`` is for a result no entry describes (a live GPU's, a recording's)."""
+    return SumRow(where=where, origin=ORDERS[order].origin if order is not None else origin, bits=bits, note=note,
+                  value=shortest_repr(value_of_bits(bits, fmt), fmt),  # the digits that identify it
+                  ulps_from_exact=ulp_distance(bits, exact_bits, fmt), gpu=gpu, order=order)
+
+
+def _live_rows(row: RowMaker, s: CpuVsGpuSettings, values: np.ndarray, devices: list[Device], threads: int,
+               notices: list[Notice]) -> list[SumRow]:
+    """torch.sum live on this CPU (one thread, then ``threads``) and on each GPU that has the format."""
     cpu = next(d for d in devices if d.kind == "cpu")
-    raw += [(where, "live", bits, f"torch {torch.__version__}") for where, bits in _live_cpu_bits(values, cpu, threads)]
+    rows = [row(where=c.where, bits=c.bits, note=f"torch {torch.__version__}", order=c.order)
+            for c in _live_cpu_sums(values, cpu, threads, s.fmt)]
     for d in (d for d in devices if d.kind != "cpu"):
-        if not d.supports(fmt.torch_dtype):
+        if not d.supports(s.fmt.torch_dtype):
             notices.append(Notice("warning", f"{d.name} has no {s.dtype}: no live GPU result for this format."))
             continue
         try:
-            on_gpu.add(len(raw))
-            raw.append((d.name, "live", live_sum_bits(values, d), ""))
+            rows.append(row(where=d.name, bits=live_sum_bits(values, d), note="", origin=ORIGIN_LIVE, gpu=True))
         except torch.cuda.OutOfMemoryError:
             notices.append(Notice("error", f"{d.name} ran out of memory for n = {s.n:,}; the CPU results are still "
                                            "shown."))
         except RuntimeError as err:
             notices.append(Notice("error", f"{d.name} failed ({err}); it may have disappeared. The CPU results are "
                                            "still shown."))
-    found = False
-    for rec in recs:  # GPU recordings, and CPU recordings from other machines (labelled as such)
+    return rows
+
+
+def _recorded_rows(row: RowMaker, s: CpuVsGpuSettings, recs: list[Recording], notices: list[Notice]) -> list[SumRow]:
+    """Each recording's sum of the vector, where the vector regenerates bit for bit (GPU recordings, and CPU
+    recordings from other machines, labelled as such), each recorded GPU followed by the CUDA model for its
+    SM count."""
+    rows, found = [], False
+    for rec in recs:
         rp = replay(rec, s.generator, SEED, s.n, s.dtype)
         if rp is None:
             continue
@@ -307,32 +342,44 @@ def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: lis
             notices.append(Notice("error", "its vector's SHA-256 differs from the one regenerated here, so the "
                                            "result is not comparable and is not shown.", rec.label))
             continue
-        if rec.is_gpu:
-            on_gpu.add(len(raw))
-        raw.append((rec.machine, "recorded", rp.recorded_bits, rec.label))
+        rows.append(row(where=rec.machine, bits=rp.recorded_bits, note=rec.label, origin=ORIGIN_RECORDED,
+                        gpu=rec.is_gpu))
         if rp.model_bits is not None:
-            on_gpu.add(len(raw))
-            raw.append((f"CUDA model, SM count {rec.provenance.sm_count}" + (", for your upload" if rec.uploaded
-                                                                               else ""), "model", rp.model_bits,
-                        "our model of the GPU's reduction order for that device"))
+            rows.append(row(where=f"CUDA model, SM count {rec.provenance.sm_count}"
+                                  + (", for your upload" if rec.uploaded else ""), bits=rp.model_bits,
+                            note="our model of the GPU's reduction order for that device", order="cuda_model",
+                            gpu=True))
     if not found:
         notices.append(Notice("info", f"No recording for {GENERATORS[s.generator].split(':')[0]}, n = {s.n:,}, "
                                       f"{s.dtype}" + (" is bundled." if not recs else " among the bundled recordings.")
                               + " Nothing is shown in its place."))
+    return rows
+
+
+def _h100_model_row(row: RowMaker, s: CpuVsGpuSettings, values: np.ndarray, recs: list[Recording]) -> SumRow:
+    """The CUDA model's sum for an H100-like device: a GPU's order even where no GPU is live or recorded."""
     gpu_recorded = any(r.is_gpu and not r.uploaded for r in recs)  # a visitor's upload checks nothing here
-    on_gpu.add(len(raw))
-    raw.append((f"CUDA model, SM count {H100_SMS} (H100/H200-like)", "model",
-                bits_of(cuda_sum_model(values, cuda_config_for(s.n, values.dtype, sm_count=H100_SMS))),
-                "a model of the order, not a measurement" + ("" if gpu_recorded else
-                                                             "; its match rate on a real GPU is unmeasured (no GPU "
-                                                             "recording is bundled)")))
-    raw.append(("Exact sum, rounded once", "exact", exact_bits, "exact rational sum, one rounding"))
-    shown = [shortest_repr(value_of_bits(b, fmt), fmt) for _, _, b, _ in raw]  # digits that identify each
-    rows = tuple(
-        SumRow(where=where, tier=tier, bits=b, note=note, value=text, ulps_from_exact=ulp_distance(b, exact_bits, fmt),
-               gpu=i in on_gpu)
-        for i, ((where, tier, b, note), text) in enumerate(zip(raw, shown, strict=True))
-    )
+    return row(where=f"CUDA model, SM count {H100_SMS} (H100/H200-like)",
+               bits=bits_of(cuda_sum_model(values, cuda_config_for(s.n, values.dtype, sm_count=H100_SMS))),
+               note="a model of the order, not a measurement" + ("" if gpu_recorded else
+                                                                 "; its match rate on a real GPU is unmeasured (no GPU "
+                                                                 "recording is bundled)"),
+               order="cuda_model", gpu=True)
+
+
+def sums_everywhere(settings: CpuVsGpuSettings, devices: list[Device], recs: list[Recording],
+                    threads: int) -> SumsEverywhere:
+    """The settings' vector summed on every source (see the module docstring): ``devices`` holds the CPU
+    and any GPUs, ``threads`` is the CPU thread count to compare with one thread."""
+    s, fmt = settings, settings.fmt
+    values = vector_for(s.spec).values  # shared and bounded in bytes (core.crowd.bytecache)
+    exact_bits = bits_of_value(correctly_rounded_sum(values, fmt), fmt)
+    row = partial(_row, fmt, exact_bits)
+    notices: list[Notice] = []  # in the order they arise: live devices, then recordings
+    rows = (*_live_rows(row, s, values, devices, threads, notices), *_recorded_rows(row, s, recs, notices),
+            _h100_model_row(row, s, values, recs),
+            row(where="Exact sum, rounded once", bits=exact_bits, note="exact rational sum, one rounding",
+                order="correct"))
     return SumsEverywhere(settings=s, threads=threads, rows=rows, notices=tuple(notices), exact_bits=exact_bits,
                           stages=reduction_stages(s.n, values.dtype, threads, H100_SMS))
 

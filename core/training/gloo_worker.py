@@ -1,4 +1,4 @@
-"""What one worker process of a live data-parallel run does (started by core.training.gloo).
+"""What one worker process of a live data-parallel run does (started by core.training.gloo_supervisor).
 
 Every step each rank computes the gradient of its shard of the global batch, the gradients are
 all-reduced by gloo, and every rank applies the same update. Rank 0 also trains the same model

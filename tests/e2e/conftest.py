@@ -361,7 +361,7 @@ def _origin(page) -> str:
 def section_with_icon(page, icon: str):
     """The first collapsible section whose label starts with the Material icon ``icon`` (its name, as in
     ``:material/upload_file:``): how a test finds a section made without a key."""
-    symbol = page.locator('summary [data-testid="stIconMaterial"]', has_text=re.compile(rf"^{re.escape(icon)}$"))
+    symbol = page.locator('summary [data-testid="stExpanderIcon"]', has_text=re.compile(rf"^{re.escape(icon)}$"))
     return page.locator('[data-testid="stExpander"]').filter(has=symbol).first
 
 

@@ -126,8 +126,9 @@ def test_playground_reacts_like_a_person_expects(server, page):
     box.fill("one")
     box.press("Enter")
     wait_for_app(page)
+    refused = page.locator('[data-testid="stAlertContentError"]').first  # beside the input it could not read
+    expect(refused).to_contain_text(shown_loosely("“one”"), use_inner_text=True, timeout=RERUN)
     warning = page.locator('[data-testid="stAlertContentWarning"]').first
-    expect(warning).to_contain_text("“one”", use_inner_text=True, timeout=RERUN)  # the input it could not read
     expect(warning).to_contain_text("last valid numbers: 2048, 1, 1 in float16", use_inner_text=True, timeout=RERUN)
     expect(_verdict(page)).to_contain_text("2048 versus 2050", use_inner_text=True)  # the last good result stays
     assert_healthy_page(page)
@@ -182,7 +183,7 @@ def test_talk_mode_on_a_1280x720_projector(browser, server):
     # the settings folded into one expander, the sidebar folded away
     settings = page.locator('[data-testid="stExpander"]:has(.st-key-td_preset)')
     expect(settings).to_have_count(1, timeout=RERUN)
-    expect(settings.locator("details")).not_to_have_attribute("open", re.compile(".*"), timeout=RERUN)
+    expect(settings.locator("details").first).not_to_have_attribute("open", re.compile(".*"), timeout=RERUN)
     assert_sidebar_collapsed(page)
     assert_healthy_page(page)
     screenshot(page, "talk-training-1280x720")

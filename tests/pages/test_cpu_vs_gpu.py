@@ -48,15 +48,15 @@ def page(monkeypatch, directory) -> AppTest:
 
 
 def table(at):
-    return next(d.value for d in at.dataframe if "tier" in d.value.columns)
+    return next(d.value for d in at.dataframe if "origin" in d.value.columns)
 
 
 def test_without_recordings_nothing_is_faked(monkeypatch, tmp_path):
     at = page(monkeypatch, tmp_path)
     assert not at.exception
     t = table(at)
-    assert "recorded" not in set(t["tier"])
-    assert {"live", "model", "exact"} <= set(t["tier"])
+    assert "recorded" not in set(t["origin"])
+    assert {"live", "model", "exact"} <= set(t["origin"])
     text = all_text(at)
     assert "No recording for" in text and "unmeasured" in text
     assert "its match rate on a real GPU is unmeasured" in " ".join(t["note"])
@@ -81,9 +81,9 @@ def test_with_a_recording_it_is_replayed_and_labelled(monkeypatch, recording_dir
     at.selectbox(key="cg_n").select(100_000).run()
     assert not at.exception
     t = table(at)
-    rec_rows = t[t["tier"] == "recorded"]
+    rec_rows = t[t["origin"] == "recorded"]
     assert len(rec_rows) == 1 and rec_rows.iloc[0]["note"].startswith("recorded on ")
-    live_all = t[t["where"].str.startswith("CPU, ") & (t["tier"] == "live")].iloc[-1]
+    live_all = t[t["where"].str.startswith("CPU, ") & (t["origin"] == "live")].iloc[-1]
     assert rec_rows.iloc[0]["bits"] == live_all["bits"]  # same machine, same threads: same bits
     assert "32 of 32 sums bit-identical" in all_text(at)
 
@@ -100,7 +100,7 @@ def test_tampered_and_broken_recordings_are_refused(monkeypatch, recording_dir, 
     assert not at.exception
     assert any("SHA-256 differs" in e.value for e in at.error)
     assert any("Recording refused: broken.json" in w.value for w in at.warning)
-    assert "recorded" not in set(table(at)["tier"])
+    assert "recorded" not in set(table(at)["origin"])
 
 
 def test_bundled_machines_side_by_side_with_fingerprints(monkeypatch):
@@ -159,7 +159,7 @@ def test_the_first_screen_sets_the_cpu_against_a_gpu_order_and_the_exact_sum():
     t = table(at)
     gpu_row = t[t["where"].str.startswith("CUDA model, SM count 132")].iloc[0] if labels[1].startswith(
         "GPU order, modelled") else None
-    cpu_row = t[(t["tier"] == "live") & t["where"].str.startswith("CPU")].iloc[-1]
+    cpu_row = t[(t["origin"] == "live") & t["where"].str.startswith("CPU")].iloc[-1]
     assert at.metric[0].value == cpu_row["value"]
     if gpu_row is not None:
         assert at.metric[1].value == gpu_row["value"]
@@ -240,7 +240,7 @@ def test_an_uploaded_recording_joins_the_page_labelled_as_yours_until_removed(mo
     assert "my-gpu.json" in shown(card) and mine.device in shown(card) and mine.provenance.captured_at in shown(card)
     t = table(at)
     row = t[t["where"] == mine.machine]
-    assert len(row) == 1 and row.iloc[0]["tier"] == "recorded" and row.iloc[0]["note"] == mine.label
+    assert len(row) == 1 and row.iloc[0]["origin"] == "recorded" and row.iloc[0]["note"] == mine.label
     twin = t[t["where"] == mine.device]  # the same file, bundled: the same bits, told apart by its label
     assert row.iloc[0]["bits"] == twin.iloc[0]["bits"] and mine.label.startswith(UPLOADED)
     assert any(shown(m.value).startswith(f"**{mine.label}**: ") for m in at.markdown)  # the model against it

@@ -1,6 +1,6 @@
 """core.arith.loader: the one loader of a visitor's numbers (text, paste, CSV, .npy), its tokeniser and limits.
 
-Its two callers (the Summation lab's core.arith.vectors and Diagnose's core.diagnose.loaders) wrap its
+Its two callers (the Summation lab's core.arith.user_vectors and Diagnose's core.diagnose.loaders) wrap its
 LoaderError in their own error types with the same message; the tests at the end hold them to one reading.
 """
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.arith import vectors
+from core.arith import user_vectors, vectors
 from core.arith.loader import (
     MAX_UPLOAD_BYTES,
     LoaderError,
@@ -207,7 +207,7 @@ def test_read_npy_refuses_in_the_callers_words_and_checks_the_rules_in_order():
 
 @pytest.mark.parametrize("text", ["1, 2;3\n4", "tensor([0.1, -2.5e-3, 1_000])", "[1e-310 5.]", "0.30000000000000004"])
 def test_the_lab_and_diagnose_read_the_same_text_alike(text):
-    lab = vectors.parse_pasted(text, "float64")
+    lab = user_vectors.parse_pasted(text, "float64")
     diagnose = loaders.load_pasted(text, "float64")
     assert lab.values.tobytes() == diagnose.values.tobytes()
 
@@ -215,7 +215,7 @@ def test_the_lab_and_diagnose_read_the_same_text_alike(text):
 @pytest.mark.parametrize("text", ["1 x", "1 0x10", "1 " + "y" * 80, "", "[ ]"])
 def test_the_lab_and_diagnose_refuse_the_same_text_with_the_same_message(text):
     with pytest.raises(vectors.VectorError) as lab:
-        vectors.parse_pasted(text, "float32")
+        user_vectors.parse_pasted(text, "float32")
     with pytest.raises(loaders.LoadError) as diagnose:
         loaders.load_pasted(text, "float32")
     assert str(lab.value) == str(diagnose.value)
@@ -236,20 +236,20 @@ def test_errors_as_raises_the_callers_own_error_with_the_same_message():
 def test_each_caller_keeps_its_own_error_type_and_limits():
     assert not issubclass(vectors.VectorError, LoaderError) and not issubclass(loaders.LoadError, LoaderError)
     many = "1 " * (loaders.MAX_PASTED_NUMBERS + 1)
-    assert vectors.parse_pasted(many, "float32").n == loaders.MAX_PASTED_NUMBERS + 1
+    assert user_vectors.parse_pasted(many, "float32").n == loaders.MAX_PASTED_NUMBERS + 1
     with pytest.raises(loaders.LoadError, match=r"can be pasted \(upload a file for more\)"):
         loaders.load_pasted(many, "float32")
-    assert vectors.MAX_UPLOAD_BYTES is MAX_UPLOAD_BYTES and loaders.MAX_UPLOAD_BYTES is MAX_UPLOAD_BYTES
+    assert user_vectors.MAX_UPLOAD_BYTES is MAX_UPLOAD_BYTES and loaders.MAX_UPLOAD_BYTES is MAX_UPLOAD_BYTES
 
 
 def test_the_lab_and_diagnose_read_npy_files_through_one_reader():
     """Each keeps its own dtypes, shapes and words; both refuse a file without the .npy header first."""
     plain = b"not an array at all"
     with pytest.raises(vectors.VectorError, match=r"not a readable \.npy file"):
-        vectors.parse_upload("p.npy", plain, "float32")
+        user_vectors.parse_upload("p.npy", plain, "float32")
     with pytest.raises(loaders.LoadError, match=r"does not start with the \.npy header"):
         loaders.load_array("p.npy", plain)
     ints = npy_bytes(np.arange(3, dtype=np.int16))
-    assert vectors.parse_upload("i.npy", ints, "float32").values.tolist() == [0.0, 1.0, 2.0]
+    assert user_vectors.parse_upload("i.npy", ints, "float32").values.tolist() == [0.0, 1.0, 2.0]
     with pytest.raises(loaders.LoadError, match="holds int16 data"):
         loaders.load_array("i.npy", ints)

@@ -1,4 +1,4 @@
-"""core.arith.vectors: seeded generators, correct rounding to the storage format, and the user's data.
+"""core.arith.vectors and user_vectors: seeded generators, correct rounding to the storage format, the user's data.
 
 Every value that reaches the lab must be the exact real (a float64 draw, or the decimal
 text the user typed) rounded *once* to the storage format; every input that cannot
@@ -21,19 +21,17 @@ from hypothesis import strategies as st
 import core.arith.vectors as vectors
 from core.arith.exact import exact_decimal, exact_sum_fraction
 from core.arith.formats import FORMATS, NUMPY_DTYPES, FloatFormat, round_to_format
+from core.arith.loader import MAX_UPLOAD_BYTES
 from core.arith.metrics import kappa
 from core.arith.ulps import ulp
+from core.arith.user_vectors import MAX_PASTED, parse_pasted, parse_upload
 from core.arith.vectors import (
     GENERATORS,
     MAX_N,
-    MAX_PASTED,
-    MAX_UPLOAD_BYTES,
     Vector,
     VectorError,
     VectorSpec,
     generate,
-    parse_pasted,
-    parse_upload,
     round_array,
 )
 from tests.strategies import finite_values

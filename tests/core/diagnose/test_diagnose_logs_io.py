@@ -163,7 +163,7 @@ def test_pasted_lists():
 
 def test_text_is_rounded_to_the_format_once_from_its_decimal_digits():
     """1 + 2^-24 + 2^-60 reads as float64's 1 + 2^-24, a float32 tie that rounds to 1; the text itself is above
-    the tie, so float32 holds 1 + 2^-23 (core.arith.vectors.round_numerals, as the Summation lab reads it)."""
+    the tie, so float32 holds 1 + 2^-23 (core.arith.user_vectors.round_numerals, as the Summation lab reads it)."""
     from fractions import Fraction
 
     from core.arith.exact import exact_decimal

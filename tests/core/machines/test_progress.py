@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.machines.progress import Progress, offset, report
-from core.training.gloo import WorkerProgress
+from core.training.gloo_supervisor import WorkerProgress
 
 CORE = pathlib.Path(__file__).resolve().parents[3] / "core"
 

@@ -14,6 +14,7 @@ from core.arith.formats import FORMATS, bits_of_value, round_to_format
 from core.arith.ulps import ulp_distance
 from core.arith.vectors import VectorSpec, generate
 from core.kernels.cuda_model import cuda_config_for, cuda_launch
+from core.kernels.orders import ORDERS, ORIGIN_RECORDED
 from core.kernels.torch_cpu_model import GRAIN_SIZE
 from core.machines.devices import Device, cpu_device
 from core.recordings.capture import capture
@@ -45,7 +46,9 @@ def test_without_recordings_every_row_is_live_model_or_exact_and_measured_from_t
     s = CpuVsGpuSettings("alternating", 1_000, dtype)
     out = sums_everywhere(s, [cpu_device()], [], threads=2)
     fmt = FORMATS[dtype]
-    assert [r.tier for r in out.rows] == ["live", "live", "model", "exact"]
+    assert [r.origin for r in out.rows] == ["live", "live", "model", "exact"]
+    assert [r.order for r in out.rows] == ["torch_1", "torch_all", "cuda_model", "correct"]
+    assert [r.origin for r in out.rows] == [ORDERS[r.order].origin for r in out.rows]  # the registry's word for each
     assert [r.where for r in out.live_cpu] == ["CPU, 1 thread", "CPU, 2 threads"]
     values = generate(s.spec).values
     assert out.exact_bits == bits_of_value(correctly_rounded_sum(values, fmt), fmt) == out.rows[-1].bits
@@ -79,7 +82,7 @@ def test_a_recording_is_replayed_and_a_tampered_one_refused(quick):
     s = CpuVsGpuSettings("normal", 1_000, "float32")
     rec = Recording.from_dict("here.json", quick)
     out = sums_everywhere(s, [cpu_device()], [rec], threads=1)
-    recorded = [r for r in out.rows if r.tier == "recorded"]
+    recorded = [r for r in out.rows if r.origin == ORIGIN_RECORDED]
     entry = rec.find_sum("normal", 0, 1_000, "float32")
     assert len(recorded) == 1 and recorded[0].bits == int(entry.sum_hex, 16) and recorded[0].note == rec.label
     assert not out.notices
@@ -88,7 +91,7 @@ def test_a_recording_is_replayed_and_a_tampered_one_refused(quick):
         e["vector_sha256"] = "f" * 64
     bad = Recording.from_dict("tampered.json", tampered)
     out = sums_everywhere(s, [cpu_device()], [bad], threads=1)
-    assert "recorded" not in {r.tier for r in out.rows}
+    assert ORIGIN_RECORDED not in {r.origin for r in out.rows}
     assert [(n.kind, n.subject) for n in out.notices] == [("error", bad.label)]
     assert "SHA-256 differs" in out.notices[0].text
 
@@ -126,13 +129,13 @@ def test_thread_sums_are_the_live_cpu_rows_of_the_full_comparison():
     cpu = cpu_device()
     full = sums_everywhere(s, [cpu], [], 2)
     sums = thread_sums(s, cpu, 2)
-    assert [(w, b) for w, b, _ in sums.rows] == [(r.where, r.bits) for r in full.live_cpu]
+    assert [(c.where, c.bits, c.value) for c in sums.rows] == [(r.where, r.bits, r.value) for r in full.live_cpu]
     assert sums.apart == full.cpu_threads_apart
     assert thread_sums(s, cpu, 1).apart is None
     # the digits shown identify each sum in its format, so "N ULP apart" is true of what is shown
     fmt = s.fmt
-    shown_bits = [bits_of_value(round_to_format(Fraction(text), fmt), fmt) for _, _, text in sums.rows]
-    assert shown_bits == [b for _, b, _ in sums.rows]
+    shown_bits = [bits_of_value(round_to_format(Fraction(c.value), fmt), fmt) for c in sums.rows]
+    assert shown_bits == [c.bits for c in sums.rows]
     assert ulp_distance(*shown_bits, fmt) == sums.apart
 
 
@@ -156,7 +159,7 @@ def test_the_headline_sets_this_cpu_against_a_gpus_order_labelled_as_what_it_is(
     two results differ."""
     out = sums_everywhere(CpuVsGpuSettings(generator, n, "float32"), [cpu_device()], [], threads=2)
     head = out.headline()
-    assert head.cpu == out.live_cpu[-1] and head.exact.tier == "exact" and head.gpu.tier == "model"
+    assert head.cpu == out.live_cpu[-1] and head.exact.origin == "exact" and head.gpu.origin == "model"
     assert head.gpu.gpu and not head.cpu.gpu and f"SM count {H100_SMS}" in head.gpu.where
     assert head.labels == ("CPU, live (2 threads)", f"GPU order, modelled ({H100_SMS} SMs)", "Exact sum, rounded once")
     assert head.apart == ulp_distance(head.cpu.bits, head.gpu.bits, FORMATS["float32"])
@@ -174,4 +177,28 @@ def test_the_headline_prefers_a_recorded_gpu_to_the_model(quick):
     assert gpu_rec.is_gpu
     out = sums_everywhere(CpuVsGpuSettings("normal", 1_000, "float32"), [cpu_device()], [gpu_rec], threads=2)
     head = out.headline()
-    assert head.gpu.tier == "recorded" and head.labels[1] == "GPU, recorded"
+    assert head.gpu.origin == ORIGIN_RECORDED and head.labels[1] == "GPU, recorded"
+
+
+def test_a_gpu_that_fails_leaves_no_row_and_marks_no_other_row_a_gpus(monkeypatch, quick):
+    """A GPU's failure is a notice; the CPU recording after it stays a CPU's result, so the first screen
+    still sets this CPU against the model of a GPU's order."""
+    import core.studies.cpu_vs_gpu as cpu_vs_gpu
+
+    real = cpu_vs_gpu.live_sum_bits
+
+    def gone(values, device, threads=None):
+        if device.kind != "cpu":
+            raise RuntimeError("device lost")
+        return real(values, device, threads)
+
+    monkeypatch.setattr(cpu_vs_gpu, "live_sum_bits", gone)
+    rec = Recording.from_dict("here.json", quick)
+    assert not rec.is_gpu
+    lost = Device("cuda", 0, "A GPU that went away")
+    out = sums_everywhere(CpuVsGpuSettings("normal", 1_000, "float32"), [cpu_device(), lost], [rec], threads=1)
+    assert [(n.kind, n.text.split(" (")[0]) for n in out.notices] == [("error", "A GPU that went away failed")]
+    assert all(r.where != lost.name for r in out.rows)
+    assert [(r.origin, r.gpu) for r in out.rows] == [("live", False), (ORIGIN_RECORDED, False), ("model", True),
+                                                     ("exact", False)]
+    assert out.headline().gpu.origin == "model"

@@ -1,6 +1,6 @@
-"""core.training.gloo (with gloo_worker and data_parallel): a real gloo process group trains beside one process,
-is supervised and torn down cleanly; core.training.emulate: the one-process emulation of k devices combines
-gradients in the models' orders.
+"""core.training.gloo (with gloo_supervisor, gloo_worker and data_parallel): a real gloo process group trains
+beside one process, is supervised and torn down cleanly; core.training.emulate: the one-process emulation of k
+devices combines gradients in the models' orders.
 
 The live runs start real worker processes (each imports torch), so they are few and short: two
 workers for 30 steps, one worker for 3, and three runs that are made to fail.
@@ -21,6 +21,7 @@ import core.machines.memory as memory
 import core.training.data_parallel as dp
 import core.training.emulate as emulate
 import core.training.gloo as gloo
+import core.training.gloo_supervisor as supervisor
 import core.training.gloo_worker as gloo_worker
 from core.kernels import collectives
 from core.machines.globalstate import GlobalState, torch_threads
@@ -81,7 +82,7 @@ def _two_workers():
     seen: dict = {}
     before = GlobalState.capture()
 
-    def progress(p: gloo.WorkerProgress) -> None:
+    def progress(p: supervisor.WorkerProgress) -> None:
         if p.what == "starting" and p.done == p.total and "listen" not in seen:
             seen["listen"] = {pid: listening_addresses(pid) for pid in p.pids}
         seen.setdefault("phases", []).append(p.what)
@@ -121,7 +122,7 @@ def test_workers_listen_on_loopback_only(two_workers):
 def test_memory_is_measured_and_within_the_cap(two_workers):
     r, seen, _, _ = two_workers
     assert len(r.worker_max_rss) == 2
-    assert all(0 < m <= gloo.WORKER_MEMORY_CAP for m in r.worker_max_rss), r.worker_max_rss
+    assert all(0 < m <= supervisor.WORKER_MEMORY_CAP for m in r.worker_max_rss), r.worker_max_rss
     assert r.peak_rss_bytes >= max(r.worker_max_rss) * 0.5
     if r.peak_pss_bytes is not None:
         assert 0 < r.peak_pss_bytes <= r.peak_rss_bytes
@@ -176,7 +177,7 @@ class Cancelled(Exception):
 def test_cancelling_while_starting_kills_the_workers():
     seen = {}
 
-    def progress(p: gloo.WorkerProgress) -> None:
+    def progress(p: supervisor.WorkerProgress) -> None:
         seen["pids"] = p.pids
         raise Cancelled
 
@@ -217,7 +218,7 @@ def test_bad_runs_are_refused_with_a_reason(world, steps, message):
 
 
 def test_worker_environment():
-    env = gloo._worker_env()
+    env = supervisor._worker_env()
     assert env["OMP_NUM_THREADS"] == "1" and env["GLOO_SOCKET_IFNAME"]
     assert not {"LOCAL_WORLD_SIZE", "PMI_SIZE", "MASTER_PORT"} & set(env)  # gloo's shared-memory path stays off
     room = memory.memory_room()
@@ -226,7 +227,7 @@ def test_worker_environment():
 
 def test_the_worker_entry_starts_the_module_that_defines_the_worker():
     assert f"from {gloo_worker._worker_main.__module__} import _worker_main;" in gloo_worker.WORKER_ENTRY
-    assert gloo.WORKER_ENTRY is gloo_worker.WORKER_ENTRY
+    assert supervisor.WORKER_ENTRY is gloo_worker.WORKER_ENTRY
 
 
 def test_command_line(capsys):

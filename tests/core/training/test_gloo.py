@@ -1,6 +1,7 @@
 """core.training.gloo's launch settings: the public entry points hand their timeouts, Python and fault on to
-the supervisor as one Launch, and the supervisor derives the run's deadline from it. No process is started:
-the supervisor (or the process group) is replaced by one that records what it was given."""
+the supervisor (core.training.gloo_supervisor) as one Launch, and the supervisor derives the run's deadline
+from it. No process is started: the supervisor (or the process group) is replaced by one that records what
+it was given."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 import core.training.gloo as gloo
+import core.training.gloo_supervisor as supervisor
 
 
 class Stop(Exception):
@@ -33,7 +35,7 @@ def test_run_data_parallel_hands_its_keywords_on_as_one_launch(monkeypatch):
         seen.update(world=world, mode=mode, total=total, launch=launch)
         raise Stop
 
-    monkeypatch.setattr(gloo, "_supervise", supervise)
+    monkeypatch.setattr(gloo, "supervise", supervise)  # where run_data_parallel and gloo_allreduce look it up
     fault = {"rank": 1, "step": 2, "kind": "raise"}
     with pytest.raises(Stop):
         gloo.run_data_parallel(2, 4, check_room=False, startup_timeout=7.0, step_timeout=3.0, timeout=50.0,
@@ -51,7 +53,7 @@ def test_gloo_allreduce_launches_without_a_run_timeout_or_fault(monkeypatch):
         seen.update(world=world, mode=mode, total=total, launch=launch)
         raise Stop
 
-    monkeypatch.setattr(gloo, "_supervise", supervise)
+    monkeypatch.setattr(gloo, "supervise", supervise)  # where run_data_parallel and gloo_allreduce look it up
     with pytest.raises(Stop):
         gloo.gloo_allreduce(np.ones((3, 4)), startup_timeout=9.0, step_timeout=2.0, python="/other/python")
     assert (seen["world"], seen["mode"], seen["total"]) == (3, "probe", 1)
@@ -68,12 +70,12 @@ def test_the_run_deadline_comes_from_the_launch(monkeypatch, timeout, deadline):
         seen.update(cfgs=cfgs, python=python)
         raise Stop
 
-    monkeypatch.setattr(gloo, "_check_backend", lambda: None)
-    monkeypatch.setattr(gloo, "_Group", group)
+    monkeypatch.setattr(supervisor, "_check_backend", lambda: None)
+    monkeypatch.setattr(supervisor, "_Group", group)
     launch = gloo.Launch(startup_timeout=10.0, step_timeout=4.0, timeout=timeout, python="/p", fault={"rank": 0})
     before = time.time()
     with pytest.raises(Stop):
-        gloo._supervise(2, "train", {"steps": 5}, total=5, on_progress=None, launch=launch)
+        supervisor.supervise(2, "train", {"steps": 5}, total=5, on_progress=None, launch=launch)
     after = time.time()
     assert seen["python"] == "/p" and len(seen["cfgs"]) == 2
     for cfg in seen["cfgs"]:
