@@ -7,7 +7,7 @@ import math
 import streamlit as st
 
 from core.arith.exact import abbreviate, exact_decimal, shortest_repr
-from core.arith.formats import FORMATS, working_format
+from core.arith.formats import FORMATS, exact_sums_below, working_format
 from core.arith.loader import MAX_UPLOAD_BYTES
 from core.arith.user_vectors import MAX_PASTED, parse_pasted, parse_upload
 from core.arith.vectors import (
@@ -148,8 +148,11 @@ def controls(url_notes: list[str]) -> LabRequest | None:
         "rounds to it.",
     )
     if working_choice == "same" and not FORMATS[storage].arithmetic:
-        c3.caption(f"{storage} has no addition of its own: its sums accumulate in "
-                   f"{working_format(storage, 'same')}, as torch.sum(x, dtype=torch.float32) does.")
+        acc = working_format(storage, "same")
+        q, e = exact_sums_below(FORMATS[storage], FORMATS[acc])
+        c3.caption(f"{storage} has no addition of its own: its sums accumulate in {acc}, as "
+                   f"torch.sum(x, dtype=torch.float32) does. Its values are whole multiples of 2^{q}, so {acc} holds "
+                   f"every partial sum below 2^{e} exactly: a sum that stays below it is exact in every order.")
     if source in GENERATORS:
         vector = generated_vector(source, storage)
     elif source == PASTE:

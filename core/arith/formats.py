@@ -74,6 +74,14 @@ def working_format(storage: str, working: str) -> str:
     return storage if fmt.arithmetic else fmt.accumulates_in
 
 
+def exact_sums_below(storage: FloatFormat, acc: FloatFormat) -> tuple[int, int]:
+    """(q, e): every value of ``storage`` is a whole multiple of 2^q (its smallest subnormal), so ``acc`` holds
+    every sum of them below 2^e in magnitude exactly (e = q + acc's precision, within acc's range): a sum whose
+    partial sums all stay below 2^e is exact, in every order."""
+    q = storage.emin - storage.precision + 1
+    return q, min(q + acc.precision, acc.emax + 1)
+
+
 # --------------------------------------------------------------------------- exponents
 
 

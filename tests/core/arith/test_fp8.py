@@ -168,3 +168,14 @@ def test_the_registry_holds_the_eight_bit_formats_by_torchs_names():
     assert (FLOAT8_E5M2.emax, FLOAT8_E5M2.emin, float(FLOAT8_E5M2.max_finite)) == (15, -14, 57344.0)
     with pytest.raises(ValueError):
         bits_of_value(math.inf, FLOAT8_E4M3FN)
+
+
+@pytest.mark.parametrize("fmt", FP8, ids=ids)
+def test_float32_holds_every_fp8_partial_sum_below_its_limit_exactly(fmt):
+    from core.arith.formats import FLOAT32, exact_sums_below
+
+    q, e = exact_sums_below(fmt, FLOAT32)
+    assert 2.0**q == float(fmt.min_subnormal) and e == q + 24
+    top = Fraction(2) ** e - Fraction(2) ** q  # the largest multiple of 2^q below 2^e: a float32 value
+    assert round_to_format(top, FLOAT32) == top
+    assert round_to_format(Fraction(2) ** e + Fraction(2) ** q, FLOAT32) != Fraction(2) ** e + Fraction(2) ** q
