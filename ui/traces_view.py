@@ -8,7 +8,8 @@ import streamlit as st
 
 from core.arith.metrics import ulps_count
 from core.traces.compare import Comparison, Row, cast_formats
-from core.traces.judge import BEYOND_ROUNDING, BORN, FORMAT_CHANGE, IDENTICAL, INHERITED, packet
+from core.traces.judge import BEYOND_ROUNDING, BORN, FORMAT_CHANGE, IDENTICAL, INHERITED
+from core.traces.opclass import packet
 from core.traces.pairs import STATE_ORDER, timeline
 from ui.palette import TRACE_STATES
 from ui.render import inert

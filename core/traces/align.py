@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from core.traces.judge import packet
+from core.traces.opclass import packet
 from core.traces.oprecord import OpRecord
 
 PASSES = ("exact", "fuzzy", "by shape")

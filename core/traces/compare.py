@@ -55,10 +55,9 @@ from core.traces.judge import (
     NOT_COMPARABLE,
     WITHIN_ROUNDING,
     Judgement,
-    discrete_kind,
     judge,
-    packet,
 )
+from core.traces.opclass import discrete_kind, packet
 from core.traces.oprecord import OpRecord
 
 # the one-line answer's whole grammar (the module docstring's six forms)

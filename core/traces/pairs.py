@@ -25,9 +25,9 @@ from core.traces.judge import (
     INHERITED,
     NOT_COMPARABLE,
     WITHIN_ROUNDING,
-    packet,
 )
 from core.traces.models import RunSettings
+from core.traces.opclass import packet
 from core.traces.run import make_trace
 
 PLANTED_OP = 1

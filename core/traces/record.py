@@ -21,10 +21,10 @@ So ``TraceMode`` is a ``TorchDispatchMode`` (DebugMode's mechanism) with a modul
 (core.traces.oprules.OrderedTracker, torch's ModuleTracker with entry order) for module paths (core.traces.modulepath).
 tests/core/traces/test_record.py checks that it sees DebugMode's compute ops, in order, on the MLP step.
 
-What is kept per op is an ``OpRecord`` (core.traces.oprecord says what it holds). Views, ``detach`` and
-``clone`` compute nothing and are not recorded. Every namespace's ops are recorded (``quantized::``, a library's
-custom ops) but the profiler's range markers, which a note names (core.traces.oprules.SKIPPED_NAMESPACES); an
-error the run raises comes out as ``OpFailed``, which names its module and the op that raised it.
+What is kept per op is an ``OpRecord`` (core.traces.oprecord says what it holds). Every namespace's ops are
+recorded (``quantized::``, a library's custom ops) but views, ops that compute nothing and the profiler's range
+markers (core.traces.opfacts says which); an error the run raises comes out as ``OpFailed``, naming its module
+and the op that raised it.
 
 Memory allocated without data (``empty`` and its kin, not recorded themselves) is tracked byte by byte
 (core.traces.bits.UninitialisedMemory): a tensor none of whose bytes an op has written since is uninitialised,
@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -52,7 +51,7 @@ from torch.utils.module_tracker import ModuleTracker
 
 from core.traces import oprules, reductions
 from core.traces.arguments import MAX_ARG_TEXT as MAX_ARG_TEXT
-from core.traces.arguments import Opaque, arg_text, flat_tensors, written_arguments
+from core.traces.arguments import Opaque, arg_text
 from core.traces.arguments import tensors_of as tensors_of
 from core.traces.bits import DIGEST as DIGEST
 from core.traces.bits import SAMPLE as SAMPLE
@@ -78,53 +77,13 @@ from core.traces.bits import _combined as _combined
 from core.traces.bits import digest as digest
 from core.traces.bits import sample_positions as sample_positions
 from core.traces.modulepath import ModulePath
+from core.traces.opfacts import _SKIP as _SKIP
+from core.traces.opfacts import OpFacts, inputs_of, op_facts
 from core.traces.oprecord import NO_OUTPUT, OpRecord
 
 MAX_OPS = 20_000  # ops recorded per trace; a run with more is refused, not truncated
 MAX_INPUTS = 64  # input tensors recorded one by one (a longer list's rest is one digest)
 MAX_OUTPUTS = 8  # outputs of one op recorded one by one (more are only digested)
-# clone copies the same bits: torch's batched products clone strided operands at some batch sizes and not
-# at others, and a trace should not part two runs over a copy
-_SKIP = {"detach", "clone", "lift_fresh", "_local_scalar_dense", "empty", "empty_like", "empty_strided", "new_empty",
-         "new_empty_strided", "empty_permuted", "set_", "alias", "record_stream", "_to_dense", "_unsafe_view"}
-# ops that allocate without writing: their output's bytes are the allocator's leftovers until an op writes them
-_EMPTY = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _OpFacts:
-    """What the recorder needs to know of one op overload, worked out at its first call and kept for good."""
-
-    func: object  # the overload itself
-    name: str  # the name the rules know it by (oprules.op_name)
-    text: str  # the op as a trace names it (aten.mm.default)
-    skip: bool  # not recorded: a view, an op that computes nothing, or one of a namespace not recorded
-    unrecorded: bool  # of a namespace not recorded (oprules.SKIPPED_NAMESPACES): counted instead
-    writes: tuple[tuple[int, str], ...]  # the arguments it writes in place (position, name)
-    scratch: frozenset[int]  # the places of its returns that are scratch (a kernel's workspace)
-    dim_arg: object  # how it names the dimension it reads across (oprules.dim_argument), or None
-    may_have_terms: bool  # a reduction whose terms core.traces.reductions can make
-    reads_whole: bool  # reads its whole input across the batch's rows (oprules.reads_whole)
-
-
-_FUNCS: dict[int, _OpFacts] = {}  # id of an op overload -> its facts
-
-
-def _op_facts(func) -> _OpFacts:
-    """``func``'s facts, made at its first call (kept by id, as an OpOverload hashes in Python; checked by identity)."""
-    known = _FUNCS.get(id(func))
-    if known is not None and known.func is func:
-        return known
-    name = oprules.op_name(func)
-    unrecorded = getattr(func, "namespace", "aten") in oprules.SKIPPED_NAMESPACES
-    known = _FUNCS[id(func)] = _OpFacts(
-        func=func, name=name, text=str(func), skip=getattr(func, "is_view", False) or name in _SKIP or unrecorded,
-        unrecorded=unrecorded, writes=written_arguments(func), scratch=oprules.scratch_returns(func),
-        dim_arg=oprules.dim_argument(func, name), may_have_terms=reductions.may_have_terms(name),
-        reads_whole=oprules.reads_whole(name))
-    return known
-
-
 # module hooks are process-global: two traces at once would see each other's modules (one at a time)
 TRACE_LOCK = threading.RLock()
 
@@ -149,20 +108,6 @@ def _version(t: torch.Tensor) -> int | None:
         return t._version
     except RuntimeError:
         return None
-
-
-def _outputs(out, name: str, args) -> tuple[list[torch.Tensor], list[int]]:
-    """The op's output tensors, and each one's place in its result (a gradient the mask left out is None, not a
-    tensor); an in-place op that returns nothing (``_foreach_*_``) has what it changed as its outputs."""
-    if isinstance(out, torch.Tensor):  # most ops: one output, at place 0
-        return [out], [0]
-    outs = tensors_of(out, [])
-    if not outs and name.endswith("_") and args:
-        outs = tensors_of(args[0], [])
-    places = [i for i, o in enumerate(out) if isinstance(o, torch.Tensor)] \
-        if isinstance(out, tuple) and len(outs) == sum(isinstance(o, torch.Tensor) for o in out) \
-        else list(range(len(outs)))
-    return outs, places
 
 
 class TraceMode(TorchDispatchMode):
@@ -277,11 +222,8 @@ class TraceMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        f = _op_facts(func)
-        # an out= tensor is written, not read: it is not an input
-        tensors_in = flat_tensors(args)
-        if kwargs:
-            tensors_of([v for k, v in kwargs.items() if k != "out"], tensors_in)
+        f = op_facts(func)
+        tensors_in = inputs_of(args, kwargs)
         get = self._derived.get
         derived = any(get(a, False) for a in tensors_in)
         if f.skip:
@@ -294,14 +236,14 @@ class TraceMode(TorchDispatchMode):
                                      f.reads_whole) if reads else (None, False)
         head = self._inputs(tensors_in, shares)  # taken before the op runs: it may write its inputs
         out = self._run(f, args, kwargs)
-        outs, places = _outputs(out, f.name, args)
+        outs, places = f.outputs(out, args)
         derived, taint = self._mark_outputs(f.name, out, outs, tensors_in, derived, taint)
         self._counter += 1
         if self._counter > self.max_ops:
             raise TooManyOps(f"the run dispatched more than {self.max_ops:,} ops (the cap of one trace)")
         if self.perturb is not None and self.perturb[0] == self._counter:
             self._perturb(outs, f.text)
-        written = tensors_of([args[i] if i < len(args) else kwargs.get(n) for i, n in f.writes], []) if f.writes else []
+        written = f.written(args, kwargs)
         self._written = frozenset(map(id, written)) if written else frozenset()
         if self._uninit.tracked:
             self._uninit.after_op(f.name, tensors_in, outs, written)
@@ -311,7 +253,7 @@ class TraceMode(TorchDispatchMode):
             self._written = frozenset()
         return out
 
-    def _run(self, f: _OpFacts, args, kwargs):
+    def _run(self, f: OpFacts, args, kwargs):
         """The op's result; an error it raises is kept in ``failure`` with the op and its module."""
         try:
             return f.func(*args, **kwargs)
@@ -319,7 +261,7 @@ class TraceMode(TorchDispatchMode):
             self.failure = (e, f.text, self._paths.current())
             raise
 
-    def _pass_through(self, f: _OpFacts, args, kwargs, tensors_in, derived: bool):
+    def _pass_through(self, f: OpFacts, args, kwargs, tensors_in, derived: bool):
         """Run an op that is not recorded (a view, an allocation, a namespace not recorded): what it returns is
         followed as its inputs are (derived from the run's inputs or not, its rows mixed or not, holding data or
         not); one of a namespace not recorded is counted in ``skipped``."""
@@ -327,7 +269,7 @@ class TraceMode(TorchDispatchMode):
             self.skipped[f.text] = self.skipped.get(f.text, 0) + 1
         out = self._run(f, args, kwargs)
         name = f.name
-        if name in _EMPTY:
+        if f.allocates:
             self._uninit.allocated(tensors_of(out, []))
         elif self._uninit.tracked:
             self._uninit.after_view(tensors_in, tensors_of(out, []))
@@ -388,7 +330,7 @@ class TraceMode(TorchDispatchMode):
                 target.mul_(1.0 + self.perturb[1])
             self.perturbed = text
 
-    def _output(self, f: _OpFacts, args, kwargs, tensors_in, out: torch.Tensor, which: int,
+    def _output(self, f: OpFacts, args, kwargs, tensors_in, out: torch.Tensor, which: int,
                 scratch: bool = False) -> dict:
         """One output's fields (``OUTPUT_FIELDS``): shape, dtype, digest, L1 norm, samples and terms (a scratch
         output, a kernel's workspace: its shape and dtype only, marked scratch)."""
@@ -426,7 +368,7 @@ class TraceMode(TorchDispatchMode):
                 "sum_abs": t.sum_abs if t else None, "scale": t.scale if t else None,
                 "total_abs": t.total_abs if t else None}
 
-    def _record(self, f: _OpFacts, args, kwargs, tensors_in, head: dict, outs, places, taint: str | None = None,
+    def _record(self, f: OpFacts, args, kwargs, tensors_in, head: dict, outs, places, taint: str | None = None,
                 across: bool | str = False, derived: bool = False) -> OpRecord:
         """The op's record. ``head``: its input fields (``in_shapes``, ``in_dtypes``, ``in_digests``), which
         this completes with the op's place in the run (one dict per op, as the record's keywords)."""

@@ -22,7 +22,8 @@ from core.arith.formats import FORMATS
 from core.arith.hexbits import decode_hex
 from core.arith.metrics import gamma
 from core.diagnose.envelopes import ENVELOPE_FACTOR
-from core.traces.judge import ELEMENTWISE_ULPS, judge, op_class, size_of
+from core.traces.judge import ELEMENTWISE_ULPS, judge, size_of
+from core.traces.opclass import op_class
 from core.traces.record import OpRecord, run_traced
 from tests.strategies import finite_values
 

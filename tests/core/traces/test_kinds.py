@@ -336,7 +336,8 @@ def test_a_quantized_tensor_is_recorded_as_its_levels_on_its_grid():
 
 
 def test_complex_values_are_judged_by_their_parts_at_their_modulus():
-    from core.traces.judge import judge, op_class
+    from core.traces.judge import judge
+    from core.traces.opclass import op_class
     from core.traces.record import OpRecord, run_traced
 
     z = torch.tensor([3 + 4j, 1e-3 - 2j], dtype=torch.complex64)
@@ -363,7 +364,7 @@ def test_an_inherited_difference_larger_than_the_ops_rounding_is_passed_on():
 
 
 def test_a_group_norm_is_a_reduction_of_its_group():
-    from core.traces.judge import op_class
+    from core.traces.opclass import op_class
     from core.traces.record import run_traced
 
     x = torch.randn(2, 8, 4, 4, generator=torch.Generator().manual_seed(1))

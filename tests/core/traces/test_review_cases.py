@@ -12,8 +12,9 @@ import torch
 
 from core.arith.hexbits import decode_hex
 from core.traces.files import TraceFileError, dumps, from_bytes
-from core.traces.judge import judge, op_class
+from core.traces.judge import judge
 from core.traces.models import RunSettings
+from core.traces.opclass import op_class
 from core.traces.record import run_traced
 from core.traces.run import make_trace
 
