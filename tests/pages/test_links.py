@@ -7,7 +7,7 @@ from urllib.parse import parse_qs
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from core.arith.vectors import MAX_UPLOAD_BYTES
+from core.arith.loader import MAX_UPLOAD_BYTES
 from core.crowd.querystate import LINK_TEXT_CHARS as LINK_PASTE_CHARS
 from tests.pages.conftest import all_text, reader
 
