@@ -164,7 +164,7 @@ def error_bars(df: pd.DataFrame) -> alt.Chart:
 def permutation_histogram(values: pd.DataFrame, marks: pd.DataFrame) -> alt.LayerChart:
     """One chart, one x axis: grey bars count the random permutations per result (left axis, whole counts: a
     count is a number of permutations, never 0.2 of one), and a dot per chosen order and the exact sum, each on
-    its own labelled row (right axis), so that orders giving the same result no longer hide one another."""
+    its own labelled row (right axis), so that orders giving the same result do not hide one another."""
     x = alt.X("ulps:Q", title="result − exact sum, in ULPs")
     bars = (
         alt.Chart(values)

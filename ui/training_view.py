@@ -71,7 +71,7 @@ def records_frame(records: list[StepRecord]) -> pd.DataFrame:
 STEP_AXIS = alt.X("step:Q", title="training step", axis=alt.Axis(format="d", tickMinStep=1),
                   scale=alt.Scale(nice=False))
 # Streamlit's theme fits title, axes and legend inside a chart's height, so the heights below leave
-# room for them (a 170 px strip used to keep about 15 px for its plotting area).
+# room for them (a 170 px strip keeps about 15 px for its plotting area).
 LINE_HEIGHT = 340
 STRIP_HEIGHT = 300
 # The two live charts beside the controls, both on the first screen at 1280x720: stacked in the
