@@ -358,31 +358,55 @@ def _origin(page) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+# A section's own parts (Streamlit: the section's element holds <details>, whose <summary> is the label); a
+# section can hold sections, whose parts these leave out
+OWN_DETAILS, OWN_LABEL = ":scope > details", ":scope > details > summary"
+
+
 def section_with_icon(page, icon: str):
     """The first collapsible section whose label starts with the Material icon ``icon`` (its name, as in
-    ``:material/upload_file:``): how a test finds a section made without a key."""
-    symbol = page.locator('summary [data-testid="stExpanderIcon"]', has_text=re.compile(rf"^{re.escape(icon)}$"))
+    ``:material/upload_file:``): how a test finds a section made without a key. Streamlit shows the unfold arrow
+    in the icon's place while the pointer is on the label: ``open_section_with_icon`` unfolds it."""
+    symbol = page.locator(f'{OWN_LABEL} [data-testid="stExpanderIcon"]', has_text=re.compile(rf"^{re.escape(icon)}$"))
     return page.locator('[data-testid="stExpander"]').filter(has=symbol).first
 
 
+def open_section_with_icon(page, icon: str):
+    """Unfold ``section_with_icon(page, icon)`` with a click on its label, move the pointer off it (so the icon that
+    finds it is shown again), and return it once open."""
+    section = section_with_icon(page, icon)
+    section.locator(OWN_LABEL).click()
+    page.mouse.move(0, 0)
+    expect(section.locator(OWN_DETAILS)).to_have_attribute("open", re.compile(".*"), timeout=RERUN)
+    return section
+
+
 def share_box(page):
-    """The page's "link to this view" box (ui.urlstate.share_box): the section with the link icon."""
-    return section_with_icon(page, "link")
+    """The page's "link to this view" box (ui.urlstate.share_box): the section whose code block is an address."""
+    address = page.locator('[data-testid="stCode"]', has_text=re.compile(r"^\s*https?://"))
+    return page.locator('[data-testid="stExpander"]').filter(has=address).last  # not a section holding it
 
 
 def folded_section(page, key: str):
     """The collapsible section made with ``key`` (ui.crowd.folded), or the one holding the widget made with ``key``
     (a section made without a key of its own)."""
-    own, holding = f'.st-key-{key} [data-testid="stExpander"]', f'[data-testid="stExpander"]:has(.st-key-{key})'
+    # sections can hold sections: the one made with the key, not one inside it; the innermost holding the widget
+    section = '[data-testid="stExpander"]'
+    own = f".st-key-{key} {section}:not(.st-key-{key} {section} {section})"
+    holding = f"{section}:has(.st-key-{key}):not(:has({section} .st-key-{key}))"
     return page.locator(f"{own}, {holding}").first
 
 
 def open_folded(page, key: str) -> None:
-    """Unfold the collapsed section ``folded_section(page, key)``, with a click on its summary as a person
-    would (it stays open across reruns); a section already open is left open."""
-    section = folded_section(page, key)
+    """``unfold`` the section ``folded_section(page, key)``."""
+    unfold(page, folded_section(page, key))
+
+
+def unfold(page, section) -> None:
+    """Unfold the collapsed ``section``, with a click on its label as a person would (it stays open across
+    reruns); a section already open is left open."""
     section.wait_for(timeout=RERUN)
-    details = section.locator("details")
+    details = section.locator(OWN_DETAILS)
     deadline = time.monotonic() + RERUN / 1000
     # Opening a section reruns the page; a click that lands while an earlier rerun redraws the page can be
     # lost, as a person's would be, who then clicks again: so wait for the page to be idle, and click again
@@ -390,7 +414,7 @@ def open_folded(page, key: str) -> None:
     while details.get_attribute("open") is None and time.monotonic() < deadline:
         wait_for_app(page, timeout=RERUN)
         if details.get_attribute("open") is None:
-            section.locator("summary").first.click()
+            section.locator(OWN_LABEL).click()
         with contextlib.suppress(AssertionError):
             expect(details).to_have_attribute("open", re.compile(".*"), timeout=5_000)
     expect(details).to_have_attribute("open", re.compile(".*"), timeout=RERUN)

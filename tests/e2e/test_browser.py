@@ -28,6 +28,7 @@ from tests.e2e.conftest import (
     screenshot,
     share_box,
     shown_loosely,
+    unfold,
     wait_for_app,
 )
 from ui.navigation import PAGE_TABLE
@@ -159,7 +160,7 @@ def test_a_shared_link_reopens_the_same_view(server, page):
     assert_healthy_page(page)
     expect(keyed(page, "sl_n").locator("input")).to_have_value("1000", timeout=RERUN)
     expect(keyed(page, "sl_storage").locator("input")).to_have_value("float16", timeout=RERUN)
-    share_box(page).locator("summary").click()
+    unfold(page, share_box(page))
     code = share_box(page).locator('[data-testid="stCode"]')
     expect(code).to_contain_text("n=1000", timeout=RERUN)
     expect(code).to_contain_text("storage=float16")

@@ -16,9 +16,9 @@ from tests.e2e.conftest import (
     button,
     folded_section,
     open_folded,
+    open_section_with_icon,
     pick,
     screenshot,
-    section_with_icon,
     shown_loosely,
     wait_for_app,
 )
@@ -53,8 +53,7 @@ def test_cpu_vs_gpu_page(server, page):
     wait_for_app(page)
     pick(page, "cg_dtype", "bfloat16")
     assert_healthy_page(page)
-    every = section_with_icon(page, "table")  # every result, with its bits
-    every.locator("summary").click()
+    every = open_section_with_icon(page, "table")  # every result, with its bits
     table = every.locator('[data-testid="stDataFrame"]').filter(has_text="recorded")
     expect(table.first).to_be_visible(timeout=RERUN)
 
@@ -70,7 +69,7 @@ def test_a_visitors_own_capture_file_is_shown_as_theirs(server, page):
     page.goto(f"{server.url}/cpu_vs_gpu")
     wait_for_app(page, timeout=120_000)
     assert_healthy_page(page)
-    section_with_icon(page, "upload_file").locator("summary").click()  # bring your own GPU's capture
+    open_section_with_icon(page, "upload_file")  # bring your own GPU's capture
     uploader = page.locator('[data-testid="stFileUploader"] input[type="file"]')
     uploader.set_input_files(files=[{"name": "my-gpu-capture.json", "mimeType": "application/json",
                                      "buffer": src.read_bytes()}])

@@ -58,7 +58,7 @@ def test_every_bundled_example_and_log_pair(server, page):
         screenshot(page, f"diagnose-{key}", full_page=True)
 
     # the fourth choice of what to diagnose (pages/diagnose.SOURCES): two loss logs
-    keyed(page, "dg_source").locator('label[data-baseweb="radio"]').nth(3).click()
+    keyed(page, "dg_source").locator('[data-testid="stRadioOption"]').nth(3).click()
     wait_for_app(page, timeout=120_000)
     expect(page).to_have_url(re.compile(r"source=logs"), timeout=RERUN)
     for key, title in LOG_EXAMPLES.items():

@@ -29,7 +29,7 @@ from playwright.sync_api import expect
 from benchmarks.harness import ROOT, run_in_own_thread
 from scripts.ports import free_port
 from scripts.serve_many import COOKIE, Cluster, haproxy_path
-from tests.e2e.conftest import RERUN, assert_healthy_page, section_with_icon, until, wait_for_app
+from tests.e2e.conftest import RERUN, assert_healthy_page, open_section_with_icon, until, wait_for_app
 
 pytestmark = pytest.mark.skipif(haproxy_path() is None, reason="haproxy is not installed: `make test` installs "
                                 "Debian's haproxy where apt-get is there and it runs as root")
@@ -196,7 +196,7 @@ def test_the_apps_own_upload_reaches_its_session_through_haproxy(browser, tmp_pa
             page.goto(f"{cluster.url}/cpu_vs_gpu")
             wait_for_app(page, timeout=120_000)
             assert [c["value"] for c in context.cookies() if c["name"] == COOKIE] in (["s1"], ["s2"])
-            section_with_icon(page, "upload_file").locator("summary").click()  # bring your own GPU's capture
+            open_section_with_icon(page, "upload_file")  # bring your own GPU's capture
             page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(
                 files=[{"name": "my-gpu-capture.json", "mimeType": "application/json", "buffer": src.read_bytes()}])
             wait_for_app(page, timeout=120_000)

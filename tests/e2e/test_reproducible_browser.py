@@ -15,9 +15,9 @@ from tests.e2e.conftest import (
     RERUN,
     assert_healthy_page,
     open_folded,
+    open_section_with_icon,
     pick,
     screenshot,
-    section_with_icon,
     wait_for_app,
     wait_for_page_end,
 )
@@ -83,8 +83,7 @@ def test_a_visitor_changes_the_setup_and_the_tolerance(server, page):
     rtol, atol = (v.split("=")[1] for v in tol.line.split())
     expect(page.locator('[data-testid="stCode"]').filter(has_text=f"rtol={rtol}, atol={atol}")).to_be_visible(
         timeout=RERUN)
-    costs = section_with_icon(page, "speed")  # every cost in one table
-    costs.locator("summary").click()
+    costs = open_section_with_icon(page, "speed")  # every cost in one table
     expect(costs.locator('[data-testid="stTable"]').filter(has_text="Order-independent sum")).to_be_visible(
         timeout=RERUN)
     open_folded(page, "rp_open_generations")  # made once opened: a rerun

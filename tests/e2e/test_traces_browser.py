@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from core.traces.files import dumps
 from core.traces.pairs import PAIRS, run_pair
-from tests.e2e.conftest import RERUN, assert_healthy_page, keyed, pick, screenshot, until, wait_for_app
+from tests.e2e.conftest import RERUN, assert_healthy_page, keyed, pick, screenshot, unfold, until, wait_for_app
 
 WIDTH, HEIGHT = 1280, 720
 SLOW = 180_000
@@ -23,7 +23,7 @@ LINE = re.compile(r"first difference: (op \d+ of \d+, aten\.\S+ in \S+: (born he
 
 def choose_upload(page) -> None:
     """Pick "upload two trace files", the second choice of where the traces come from (pages/traces.SOURCES)."""
-    keyed(page, "tr_source").locator('label[data-baseweb="radio"]').nth(1).click()
+    keyed(page, "tr_source").locator('[data-testid="stRadioOption"]').nth(1).click()
     wait_for_app(page)
     expect(page).to_have_url(re.compile(r"source=upload"), timeout=RERUN)
     expect(page.locator('[data-testid="stFileUploader"]')).to_have_count(2, timeout=RERUN)  # one for each run
@@ -136,7 +136,7 @@ def test_a_flipped_argmax_is_named_and_the_commands_wait_in_their_expander(page,
     wait_for_app(page, timeout=SLOW)
     commands = page.locator('[data-testid="stCode"]').filter(has_text="python -m scripts.trace run")
     expect(commands.first).to_be_hidden(timeout=RERUN)  # collapsed until opened
-    page.locator('[data-testid="stExpander"]').filter(has=commands).locator("summary").click()
+    unfold(page, page.locator('[data-testid="stExpander"]').filter(has=commands).last)  # trace your own model
     expect(commands.first).to_be_visible(timeout=RERUN)
     choose_upload(page)
     inputs = page.locator('[data-testid="stFileUploader"] input[type="file"]')

@@ -19,6 +19,7 @@ from tests.e2e.conftest import (
     open_sidebar,
     screenshot,
     share_box,
+    unfold,
     wait_for_app,
     wait_for_page_end,
 )
@@ -61,7 +62,7 @@ def test_a_reload_keeps_presenter_mode(browser, server):
         expect_root_font_at_least(page, PRESENTER_PX, "presenter type after F5")
         assert_sidebar_collapsed(page, what="presenter mode folds the sidebar after a reload too")
         link = share_box(page).locator('[data-testid="stCode"]')
-        share_box(page).locator("summary").click()
+        unfold(page, share_box(page))
         expect(link).to_contain_text("talk=1", timeout=RERUN)  # the shared link keeps it
         # switched off, it leaves the address, and a reload keeps it off
         open_sidebar(page)

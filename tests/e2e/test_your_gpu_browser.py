@@ -27,8 +27,8 @@ from tests.e2e.conftest import (
     folded_section,
     keyed,
     open_folded,
+    open_section_with_icon,
     screenshot,
-    section_with_icon,
     wait_for_app,
 )
 from ui.your_gpu import component_source
@@ -169,7 +169,7 @@ def test_your_gpus_download_round_trips_through_the_upload(server, gpu_page, tmp
     path = tmp_path / dl.value.suggested_filename
     dl.value.save_as(path)
     assert path.name.startswith("webgpu-") and path.suffix == ".json"
-    section_with_icon(gpu_page, "upload_file").locator("summary").click()  # bring your own GPU's capture
+    open_section_with_icon(gpu_page, "upload_file")  # bring your own GPU's capture
     gpu_page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
     card = gpu_page.locator('[data-testid="stAlert"]').filter(has_text="recorded on a GPU through WebGPU")
     expect(card).to_be_visible(timeout=LIVE)
