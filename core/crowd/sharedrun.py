@@ -34,7 +34,7 @@ from core.crowd.budget import TRAIN_BYTES_PER_STEP
 from core.crowd.bytecache import GRIDS, MB, PAIR_TEMPLATES, SHARED_RUNS
 from core.machines.progress import OnProgress, report
 from core.training.mlp import FLUSH_EVERY, PRESETS, TrainSettings
-from core.training.pair import PairedRun, StepRecord
+from core.training.pair import PairedRun, StepRecord, StepRequests
 
 _SERIALS = itertools.count()
 PRESET_SETTINGS = frozenset(p.settings for p in PRESETS.values())
@@ -144,7 +144,7 @@ def _for_room(run: SharedRun) -> SharedRun:
     return run
 
 
-class RunView:
+class RunView(StepRequests):
     """One session's Play on a shared run: the steps it has reached and those it asked for.
 
     It answers what the page asks of a pair (``PairedRun``'s names: done, records, request, advance_requested,
@@ -156,11 +156,14 @@ class RunView:
         self.settings = shared.settings
         self._shown = 0
         self._lock = threading.RLock()  # one script run of the session moves the view at a time
-        self._target = 0  # the step asked for (Step, +10, Play); own lock, so asking never waits for a chunk
-        self._target_lock = threading.Lock()
+        self._start_requests()
 
     def __repr__(self) -> str:
         return f"RunView({self.settings!r}, done={self._shown})"
+
+    @property
+    def _reached(self) -> int:
+        return self._shown
 
     # ------------------------------------------------------------------ what the page reads
     @property
@@ -226,34 +229,6 @@ class RunView:
             return self.shared.records(start, stop)
         finally:
             self._lock.release()
-
-    def request(self, steps: int) -> int:
-        """Ask for ``steps`` more steps than reached or already asked for; the step asked for."""
-        with self._target_lock:
-            self._target = min(self.settings.steps, max(self._target, self._shown) + max(0, steps))
-            return self._target
-
-    def request_to_end(self) -> None:
-        with self._target_lock:
-            self._target = self.settings.steps
-
-    def cancel_requests(self) -> None:
-        """Forget the steps asked for and not reached yet (a chunk being applied still completes)."""
-        with self._target_lock:
-            self._target = self._shown
-
-    @property
-    def requested(self) -> int:
-        """Steps asked for and not reached yet."""
-        with self._target_lock:
-            return max(0, self._target - self._shown)
-
-    def advance_requested(self, chunk: int) -> list[StepRecord]:
-        """Move up to ``chunk`` of the steps asked for, atomically (see ``advance``)."""
-        with self._lock:
-            with self._target_lock:
-                n = min(max(0, chunk), self._target - self._shown)
-            return self.advance(n) if n > 0 else []
 
     def run(self, steps: int, on_progress: OnProgress | None = None, chunk: int = FLUSH_EVERY) -> list[StepRecord]:
         """Up to ``steps`` more steps in chunks of ``chunk``, a Progress after each (``on_progress`` may raise to

@@ -144,7 +144,56 @@ def yardstick(pair: Pair) -> Yardstick:
 # ----------------------------------------------------------------------- the paired run
 
 
-class PairedRun:
+class StepRequests:
+    """Steps a visitor asked for (Step, +10, Play), applied later in chunks by whichever script run is current.
+    The target has its own lock, so asking never waits for a chunk being applied. A subclass sets ``settings``,
+    ``_lock`` (held by ``advance``) and ``_target`` / ``_target_lock`` (``_start_requests``), and says how far
+    it has got (``_reached``) and how it moves (``advance``)."""
+
+    settings: TrainSettings
+    _lock: threading.RLock
+
+    def _start_requests(self) -> None:
+        self._target = 0
+        self._target_lock = threading.Lock()
+
+    @property
+    def _reached(self) -> int:
+        raise NotImplementedError
+
+    def advance(self, steps: int, timeout: float | None = None) -> list[StepRecord] | None:
+        raise NotImplementedError
+
+    def request(self, steps: int) -> int:
+        """Ask for ``steps`` more steps than reached or already asked for; the step asked for."""
+        with self._target_lock:
+            self._target = min(self.settings.steps, max(self._target, self._reached) + max(0, steps))
+            return self._target
+
+    def request_to_end(self) -> None:
+        with self._target_lock:
+            self._target = self.settings.steps
+
+    def cancel_requests(self) -> None:
+        """Forget the steps asked for and not reached yet (a chunk being applied still completes)."""
+        with self._target_lock:
+            self._target = self._reached
+
+    @property
+    def requested(self) -> int:
+        """Steps asked for and not reached yet."""
+        with self._target_lock:
+            return max(0, self._target - self._reached)
+
+    def advance_requested(self, chunk: int) -> list[StepRecord]:
+        """Move up to ``chunk`` of the steps asked for, atomically (see ``advance``)."""
+        with self._lock:
+            with self._target_lock:
+                n = min(max(0, chunk), self._target - self._reached)
+            return self.advance(n) if n > 0 else []
+
+
+class PairedRun(StepRequests):
     """Two runs in lockstep, built by ``make_pair``; ``advance(n)`` applies n updates to each and
     records the gap (each step leaves a ``Snapshot``; ``measure`` turns them into records).
 
@@ -173,13 +222,15 @@ class PairedRun:
         self._pending: list[Snapshot] = []  # not measured yet
         self._lock = threading.RLock()
         self._broken: BaseException | None = None
-        # Steps asked for (Step, +10, Play) but maybe not applied yet; own lock, so asking never waits for a chunk
-        self._target = 0
         self._applied = 0  # == done, readable without _lock
-        self._target_lock = threading.Lock()
+        self._start_requests()
 
     def __repr__(self) -> str:
         return f"PairedRun({self.settings!r}, done={self._applied})"
+
+    @property
+    def _reached(self) -> int:
+        return self._applied
 
     def fresh(self) -> PairedRun:
         """A new pair of these settings at step 0, bit for bit ``PairedRun(self.settings)``, made in a fraction
@@ -232,35 +283,6 @@ class PairedRun:
             return self._records[start:]
         finally:
             self._lock.release()
-
-    # Requests: what a visitor asked for, applied later (in chunks, by whichever script run is current)
-    def request(self, steps: int) -> int:
-        """Ask for ``steps`` more updates than applied or already asked for; the step asked for."""
-        with self._target_lock:
-            self._target = min(self.settings.steps, max(self._target, self._applied) + max(0, steps))
-            return self._target
-
-    def request_to_end(self) -> None:
-        with self._target_lock:
-            self._target = self.settings.steps
-
-    def cancel_requests(self) -> None:
-        """Forget the steps asked for and not applied yet (a chunk being applied still completes)."""
-        with self._target_lock:
-            self._target = self._applied
-
-    @property
-    def requested(self) -> int:
-        """Steps asked for and not applied yet."""
-        with self._target_lock:
-            return max(0, self._target - self._applied)
-
-    def advance_requested(self, chunk: int) -> list[StepRecord]:
-        """Apply up to ``chunk`` of the steps asked for, atomically (see ``advance``)."""
-        with self._lock:
-            with self._target_lock:
-                n = min(max(0, chunk), self._target - self._applied)
-            return self.advance(n) if n > 0 else []
 
     def _advance(self) -> None:
         """Apply one update to A and to B and keep its snapshot. Only ``advance`` calls this, holding the lock."""
