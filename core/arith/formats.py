@@ -192,7 +192,7 @@ def round_values(x, fmt: FloatFormat, overflow: Overflow | None = None) -> np.nd
     flat = x.reshape(-1)
     out = np.empty(flat.shape, dtype=fmt.numpy_dtype)
     big, over = float(fmt.max_finite), float(fmt.overflowed(False, policy))
-    table = _byte_table(fmt) if fmt.numpy_dtype.itemsize == 1 and fmt.precision <= 24 else None
+    table = _byte_table(fmt) if fmt.numpy_dtype.itemsize == 1 else None
     for s in range(0, flat.size, _ROUND_PIECE):  # pieces: the temporaries stay small and in cache
         r = _round_bits(flat[s : s + _ROUND_PIECE], fmt)
         past = np.abs(r) > big  # infinities included; NaN compares False

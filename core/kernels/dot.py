@@ -312,7 +312,7 @@ def rounding_counts(model: DotModel, k: int, tile: int, slices: int) -> tuple[in
         n = -(-k // tile)
         return n, n
     if model.structure == "promoted":  # two formats: core.kernels.dot_fp8.promoted_bound bounds these
-        span = min(k, model.promote_every or k) or 1
+        span = dot_fp8.promotion_span(k, model.promote_every)
         blocks = -(-k // span)
         return span + blocks, k + blocks
     spans = slice_bounds(k, slices)

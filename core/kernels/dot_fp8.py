@@ -40,13 +40,19 @@ def limited_format(bits: int = LIMITED_BITS) -> FloatFormat:
                        torch_dtype=torch.float32, int_dtype=torch.int32, numpy_dtype=FLOAT32.numpy_dtype)
 
 
+def promotion_span(k: int, every: int) -> int:
+    """Products added in the limited accumulator between two promotions, for K = ``k`` (``every`` 0: all of
+    them); at least 1."""
+    return max(1, min(k, every) if every else k)
+
+
 def promoted_chain(products: list, negatives: list[bool], scale: int, bits: int = LIMITED_BITS,
                    every: int = PROMOTE_EVERY) -> tuple:
     """The sum of exact products: a chain in the limited accumulator (one rounding to ``bits`` bits per
     product), added into a float32 chain and restarted from +0 every ``every`` products (0: never), the
     float32 chain's state returned (the engine's (value, negative) pair, in units of 2^-scale)."""
     limited, wide = make_rounder(limited_format(bits), scale), make_rounder(FLOAT32, scale)
-    span = every or len(products) or 1
+    span = promotion_span(len(products), every)
     total = ZERO
     for start in range(0, len(products), span):
         part = ZERO
@@ -63,8 +69,8 @@ def promoted_bound(k: int, sum_abs: Fraction, bits: int = LIMITED_BITS, every: i
     roundoff) and b = ceil(k / every) float32 additions (g_32); each rounding adds at most eta, half its smallest
     subnormal, where it underflows (core.kernels.dot.dot_bound's argument, with two formats). None: no finite
     bound (d u >= 1)."""
-    span = min(k, every) if every else k
-    blocks = -(-k // span) if k else 0
+    span = promotion_span(k, every)
+    blocks = -(-k // span)
     lim = limited_format(bits)
     g_l, g_32 = gamma(span, lim.unit_roundoff), gamma(blocks, FLOAT32.unit_roundoff)
     if g_l is None or g_32 is None:

@@ -81,7 +81,7 @@ class _Picture:
     def promoted(self, bits: int, every: int) -> None:
         """Each product added in the limited accumulator; every ``every`` products (0: at the end) its value is
         added into the float32 total and it restarts from +0 (core.kernels.dot_fp8)."""
-        limited, span, total = dot_fp8.limited_format(bits), every or len(self.p) or 1, None
+        limited, span, total = dot_fp8.limited_format(bits), dot_fp8.promotion_span(len(self.p), every), None
         for lo in range(0, len(self.p), span):
             acc = None
             for i in range(lo, min(lo + span, len(self.p))):

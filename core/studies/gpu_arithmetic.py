@@ -198,20 +198,23 @@ def torch_results(pair: DotPair, device: str = "cpu", rows: int = 64) -> list[Li
     ]
 
 
+def _scaled_mm(rows: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """rows @ y (a column) through torch._scaled_mm, scales 1, float32 out."""
+    one = torch.tensor(1.0, device=rows.device)
+    column = y[:, None].t().contiguous().t()  # the second operand column-major, as the kernel requires
+    return torch._scaled_mm(rows, column, scale_a=one, scale_b=one, out_dtype=torch.float32)
+
+
 def _scaled_mm_results(tx: torch.Tensor, ty: torch.Tensor, big: torch.Tensor, rows: int, where: str
                        ) -> list[LiveResult]:
     """FP8 inputs through torch._scaled_mm, the FP8 matrix product FP8 training uses, with scales of 1 and a
     float32 result (torch's private API: the one FP8 product it has)."""
-    one = torch.tensor(1.0, device=tx.device)
-    column = ty[:, None].t().contiguous().t()  # the second operand column-major, as the kernel requires
-
-    def mm(a: torch.Tensor) -> torch.Tensor:
-        return torch._scaled_mm(a, column, scale_a=one, scale_b=one, out_dtype=torch.float32)
-
     return [
-        LiveResult(key="torch_mm1", name="torch._scaled_mm, M = 1 row", result=value_of(mm(tx[None])[0, 0]),
+        LiveResult(key="torch_mm1", name="torch._scaled_mm, M = 1 row",
+                   result=value_of(_scaled_mm(tx[None], ty)[0, 0]),
                    provenance=f"{where}; (1 × K) @ (K × 1), scales 1, float32 out"),
-        LiveResult(key="torch_mm64", name=f"torch._scaled_mm, M = {rows} rows", result=value_of(mm(big)[0, 0]),
+        LiveResult(key="torch_mm64", name=f"torch._scaled_mm, M = {rows} rows",
+                   result=value_of(_scaled_mm(big, ty)[0, 0]),
                    provenance=f"{where}; ({rows} × K) @ (K × 1), row 0 (rows 1–{rows - 1}: seeded normals), "
                               "scales 1, float32 out"),
     ]
@@ -463,7 +466,4 @@ def _live_dot(tx: torch.Tensor, ty: torch.Tensor) -> tuple[str, DotValue]:
     """torch's own dot product of two vectors: torch.dot, or for FP8 (which has none) torch._scaled_mm."""
     if format_of(tx.dtype).arithmetic:
         return "torch.dot(x, y)", value_of(torch.dot(tx, ty))
-    one = torch.tensor(1.0)
-    product = torch._scaled_mm(tx[None], ty[:, None].t().contiguous().t(), scale_a=one, scale_b=one,
-                               out_dtype=torch.float32)
-    return "torch._scaled_mm, M = 1 row", value_of(product[0, 0])
+    return "torch._scaled_mm, M = 1 row", value_of(_scaled_mm(tx[None], ty)[0, 0])
