@@ -242,7 +242,9 @@ PUNCH_CLAUSES = {
     "split_k": "Split-K: the K terms cut into slices summed in parallel, then the slices added.",
     "fp8_limited": "FP8 tensor cores: exact products added in an accumulator of about 14 bits (the DeepSeek-V3 "
                    "report's measurement on H800).",
-    "fp8_promoted": "Promoted: that accumulator added into float32 every 128 products, DeepSeek-V3's fix.",
+    "fp8_promoted": "Promoted: that accumulator added into float32 every 128 products, DeepSeek-V3's fix, which "
+                    "tightens the error bound once K > 128 (the bound column below); on one vector either can land "
+                    "closer to the exact value.",
 }
 
 
